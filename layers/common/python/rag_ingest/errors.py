@@ -1,0 +1,82 @@
+"""One error taxonomy for the whole pipeline.
+
+Step Functions matches Retry/Catch on the Lambda ``errorType``, which is the exception's
+class name. So there are exactly three class names that cross the Lambda boundary:
+``TransientError`` (retried with backoff), ``PermanentError`` (never retried; its code travels
+at the start of the message) and anything else (a few retries, then INTERNAL_ERROR).
+Do not subclass these for new failure kinds: add an ``ErrorCode`` instead.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+
+
+class ErrorCode(StrEnum):
+    UNSUPPORTED_TYPE = "UNSUPPORTED_TYPE"
+    FILE_TOO_LARGE = "FILE_TOO_LARGE"
+    TOO_MANY_PAGES = "TOO_MANY_PAGES"
+    ENCRYPTED_PDF = "ENCRYPTED_PDF"
+    CORRUPT_PDF = "CORRUPT_PDF"
+    NO_TEXT_LAYER = "NO_TEXT_LAYER"
+    EMPTY_DOCUMENT = "EMPTY_DOCUMENT"
+    OBJECT_NOT_FOUND = "OBJECT_NOT_FOUND"
+    INPUT_TOO_LONG = "INPUT_TOO_LONG"
+    INVALID_REQUEST = "INVALID_REQUEST"
+    TRANSIENT_RETRIES_EXHAUSTED = "TRANSIENT_RETRIES_EXHAUSTED"
+    TIMEOUT = "TIMEOUT"
+    STUCK = "STUCK"
+    INTERNAL_ERROR = "INTERNAL_ERROR"
+
+
+class RagIngestError(Exception):
+    """Base of the project's own errors."""
+
+
+class TransientError(RagIngestError):
+    """Throttling, timeouts, 5xx, connection errors: safe to retry with backoff."""
+
+
+class PermanentError(RagIngestError):
+    """The input can never succeed: the document goes FAILED with ``code``, no retry."""
+
+    def __init__(self, code: ErrorCode, detail: str) -> None:
+        self.code = ErrorCode(code)
+        self.detail = detail
+        # "CODE: detail" is what reaches Step Functions as errorMessage; see parse_failure().
+        super().__init__(f"{self.code.value}: {detail}")
+
+
+class StaleWriteError(RagIngestError):
+    """A conditional status update lost: another (later) worker owns the document's state."""
+
+
+class ConfigurationError(RagIngestError):
+    """The environment of a function is missing or invalid (raised at cold start)."""
+
+
+def parse_failure(error_type: str, cause: str) -> tuple[ErrorCode, str]:
+    """Turn a Step Functions Catch output (``Error``, ``Cause``) into an error code and detail.
+
+    ``cause`` is the Lambda error JSON (``errorType``, ``errorMessage``, ...) for task failures,
+    or a plain string for States.* errors.
+    """
+    message = cause
+    try:
+        payload = json.loads(cause)
+        if isinstance(payload, dict):
+            message = str(payload.get("errorMessage", cause))
+    except (TypeError, ValueError):
+        pass
+    if error_type == "PermanentError":
+        code_text, _, detail = message.partition(": ")
+        try:
+            return ErrorCode(code_text), detail
+        except ValueError:
+            return ErrorCode.INTERNAL_ERROR, message
+    if error_type == "TransientError":
+        return ErrorCode.TRANSIENT_RETRIES_EXHAUSTED, message
+    if error_type in ("States.Timeout", "Sandbox.Timedout"):
+        return ErrorCode.TIMEOUT, message
+    return ErrorCode.INTERNAL_ERROR, f"{error_type}: {message}"

@@ -1,0 +1,62 @@
+"""Data models shared across stages. Step Functions state stays small: ids, counts, S3 pointers."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class DocumentStatus(StrEnum):
+    AWAITING_UPLOAD = "AWAITING_UPLOAD"
+    QUEUED = "QUEUED"
+    PROCESSING = "PROCESSING"
+    READY = "READY"
+    FAILED = "FAILED"
+    DELETING = "DELETING"
+    DELETED = "DELETED"
+
+
+class Stage(StrEnum):
+    VALIDATE = "VALIDATE"
+    PARSE = "PARSE"
+    CHUNK = "CHUNK"
+    EMBED = "EMBED"
+    INDEX = "INDEX"
+    FINALIZE = "FINALIZE"
+
+
+class ObjectRef(BaseModel):
+    """One version of one S3 object."""
+
+    model_config = ConfigDict(frozen=True)
+
+    bucket: str
+    key: str
+    version: str
+
+
+class PageText(BaseModel):
+    """Text of one PDF page; ``page_number`` is 1-based as a reader counts."""
+
+    page_number: int = Field(ge=1)
+    text: str
+
+
+class ParsedDocument(BaseModel):
+    page_count: int = Field(ge=0)
+    pages: list[PageText]
+    failed_pages: list[int] = Field(default_factory=list)
+
+
+class Chunk(BaseModel):
+    """A passage to embed and index, with its provenance in the document."""
+
+    chunk_index: int = Field(ge=0)
+    text: str
+    page_start: int = Field(ge=1)
+    page_end: int = Field(ge=1)
+    heading_path: list[str] = Field(default_factory=list)
+    char_start: int = Field(ge=0)
+    char_end: int = Field(ge=0)
+    token_count: int = Field(ge=0)
