@@ -60,3 +60,37 @@ class Chunk(BaseModel):
     char_start: int = Field(ge=0)
     char_end: int = Field(ge=0)
     token_count: int = Field(ge=0)
+
+
+class DocumentJob(BaseModel):
+    """The Step Functions state: ids, counts and S3 pointers only (state is capped at 256 KB).
+
+    Each stage receives the whole job and returns it with its own fields filled in.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    document_id: str
+    tenant_id: str
+    bucket: str
+    key: str
+    version: str
+    size_bytes: int | None = None
+    page_count: int | None = None
+    failed_pages: list[int] = Field(default_factory=list)
+    pages_key: str | None = None
+    chunk_count: int | None = None
+    chunks_key: str | None = None
+    embeddings_prefix: str | None = None
+    indexed_count: int | None = None
+    stale_chunks_deleted: int | None = None
+
+    @property
+    def object_ref(self) -> ObjectRef:
+        return ObjectRef(bucket=self.bucket, key=self.key, version=self.version)
+
+
+class FailedJob(DocumentJob):
+    """MarkFailed's input: the job plus Step Functions' Catch output under ``error``."""
+
+    error: dict[str, str] = Field(default_factory=dict)

@@ -1,0 +1,54 @@
+"""Step Functions task handlers: one per stage, all thin over rag_ingest.pipeline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from rag_ingest.config import StagesEnv
+from rag_ingest.models import DocumentJob, FailedJob
+from rag_ingest.wiring import build_pipeline
+
+ENV = StagesEnv.from_env()  # fails the cold start, loudly, on a bad environment
+logger = Logger()
+pipeline = build_pipeline(ENV)
+
+
+def _out(job: DocumentJob) -> dict[str, Any]:
+    return job.model_dump(mode="json", exclude_none=True)
+
+
+@logger.inject_lambda_context
+def validate(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return _out(pipeline.validate(DocumentJob.model_validate(event)))
+
+
+@logger.inject_lambda_context
+def parse(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return _out(pipeline.parse(DocumentJob.model_validate(event)))
+
+
+@logger.inject_lambda_context
+def chunk(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return _out(pipeline.chunk(DocumentJob.model_validate(event)))
+
+
+@logger.inject_lambda_context
+def embed(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return _out(pipeline.embed(DocumentJob.model_validate(event)))
+
+
+@logger.inject_lambda_context
+def index(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return _out(pipeline.index(DocumentJob.model_validate(event)))
+
+
+@logger.inject_lambda_context
+def finalize(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return _out(pipeline.finalize(DocumentJob.model_validate(event)))
+
+
+@logger.inject_lambda_context
+def mark_failed(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return pipeline.mark_failed(FailedJob.model_validate(event))

@@ -1,0 +1,1 @@
+"""Adapters: the only modules that talk to boto3 and opensearch-py."""

@@ -1,0 +1,64 @@
+"""boto3 clients and the translation of AWS errors into the pipeline's error taxonomy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, ReadTimeoutError
+
+from rag_ingest.errors import TransientError
+
+# Adaptive retries inside one Lambda attempt; what survives becomes a TransientError for
+# Step Functions, whose Retry adds backoff with jitter on top.
+BOTO_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 3},
+    connect_timeout=5,
+    read_timeout=30,
+)
+
+_TRANSIENT_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestLimitExceeded",
+        "ProvisionedThroughputExceededException",
+        "RequestThrottled",
+        "SlowDown",
+        "TooManyRequestsException",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "InternalError",
+        "InternalServerError",
+        "InternalFailure",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "TransactionConflictException",
+    }
+)
+
+
+def client(service: str) -> Any:
+    """A boto3 client; AWS_ENDPOINT_URL (moto locally) is honoured by boto3 itself."""
+    return boto3.client(service, config=BOTO_CONFIG)  # type: ignore[call-overload]
+
+
+def resource(service: str) -> Any:
+    return boto3.resource(service, config=BOTO_CONFIG)  # type: ignore[call-overload]
+
+
+def error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, ClientError):
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        return error_code(exc) in _TRANSIENT_CODES or status >= 500 or status == 429
+    return isinstance(exc, ConnectionError | ReadTimeoutError | BotoCoreError)
+
+
+def as_transient(exc: BaseException, what: str) -> TransientError:
+    return TransientError(f"{what}: {type(exc).__name__}: {exc}")

@@ -1,0 +1,70 @@
+"""S3: the uploaded documents (by version) and the stages' artifacts (checkpoints)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from rag_ingest.adapters.aws import as_transient, client, error_code, is_transient
+from rag_ingest.errors import ErrorCode, PermanentError
+from rag_ingest.models import ObjectRef
+
+_MISSING = frozenset({"NoSuchKey", "NoSuchVersion", "404", "NotFound", "NoSuchBucket"})
+
+
+class ObjectStore:
+    def __init__(self, s3_client: Any | None = None) -> None:
+        self._s3 = s3_client if s3_client is not None else client("s3")
+
+    # -- uploaded documents ----------------------------------------------------------------
+    def head(self, ref: ObjectRef) -> dict[str, Any]:
+        return self._call(self._s3.head_object, ref, "head object", Bucket=ref.bucket, Key=ref.key)
+
+    def read_range(self, ref: ObjectRef, length: int) -> bytes:
+        response = self._call(
+            self._s3.get_object, ref, "read object", Bucket=ref.bucket, Key=ref.key, Range=f"bytes=0-{length - 1}"
+        )
+        return bytes(response["Body"].read())
+
+    def read(self, ref: ObjectRef) -> bytes:
+        response = self._call(self._s3.get_object, ref, "read object", Bucket=ref.bucket, Key=ref.key)
+        return bytes(response["Body"].read())
+
+    # -- artifacts -------------------------------------------------------------------------
+    def put_json(self, bucket: str, key: str, payload: Any) -> None:
+        body = json.dumps(payload, separators=(",", ":")).encode()
+        try:
+            self._s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/json")
+        except ClientError as exc:
+            raise (as_transient(exc, f"put {key}") if is_transient(exc) else exc) from exc
+
+    def get_json(self, bucket: str, key: str) -> Any:
+        try:
+            response = self._s3.get_object(Bucket=bucket, Key=key)
+        except ClientError as exc:
+            raise (as_transient(exc, f"get {key}") if is_transient(exc) else exc) from exc
+        return json.loads(response["Body"].read())
+
+    def exists(self, bucket: str, key: str) -> bool:
+        try:
+            self._s3.head_object(Bucket=bucket, Key=key)
+        except ClientError as exc:
+            if error_code(exc) in _MISSING:
+                return False
+            raise (as_transient(exc, f"head {key}") if is_transient(exc) else exc) from exc
+        return True
+
+    def _call(self, operation: Any, ref: ObjectRef, what: str, **kwargs: Any) -> Any:
+        # The "version" is the S3 versionId when the bucket is versioned, else the ETag.
+        if not ref.version.startswith('"') and ref.version != "null":
+            kwargs["VersionId"] = ref.version
+        try:
+            return operation(**kwargs)
+        except ClientError as exc:
+            if error_code(exc) in _MISSING:
+                raise PermanentError(
+                    ErrorCode.OBJECT_NOT_FOUND, f"s3://{ref.bucket}/{ref.key} version {ref.version} is gone"
+                ) from exc
+            raise (as_transient(exc, what) if is_transient(exc) else exc) from exc

@@ -1,0 +1,274 @@
+"""The documents table: the source of truth for a document's state.
+
+Every transition is a conditional update on the expected status and version, so a late or
+duplicate worker's write is rejected (``StaleWriteError``) instead of applied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from botocore.exceptions import ClientError
+from pydantic import BaseModel, ConfigDict, Field
+
+from rag_ingest.adapters.aws import as_transient, error_code, is_transient, resource
+from rag_ingest.errors import ErrorCode, StaleWriteError
+from rag_ingest.models import DocumentStatus, ObjectRef, Stage
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+class Progress(BaseModel):
+    done: int = 0
+    total: int = 0
+
+
+class DocumentRecord(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    document_id: str
+    tenant_id: str
+    status: DocumentStatus
+    filename: str | None = None
+    bucket: str | None = None
+    key: str | None = None
+    version: str | None = None
+    stage: Stage | None = None
+    progress: Progress | None = None
+    attempts: dict[str, int] = Field(default_factory=dict)
+    error_code: ErrorCode | None = None
+    error_detail: str | None = None
+    page_count: int | None = None
+    failed_pages: list[int] = Field(default_factory=list)
+    chunk_count: int | None = None
+    size_bytes: int | None = None
+    timings_ms: dict[str, int] = Field(default_factory=dict)
+    execution_arn: str | None = None
+    created_at: str
+    updated_at: str
+
+
+class QueueOutcome(StrEnum):
+    QUEUED = "QUEUED"  # this version is now the document's current version
+    RESUME = "RESUME"  # already QUEUED for this version: (re)start its workflow, a no-op if it runs
+    DUPLICATE = "DUPLICATE"  # this version is already processing or done
+    REJECTED = "REJECTED"  # deleted, another tenant's, or older than the current version
+
+
+@dataclass(frozen=True)
+class QueueResult:
+    outcome: QueueOutcome
+    record: DocumentRecord | None
+    reason: str = ""
+
+
+_IN_FLIGHT = (DocumentStatus.QUEUED.value, DocumentStatus.PROCESSING.value)
+
+
+class StatusRepository:
+    def __init__(self, table_name: str, table: Any | None = None) -> None:
+        self._table = table if table is not None else resource("dynamodb").Table(table_name)
+
+    # -- reads -----------------------------------------------------------------------------
+    def get(self, document_id: str) -> DocumentRecord | None:
+        try:
+            item = self._table.get_item(Key={"document_id": document_id}, ConsistentRead=True).get("Item")
+        except ClientError as exc:
+            raise self._translate(exc, "get document") from exc
+        return DocumentRecord.model_validate(item) if item else None
+
+    # -- transitions -----------------------------------------------------------------------
+    def create_awaiting_upload(
+        self, *, document_id: str, tenant_id: str, filename: str, bucket: str, key: str
+    ) -> DocumentRecord:
+        now = utc_now()
+        item = {
+            "document_id": document_id,
+            "tenant_id": tenant_id,
+            "status": DocumentStatus.AWAITING_UPLOAD.value,
+            "filename": filename,
+            "bucket": bucket,
+            "key": key,
+            "attempts": {},
+            "timings_ms": {},
+            "created_at": now,
+            "updated_at": now,
+        }
+        try:
+            self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(document_id)")
+        except ClientError as exc:
+            raise self._translate(exc, "create document") from exc
+        return DocumentRecord.model_validate(item)
+
+    def mark_queued(
+        self, *, document_id: str, tenant_id: str, ref: ObjectRef, event_time: str, size_bytes: int | None
+    ) -> QueueResult:
+        """Record an uploaded version as QUEUED, unless a duplicate or a late event."""
+        now = utc_now()
+        filename = ref.key.rsplit("/", 1)[-1]
+        try:
+            response = self._table.update_item(
+                Key={"document_id": document_id},
+                UpdateExpression=(
+                    "SET tenant_id = :tenant, #status = :queued, #version = :version, #bucket = :bucket, "
+                    "#key = :key, filename = if_not_exists(filename, :filename), attempts = :empty, "
+                    "timings_ms = :empty, event_time = :event_time, size_bytes = :size, "
+                    "created_at = if_not_exists(created_at, :now), updated_at = :now "
+                    "REMOVE stage, progress, error_code, error_detail, page_count, chunk_count, "
+                    "failed_pages, execution_arn"
+                ),
+                ConditionExpression=(
+                    "attribute_not_exists(document_id) OR "
+                    "(tenant_id = :tenant AND #status = :awaiting) OR "
+                    "(tenant_id = :tenant AND #version <> :version AND NOT #status IN (:deleting, :deleted) "
+                    " AND (attribute_not_exists(event_time) OR event_time <= :event_time))"
+                ),
+                ExpressionAttributeNames={
+                    "#status": "status",
+                    "#version": "version",
+                    "#bucket": "bucket",
+                    "#key": "key",
+                },
+                ExpressionAttributeValues={
+                    ":tenant": tenant_id,
+                    ":queued": DocumentStatus.QUEUED.value,
+                    ":awaiting": DocumentStatus.AWAITING_UPLOAD.value,
+                    ":deleting": DocumentStatus.DELETING.value,
+                    ":deleted": DocumentStatus.DELETED.value,
+                    ":version": ref.version,
+                    ":bucket": ref.bucket,
+                    ":key": ref.key,
+                    ":filename": filename,
+                    ":empty": {},
+                    ":event_time": event_time,
+                    ":size": size_bytes,
+                    ":now": now,
+                },
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise self._translate(exc, "mark queued") from exc
+            current = self.get(document_id)
+            return self._explain_rejected_queue(current, tenant_id, ref)
+        return QueueResult(QueueOutcome.QUEUED, DocumentRecord.model_validate(response["Attributes"]))
+
+    @staticmethod
+    def _explain_rejected_queue(
+        current: DocumentRecord | None, tenant_id: str, ref: ObjectRef
+    ) -> QueueResult:
+        if current is None:  # deleted in between: nothing to queue
+            return QueueResult(QueueOutcome.REJECTED, None, "document vanished during the update")
+        if current.tenant_id != tenant_id:
+            return QueueResult(QueueOutcome.REJECTED, current, "object key names another tenant")
+        if current.status in (DocumentStatus.DELETING, DocumentStatus.DELETED):
+            return QueueResult(QueueOutcome.REJECTED, current, f"document is {current.status.value}")
+        if current.version == ref.version:
+            if current.status == DocumentStatus.QUEUED:
+                return QueueResult(QueueOutcome.RESUME, current)
+            return QueueResult(QueueOutcome.DUPLICATE, current, f"version already {current.status.value}")
+        return QueueResult(QueueOutcome.REJECTED, current, "a newer version is already current")
+
+    def set_execution(self, document_id: str, version: str, execution_arn: str) -> None:
+        self._conditional_update(
+            document_id,
+            version,
+            "SET execution_arn = :arn, updated_at = :now",
+            {":arn": execution_arn},
+            allowed=(*_IN_FLIGHT, DocumentStatus.READY.value, DocumentStatus.FAILED.value),
+        )
+
+    def start_stage(self, document_id: str, version: str, stage: Stage) -> None:
+        self._conditional_update(
+            document_id,
+            version,
+            "SET #status = :processing, stage = :stage, updated_at = :now "
+            "ADD attempts.#stage_name :one",
+            {":processing": DocumentStatus.PROCESSING.value, ":stage": stage.value, ":one": 1},
+            names={"#stage_name": stage.value},
+            allowed=_IN_FLIGHT,
+        )
+
+    def record_stage(self, document_id: str, version: str, stage: Stage, elapsed_ms: int, **fields: Any) -> None:
+        """Store a finished stage's timing and counts (page_count, chunk_count, ...)."""
+        sets = ["timings_ms.#stage_name = :elapsed", "updated_at = :now"]
+        values: dict[str, Any] = {":elapsed": elapsed_ms}
+        names = {"#stage_name": stage.value}
+        for index, (name, value) in enumerate(sorted(fields.items())):
+            sets.append(f"#f{index} = :f{index}")
+            names[f"#f{index}"] = name
+            values[f":f{index}"] = value
+        self._conditional_update(
+            document_id, version, "SET " + ", ".join(sets), values, names=names, allowed=_IN_FLIGHT
+        )
+
+    def update_progress(self, document_id: str, version: str, done: int, total: int) -> None:
+        self._conditional_update(
+            document_id,
+            version,
+            "SET progress = :progress, updated_at = :now",
+            {":progress": {"done": done, "total": total}},
+            allowed=_IN_FLIGHT,
+        )
+
+    def mark_ready(self, document_id: str, version: str) -> None:
+        self._conditional_update(
+            document_id,
+            version,
+            "SET #status = :ready, updated_at = :now REMOVE stage",
+            {":ready": DocumentStatus.READY.value},
+            allowed=(DocumentStatus.PROCESSING.value,),
+        )
+
+    def mark_failed(self, document_id: str, version: str, code: ErrorCode, detail: str) -> None:
+        self._conditional_update(
+            document_id,
+            version,
+            "SET #status = :failed, error_code = :code, error_detail = :detail, updated_at = :now",
+            {":failed": DocumentStatus.FAILED.value, ":code": code.value, ":detail": detail[:2000]},
+            allowed=_IN_FLIGHT,
+        )
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _conditional_update(
+        self,
+        document_id: str,
+        version: str,
+        update_expression: str,
+        values: dict[str, Any],
+        *,
+        allowed: tuple[str, ...],
+        names: dict[str, str] | None = None,
+    ) -> None:
+        allowed_values = {f":allowed{index}": status for index, status in enumerate(allowed)}
+        try:
+            self._table.update_item(
+                Key={"document_id": document_id},
+                UpdateExpression=update_expression,
+                ConditionExpression=(
+                    f"#version = :version AND #status IN ({', '.join(allowed_values)})"
+                ),
+                ExpressionAttributeNames={"#status": "status", "#version": "version", **(names or {})},
+                ExpressionAttributeValues={
+                    ":version": version,
+                    ":now": utc_now(),
+                    **allowed_values,
+                    **values,
+                },
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                raise StaleWriteError(
+                    f"document {document_id} version {version} is no longer in {', '.join(allowed)}"
+                ) from exc
+            raise self._translate(exc, "update document") from exc
+
+    @staticmethod
+    def _translate(exc: ClientError, what: str) -> Exception:
+        return as_transient(exc, what) if is_transient(exc) else exc

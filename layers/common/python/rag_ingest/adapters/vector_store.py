@@ -1,0 +1,271 @@
+"""OpenSearch k-NN: one index for all tenants, every query filtered by tenant.
+
+Chunk ``_id`` = ``{document_id}:{version hash}:{chunk_index}``, so a replay overwrites.
+Stale versions are removed by id (found with a query), which works on domains without the
+reindex module and on OpenSearch Serverless alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+from opensearchpy import OpenSearch, RequestsHttpConnection, helpers
+from opensearchpy.exceptions import (
+    ConnectionError as OpenSearchConnectionError,
+)
+from opensearchpy.exceptions import (
+    ConnectionTimeout,
+    TransportError,
+)
+
+from rag_ingest.errors import TransientError
+from rag_ingest.ids import chunk_id, version_hash
+from rag_ingest.models import Chunk
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    name: str
+    dimension: int
+    space_type: str = "cosinesimil"
+    hnsw_m: int = 16
+    ef_construction: int = 128
+    ef_search: int = 100
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    chunk_id: str
+    score: float
+    document_id: str
+    page_start: int
+    page_end: int
+    text: str
+
+
+def connect(endpoint: str) -> OpenSearch:
+    """HTTPS endpoints (AWS) are signed with SigV4; plain HTTP is only for a local server."""
+    url = urlparse(endpoint)
+    kwargs: dict[str, Any] = {
+        "hosts": [{"host": url.hostname, "port": url.port or (443 if url.scheme == "https" else 80)}],
+        "use_ssl": url.scheme == "https",
+        "verify_certs": url.scheme == "https",
+        "connection_class": RequestsHttpConnection,
+        "timeout": 30,
+        "max_retries": 2,
+        "retry_on_timeout": True,
+    }
+    if url.scheme == "https":
+        import boto3
+        from opensearchpy import AWSV4SignerAuth
+
+        session = boto3.Session()
+        credentials = session.get_credentials()
+        kwargs["http_auth"] = AWSV4SignerAuth(credentials, session.region_name or "us-east-1", "es")
+    return OpenSearch(**kwargs)
+
+
+def _transient(exc: Exception) -> bool:
+    if isinstance(exc, OpenSearchConnectionError | ConnectionTimeout):
+        return True
+    if isinstance(exc, TransportError):
+        status = exc.status_code if isinstance(exc.status_code, int) else 0
+        return status == 429 or status >= 500
+    return False
+
+
+class VectorStore:
+    def __init__(self, client: OpenSearch, settings: IndexSettings) -> None:
+        self._client = client
+        self._settings = settings
+
+    @property
+    def index_name(self) -> str:
+        return self._settings.name
+
+    def mapping(self) -> dict[str, Any]:
+        s = self._settings
+        return {
+            "settings": {"index": {"knn": True, "knn.algo_param.ef_search": s.ef_search}},
+            "mappings": {
+                "dynamic": "strict",
+                "properties": {
+                    "tenant_id": {"type": "keyword"},
+                    "document_id": {"type": "keyword"},
+                    "version": {"type": "keyword"},
+                    "chunk_index": {"type": "integer"},
+                    "page_start": {"type": "integer"},
+                    "page_end": {"type": "integer"},
+                    "heading_path": {"type": "keyword"},
+                    "filename": {"type": "keyword"},
+                    "text": {"type": "text"},
+                    "embedding": {
+                        "type": "knn_vector",
+                        "dimension": s.dimension,
+                        # lucene: pure-Java HNSW, available on every OpenSearch build (no native libs).
+                        "method": {
+                            "name": "hnsw",
+                            "engine": "lucene",
+                            "space_type": s.space_type,
+                            "parameters": {"m": s.hnsw_m, "ef_construction": s.ef_construction},
+                        },
+                    },
+                },
+            },
+        }
+
+    def ensure_index(self) -> None:
+        try:
+            if self._client.indices.exists(index=self.index_name):
+                return
+            self._client.indices.create(index=self.index_name, body=self.mapping())
+        except TransportError as exc:
+            if getattr(exc, "error", "") == "resource_already_exists_exception":
+                return  # a concurrent Index stage created it first
+            raise self._translate(exc, "create index") from exc
+        except Exception as exc:
+            raise self._translate(exc, "create index") from exc
+
+    def write_chunks(
+        self,
+        *,
+        tenant_id: str,
+        document_id: str,
+        version: str,
+        filename: str | None,
+        chunks: Sequence[Chunk],
+        vectors: Sequence[Sequence[float]],
+    ) -> int:
+        if len(chunks) != len(vectors):
+            raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
+        actions = (
+            {
+                "_op_type": "index",  # index = create or overwrite: replays do not duplicate
+                "_index": self.index_name,
+                "_id": chunk_id(document_id, version, chunk.chunk_index),
+                "_source": {
+                    "tenant_id": tenant_id,
+                    "document_id": document_id,
+                    "version": version_hash(version),
+                    "chunk_index": chunk.chunk_index,
+                    "page_start": chunk.page_start,
+                    "page_end": chunk.page_end,
+                    "heading_path": chunk.heading_path,
+                    "filename": filename,
+                    "text": chunk.text,
+                    "embedding": list(vector),
+                },
+            }
+            for chunk, vector in zip(chunks, vectors, strict=True)
+        )
+        try:
+            written, errors = helpers.bulk(
+                self._client, actions, chunk_size=200, max_retries=3, raise_on_error=False, refresh="wait_for"
+            )
+        except Exception as exc:
+            raise self._translate(exc, "bulk index") from exc
+        if errors:
+            statuses = {int(next(iter(e.values())).get("status", 0)) for e in errors}  # type: ignore[union-attr]
+            detail = f"{len(errors)} of {len(chunks)} chunks failed to index: {str(errors[0])[:500]}"
+            if any(s == 429 or s >= 500 for s in statuses):
+                raise TransientError(detail)
+            raise RuntimeError(detail)
+        return int(written)
+
+    def _ids_matching(self, query: dict[str, Any]) -> Iterator[str]:
+        search_after: list[Any] | None = None
+        while True:
+            body: dict[str, Any] = {
+                "size": 1000,
+                "query": query,
+                "_source": False,
+                "sort": [{"document_id": "asc"}, {"chunk_index": "asc"}, {"version": "asc"}],
+            }
+            if search_after is not None:
+                body["search_after"] = search_after
+            hits = self._client.search(index=self.index_name, body=body)["hits"]["hits"]
+            if not hits:
+                return
+            for hit in hits:
+                yield str(hit["_id"])
+            search_after = hits[-1]["sort"]
+
+    def _delete_ids(self, ids: list[str]) -> int:
+        if not ids:
+            return 0
+        actions = ({"_op_type": "delete", "_index": self.index_name, "_id": i} for i in ids)
+        deleted, _ = helpers.bulk(self._client, actions, raise_on_error=False, refresh="wait_for")
+        return int(deleted)
+
+    def delete_other_versions(self, document_id: str, keep_version: str) -> int:
+        """After the swap to ``keep_version``: remove every chunk of the document's older versions."""
+        query = {
+            "bool": {
+                "filter": [{"term": {"document_id": document_id}}],
+                "must_not": [{"term": {"version": version_hash(keep_version)}}],
+            }
+        }
+        try:
+            self._client.indices.refresh(index=self.index_name)
+            return self._delete_ids(list(self._ids_matching(query)))
+        except Exception as exc:
+            raise self._translate(exc, "delete stale chunks") from exc
+
+    def delete_document(self, document_id: str) -> int:
+        try:
+            if not self._client.indices.exists(index=self.index_name):
+                return 0
+            self._client.indices.refresh(index=self.index_name)
+            return self._delete_ids(list(self._ids_matching({"term": {"document_id": document_id}})))
+        except Exception as exc:
+            raise self._translate(exc, "delete document chunks") from exc
+
+    def count(self, *, document_id: str, version: str | None = None) -> int:
+        filters: list[dict[str, Any]] = [{"term": {"document_id": document_id}}]
+        if version is not None:
+            filters.append({"term": {"version": version_hash(version)}})
+        self._client.indices.refresh(index=self.index_name)
+        body = {"query": {"bool": {"filter": filters}}}
+        return int(self._client.count(index=self.index_name, body=body)["count"])
+
+    def knn_search(self, *, tenant_id: str, vector: Sequence[float], k: int = 5) -> list[SearchHit]:
+        """k nearest chunks of one tenant; the tenant filter is applied inside the k-NN search."""
+        body = {
+            "size": k,
+            "_source": {"excludes": ["embedding"]},
+            "query": {
+                "knn": {
+                    "embedding": {
+                        "vector": list(vector),
+                        "k": k,
+                        "filter": {"term": {"tenant_id": tenant_id}},
+                    }
+                }
+            },
+        }
+        try:
+            hits = self._client.search(index=self.index_name, body=body)["hits"]["hits"]
+        except Exception as exc:
+            raise self._translate(exc, "search") from exc
+        return [
+            SearchHit(
+                chunk_id=str(hit["_id"]),
+                score=float(hit["_score"]),
+                document_id=hit["_source"]["document_id"],
+                page_start=int(hit["_source"]["page_start"]),
+                page_end=int(hit["_source"]["page_end"]),
+                text=hit["_source"]["text"],
+            )
+            for hit in hits
+        ]
+
+    @staticmethod
+    def _translate(exc: Exception, what: str) -> Exception:
+        if isinstance(exc, TransientError):
+            return exc
+        if _transient(exc):
+            return TransientError(f"OpenSearch {what}: {type(exc).__name__}: {exc}")
+        return exc

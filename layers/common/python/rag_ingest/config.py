@@ -1,0 +1,71 @@
+"""Environment models, validated once at cold start so a misconfigured function fails loudly."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from rag_ingest.errors import ConfigurationError
+
+
+class EnvModel(BaseModel):
+    """Base for a function's environment: field names are the env vars, lower-cased."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
+        source = os.environ if environ is None else environ
+        values = {name: source[name.upper()] for name in cls.model_fields if name.upper() in source}
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']).upper()}: {err['msg']}" for err in exc.errors()
+            )
+            raise ConfigurationError(f"{cls.__name__}: invalid environment: {problems}") from exc
+
+
+class CommonEnv(EnvModel):
+    documents_table: str = Field(min_length=1)
+
+
+class ApiEnv(CommonEnv):
+    bucket_name: str = Field(min_length=3)
+    raw_prefix: str = "raw/"
+    max_upload_bytes: int = Field(gt=0)
+    upload_url_expiry_seconds: int = Field(gt=0, le=3600)
+
+
+class IntakeEnv(CommonEnv):
+    idempotency_table: str = Field(min_length=1)
+    state_machine_arn: str = Field(pattern=r"^arn:aws[a-z-]*:states:")
+    idempotency_ttl_seconds: int = Field(default=86400 * 7, gt=0)
+
+
+class StagesEnv(CommonEnv):
+    bucket_name: str = Field(min_length=3)
+    artifacts_prefix: str = "artifacts/"
+    opensearch_endpoint: str = Field(pattern=r"^https?://")
+    opensearch_index: str = Field(min_length=1)
+    embedding_provider: Literal["bedrock", "local"]
+    embedding_model_id: str = Field(min_length=1)
+    embedding_dimension: int = Field(gt=0)
+    max_file_bytes: int = Field(gt=0)
+    max_pages: int = Field(gt=0)
+    chunk_tokens: int = Field(ge=32, le=480)
+    chunk_overlap_tokens: int = Field(ge=0)
+    embed_batch_size: int = Field(default=16, gt=0, le=256)
+
+    @field_validator("artifacts_prefix")
+    @classmethod
+    def _prefix_ends_with_slash(cls, value: str) -> str:
+        return value if value.endswith("/") else value + "/"
+
+
+class RedriveEnv(CommonEnv):
+    dlq_url: str = Field(pattern=r"^https?://")
+    queue_url: str = Field(pattern=r"^https?://")

@@ -1,0 +1,195 @@
+"""The workflow's stages: Validate → Parse → Chunk → Embed → Index → Finalize, and MarkFailed.
+
+Each stage takes the job (Step Functions state), does one thing, records it in the status
+table, and returns the job with its pointers filled in. Artifacts are keyed by document and
+version, and a stage whose artifact exists returns it without redoing the work (checkpoints):
+a retry after a failure in Index does not pay for embeddings again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from rag_ingest.adapters.object_store import ObjectStore
+from rag_ingest.adapters.status_repository import StatusRepository
+from rag_ingest.adapters.vector_store import VectorStore
+from rag_ingest.chunking import chunk_pages
+from rag_ingest.config import StagesEnv
+from rag_ingest.embeddings.base import Embedder
+from rag_ingest.errors import ErrorCode, PermanentError, StaleWriteError, parse_failure
+from rag_ingest.ids import version_hash
+from rag_ingest.models import Chunk, DocumentJob, FailedJob, ParsedDocument, Stage
+from rag_ingest.pdf import parse_pdf, validate_pdf_header
+
+logger = logging.getLogger(__name__)
+
+PDF_HEADER_BYTES = 1024
+
+
+@dataclass
+class StageDependencies:
+    env: StagesEnv
+    status: StatusRepository
+    objects: ObjectStore
+    vector_store: Callable[[], VectorStore]  # lazy: only Index/Finalize connect to OpenSearch
+    embedder: Callable[[], Embedder]  # lazy: loading a model is only Embed's cost
+    count_tokens: Callable[[str], int]
+
+
+class Pipeline:
+    def __init__(self, deps: StageDependencies) -> None:
+        self._deps = deps
+        self._env = deps.env
+
+    # -- the stages ------------------------------------------------------------------------
+    def validate(self, job: DocumentJob) -> DocumentJob:
+        with self._stage(job, Stage.VALIDATE) as record:
+            head = self._deps.objects.head(job.object_ref)
+            size = int(head["ContentLength"])
+            first_bytes = self._deps.objects.read_range(job.object_ref, min(PDF_HEADER_BYTES, max(size, 1)))
+            # The stored object is checked, not the upload policy: objects can arrive without the API.
+            validate_pdf_header(first_bytes, size, max_bytes=self._env.max_file_bytes)
+            job.size_bytes = size
+            record["size_bytes"] = size
+        return job
+
+    def parse(self, job: DocumentJob) -> DocumentJob:
+        pages_key = self._artifact_key(job, "pages.json")
+        with self._stage(job, Stage.PARSE) as record:
+            if self._deps.objects.exists(self._env.bucket_name, pages_key):
+                parsed = ParsedDocument.model_validate(self._deps.objects.get_json(self._env.bucket_name, pages_key))
+                logger.info("parse checkpoint reused", extra={"key": pages_key})
+            else:
+                data = self._deps.objects.read(job.object_ref)
+                parsed = parse_pdf(data, max_bytes=self._env.max_file_bytes, max_pages=self._env.max_pages)
+                self._deps.objects.put_json(self._env.bucket_name, pages_key, parsed.model_dump())
+            job.page_count = parsed.page_count
+            job.failed_pages = parsed.failed_pages
+            job.pages_key = pages_key
+            record.update(page_count=parsed.page_count, failed_pages=parsed.failed_pages)
+        return job
+
+    def chunk(self, job: DocumentJob) -> DocumentJob:
+        chunks_key = self._artifact_key(job, "chunks.json")
+        with self._stage(job, Stage.CHUNK) as record:
+            if self._deps.objects.exists(self._env.bucket_name, chunks_key):
+                chunk_count = len(self._deps.objects.get_json(self._env.bucket_name, chunks_key))
+            else:
+                parsed = ParsedDocument.model_validate(
+                    self._deps.objects.get_json(self._env.bucket_name, self._require(job.pages_key, "pages_key"))
+                )
+                chunks = chunk_pages(
+                    parsed.pages,
+                    count_tokens=self._deps.count_tokens,
+                    target_tokens=self._env.chunk_tokens,
+                    overlap_tokens=self._env.chunk_overlap_tokens,
+                )
+                if not chunks:
+                    raise PermanentError(ErrorCode.EMPTY_DOCUMENT, "the document has no text to chunk")
+                self._deps.objects.put_json(
+                    self._env.bucket_name, chunks_key, [chunk.model_dump() for chunk in chunks]
+                )
+                chunk_count = len(chunks)
+            job.chunks_key = chunks_key
+            job.chunk_count = chunk_count
+            record["chunk_count"] = chunk_count
+        return job
+
+    def embed(self, job: DocumentJob) -> DocumentJob:
+        prefix = self._artifact_key(job, "embeddings/")
+        with self._stage(job, Stage.EMBED):
+            chunks = self._load_chunks(job)
+            batch_size = self._env.embed_batch_size
+            batches = [chunks[i : i + batch_size] for i in range(0, len(chunks), batch_size)]
+            done = 0
+            embedder: Embedder | None = None
+            for number, batch in enumerate(batches):
+                batch_key = f"{prefix}{number:06d}.json"
+                # Per-batch checkpoint: a retry resumes at the first batch not yet embedded.
+                if not self._deps.objects.exists(self._env.bucket_name, batch_key):
+                    embedder = embedder or self._deps.embedder()
+                    vectors = embedder.embed([chunk.text for chunk in batch])
+                    self._deps.objects.put_json(self._env.bucket_name, batch_key, vectors)
+                done += len(batch)
+                self._deps.status.update_progress(job.document_id, job.version, done, len(chunks))
+            job.embeddings_prefix = prefix
+        return job
+
+    def index(self, job: DocumentJob) -> DocumentJob:
+        with self._stage(job, Stage.INDEX) as record:
+            chunks = self._load_chunks(job)
+            prefix = self._require(job.embeddings_prefix, "embeddings_prefix")
+            batch_size = self._env.embed_batch_size
+            vectors: list[list[float]] = []
+            for number in range((len(chunks) + batch_size - 1) // batch_size):
+                vectors.extend(self._deps.objects.get_json(self._env.bucket_name, f"{prefix}{number:06d}.json"))
+            store = self._deps.vector_store()
+            store.ensure_index()
+            record_state = self._deps.status.get(job.document_id)
+            written = store.write_chunks(
+                tenant_id=job.tenant_id,
+                document_id=job.document_id,
+                version=job.version,
+                filename=record_state.filename if record_state else None,
+                chunks=chunks,
+                vectors=vectors,
+            )
+            job.indexed_count = written
+            record["indexed_count"] = written
+        return job
+
+    def finalize(self, job: DocumentJob) -> DocumentJob:
+        with self._stage(job, Stage.FINALIZE) as record:
+            # This version is now the active one: remove what older versions left in the index.
+            deleted = self._deps.vector_store().delete_other_versions(job.document_id, job.version)
+            job.stale_chunks_deleted = deleted
+            record["stale_chunks_deleted"] = deleted
+        self._deps.status.mark_ready(job.document_id, job.version)
+        logger.info("document ready", extra={"document_id": job.document_id, "chunks": job.chunk_count})
+        return job
+
+    def mark_failed(self, job: FailedJob) -> dict[str, Any]:
+        code, detail = parse_failure(job.error.get("Error", "Unknown"), job.error.get("Cause", ""))
+        try:
+            self._deps.status.mark_failed(job.document_id, job.version, code, detail)
+        except StaleWriteError:
+            # A newer version took over, or a duplicate already closed it: its state stands.
+            logger.warning("late failure not applied", extra={"document_id": job.document_id})
+            return {"document_id": job.document_id, "error_code": code.value, "applied": False}
+        logger.warning(
+            "document failed", extra={"document_id": job.document_id, "error_code": code.value, "detail": detail}
+        )
+        return {"document_id": job.document_id, "error_code": code.value, "applied": True}
+
+    # -- helpers ---------------------------------------------------------------------------
+    @contextmanager
+    def _stage(self, job: DocumentJob, stage: Stage) -> Iterator[dict[str, Any]]:
+        try:
+            self._deps.status.start_stage(job.document_id, job.version, stage)
+        except StaleWriteError as exc:
+            # A newer version (or a delete) owns the document now: stop this run for good.
+            raise PermanentError(ErrorCode.SUPERSEDED, str(exc)) from exc
+        started = time.monotonic()
+        record: dict[str, Any] = {}
+        yield record
+        elapsed_ms = int((time.monotonic() - started) * 1000)
+        self._deps.status.record_stage(job.document_id, job.version, stage, elapsed_ms, **record)
+
+    def _artifact_key(self, job: DocumentJob, name: str) -> str:
+        return f"{self._env.artifacts_prefix}{job.document_id}/{version_hash(job.version)}/{name}"
+
+    def _load_chunks(self, job: DocumentJob) -> list[Chunk]:
+        raw = self._deps.objects.get_json(self._env.bucket_name, self._require(job.chunks_key, "chunks_key"))
+        return [Chunk.model_validate(item) for item in raw]
+
+    @staticmethod
+    def _require(value: str | None, name: str) -> str:
+        if not value:
+            raise ValueError(f"job has no {name}: the previous stage did not run")
+        return value
+

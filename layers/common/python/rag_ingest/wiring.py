@@ -1,0 +1,39 @@
+"""Builds the domain services from a validated environment: the one place adapters are chosen."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from rag_ingest.adapters.aws import client
+from rag_ingest.adapters.object_store import ObjectStore
+from rag_ingest.adapters.status_repository import StatusRepository
+from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
+from rag_ingest.config import StagesEnv
+from rag_ingest.embeddings.base import Embedder, create_embedder
+from rag_ingest.pipeline import Pipeline, StageDependencies
+from rag_ingest.tokens import count_tokens
+
+
+def vector_store_for(endpoint: str, index: str, dimension: int) -> VectorStore:
+    return VectorStore(connect(endpoint), IndexSettings(name=index, dimension=dimension))
+
+
+def embedder_for(env: StagesEnv) -> Embedder:
+    bedrock = client("bedrock-runtime") if env.embedding_provider == "bedrock" else None
+    return create_embedder(env.embedding_provider, env.embedding_model_id, env.embedding_dimension, bedrock)
+
+
+def build_pipeline(env: StagesEnv) -> Pipeline:
+    return Pipeline(
+        StageDependencies(
+            env=env,
+            status=StatusRepository(env.documents_table),
+            objects=ObjectStore(),
+            # Created on first use and kept for the warm container's life.
+            vector_store=cache(
+                lambda: vector_store_for(env.opensearch_endpoint, env.opensearch_index, env.embedding_dimension)
+            ),
+            embedder=cache(lambda: embedder_for(env)),
+            count_tokens=count_tokens,
+        )
+    )
