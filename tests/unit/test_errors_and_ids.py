@@ -1,0 +1,66 @@
+import json
+
+import pytest
+
+from rag_ingest.config import StagesEnv
+from rag_ingest.errors import ConfigurationError, ErrorCode, PermanentError, parse_failure
+from rag_ingest.ids import chunk_id, execution_name, is_api_document_id, new_document_id
+
+pytestmark = pytest.mark.unit
+
+
+def lambda_cause(error_type: str, message: str) -> str:
+    return json.dumps({"errorType": error_type, "errorMessage": message, "stackTrace": []})
+
+
+def test_permanent_error_code_survives_the_lambda_boundary() -> None:
+    error = PermanentError(ErrorCode.ENCRYPTED_PDF, "the PDF needs a password")
+    code, detail = parse_failure("PermanentError", lambda_cause("PermanentError", str(error)))
+    assert code is ErrorCode.ENCRYPTED_PDF
+    assert detail == "the PDF needs a password"
+
+
+@pytest.mark.parametrize(
+    ("error_type", "expected"),
+    [
+        ("TransientError", ErrorCode.TRANSIENT_RETRIES_EXHAUSTED),
+        ("States.Timeout", ErrorCode.TIMEOUT),
+        ("Sandbox.Timedout", ErrorCode.TIMEOUT),
+        ("KeyError", ErrorCode.INTERNAL_ERROR),
+    ],
+)
+def test_other_failures_map_to_codes(error_type: str, expected: ErrorCode) -> None:
+    code, detail = parse_failure(error_type, lambda_cause(error_type, "boom"))
+    assert code is expected
+    assert "boom" in detail
+
+
+def test_unknown_permanent_code_is_internal_error_with_the_message_kept() -> None:
+    code, detail = parse_failure("PermanentError", lambda_cause("PermanentError", "NOT_A_CODE: x"))
+    assert code is ErrorCode.INTERNAL_ERROR
+    assert "NOT_A_CODE: x" in detail
+
+
+def test_execution_names_are_deterministic_and_valid() -> None:
+    document_id = new_document_id()
+    name = execution_name(document_id, "v1")
+    assert name == execution_name(document_id, "v1")
+    assert name != execution_name(document_id, "v2")
+    assert execution_name(document_id, "v1", replay=1).endswith("-r1")
+    assert len(name) <= 80
+    assert all(c.isalnum() or c in "-_" for c in execution_name("obj-weird id/with:chars", '"etag"'))
+
+
+def test_chunk_ids_are_stable_per_version() -> None:
+    assert chunk_id("doc", "v1", 3) == chunk_id("doc", "v1", 3)
+    assert chunk_id("doc", "v1", 3) != chunk_id("doc", "v2", 3)
+    assert is_api_document_id(new_document_id())
+    assert not is_api_document_id("inbox")
+
+
+def test_bad_environment_fails_with_every_problem_named() -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        StagesEnv.from_env({"DOCUMENTS_TABLE": "docs", "OPENSEARCH_ENDPOINT": "ftp://x", "CHUNK_TOKENS": "9"})
+    message = str(caught.value)
+    for name in ("OPENSEARCH_ENDPOINT", "CHUNK_TOKENS", "BUCKET_NAME", "EMBEDDING_PROVIDER"):
+        assert name in message

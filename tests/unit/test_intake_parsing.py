@@ -1,0 +1,64 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from rag_ingest.ids import document_id_for_object
+from rag_ingest.intake import PoisonMessageError, address_of, parse_queue_message
+
+pytestmark = pytest.mark.unit
+EVENTS = Path(__file__).parent.parent / "events"
+
+
+def test_s3_record_is_parsed_with_decoded_key_and_version() -> None:
+    [uploaded] = parse_queue_message((EVENTS / "s3_object_created.json").read_text())
+    assert uploaded.bucket == "rag-ingest-documents"
+    assert uploaded.key == "raw/acme/01JDX3ZK5Q8W7N2M4P6R8T0V2X/annual report 2026.pdf"
+    assert uploaded.version == "3HL4kqtJvjVBH40Nrjfkd"
+    assert uploaded.size_bytes == 48211
+
+
+def test_etag_is_the_version_when_the_bucket_is_not_versioned() -> None:
+    event = json.loads((EVENTS / "s3_object_created.json").read_text())
+    del event["Records"][0]["s3"]["object"]["versionId"]
+    [uploaded] = parse_queue_message(json.dumps(event))
+    assert uploaded.version == '"9b2cf535f27731c974343645a3985328"'
+
+
+def test_s3_test_event_yields_nothing() -> None:
+    assert parse_queue_message((EVENTS / "s3_test_event.json").read_text()) == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["not json", "[1, 2]", json.dumps({"hello": "world"}), json.dumps({"Records": [{"eventName": "ObjectCreated:Put"}]})],
+)
+def test_malformed_messages_are_poison(body: str) -> None:
+    with pytest.raises(PoisonMessageError):
+        parse_queue_message(body)
+
+
+def test_removal_events_are_poison_not_ingested() -> None:
+    event = json.loads((EVENTS / "s3_object_created.json").read_text())
+    event["Records"][0]["eventName"] = "ObjectRemoved:Delete"
+    with pytest.raises(PoisonMessageError, match="unexpected S3 event"):
+        parse_queue_message(json.dumps(event))
+
+
+def test_api_key_layout_gives_tenant_and_document_id() -> None:
+    address = address_of("raw/acme/01JDX3ZK5Q8W7N2M4P6R8T0V2X/report.pdf", "bucket")
+    assert (address.tenant_id, address.document_id) == ("acme", "01JDX3ZK5Q8W7N2M4P6R8T0V2X")
+
+
+def test_object_put_without_the_api_gets_a_deterministic_id() -> None:
+    first = address_of("raw/acme/inbox/report.pdf", "bucket")
+    again = address_of("raw/acme/inbox/report.pdf", "bucket")
+    assert first == again
+    assert first.tenant_id == "acme"
+    assert first.document_id == document_id_for_object("bucket", "raw/acme/inbox/report.pdf")
+
+
+@pytest.mark.parametrize("key", ["other/acme/x.pdf", "raw/x.pdf", "raw//x.pdf"])
+def test_keys_without_a_tenant_folder_are_poison(key: str) -> None:
+    with pytest.raises(PoisonMessageError):
+        address_of(key, "bucket")

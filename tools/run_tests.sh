@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# make test: lint, then every test suite in one pytest run with the real servers up.
+# Servers started here are stopped on exit, whatever the outcome.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=.venv/bin/python
+
+echo "== lint (ruff, mypy)"
+.venv/bin/ruff check .
+.venv/bin/mypy app.py infra local functions/*/app.py layers/common/python/rag_ingest bench
+
+started_opensearch=""
+if [[ -z "${OPENSEARCH_URL:-}" ]]; then
+  if ! $PY -m local.opensearch status >/dev/null 2>&1; then
+    started_opensearch=1
+  fi
+  $PY -m local.opensearch start
+fi
+cleanup() {
+  [[ -n "$started_opensearch" ]] && $PY -m local.opensearch stop || true
+}
+trap cleanup EXIT
+
+echo "== tests: unit, infra, integration, e2e, reliability"
+.venv/bin/pytest tests "$@"
