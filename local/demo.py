@@ -8,10 +8,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from local.client import LocalStackClient
 from rag_ingest.embeddings.base import create_embedder
 from rag_ingest.search import search_passages
 from rag_ingest.wiring import vector_store_for
+
+from local.client import LocalStackClient
 
 SAMPLES = Path("samples")
 DEFAULT_QUERIES = (
@@ -67,7 +68,9 @@ def main() -> None:
         for rank, hit in enumerate(search_passages(store, embedder, tenant_id=args.tenant, query=query, k=3), 1):
             pages_label = f"p.{hit.page_start}" + (f"-{hit.page_end}" if hit.page_end != hit.page_start else "")
             excerpt = " ".join(hit.text.split())[:220]
-            print(f"  {rank}. [{names.get(hit.document_id, hit.document_id)} {pages_label}] ({hit.score:.3f}) {excerpt}")
+            print(
+                f"  {rank}. [{names.get(hit.document_id, hit.document_id)} {pages_label}] ({hit.score:.3f}) {excerpt}"
+            )
     if len(ready) != len(names):
         raise SystemExit("some documents did not become READY")
 

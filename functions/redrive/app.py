@@ -6,7 +6,6 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
-
 from rag_ingest.adapters.queues import Queues
 from rag_ingest.config import RedriveEnv
 from rag_ingest.redrive import RedriveRequest, redrive

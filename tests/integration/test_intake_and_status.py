@@ -11,11 +11,11 @@ from typing import Any
 
 import boto3
 import pytest
-
 from rag_ingest.adapters.status_repository import QueueOutcome, StatusRepository
 from rag_ingest.errors import ErrorCode, StaleWriteError
 from rag_ingest.ids import new_document_id
 from rag_ingest.models import DocumentStatus, ObjectRef, Stage
+
 from tests.support.aws import FakeLambdaContext, load_handler_module, moto_server
 
 pytestmark = pytest.mark.integration
@@ -65,7 +65,9 @@ def test_transitions_are_compare_and_set(repo: StatusRepository) -> None:
     record = repo.get(document_id)
     assert record is not None
     assert (record.status, record.stage, record.attempts) == (DocumentStatus.PROCESSING, Stage.PARSE, {"PARSE": 2})
-    duplicate = repo.mark_queued(document_id=document_id, tenant_id="acme", ref=ref("v1"), event_time="t1", size_bytes=9)
+    duplicate = repo.mark_queued(
+        document_id=document_id, tenant_id="acme", ref=ref("v1"), event_time="t1", size_bytes=9
+    )
     assert duplicate.outcome is QueueOutcome.DUPLICATE
 
     # Another tenant cannot take the document over by naming it in a key.

@@ -11,10 +11,10 @@ from typing import Any
 
 import boto3
 import pytest
-
 from rag_ingest.adapters.queues import Queues
 from rag_ingest.ids import new_document_id
 from rag_ingest.redrive import RedriveRequest, redrive
+
 from tests.support.aws import moto_server
 
 pytestmark = pytest.mark.integration

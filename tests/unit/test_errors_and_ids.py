@@ -1,7 +1,6 @@
 import json
 
 import pytest
-
 from rag_ingest.config import StagesEnv
 from rag_ingest.errors import ConfigurationError, ErrorCode, PermanentError, parse_failure
 from rag_ingest.ids import chunk_id, execution_name, is_api_document_id, new_document_id

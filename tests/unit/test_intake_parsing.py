@@ -2,7 +2,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from rag_ingest.ids import document_id_for_object
 from rag_ingest.intake import PoisonMessageError, address_of, parse_queue_message
 
@@ -31,7 +30,12 @@ def test_s3_test_event_yields_nothing() -> None:
 
 @pytest.mark.parametrize(
     "body",
-    ["not json", "[1, 2]", json.dumps({"hello": "world"}), json.dumps({"Records": [{"eventName": "ObjectCreated:Put"}]})],
+    [
+        "not json",
+        "[1, 2]",
+        json.dumps({"hello": "world"}),
+        json.dumps({"Records": [{"eventName": "ObjectCreated:Put"}]}),
+    ],
 )
 def test_malformed_messages_are_poison(body: str) -> None:
     with pytest.raises(PoisonMessageError):
