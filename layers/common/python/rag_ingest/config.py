@@ -56,7 +56,7 @@ class StagesEnv(CommonEnv):
     embedding_dimension: int = Field(gt=0)
     max_file_bytes: int = Field(gt=0)
     max_pages: int = Field(gt=0)
-    chunk_tokens: int = Field(ge=32, le=480)
+    chunk_tokens: int = Field(ge=16, le=8192)
     chunk_overlap_tokens: int = Field(ge=0)
     embed_batch_size: int = Field(default=16, gt=0, le=256)
 
