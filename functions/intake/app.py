@@ -11,6 +11,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.idempotency import (
     DynamoDBPersistenceLayer,
@@ -45,6 +46,6 @@ def record_handler(record: SQSRecord) -> list[dict[str, Any]]:
 
 
 @logger.inject_lambda_context
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     idempotency_config.register_lambda_context(context)
     return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
