@@ -89,7 +89,7 @@ class VectorStore:
     def mapping(self) -> dict[str, Any]:
         s = self._settings
         return {
-            "settings": {"index": {"knn": True, "knn.algo_param.ef_search": s.ef_search}},
+            "settings": {"index": {"knn": True}},
             "mappings": {
                 "dynamic": "strict",
                 "properties": {
@@ -242,6 +242,8 @@ class VectorStore:
                         "vector": list(vector),
                         "k": k,
                         "filter": {"term": {"tenant_id": tenant_id}},
+                        # lucene explores only k candidates unless told otherwise: recall needs more.
+                        "method_parameters": {"ef_search": max(self._settings.ef_search, k)},
                     }
                 }
             },
