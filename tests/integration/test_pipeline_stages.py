@@ -1,0 +1,172 @@
+"""The stage functions in-process against moto's S3/DynamoDB and the real OpenSearch:
+checkpoints, exactly-once indexing, re-upload replacing chunks, and error codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from rag_ingest.adapters.object_store import ObjectStore
+from rag_ingest.adapters.status_repository import StatusRepository
+from rag_ingest.adapters.vector_store import VectorStore
+from rag_ingest.config import StagesEnv
+from rag_ingest.embeddings.base import Embedder, create_embedder
+from rag_ingest.errors import ErrorCode, PermanentError
+from rag_ingest.models import DocumentJob, DocumentStatus, FailedJob, ObjectRef
+from rag_ingest.pipeline import Pipeline, StageDependencies
+from rag_ingest.tokens import count_tokens
+from rag_ingest.wiring import vector_store_for
+
+from tests.support.aws import moto_server
+
+pytestmark = pytest.mark.integration
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+OPENSEARCH_URL = os.environ.get("OPENSEARCH_URL", "http://127.0.0.1:9200")
+
+
+class CountingEmbedder:
+    """The real local model, counting calls: embeddings are paid per token in AWS."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.model_id, self.dimension, self.max_input_tokens = inner.model_id, inner.dimension, inner.max_input_tokens
+        self.texts_embedded = 0
+
+    def embed(self, texts: Any) -> list[list[float]]:
+        self.texts_embedded += len(texts)
+        return self.inner.embed(texts)
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[dict[str, Any]]:
+    with moto_server():
+        suffix = uuid.uuid4().hex[:8]
+        bucket, table = f"docs-{suffix}", f"documents-{suffix}"
+        s3 = boto3.client("s3")
+        s3.create_bucket(Bucket=bucket)
+        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+        boto3.client("dynamodb").create_table(
+            TableName=table,
+            KeySchema=[{"AttributeName": "document_id", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "document_id", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        env = StagesEnv.from_env(
+            {
+                "DOCUMENTS_TABLE": table,
+                "BUCKET_NAME": bucket,
+                "OPENSEARCH_ENDPOINT": OPENSEARCH_URL,
+                "OPENSEARCH_INDEX": f"test-chunks-{suffix}",
+                "EMBEDDING_PROVIDER": "local",
+                "EMBEDDING_MODEL_ID": "sentence-transformers/all-MiniLM-L6-v2",
+                "EMBEDDING_DIMENSION": "384",
+                "MAX_FILE_BYTES": str(5 * 1024 * 1024),
+                "MAX_PAGES": "50",
+                "CHUNK_TOKENS": "120",
+                "CHUNK_OVERLAP_TOKENS": "20",
+                "EMBED_BATCH_SIZE": "4",
+            }
+        )
+        store = vector_store_for(OPENSEARCH_URL, env.opensearch_index, 384)
+        embedder = CountingEmbedder(create_embedder("local", env.embedding_model_id, 384))
+        deps = StageDependencies(
+            env=env,
+            status=StatusRepository(table),
+            objects=ObjectStore(s3),
+            vector_store=lambda: store,
+            embedder=lambda: embedder,
+            count_tokens=count_tokens,
+        )
+        yield {"env": env, "s3": s3, "store": store, "embedder": embedder, "pipeline": Pipeline(deps), "deps": deps}
+        store._client.indices.delete(index=env.opensearch_index, ignore_unavailable=True)
+
+
+def upload(world: dict[str, Any], sample: Path, document_id: str) -> DocumentJob:
+    env = world["env"]
+    key = f"raw/acme/{document_id}/{sample.name}"
+    version = world["s3"].put_object(Bucket=env.bucket_name, Key=key, Body=sample.read_bytes())["VersionId"]
+    ref = ObjectRef(bucket=env.bucket_name, key=key, version=version)
+    status: StatusRepository = world["deps"].status
+    event_time = datetime.now(UTC).isoformat()
+    status.mark_queued(document_id=document_id, tenant_id="acme", ref=ref, event_time=event_time, size_bytes=None)
+    return DocumentJob(document_id=document_id, tenant_id="acme", bucket=ref.bucket, key=key, version=version)
+
+
+def run_all(pipeline: Pipeline, job: DocumentJob) -> DocumentJob:
+    for stage in (pipeline.validate, pipeline.parse, pipeline.chunk, pipeline.embed, pipeline.index, pipeline.finalize):
+        job = stage(job)
+    return job
+
+
+def test_stages_index_once_and_retries_neither_duplicate_nor_re_embed(world: dict[str, Any]) -> None:
+    pipeline: Pipeline = world["pipeline"]
+    store: VectorStore = world["store"]
+    embedder: CountingEmbedder = world["embedder"]
+    document_id = f"doc-{uuid.uuid4().hex[:8]}"
+    job = upload(world, SAMPLES / "sourdough.pdf", document_id)
+
+    before = embedder.texts_embedded
+    embedded = pipeline.embed(pipeline.chunk(pipeline.parse(pipeline.validate(job))))
+    assert embedded.chunk_count and embedder.texts_embedded - before == embedded.chunk_count
+
+    # Step Functions retries Embed (e.g. the first attempt timed out after its work): checkpoints answer.
+    before = embedder.texts_embedded
+    embedded = pipeline.embed(embedded)
+    assert embedder.texts_embedded == before
+    # Index runs twice (a retry after a failure past the bulk write): same ids, no duplicates.
+    pipeline.index(embedded)
+    indexed = pipeline.index(embedded)
+    assert indexed.indexed_count == embedded.chunk_count
+    assert store.count(document_id=document_id) == embedded.chunk_count
+
+    done = pipeline.finalize(indexed)
+    record = world["deps"].status.get(document_id)
+    assert record.status is DocumentStatus.READY and done.stale_chunks_deleted == 0
+    assert record.progress.done == record.progress.total == embedded.chunk_count
+    assert record.attempts == {"VALIDATE": 1, "PARSE": 1, "CHUNK": 1, "EMBED": 2, "INDEX": 2, "FINALIZE": 1}
+
+
+def test_reupload_replaces_the_old_versions_chunks(world: dict[str, Any]) -> None:
+    pipeline: Pipeline = world["pipeline"]
+    store: VectorStore = world["store"]
+    document_id = f"doc-{uuid.uuid4().hex[:8]}"
+    first = run_all(pipeline, upload(world, SAMPLES / "sourdough.pdf", document_id))
+    second_job = upload(world, SAMPLES / "urban-birds.pdf", document_id)  # same document, new version
+    second = run_all(pipeline, second_job)
+    assert second.stale_chunks_deleted == first.chunk_count
+    assert store.count(document_id=document_id) == second.chunk_count
+    assert store.count(document_id=document_id, version=first.version) == 0
+
+
+@pytest.mark.parametrize(
+    ("sample", "code"),
+    [
+        ("not-a-pdf.pdf", ErrorCode.UNSUPPORTED_TYPE),
+        ("encrypted.pdf", ErrorCode.ENCRYPTED_PDF),
+        ("truncated.pdf", ErrorCode.CORRUPT_PDF),
+        ("image-only.pdf", ErrorCode.NO_TEXT_LAYER),
+    ],
+)
+def test_bad_files_raise_their_code_and_mark_failed_records_it(
+    world: dict[str, Any], sample: str, code: ErrorCode
+) -> None:
+    pipeline: Pipeline = world["pipeline"]
+    document_id = f"doc-{uuid.uuid4().hex[:8]}"
+    job = upload(world, SAMPLES / "invalid" / sample, document_id)
+    with pytest.raises(PermanentError) as caught:
+        pipeline.parse(pipeline.validate(job))
+    assert caught.value.code is code
+    cause = {"errorType": "PermanentError", "errorMessage": str(caught.value)}
+    failed = FailedJob.model_validate(
+        {**job.model_dump(), "error": {"Error": "PermanentError", "Cause": json.dumps(cause)}}
+    )
+    assert pipeline.mark_failed(failed)["applied"] is True
+    record = world["deps"].status.get(document_id)
+    assert (record.status, record.error_code) == (DocumentStatus.FAILED, code)
