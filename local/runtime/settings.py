@@ -1,0 +1,157 @@
+"""Every knob of the local runtime, read from the environment in one place.
+
+The Lambda environment overrides (``local_lambda_overrides``) are the only values in which the
+local stack deliberately differs from the synthesized template; docs/local-stack.md lists them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+# moto's default account: resources, ARNs and queue URLs all carry it.
+LOCAL_ACCOUNT_ID = "123456789012"
+# Fake credentials for every client of moto (the handlers' boto3 clients included).
+LOCAL_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+}
+DEFAULT_STACK_NAME = "RagIngest"
+DEFAULT_OPENSEARCH_URL = "http://127.0.0.1:9200"
+LOCAL_EMBEDDING_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+LOCAL_EMBEDDING_DIMENSION = 384
+
+
+def _int_env(environ: Mapping[str, str], name: str, default: int) -> int:
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ValueError(f"{name} must be an integer, got {raw!r}") from exc
+
+
+def _float_env(environ: Mapping[str, str], name: str, default: float) -> float:
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise ValueError(f"{name} must be a number, got {raw!r}") from exc
+
+
+def stack_name_from_cdk_json(repo_root: Path) -> str:
+    """The stack name the CDK app synthesizes: cdk.json context ``rag-ingest.stackName``."""
+    cdk_json = repo_root / "cdk.json"
+    if not cdk_json.is_file():
+        return DEFAULT_STACK_NAME
+    context = json.loads(cdk_json.read_text()).get("context", {})
+    value = context.get("rag-ingest.stackName")
+    if value is None and isinstance(context.get("rag-ingest"), dict):
+        value = context["rag-ingest"].get("stackName")
+    return str(value) if value else DEFAULT_STACK_NAME
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    repo_root: Path
+    stack_name: str
+    template_path: Path
+    region: str
+    account_id: str
+    host: str
+    moto_port: int
+    api_port: int
+    state_dir: Path
+    layer_source_dir: Path
+    web_dir: Path
+    opensearch_url: str
+    # Step Functions retries really sleep in moto's interpreter: intervals are scaled by this.
+    retry_scale: float
+    lambda_max_workers: int
+    lambda_init_timeout_seconds: float
+    lambda_idle_seconds: float
+    poller_default_concurrency: int
+    poller_wait_seconds: int
+    ready_timeout_seconds: float
+    passthrough_env: tuple[str, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> RuntimeSettings:
+        env = os.environ if environ is None else environ
+        repo_root = Path(env.get("LOCAL_REPO_ROOT") or REPO_ROOT).resolve()
+        stack_name = env.get("LOCAL_STACK_NAME") or stack_name_from_cdk_json(repo_root)
+        template = env.get("LOCAL_TEMPLATE") or str(repo_root / "cdk.out" / f"{stack_name}.template.json")
+        retry_scale = _float_env(env, "LOCAL_RETRY_SCALE", 0.1)
+        if not 0 < retry_scale <= 1:
+            raise ValueError(f"LOCAL_RETRY_SCALE must be in (0, 1], got {retry_scale}")
+        passthrough = tuple(
+            name.strip() for name in env.get("LOCAL_LAMBDA_PASSTHROUGH_ENV", "").split(",") if name.strip()
+        )
+        return cls(
+            repo_root=repo_root,
+            stack_name=stack_name,
+            template_path=Path(template).resolve(),
+            region=env.get("LOCAL_REGION") or "us-east-1",
+            account_id=LOCAL_ACCOUNT_ID,
+            host="127.0.0.1",
+            moto_port=_int_env(env, "LOCAL_MOTO_PORT", 5000),
+            api_port=_int_env(env, "LOCAL_API_PORT", 8080),
+            state_dir=Path(env.get("LOCAL_STATE_DIR") or repo_root / ".local" / "runtime").resolve(),
+            layer_source_dir=Path(env.get("LOCAL_LAYER_DIR") or repo_root / "layers" / "common" / "python"),
+            web_dir=Path(env.get("LOCAL_WEB_DIR") or repo_root / "web"),
+            opensearch_url=env.get("OPENSEARCH_URL") or DEFAULT_OPENSEARCH_URL,
+            retry_scale=retry_scale,
+            lambda_max_workers=max(1, _int_env(env, "LOCAL_LAMBDA_MAX_WORKERS", 4)),
+            lambda_init_timeout_seconds=_float_env(env, "LOCAL_LAMBDA_INIT_TIMEOUT", 60.0),
+            lambda_idle_seconds=_float_env(env, "LOCAL_LAMBDA_IDLE_SECONDS", 600.0),
+            poller_default_concurrency=max(1, _int_env(env, "LOCAL_POLLER_CONCURRENCY", 2)),
+            poller_wait_seconds=min(20, max(1, _int_env(env, "LOCAL_POLLER_WAIT_SECONDS", 2))),
+            ready_timeout_seconds=_float_env(env, "LOCAL_READY_TIMEOUT", 180.0),
+            passthrough_env=passthrough,
+        )
+
+    @property
+    def moto_endpoint(self) -> str:
+        return f"http://{self.host}:{self.moto_port}"
+
+    @property
+    def api_url(self) -> str:
+        return f"http://{self.host}:{self.api_port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.state_dir / "stack.log"
+
+    @property
+    def pid_path(self) -> Path:
+        return self.state_dir / "stack.pid"
+
+    @property
+    def outputs_path(self) -> Path:
+        return self.state_dir / "outputs.json"
+
+    def local_lambda_overrides(self) -> dict[str, str | None]:
+        """Where a local function's environment differs from the template (None = unset).
+
+        In AWS these come from the stack (OpenSearch domain endpoint, Bedrock model); offline
+        the stack uses the local OpenSearch and the local ONNX embedding model instead.
+        """
+        return {
+            "OPENSEARCH_ENDPOINT": self.opensearch_url,
+            "EMBEDDING_PROVIDER": "local",
+            "EMBEDDING_MODEL_ID": LOCAL_EMBEDDING_MODEL_ID,
+            "EMBEDDING_DIMENSION": str(LOCAL_EMBEDDING_DIMENSION),
+            # No X-Ray daemon locally.
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            # POWERTOOLS_DEV changes logging and tracing behaviour: run as in AWS.
+            "POWERTOOLS_DEV": None,
+        }

@@ -1,0 +1,229 @@
+"""The ``serve`` process: moto, the Lambda runner, the SQS pollers and the API adapter together."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+from moto.server import ThreadedMotoServer
+
+from local.runtime.api_gateway import ApiGatewayAdapter
+from local.runtime.aws import moto_client
+from local.runtime.lambda_runner import LambdaRunner, install_moto_seam
+from local.runtime.moto_server import configure_moto, ensure_port_free, start_moto_server
+from local.runtime.provision import ProvisionedStack, Provisioner
+from local.runtime.settings import RuntimeSettings
+from local.runtime.sqs_poller import SqsPoller
+from local.runtime.template import CloudFormationTemplate
+
+LOG = logging.getLogger("local.runtime")
+
+
+class LocalStack:
+    def __init__(self, settings: RuntimeSettings) -> None:
+        self.settings = settings
+        self.phase = "starting"
+        self.error: str | None = None
+        self.started_at = time.time()
+        self.provisioned: ProvisionedStack | None = None
+        self.runner: LambdaRunner | None = None
+        self.pollers: list[SqsPoller] = []
+        self._moto: ThreadedMotoServer | None = None
+        self._uninstall_seam: Any = None
+        self._outputs: dict[str, Any] = {}
+        self._lambda_client: Any = None
+        self._lambda_client_lock = threading.Lock()
+        self.api = ApiGatewayAdapter(
+            host=settings.host,
+            port=settings.api_port,
+            account_id=settings.account_id,
+            web_dir=settings.web_dir,
+            invoke=self._invoke_through_moto,
+            health=self.health,
+            status=self.status,
+            outputs=lambda: dict(self._outputs),
+        )
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        settings = self.settings
+        settings.state_dir.mkdir(parents=True, exist_ok=True)
+        ensure_port_free(settings.host, settings.api_port, "LOCAL_API_PORT")
+        ensure_port_free(settings.host, settings.moto_port, "LOCAL_MOTO_PORT")
+        self.api.start()
+        LOG.info("API adapter on %s (control endpoints under /_local/)", settings.api_url)
+
+        self.phase = "starting moto"
+        configure_moto(settings.moto_port, verbose=bool(os.environ.get("LOCAL_MOTO_VERBOSE")))
+        self.runner = LambdaRunner(settings)
+        self._uninstall_seam = install_moto_seam(self.runner)
+        self.api.runner = self.runner
+        self._moto = start_moto_server(settings.host, settings.moto_port)
+        LOG.info("moto server on %s (Step Functions execute_state_machine on)", settings.moto_endpoint)
+
+        self.phase = "provisioning"
+        LOG.info(
+            "provisioning from %s (stack %s, region %s)", settings.template_path, settings.stack_name, settings.region
+        )
+        template = CloudFormationTemplate.load(settings.template_path)
+        provisioned = Provisioner(template, settings).provision()
+        self.provisioned = provisioned
+        self._log_provisioned(provisioned)
+        self.runner.register(provisioned.functions)
+        self.api.set_routes(provisioned.api_routes)
+        self._outputs = self._stack_outputs(provisioned)
+        settings.outputs_path.write_text(json.dumps(self._outputs, indent=2, sort_keys=True) + "\n")
+        LOG.info("outputs written to %s", settings.outputs_path)
+
+        self.phase = "starting pollers"
+        for mapping in provisioned.event_source_mappings:
+            if not mapping.enabled:
+                LOG.info("event source mapping %s is disabled in the template", mapping.logical_id)
+                continue
+            function = provisioned.function_named(mapping.function_name)
+            if function is None:
+                raise RuntimeError(
+                    f"event source mapping {mapping.logical_id} targets {mapping.function_name}, not a local function"
+                )
+            poller = SqsPoller(mapping, settings, function.timeout_seconds)
+            poller.start()
+            self.pollers.append(poller)
+        self.phase = "ready"
+        LOG.info("local stack ready in %.1f s", time.time() - self.started_at)
+
+    def stop(self) -> None:
+        self.phase = "stopping"
+        LOG.info("stopping the local stack")
+        for poller in self.pollers:
+            poller.stop(timeout=10)
+        self.api.stop()
+        if self.runner is not None:
+            self.runner.shutdown()
+        if self._moto is not None:
+            self._moto.stop()
+        if self._uninstall_seam is not None:
+            self._uninstall_seam()
+        # The outputs describe resources that exist only while this process runs.
+        self.settings.outputs_path.unlink(missing_ok=True)
+        self.phase = "stopped"
+
+    def serve_forever(self) -> int:
+        """Run until SIGTERM/SIGINT; the exit code of ``python -m local.runtime serve``."""
+        stop = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+        self._write_pidfile()
+        try:
+            try:
+                self.start()
+            except Exception as exc:
+                self.error = f"{type(exc).__name__}: {exc}"
+                self.phase = "failed"
+                LOG.error("local stack failed to start: %s", self.error, exc_info=not isinstance(exc, OSError))
+                return 1
+            stop.wait()
+            return 0
+        finally:
+            self.stop()
+            self._remove_pidfile()
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _write_pidfile(self) -> None:
+        self.settings.state_dir.mkdir(parents=True, exist_ok=True)
+        self.settings.pid_path.write_text(f"{os.getpid()}\n")
+
+    def _remove_pidfile(self) -> None:
+        try:
+            if self.settings.pid_path.read_text().strip() == str(os.getpid()):
+                self.settings.pid_path.unlink()
+        except FileNotFoundError:
+            pass
+
+    def _invoke_through_moto(self, function_name: str, payload: bytes) -> tuple[int, str, bool]:
+        with self._lambda_client_lock:
+            if self._lambda_client is None:
+                self._lambda_client = moto_client(self.settings, "lambda", read_timeout=960)
+            client = self._lambda_client
+        response = client.invoke(FunctionName=function_name, InvocationType="RequestResponse", Payload=payload)
+        body = response["Payload"].read().decode("utf-8", errors="replace")
+        return int(response["StatusCode"]), body, bool(response.get("FunctionError"))
+
+    def _stack_outputs(self, provisioned: ProvisionedStack) -> dict[str, Any]:
+        outputs: dict[str, Any] = dict(provisioned.outputs)
+        outputs.update(
+            {
+                "ApiUrl": self.settings.api_url,
+                "MotoEndpoint": self.settings.moto_endpoint,
+                "Region": self.settings.region,
+                "AccountId": self.settings.account_id,
+                "StackName": self.settings.stack_name,
+                "OpenSearchUrl": self.settings.opensearch_url,
+                "Resources": provisioned.physical_ids,
+                "Functions": {function.logical_id: function.name for function in provisioned.functions},
+            }
+        )
+        return outputs
+
+    def _log_provisioned(self, provisioned: ProvisionedStack) -> None:
+        for function in provisioned.functions:
+            LOG.info(
+                "function %s: %s (%s, timeout %ds, %d MB, code %s)",
+                function.display_name,
+                function.name,
+                function.handler,
+                function.timeout_seconds,
+                function.memory_mb,
+                function.code_dir,
+            )
+        for logical_id, arn in provisioned.state_machines.items():
+            LOG.info("state machine %s: %s (retry intervals x%s)", logical_id, arn, self.settings.retry_scale)
+        for route in provisioned.api_routes:
+            LOG.info("API route %s -> %s", route.route_key, route.function_name)
+        for kind, logical_ids in sorted(provisioned.skipped.items()):
+            LOG.info("skipped %s: %s", kind, ", ".join(sorted(logical_ids)))
+
+    def health(self) -> dict[str, Any]:
+        return {"ready": self.phase == "ready", "phase": self.phase, "error": self.error, "pid": os.getpid()}
+
+    def status(self) -> dict[str, Any]:
+        provisioned = self.provisioned
+        runner_stats = self.runner.stats() if self.runner else {}
+        return {
+            **self.health(),
+            "uptime_seconds": round(time.time() - self.started_at, 1),
+            "template": str(self.settings.template_path),
+            "moto_endpoint": self.settings.moto_endpoint,
+            "api_url": self.settings.api_url,
+            "outputs": str(self.settings.outputs_path),
+            "functions": [
+                {
+                    "name": function.name,
+                    "logical_id": function.logical_id,
+                    "path": function.display_name,
+                    "handler": function.handler,
+                    "timeout_seconds": function.timeout_seconds,
+                    "workers": runner_stats.get(function.name, {}),
+                }
+                for function in (provisioned.functions if provisioned else [])
+            ],
+            "pollers": [
+                {
+                    "mapping": poller.mapping.logical_id,
+                    "queue_url": poller.mapping.queue_url,
+                    "function": poller.mapping.function_name,
+                    "concurrency": poller.concurrency,
+                    **poller.stats.as_dict(),
+                }
+                for poller in self.pollers
+            ],
+            "routes": [route.route_key for route in (provisioned.api_routes if provisioned else [])],
+            "faults": self.runner.faults.pending() if self.runner else [],
+            "skipped": provisioned.skipped if provisioned else {},
+        }
