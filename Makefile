@@ -3,8 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PIP := .venv/bin/pip
 export CDK_OUTDIR := cdk.out
-# Debian ships pip without the venv module's ensurepip in some images; python3-venv fixes that.
-VENV_STAMP := .venv/.installed-$(shell cat requirements.txt requirements-dev.txt | sha256sum | cut -c1-12)
+VENV_STAMP := .venv/.installed-$(shell cat requirements.txt requirements-dev.txt pyproject.toml | sha256sum | cut -c1-12)
 
 .PHONY: help install layer synth opensearch opensearch-stop stack-up stack-down demo test lint unit infra bench clean deploy
 
@@ -15,12 +14,14 @@ help:
 	@echo "make deploy - deploy to AWS with the CDK CLI (needs AWS credentials)"
 
 install: $(VENV_STAMP)
-$(VENV_STAMP): requirements.txt requirements-dev.txt
+$(VENV_STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@command -v java >/dev/null && command -v mvn >/dev/null || { \
 	  echo "installing Java 17 and Maven (apt)"; apt-get update -q && apt-get install -y -q openjdk-17-jre-headless maven; }
 	test -x $(PY) || python3 -m venv .venv
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -r requirements.txt -r requirements-dev.txt
+	# The domain package, editable from the layer's source (see pyproject.toml).
+	$(PIP) install -q --no-deps -e .
 	rm -f .venv/.installed-* && touch $@
 
 layer: install

@@ -1,0 +1,94 @@
+"""make bench: per-stage time and pages/s on the sample corpus, in process and through the local stack.
+
+Part 1 runs parse, chunk and embed in this process (no AWS), to isolate the compute of each stage.
+Part 2 uploads the corpus through the running local stack (presigned POSTs, S3 → SQS → intake →
+Step Functions → OpenSearch) and reads each document's stage timings from its status record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import time
+from pathlib import Path
+
+from local.client import LocalStackClient
+from rag_ingest.chunking import chunk_pages
+from rag_ingest.embeddings.base import create_embedder
+from rag_ingest.pdf import parse_pdf
+from rag_ingest.tokens import count_tokens
+
+SAMPLES = Path("samples")
+STAGES = ("VALIDATE", "PARSE", "CHUNK", "EMBED", "INDEX", "FINALIZE")
+
+
+def _row(*cells: object) -> str:
+    return "  ".join(f"{c!s:>14}" if i else f"{c!s:<22}" for i, c in enumerate(cells))
+
+
+def bench_in_process(pdfs: list[Path], repeat: int) -> None:
+    print(f"In process ({len(pdfs)} PDFs x {repeat}):")
+    parse_seconds = chunk_seconds = 0.0
+    pages = chunks = 0
+    texts: list[str] = []
+    for _ in range(repeat):
+        for pdf in pdfs:
+            data = pdf.read_bytes()
+            started = time.perf_counter()
+            parsed = parse_pdf(data, max_bytes=len(data) + 1, max_pages=10_000)
+            parse_seconds += time.perf_counter() - started
+            started = time.perf_counter()
+            made = chunk_pages(parsed.pages, count_tokens=count_tokens, target_tokens=300, overlap_tokens=60)
+            chunk_seconds += time.perf_counter() - started
+            pages += parsed.page_count
+            chunks += len(made)
+            texts.extend(c.text for c in made)
+    embedder = create_embedder("local", "sentence-transformers/all-MiniLM-L6-v2", 384)
+    embedder.embed(texts[:2])  # load and warm the model outside the measurement
+    sample = texts[: max(32, min(len(texts), 96))]
+    started = time.perf_counter()
+    embedder.embed(sample)
+    embed_seconds = time.perf_counter() - started
+    print(_row("stage", "items", "seconds", "items/s"))
+    print(_row("parse (pages)", pages, f"{parse_seconds:.3f}", f"{pages / parse_seconds:.1f}"))
+    print(_row("chunk (pages)", pages, f"{chunk_seconds:.3f}", f"{pages / chunk_seconds:.1f}"))
+    print(_row("embed (chunks)", len(sample), f"{embed_seconds:.3f}", f"{len(sample) / embed_seconds:.1f}"))
+    print(f"  {chunks} chunks from {pages} pages; peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+
+
+def bench_local_stack(pdfs: list[Path], copies: int, timeout: float) -> None:
+    client = LocalStackClient.from_outputs(tenant_id="bench")
+    print(f"\nLocal stack, end to end ({len(pdfs)} PDFs x {copies} uploads):")
+    started = time.monotonic()
+    ids = [client.upload(pdf) for _ in range(copies) for pdf in pdfs]
+    states = client.wait_until_done(ids, timeout_seconds=timeout)
+    wall = time.monotonic() - started
+    ready = [s for s in states.values() if s["status"] == "READY"]
+    pages = sum(int(s["page_count"] or 0) for s in ready)
+    print(_row("stage", "median ms", "p95 ms", "pages/s"))
+    for stage in STAGES:
+        times = sorted(int(s["timings_ms"].get(stage, 0)) for s in ready)
+        if not times:
+            continue
+        p95 = times[min(len(times) - 1, int(round(0.95 * (len(times) - 1))))]
+        stage_pages_per_s = pages / (sum(times) / 1000) if sum(times) else float("inf")
+        print(_row(stage, f"{statistics.median(times):.0f}", p95, f"{stage_pages_per_s:.1f}"))
+    print(f"  {len(ready)}/{len(ids)} READY, {pages} pages in {wall:.1f}s wall: {pages / wall:.2f} pages/s end to end")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=5, help="in-process repetitions of the corpus")
+    parser.add_argument("--copies", type=int, default=3, help="uploads of each sample through the local stack")
+    parser.add_argument("--timeout", type=float, default=1200)
+    parser.add_argument("--in-process-only", action="store_true")
+    args = parser.parse_args()
+    pdfs = sorted(SAMPLES.glob("*.pdf"))
+    bench_in_process(pdfs, args.repeat)
+    if not args.in_process_only:
+        bench_local_stack(pdfs, args.copies, args.timeout)
+
+
+if __name__ == "__main__":
+    main()
