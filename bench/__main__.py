@@ -13,11 +13,12 @@ import statistics
 import time
 from pathlib import Path
 
-from local.client import LocalStackClient
 from rag_ingest.chunking import chunk_pages
 from rag_ingest.embeddings.base import create_embedder
 from rag_ingest.pdf import parse_pdf
 from rag_ingest.tokens import count_tokens
+
+from local.client import LocalStackClient
 
 SAMPLES = Path("samples")
 STAGES = ("VALIDATE", "PARSE", "CHUNK", "EMBED", "INDEX", "FINALIZE")
@@ -54,7 +55,8 @@ def bench_in_process(pdfs: list[Path], repeat: int) -> None:
     print(_row("parse (pages)", pages, f"{parse_seconds:.3f}", f"{pages / parse_seconds:.1f}"))
     print(_row("chunk (pages)", pages, f"{chunk_seconds:.3f}", f"{pages / chunk_seconds:.1f}"))
     print(_row("embed (chunks)", len(sample), f"{embed_seconds:.3f}", f"{len(sample) / embed_seconds:.1f}"))
-    print(f"  {chunks} chunks from {pages} pages; peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"  {chunks} chunks from {pages} pages; peak RSS {peak_mib:.0f} MiB")
 
 
 def bench_local_stack(pdfs: list[Path], copies: int, timeout: float) -> None:
@@ -71,7 +73,7 @@ def bench_local_stack(pdfs: list[Path], copies: int, timeout: float) -> None:
         times = sorted(int(s["timings_ms"].get(stage, 0)) for s in ready)
         if not times:
             continue
-        p95 = times[min(len(times) - 1, int(round(0.95 * (len(times) - 1))))]
+        p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
         stage_pages_per_s = pages / (sum(times) / 1000) if sum(times) else float("inf")
         print(_row(stage, f"{statistics.median(times):.0f}", p95, f"{stage_pages_per_s:.1f}"))
     print(f"  {len(ready)}/{len(ids)} READY, {pages} pages in {wall:.1f}s wall: {pages / wall:.2f} pages/s end to end")
