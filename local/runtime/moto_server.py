@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import socket
+import time
+from collections.abc import Callable
+from typing import Any
 
 from moto.core.config import default_user_config
 from moto.server import ThreadedMotoServer
@@ -12,6 +16,50 @@ from moto.server import ThreadedMotoServer
 
 class PortInUseError(RuntimeError):
     pass
+
+
+class MotoS3EventSeamError(RuntimeError):
+    """moto's S3 event builder moved or changed: the versionId fix cannot attach."""
+
+
+def verify_s3_event_seam() -> None:
+    from moto.s3 import notifications
+
+    builder = getattr(notifications, "_get_s3_event", None)
+    if builder is None:
+        raise MotoS3EventSeamError("moto.s3.notifications._get_s3_event is gone")
+    parameters = list(inspect.signature(builder).parameters)
+    if parameters != ["event_name", "bucket", "key", "notification_id"]:
+        raise MotoS3EventSeamError(f"moto.s3.notifications._get_s3_event signature changed: {parameters}")
+
+
+def patch_s3_event_version_id() -> Callable[[], None]:
+    """Add ``versionId`` (versioned buckets) and ``sequencer`` to moto's S3 event records.
+
+    S3 puts both in every ObjectCreated record; moto 5.2.5 omits them, so a versioned
+    bucket's object would reach the pipeline without its version. Returns the undo function.
+    """
+    verify_s3_event_seam()
+    from moto.s3 import notifications
+
+    original = notifications._get_s3_event
+
+    def _get_s3_event(event_name: str, bucket: Any, key: Any, notification_id: str) -> dict[str, Any]:
+        event: dict[str, Any] = original(event_name, bucket, key, notification_id)
+        version_id = getattr(key, "_version_id", None)
+        for record in event.get("Records", []):
+            s3_object = record.get("s3", {}).get("object", {})
+            if version_id:
+                s3_object.setdefault("versionId", str(version_id))
+            s3_object.setdefault("sequencer", f"{time.time_ns():016X}")
+        return event
+
+    notifications._get_s3_event = _get_s3_event
+
+    def undo() -> None:
+        notifications._get_s3_event = original
+
+    return undo
 
 
 def ensure_port_free(host: str, port: int, setting: str) -> None:
@@ -32,6 +80,7 @@ def configure_moto(port: int, *, verbose: bool = False) -> None:
     default_user_config["stepfunctions"]["execute_state_machine"] = True
     if not verbose:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    patch_s3_event_version_id()
 
 
 def start_moto_server(host: str, port: int) -> ThreadedMotoServer:

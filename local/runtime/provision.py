@@ -71,6 +71,11 @@ _PLACEHOLDER_ATTRIBUTES: dict[tuple[str, str], str] = {
     ("AWS::OpenSearchService::Domain", "DomainArn"): "arn:aws:es:{region}:{account}:domain/{id}",
     ("AWS::Cognito::UserPool", "ProviderURL"): "cognito-idp.{region}.amazonaws.com/{id}",
 }
+# Placeholder Ref values of skipped resources whose Ref is an ARN in CloudFormation.
+_PLACEHOLDER_REFS: dict[str, str] = {
+    "AWS::SNS::Topic": "arn:aws:sns:{region}:{account}:{id}",
+    "AWS::StepFunctions::Activity": "arn:aws:states:{region}:{account}:activity:{id}",
+}
 _LAMBDA_ARN_IN_URI = re.compile(r"arn:aws[a-z-]*:lambda:[^:]+:\d+:function:([A-Za-z0-9_-]+)")
 _API_DOMAIN = re.compile(r"^https://[^/]+\.execute-api\.[^/]+\.amazonaws\.com(?P<path>/.*)?$")
 _CLOUDFRONT_DOMAIN = re.compile(r"^https://[^/]+\.cloudfront\.net(?P<path>/.*)?$")
@@ -281,9 +286,12 @@ class Provisioner:
                 to_create.append(resource.logical_id)
             else:
                 self.stack.skipped.setdefault(f"{resource.type} ({reason})", []).append(resource.logical_id)
+                ref_format = _PLACEHOLDER_REFS.get(resource.type, "{id}")
                 self.resolver.set_resource(
                     resource.logical_id,
-                    resource.logical_id,
+                    ref_format.format(
+                        id=resource.logical_id, region=self.settings.region, account=self.settings.account_id
+                    ),
                     _PlaceholderAttributes(resource, self.settings.region, self.settings.account_id),
                 )
         for logical_id in dependency_order(self.template, to_create):

@@ -24,6 +24,7 @@ from botocore.config import Config
 
 from local.runtime.harness import LocalStackProcess
 from local.runtime.lambda_runner import MOTO_VERSION, verify_moto_seam
+from local.runtime.moto_server import verify_s3_event_seam
 
 pytestmark = pytest.mark.integration
 
@@ -392,6 +393,7 @@ def test_moto_seam_is_where_the_runner_expects_it() -> None:
 
     assert moto.__version__ == MOTO_VERSION, "moto is pinned: re-check the Lambda seam before upgrading"
     verify_moto_seam()  # raises MotoSeamError if _invoke_lambda moved or changed signature
+    verify_s3_event_seam()  # the S3 event builder the versionId fix wraps
 
 
 def test_outputs_and_provisioned_resources_follow_the_template(
@@ -428,11 +430,11 @@ def test_outputs_and_provisioned_resources_follow_the_template(
 def test_bucket_notification_from_the_custom_resource_reaches_the_queue(
     stack: LocalStackProcess, clients: dict[str, Any]
 ) -> None:
-    clients["s3"].put_object(Bucket=stack.outputs["BucketName"], Key="raw/t/doc one.pdf", Body=b"%PDF-1.7")
+    put = clients["s3"].put_object(Bucket=stack.outputs["BucketName"], Key="raw/t/doc one.pdf", Body=b"%PDF-1.7")
     clients["s3"].put_object(Bucket=stack.outputs["BucketName"], Key="other/ignored.txt", Body=b"x")
-    keys: list[str] = []
+    objects: list[dict[str, Any]] = []
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and not keys:
+    while time.monotonic() < deadline and not objects:
         messages = (
             clients["sqs"]
             .receive_message(QueueUrl=stack.outputs["UploadsQueueUrl"], MaxNumberOfMessages=10, WaitTimeSeconds=1)
@@ -440,9 +442,13 @@ def test_bucket_notification_from_the_custom_resource_reaches_the_queue(
         )
         for message in messages:
             body = json.loads(message["Body"])
-            keys += [record["s3"]["object"]["key"] for record in body.get("Records", [])]
+            objects += [record["s3"]["object"] for record in body.get("Records", [])]
+    [created] = objects  # the prefix filter of the template applies
     # S3 URL-encodes keys in events (space as "+"); moto also encodes "/" as %2F: decode with unquote_plus.
-    assert [unquote_plus(key) for key in keys] == ["raw/t/doc one.pdf"]
+    assert unquote_plus(created["key"]) == "raw/t/doc one.pdf"
+    # moto 5.2.5 omits versionId and sequencer; the local runtime adds them as S3 does.
+    assert created["versionId"] == put["VersionId"]
+    assert created["sequencer"]
 
 
 def test_handler_runs_with_the_template_environment_and_local_overrides(
