@@ -1,0 +1,270 @@
+"""Deployment configuration: the ``rag-ingest`` object of ``cdk.json`` context, validated.
+
+Keys are camelCase in ``cdk.json`` (like the rest of CDK context) and snake_case in Python.
+Every field has a default, so an empty object deploys a working stack; ``cdk.json`` spells the
+defaults out so they can be reviewed and overridden per environment with ``-c``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+CONTEXT_KEY = "rag-ingest"
+
+# CloudWatch Logs accepts only these retention periods (days).
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922,
+                      3288, 3653)  # fmt: skip
+
+_ORIGIN = re.compile(r"^https?://[A-Za-z0-9.-]+(:\d{1,5})?$")
+_STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
+_DOMAIN_NAME = re.compile(r"^[a-z][a-z0-9-]{2,27}$")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+
+class ConfigError(ValueError):
+    """The ``rag-ingest`` context is invalid; the message lists every problem."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, validate_default=True
+    )
+
+
+class FunctionSettings(_Model):
+    memory_mb: int = Field(default=512, ge=128, le=10240)
+    timeout_seconds: int = Field(default=60, ge=1, le=900)
+
+
+class StageFunctions(_Model):
+    """One entry per workflow stage: parsing and embedding need more memory and time."""
+
+    validate_: FunctionSettings = Field(default=FunctionSettings(memory_mb=512, timeout_seconds=60), alias="validate")
+    parse: FunctionSettings = FunctionSettings(memory_mb=2048, timeout_seconds=600)
+    chunk: FunctionSettings = FunctionSettings(memory_mb=1024, timeout_seconds=300)
+    embed: FunctionSettings = FunctionSettings(memory_mb=1024, timeout_seconds=900)
+    index: FunctionSettings = FunctionSettings(memory_mb=1024, timeout_seconds=600)
+    finalize: FunctionSettings = FunctionSettings(memory_mb=512, timeout_seconds=300)
+    mark_failed: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=60)
+
+
+class FunctionsConfig(_Model):
+    # An HTTP API integration times out at 30 s, so the API function must finish sooner.
+    api: FunctionSettings = FunctionSettings(memory_mb=512, timeout_seconds=29)
+    intake: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=30)
+    redrive: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=300)
+    stages: StageFunctions = StageFunctions()
+
+    @field_validator("api")
+    @classmethod
+    def _api_within_gateway_timeout(cls, value: FunctionSettings) -> FunctionSettings:
+        if value.timeout_seconds > 29:
+            raise ValueError("the API function timeout must be at most 29 s (HTTP API integrations stop at 30 s)")
+        return value
+
+
+class StorageConfig(_Model):
+    artifacts_noncurrent_expiration_days: int = Field(default=7, ge=1)
+    abort_incomplete_multipart_upload_days: int = Field(default=1, ge=1)
+    access_logs_expiration_days: int = Field(default=90, ge=1)
+
+
+class UploadConfig(_Model):
+    max_upload_bytes: int = Field(default=50 * 1024 * 1024, ge=1024)
+    url_expiry_seconds: int = Field(default=900, ge=60, le=3600)
+
+
+class LimitsConfig(_Model):
+    max_file_bytes: int = Field(default=50 * 1024 * 1024, ge=1024)
+    max_pages: int = Field(default=500, ge=1)
+
+
+class ChunkingConfig(_Model):
+    chunk_tokens: int = Field(default=300, ge=16, le=8192)
+    chunk_overlap_tokens: int = Field(default=50, ge=0)
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> Self:
+        if self.chunk_overlap_tokens >= self.chunk_tokens:
+            raise ValueError("chunkOverlapTokens must be smaller than chunkTokens")
+        return self
+
+
+class EmbeddingConfig(_Model):
+    # Only Bedrock runs in AWS; the local stack swaps in an offline model behind the same interface.
+    provider: Literal["bedrock"] = "bedrock"
+    model_id: str = Field(default="amazon.titan-embed-text-v2:0", pattern=r"^[A-Za-z0-9.:_-]+$")
+    dimension: int = Field(default=1024, ge=1, le=16000)
+    batch_size: int = Field(default=16, ge=1, le=256)
+
+
+class OpenSearchConfig(_Model):
+    # An existing endpoint (https URL): no domain is created and its access policy is yours.
+    endpoint: str | None = None
+    index: str = Field(default="rag-chunks", pattern=r"^[a-z0-9][a-z0-9_-]{0,254}$")
+    domain_name: str | None = None
+    instance_type: str = Field(default="t3.small.search", pattern=r"^[a-z0-9]+\.[a-z0-9]+\.search$")
+    instance_count: int = Field(default=1, ge=1, le=80)
+    volume_size_gb: int = Field(default=10, ge=10, le=3072)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _https_endpoint(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"https://[A-Za-z0-9.-]+(:\d{1,5})?/?", value):
+            raise ValueError(
+                "opensearch.endpoint must be an https URL without a path, e.g. https://search-x.es.amazonaws.com"
+            )
+        return value.rstrip("/") if value else value
+
+    @field_validator("domain_name")
+    @classmethod
+    def _valid_domain_name(cls, value: str | None) -> str | None:
+        if value is not None and not _DOMAIN_NAME.fullmatch(value):
+            raise ValueError("opensearch.domainName must be 3-28 chars of a-z, 0-9 and '-', starting with a letter")
+        return value
+
+
+class IntakeConfig(_Model):
+    batch_size: int = Field(default=10, ge=1, le=10000)
+    max_batching_window_seconds: int = Field(default=5, ge=0, le=300)
+    # Lambda's SQS maximum concurrency must be between 2 and 1000.
+    max_concurrency: int = Field(default=5, ge=2, le=1000)
+    max_receive_count: int = Field(default=3, ge=1, le=1000)
+    queue_retention_days: int = Field(default=4, ge=1, le=14)
+    idempotency_ttl_seconds: int = Field(default=86400, ge=60)
+
+    @model_validator(mode="after")
+    def _window_for_large_batches(self) -> Self:
+        if self.batch_size > 10 and self.max_batching_window_seconds < 1:
+            raise ValueError("intake.batchSize above 10 needs maxBatchingWindowSeconds of at least 1")
+        return self
+
+
+class RetryConfig(_Model):
+    """Retry of TransientError and Lambda service errors (exponential backoff, full jitter)."""
+
+    interval_seconds: int = Field(default=2, ge=1)
+    backoff_rate: float = Field(default=2.0, ge=1.0)
+    max_attempts: int = Field(default=6, ge=0, le=99999999)
+    max_delay_seconds: int = Field(default=60, ge=1)
+
+    @model_validator(mode="after")
+    def _delay_above_interval(self) -> Self:
+        if self.max_delay_seconds < self.interval_seconds:
+            raise ValueError("workflow.retry.maxDelaySeconds must not be below intervalSeconds")
+        return self
+
+
+class WorkflowConfig(_Model):
+    timeout_minutes: int = Field(default=60, ge=1, le=525600)
+    retry: RetryConfig = RetryConfig()
+
+
+class ApiConfig(_Model):
+    throttling_rate_limit: int = Field(default=50, ge=1)
+    throttling_burst_limit: int = Field(default=100, ge=1)
+
+
+class AuthConfig(_Model):
+    # "required" satisfies AwsSolutions-COG2 but makes every user enrol TOTP before the first sign-in.
+    mfa: Literal["off", "optional", "required"] = "optional"
+
+
+class MonitoringConfig(_Model):
+    alarm_email: str | None = None
+    queue_age_threshold_seconds: int = Field(default=900, ge=60)
+
+    @field_validator("alarm_email")
+    @classmethod
+    def _valid_email(cls, value: str | None) -> str | None:
+        if value is not None and not _EMAIL.fullmatch(value):
+            raise ValueError("monitoring.alarmEmail is not an email address")
+        return value
+
+
+class RagIngestConfig(_Model):
+    stack_name: str = "RagIngest"
+    removal_policy: Literal["retain", "destroy"] = "retain"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_retention_days: int = 30
+    allowed_origins: tuple[str, ...] = ("http://localhost:8000",)
+    functions: FunctionsConfig = FunctionsConfig()
+    storage: StorageConfig = StorageConfig()
+    upload: UploadConfig = UploadConfig()
+    limits: LimitsConfig = LimitsConfig()
+    chunking: ChunkingConfig = ChunkingConfig()
+    embedding: EmbeddingConfig = EmbeddingConfig()
+    opensearch: OpenSearchConfig = OpenSearchConfig()
+    intake: IntakeConfig = IntakeConfig()
+    workflow: WorkflowConfig = WorkflowConfig()
+    api: ApiConfig = ApiConfig()
+    auth: AuthConfig = AuthConfig()
+    monitoring: MonitoringConfig = MonitoringConfig()
+
+    @field_validator("stack_name")
+    @classmethod
+    def _valid_stack_name(cls, value: str) -> str:
+        if not _STACK_NAME.fullmatch(value):
+            raise ValueError("stackName must start with a letter and hold only letters, digits and '-'")
+        return value
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _valid_retention(cls, value: int) -> int:
+        if value not in LOG_RETENTION_DAYS:
+            raise ValueError(f"logRetentionDays must be one of {', '.join(map(str, LOG_RETENTION_DAYS))}")
+        return value
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _valid_origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [origin for origin in value if not _ORIGIN.fullmatch(origin)]
+        if bad:
+            raise ValueError(f"allowedOrigins must be scheme://host[:port] without a path or '*': {bad}")
+        return value
+
+    @model_validator(mode="after")
+    def _upload_within_file_limit(self) -> Self:
+        if self.upload.max_upload_bytes > self.limits.max_file_bytes:
+            raise ValueError("upload.maxUploadBytes must not exceed limits.maxFileBytes (Validate would reject it)")
+        return self
+
+    @property
+    def search_domain_name(self) -> str:
+        """The OpenSearch domain name: explicit, or derived from the stack name (max 28 chars)."""
+        if self.opensearch.domain_name:
+            return self.opensearch.domain_name
+        base = re.sub(r"[^a-z0-9-]", "", self.stack_name.lower())[:21].rstrip("-")
+        return f"{base}-search"
+
+
+def _format_errors(error: ValidationError) -> str:
+    lines = []
+    for item in error.errors():
+        location = ".".join(str(part) for part in item["loc"]) or "(root)"
+        lines.append(f"  - {location}: {item['msg']}")
+    return "\n".join(lines)
+
+
+def parse_config(raw: Any) -> RagIngestConfig:
+    """Validate the raw context value (a dict, or a JSON string when given with ``-c``)."""
+    if raw is None:
+        raw = {}
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError as error:
+            raise ConfigError(f"context '{CONTEXT_KEY}' is not valid JSON: {error}") from error
+    if not isinstance(raw, dict):
+        raise ConfigError(f"context '{CONTEXT_KEY}' must be an object, got {type(raw).__name__}")
+    try:
+        return RagIngestConfig.model_validate(raw)
+    except ValidationError as error:
+        raise ConfigError(
+            f"invalid '{CONTEXT_KEY}' configuration in cdk.json context:\n{_format_errors(error)}"
+        ) from None

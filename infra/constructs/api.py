@@ -1,0 +1,197 @@
+"""HTTP API with Cognito JWT authorization in front of the API function."""
+
+from __future__ import annotations
+
+import json
+
+import jsii
+from aws_cdk import CfnOutput, Duration
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_apigatewayv2_authorizers as authorizers
+from aws_cdk import aws_apigatewayv2_integrations as integrations
+from aws_cdk import aws_cognito as cognito
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from infra.config import RagIngestConfig
+from infra.constructs.function import FunctionFactory, new_log_group, removal_policy
+from infra.constructs.storage import RAW_PREFIX, Storage
+from infra.nag import acknowledge, arn_ref
+
+TENANT_ATTRIBUTE = "tenant_id"  # the JWT carries it as custom:tenant_id
+
+# HTTP APIs support a subset of $context variables (no $context.identity.caller etc.).
+_ACCESS_LOG_FORMAT = {
+    "requestId": "$context.requestId",
+    "ip": "$context.identity.sourceIp",
+    "requestTime": "$context.requestTime",
+    "httpMethod": "$context.httpMethod",
+    "routeKey": "$context.routeKey",
+    "status": "$context.status",
+    "protocol": "$context.protocol",
+    "responseLength": "$context.responseLength",
+    "integrationLatency": "$context.integrationLatency",
+    "integrationError": "$context.integrationErrorMessage",
+    "authorizerError": "$context.authorizer.error",
+    "tenant": "$context.authorizer.claims.custom:tenant_id",
+}
+
+
+@jsii.implements(apigwv2.IAccessLogSettings)
+class _AccessLogSettings:
+    def __init__(self, destination: apigwv2.IAccessLogDestination, log_format: apigw.AccessLogFormat) -> None:
+        self._destination = destination
+        self._format = log_format
+
+    @property
+    def destination(self) -> apigwv2.IAccessLogDestination:
+        return self._destination
+
+    @property
+    def format(self) -> apigw.AccessLogFormat:
+        return self._format
+
+
+class Api(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: RagIngestConfig,
+        factory: FunctionFactory,
+        storage: Storage,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.user_pool, self.user_pool_client = self._user_pool(config)
+
+        self.function: lambda_.Function = factory.create(
+            self,
+            "ApiFunction",
+            code_dir="api",
+            handler="app.handler",
+            service="rag-ingest-api",
+            settings=config.functions.api,
+            environment={
+                "BUCKET_NAME": storage.bucket.bucket_name,
+                "RAW_PREFIX": RAW_PREFIX,
+                "MAX_UPLOAD_BYTES": str(config.upload.max_upload_bytes),
+                "UPLOAD_URL_EXPIRY_SECONDS": str(config.upload.url_expiry_seconds),
+            },
+            description="rag-ingest API: documents (create/get/delete) and search",
+        )
+        role = self.function.role
+        assert role is not None
+        # Presigned POSTs are signed with this role: it may only write new uploads under raw/.
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:PutObject"], resources=[storage.bucket.arn_for_objects(f"{RAW_PREFIX}*")])
+        )
+        storage.documents_table.grant_read_write_data(role)
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5",
+            "Resource-scoped: uploads under raw/ of the one bucket, the indexes of the one documents table.",
+            f"Resource::{arn_ref(storage.bucket)}/{RAW_PREFIX}*",
+            f"Resource::{arn_ref(storage.documents_table)}/index/*",
+        )
+
+        authorizer = authorizers.HttpUserPoolAuthorizer(
+            "CognitoAuthorizer", self.user_pool, user_pool_clients=[self.user_pool_client]
+        )
+        self.http_api = apigwv2.HttpApi(
+            self,
+            "HttpApi",
+            description="rag-ingest documents API",
+            create_default_stage=False,
+            default_authorizer=authorizer,
+            cors_preflight=apigwv2.CorsPreflightOptions(
+                allow_origins=list(config.allowed_origins),
+                allow_methods=[
+                    apigwv2.CorsHttpMethod.GET,
+                    apigwv2.CorsHttpMethod.POST,
+                    apigwv2.CorsHttpMethod.DELETE,
+                    apigwv2.CorsHttpMethod.OPTIONS,
+                ],
+                allow_headers=["authorization", "content-type"],
+                max_age=Duration.hours(1),
+            ),
+        )
+        access_logs = new_log_group(self, "AccessLogs", config)
+        self.stage = apigwv2.HttpStage(
+            self,
+            "DefaultStage",
+            http_api=self.http_api,
+            stage_name="$default",
+            auto_deploy=True,
+            throttle=apigwv2.ThrottleSettings(
+                rate_limit=config.api.throttling_rate_limit, burst_limit=config.api.throttling_burst_limit
+            ),
+            access_log_settings=_AccessLogSettings(
+                apigwv2.LogGroupLogDestination(access_logs),
+                apigw.AccessLogFormat.custom(json.dumps(_ACCESS_LOG_FORMAT)),
+            ),
+        )
+
+        integration = integrations.HttpLambdaIntegration("ApiIntegration", self.function)
+        for path, method in (
+            ("/documents", apigwv2.HttpMethod.POST),
+            ("/documents/{document_id}", apigwv2.HttpMethod.GET),
+            ("/documents/{document_id}", apigwv2.HttpMethod.DELETE),
+            # Served by the same function; search itself is implemented later.
+            ("/search", apigwv2.HttpMethod.POST),
+        ):
+            self.http_api.add_routes(path=path, methods=[method], integration=integration)
+
+        CfnOutput(self, "ApiUrl", value=self.stage.url).override_logical_id("ApiUrl")
+        CfnOutput(self, "UserPoolId", value=self.user_pool.user_pool_id).override_logical_id("UserPoolId")
+        CfnOutput(self, "UserPoolClientId", value=self.user_pool_client.user_pool_client_id).override_logical_id(
+            "UserPoolClientId"
+        )
+
+    def _user_pool(self, config: RagIngestConfig) -> tuple[cognito.UserPool, cognito.UserPoolClient]:
+        mfa = {"off": cognito.Mfa.OFF, "optional": cognito.Mfa.OPTIONAL, "required": cognito.Mfa.REQUIRED}
+        user_pool = cognito.UserPool(
+            self,
+            "UserPool",
+            # Tenants are assigned by an administrator, never chosen by the user.
+            self_sign_up_enabled=False,
+            sign_in_aliases=cognito.SignInAliases(email=True),
+            auto_verify=cognito.AutoVerifiedAttrs(email=True),
+            # Immutable: once an administrator sets the tenant, no one (the user included) can change it.
+            custom_attributes={TENANT_ATTRIBUTE: cognito.StringAttribute(min_len=1, max_len=64, mutable=False)},
+            password_policy=cognito.PasswordPolicy(
+                min_length=12,
+                require_lowercase=True,
+                require_uppercase=True,
+                require_digits=True,
+                require_symbols=True,
+                temp_password_validity=Duration.days(3),
+            ),
+            mfa=mfa[config.auth.mfa],
+            mfa_second_factor=cognito.MfaSecondFactor(otp=True, sms=False),
+            account_recovery=cognito.AccountRecovery.EMAIL_ONLY,
+            feature_plan=cognito.FeaturePlan.ESSENTIALS,
+            removal_policy=removal_policy(config),
+        )
+        client = user_pool.add_client(
+            "WebClient",
+            auth_flows=cognito.AuthFlow(user_srp=True),
+            generate_secret=False,
+            prevent_user_existence_errors=True,
+        )
+        if config.auth.mfa != "required":
+            acknowledge(
+                user_pool,
+                "AwsSolutions-COG2",
+                "MFA is optional by default (auth.mfa in cdk.json) so administrators can onboard users without "
+                "TOTP enrolment; set auth.mfa to 'required' for production tenants.",
+            )
+        plus_plan_reason = (
+            "Threat protection (advanced security) needs the Cognito Plus plan, billed per MAU; the pool uses the "
+            "Essentials plan with strong passwords, admin-only sign-up and TOTP MFA."
+        )
+        acknowledge(user_pool, "AwsSolutions-COG3", plus_plan_reason)
+        acknowledge(user_pool, "AwsSolutions-COG8", plus_plan_reason)
+        return user_pool, client

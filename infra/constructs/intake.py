@@ -1,0 +1,122 @@
+"""S3 ObjectCreated events -> SQS ingest queue (with DLQ) -> intake Lambda -> StartExecution."""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_notifications as s3n
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from infra.config import RagIngestConfig
+from infra.constructs.function import FunctionFactory
+from infra.constructs.storage import RAW_PREFIX, Storage
+from infra.nag import acknowledge, arn_ref
+
+# AWS's guidance for SQS event sources: visibility timeout at least 6x the function timeout, so
+# a message is not redelivered while a throttled or retried batch is still being worked on.
+VISIBILITY_TIMEOUT_FACTOR = 6
+# CDK's singleton handler behind Custom::S3BucketNotifications (id fixed by aws-cdk-lib).
+NOTIFICATIONS_HANDLER_ID = "BucketNotificationsHandler050a0587b7544547bf325f094a3db834"
+
+
+class Intake(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: RagIngestConfig,
+        factory: FunctionFactory,
+        storage: Storage,
+        state_machine: sfn.IStateMachine,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        intake = config.intake
+        function_timeout = config.functions.intake.timeout_seconds
+
+        self.dead_letter_queue = sqs.Queue(
+            self,
+            "DeadLetterQueue",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        self.queue = sqs.Queue(
+            self,
+            "IngestQueue",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            visibility_timeout=Duration.seconds(VISIBILITY_TIMEOUT_FACTOR * function_timeout),
+            retention_period=Duration.days(intake.queue_retention_days),
+            dead_letter_queue=sqs.DeadLetterQueue(
+                max_receive_count=intake.max_receive_count, queue=self.dead_letter_queue
+            ),
+        )
+
+        self.function: lambda_.Function = factory.create(
+            self,
+            "IntakeFunction",
+            code_dir="intake",
+            handler="app.handler",
+            service="rag-ingest-intake",
+            settings=config.functions.intake,
+            environment={
+                "IDEMPOTENCY_TABLE": storage.idempotency_table.table_name,
+                "IDEMPOTENCY_TTL_SECONDS": str(intake.idempotency_ttl_seconds),
+                "STATE_MACHINE_ARN": state_machine.state_machine_arn,
+            },
+            description="rag-ingest intake: S3 events from the ingest queue -> QUEUED -> StartExecution",
+        )
+        self.function.add_event_source(
+            event_sources.SqsEventSource(
+                self.queue,
+                batch_size=intake.batch_size,
+                max_batching_window=Duration.seconds(intake.max_batching_window_seconds),
+                # A failed or poison record is retried alone (then DLQ'd) without redoing the batch.
+                report_batch_item_failures=True,
+                max_concurrency=intake.max_concurrency,
+            )
+        )
+        storage.documents_table.grant_read_write_data(self.function)
+        storage.idempotency_table.grant_read_write_data(self.function)
+        state_machine.grant_start_execution(self.function)
+        assert self.function.role is not None
+        acknowledge(
+            self.function.role,
+            "AwsSolutions-IAM5",
+            "Resource-scoped: the indexes of the one documents table.",
+            f"Resource::{arn_ref(storage.documents_table)}/index/*",
+        )
+
+        storage.bucket.add_event_notification(
+            s3.EventType.OBJECT_CREATED, s3n.SqsDestination(self.queue), s3.NotificationKeyFilter(prefix=RAW_PREFIX)
+        )
+        self._acknowledge_notifications_handler()
+
+        CfnOutput(self, "IngestQueueUrl", value=self.queue.queue_url).override_logical_id("IngestQueueUrl")
+        CfnOutput(self, "DeadLetterQueueUrl", value=self.dead_letter_queue.queue_url).override_logical_id(
+            "DeadLetterQueueUrl"
+        )
+
+    def _acknowledge_notifications_handler(self) -> None:
+        handler = Stack.of(self).node.try_find_child(NOTIFICATIONS_HANDLER_ID)
+        if handler is None:
+            return
+        acknowledge(
+            handler,
+            "AwsSolutions-IAM4",
+            "CDK's own S3 notifications custom resource handler uses AWSLambdaBasicExecutionRole; "
+            "it runs only during deployments.",
+            "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole",
+        )
+        acknowledge(
+            handler,
+            "AwsSolutions-IAM5",
+            "s3:PutBucketNotification has to be granted on '*' by CDK's notifications handler, which is shared "
+            "by every bucket of the stack.",
+            "Resource::*",
+        )

@@ -1,0 +1,123 @@
+"""Documents bucket (raw uploads and stage artifacts), its access-log bucket, and the DynamoDB tables."""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Duration
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from infra.config import RagIngestConfig
+from infra.constructs.function import removal_policy
+from infra.nag import acknowledge
+
+RAW_PREFIX = "raw/"
+ARTIFACTS_PREFIX = "artifacts/"
+STATUS_INDEX = "by_status"
+
+
+class Storage(Construct):
+    def __init__(self, scope: Construct, construct_id: str, *, config: RagIngestConfig) -> None:
+        super().__init__(scope, construct_id)
+        policy = removal_policy(config)
+
+        self.access_logs_bucket = s3.Bucket(
+            self,
+            "AccessLogsBucket",
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="expire-access-logs", expiration=Duration.days(config.storage.access_logs_expiration_days)
+                )
+            ],
+            removal_policy=policy,
+        )
+        acknowledge(
+            self.access_logs_bucket,
+            "AwsSolutions-S1",
+            "This is the server access log target of the documents bucket; logging it would log the logs.",
+        )
+
+        # SSE-S3 rather than KMS: S3 event notifications to SQS then need no key grants.
+        self.bucket = s3.Bucket(
+            self,
+            "DocumentsBucket",
+            versioned=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            server_access_logs_bucket=self.access_logs_bucket,
+            server_access_logs_prefix="documents-bucket/",
+            # Browsers upload straight to S3 with the presigned POST the API hands out.
+            cors=[
+                s3.CorsRule(
+                    allowed_methods=[s3.HttpMethods.POST],
+                    allowed_origins=list(config.allowed_origins),
+                    allowed_headers=["*"],
+                    exposed_headers=["ETag", "x-amz-version-id"],
+                    max_age=3000,
+                )
+            ],
+            lifecycle_rules=[
+                # Stage outputs are rewritten on retries; old versions are never read again.
+                s3.LifecycleRule(
+                    id="expire-noncurrent-artifacts",
+                    prefix=ARTIFACTS_PREFIX,
+                    noncurrent_version_expiration=Duration.days(config.storage.artifacts_noncurrent_expiration_days),
+                ),
+                s3.LifecycleRule(
+                    id="abort-incomplete-multipart-uploads",
+                    abort_incomplete_multipart_upload_after=Duration.days(
+                        config.storage.abort_incomplete_multipart_upload_days
+                    ),
+                ),
+            ],
+            removal_policy=policy,
+        )
+
+        self.documents_table = dynamodb.Table(
+            self,
+            "DocumentsTable",
+            partition_key=dynamodb.Attribute(name="document_id", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            removal_policy=policy,
+        )
+        # The reaper and the operations tooling find documents by status, oldest update first.
+        self.documents_table.add_global_secondary_index(
+            index_name=STATUS_INDEX,
+            partition_key=dynamodb.Attribute(name="status", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="updated_at", type=dynamodb.AttributeType.STRING),
+            projection_type=dynamodb.ProjectionType.ALL,
+        )
+
+        self.idempotency_table = dynamodb.Table(
+            self,
+            "IdempotencyTable",
+            partition_key=dynamodb.Attribute(name="id", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            time_to_live_attribute="expiration",
+            removal_policy=policy,
+        )
+        acknowledge(
+            self.idempotency_table,
+            "AwsSolutions-DDB3",
+            "Idempotency records are short-lived (TTL) dedup markers; restoring them has no value, and "
+            "losing them only lets a duplicate S3 event through to StartExecution, which dedups by name.",
+        )
+
+        CfnOutput(self, "BucketName", value=self.bucket.bucket_name).override_logical_id("BucketName")
+        CfnOutput(self, "DocumentsTableName", value=self.documents_table.table_name).override_logical_id(
+            "DocumentsTableName"
+        )
+        CfnOutput(self, "IdempotencyTableName", value=self.idempotency_table.table_name).override_logical_id(
+            "IdempotencyTableName"
+        )

@@ -1,0 +1,236 @@
+"""The ingestion workflow: seven stage functions (one code asset) and the Step Functions state machine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
+from constructs import Construct
+
+from infra.config import FunctionSettings, RagIngestConfig
+from infra.constructs.function import FunctionFactory, new_log_group
+from infra.constructs.search import Search
+from infra.constructs.storage import ARTIFACTS_PREFIX, RAW_PREFIX, Storage
+from infra.nag import acknowledge, arn_ref
+
+# Retry/Catch match the Lambda errorType, i.e. the exception class name (rag_ingest.errors).
+PERMANENT_ERRORS = ["PermanentError"]
+TRANSIENT_ERRORS = [
+    "TransientError",
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+    "Lambda.TooManyRequestsException",
+]
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """A stage and the access its code needs (rag_ingest.pipeline), and nothing more."""
+
+    name: str  # state name and construct id prefix: "Validate" -> Workflow/ValidateFunction
+    handler: str
+    reads_raw: bool = False  # the uploaded PDF under raw/
+    artifacts: bool = False  # checkpoints under artifacts/ (read, write, exists)
+    search: bool = False  # the OpenSearch index
+    embeds: bool = False  # the Bedrock embedding model
+
+
+STAGES = (
+    StageSpec("Validate", "app.validate", reads_raw=True),
+    StageSpec("Parse", "app.parse", reads_raw=True, artifacts=True),
+    StageSpec("Chunk", "app.chunk", artifacts=True),
+    StageSpec("Embed", "app.embed", artifacts=True, embeds=True),
+    StageSpec("Index", "app.index", artifacts=True, search=True),
+    StageSpec("Finalize", "app.finalize", search=True),
+)
+MARK_FAILED = StageSpec("MarkFailed", "app.mark_failed")
+
+
+class Workflow(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: RagIngestConfig,
+        factory: FunctionFactory,
+        storage: Storage,
+        search: Search,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._config = config
+        self._storage = storage
+        self._search = search
+        self._factory = factory
+
+        # Every stage gets the same environment: one code asset, seven entry points.
+        self.environment = {
+            "BUCKET_NAME": storage.bucket.bucket_name,
+            "ARTIFACTS_PREFIX": ARTIFACTS_PREFIX,
+            **search.environment,
+            "MAX_FILE_BYTES": str(config.limits.max_file_bytes),
+            "MAX_PAGES": str(config.limits.max_pages),
+            "CHUNK_TOKENS": str(config.chunking.chunk_tokens),
+            "CHUNK_OVERLAP_TOKENS": str(config.chunking.chunk_overlap_tokens),
+        }
+        self.functions: dict[str, lambda_.Function] = {}
+        for spec in (*STAGES, MARK_FAILED):
+            self.functions[spec.name] = self._stage_function(spec, self._settings(spec))
+
+        self.state_machine = self._state_machine()
+        CfnOutput(self, "StateMachineArn", value=self.state_machine.state_machine_arn).override_logical_id(
+            "StateMachineArn"
+        )
+
+    def _settings(self, spec: StageSpec) -> FunctionSettings:
+        stages = self._config.functions.stages
+        return {
+            "Validate": stages.validate_,
+            "Parse": stages.parse,
+            "Chunk": stages.chunk,
+            "Embed": stages.embed,
+            "Index": stages.index,
+            "Finalize": stages.finalize,
+            "MarkFailed": stages.mark_failed,
+        }[spec.name]
+
+    def _stage_function(self, spec: StageSpec, settings: FunctionSettings) -> lambda_.Function:
+        function = self._factory.create(
+            self,
+            f"{spec.name}Function",
+            code_dir="stages",
+            handler=spec.handler,
+            service=f"rag-ingest-{spec.name.lower()}",
+            settings=settings,
+            environment=self.environment,
+            description=f"rag-ingest workflow stage: {spec.name}",
+        )
+        role = function.role
+        assert role is not None
+        bucket = self._storage.bucket
+        table = self._storage.documents_table
+        # Every stage records its progress in the document's status record.
+        table.grant_read_write_data(role)
+        findings = [f"Resource::{arn_ref(table)}/index/*"]
+        if spec.reads_raw:
+            # Reads pin the S3 versionId of the upload: GetObjectVersion.
+            self._grant_objects(role, bucket, RAW_PREFIX, ["s3:GetObject", "s3:GetObjectVersion"])
+            findings.append(f"Resource::{arn_ref(bucket)}/{RAW_PREFIX}*")
+        if spec.artifacts:
+            self._grant_objects(role, bucket, ARTIFACTS_PREFIX, ["s3:GetObject", "s3:PutObject"])
+            findings.append(f"Resource::{arn_ref(bucket)}/{ARTIFACTS_PREFIX}*")
+        if spec.reads_raw or spec.artifacts:
+            # Without ListBucket, S3 answers a missing key with 403 instead of 404, and the stages tell
+            # "object gone" and "no checkpoint yet" apart by that 404. (An s3:prefix condition cannot
+            # narrow it: HeadObject/GetObject requests carry no prefix.)
+            role.add_to_principal_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
+        if spec.search:
+            self._search.grant_http(role)
+            if self._search.domain is not None:
+                findings.append(f"Resource::{arn_ref(self._search.domain)}/*")
+        if spec.embeds:
+            self._search.grant_embedding(role)
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5",
+            "Wildcards are object-key prefixes of the one bucket (raw/*, artifacts/*), the indexes of the one "
+            "documents table, and the index paths of the one OpenSearch domain: resource-scoped, not '*'.",
+            *findings,
+        )
+        return function
+
+    @staticmethod
+    def _grant_objects(role: iam.IRole, bucket: s3.IBucket, prefix: str, actions: list[str]) -> None:
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=actions, resources=[bucket.arn_for_objects(f"{prefix}*")])
+        )
+
+    def _task(self, name: str) -> tasks.LambdaInvoke:
+        retry = self._config.workflow.retry
+        task = tasks.LambdaInvoke(
+            self,
+            name,
+            lambda_function=self.functions[name],
+            # The function's return value is the new job state (stages pass the whole job along).
+            payload_response_only=True,
+            retry_on_service_exceptions=False,
+            result_path="$",
+        )
+        # Order matters: Step Functions uses the first retrier whose errors match.
+        task.add_retry(errors=PERMANENT_ERRORS, max_attempts=0)
+        task.add_retry(
+            errors=TRANSIENT_ERRORS,
+            interval=Duration.seconds(retry.interval_seconds),
+            backoff_rate=retry.backoff_rate,
+            max_attempts=retry.max_attempts,
+            max_delay=Duration.seconds(retry.max_delay_seconds),
+            jitter_strategy=sfn.JitterType.FULL,
+        )
+        # Unknown errors (bugs, Sandbox.Timedout...): a couple of retries, then MarkFailed.
+        task.add_retry(
+            errors=["States.ALL"],
+            interval=Duration.seconds(2),
+            max_attempts=2,
+            jitter_strategy=sfn.JitterType.FULL,
+        )
+        return task
+
+    def _state_machine(self) -> sfn.StateMachine:
+        mark_failed = tasks.LambdaInvoke(
+            self,
+            "MarkFailed",
+            lambda_function=self.functions["MarkFailed"],
+            payload_response_only=True,
+            retry_on_service_exceptions=False,
+            result_path="$",
+        )
+        mark_failed.add_retry(
+            errors=TRANSIENT_ERRORS,
+            interval=Duration.seconds(1),
+            backoff_rate=2.0,
+            max_attempts=3,
+            jitter_strategy=sfn.JitterType.FULL,
+        )
+        failed = mark_failed.next(
+            sfn.Fail(self, "Failed", error="DocumentFailed", cause="The document is FAILED: see its status record.")
+        )
+
+        chain: sfn.Chain | None = None
+        for spec in STAGES:
+            task = self._task(spec.name)
+            task.add_catch(failed, errors=["States.ALL"], result_path="$.error")
+            chain = sfn.Chain.start(task) if chain is None else chain.next(task)
+        assert chain is not None
+        definition = chain.next(sfn.Succeed(self, "Succeeded"))
+
+        stack_name = Stack.of(self).stack_name
+        # /aws/vendedlogs/ keeps the log group out of the size-limited CloudWatch Logs resource policy.
+        log_group = new_log_group(
+            self, "StateMachineLogs", self._config, log_group_name=f"/aws/vendedlogs/states/{stack_name}-workflow"
+        )
+
+        state_machine = sfn.StateMachine(
+            self,
+            "StateMachine",
+            definition_body=sfn.DefinitionBody.from_chainable(definition),
+            state_machine_type=sfn.StateMachineType.STANDARD,
+            timeout=Duration.minutes(self._config.workflow.timeout_minutes),
+            tracing_enabled=True,
+            logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
+            comment="rag-ingest: Validate -> Parse -> Chunk -> Embed -> Index -> Finalize",
+        )
+        acknowledge(
+            state_machine.role,
+            "AwsSolutions-IAM5",
+            "CDK's Lambda invoke grant covers the function's versions/aliases (<arn>:*); log delivery and X-Ray "
+            "actions support no resource-level permissions, so AWS requires '*'.",
+            "Resource::*",
+            *(f"Resource::{arn_ref(function)}:*" for function in self.functions.values()),
+        )
+        return state_machine

@@ -1,0 +1,142 @@
+"""Least privilege: what each role may do, and on what."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.infra.template_tools import SynthResult, as_list, render_token
+
+pytestmark = pytest.mark.infra
+
+# Actions AWS offers no resource-level permissions for (so "*" is the only possible resource).
+STAR_ONLY_ACTIONS = {
+    "xray:PutTraceSegments",
+    "xray:PutTelemetryRecords",
+    "logs:CreateLogDelivery",
+    "logs:GetLogDelivery",
+    "logs:UpdateLogDelivery",
+    "logs:DeleteLogDelivery",
+    "logs:ListLogDeliveries",
+    "logs:PutResourcePolicy",
+    "logs:DescribeResourcePolicies",
+    "logs:DescribeLogGroups",
+    "xray:GetSamplingRules",
+    "xray:GetSamplingTargets",
+}
+FUNCTIONS = [
+    "Api/ApiFunction",
+    "Intake/IntakeFunction",
+    "Operations/RedriveFunction",
+    *(f"Workflow/{n}Function" for n in ["Validate", "Parse", "Chunk", "Embed", "Index", "Finalize", "MarkFailed"]),
+]
+
+
+def _resources(statement: dict[str, Any]) -> list[str]:
+    return [render_token(r) for r in as_list(statement["Resource"])]
+
+
+def _allows(statements: list[dict[str, Any]], action: str) -> list[str]:
+    return [
+        resource
+        for s in statements
+        if s["Effect"] == "Allow" and action in as_list(s["Action"])
+        for resource in _resources(s)
+    ]
+
+
+def test_no_wildcard_resource_except_where_aws_requires_it(synth: SynthResult) -> None:
+    offenders = []
+    for logical_id, policy in synth.of_type("AWS::IAM::Policy").items():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if "*" in as_list(statement["Resource"]):
+                extra = set(as_list(statement["Action"])) - STAR_ONLY_ACTIONS
+                # CDK's own S3-notifications handler needs PutBucketNotification on "*" (acknowledged).
+                if extra and not logical_id.startswith("BucketNotificationsHandler"):
+                    offenders.append((logical_id, sorted(extra)))
+    assert offenders == []
+
+
+def test_no_wildcard_actions(synth: SynthResult) -> None:
+    for logical_id, policy in synth.of_type("AWS::IAM::Policy").items():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            for action in as_list(statement["Action"]):
+                assert not action.endswith(":*") and action != "*", (logical_id, action)
+
+
+@pytest.mark.parametrize("path", FUNCTIONS)
+def test_function_roles_carry_no_managed_policies(synth: SynthResult, path: str) -> None:
+    role_id = synth.resource(path)["Properties"]["Role"]["Fn::GetAtt"][0]
+    assert "ManagedPolicyArns" not in synth.resources[role_id]["Properties"]
+
+
+@pytest.mark.parametrize("path", FUNCTIONS)
+def test_functions_write_only_their_own_log_group(synth: SynthResult, path: str) -> None:
+    log_group_id = synth.resource(path)["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+    assert _allows(synth.role_statements(path), "logs:PutLogEvents") == [f"${{{log_group_id}.Arn}}"]
+
+
+def test_api_may_only_put_uploads_under_raw(synth: SynthResult) -> None:
+    statements = synth.role_statements("Api/ApiFunction")
+    bucket = synth.logical_id("Storage/DocumentsBucket")
+    s3_actions = {a for s in statements for a in as_list(s["Action"]) if a.startswith("s3:")}
+    assert s3_actions == {"s3:PutObject"}
+    assert _allows(statements, "s3:PutObject") == [f"${{{bucket}.Arn}}/raw/*"]
+    assert _allows(statements, "s3:GetObject") == []
+
+
+def test_stages_read_raw_only_where_needed(synth: SynthResult) -> None:
+    raw = f"${{{synth.logical_id('Storage/DocumentsBucket')}.Arn}}/raw/*"
+    readers = {
+        path
+        for path in FUNCTIONS
+        if path.startswith("Workflow/") and raw in _allows(synth.role_statements(path), "s3:GetObject")
+    }
+    assert readers == {"Workflow/ValidateFunction", "Workflow/ParseFunction"}
+
+
+def test_bedrock_only_for_embed_and_only_the_model(synth: SynthResult) -> None:
+    model = synth.config.embedding.model_id
+    expected = f"arn:${{AWS::Partition}}:bedrock:${{AWS::Region}}::foundation-model/{model}"
+    for path in FUNCTIONS:
+        allowed = _allows(synth.role_statements(path), "bedrock:InvokeModel")
+        assert allowed == ([expected] if path == "Workflow/EmbedFunction" else []), path
+    assert not any(
+        a.startswith("bedrock:") and a != "bedrock:InvokeModel"
+        for p in synth.of_type("AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        for a in as_list(s["Action"])
+    )
+
+
+def test_opensearch_access_is_granted_on_both_sides(synth: SynthResult) -> None:
+    domain = synth.logical_id("Search/Domain")
+    searchers = {"Workflow/IndexFunction", "Workflow/FinalizeFunction"}
+    for path in FUNCTIONS:
+        allowed = _allows(synth.role_statements(path), "es:ESHttpPut")
+        expected = [f"${{{domain}.Arn}}", f"${{{domain}.Arn}}/*"] if path in searchers else []
+        assert allowed == expected, path
+    (statement,) = synth.resources[domain]["Properties"]["AccessPolicies"]["Statement"]
+    principals = {p["Fn::GetAtt"][0] for p in statement["Principal"]["AWS"]}
+    assert principals == {synth.resource(p)["Properties"]["Role"]["Fn::GetAtt"][0] for p in searchers}
+    assert render_token(statement["Resource"]).endswith(f":domain/{synth.config.search_domain_name}/*")
+
+
+def test_redrive_moves_messages_from_dlq_to_queue_only(synth: SynthResult) -> None:
+    statements = synth.role_statements("Operations/RedriveFunction")
+    dlq = f"${{{synth.logical_id('Intake/DeadLetterQueue')}.Arn}}"
+    queue = f"${{{synth.logical_id('Intake/IngestQueue')}.Arn}}"
+    assert _allows(statements, "sqs:ReceiveMessage") == [dlq]
+    assert _allows(statements, "sqs:DeleteMessage") == [dlq]
+    assert _allows(statements, "sqs:SendMessage") == [queue]
+
+
+def test_table_access_is_scoped_to_the_tables(synth: SynthResult) -> None:
+    table = f"${{{synth.logical_id('Storage/DocumentsTable')}.Arn}}"
+    idempotency = f"${{{synth.logical_id('Storage/IdempotencyTable')}.Arn}}"
+    for path in FUNCTIONS:
+        allowed = {table, f"{table}/index/*"} | ({idempotency} if path == "Intake/IntakeFunction" else set())
+        resources = set(_allows(synth.role_statements(path), "dynamodb:UpdateItem"))
+        assert table in resources, path
+        assert resources <= allowed, path

@@ -1,0 +1,107 @@
+"""The state machine definition: stage order, Retry (order and jitter) and Catch -> MarkFailed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.infra.template_tools import SynthResult
+
+pytestmark = pytest.mark.infra
+
+STAGES = ["Validate", "Parse", "Chunk", "Embed", "Index", "Finalize"]
+TRANSIENT = [
+    "TransientError",
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+    "Lambda.TooManyRequestsException",
+]
+
+
+@pytest.fixture(scope="module")
+def definition(synth: SynthResult) -> dict[str, Any]:
+    return synth.state_machine_definition()
+
+
+def test_stages_run_in_order_then_succeed(definition: dict[str, Any]) -> None:
+    assert definition["StartAt"] == "Validate"
+    states = definition["States"]
+    for current, following in zip(STAGES, [*STAGES[1:], "Succeeded"], strict=True):
+        assert states[current]["Next"] == following
+    assert states["Succeeded"]["Type"] == "Succeed"
+
+
+@pytest.mark.parametrize("stage", [*STAGES, "MarkFailed"])
+def test_each_task_invokes_its_own_function_directly(
+    synth: SynthResult, definition: dict[str, Any], stage: str
+) -> None:
+    state = definition["States"][stage]
+    assert state["Type"] == "Task"
+    # payload_response_only: the function ARN is the resource, its return value the new state.
+    assert state["Resource"] == f"${{{synth.logical_id(f'Workflow/{stage}Function')}.Arn}}"
+    assert state["ResultPath"] == "$"
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_retriers_permanent_first_then_transient_with_full_jitter(
+    synth: SynthResult, definition: dict[str, Any], stage: str
+) -> None:
+    retry = definition["States"][stage]["Retry"]
+    config = synth.config.workflow.retry
+    assert retry[0] == {"ErrorEquals": ["PermanentError"], "MaxAttempts": 0}
+    assert retry[1] == {
+        "ErrorEquals": TRANSIENT,
+        "IntervalSeconds": config.interval_seconds,
+        "BackoffRate": config.backoff_rate,
+        "MaxAttempts": config.max_attempts,
+        "MaxDelaySeconds": config.max_delay_seconds,
+        "JitterStrategy": "FULL",
+    }
+    assert retry[2] == {"ErrorEquals": ["States.ALL"], "IntervalSeconds": 2, "MaxAttempts": 2, "JitterStrategy": "FULL"}
+    assert len(retry) == 3
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_every_stage_catches_into_mark_failed(definition: dict[str, Any], stage: str) -> None:
+    assert definition["States"][stage]["Catch"] == [
+        {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "MarkFailed"}
+    ]
+
+
+def test_mark_failed_retries_transient_errors_then_fails(definition: dict[str, Any]) -> None:
+    mark_failed = definition["States"]["MarkFailed"]
+    assert mark_failed["Next"] == "Failed"
+    (retry,) = mark_failed["Retry"]
+    assert retry["ErrorEquals"] == TRANSIENT
+    assert retry["JitterStrategy"] == "FULL"
+    assert "Catch" not in mark_failed
+    assert definition["States"]["Failed"]["Type"] == "Fail"
+
+
+def test_state_machine_settings(synth: SynthResult, definition: dict[str, Any]) -> None:
+    props = synth.resource("Workflow/StateMachine")["Properties"]
+    assert props["StateMachineType"] == "STANDARD"
+    assert props["TracingConfiguration"] == {"Enabled": True}
+    logging = props["LoggingConfiguration"]
+    assert logging["Level"] == "ALL"
+    assert logging["IncludeExecutionData"] is False
+    assert definition["TimeoutSeconds"] == synth.config.workflow.timeout_minutes * 60
+
+
+def test_state_machine_role_invokes_only_the_stage_functions(synth: SynthResult) -> None:
+    role_id = synth.resource("Workflow/StateMachine")["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+    statements = [
+        s
+        for p in synth.of_type("AWS::IAM::Policy").values()
+        if {"Ref": role_id} in p["Properties"]["Roles"]
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if s["Action"] == "lambda:InvokeFunction"
+    ]
+    targets = {
+        resource["Fn::GetAtt"][0] if "Fn::GetAtt" in resource else resource["Fn::Join"][1][0]["Fn::GetAtt"][0]
+        for s in statements
+        for resource in s["Resource"]
+    }
+    assert targets == {synth.logical_id(f"Workflow/{name}Function") for name in [*STAGES, "MarkFailed"]}

@@ -1,0 +1,176 @@
+"""Build the shared Lambda layer into ``.build/layer/python/`` without Docker.
+
+The layer holds the domain package (``layers/common/python/rag_ingest``) and its third-party
+dependencies (``layers/common/requirements.txt``) as manylinux x86_64 wheels for CPython 3.13,
+so pip on any host resolves the same binaries the Lambda runtime loads.
+
+The build is idempotent: a stamp holds a hash of the inputs, and only the part that changed is
+redone (the dependencies when the requirements or pip arguments change, the domain package when
+its sources change). Run it as ``make layer`` or ``.venv/bin/python tools/build_layer.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD_DIR = ROOT / ".build"
+LAYER_DIR = BUILD_DIR / "layer"
+SITE_DIR = LAYER_DIR / "python"
+STAMP_FILE = BUILD_DIR / "layer.stamp.json"
+LOCK_FILE = BUILD_DIR / "layer.lock"
+PACKAGE_SRC = ROOT / "layers" / "common" / "python" / "rag_ingest"
+REQUIREMENTS = ROOT / "layers" / "common" / "requirements.txt"
+
+# The Lambda runtime (python3.13, x86_64) these wheels must load in.
+PIP_PLATFORM_ARGS: tuple[str, ...] = (
+    "--platform",
+    "manylinux2014_x86_64",
+    "--implementation",
+    "cp",
+    "--python-version",
+    "3.13",
+    "--only-binary=:all:",
+)
+# Bytecode compiled by the host interpreter (3.11) would be ignored by 3.13, so skip it; no
+# compilation also keeps the asset hash stable across rebuilds.
+PIP_EXTRA_ARGS: tuple[str, ...] = ("--no-compile", "--disable-pip-version-check", "--no-input", "--quiet")
+# Provided by the Lambda runtime but dragged in by dependencies (aws-xray-sdk needs botocore):
+# dropping them saves ~90 MB of the 250 MB unzipped limit.
+RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer")
+# Bump when the build logic changes so existing stamps are invalidated.
+BUILD_LOGIC_VERSION = "1"
+
+
+class LayerBuildError(RuntimeError):
+    """The layer could not be built (pip failed, sources missing)."""
+
+
+def _iter_source_files(root: Path) -> Iterator[Path]:
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+            yield path
+
+
+def deps_hash() -> str:
+    digest = hashlib.sha256()
+    digest.update(BUILD_LOGIC_VERSION.encode())
+    digest.update("\0".join(PIP_PLATFORM_ARGS + RUNTIME_PROVIDED).encode())
+    digest.update(REQUIREMENTS.read_bytes())
+    return digest.hexdigest()
+
+
+def source_hash() -> str:
+    digest = hashlib.sha256()
+    for path in _iter_source_files(PACKAGE_SRC):
+        digest.update(path.relative_to(PACKAGE_SRC).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _read_stamp() -> dict[str, str]:
+    try:
+        data = json.loads(STAMP_FILE.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+@contextlib.contextmanager
+def _locked() -> Iterator[None]:
+    # Parallel test sessions or a synth next to `make layer` must not build into the same dir.
+    BUILD_DIR.mkdir(parents=True, exist_ok=True)
+    with LOCK_FILE.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _install_dependencies(target: Path) -> None:
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        *PIP_PLATFORM_ARGS,
+        *PIP_EXTRA_ARGS,
+        "--target",
+        str(target),
+        "-r",
+        str(REQUIREMENTS),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise LayerBuildError(f"pip install failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    for name in RUNTIME_PROVIDED:
+        shutil.rmtree(target / name, ignore_errors=True)
+        for info in target.glob(f"{name}-*.dist-info"):
+            shutil.rmtree(info)
+    # Console scripts carry this host's interpreter path in their shebang: useless in Lambda.
+    shutil.rmtree(target / "bin", ignore_errors=True)
+
+
+def _copy_package(site: Path) -> None:
+    if not (PACKAGE_SRC / "__init__.py").is_file():
+        raise LayerBuildError(f"domain package not found at {PACKAGE_SRC}")
+    destination = site / PACKAGE_SRC.name
+    shutil.rmtree(destination, ignore_errors=True)
+    shutil.copytree(PACKAGE_SRC, destination, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+
+
+def layer_size_bytes(path: Path = LAYER_DIR) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def build_layer(force: bool = False) -> Path:
+    """Bring ``.build/layer`` up to date with its inputs and return its path."""
+    with _locked():
+        stamp = {} if force else _read_stamp()
+        wanted = {"deps": deps_hash(), "source": source_hash()}
+        if stamp == wanted and SITE_DIR.is_dir():
+            return LAYER_DIR
+        if stamp.get("deps") != wanted["deps"] or not SITE_DIR.is_dir():
+            # Build beside the old layer and swap, so a failed pip run leaves no half layer.
+            staging = BUILD_DIR / "layer.staging"
+            shutil.rmtree(staging, ignore_errors=True)
+            _install_dependencies(staging / "python")
+            _copy_package(staging / "python")
+            STAMP_FILE.unlink(missing_ok=True)
+            shutil.rmtree(LAYER_DIR, ignore_errors=True)
+            os.replace(staging, LAYER_DIR)
+        else:
+            _copy_package(SITE_DIR)
+        STAMP_FILE.write_text(json.dumps(wanted, indent=2) + "\n")
+    return LAYER_DIR
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--force", action="store_true", help="rebuild even if the inputs did not change")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    try:
+        path = build_layer(force=args.force)
+    except LayerBuildError as error:
+        print(f"build_layer: {error}", file=sys.stderr)
+        return 1
+    size_mb = layer_size_bytes(path) / 1_000_000
+    print(f"layer ready: {path.relative_to(ROOT)} ({size_mb:.1f} MB unzipped, {time.monotonic() - started:.1f}s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
