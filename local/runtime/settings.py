@@ -80,7 +80,8 @@ class RuntimeSettings:
     lambda_init_timeout_seconds: float
     lambda_idle_seconds: float
     poller_default_concurrency: int
-    poller_wait_seconds: int
+    # Pause between empty ReceiveMessage calls (the poller does not long-poll; see sqs_poller).
+    poller_interval_seconds: float
     ready_timeout_seconds: float
     passthrough_env: tuple[str, ...] = field(default_factory=tuple)
 
@@ -114,7 +115,7 @@ class RuntimeSettings:
             lambda_init_timeout_seconds=_float_env(env, "LOCAL_LAMBDA_INIT_TIMEOUT", 60.0),
             lambda_idle_seconds=_float_env(env, "LOCAL_LAMBDA_IDLE_SECONDS", 600.0),
             poller_default_concurrency=max(1, _int_env(env, "LOCAL_POLLER_CONCURRENCY", 2)),
-            poller_wait_seconds=min(20, max(1, _int_env(env, "LOCAL_POLLER_WAIT_SECONDS", 2))),
+            poller_interval_seconds=max(0.02, _float_env(env, "LOCAL_POLLER_INTERVAL", 0.2)),
             ready_timeout_seconds=_float_env(env, "LOCAL_READY_TIMEOUT", 180.0),
             passthrough_env=passthrough,
         )

@@ -12,9 +12,9 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import math
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,7 +103,14 @@ class PollerStats:
 
 
 class SqsPoller:
-    """Runs one event source mapping: ``concurrency`` threads, each polling and invoking."""
+    """Runs one event source mapping: a receiver collects batches, up to ``concurrency`` invoke.
+
+    The receiver does not long-poll: moto evaluates a queue's VisibilityTimeout when a long
+    poll starts, so a message arriving during the wait would get a stale timeout (e.g. one set
+    by a test a moment earlier). Short receives every ``LOCAL_POLLER_INTERVAL`` seconds see the
+    queue as it is. A batch is only collected when an invoker is free, so received messages
+    never wait for a slot while their visibility timeout runs.
+    """
 
     def __init__(self, mapping: EventSourceMapping, settings: RuntimeSettings, function_timeout_seconds: int) -> None:
         self.mapping = mapping
@@ -113,7 +120,13 @@ class SqsPoller:
         self.stats = PollerStats()
         self._stats_lock = threading.Lock()
         self._stopping = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._slots = threading.Semaphore(self.concurrency)
+        self._receiver: threading.Thread | None = None
+        self._invokers = ThreadPoolExecutor(
+            max_workers=self.concurrency, thread_name_prefix=f"invoker-{mapping.logical_id[:40]}"
+        )
+        self._sqs = moto_client(settings, "sqs")
+        self._lambda = moto_client(settings, "lambda", read_timeout=function_timeout_seconds + 60)
 
     def start(self) -> None:
         LOG.info(
@@ -126,64 +139,81 @@ class SqsPoller:
             "ReportBatchItemFailures" if self.mapping.report_batch_item_failures else "whole-batch",
             self.concurrency,
         )
-        for index in range(self.concurrency):
-            thread = threading.Thread(target=self._run, name=f"poller-{self.mapping.logical_id}-{index}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
+        self._receiver = threading.Thread(
+            target=self._receive_loop, name=f"poller-{self.mapping.logical_id[:40]}", daemon=True
+        )
+        self._receiver.start()
 
     def stop(self, timeout: float = 30.0) -> None:
         self._stopping.set()
-        deadline = time.monotonic() + timeout
-        for thread in self._threads:
-            thread.join(max(0.1, deadline - time.monotonic()))
+        if self._receiver is not None:
+            self._receiver.join(timeout)
+        # Batches in flight finish (their invocations are already running in the runner).
+        self._invokers.shutdown(wait=True, cancel_futures=True)
 
-    def _run(self) -> None:
-        sqs = moto_client(self.settings, "sqs", read_timeout=self.settings.poller_wait_seconds + 30)
-        lambda_client = moto_client(self.settings, "lambda", read_timeout=self.function_timeout_seconds + 60)
+    def _receive_loop(self) -> None:
         while not self._stopping.is_set():
+            if not self._slots.acquire(timeout=0.5):
+                continue  # every invoker is busy
             try:
-                messages = self._collect_batch(sqs)
-                if messages:
-                    self._process(messages, sqs, lambda_client)
+                messages = self._collect_batch()
             except Exception:
+                self._slots.release()
                 if self._stopping.is_set():
                     return
-                LOG.exception("poller %s: polling failed, retrying in 1 s", self.mapping.logical_id)
+                LOG.exception("poller %s: receiving failed, retrying in 1 s", self.mapping.logical_id)
                 self._stopping.wait(1.0)
+                continue
+            if not messages:
+                self._slots.release()
+                continue
+            try:
+                self._invokers.submit(self._process_and_release, messages)
+            except RuntimeError:  # shutting down: the messages come back after their visibility timeout
+                self._slots.release()
+                return
 
-    def _collect_batch(self, sqs: Any) -> list[dict[str, Any]]:
+    def _process_and_release(self, messages: list[dict[str, Any]]) -> None:
+        try:
+            self._process(messages)
+        except Exception:
+            LOG.exception("poller %s: processing a batch failed", self.mapping.logical_id)
+        finally:
+            self._slots.release()
+
+    def _collect_batch(self) -> list[dict[str, Any]]:
+        """Messages until the batch is full or the batching window (from the first one) ends."""
         batch: list[dict[str, Any]] = []
         window_ends: float | None = None
         while not self._stopping.is_set() and len(batch) < self.mapping.batch_size:
-            if window_ends is None:
-                wait = self.settings.poller_wait_seconds
-            else:
-                remaining = window_ends - time.monotonic()
-                if remaining <= 0:
-                    break
-                wait = min(self.settings.poller_wait_seconds, math.ceil(remaining))
-            response = sqs.receive_message(
+            response = self._sqs.receive_message(
                 QueueUrl=self.mapping.queue_url,
                 MaxNumberOfMessages=min(10, self.mapping.batch_size - len(batch)),
-                WaitTimeSeconds=wait,
+                WaitTimeSeconds=0,
                 AttributeNames=["All"],
                 MessageSystemAttributeNames=["All"],
                 MessageAttributeNames=["All"],
             )
             received = response.get("Messages", [])
             batch.extend(received)
-            if batch and window_ends is None:
+            if not batch:
+                self._stopping.wait(self.settings.poller_interval_seconds)
+                return []
+            if window_ends is None:
                 window_ends = time.monotonic() + self.mapping.batching_window_seconds
-            if batch and self.mapping.batching_window_seconds == 0:
+            remaining = window_ends - time.monotonic()
+            if remaining <= 0:
                 break
+            if not received:
+                self._stopping.wait(min(self.settings.poller_interval_seconds, remaining))
         return batch
 
-    def _process(self, messages: list[dict[str, Any]], sqs: Any, lambda_client: Any) -> None:
+    def _process(self, messages: list[dict[str, Any]]) -> None:
         mapping = self.mapping
         event = lambda_sqs_event(messages, mapping.queue_arn, self.settings.region)
         message_ids = [message["MessageId"] for message in messages]
         try:
-            response = lambda_client.invoke(
+            response = self._lambda.invoke(
                 FunctionName=mapping.function_name,
                 InvocationType="RequestResponse",
                 Payload=json.dumps(event).encode(),
@@ -197,7 +227,7 @@ class SqsPoller:
             payload, errored, message_ids, report_batch_item_failures=mapping.report_batch_item_failures
         )
         to_delete = [message for message in messages if message["MessageId"] not in failed]
-        deleted = self._delete(sqs, to_delete)
+        deleted = self._delete(to_delete)
         receive_counts = [message.get("Attributes", {}).get("ApproximateReceiveCount", "?") for message in messages]
         log = LOG.warning if failed else LOG.info
         log(
@@ -219,11 +249,11 @@ class SqsPoller:
             self.stats.deleted += deleted
             self.stats.invocation_errors += int(errored)
 
-    def _delete(self, sqs: Any, messages: list[dict[str, Any]]) -> int:
+    def _delete(self, messages: list[dict[str, Any]]) -> int:
         deleted = 0
         for start in range(0, len(messages), 10):
             chunk = messages[start : start + 10]
-            response = sqs.delete_message_batch(
+            response = self._sqs.delete_message_batch(
                 QueueUrl=self.mapping.queue_url,
                 Entries=[
                     {"Id": str(index), "ReceiptHandle": message["ReceiptHandle"]} for index, message in enumerate(chunk)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import logging
 import os
@@ -116,6 +117,8 @@ class LocalStack:
     def serve_forever(self) -> int:
         """Run until SIGTERM/SIGINT; the exit code of ``python -m local.runtime serve``."""
         stop = threading.Event()
+        # `kill -USR1 <pid>` dumps every thread's stack into the log (a stuck poller, a hung call).
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
         self._write_pidfile()

@@ -344,7 +344,6 @@ def stack(workspace: Path) -> Iterator[LocalStackProcess]:
         env={
             "LOCAL_STACK_NAME": "Test",
             "LOCAL_RETRY_SCALE": "0.1",
-            "LOCAL_POLLER_WAIT_SECONDS": "1",
             "OPENSEARCH_URL": "http://127.0.0.1:9299",
         },
     )
