@@ -16,11 +16,11 @@ from moto.server import ThreadedMotoServer
 from local.runtime.api_gateway import ApiGatewayAdapter
 from local.runtime.aws import moto_client
 from local.runtime.lambda_runner import LambdaRunner, install_moto_seam
-from local.runtime.moto_server import configure_moto, ensure_port_free, start_moto_server
-from local.runtime.provision import ProvisionedStack, Provisioner
+from local.runtime.moto_server import PortInUseError, configure_moto, ensure_port_free, start_moto_server
+from local.runtime.provision import ProvisionedStack, Provisioner, ProvisioningError
 from local.runtime.settings import RuntimeSettings
 from local.runtime.sqs_poller import SqsPoller
-from local.runtime.template import CloudFormationTemplate
+from local.runtime.template import CloudFormationTemplate, TemplateError
 
 LOG = logging.getLogger("local.runtime")
 
@@ -128,7 +128,8 @@ class LocalStack:
             except Exception as exc:
                 self.error = f"{type(exc).__name__}: {exc}"
                 self.phase = "failed"
-                LOG.error("local stack failed to start: %s", self.error, exc_info=not isinstance(exc, OSError))
+                expected = isinstance(exc, TemplateError | ProvisioningError | PortInUseError)
+                LOG.error("local stack failed to start: %s", self.error, exc_info=not expected)
                 return 1
             stop.wait()
             return 0

@@ -25,6 +25,7 @@ from botocore.config import Config
 from local.runtime.harness import LocalStackProcess
 from local.runtime.lambda_runner import MOTO_VERSION, verify_moto_seam
 from local.runtime.moto_server import verify_s3_event_seam
+from local.runtime.sqs_poller import failed_message_ids, lambda_sqs_event
 
 pytestmark = pytest.mark.integration
 
@@ -651,3 +652,56 @@ def test_api_adapter_turns_requests_into_http_api_v2_events(stack: LocalStackPro
     assert _http("GET", f"{stack.api_url}/nothing/here")[0] == 404
     assert _http("DELETE", f"{stack.api_url}/items/1")[0] == 404
     assert _http("OPTIONS", f"{stack.api_url}/items")[0] == 204
+
+
+@pytest.mark.parametrize(
+    ("payload", "errored", "failed", "report"),
+    [
+        ('{"batchItemFailures": [{"itemIdentifier": "b"}]}', False, {"b"}, True),
+        ('{"batchItemFailures": []}', False, set(), True),
+        ('{"batchItemFailures": null}', False, set(), True),
+        ("null", False, set(), True),
+        ("", False, set(), True),
+        ('{"errorType": "X"}', True, {"a", "b"}, True),
+        ('{"batchItemFailures": [{"itemIdentifier": "zzz"}]}', False, {"a", "b"}, True),
+        ('{"batchItemFailures": [{"itemIdentifier": ""}]}', False, {"a", "b"}, True),
+        ('{"batchItemFailures": [{"id": "a"}]}', False, {"a", "b"}, True),
+        ('"ok"', False, {"a", "b"}, True),
+        ('{"batchItemFailures": [{"itemIdentifier": "b"}]}', False, set(), False),
+        ("{}", True, {"a", "b"}, False),
+    ],
+)
+def test_which_messages_of_a_batch_failed(payload: str, errored: bool, failed: set[str], report: bool) -> None:
+    found, _ = failed_message_ids(payload, errored, ["a", "b"], report_batch_item_failures=report)
+    assert found == failed
+
+
+def test_sqs_event_has_lambdas_shape() -> None:
+    message = {
+        "MessageId": "m1",
+        "ReceiptHandle": "r1",
+        "Body": "hello",
+        "MD5OfBody": "5d41402abc4b2a76b9719d911017c592",
+        "Attributes": {"ApproximateReceiveCount": "2", "SentTimestamp": "1"},
+        "MessageAttributes": {
+            "kind": {"DataType": "String", "StringValue": "x"},
+            "blob": {"DataType": "Binary", "BinaryValue": b"\x00"},
+        },
+        "MD5OfMessageAttributes": "abc",
+    }
+    [record] = lambda_sqs_event([message], "arn:aws:sqs:us-east-1:123456789012:q", "us-east-1")["Records"]
+    assert record == {
+        "messageId": "m1",
+        "receiptHandle": "r1",
+        "body": "hello",
+        "attributes": {"ApproximateReceiveCount": "2", "SentTimestamp": "1"},
+        "messageAttributes": {
+            "kind": {"stringValue": "x", "stringListValues": [], "binaryListValues": [], "dataType": "String"},
+            "blob": {"binaryValue": "AA==", "stringListValues": [], "binaryListValues": [], "dataType": "Binary"},
+        },
+        "md5OfBody": "5d41402abc4b2a76b9719d911017c592",
+        "md5OfMessageAttributes": "abc",
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q",
+        "awsRegion": "us-east-1",
+    }
