@@ -378,6 +378,7 @@ class WorkerPool:
                     if worker.alive:
                         self._busy.add(worker)
                         return worker
+                    worker.kill()  # died while idle: release its connection
                 if len(self._busy) < self.max_size:
                     self._started += 1
                     worker = Worker(self.function, self.environment, self._started)

@@ -298,7 +298,9 @@ class Provisioner:
             resource = self.template.resources[logical_id]
             try:
                 self._creators[resource.type](resource)
-            except (TemplateError, ProvisioningError):
+            except TemplateError as exc:
+                raise type(exc)(f"{resource.type} {logical_id}: {exc}") from exc
+            except ProvisioningError:
                 raise
             except Exception as exc:
                 raise ProvisioningError(f"creating {resource.type} {logical_id} in moto failed: {exc}") from exc
@@ -695,7 +697,10 @@ class Provisioner:
             condition = output.get("Condition")
             if condition and not self.resolver.condition(condition):
                 continue
-            value = self.resolver.resolve(output.get("Value"))
+            try:
+                value = self.resolver.resolve(output.get("Value"))
+            except TemplateError as exc:
+                raise type(exc)(f"output {key}: {exc}") from exc
             if isinstance(value, str):
                 value = self._localize_url(value)
             outputs[key] = value
