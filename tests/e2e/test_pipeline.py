@@ -41,7 +41,7 @@ def test_uploaded_pdf_is_ready_indexed_once_and_found_by_page(
     assert vector_store.count(document_id=document_id) == state["chunk_count"]
 
     for sentence in EXPECTED["lighthouses.pdf"]["sentences"]:
-        [top, *_] = search_passages(vector_store, embedder, tenant_id="e2e", query=sentence["text"], k=3)
+        [top, *_] = search_passages(vector_store, embedder, tenant_id=client.tenant_id, query=sentence["text"], k=3)
         assert top.document_id == document_id
         assert top.page_start <= sentence["page"] <= top.page_end, (sentence, top)
     # Another tenant sees none of it.
@@ -93,7 +93,7 @@ def test_poison_message_goes_to_the_dlq_while_its_batch_succeeds(
     sqs.set_queue_attributes(QueueUrl=queue_url, Attributes={"VisibilityTimeout": "2"})
     try:
         # An object put without the API (no AWAITING_UPLOAD record): its own notification also arrives.
-        key = f"raw/e2e/inbox/{uuid.uuid4().hex[:8]}/urban-birds.pdf"
+        key = f"raw/{client.tenant_id}/inbox/{uuid.uuid4().hex[:8]}/urban-birds.pdf"
         put = s3.put_object(
             Bucket=local_stack["BucketName"], Key=key, Body=(SAMPLES / "urban-birds.pdf").read_bytes()
         )

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rag_ingest.adapters.status_repository import QueueOutcome, StatusRepository
 from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.ids import document_id_for_object, execution_name, is_api_document_id
-from rag_ingest.models import DocumentJob, ObjectRef
+from rag_ingest.models import ETAG_VERSION_PREFIX, DocumentJob, ObjectRef
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +66,10 @@ def _parse_record(record: Any) -> UploadedObject:
         obj = s3["object"]
         # S3 URL-encodes keys in notifications ("+" for spaces).
         key = unquote_plus(obj["key"])
-        version = obj.get("versionId") or obj.get("eTag")
-        if not version:
+        version = obj.get("versionId")
+        if (not version or version == "null") and obj.get("eTag"):
+            version = ETAG_VERSION_PREFIX + str(obj["eTag"]).strip('"')
+        if not version or version == "null":
             raise PoisonMessageError(f"S3 record for {key} has neither versionId nor eTag")
         return UploadedObject(
             bucket=s3["bucket"]["name"],

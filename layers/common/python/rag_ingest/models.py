@@ -26,8 +26,12 @@ class Stage(StrEnum):
     FINALIZE = "FINALIZE"
 
 
+# Without bucket versioning a document version is its ETag, marked so it is never sent as a VersionId.
+ETAG_VERSION_PREFIX = "etag:"
+
+
 class ObjectRef(BaseModel):
-    """One version of one S3 object."""
+    """One version of one S3 object: ``version`` is the S3 versionId, or ``etag:<ETag>`` when unversioned."""
 
     model_config = ConfigDict(frozen=True)
 

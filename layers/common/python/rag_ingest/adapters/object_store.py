@@ -9,9 +9,9 @@ from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import as_transient, client, error_code, is_transient
 from rag_ingest.errors import ErrorCode, PermanentError
-from rag_ingest.models import ObjectRef
+from rag_ingest.models import ETAG_VERSION_PREFIX, ObjectRef
 
-_MISSING = frozenset({"NoSuchKey", "NoSuchVersion", "404", "NotFound", "NoSuchBucket"})
+_MISSING = frozenset({"NoSuchKey", "NoSuchVersion", "404", "NotFound", "NoSuchBucket", "PreconditionFailed", "412"})
 
 
 class ObjectStore:
@@ -57,8 +57,10 @@ class ObjectStore:
         return True
 
     def _call(self, operation: Any, ref: ObjectRef, what: str, **kwargs: Any) -> Any:
-        # The "version" is the S3 versionId when the bucket is versioned, else the ETag.
-        if not ref.version.startswith('"') and ref.version != "null":
+        # Pin the exact version that was uploaded: by versionId, or by ETag on an unversioned bucket.
+        if ref.version.startswith(ETAG_VERSION_PREFIX):
+            kwargs["IfMatch"] = f'"{ref.version.removeprefix(ETAG_VERSION_PREFIX)}"'
+        else:
             kwargs["VersionId"] = ref.version
         try:
             return operation(**kwargs)

@@ -1,13 +1,12 @@
-"""The whole local pipeline: moto server, Lambda runner, SQS poller, API adapter and OpenSearch."""
+"""Fixtures for the suites that run the whole local pipeline (e2e, reliability): the local stack
+(moto server, Lambda runner, SQS poller, API adapter) and OpenSearch. Session-scoped and lazy:
+unit, infra and integration tests never start them."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
+import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -16,24 +15,31 @@ from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.embeddings.base import Embedder, create_embedder
 from rag_ingest.wiring import vector_store_for
 
-from local.client import OUTPUTS, LocalStackClient
-
-REPO = Path(__file__).resolve().parents[2]
+from local.client import LocalStackClient
+from local.runtime.harness import LocalStackProcess
 
 
 @pytest.fixture(scope="session")
-def local_stack() -> Iterator[dict[str, Any]]:
-    """Start the local stack from the synthesized template (make test synthesizes first)."""
-    subprocess.run([sys.executable, "-m", "local.runtime", "up"], cwd=REPO, check=True, timeout=600)
+def stack_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStackProcess]:
+    """The local stack from the synthesized template (make test synthesizes first), on free ports,
+    so a stack left running by `make demo` is not disturbed."""
+    process = LocalStackProcess(tmp_path_factory.mktemp("local-stack"))
     try:
-        yield json.loads((REPO / OUTPUTS).read_text())
+        process.start(timeout=300)
+        yield process
     finally:
-        subprocess.run([sys.executable, "-m", "local.runtime", "down"], cwd=REPO, check=False, timeout=120)
+        process.stop()
+
+
+@pytest.fixture(scope="session")
+def local_stack(stack_process: LocalStackProcess) -> dict[str, Any]:
+    return stack_process.outputs
 
 
 @pytest.fixture(scope="session")
 def client(local_stack: dict[str, Any]) -> LocalStackClient:
-    return LocalStackClient(api_url=local_stack["ApiUrl"].rstrip("/"), tenant_id="e2e")
+    # A tenant of its own per run: OpenSearch keeps data between runs, moto does not.
+    return LocalStackClient(api_url=local_stack["ApiUrl"].rstrip("/"), tenant_id=f"e2e-{uuid.uuid4().hex[:8]}")
 
 
 @pytest.fixture(scope="session")
