@@ -101,6 +101,10 @@ class EmbeddingConfig(_Model):
     model_id: str = Field(default="amazon.titan-embed-text-v2:0", pattern=r"^[A-Za-z0-9.:_-]+$")
     dimension: int = Field(default=1024, ge=1, le=16000)
     batch_size: int = Field(default=16, ge=1, le=256)
+    # Chunks per Embed task (one Map iteration): big documents fan out into tasks, each well inside
+    # the Lambda timeout, while the Map's MaxConcurrency keeps the total rate under the Bedrock quota.
+    task_chunks: int = Field(default=256, ge=1, le=10_000)
+    max_concurrency: int = Field(default=4, ge=1, le=40)
 
 
 class OpenSearchConfig(_Model):

@@ -7,7 +7,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from rag_ingest.config import StagesEnv
-from rag_ingest.models import DocumentJob, FailedJob
+from rag_ingest.models import DocumentJob, EmbedTask, FailedJob
 from rag_ingest.wiring import build_pipeline
 
 ENV = StagesEnv.from_env()  # fails the cold start, loudly, on a bad environment
@@ -36,7 +36,7 @@ def chunk(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 @logger.inject_lambda_context
 def embed(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return _out(pipeline.embed(DocumentJob.model_validate(event)))
+    return pipeline.embed(EmbedTask.model_validate(event))
 
 
 @logger.inject_lambda_context

@@ -180,4 +180,5 @@ class Search(Construct):
             "EMBEDDING_MODEL_ID": embedding.model_id,
             "EMBEDDING_DIMENSION": str(embedding.dimension),
             "EMBED_BATCH_SIZE": str(embedding.batch_size),
+            "EMBED_TASK_CHUNKS": str(embedding.task_chunks),
         }

@@ -151,11 +151,11 @@ class Workflow(Construct):
             iam.PolicyStatement(actions=actions, resources=[bucket.arn_for_objects(f"{prefix}*")])
         )
 
-    def _task(self, name: str) -> tasks.LambdaInvoke:
+    def _task(self, name: str, state_name: str | None = None) -> tasks.LambdaInvoke:
         retry = self._config.workflow.retry
         task = tasks.LambdaInvoke(
             self,
-            name,
+            state_name or name,
             lambda_function=self.functions[name],
             # The function's return value is the new job state (stages pass the whole job along).
             payload_response_only=True,
@@ -181,6 +181,24 @@ class Workflow(Construct):
         )
         return task
 
+    def _embed_map(self) -> sfn.Map:
+        """Embed fans out over the embedding tasks Chunk planned (``$.embed_tasks``).
+
+        MaxConcurrency bounds the calls in flight to the embedding model: its quota is the
+        bottleneck, and retrying into a throttled model only makes it worse. Each task writes its
+        own checkpoints and returns nothing the workflow keeps (the job state stays small).
+        """
+        embed_map = sfn.Map(
+            self,
+            "Embed",
+            items_path="$.embed_tasks",
+            item_selector={"job.$": "$", "task.$": "$$.Map.Item.Value"},
+            max_concurrency=self._config.embedding.max_concurrency,
+            result_path=sfn.JsonPath.DISCARD,
+        )
+        embed_map.item_processor(self._task("Embed", state_name="EmbedTask"))
+        return embed_map
+
     def _state_machine(self) -> sfn.StateMachine:
         mark_failed = tasks.LambdaInvoke(
             self,
@@ -203,9 +221,9 @@ class Workflow(Construct):
 
         chain: sfn.Chain | None = None
         for spec in STAGES:
-            task = self._task(spec.name)
-            task.add_catch(failed, errors=["States.ALL"], result_path="$.error")
-            chain = sfn.Chain.start(task) if chain is None else chain.next(task)
+            step = self._embed_map() if spec.name == "Embed" else self._task(spec.name)
+            step.add_catch(failed, errors=["States.ALL"], result_path="$.error")
+            chain = sfn.Chain.start(step) if chain is None else chain.next(step)
         assert chain is not None
         definition = chain.next(sfn.Succeed(self, "Succeeded"))
 

@@ -32,7 +32,7 @@ def test_uploaded_pdf_is_ready_indexed_once_and_found_by_page(
     document_id = client.upload(SAMPLES / "lighthouses.pdf")
     state = wait(client, document_id)
 
-    assert state["status"] == "READY", state
+    assert state["status"] == "READY", f"{state['error_code']}: {state['error_detail']}"
     assert state["page_count"] == EXPECTED["lighthouses.pdf"]["page_count"]
     assert state["chunk_count"] and state["chunk_count"] > 0
     assert set(state["timings_ms"]) == {"VALIDATE", "PARSE", "CHUNK", "EMBED", "INDEX", "FINALIZE"}

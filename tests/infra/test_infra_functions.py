@@ -22,6 +22,7 @@ STAGE_ENV = {
     "CHUNK_TOKENS",
     "CHUNK_OVERLAP_TOKENS",
     "EMBED_BATCH_SIZE",
+    "EMBED_TASK_CHUNKS",
 }
 STAGE_HANDLERS = {
     "Validate": "app.validate",

@@ -25,6 +25,28 @@ def definition(synth: SynthResult) -> dict[str, Any]:
     return synth.state_machine_definition()
 
 
+def task_state(definition: dict[str, Any], stage: str) -> dict[str, Any]:
+    """The Task of a stage: Embed's runs inside the Embed Map, once per embedding task."""
+    if stage == "Embed":
+        processor = definition["States"]["Embed"]["ItemProcessor"]
+        return dict(processor["States"][processor["StartAt"]])
+    return dict(definition["States"][stage])
+
+
+def test_embed_fans_out_over_planned_tasks_with_bounded_concurrency(
+    synth: SynthResult, definition: dict[str, Any]
+) -> None:
+    embed = definition["States"]["Embed"]
+    assert embed["Type"] == "Map"
+    assert embed["ItemsPath"] == "$.embed_tasks"
+    assert embed["ItemSelector"] == {"job.$": "$", "task.$": "$$.Map.Item.Value"}
+    assert embed["MaxConcurrency"] == synth.config.embedding.max_concurrency
+    # The tasks' outputs are not kept: the job state stays small whatever the document's size.
+    assert embed["ResultPath"] is None
+    processor = embed["ItemProcessor"]
+    assert list(processor["States"]) == ["EmbedTask"] and processor["States"]["EmbedTask"]["End"] is True
+
+
 def test_stages_run_in_order_then_succeed(definition: dict[str, Any]) -> None:
     assert definition["StartAt"] == "Validate"
     states = definition["States"]
@@ -37,7 +59,7 @@ def test_stages_run_in_order_then_succeed(definition: dict[str, Any]) -> None:
 def test_each_task_invokes_its_own_function_directly(
     synth: SynthResult, definition: dict[str, Any], stage: str
 ) -> None:
-    state = definition["States"][stage]
+    state = task_state(definition, stage)
     assert state["Type"] == "Task"
     # payload_response_only: the function ARN is the resource, its return value the new state.
     assert state["Resource"] == f"${{{synth.logical_id(f'Workflow/{stage}Function')}.Arn}}"
@@ -48,7 +70,7 @@ def test_each_task_invokes_its_own_function_directly(
 def test_retriers_permanent_first_then_transient_with_full_jitter(
     synth: SynthResult, definition: dict[str, Any], stage: str
 ) -> None:
-    retry = definition["States"][stage]["Retry"]
+    retry = task_state(definition, stage)["Retry"]
     config = synth.config.workflow.retry
     assert retry[0] == {"ErrorEquals": ["PermanentError"], "MaxAttempts": 0}
     assert retry[1] == {

@@ -19,7 +19,7 @@ from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.config import StagesEnv
 from rag_ingest.embeddings.base import Embedder, create_embedder
 from rag_ingest.errors import ErrorCode, PermanentError
-from rag_ingest.models import DocumentJob, DocumentStatus, FailedJob, ObjectRef
+from rag_ingest.models import DocumentJob, DocumentStatus, EmbedTask, FailedJob, ObjectRef
 from rag_ingest.pipeline import Pipeline, StageDependencies
 from rag_ingest.tokens import count_tokens
 from rag_ingest.wiring import vector_store_for
@@ -71,7 +71,8 @@ def world() -> Iterator[dict[str, Any]]:
                 "MAX_PAGES": "50",
                 "CHUNK_TOKENS": "120",
                 "CHUNK_OVERLAP_TOKENS": "20",
-                "EMBED_BATCH_SIZE": "4",
+                "EMBED_BATCH_SIZE": "2",
+                "EMBED_TASK_CHUNKS": "4",
             }
         )
         store = vector_store_for(OPENSEARCH_URL, env.opensearch_index, 384)
@@ -99,10 +100,16 @@ def upload(world: dict[str, Any], sample: Path, document_id: str) -> DocumentJob
     return DocumentJob(document_id=document_id, tenant_id="acme", bucket=ref.bucket, key=key, version=version)
 
 
-def run_all(pipeline: Pipeline, job: DocumentJob) -> DocumentJob:
-    for stage in (pipeline.validate, pipeline.parse, pipeline.chunk, pipeline.embed, pipeline.index, pipeline.finalize):
-        job = stage(job)
+def embed_all(pipeline: Pipeline, job: DocumentJob) -> DocumentJob:
+    """What the Embed Map does: one task per planned item."""
+    for task in job.embed_tasks:
+        pipeline.embed(EmbedTask(job=job, task=task))
     return job
+
+
+def run_all(pipeline: Pipeline, job: DocumentJob) -> DocumentJob:
+    job = pipeline.chunk(pipeline.parse(pipeline.validate(job)))
+    return pipeline.finalize(pipeline.index(embed_all(pipeline, job)))
 
 
 def test_stages_index_once_and_retries_neither_duplicate_nor_re_embed(world: dict[str, Any]) -> None:
@@ -113,12 +120,16 @@ def test_stages_index_once_and_retries_neither_duplicate_nor_re_embed(world: dic
     job = upload(world, SAMPLES / "sourdough.pdf", document_id)
 
     before = embedder.texts_embedded
-    embedded = pipeline.embed(pipeline.chunk(pipeline.parse(pipeline.validate(job))))
+    embedded = embed_all(pipeline, pipeline.chunk(pipeline.parse(pipeline.validate(job))))
     assert embedded.chunk_count and embedder.texts_embedded - before == embedded.chunk_count
+    # CHUNK_TOKENS 120 and EMBED_TASK_CHUNKS 4 (two batches of 2): several Map tasks.
+    assert len(embedded.embed_tasks) > 1
+    record = world["deps"].status.get(document_id)
+    assert record.progress.done == record.progress.total == embedded.chunk_count
 
-    # Step Functions retries Embed (e.g. the first attempt timed out after its work): checkpoints answer.
+    # Step Functions retries an Embed task (e.g. it timed out after its work): checkpoints answer.
     before = embedder.texts_embedded
-    embedded = pipeline.embed(embedded)
+    pipeline.embed(EmbedTask(job=embedded, task=0))
     assert embedder.texts_embedded == before
     # Index runs twice (a retry after a failure past the bulk write): same ids, no duplicates.
     pipeline.index(embedded)
@@ -130,7 +141,9 @@ def test_stages_index_once_and_retries_neither_duplicate_nor_re_embed(world: dic
     record = world["deps"].status.get(document_id)
     assert record.status is DocumentStatus.READY and done.stale_chunks_deleted == 0
     assert record.progress.done == record.progress.total == embedded.chunk_count
-    assert record.attempts == {"VALIDATE": 1, "PARSE": 1, "CHUNK": 1, "EMBED": 2, "INDEX": 2, "FINALIZE": 1}
+    # EMBED counts task invocations: one per Map item, plus the retried one.
+    tasks = len(embedded.embed_tasks)
+    assert record.attempts == {"VALIDATE": 1, "PARSE": 1, "CHUNK": 1, "EMBED": tasks + 1, "INDEX": 2, "FINALIZE": 1}
 
 
 def test_reupload_replaces_the_old_versions_chunks(world: dict[str, Any]) -> None:

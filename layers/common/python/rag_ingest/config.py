@@ -59,6 +59,12 @@ class StagesEnv(CommonEnv):
     chunk_tokens: int = Field(ge=16, le=8192)
     chunk_overlap_tokens: int = Field(ge=0)
     embed_batch_size: int = Field(default=16, gt=0, le=256)
+    embed_task_chunks: int = Field(default=256, gt=0, le=10_000)
+
+    @property
+    def batches_per_embed_task(self) -> int:
+        # Tasks cover whole batches, so batch checkpoints are the same whatever the task size.
+        return max(1, self.embed_task_chunks // self.embed_batch_size)
 
     @field_validator("artifacts_prefix")
     @classmethod

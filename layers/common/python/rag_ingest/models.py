@@ -86,12 +86,20 @@ class DocumentJob(BaseModel):
     chunk_count: int | None = None
     chunks_key: str | None = None
     embeddings_prefix: str | None = None
+    embed_tasks: list[int] = Field(default_factory=list)  # Map items: one Embed task each
     indexed_count: int | None = None
     stale_chunks_deleted: int | None = None
 
     @property
     def object_ref(self) -> ObjectRef:
         return ObjectRef(bucket=self.bucket, key=self.key, version=self.version)
+
+
+class EmbedTask(BaseModel):
+    """One iteration of the Embed Map: the job and which slice of its chunks to embed."""
+
+    job: DocumentJob
+    task: int = Field(ge=0)
 
 
 class FailedJob(DocumentJob):

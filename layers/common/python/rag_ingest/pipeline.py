@@ -23,7 +23,7 @@ from rag_ingest.config import StagesEnv
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.errors import ErrorCode, PermanentError, StaleWriteError, parse_failure
 from rag_ingest.ids import version_hash
-from rag_ingest.models import Chunk, DocumentJob, FailedJob, ParsedDocument, Stage
+from rag_ingest.models import Chunk, DocumentJob, EmbedTask, FailedJob, ParsedDocument, Stage
 from rag_ingest.pdf import parse_pdf, validate_pdf_header
 
 logger = logging.getLogger(__name__)
@@ -97,28 +97,37 @@ class Pipeline:
                 chunk_count = len(chunks)
             job.chunks_key = chunks_key
             job.chunk_count = chunk_count
+            # Plan the Embed Map: one task per slice of whole batches.
+            job.embeddings_prefix = self._artifact_key(job, "embeddings/")
+            task_chunks = self._env.batches_per_embed_task * self._env.embed_batch_size
+            job.embed_tasks = list(range(-(-chunk_count // task_chunks)))
             record["chunk_count"] = chunk_count
+        self._deps.status.record_embed_plan(job.document_id, job.version, chunk_count)
         return job
 
-    def embed(self, job: DocumentJob) -> DocumentJob:
-        prefix = self._artifact_key(job, "embeddings/")
-        with self._stage(job, Stage.EMBED):
+    def embed(self, item: EmbedTask) -> dict[str, int]:
+        """One Embed Map task: its slice of batches, each checkpointed, so a retry resumes at the
+        first batch not yet embedded and never pays for the same tokens twice."""
+        job = item.job
+        prefix = self._require(job.embeddings_prefix, "embeddings_prefix")
+        batch_size = self._env.embed_batch_size
+        first_batch = item.task * self._env.batches_per_embed_task
+        with self._stage(job, Stage.EMBED, accumulate=True):
             chunks = self._load_chunks(job)
-            batch_size = self._env.embed_batch_size
-            batches = [chunks[i : i + batch_size] for i in range(0, len(chunks), batch_size)]
-            done = 0
+            embedded = 0
             embedder: Embedder | None = None
-            for number, batch in enumerate(batches):
+            for number in range(first_batch, first_batch + self._env.batches_per_embed_task):
+                batch = chunks[number * batch_size : (number + 1) * batch_size]
+                if not batch:
+                    break
                 batch_key = f"{prefix}{number:06d}.json"
-                # Per-batch checkpoint: a retry resumes at the first batch not yet embedded.
                 if not self._deps.objects.exists(self._env.bucket_name, batch_key):
                     embedder = embedder or self._deps.embedder()
                     vectors = embedder.embed([chunk.text for chunk in batch])
                     self._deps.objects.put_json(self._env.bucket_name, batch_key, vectors)
-                done += len(batch)
-                self._deps.status.update_progress(job.document_id, job.version, done, len(chunks))
-            job.embeddings_prefix = prefix
-        return job
+                embedded += len(batch)
+            self._deps.status.record_embedded_part(job.document_id, job.version, item.task, embedded)
+        return {"task": item.task, "chunks": embedded}
 
     def index(self, job: DocumentJob) -> DocumentJob:
         with self._stage(job, Stage.INDEX) as record:
@@ -168,7 +177,7 @@ class Pipeline:
 
     # -- helpers ---------------------------------------------------------------------------
     @contextmanager
-    def _stage(self, job: DocumentJob, stage: Stage) -> Iterator[dict[str, Any]]:
+    def _stage(self, job: DocumentJob, stage: Stage, *, accumulate: bool = False) -> Iterator[dict[str, Any]]:
         try:
             self._deps.status.start_stage(job.document_id, job.version, stage)
         except StaleWriteError as exc:
@@ -178,7 +187,9 @@ class Pipeline:
         record: dict[str, Any] = {}
         yield record
         elapsed_ms = int((time.monotonic() - started) * 1000)
-        self._deps.status.record_stage(job.document_id, job.version, stage, elapsed_ms, **record)
+        self._deps.status.record_stage(
+            job.document_id, job.version, stage, elapsed_ms, accumulate=accumulate, **record
+        )
 
     def _artifact_key(self, job: DocumentJob, name: str) -> str:
         return f"{self._env.artifacts_prefix}{job.document_id}/{version_hash(job.version)}/{name}"

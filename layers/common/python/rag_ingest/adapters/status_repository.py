@@ -39,7 +39,9 @@ class DocumentRecord(BaseModel):
     key: str | None = None
     version: str | None = None
     stage: Stage | None = None
-    progress: Progress | None = None
+    # Embed tasks done, as "task:chunks" (a set, so a retried task is counted once), of embed_total.
+    embedded_parts: set[str] = Field(default_factory=set)
+    embed_total: int | None = None
     attempts: dict[str, int] = Field(default_factory=dict)
     error_code: ErrorCode | None = None
     error_detail: str | None = None
@@ -51,6 +53,13 @@ class DocumentRecord(BaseModel):
     execution_arn: str | None = None
     created_at: str
     updated_at: str
+
+    @property
+    def progress(self) -> Progress | None:
+        if self.embed_total is None:
+            return None
+        done = sum(int(part.partition(":")[2] or 0) for part in self.embedded_parts)
+        return Progress(done=done, total=self.embed_total)
 
 
 class QueueOutcome(StrEnum):
@@ -119,8 +128,8 @@ class StatusRepository:
                     "#key = :key, filename = if_not_exists(filename, :filename), attempts = :empty, "
                     "timings_ms = :empty, event_time = :event_time, size_bytes = :size, "
                     "created_at = if_not_exists(created_at, :now), updated_at = :now "
-                    "REMOVE stage, progress, error_code, error_detail, page_count, chunk_count, "
-                    "failed_pages, execution_arn"
+                    "REMOVE stage, embedded_parts, embed_total, error_code, error_detail, page_count, "
+                    "chunk_count, failed_pages, execution_arn"
                 ),
                 ConditionExpression=(
                     "attribute_not_exists(document_id) OR "
@@ -195,25 +204,39 @@ class StatusRepository:
             allowed=_IN_FLIGHT,
         )
 
-    def record_stage(self, document_id: str, version: str, stage: Stage, elapsed_ms: int, **fields: Any) -> None:
-        """Store a finished stage's timing and counts (page_count, chunk_count, ...)."""
-        sets = ["timings_ms.#stage_name = :elapsed", "updated_at = :now"]
+    def record_stage(
+        self, document_id: str, version: str, stage: Stage, elapsed_ms: int, *, accumulate: bool = False, **fields: Any
+    ) -> None:
+        """Store a finished stage's timing and counts (page_count, chunk_count, ...).
+
+        ``accumulate`` adds the time instead of replacing it: Embed runs as several tasks.
+        """
+        sets = ["updated_at = :now"] if accumulate else ["timings_ms.#stage_name = :elapsed", "updated_at = :now"]
         values: dict[str, Any] = {":elapsed": elapsed_ms}
         names = {"#stage_name": stage.value}
         for index, (name, value) in enumerate(sorted(fields.items())):
             sets.append(f"#f{index} = :f{index}")
             names[f"#f{index}"] = name
             values[f":f{index}"] = value
-        self._conditional_update(
-            document_id, version, "SET " + ", ".join(sets), values, names=names, allowed=_IN_FLIGHT
-        )
+        expression = "SET " + ", ".join(sets) + (" ADD timings_ms.#stage_name :elapsed" if accumulate else "")
+        self._conditional_update(document_id, version, expression, values, names=names, allowed=_IN_FLIGHT)
 
-    def update_progress(self, document_id: str, version: str, done: int, total: int) -> None:
+    def record_embed_plan(self, document_id: str, version: str, total_chunks: int) -> None:
         self._conditional_update(
             document_id,
             version,
-            "SET progress = :progress, updated_at = :now",
-            {":progress": {"done": done, "total": total}},
+            "SET embed_total = :total, updated_at = :now REMOVE embedded_parts",
+            {":total": total_chunks},
+            allowed=_IN_FLIGHT,
+        )
+
+    def record_embedded_part(self, document_id: str, version: str, task: int, chunks: int) -> None:
+        """Progress of the Embed Map: adding to a set is idempotent, so a retried task counts once."""
+        self._conditional_update(
+            document_id,
+            version,
+            "SET updated_at = :now ADD embedded_parts :part",
+            {":part": {f"{task}:{chunks}"}},
             allowed=_IN_FLIGHT,
         )
 
