@@ -10,19 +10,41 @@ Empty versus no text layer (both mean "nothing to index"):
   image, shading or path painting operator in any content stream): there is nothing to read.
 - ``NO_TEXT_LAYER``: at least one page draws something, but no page yields text: a scan or a
   drawing, which only OCR could read.
+
+Cleanup (:func:`clean_pages`) works on the whole document, because two of its rules need
+evidence from every page:
+
+- characters: ligatures (U+FB00-FB06) become letters; control and invisible format characters
+  go; runs of horizontal whitespace become one space; lines are stripped.
+- running headers and footers: a line among the first or last ``RUNNING_LINE_ZONE`` lines of a
+  page whose *signature* (case-folded, digits and lone roman numerals masked) recurs in the same
+  zone on at least half of the pages (and at least 3), or, when it carries a number, on a page at
+  most ``RUNNING_LINE_NEIGHBOURHOOD`` pages away (chapter headers change every few pages; odd
+  and even pages alternate). Page numbers are the commonest case.
+- line-end hyphenation: ``exam-\\nple`` becomes ``example``, unless the document spells the word
+  with a hyphen more often than without, or the break follows a capitalised word and both halves
+  are dictionary words while the joined form is not (``Unicode-\\ncapable``). A capital after the
+  break (``Anglo-\\nSaxon``) keeps its hyphen.
+
+Text is extracted in pypdf's plain mode (content-stream order), which keeps the columns of a
+two-column page apart, left column first; layout mode would interleave them line by line.
 """
 
 from __future__ import annotations
 
 import io
 import logging
+import math
 import re
+from collections import Counter, defaultdict
+from collections.abc import Sequence
 
 from pypdf import PasswordType, PdfReader
 from pypdf.errors import DependencyError, PdfReadError
 
 from rag_ingest.errors import ErrorCode, PermanentError
 from rag_ingest.models import PageText, ParsedDocument
+from rag_ingest.tokens import is_vocabulary_word
 
 logger = logging.getLogger(__name__)
 
@@ -48,11 +70,27 @@ _INVISIBLE_CHARS = re.compile(
     + "".join(re.escape(chr(code)) for code in [*range(0x20), *range(0x7F, 0xA0)] if not chr(code).isspace())
     + "\u00ad\u200b\u2060\ufeff]"
 )
-# Hyphen at a line end between two letters: a word broken by the layout when the next letter is
-# lower case. A capital after the break ("Anglo-\nSaxon") keeps its hyphen.
-_LINE_END_HYPHEN = re.compile(r"([^\W\d_])-[ \t]*\n[ \t]*([^\W\d_])")
+# Hyphen at a line end between two words (after whitespace is normalised): a candidate broken word.
+_LINE_END_HYPHEN = re.compile(r"([^\W\d_]+)-\n([^\W\d_]+)")
+# A hyphenated compound written on one line ("right-to-left"): evidence the hyphen is real.
+_INLINE_HYPHENATED = re.compile(r"(?<![\w-])[^\W\d_]+(?:-[^\W\d_]+)+(?![\w-])")
+_LETTERS = re.compile(r"[^\W\d_]+")
 _HORIZONTAL_SPACE = re.compile(r"[^\S\n]+")
 _BLANK_LINES = re.compile(r"\n{3,}")
+
+#: Lines at the top and at the bottom of a page that may be a running header or footer.
+RUNNING_LINE_ZONE = 3
+#: A line recurring in its zone on this share of the pages (and on at least 3) is running text.
+RUNNING_LINE_MIN_SHARE = 0.5
+RUNNING_LINE_MIN_PAGES = 3
+#: A line with a number (page, chapter) recurring this close is running text too.
+RUNNING_LINE_NEIGHBOURHOOD = 2
+_DIGITS = re.compile(r"\d+")
+_LONE_ROMAN_NUMERAL = re.compile(r"^[ivxlcdm]+$")
+# A bare page number, perhaps decorated: "7", "- 7 -", "Page 7", "7 of 30", "7/30".
+_PAGE_NUMBER_SIGNATURE = re.compile(r"^(page)?\W*#\W*((of|/)\W*#)?\W*$")
+# Zone index for bare page numbers: they count together whether printed at the top or the bottom.
+_PAGE_NUMBER_ZONE = 2
 
 # Content-stream operators that put marks on a page: text showing, images (XObjects, inline),
 # shadings, and path painting. A page without any of them is blank to a reader.
@@ -78,28 +116,121 @@ def validate_pdf_header(head: bytes, size: int, *, max_bytes: int) -> None:
 
 
 def clean_page_text(text: str) -> str:
-    """Normalise extracted text: ligatures, broken words, control chars and whitespace.
+    """Clean one page on its own: :func:`clean_pages` without the rules that compare pages."""
+    return clean_pages([text])[0]
+
+
+def clean_pages(texts: Sequence[str]) -> list[str]:
+    """Normalise the extracted text of a document's pages (see the module docstring).
 
     Line breaks are kept (a paragraph break stays one blank line); runs of other whitespace
-    become one space, and lines are stripped.
+    become one space. Returns one text per page, in order; an empty page stays empty.
     """
+    pages_lines = [_normalise_characters(text).split("\n") for text in texts]
+    pages_lines = _drop_running_lines(pages_lines)
+    pages = ["\n".join(lines) for lines in pages_lines]
+    hyphenation = _HyphenationEvidence(pages)
+    cleaned = []
+    for page in pages:
+        page = _LINE_END_HYPHEN.sub(hyphenation.resolve, page)
+        cleaned.append(_BLANK_LINES.sub("\n\n", page).strip())
+    return cleaned
+
+
+def _normalise_characters(text: str) -> str:
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = text.translate(_LIGATURE_TABLE)
     text = _INVISIBLE_CHARS.sub("", text)
-    text = _LINE_END_HYPHEN.sub(_join_broken_word, text)
     text = _HORIZONTAL_SPACE.sub(" ", text)
-    text = "\n".join(line.strip() for line in text.split("\n"))
-    text = _BLANK_LINES.sub("\n\n", text)
-    return text.strip()
+    return "\n".join(line.strip() for line in text.split("\n"))
 
 
-def _join_broken_word(match: re.Match[str]) -> str:
-    before, after = match.group(1), match.group(2)
-    return before + after if after.islower() else f"{before}-\n{after}"
+def _line_signature(line: str) -> str:
+    """What a running header keeps from page to page: case-folded, numbers masked."""
+    folded = line.casefold()
+    if _LONE_ROMAN_NUMERAL.fullmatch(folded):
+        return "#"  # front-matter page numbers: i, ii, iv, ...
+    return _DIGITS.sub("#", folded)
 
 
-def parse_pdf(data: bytes, *, max_bytes: int, max_pages: int) -> ParsedDocument:
-    """Extract the cleaned text of every page of the PDF in ``data``.
+def _zone_indices(lines: list[str]) -> tuple[list[int], list[int]]:
+    """Indices of the first and of the last ``RUNNING_LINE_ZONE`` non-empty lines."""
+    filled = [index for index, line in enumerate(lines) if line]
+    return filled[:RUNNING_LINE_ZONE], filled[-RUNNING_LINE_ZONE:]
+
+
+def _zone_key(zone: int, signature: str) -> tuple[int, str]:
+    return (_PAGE_NUMBER_ZONE if _PAGE_NUMBER_SIGNATURE.fullmatch(signature) else zone, signature)
+
+
+def _drop_running_lines(pages_lines: list[list[str]]) -> list[list[str]]:
+    """Remove running headers and footers (page numbers included) from every page."""
+    pages_with_text = sum(1 for lines in pages_lines if any(lines))
+    if pages_with_text < 2:
+        return pages_lines
+    min_pages = max(RUNNING_LINE_MIN_PAGES, math.ceil(RUNNING_LINE_MIN_SHARE * pages_with_text))
+    zones = [_zone_indices(lines) for lines in pages_lines]
+    # (zone, signature) -> the pages on which it occurs in that zone
+    occurrences: defaultdict[tuple[int, str], set[int]] = defaultdict(set)
+    for page_index, (lines, page_zones) in enumerate(zip(pages_lines, zones, strict=True)):
+        for zone, indices in enumerate(page_zones):
+            for index in indices:
+                occurrences[_zone_key(zone, _line_signature(lines[index]))].add(page_index)
+
+    def running(zone: int, signature: str, page_index: int) -> bool:
+        if sum(ch.isalpha() for ch in signature) < 3 and "#" not in signature:
+            return False  # too little to tell a header from a stray symbol
+        key = _zone_key(zone, signature)
+        pages = occurrences[key]
+        if len(pages) >= (RUNNING_LINE_MIN_PAGES if key[0] == _PAGE_NUMBER_ZONE else min_pages):
+            return True
+        return "#" in signature and any(
+            other != page_index and abs(other - page_index) <= RUNNING_LINE_NEIGHBOURHOOD for other in pages
+        )
+
+    cleaned: list[list[str]] = []
+    for page_index, (lines, page_zones) in enumerate(zip(pages_lines, zones, strict=True)):
+        dropped = {
+            index
+            for zone, indices in enumerate(page_zones)
+            for index in indices
+            if running(zone, _line_signature(lines[index]), page_index)
+        }
+        cleaned.append([line for index, line in enumerate(lines) if index not in dropped])
+    return cleaned
+
+
+class _HyphenationEvidence:
+    """Decides, for each ``word-\\nword`` at a line end, whether the hyphen is layout or spelling."""
+
+    def __init__(self, pages: Sequence[str]) -> None:
+        self._words = Counter(word.casefold() for page in pages for word in _LETTERS.findall(page))
+        self._compounds = Counter(match.casefold() for page in pages for match in _INLINE_HYPHENATED.findall(page))
+
+    def resolve(self, match: re.Match[str]) -> str:
+        before, after = match.group(1), match.group(2)
+        if not after[0].islower():
+            return match.group(0)  # "Anglo-\nSaxon": a capital after the break is a real compound
+        joined = (before + after).casefold()
+        hyphenated = f"{before}-{after}".casefold()
+        if self._compounds[hyphenated] > self._words[joined]:
+            return match.group(0)  # the document writes it with a hyphen elsewhere
+        if self._words[joined]:
+            return before + after
+        if (
+            before[0].isupper()
+            and min(len(before), len(after)) >= 3
+            and is_vocabulary_word(before)
+            and is_vocabulary_word(after)
+            and not is_vocabulary_word(joined)
+        ):
+            return match.group(0)  # "Unicode-\ncapable": two words, not one broken word
+        return before + after
+
+
+def parse_pdf(data: bytes, *, max_bytes: int, max_pages: int, clean: bool = True) -> ParsedDocument:
+    """Extract the text of every page of the PDF in ``data``, cleaned by :func:`clean_pages`
+    (``clean=False`` keeps pypdf's raw text: for baselines and benchmarks).
 
     Raises ``PermanentError`` with FILE_TOO_LARGE, UNSUPPORTED_TYPE, CORRUPT_PDF, ENCRYPTED_PDF,
     TOO_MANY_PAGES, EMPTY_DOCUMENT or NO_TEXT_LAYER. A page whose extraction fails is listed in
@@ -113,7 +244,7 @@ def parse_pdf(data: bytes, *, max_bytes: int, max_pages: int) -> ParsedDocument:
     if page_count == 0:
         raise PermanentError(ErrorCode.EMPTY_DOCUMENT, "the PDF has no pages")
 
-    pages: list[PageText] = []
+    raw_texts: list[str] = []
     failed_pages: list[int] = []
     for page_number in range(1, page_count + 1):
         try:
@@ -122,11 +253,13 @@ def parse_pdf(data: bytes, *, max_bytes: int, max_pages: int) -> ParsedDocument:
             logger.warning("page %d: text extraction failed: %r", page_number, error)
             failed_pages.append(page_number)
             raw_text = ""
-        pages.append(PageText(page_number=page_number, text=clean_page_text(raw_text)))
+        raw_texts.append(raw_text)
+    texts = clean_pages(raw_texts) if clean else raw_texts
+    pages = [PageText(page_number=number, text=text) for number, text in enumerate(texts, start=1)]
 
     if len(failed_pages) == page_count:
         raise PermanentError(ErrorCode.CORRUPT_PDF, f"text extraction failed on all {page_count} pages")
-    if not any(page.text for page in pages):
+    if not any(page.text.strip() for page in pages):
         if _any_page_has_marks(reader):
             raise PermanentError(
                 ErrorCode.NO_TEXT_LAYER,

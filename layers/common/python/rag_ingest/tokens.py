@@ -37,3 +37,16 @@ def _counting_tokenizer() -> Tokenizer:
 def count_tokens(text: str) -> int:
     """Number of WordPiece tokens in ``text``, without the [CLS]/[SEP] special tokens."""
     return len(_counting_tokenizer().encode(text, add_special_tokens=False).ids)
+
+
+@cache
+def _whole_word_vocabulary() -> frozenset[str]:
+    # WordPiece entries that are whole words (not "##" continuations, not [SPECIAL] tokens).
+    vocabulary = _counting_tokenizer().get_vocab()
+    return frozenset(entry for entry in vocabulary if entry.isalpha() and not entry.startswith("##"))
+
+
+def is_vocabulary_word(word: str) -> bool:
+    """True when ``word`` (case-insensitive) is a whole word of the tokenizer's 30k-entry vocabulary:
+    a cheap English dictionary, used to tell hyphenated compounds from words broken by line wrap."""
+    return word.lower() in _whole_word_vocabulary()
