@@ -50,7 +50,7 @@ def aws_clients(local_stack: dict[str, Any]) -> dict[str, Any]:
         "aws_access_key_id": "testing",
         "aws_secret_access_key": "testing",
     }
-    return {name: boto3.client(name, **options) for name in ("sqs", "s3", "stepfunctions", "dynamodb")}  # type: ignore[call-overload]
+    return {name: boto3.client(name, **options) for name in ("sqs", "s3", "stepfunctions", "dynamodb", "events")}  # type: ignore[call-overload]
 
 
 @pytest.fixture(scope="session")

@@ -39,6 +39,7 @@ class StageSpec:
     artifacts: bool = False  # checkpoints under artifacts/ (read, write, exists)
     search: bool = False  # the OpenSearch index
     embeds: bool = False  # the Bedrock embedding model
+    publishes: bool = False  # DocumentReady / DocumentFailed events on the default event bus
 
 
 STAGES = (
@@ -47,9 +48,10 @@ STAGES = (
     StageSpec("Chunk", "app.chunk", artifacts=True),
     StageSpec("Embed", "app.embed", artifacts=True, embeds=True),
     StageSpec("Index", "app.index", artifacts=True, search=True),
-    StageSpec("Finalize", "app.finalize", search=True),
+    StageSpec("Finalize", "app.finalize", search=True, publishes=True),
 )
-MARK_FAILED = StageSpec("MarkFailed", "app.mark_failed")
+MARK_FAILED = StageSpec("MarkFailed", "app.mark_failed", publishes=True)
+EVENT_BUS_NAME = "default"
 
 
 class Workflow(Construct):
@@ -78,6 +80,7 @@ class Workflow(Construct):
             "MAX_PAGES": str(config.limits.max_pages),
             "CHUNK_TOKENS": str(config.chunking.chunk_tokens),
             "CHUNK_OVERLAP_TOKENS": str(config.chunking.chunk_overlap_tokens),
+            "EVENT_BUS_NAME": EVENT_BUS_NAME,
         }
         self.functions: dict[str, lambda_.Function] = {}
         for spec in (*STAGES, MARK_FAILED):
@@ -136,6 +139,9 @@ class Workflow(Construct):
                 findings.append(f"Resource::{arn_ref(self._search.domain)}/*")
         if spec.embeds:
             self._search.grant_embedding(role)
+        if spec.publishes:
+            bus_arn = Stack.of(self).format_arn(service="events", resource="event-bus", resource_name=EVENT_BUS_NAME)
+            role.add_to_principal_policy(iam.PolicyStatement(actions=["events:PutEvents"], resources=[bus_arn]))
         acknowledge(
             role,
             "AwsSolutions-IAM5",

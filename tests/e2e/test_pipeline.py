@@ -139,3 +139,34 @@ def test_poison_message_goes_to_the_dlq_while_its_batch_succeeds(
     mine = [e for e in executions["executions"] if e["name"].startswith(document_id)]
     assert len(mine) == 1
     assert client.wait_until_done([document_id], timeout_seconds=300)[document_id]["status"] == "READY"
+
+
+def test_document_events_reach_eventbridge_consumers(client: LocalStackClient, aws_clients: dict[str, Any]) -> None:
+    sqs, events = aws_clients["sqs"], aws_clients["events"]
+    suffix = uuid.uuid4().hex[:8]
+    queue_url = sqs.create_queue(QueueName=f"document-events-{suffix}")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    rule = f"document-events-{suffix}"
+    events.put_rule(Name=rule, EventPattern=json.dumps({"source": ["rag-ingest"]}))
+    events.put_targets(Rule=rule, Targets=[{"Id": "queue", "Arn": queue_arn}])
+    try:
+        ready_id = client.upload(SAMPLES / "sourdough.pdf")
+        failed_id = client.upload(SAMPLES / "invalid" / "truncated.pdf")
+        client.wait_until_done([ready_id, failed_id], timeout_seconds=300)
+        received: dict[str, dict[str, Any]] = {}
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(received) < 2:
+            for message in sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get(
+                "Messages", []
+            ):
+                event = json.loads(message["Body"])
+                if event["detail"]["document_id"] in (ready_id, failed_id):
+                    received[event["detail-type"]] = event["detail"]
+        assert received["DocumentReady"]["document_id"] == ready_id
+        assert received["DocumentReady"]["chunk_count"] > 0
+        assert set(received["DocumentReady"]["timings_ms"]) >= {"PARSE", "EMBED", "INDEX"}
+        assert received["DocumentFailed"]["document_id"] == failed_id
+        assert received["DocumentFailed"]["error_code"] == "CORRUPT_PDF"
+    finally:
+        events.remove_targets(Rule=rule, Ids=["queue"])
+        events.delete_rule(Name=rule)

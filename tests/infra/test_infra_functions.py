@@ -23,6 +23,7 @@ STAGE_ENV = {
     "CHUNK_OVERLAP_TOKENS",
     "EMBED_BATCH_SIZE",
     "EMBED_TASK_CHUNKS",
+    "EVENT_BUS_NAME",
 }
 STAGE_HANDLERS = {
     "Validate": "app.validate",

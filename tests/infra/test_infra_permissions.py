@@ -140,3 +140,11 @@ def test_table_access_is_scoped_to_the_tables(synth: SynthResult) -> None:
         resources = set(_allows(synth.role_statements(path), "dynamodb:UpdateItem"))
         assert table in resources, path
         assert resources <= allowed, path
+
+
+def test_document_events_only_from_finalize_and_mark_failed_to_the_default_bus(synth: SynthResult) -> None:
+    bus = "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/default"
+    publishers = {"Workflow/FinalizeFunction", "Workflow/MarkFailedFunction"}
+    for path in FUNCTIONS:
+        allowed = _allows(synth.role_statements(path), "events:PutEvents")
+        assert allowed == ([bus] if path in publishers else []), path

@@ -38,6 +38,11 @@ class ApiEnv(CommonEnv):
     raw_prefix: str = "raw/"
     max_upload_bytes: int = Field(gt=0)
     upload_url_expiry_seconds: int = Field(gt=0, le=3600)
+    # DELETE /documents/{id} removes the document's chunks and artifacts too.
+    artifacts_prefix: str = "artifacts/"
+    opensearch_endpoint: str = Field(pattern=r"^https?://")
+    opensearch_index: str = Field(min_length=1)
+    embedding_dimension: int = Field(gt=0)
 
 
 class IntakeEnv(CommonEnv):
@@ -60,6 +65,7 @@ class StagesEnv(CommonEnv):
     chunk_overlap_tokens: int = Field(ge=0)
     embed_batch_size: int = Field(default=16, gt=0, le=256)
     embed_task_chunks: int = Field(default=256, gt=0, le=10_000)
+    event_bus_name: str = Field(default="default", min_length=1)
 
     @property
     def batches_per_embed_task(self) -> int:
@@ -75,3 +81,12 @@ class StagesEnv(CommonEnv):
 class RedriveEnv(CommonEnv):
     dlq_url: str = Field(pattern=r"^https?://")
     queue_url: str = Field(pattern=r"^https?://")
+    # Replays of FAILED documents start executions of this state machine.
+    state_machine_arn: str = Field(pattern=r"^arn:aws[a-z-]*:states:")
+
+
+class ReaperEnv(CommonEnv):
+    state_machine_arn: str = Field(pattern=r"^arn:aws[a-z-]*:states:")
+    stuck_after_seconds: int = Field(ge=60)
+    max_redrives: int = Field(ge=0)
+    max_documents: int = Field(default=200, ge=1)

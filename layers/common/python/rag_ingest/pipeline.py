@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rag_ingest.adapters.object_store import ObjectStore
@@ -23,8 +23,9 @@ from rag_ingest.config import StagesEnv
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.errors import ErrorCode, PermanentError, StaleWriteError, parse_failure
 from rag_ingest.ids import version_hash
-from rag_ingest.models import Chunk, DocumentJob, EmbedTask, FailedJob, ParsedDocument, Stage
+from rag_ingest.models import Chunk, DocumentJob, DocumentStatus, EmbedTask, FailedJob, ParsedDocument, Stage
 from rag_ingest.pdf import parse_pdf, validate_pdf_header
+from rag_ingest.telemetry import NoTelemetry, Telemetry
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ class StageDependencies:
     vector_store: Callable[[], VectorStore]  # lazy: only Index/Finalize connect to OpenSearch
     embedder: Callable[[], Embedder]  # lazy: loading a model is only Embed's cost
     count_tokens: Callable[[str], int]
+    telemetry: Telemetry = field(default_factory=NoTelemetry)
 
 
 class Pipeline:
@@ -153,22 +155,54 @@ class Pipeline:
         return job
 
     def finalize(self, job: DocumentJob) -> DocumentJob:
+        current = self._deps.status.get(job.document_id)
+        if current and current.version == job.version and current.status == DocumentStatus.READY:
+            return job  # a retry after READY was written: done already
         with self._stage(job, Stage.FINALIZE) as record:
             # This version is now the active one: remove what older versions left in the index.
             deleted = self._deps.vector_store().delete_other_versions(job.document_id, job.version)
             job.stale_chunks_deleted = deleted
             record["stale_chunks_deleted"] = deleted
+        final = self._deps.status.get(job.document_id)
+        # Publish, then mark: a retry may publish twice, but the event is never lost.
+        self._deps.telemetry.document_ready(
+            {
+                "document_id": job.document_id,
+                "tenant_id": job.tenant_id,
+                "version": job.version,
+                "page_count": job.page_count,
+                "chunk_count": job.chunk_count,
+                "failed_pages": job.failed_pages,
+                "timings_ms": final.timings_ms if final else {},
+            }
+        )
         self._deps.status.mark_ready(job.document_id, job.version)
         logger.info("document ready", extra={"document_id": job.document_id, "chunks": job.chunk_count})
         return job
 
     def mark_failed(self, job: FailedJob) -> dict[str, Any]:
         code, detail = parse_failure(job.error.get("Error", "Unknown"), job.error.get("Cause", ""))
+        current = self._deps.status.get(job.document_id)
+        in_flight = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
+        if current is None or current.version != job.version or current.status not in in_flight:
+            # A newer version took over, or a duplicate already closed it: its state stands.
+            logger.warning("late failure not applied", extra={"document_id": job.document_id, "error_code": code})
+            return {"document_id": job.document_id, "error_code": code.value, "applied": False}
+        self._deps.telemetry.document_failed(
+            code,
+            {
+                "document_id": job.document_id,
+                "tenant_id": job.tenant_id,
+                "version": job.version,
+                "stage": current.stage.value if current.stage else None,
+                "error_code": code.value,
+                "error_detail": detail[:2000],
+            },
+        )
         try:
             self._deps.status.mark_failed(job.document_id, job.version, code, detail)
         except StaleWriteError:
-            # A newer version took over, or a duplicate already closed it: its state stands.
-            logger.warning("late failure not applied", extra={"document_id": job.document_id})
+            logger.warning("late failure not applied", extra={"document_id": job.document_id, "error_code": code})
             return {"document_id": job.document_id, "error_code": code.value, "applied": False}
         logger.warning(
             "document failed", extra={"document_id": job.document_id, "error_code": code.value, "detail": detail}
@@ -183,10 +217,12 @@ class Pipeline:
         except StaleWriteError as exc:
             # A newer version (or a delete) owns the document now: stop this run for good.
             raise PermanentError(ErrorCode.SUPERSEDED, str(exc)) from exc
+        self._deps.telemetry.stage_started(stage)
         started = time.monotonic()
         record: dict[str, Any] = {}
         yield record
         elapsed_ms = int((time.monotonic() - started) * 1000)
+        self._deps.telemetry.stage_finished(stage, elapsed_ms)
         self._deps.status.record_stage(
             job.document_id, job.version, stage, elapsed_ms, accumulate=accumulate, **record
         )

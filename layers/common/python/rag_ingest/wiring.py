@@ -5,12 +5,14 @@ from __future__ import annotations
 from functools import cache
 
 from rag_ingest.adapters.aws import client
+from rag_ingest.adapters.events import EventPublisher
 from rag_ingest.adapters.object_store import ObjectStore
 from rag_ingest.adapters.status_repository import StatusRepository
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
 from rag_ingest.config import StagesEnv
 from rag_ingest.embeddings.base import Embedder, create_embedder
 from rag_ingest.pipeline import Pipeline, StageDependencies
+from rag_ingest.telemetry import CloudTelemetry
 from rag_ingest.tokens import count_tokens
 
 
@@ -35,5 +37,6 @@ def build_pipeline(env: StagesEnv) -> Pipeline:
             ),
             embedder=cache(lambda: embedder_for(env)),
             count_tokens=count_tokens,
+            telemetry=CloudTelemetry(EventPublisher(env.event_bus_name)),
         )
     )

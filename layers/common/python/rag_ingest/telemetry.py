@@ -1,0 +1,67 @@
+"""What the pipeline reports besides the status record: EMF metrics and document events.
+
+Metric names and dimensions are a contract with the dashboard and alarms (infra/constructs/monitoring.py).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Protocol
+
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+from rag_ingest.adapters.events import EventPublisher
+from rag_ingest.errors import ErrorCode
+from rag_ingest.models import Stage
+
+NAMESPACE = "RagIngest"
+
+
+class Telemetry(Protocol):
+    def stage_started(self, stage: Stage) -> None: ...
+    def stage_finished(self, stage: Stage, elapsed_ms: int) -> None: ...
+    def document_ready(self, detail: dict[str, Any]) -> None: ...
+    def document_failed(self, code: ErrorCode, detail: dict[str, Any]) -> None: ...
+
+
+class NoTelemetry:
+    """For in-process use (tests, benchmarks) where nothing watches."""
+
+    def stage_started(self, stage: Stage) -> None:
+        return None
+
+    def stage_finished(self, stage: Stage, elapsed_ms: int) -> None:
+        return None
+
+    def document_ready(self, detail: dict[str, Any]) -> None:
+        return None
+
+    def document_failed(self, code: ErrorCode, detail: dict[str, Any]) -> None:
+        return None
+
+
+class CloudTelemetry:
+    """EMF metrics on stdout (CloudWatch Logs turns them into metrics) and EventBridge events."""
+
+    def __init__(self, events: EventPublisher, namespace: str | None = None) -> None:
+        self._events = events
+        self._namespace = namespace or os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE)
+
+    def _metric(self, name: str, unit: MetricUnit, value: float, **dimensions: str) -> None:
+        with single_metric(name=name, unit=unit, value=value, namespace=self._namespace) as metric:
+            for key, dimension_value in dimensions.items():
+                metric.add_dimension(name=key, value=dimension_value)
+
+    def stage_started(self, stage: Stage) -> None:
+        self._metric("StageStarted", MetricUnit.Count, 1, Stage=stage.value)
+
+    def stage_finished(self, stage: Stage, elapsed_ms: int) -> None:
+        self._metric("StageDuration", MetricUnit.Milliseconds, elapsed_ms, Stage=stage.value)
+
+    def document_ready(self, detail: dict[str, Any]) -> None:
+        self._events.publish("DocumentReady", detail)
+        self._metric("DocumentsReady", MetricUnit.Count, 1)
+
+    def document_failed(self, code: ErrorCode, detail: dict[str, Any]) -> None:
+        self._events.publish("DocumentFailed", detail)
+        self._metric("DocumentsFailed", MetricUnit.Count, 1, ErrorCode=code.value)
