@@ -5,12 +5,22 @@ in the order given, joined with ``PAGE_SEPARATOR`` (see :func:`document_text`). 
 ``text`` is exactly ``document_text(pages)[char_start:char_end]``, so a consumer can map a hit
 back to the document (and, with ``page_start``/``page_end``, to its pages).
 
-Method. The text is cut into units: sentences inside paragraphs (a paragraph is text between
-blank lines; a page boundary always ends a paragraph). A sentence longer than the target is
-cut on word boundaries, and a word longer than the target on character boundaries, so no text
-is dropped. Units are packed greedily up to ``target_tokens``; when a chunk is at least half
-full and the next paragraph would not fit, the chunk ends at the paragraph boundary. The next
-chunk repeats the trailing whole units of the previous one, up to ``overlap_tokens``.
+Headings. :func:`detect_headings` finds heading lines heuristically: a short line (at most
+``HEADING_MAX_WORDS`` words) with no final period, comma, colon or semicolon, followed by text,
+that is either numbered (``2``, ``1.2``, ``A.3``, ``Appendix B``: the depth of the number is the
+level) or reads as a heading (title case, or a one-line "paragraph" between a finished sentence
+and a capitalised line). Dot leaders and a trailing page number mark a table-of-contents line,
+never a heading. Unnumbered headings nest one level below the nearest numbered one. Each chunk
+carries the ``heading_path`` in force at its first line of text (outermost first).
+
+Method. The text is cut into units: headings, and sentences inside paragraphs (a paragraph is
+text between blank lines or headings; a page boundary always ends a paragraph). A sentence
+longer than the target is cut on word boundaries, and a word longer than the target on character
+boundaries, so no text is dropped. Units are packed greedily up to ``target_tokens``. A chunk
+ends before a heading once it holds ``HEADING_BREAK_MIN_FILL`` of the target, and never ends on a
+heading; when a chunk is at least half full and the next paragraph would not fit, it ends at the
+paragraph boundary. The next chunk repeats the trailing whole units of the previous one, up to
+``overlap_tokens``, but never reaches back past a heading: a new section starts clean.
 
 Token counts come from ``count_tokens``. Packing adds up per-unit counts, which is exact for
 the WordPiece tokenizer (it splits on whitespace first); each chunk's ``token_count`` is counted
@@ -29,6 +39,11 @@ from rag_ingest.models import Chunk, PageText
 PAGE_SEPARATOR = "\n\n"
 #: A chunk this full (fraction of the target) ends early rather than split the next paragraph.
 PARAGRAPH_BREAK_MIN_FILL = 0.5
+#: A chunk this full ends before a heading, so a section starts its own chunk; below it, a short
+#: section shares a chunk with the next rather than making a tiny one.
+HEADING_BREAK_MIN_FILL = 0.2
+HEADING_MAX_WORDS = 12
+HEADING_MAX_CHARS = 90
 
 _PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n\s*")
 # Terminal punctuation, optional closing quotes or brackets, then whitespace or the end.
@@ -40,14 +55,46 @@ _ABBREVIATIONS = frozenset(
 )
 
 
+# "1", "1.2", "A.3", "Appendix B" (at most 4 levels of at most 2 digits: not "2022 was ...").
+_HEADING_NUMBER = re.compile(
+    r"(?:(?:Appendix|Chapter|Part|Section)\s+(?:[A-Z]|\d{1,2})\b[.:]?"
+    r"|(?:\d{1,2}(?:\.\d{1,2}){0,3}|[A-Z](?:\.\d{1,2}){1,3})(?=[.\s])\.?)\s+"
+)
+_NAMED_NUMBER = re.compile(r"^(?:Appendix|Chapter|Part|Section)\b")
+_TOC_LINE = re.compile(r"(?:\.\s?){3,}|\s\d+$|\s[ivxlc]+$")
+_CODE_CHARACTERS = frozenset("\\{}=<>$[]_#@%|~^*")
+# A line ending in one of these is a wrapped sentence, not a heading.
+_TRAILING_FUNCTION_WORDS = frozenset(
+    {"a", "an", "and", "as", "at", "by", "for", "from", "in", "is", "are", "of", "on", "or", "the", "to"}
+    | {"that", "which", "while", "with", "when", "where", "be", "can", "will", "this", "these", "we", "it"}
+)
+_HEADING_STOPWORDS = frozenset(
+    {"a", "an", "and", "as", "at", "by", "for", "from", "in", "into", "of", "on", "or", "over", "the", "to"}
+    | {"under", "via", "vs", "with", "without"}
+)
+
+
+@dataclass(frozen=True)
+class Heading:
+    """A heading line of the document text: ``text[start:end]``, its level (1 = outermost) and title."""
+
+    start: int
+    end: int
+    level: int
+    title: str
+    numbered: bool
+
+
 @dataclass(frozen=True)
 class _Unit:
-    """A span of the document text that is never split further: a sentence or a piece of one."""
+    """A span of the document text that is never split further: a heading, a sentence or a piece of one."""
 
     start: int
     end: int
     tokens: int
     starts_paragraph: bool
+    is_heading: bool = False
+    heading_path: tuple[str, ...] = ()
 
 
 def document_text(pages: Sequence[PageText]) -> str:
@@ -71,7 +118,8 @@ def chunk_pages(
 
     text = document_text(pages)
     page_starts, page_numbers = _page_offsets(pages)
-    units = _units(text, page_starts, count_tokens=count_tokens, limit=target_tokens)
+    headings = detect_headings(text)
+    units = _units(text, page_starts, headings, count_tokens=count_tokens, limit=target_tokens)
     paragraph_tokens = _paragraph_tokens_from(units)
 
     chunks: list[Chunk] = []
@@ -85,6 +133,13 @@ def chunk_pages(
             if total + unit.tokens > target_tokens:
                 break
             if (
+                unit.is_heading
+                and end > first_new
+                and total >= target_tokens * HEADING_BREAK_MIN_FILL
+                and not all(units[index].is_heading for index in range(first, end))
+            ):
+                break
+            if (
                 end > first_new
                 and unit.starts_paragraph
                 and total >= target_tokens * PARAGRAPH_BREAK_MIN_FILL
@@ -93,6 +148,9 @@ def chunk_pages(
                 break
             total += unit.tokens
             end += 1
+        # A heading belongs with the text after it: never end a chunk on one (if it has other units).
+        while end < len(units) and end - 1 > first_new and units[end - 1].is_heading:
+            end -= 1
         # Every unit fits the target on its own, so the chunk holds at least one new unit.
         char_start, char_end = units[first].start, units[end - 1].end
         chunk_text = text[char_start:char_end]
@@ -105,6 +163,7 @@ def chunk_pages(
                 char_start=char_start,
                 char_end=char_end,
                 token_count=count_tokens(chunk_text),
+                heading_path=list(_body_path(units[first:end])),
             )
         )
         if end >= len(units):
@@ -114,18 +173,27 @@ def chunk_pages(
     return chunks
 
 
+def _body_path(units: Sequence[_Unit]) -> tuple[str, ...]:
+    """The headings over the chunk's first text (not over a title that merely precedes it)."""
+    return next((unit.heading_path for unit in units if not unit.is_heading), units[0].heading_path)
+
+
 def _overlap_start(units: list[_Unit], first: int, end: int, *, overlap_tokens: int, target_tokens: int) -> int:
     """First unit of the next chunk: trailing whole units of this chunk, within the overlap budget,
     leaving room for the next new unit and always moving past this chunk's first unit."""
     start = end
     overlap = 0
     next_tokens = units[end].tokens
+    if units[end].is_heading:
+        return start  # the next chunk opens a section: no text of the previous one
     while start - 1 > first:
         candidate = overlap + units[start - 1].tokens
         if candidate > overlap_tokens or candidate + next_tokens > target_tokens:
             break
         overlap = candidate
         start -= 1
+        if units[start].is_heading:
+            break  # the section's own heading is the furthest the overlap reaches
     return start
 
 
@@ -140,14 +208,31 @@ def _page_offsets(pages: Sequence[PageText]) -> tuple[list[int], list[int]]:
     return starts, numbers
 
 
-def _units(text: str, page_starts: list[int], *, count_tokens: Callable[[str], int], limit: int) -> list[_Unit]:
+def _units(
+    text: str,
+    page_starts: list[int],
+    headings: Sequence[Heading],
+    *,
+    count_tokens: Callable[[str], int],
+    limit: int,
+) -> list[_Unit]:
     units: list[_Unit] = []
     if not page_starts:
         return units
+    heading_at = {heading.start: heading for heading in headings}
+    heading_bounds = sorted({heading.start for heading in headings} | {heading.end for heading in headings})
+    path: list[Heading] = []
     page_bounds = [*page_starts[1:], len(text) + len(PAGE_SEPARATOR)]
     for page_start, next_page_start in zip(page_starts, page_bounds, strict=True):
         page_end = next_page_start - len(PAGE_SEPARATOR)
-        for paragraph_start, paragraph_end in _paragraph_spans(text, page_start, page_end):
+        for paragraph_start, paragraph_end in _paragraph_spans(text, page_start, page_end, heading_bounds):
+            heading = heading_at.get(paragraph_start)
+            if heading is not None and heading.end == paragraph_end:
+                path = [*(outer for outer in path if outer.level < heading.level), heading]
+                tokens = count_tokens(text[paragraph_start:paragraph_end])
+                if tokens <= limit:  # a heading longer than a chunk is cut like a sentence below
+                    units.append(_Unit(paragraph_start, paragraph_end, tokens, True, True, _titles(path)))
+                    continue
             starts_paragraph = True
             for sentence_start, sentence_end in _sentence_spans(text, paragraph_start, paragraph_end):
                 tokens = count_tokens(text[sentence_start:sentence_end])
@@ -156,9 +241,116 @@ def _units(text: str, page_starts: list[int], *, count_tokens: Callable[[str], i
                 else:
                     pieces = _split_oversized(text, sentence_start, sentence_end, count_tokens, limit)
                 for piece_start, piece_end, piece_tokens in pieces:
-                    units.append(_Unit(piece_start, piece_end, piece_tokens, starts_paragraph))
+                    units.append(_Unit(piece_start, piece_end, piece_tokens, starts_paragraph, False, _titles(path)))
                     starts_paragraph = False
     return units
+
+
+def _titles(path: Sequence[Heading]) -> tuple[str, ...]:
+    return tuple(heading.title for heading in path)
+
+
+def detect_headings(text: str) -> list[Heading]:
+    """Heading lines of ``text`` (see the module docstring), in order, with their levels.
+
+    Numbered headings must continue the numbering of the previous one (``1.2`` → ``1.3``, ``1.3.1``
+    or ``2``; small gaps allowed for headings missed), which keeps footnotes (``1 In some cases``)
+    and numbered list items out.
+    """
+    lines = [_strip_span(text, match.start(), match.end()) for match in re.finditer(r"[^\n]+", text)]
+    lines = [(start, end) for start, end in lines if end > start]
+    headings: list[Heading] = []
+    last_number: tuple[int, ...] | None = None
+    index = 0
+    while index < len(lines):
+        start, end = lines[index]
+        previous = text[slice(*lines[index - 1])] if index else None
+        following = [text[slice(*span)] for span in lines[index + 1 : index + 3]]
+        found = _heading_at(text[start:end], previous, following)
+        if found is None:
+            index += 1
+            continue
+        number, continued = found
+        if number is None:
+            level = len(last_number) + 1 if last_number else 1
+        else:
+            parts = _number_parts(number)
+            if parts is not None and not _continues_numbering(last_number, parts):
+                index += 1
+                continue
+            last_number = parts
+            level = _number_depth(number)
+        if continued:
+            end = lines[index + 1][1]
+        headings.append(Heading(start, end, level, " ".join(text[start:end].split()), numbered=number is not None))
+        index += 2 if continued else 1
+    return headings
+
+
+def _heading_at(line: str, previous: str | None, following: list[str]) -> tuple[str | None, bool] | None:
+    """(its number or None, whether the next line continues it), or None when not a heading."""
+    if not following or len(line) > HEADING_MAX_CHARS or _TOC_LINE.search(line):
+        return None
+    if line[-1] in ".,;:-" or any(character in _CODE_CHARACTERS for character in line):
+        return None
+    number = _HEADING_NUMBER.match(line)
+    title = line[number.end() :] if number else line
+    words = title.split()
+    if not words or len(words) > HEADING_MAX_WORDS or not title[0].isupper() or not any(c.isalpha() for c in title):
+        return None
+    next_line = following[0]
+    if number:
+        if number.group().rstrip().endswith(".") and not _is_title_case(words):
+            return None  # "2. Start the program with": a numbered list item, not "2. Installation"
+        # A heading wrapped onto a second short line ("3.1 More data fields supported by the bst" / "files").
+        continued = (
+            len(next_line.split()) <= 4
+            and next_line[0].islower()
+            and next_line[-1] not in ".,;:"
+            and len(following) > 1
+            and following[1][:1].isupper()
+        )
+        return number.group().strip(), continued
+    if not (next_line[:1].isupper() or next_line[:1].isdigit()):
+        return None
+    if words[-1].lower() in _TRAILING_FUNCTION_WORDS or sum(any(c.isdigit() for c in word) for word in words) > 1:
+        return None  # "... Swedish, and", "Version 4.2 (2022-11-10)": a wrapped line or a date line
+    if _is_title_case(words):
+        return None, False
+    # A one-line "paragraph" between a finished sentence and a capitalised line.
+    ends_sentence = previous is None or previous[-1] in ".!?:"
+    if ends_sentence and len(words) <= 8 and "," not in title:
+        return None, False
+    return None
+
+
+def _number_depth(number: str) -> int:
+    """1 for "3", "3." and "Appendix B"; 2 for "3.1"; at most 4."""
+    if _NAMED_NUMBER.match(number):
+        return 1
+    return min(4, number.rstrip(".").count(".") + 1)
+
+
+def _number_parts(number: str) -> tuple[int, ...] | None:
+    """(1, 2) for "1.2"; None for "Appendix B" or "A.1", whose sequence is not checked."""
+    parts = number.rstrip(".").split(".")
+    return tuple(int(part) for part in parts) if all(part.isdigit() for part in parts) else None
+
+
+def _continues_numbering(previous: tuple[int, ...] | None, current: tuple[int, ...]) -> bool:
+    if previous is None:
+        return all(part <= 2 for part in current)
+    depth = len(current)
+    if depth == len(previous) + 1:
+        return current[:-1] == previous and current[-1] <= 2
+    if depth <= len(previous):
+        return current[:-1] == previous[: depth - 1] and 1 <= current[-1] - previous[depth - 1] <= 3
+    return False
+
+
+def _is_title_case(words: list[str]) -> bool:
+    significant = [word for word in words if word.lower() not in _HEADING_STOPWORDS]
+    return bool(significant) and all(word[0].isupper() or not word[0].isalpha() for word in significant)
 
 
 def _paragraph_tokens_from(units: list[_Unit]) -> list[int]:
@@ -181,12 +373,20 @@ def _strip_span(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def _paragraph_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
+def _paragraph_spans(text: str, start: int, end: int, boundaries: Sequence[int] = ()) -> list[tuple[int, int]]:
+    """Paragraphs between ``start`` and ``end``: split at blank lines and at each offset in
+    ``boundaries`` (sorted; the starts and ends of heading lines)."""
+    cuts = [(match.start(), match.end()) for match in _PARAGRAPH_BREAK.finditer(text, start, end)]
+    first = bisect_right(boundaries, start)
+    cuts.extend((offset, offset) for offset in boundaries[first:] if offset < end)
+    cuts.sort()
     spans: list[tuple[int, int]] = []
     cursor = start
-    for match in _PARAGRAPH_BREAK.finditer(text, start, end):
-        spans.append(_strip_span(text, cursor, match.start()))
-        cursor = match.end()
+    for cut_start, cut_end in cuts:
+        if cut_start < cursor:
+            continue
+        spans.append(_strip_span(text, cursor, cut_start))
+        cursor = cut_end
     spans.append(_strip_span(text, cursor, end))
     return [(span_start, span_end) for span_start, span_end in spans if span_end > span_start]
 
