@@ -351,7 +351,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if runner is None:
             return self._send_json(HTTPStatus.SERVICE_UNAVAILABLE, {"message": "the Lambda runner is not ready"})
         if method == "GET":
-            return self._send_json(HTTPStatus.OK, {"faults": runner.faults.pending()})
+            return self._send_json(
+                HTTPStatus.OK, {"faults": runner.faults.pending(), "injected": runner.faults.injected()}
+            )
         if method == "DELETE":
             name = dict(parse_qsl(raw_query)).get("function")
             target = runner.find_function(name) if name else None
@@ -366,7 +368,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
             name = str(request["function"])
             mode = str(request.get("mode", "raise"))
             times = int(request.get("times", 1))
-            after = request.get("after_seconds")
+            after = float(request["after_seconds"]) if request.get("after_seconds") is not None else None
+            match = request.get("match")
+            probability = float(request.get("probability", 1.0))
         except (ValueError, KeyError, TypeError) as exc:
             return self._send_json(HTTPStatus.BAD_REQUEST, {"message": f"bad fault request: {exc}"})
         function = runner.find_function(name)
@@ -380,7 +384,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
             error_type=error_type,
             error_message=str(request.get("error_message", f"injected fault: {error_type}")),
             remaining=times,
-            after_seconds=float(after) if after is not None else None,
+            after_seconds=after,
+            match=str(match) if match else None,
+            probability=probability,
         )
         try:
             runner.faults.add(fault)

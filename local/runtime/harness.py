@@ -110,6 +110,10 @@ class LocalStackProcess:
     def clear_faults(self) -> None:
         self.control("DELETE", "/_local/faults")
 
+    def faults(self) -> dict[str, Any]:
+        """``{"faults": [armed...], "injected": {function name: count}}``."""
+        return self.control("GET", "/_local/faults") or {}
+
     def log_tail(self, lines: int = 60) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])

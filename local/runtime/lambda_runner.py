@@ -18,6 +18,7 @@ import inspect
 import json
 import logging
 import os
+import random
 import re
 import signal
 import socket
@@ -30,7 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, get_args
 
 from local.runtime.lambda_worker import LOG_END_MARKER
 from local.runtime.provision import FunctionDefinition
@@ -44,8 +45,8 @@ LOG_TAIL_BYTES = 4096
 # Host environment a worker inherits (everything else comes from the template).
 _HOST_ENV_PASSTHROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SYSTEMROOT")
 
-FaultMode = Literal["raise", "crash_after", "timeout"]
-
+FaultMode = Literal["raise", "raise_after", "crash_after", "delay", "timeout"]
+FAULT_MODES: tuple[str, ...] = get_args(FaultMode)
 
 class MotoSeamError(RuntimeError):
     """moto's Lambda invocation seam moved or changed: the local runner cannot attach."""
@@ -67,12 +68,22 @@ class InvocationResult:
 
 @dataclass
 class Fault:
+    """What to do to the next ``remaining`` matching invocations of a function (see docs/local-stack.md)."""
+
     function_name: str
     mode: FaultMode
     error_type: str
     error_message: str
     remaining: int
     after_seconds: float | None = None
+    # Only invocations whose event (as JSON text) contains this, e.g. a document id or tenant.
+    match: str | None = None
+    # The chance that a matching invocation is hit; a miss does not use up ``remaining``.
+    probability: float = 1.0
+    injected: int = 0
+
+    def applies_to(self, function_name: str, event_json: str) -> bool:
+        return self.function_name == function_name and (self.match is None or self.match in event_json)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -82,32 +93,50 @@ class Fault:
             "error_message": self.error_message,
             "remaining": self.remaining,
             "after_seconds": self.after_seconds,
+            "match": self.match,
+            "probability": self.probability,
+            "injected": self.injected,
         }
 
 
 class FaultInjector:
-    """Makes the next N invocations of a function fail in a chosen way."""
+    """Makes the next N (matching) invocations of a function fail in a chosen way."""
 
-    def __init__(self) -> None:
+    def __init__(self, seed: int | None = None) -> None:
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
+        self._random = random.Random(seed)
+        # Faults injected so far, per function name (kept after a fault is used up or cleared).
+        self._injected: dict[str, int] = {}
 
     def add(self, fault: Fault) -> None:
-        if fault.mode not in ("raise", "crash_after", "timeout"):
-            raise ValueError(f"unknown fault mode {fault.mode!r} (raise, crash_after, timeout)")
+        if fault.mode not in FAULT_MODES:
+            raise ValueError(f"unknown fault mode {fault.mode!r} ({', '.join(FAULT_MODES)})")
         if fault.remaining < 1:
             raise ValueError("times must be >= 1")
+        if not 0 < fault.probability <= 1:
+            raise ValueError("probability must be in (0, 1]")
+        if fault.mode == "delay" and (fault.after_seconds is None or fault.after_seconds <= 0):
+            raise ValueError("mode delay needs after_seconds > 0")
+        if fault.after_seconds is not None and fault.after_seconds < 0:
+            raise ValueError("after_seconds must be >= 0")
         with self._lock:
             self._faults.append(fault)
 
-    def take(self, function_name: str) -> Fault | None:
+    def take(self, function_name: str, event_json: str = "") -> Fault | None:
+        """The fault that hits this invocation, if any (the first armed one that applies)."""
         with self._lock:
             for fault in self._faults:
-                if fault.function_name == function_name:
-                    fault.remaining -= 1
-                    if fault.remaining == 0:
-                        self._faults.remove(fault)
-                    return fault
+                if not fault.applies_to(function_name, event_json):
+                    continue
+                if fault.probability < 1 and self._random.random() >= fault.probability:
+                    return None
+                fault.remaining -= 1
+                fault.injected += 1
+                self._injected[function_name] = self._injected.get(function_name, 0) + 1
+                if fault.remaining == 0:
+                    self._faults.remove(fault)
+                return fault
         return None
 
     def clear(self, function_name: str | None = None) -> int:
@@ -119,6 +148,10 @@ class FaultInjector:
     def pending(self) -> list[dict[str, Any]]:
         with self._lock:
             return [fault.describe() for fault in self._faults]
+
+    def injected(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._injected)
 
 
 # -- worker processes --------------------------------------------------------------------------
@@ -517,10 +550,15 @@ class LambdaRunner:
         logger = logging.getLogger(f"local.lambda.{function.display_name}")
         logger.info("START RequestId: %s Version: $LATEST", request_id)
         started = time.monotonic()
-        fault = self.faults.take(function.name)
-        if fault is not None:
-            logger.warning("fault injected: %s (%s)", fault.mode, fault.error_type)
-        result = self._run(function, event, request_id, fault)
+        try:
+            event_json = json.dumps(event)
+        except (TypeError, ValueError) as exc:
+            result = InvocationResult.error("Runtime.InvalidEvent", f"event is not JSON serializable: {exc}")
+        else:
+            fault = self.faults.take(function.name, event_json)
+            if fault is not None:
+                logger.warning("fault injected: %s (%s)", fault.mode, fault.error_type)
+            result = self._run(function, event_json, request_id, fault)
         duration_ms = (time.monotonic() - started) * 1000
         status = "error " + json.loads(result.output).get("errorType", "?") if result.errored else "ok"
         logger.info("END RequestId: %s Duration: %.1f ms Status: %s", request_id, duration_ms, status)
@@ -528,13 +566,12 @@ class LambdaRunner:
             listener(function.name, result)
         return result
 
-    def _run(self, function: FunctionDefinition, event: Any, request_id: str, fault: Fault | None) -> InvocationResult:
+    def _run(
+        self, function: FunctionDefinition, event_json: str, request_id: str, fault: Fault | None
+    ) -> InvocationResult:
         if fault is not None and fault.mode == "raise":
             return InvocationResult.error(fault.error_type, fault.error_message)
-        try:
-            event_json = json.dumps(event)
-        except (TypeError, ValueError) as exc:
-            return InvocationResult.error("Runtime.InvalidEvent", f"event is not JSON serializable: {exc}")
+        started = time.monotonic()
         pool = self._pools[function.name]
         try:
             worker = pool.acquire()
@@ -548,6 +585,20 @@ class LambdaRunner:
         finally:
             pool.release(worker, healthy=healthy)
         response = outcome.response
+        if fault is not None and fault.mode == "raise_after":
+            # The handler ran (its side effects stand); the caller sees an error instead of its answer.
+            return InvocationResult.error(fault.error_type, fault.error_message, logs)
+        if fault is not None and fault.mode == "delay" and fault.after_seconds is not None:
+            # The answer comes after_seconds later, within the function's timeout like any slow handler.
+            timeout = float(function.timeout_seconds)
+            elapsed = time.monotonic() - started
+            time.sleep(max(0.0, min(fault.after_seconds, timeout - elapsed)))
+            if elapsed + fault.after_seconds >= timeout:
+                return InvocationResult.error(
+                    "Sandbox.Timedout",
+                    f"{_utc_timestamp()} {request_id} Task timed out after {timeout:.2f} seconds",
+                    logs,
+                )
         if response.get("type") == "result":
             return InvocationResult(str(response["payload"]), False, logs)
         return InvocationResult(json.dumps(response.get("error", {})), True, logs)

@@ -229,5 +229,6 @@ class LocalStack:
             ],
             "routes": [route.route_key for route in (provisioned.api_routes if provisioned else [])],
             "faults": self.runner.faults.pending() if self.runner else [],
+            "faults_injected": self.runner.faults.injected() if self.runner else {},
             "skipped": provisioned.skipped if provisioned else {},
         }

@@ -1,0 +1,46 @@
+"""Reliability suite fixtures. The shared local stack is the session's (tests/conftest.py), so
+e2e and reliability run on ONE stack; every test has a tenant of its own and disarms its faults."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from local.client import LocalStackClient
+from local.runtime.harness import LocalStackProcess
+from tests.reliability.probe import PipelineProbe, new_tenant
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "domain_bug: demonstrates a bug in the domain code (rag_ingest/functions); fails until it is fixed",
+    )
+
+
+@pytest.fixture(scope="session")
+def probe(local_stack: dict[str, Any]) -> PipelineProbe:
+    return PipelineProbe(local_stack, os.environ.get("OPENSEARCH_URL", "http://127.0.0.1:9200"))
+
+
+@pytest.fixture
+def tenant() -> str:
+    return new_tenant()
+
+
+@pytest.fixture
+def tenant_client(probe: PipelineProbe, tenant: str) -> LocalStackClient:
+    return probe.client(tenant)
+
+
+@pytest.fixture
+def faults(stack_process: LocalStackProcess) -> Iterator[LocalStackProcess]:
+    """The shared stack, with no fault armed before the test nor left armed after it."""
+    stack_process.clear_faults()
+    try:
+        yield stack_process
+    finally:
+        stack_process.clear_faults()
