@@ -590,8 +590,9 @@ def test_fault_injection_raise_and_crash_after(stack: LocalStackProcess, clients
     result, error, elapsed = _invoke(clients, function, {"marker": "hang"})
     assert error and result["errorType"] == "Sandbox.Timedout"
     assert elapsed < 5
-    faults = stack.control("GET", "/_local/faults")
-    assert faults == {"faults": []}
+    faults = stack.faults()
+    assert faults["faults"] == []
+    assert faults["injected"][function] >= 3
     unknown = stack.control("POST", "/_local/faults", {"function": "NoSuchFunction"})
     assert unknown is not None and "unknown function" in unknown["message"]
 
@@ -607,6 +608,51 @@ def test_crash_after_ran_the_handler_before_dying(
     # The side effects happened (the handler ran to completion), only the answer was lost.
     assert (workspace / "cdk.out" / "counters" / f"echo-{marker}").read_text() == "1"
     assert "fault injected: crash_after" in stack.log_tail(400)
+
+
+def test_raise_after_and_delay_run_the_handler_then_fail_or_answer_late(
+    stack: LocalStackProcess, clients: dict[str, Any], workspace: Path
+) -> None:
+    function = stack.outputs["Functions"]["EchoFunction"]
+    counters = workspace / "cdk.out" / "counters"
+    marker = f"after-{uuid.uuid4().hex[:6]}"
+    stack.arm_fault("EchoFunction", "raise_after", error_type="TransientError", error_message="lost answer")
+    result, error, _ = _invoke(clients, function, {"marker": marker})
+    assert error and result == {"errorType": "TransientError", "errorMessage": "lost answer"}
+    assert (counters / f"echo-{marker}").read_text() == "1"  # the handler's side effects happened
+
+    stack.arm_fault("EchoFunction", "delay", after_seconds=1.5)
+    result, error, elapsed = _invoke(clients, function, {"marker": marker})
+    assert error is None and result["event"] == {"marker": marker}
+    assert elapsed >= 1.5
+    assert (counters / f"echo-{marker}").read_text() == "2"
+
+    # A delay past the function's timeout (2 s) is a timeout, as for any slow handler.
+    stack.arm_fault("SleepyFunction", "delay", after_seconds=30)
+    result, error, elapsed = _invoke(clients, stack.outputs["Functions"]["SleepyFunction"], {"seconds": 0})
+    assert error and result["errorType"] == "Sandbox.Timedout"
+    assert elapsed < 10
+
+
+def test_faults_can_target_matching_events_and_hit_by_chance(stack: LocalStackProcess, clients: dict[str, Any]) -> None:
+    function = stack.outputs["Functions"]["EchoFunction"]
+    stack.arm_fault("EchoFunction", "raise", match="doc-target")
+    _, error, _ = _invoke(clients, function, {"marker": "doc-other"})
+    assert error is None, "a fault for another document must not hit"
+    _, error, _ = _invoke(clients, function, {"marker": "doc-target"})
+    assert error
+
+    stack.arm_fault("EchoFunction", "raise", times=1000, probability=0.5, match="coin")
+    outcomes = [_invoke(clients, function, {"marker": "coin"})[1] is not None for _ in range(24)]
+    [armed] = stack.faults()["faults"]
+    stack.clear_faults()
+    assert 0 < sum(outcomes) < len(outcomes)
+    assert armed["injected"] == sum(outcomes) and armed["remaining"] == 1000 - sum(outcomes)
+
+    for bad in ({"probability": 0}, {"probability": 1.5}, {"mode": "delay"}, {"mode": "explode"}):
+        answer = stack.control("POST", "/_local/faults", {"function": "EchoFunction", **bad})
+        assert answer is not None and "mode" not in answer, bad
+    assert stack.faults()["faults"] == []
 
 
 def _http(
