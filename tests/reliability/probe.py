@@ -215,6 +215,24 @@ class PipelineProbe:
         names = [e["name"].removeprefix(f"{document_id}-") for e in self.executions_of([document_id])]
         return Counter(name.split("-")[0] for name in names)
 
+    def retrier(self, state_name: str, error: str) -> dict[str, Any]:
+        """The first Retry entry of a Task state that matches ``error`` (as deployed: scaled waits)."""
+        definition = json.loads(self.sfn.describe_state_machine(stateMachineArn=self.state_machine_arn)["definition"])
+
+        def states(machine: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+            for name, state in machine.get("States", {}).items():
+                yield name, state
+                for nested in (state.get("ItemProcessor"), state.get("Iterator"), *state.get("Branches", [])):
+                    if nested:
+                        yield from states(nested)
+
+        for name, state in states(definition):
+            if name == state_name:
+                for retry in state.get("Retry", []):
+                    if error in retry["ErrorEquals"] or "States.ALL" in retry["ErrorEquals"]:
+                        return dict(retry)
+        raise KeyError(f"no retrier for {error} on state {state_name}")
+
     def function_invocations(self, execution_arn: str) -> Counter[str]:
         """How many times the execution invoked each function (retries included), by function name."""
         events: list[dict[str, Any]] = []
