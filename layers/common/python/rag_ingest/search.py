@@ -1,18 +1,102 @@
-"""Search the indexed passages of one tenant (k-NN on the query's embedding)."""
+"""Search the indexed passages of one tenant: k-NN, BM25, or both fused (hybrid, the default).
+
+Hybrid search runs both retrievers, each with the tenant filter inside its query, for
+``candidates_for(k)`` hits each, and fuses the two ranked lists with reciprocal rank fusion
+(Cormack, Clarke and Büttcher, SIGIR 2009): ``score(d) = Σ 1 / (RRF_RANK_CONSTANT + rank(d))``
+over the lists that contain ``d`` (rank 1-based). Why ranks and not scores: BM25 scores are
+unbounded and vary with the query's length and the corpus, k-NN scores are bounded similarities,
+so any score normalisation (min-max per list, z-scores) reacts to outliers in one list and needs
+a weight tuned per corpus. RRF needs neither; 60 is the constant of the paper, not tuned here.
+OpenSearch's own score normalisation (the neural-search plugin's normalization-processor) is not
+available on every domain, so fusion happens here.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from enum import StrEnum
 
 from rag_ingest.adapters.vector_store import SearchHit, VectorStore
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.errors import ErrorCode, PermanentError
 
+RRF_RANK_CONSTANT = 60
+#: Each retriever of a hybrid search fetches this many candidates for k results (at most 100).
+HYBRID_CANDIDATES_PER_RESULT = 4
+HYBRID_MIN_CANDIDATES = 20
+HYBRID_MAX_CANDIDATES = 100
+MAX_K = 50
+
+
+class SearchMode(StrEnum):
+    HYBRID = "hybrid"
+    KNN = "knn"
+    BM25 = "bm25"
+
+
+def candidates_for(k: int) -> int:
+    return min(HYBRID_MAX_CANDIDATES, max(HYBRID_MIN_CANDIDATES, HYBRID_CANDIDATES_PER_RESULT * k))
+
 
 def search_passages(
-    store: VectorStore, embedder: Embedder, *, tenant_id: str, query: str, k: int = 5
+    store: VectorStore,
+    embedder: Embedder,
+    *,
+    tenant_id: str,
+    query: str,
+    k: int = 5,
+    mode: SearchMode | str = SearchMode.HYBRID,
 ) -> list[SearchHit]:
+    """The ``k`` best passages of ``tenant_id`` for ``query``, best first.
+
+    Raises ``PermanentError(INVALID_REQUEST)`` for an empty query, a missing tenant, k outside
+    1..MAX_K or an unknown mode.
+    """
     if not query.strip():
         raise PermanentError(ErrorCode.INVALID_REQUEST, "the query is empty")
     if not tenant_id:
         raise PermanentError(ErrorCode.INVALID_REQUEST, "a tenant is required: search never crosses tenants")
+    if not 1 <= k <= MAX_K:
+        raise PermanentError(ErrorCode.INVALID_REQUEST, f"k must be between 1 and {MAX_K}, got {k}")
+    try:
+        mode = SearchMode(mode)
+    except ValueError:
+        modes = ", ".join(m.value for m in SearchMode)
+        raise PermanentError(ErrorCode.INVALID_REQUEST, f"unknown mode {mode!r}: expected one of {modes}") from None
+
+    if mode is SearchMode.BM25:
+        return store.bm25_search(tenant_id=tenant_id, query=query, k=k)
     [vector] = embedder.embed([query])
-    return store.knn_search(tenant_id=tenant_id, vector=vector, k=k)
+    if mode is SearchMode.KNN:
+        return store.knn_search(tenant_id=tenant_id, vector=vector, k=k, highlight_text=query)
+    depth = candidates_for(k)
+    knn_hits = store.knn_search(tenant_id=tenant_id, vector=vector, k=depth, highlight_text=query)
+    bm25_hits = store.bm25_search(tenant_id=tenant_id, query=query, k=depth)
+    return reciprocal_rank_fusion([bm25_hits, knn_hits], k=k)
+
+
+def reciprocal_rank_fusion(ranked_lists: Sequence[Sequence[SearchHit]], *, k: int) -> list[SearchHit]:
+    """Fuse ranked lists by RRF; ties keep the order of first appearance (earlier lists first).
+
+    A hit found by several retrievers keeps the first list's fields (its highlights, when the
+    first list is BM25's), its ``retrieved_by`` names all of them and its score is the fused one.
+    """
+    fused: dict[str, SearchHit] = {}
+    scores: dict[str, float] = {}
+    for hits in ranked_lists:
+        for rank, hit in enumerate(hits, start=1):
+            contribution = 1.0 / (RRF_RANK_CONSTANT + rank)
+            known = fused.get(hit.chunk_id)
+            if known is None:
+                fused[hit.chunk_id] = hit
+                scores[hit.chunk_id] = contribution
+            else:
+                fused[hit.chunk_id] = replace(
+                    known,
+                    retrieved_by=known.retrieved_by + tuple(r for r in hit.retrieved_by if r not in known.retrieved_by),
+                    highlights=known.highlights or hit.highlights,
+                )
+                scores[hit.chunk_id] += contribution
+    order = sorted(fused, key=lambda chunk: -scores[chunk])  # sorted() is stable: ties keep insertion order
+    return [replace(fused[chunk], score=scores[chunk]) for chunk in order[:k]]

@@ -3,6 +3,12 @@
 Chunk ``_id`` = ``{document_id}:{version hash}:{chunk_index}``, so a replay overwrites.
 Stale versions are removed by id (found with a query), which works on domains without the
 reindex module and on OpenSearch Serverless alike.
+
+Two retrievers, both filtered by tenant inside the query (never after it, so a tenant always
+gets its own top k): :meth:`VectorStore.knn_search` (lucene HNSW on the embedding) and
+:meth:`VectorStore.bm25_search` (``match`` on the text). Both return highlighted fragments of
+the text: BM25 from its own query; k-NN through a ``highlight_query`` on the query's words, since
+a vector query has no terms to highlight. Fragments are HTML-escaped, terms wrapped in ``<em>``.
 """
 
 from __future__ import annotations
@@ -44,6 +50,33 @@ class SearchHit:
     page_start: int
     page_end: int
     text: str
+    filename: str | None = None
+    heading_path: tuple[str, ...] = ()
+    highlights: tuple[str, ...] = ()
+    #: The retrievers that found it ("knn", "bm25"); a hybrid hit may have both.
+    retrieved_by: tuple[str, ...] = ()
+
+
+#: Highlighting: up to two fragments of ~160 characters, HTML-escaped, query terms in <em>.
+HIGHLIGHT_FRAGMENT_CHARS = 160
+HIGHLIGHT_FRAGMENTS = 2
+
+
+def _highlight(query_text: str | None) -> dict[str, Any]:
+    highlight: dict[str, Any] = {
+        "encoder": "html",
+        "pre_tags": ["<em>"],
+        "post_tags": ["</em>"],
+        "fields": {"text": {"fragment_size": HIGHLIGHT_FRAGMENT_CHARS, "number_of_fragments": HIGHLIGHT_FRAGMENTS}},
+    }
+    if query_text is not None:
+        highlight["highlight_query"] = {"match": {"text": query_text}}
+    return highlight
+
+
+def _require_tenant(tenant_id: str) -> None:
+    if not tenant_id:
+        raise ValueError("a tenant is required: search never crosses tenants")
 
 
 def connect(endpoint: str) -> OpenSearch:
@@ -128,6 +161,10 @@ class VectorStore:
             raise self._translate(exc, "create index") from exc
         except Exception as exc:
             raise self._translate(exc, "create index") from exc
+
+    def drop_index(self) -> None:
+        """Delete the whole index: only for indexes a test or an evaluation created for itself."""
+        self._client.indices.delete(index=self.index_name, ignore_unavailable=True)
 
     def write_chunks(
         self,
@@ -231,9 +268,13 @@ class VectorStore:
         body = {"query": {"bool": {"filter": filters}}}
         return int(self._client.count(index=self.index_name, body=body)["count"])
 
-    def knn_search(self, *, tenant_id: str, vector: Sequence[float], k: int = 5) -> list[SearchHit]:
-        """k nearest chunks of one tenant; the tenant filter is applied inside the k-NN search."""
-        body = {
+    def knn_search(
+        self, *, tenant_id: str, vector: Sequence[float], k: int = 5, highlight_text: str | None = None
+    ) -> list[SearchHit]:
+        """k nearest chunks of one tenant; the tenant filter is applied inside the k-NN search.
+        ``highlight_text`` (the query's words) asks for highlighted fragments of each hit."""
+        _require_tenant(tenant_id)
+        body: dict[str, Any] = {
             "size": k,
             "_source": {"excludes": ["embedding"]},
             "query": {
@@ -248,6 +289,27 @@ class VectorStore:
                 }
             },
         }
+        if highlight_text is not None and highlight_text.strip():
+            body["highlight"] = _highlight(highlight_text)
+        return self._search(body, "knn")
+
+    def bm25_search(self, *, tenant_id: str, query: str, k: int = 5) -> list[SearchHit]:
+        """The k chunks of one tenant that best match ``query``'s words (BM25), with highlights."""
+        _require_tenant(tenant_id)
+        body = {
+            "size": k,
+            "_source": {"excludes": ["embedding"]},
+            "query": {
+                "bool": {
+                    "must": [{"match": {"text": {"query": query}}}],
+                    "filter": [{"term": {"tenant_id": tenant_id}}],
+                }
+            },
+            "highlight": _highlight(None),
+        }
+        return self._search(body, "bm25")
+
+    def _search(self, body: dict[str, Any], retriever: str) -> list[SearchHit]:
         try:
             hits = self._client.search(index=self.index_name, body=body)["hits"]["hits"]
         except Exception as exc:
@@ -260,6 +322,10 @@ class VectorStore:
                 page_start=int(hit["_source"]["page_start"]),
                 page_end=int(hit["_source"]["page_end"]),
                 text=hit["_source"]["text"],
+                filename=hit["_source"].get("filename"),
+                heading_path=tuple(hit["_source"].get("heading_path") or ()),
+                highlights=tuple(hit.get("highlight", {}).get("text", ())),
+                retrieved_by=(retriever,),
             )
             for hit in hits
         ]
