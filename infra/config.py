@@ -58,6 +58,7 @@ class FunctionsConfig(_Model):
     api: FunctionSettings = FunctionSettings(memory_mb=512, timeout_seconds=29)
     intake: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=30)
     redrive: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=300)
+    reaper: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=300)
     stages: StageFunctions = StageFunctions()
 
     @field_validator("api")
@@ -179,9 +180,26 @@ class AuthConfig(_Model):
     mfa: Literal["off", "optional", "required"] = "optional"
 
 
+class ReaperConfig(_Model):
+    """The stuck-document reaper: how often it runs, when a document counts as stuck, how hard it retries."""
+
+    schedule_minutes: int = Field(default=5, ge=1, le=1440)
+    # Only a suspect past this: the execution's real state decides (a running one is left alone).
+    stuck_after_minutes: int = Field(default=30, ge=5)
+    # Re-drives per document before the reaper gives up and marks it FAILED (STUCK).
+    max_redrives: int = Field(default=2, ge=0, le=10)
+    max_documents_per_run: int = Field(default=200, ge=1, le=5000)
+
+
 class MonitoringConfig(_Model):
     alarm_email: str | None = None
     queue_age_threshold_seconds: int = Field(default=900, ge=60)
+    # Dead letters nobody redrove: alarm long before the DLQ's 14-day retention drops them.
+    dead_letter_age_threshold_seconds: int = Field(default=86400, ge=300, le=1_209_600)
+    # Stage functions raise on bad files by design (Catch → MarkFailed): alarm on a sustained error
+    # rate rather than on any error; SystemFailuresAlarm catches the failures that matter.
+    stage_error_rate_percent: int = Field(default=20, ge=1, le=100)
+    stage_error_min_invocations: int = Field(default=10, ge=1)
 
     @field_validator("alarm_email")
     @classmethod
@@ -209,6 +227,7 @@ class RagIngestConfig(_Model):
     api: ApiConfig = ApiConfig()
     auth: AuthConfig = AuthConfig()
     monitoring: MonitoringConfig = MonitoringConfig()
+    reaper: ReaperConfig = ReaperConfig()
 
     @field_validator("stack_name")
     @classmethod

@@ -49,7 +49,7 @@ class RagIngestStack(Stack):
             storage=self.storage,
             state_machine=self.workflow.state_machine,
         )
-        self.api = Api(self, "Api", config=config, factory=factory, storage=self.storage)
+        self.api = Api(self, "Api", config=config, factory=factory, storage=self.storage, search=self.search)
         self.operations = Operations(
             self,
             "Operations",
@@ -58,6 +58,7 @@ class RagIngestStack(Stack):
             storage=self.storage,
             queue=self.intake.queue,
             dead_letter_queue=self.intake.dead_letter_queue,
+            state_machine=self.workflow.state_machine,
         )
         self.monitoring = Monitoring(
             self,
@@ -65,7 +66,13 @@ class RagIngestStack(Stack):
             config=config,
             queue=self.intake.queue,
             dead_letter_queue=self.intake.dead_letter_queue,
-            intake_function=self.intake.function,
             state_machine=self.workflow.state_machine,
+            functions={
+                "Api": self.api.function,
+                "Intake": self.intake.function,
+                "Redrive": self.operations.redrive_function,
+                "Reaper": self.operations.reaper_function,
+                **self.workflow.functions,
+            },
             stage_functions=self.workflow.functions,
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -10,8 +11,12 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError, Unauth
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 from rag_ingest.adapters.aws import client
+from rag_ingest.adapters.document_operations import DocumentOperations
+from rag_ingest.adapters.object_versions import ObjectVersions
 from rag_ingest.adapters.status_repository import StatusRepository
+from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
 from rag_ingest.config import ApiEnv
+from rag_ingest.deletion import DocumentDeletion
 from rag_ingest.documents import DocumentNotFoundError, DocumentService, UploadRequest
 from rag_ingest.errors import PermanentError
 
@@ -20,6 +25,19 @@ TENANT_CLAIM = "custom:tenant_id"
 logger = Logger()
 app = APIGatewayHttpResolver()
 service = DocumentService(ENV, StatusRepository(ENV.documents_table), client("s3"))
+deletion = DocumentDeletion(
+    documents=DocumentOperations(ENV.documents_table),
+    # Connected on first use: only DELETE (and search) need OpenSearch.
+    vector_store=cache(
+        lambda: VectorStore(
+            connect(ENV.opensearch_endpoint),
+            IndexSettings(name=ENV.opensearch_index, dimension=ENV.embedding_dimension),
+        )
+    ),
+    objects=ObjectVersions(),
+    bucket=ENV.bucket_name,
+    artifacts_prefix=ENV.artifacts_prefix,
+)
 
 
 def _tenant() -> str:
@@ -51,6 +69,15 @@ def create_document() -> Response[Any]:
 def get_document(document_id: str) -> dict[str, Any]:
     try:
         return service.get(_tenant(), document_id).model_dump()
+    except DocumentNotFoundError as exc:
+        raise NotFoundError(f"document {document_id} not found") from exc
+
+
+@app.delete("/documents/<document_id>")
+def delete_document(document_id: str) -> dict[str, Any]:
+    """Idempotent: deleting a DELETED document answers the same; another tenant's is a 404."""
+    try:
+        return deletion.delete(_tenant(), document_id).model_dump()
     except DocumentNotFoundError as exc:
         raise NotFoundError(f"document {document_id} not found") from exc
 

@@ -1,4 +1,8 @@
-"""Redrive: move dead-lettered messages back to the ingest queue (invoke with a RedriveRequest)."""
+"""Redrive: move dead-lettered messages back to the ingest queue, or replay FAILED documents.
+
+Invoked by an operator: ``{"action": "redrive", ...}`` (the default) or ``{"action": "replay", ...}``;
+see rag_ingest.redrive for the fields and docs/operations.md for examples.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +10,23 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from rag_ingest.adapters.document_operations import DocumentOperations
 from rag_ingest.adapters.queues import Queues
+from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.config import RedriveEnv
-from rag_ingest.redrive import RedriveRequest, redrive
+from rag_ingest.redrive import Operations, parse_operation
 
 ENV = RedriveEnv.from_env()
 logger = Logger()
-queues = Queues()
+operations = Operations(
+    queues=Queues(),
+    documents=DocumentOperations(ENV.documents_table),
+    workflow=WorkflowStarter(ENV.state_machine_arn),
+    dlq_url=ENV.dlq_url,
+    queue_url=ENV.queue_url,
+)
 
 
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    request = RedriveRequest.model_validate(event or {})
-    return redrive(queues, dlq_url=ENV.dlq_url, queue_url=ENV.queue_url, request=request).model_dump()
+    return operations.run(parse_operation(event)).model_dump(mode="json")

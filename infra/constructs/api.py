@@ -17,7 +17,8 @@ from constructs import Construct
 
 from infra.config import RagIngestConfig
 from infra.constructs.function import FunctionFactory, new_log_group, removal_policy
-from infra.constructs.storage import RAW_PREFIX, Storage
+from infra.constructs.search import Search
+from infra.constructs.storage import ARTIFACTS_PREFIX, RAW_PREFIX, Storage
 from infra.nag import acknowledge, arn_ref
 
 TENANT_ATTRIBUTE = "tenant_id"  # the JWT carries it as custom:tenant_id
@@ -63,6 +64,7 @@ class Api(Construct):
         config: RagIngestConfig,
         factory: FunctionFactory,
         storage: Storage,
+        search: Search,
     ) -> None:
         super().__init__(scope, construct_id)
         self.user_pool, self.user_pool_client = self._user_pool(config)
@@ -79,6 +81,11 @@ class Api(Construct):
                 "RAW_PREFIX": RAW_PREFIX,
                 "MAX_UPLOAD_BYTES": str(config.upload.max_upload_bytes),
                 "UPLOAD_URL_EXPIRY_SECONDS": str(config.upload.url_expiry_seconds),
+                # DELETE /documents/{id}: the document's chunks and artifacts go too.
+                "ARTIFACTS_PREFIX": ARTIFACTS_PREFIX,
+                "OPENSEARCH_ENDPOINT": search.endpoint_url,
+                "OPENSEARCH_INDEX": search.index_name,
+                "EMBEDDING_DIMENSION": str(config.embedding.dimension),
             },
             description="rag-ingest API: documents (create/get/delete) and search",
         )
@@ -89,12 +96,21 @@ class Api(Construct):
             iam.PolicyStatement(actions=["s3:PutObject"], resources=[storage.bucket.arn_for_objects(f"{RAW_PREFIX}*")])
         )
         storage.documents_table.grant_read_write_data(role)
+        self._grant_document_delete(role, storage, search)
         acknowledge(
             role,
             "AwsSolutions-IAM5",
-            "Resource-scoped: uploads under raw/ of the one bucket, the indexes of the one documents table.",
+            "Resource-scoped: objects under raw/ and artifacts/ of the one bucket, the indexes of the one documents "
+            "table, and the chunk index (and bulk endpoint) of the one OpenSearch domain.",
             f"Resource::{arn_ref(storage.bucket)}/{RAW_PREFIX}*",
+            f"Resource::{arn_ref(storage.bucket)}/{ARTIFACTS_PREFIX}*",
             f"Resource::{arn_ref(storage.documents_table)}/index/*",
+            *(
+                [f"Resource::arn:<AWS::Partition>:es:<AWS::Region>:<AWS::AccountId>:domain/"
+                 f"{config.search_domain_name}/{search.index_name}/*"]
+                if search.domain is not None
+                else []
+            ),
         )
 
         authorizer = authorizers.HttpUserPoolAuthorizer(
@@ -149,6 +165,24 @@ class Api(Construct):
         CfnOutput(self, "UserPoolClientId", value=self.user_pool_client.user_pool_client_id).override_logical_id(
             "UserPoolClientId"
         )
+
+    @staticmethod
+    def _grant_document_delete(role: iam.IRole, storage: Storage, search: Search) -> None:
+        """DELETE /documents/{id}: every version of the upload and of the artifacts, and the chunks."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:DeleteObject", "s3:DeleteObjectVersion"],
+                resources=[storage.bucket.arn_for_objects(f"{prefix}*") for prefix in (RAW_PREFIX, ARTIFACTS_PREFIX)],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucketVersions"],
+                resources=[storage.bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{RAW_PREFIX}*", f"{ARTIFACTS_PREFIX}*"]}},
+            )
+        )
+        search.grant_document_delete(role)
 
     def _user_pool(self, config: RagIngestConfig) -> tuple[cognito.UserPool, cognito.UserPoolClient]:
         mfa = {"off": cognito.Mfa.OFF, "optional": cognito.Mfa.OPTIONAL, "required": cognito.Mfa.REQUIRED}

@@ -16,6 +16,9 @@ from infra.constructs.function import new_log_group, removal_policy
 from infra.nag import acknowledge
 
 HTTP_ACTIONS = ("es:ESHttpGet", "es:ESHttpPut", "es:ESHttpPost", "es:ESHttpDelete", "es:ESHttpHead")
+# Finding one document's chunks and deleting them by id: exists (HEAD), refresh and search
+# (GET/POST), bulk delete (POST /_bulk: opensearch-py sends bulk requests to the domain root).
+DOCUMENT_DELETE_ACTIONS = ("es:ESHttpHead", "es:ESHttpGet", "es:ESHttpPost")
 
 
 def _engine_version() -> opensearch.EngineVersion:
@@ -40,6 +43,7 @@ class Search(Construct):
             arn_format=ArnFormat.SLASH_RESOURCE_NAME,
         )
         self._principals: list[iam.IRole] = []
+        self._document_deleters: list[iam.IRole] = []
         self.domain: opensearch.Domain | None = None
 
         if config.opensearch.endpoint:
@@ -150,9 +154,28 @@ class Search(Construct):
                     "Principal": {"AWS": [role.role_arn for role in self._principals]},
                     "Action": list(HTTP_ACTIONS),
                     "Resource": self._domain_resources,
-                }
+                },
+                *(
+                    [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"AWS": [role.role_arn for role in self._document_deleters]},
+                            "Action": list(DOCUMENT_DELETE_ACTIONS),
+                            "Resource": self._document_delete_resources(),
+                        }
+                    ]
+                    if self._document_deleters
+                    else []
+                ),
             ],
         }
+
+    def _document_delete_resources(self) -> list[str]:
+        name = self._config.search_domain_name
+        return [
+            Stack.of(self).format_arn(service="es", resource="domain", resource_name=f"{name}/{path}")
+            for path in (self.index_name, f"{self.index_name}/*", "_bulk")
+        ]
 
     def grant_http(self, role: iam.IRole) -> None:
         """Let ``role`` call the OpenSearch HTTP API: an IAM grant plus a seat in the domain policy."""
@@ -162,6 +185,20 @@ class Search(Construct):
             iam.PolicyStatement(actions=list(HTTP_ACTIONS), resources=[self._domain_arn, f"{self._domain_arn}/*"])
         )
         self._principals.append(role)
+        self._write_access_policy()
+
+    def grant_document_delete(self, role: iam.IRole) -> None:
+        """Let ``role`` find and delete chunks in the index, and nothing else (DELETE /documents/{id}).
+
+        Its own statement in the domain policy too: within an account the resource policy alone
+        grants access, so a seat in grant_http's statement would give every HTTP action.
+        """
+        if self._domain_arn is None:
+            return
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=list(DOCUMENT_DELETE_ACTIONS), resources=self._document_delete_resources())
+        )
+        self._document_deleters.append(role)
         self._write_access_policy()
 
     def grant_embedding(self, role: iam.IRole) -> None:

@@ -66,7 +66,6 @@ def test_user_pool_carries_an_immutable_tenant(synth: SynthResult) -> None:
 ALARMS = {
     "Monitoring/DeadLetterQueueAlarm": ("AWS/SQS", "ApproximateNumberOfMessagesVisible", "Intake/DeadLetterQueue"),
     "Monitoring/QueueAgeAlarm": ("AWS/SQS", "ApproximateAgeOfOldestMessage", "Intake/IngestQueue"),
-    "Monitoring/ExecutionsFailedAlarm": ("AWS/States", "ExecutionsFailed", "Workflow/StateMachine"),
     "Monitoring/ExecutionsTimedOutAlarm": ("AWS/States", "ExecutionsTimedOut", "Workflow/StateMachine"),
     "Monitoring/IntakeErrorsAlarm": ("AWS/Lambda", "Errors", "Intake/IntakeFunction"),
 }

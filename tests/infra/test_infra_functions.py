@@ -39,14 +39,29 @@ CONTRACT: dict[str, tuple[str, str, set[str]]] = {
     "Api/ApiFunction": (
         "functions/api",
         "app.handler",
-        {"BUCKET_NAME", "RAW_PREFIX", "MAX_UPLOAD_BYTES", "UPLOAD_URL_EXPIRY_SECONDS"},
+        {
+            "BUCKET_NAME",
+            "RAW_PREFIX",
+            "MAX_UPLOAD_BYTES",
+            "UPLOAD_URL_EXPIRY_SECONDS",
+            # DELETE /documents/{id}
+            "ARTIFACTS_PREFIX",
+            "OPENSEARCH_ENDPOINT",
+            "OPENSEARCH_INDEX",
+            "EMBEDDING_DIMENSION",
+        },
     ),
     "Intake/IntakeFunction": (
         "functions/intake",
         "app.handler",
         {"IDEMPOTENCY_TABLE", "STATE_MACHINE_ARN", "IDEMPOTENCY_TTL_SECONDS"},
     ),
-    "Operations/RedriveFunction": ("functions/redrive", "app.handler", {"DLQ_URL", "QUEUE_URL"}),
+    "Operations/RedriveFunction": ("functions/redrive", "app.handler", {"DLQ_URL", "QUEUE_URL", "STATE_MACHINE_ARN"}),
+    "Operations/ReaperFunction": (
+        "functions/reaper",
+        "app.handler",
+        {"STATE_MACHINE_ARN", "STUCK_AFTER_SECONDS", "MAX_REDRIVES", "MAX_DOCUMENTS"},
+    ),
     **{
         f"Workflow/{name}Function": ("functions/stages", handler, STAGE_ENV) for name, handler in STAGE_HANDLERS.items()
     },

@@ -29,6 +29,7 @@ FUNCTIONS = [
     "Api/ApiFunction",
     "Intake/IntakeFunction",
     "Operations/RedriveFunction",
+    "Operations/ReaperFunction",
     *(f"Workflow/{n}Function" for n in ["Validate", "Parse", "Chunk", "Embed", "Index", "Finalize", "MarkFailed"]),
 ]
 
@@ -81,7 +82,8 @@ def test_api_may_only_put_uploads_under_raw(synth: SynthResult) -> None:
     statements = synth.role_statements("Api/ApiFunction")
     bucket = synth.logical_id("Storage/DocumentsBucket")
     s3_actions = {a for s in statements for a in as_list(s["Action"]) if a.startswith("s3:")}
-    assert s3_actions == {"s3:PutObject"}
+    # Deleting and listing versions is DELETE /documents/{id} (test_infra_operations.py).
+    assert s3_actions == {"s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion", "s3:ListBucketVersions"}
     assert _allows(statements, "s3:PutObject") == [f"${{{bucket}.Arn}}/raw/*"]
     assert _allows(statements, "s3:GetObject") == []
 
@@ -117,7 +119,8 @@ def test_opensearch_access_is_granted_on_both_sides(synth: SynthResult) -> None:
         allowed = _allows(synth.role_statements(path), "es:ESHttpPut")
         expected = [f"${{{domain}.Arn}}", f"${{{domain}.Arn}}/*"] if path in searchers else []
         assert allowed == expected, path
-    (statement,) = synth.resources[domain]["Properties"]["AccessPolicies"]["Statement"]
+    # The second statement is the API's narrower delete access (test_infra_operations.py).
+    statement, _ = synth.resources[domain]["Properties"]["AccessPolicies"]["Statement"]
     principals = {p["Fn::GetAtt"][0] for p in statement["Principal"]["AWS"]}
     assert principals == {synth.resource(p)["Properties"]["Role"]["Fn::GetAtt"][0] for p in searchers}
     assert render_token(statement["Resource"]).endswith(f":domain/{synth.config.search_domain_name}/*")

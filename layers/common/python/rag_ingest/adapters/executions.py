@@ -1,0 +1,40 @@
+"""Step Functions: what became of an execution (the reaper compares it with the status record)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from rag_ingest.adapters.aws import as_transient, client, error_code, is_transient
+
+
+class ExecutionState(StrEnum):
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    TIMED_OUT = "TIMED_OUT"
+    ABORTED = "ABORTED"
+    PENDING_REDRIVE = "PENDING_REDRIVE"
+    # Never started, or past Step Functions' 90-day retention of closed executions.
+    MISSING = "MISSING"
+
+
+_MISSING_CODES = frozenset({"ExecutionDoesNotExist", "InvalidArn"})
+
+
+class Executions:
+    def __init__(self, sfn_client: Any | None = None) -> None:
+        self._sfn = sfn_client if sfn_client is not None else client("stepfunctions")
+
+    def state(self, execution_arn: str | None) -> ExecutionState:
+        if not execution_arn:
+            return ExecutionState.MISSING
+        try:
+            response = self._sfn.describe_execution(executionArn=execution_arn)
+        except ClientError as exc:
+            if error_code(exc) in _MISSING_CODES:
+                return ExecutionState.MISSING
+            raise (as_transient(exc, "describe execution") if is_transient(exc) else exc) from exc
+        return ExecutionState(str(response["status"]))

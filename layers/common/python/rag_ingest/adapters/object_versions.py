@@ -1,0 +1,68 @@
+"""S3: remove every version (and delete marker) of a document's objects.
+
+The bucket is versioned, so a plain DeleteObject only hides an object behind a delete marker;
+erasing a document means deleting each version by id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from rag_ingest.adapters.aws import as_transient, client, is_transient
+
+_DELETE_BATCH = 1000  # DeleteObjects' maximum
+
+
+class ObjectVersions:
+    def __init__(self, s3_client: Any | None = None) -> None:
+        self._s3 = s3_client if s3_client is not None else client("s3")
+
+    def delete_all(self, bucket: str, prefix: str, *, exact_key: str | None = None) -> int:
+        """Delete every version under ``prefix`` (only of ``exact_key`` when given); returns how many."""
+        deleted = 0
+        batch: list[dict[str, str]] = []
+        for key, version_id in self._versions(bucket, prefix):
+            if exact_key is not None and key != exact_key:
+                continue
+            batch.append({"Key": key, "VersionId": version_id})
+            if len(batch) == _DELETE_BATCH:
+                deleted += self._delete(bucket, batch)
+                batch = []
+        if batch:
+            deleted += self._delete(bucket, batch)
+        return deleted
+
+    def _versions(self, bucket: str, prefix: str) -> Iterator[tuple[str, str]]:
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+        while True:
+            try:
+                page = self._s3.list_object_versions(**kwargs)
+            except ClientError as exc:
+                raise _translate(exc, f"list versions of {prefix}") from exc
+            for entry in [*page.get("Versions", []), *page.get("DeleteMarkers", [])]:
+                yield str(entry["Key"]), str(entry.get("VersionId") or "null")
+            if not page.get("IsTruncated"):
+                return
+            kwargs["KeyMarker"] = page.get("NextKeyMarker")
+            kwargs["VersionIdMarker"] = page.get("NextVersionIdMarker")
+
+    def _delete(self, bucket: str, objects: list[dict[str, str]]) -> int:
+        try:
+            response = self._s3.delete_objects(Bucket=bucket, Delete={"Objects": objects, "Quiet": True})
+        except ClientError as exc:
+            raise _translate(exc, "delete object versions") from exc
+        errors = response.get("Errors", [])
+        if errors:
+            first = errors[0]
+            raise RuntimeError(
+                f"{len(errors)} of {len(objects)} object versions not deleted, e.g. {first.get('Key')}: "
+                f"{first.get('Code')} {first.get('Message')}"
+            )
+        return len(objects)
+
+
+def _translate(exc: ClientError, what: str) -> Exception:
+    return as_transient(exc, what) if is_transient(exc) else exc

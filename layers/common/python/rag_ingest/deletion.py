@@ -1,0 +1,74 @@
+"""DELETE /documents/{id}: erase a tenant's document everywhere, idempotently.
+
+DELETING first (compare-and-set on tenant and status), so the workflow's next stage of an
+in-flight run is refused and intake rejects late events for the document; then the chunks,
+the artifacts and every version of the upload; DELETED last. An interrupted delete leaves
+DELETING, and the same request again finishes it; a DELETE of a DELETED document changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from pydantic import BaseModel
+
+from rag_ingest.adapters.document_operations import DocumentOperations
+from rag_ingest.adapters.object_versions import ObjectVersions
+from rag_ingest.adapters.vector_store import VectorStore
+from rag_ingest.documents import DocumentNotFoundError
+from rag_ingest.errors import StaleWriteError
+from rag_ingest.models import DocumentStatus
+
+logger = logging.getLogger(__name__)
+
+
+class DeletionReport(BaseModel):
+    document_id: str
+    status: str
+    chunks_deleted: int = 0
+    artifact_versions_deleted: int = 0
+    upload_versions_deleted: int = 0
+
+
+class DocumentDeletion:
+    def __init__(
+        self,
+        *,
+        documents: DocumentOperations,
+        vector_store: Callable[[], VectorStore],
+        objects: ObjectVersions,
+        bucket: str,
+        artifacts_prefix: str,
+    ) -> None:
+        self._documents = documents
+        self._vector_store = vector_store
+        self._objects = objects
+        self._bucket = bucket
+        self._artifacts_prefix = artifacts_prefix if artifacts_prefix.endswith("/") else artifacts_prefix + "/"
+
+    def delete(self, tenant_id: str, document_id: str) -> DeletionReport:
+        record = self._documents.mark_deleting(document_id, tenant_id)
+        if record is None:  # missing, or another tenant's: the same answer for both
+            raise DocumentNotFoundError(document_id)
+        if record.status == DocumentStatus.DELETED:
+            return DeletionReport(document_id=document_id, status=DocumentStatus.DELETED.value)
+        report = DeletionReport(document_id=document_id, status=DocumentStatus.DELETED.value)
+        # Chunks first: from here on search no longer returns the document.
+        report.chunks_deleted = self._vector_store().delete_document(document_id)
+        report.artifact_versions_deleted = self._objects.delete_all(
+            self._bucket, f"{self._artifacts_prefix}{document_id}/"
+        )
+        if record.key:
+            report.upload_versions_deleted = self._objects.delete_all(
+                record.bucket or self._bucket, record.key, exact_key=record.key
+            )
+        try:
+            self._documents.mark_deleted(document_id)
+        except StaleWriteError:
+            # A concurrent DELETE of the same document finished first: the outcome is the same.
+            current = self._documents.get(document_id)
+            if current is None or current.status != DocumentStatus.DELETED:
+                raise
+        logger.info("document deleted", extra=report.model_dump())
+        return report

@@ -1,0 +1,171 @@
+"""The stuck-document reaper: QUEUED/PROCESSING records that stopped moving, checked against the
+execution that should be moving them.
+
+Every stage writes ``updated_at``; a record older than the deadline is only a suspect. The
+execution decides: still running → left alone (the workflow's own timeout bounds it); gone,
+failed, timed out or aborted without closing the record → re-driven under a replay name
+(checkpoints resume it) while the replay budget lasts; otherwise (budget spent, or an execution
+that "succeeded" without closing the record) → FAILED with ``STUCK``. Every write is a
+compare-and-set on the record as read, so a worker that moves the document meanwhile wins.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rag_ingest.adapters.document_operations import DocumentOperations, OperationalRecord
+from rag_ingest.adapters.executions import Executions, ExecutionState
+from rag_ingest.errors import StaleWriteError
+from rag_ingest.models import DocumentStatus
+from rag_ingest.redrive import Clock, Replayer, iso_before
+
+logger = logging.getLogger(__name__)
+
+STUCK_STATUSES = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
+_LIVE = frozenset({ExecutionState.RUNNING, ExecutionState.PENDING_REDRIVE})
+_DEAD = frozenset({ExecutionState.MISSING, ExecutionState.FAILED, ExecutionState.TIMED_OUT, ExecutionState.ABORTED})
+
+
+class ReapAction(StrEnum):
+    """The ``Action`` dimension of the ``DocumentsReaped`` metric."""
+
+    REDRIVEN = "Redriven"
+    MARKED_FAILED = "MarkedFailed"
+
+
+class ReaperSettings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    stuck_after_seconds: int = Field(ge=60)
+    max_redrives: int = Field(ge=0)
+    max_documents: int = Field(ge=1)
+
+
+class ReapRequest(BaseModel):
+    """A manual run may override the configured settings (the schedule sends none)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dry_run: bool = False
+    stuck_after_seconds: int | None = Field(default=None, ge=60)
+    max_redrives: int | None = Field(default=None, ge=0)
+    max_documents: int | None = Field(default=None, ge=1)
+
+
+class ReapedDocument(BaseModel):
+    document_id: str
+    status: str  # as found
+    updated_at: str
+    execution_state: str
+    replays: int
+    action: ReapAction | None = None  # None: left alone
+    reason: str = ""
+    execution_arn: str | None = None  # the replay's, when re-driven
+
+
+class ReapReport(BaseModel):
+    dry_run: bool
+    stuck_after_seconds: int
+    examined: int = 0
+    redriven: list[ReapedDocument] = Field(default_factory=list)
+    marked_failed: list[ReapedDocument] = Field(default_factory=list)
+    left_alone: list[ReapedDocument] = Field(default_factory=list)
+
+    def counts(self) -> dict[ReapAction, int]:
+        return {ReapAction.REDRIVEN: len(self.redriven), ReapAction.MARKED_FAILED: len(self.marked_failed)}
+
+
+class Reaper:
+    def __init__(
+        self,
+        *,
+        documents: DocumentOperations,
+        executions: Executions,
+        replayer: Replayer,
+        settings: ReaperSettings,
+        clock: Clock = time.time,
+    ) -> None:
+        self._documents = documents
+        self._executions = executions
+        self._replayer = replayer
+        self._settings = settings
+        self._clock = clock
+
+    def reap(self, request: ReapRequest | None = None) -> ReapReport:
+        request = request or ReapRequest()
+        settings = self._settings.model_copy(
+            update={
+                name: value
+                for name in ("stuck_after_seconds", "max_redrives", "max_documents")
+                if (value := getattr(request, name)) is not None
+            }
+        )
+        report = ReapReport(dry_run=request.dry_run, stuck_after_seconds=settings.stuck_after_seconds)
+        deadline = iso_before(self._clock, settings.stuck_after_seconds)
+        for status in STUCK_STATUSES:
+            for suspect in self._documents.list_by_status(status, updated_before=deadline):
+                if report.examined >= settings.max_documents:
+                    break
+                report.examined += 1
+                # The GSI lags the table: decide on a consistent read.
+                record = self._documents.get(suspect.document_id)
+                if record is None or record.status != status or record.updated_at >= deadline:
+                    continue
+                self._judge(record, settings, request.dry_run, report)
+        logger.info(
+            "reaper finished",
+            extra={
+                "examined": report.examined,
+                "redriven": len(report.redriven),
+                "marked_failed": len(report.marked_failed),
+                "left_alone": len(report.left_alone),
+            },
+        )
+        return report
+
+    def _judge(self, record: OperationalRecord, settings: ReaperSettings, dry_run: bool, report: ReapReport) -> None:
+        state = self._executions.state(record.execution_arn)
+        found = ReapedDocument(
+            document_id=record.document_id,
+            status=record.status.value,
+            updated_at=record.updated_at,
+            execution_state=state.value,
+            replays=record.replays,
+        )
+        if state in _LIVE:
+            report.left_alone.append(found.model_copy(update={"reason": "execution still running"}))
+            return
+        redrivable = state in _DEAD and record.version and record.bucket and record.key
+        if redrivable and record.replays < settings.max_redrives:
+            self._redrive(record, found, dry_run, report)
+            return
+        if not redrivable:
+            why = f"execution {state.value} but the record is {record.status.value}"
+        else:
+            why = f"execution {state.value}; {record.replays} replays already (max {settings.max_redrives})"
+        detail = f"{record.status.value} since {record.updated_at}: {why}"
+        if not dry_run:
+            try:
+                self._documents.mark_stuck(record, detail)
+            except StaleWriteError:
+                report.left_alone.append(found.model_copy(update={"reason": "changed while reaping"}))
+                return
+            logger.warning("document marked stuck", extra={"document_id": record.document_id, "detail": detail})
+        report.marked_failed.append(found.model_copy(update={"action": ReapAction.MARKED_FAILED, "reason": detail}))
+
+    def _redrive(self, record: OperationalRecord, found: ReapedDocument, dry_run: bool, report: ReapReport) -> None:
+        reason = f"execution {found.execution_state} without closing the record"
+        try:
+            planned = self._replayer.plan(record) if dry_run else self._replayer.replay(record)
+        except StaleWriteError:
+            report.left_alone.append(found.model_copy(update={"reason": "changed while reaping"}))
+            return
+        report.redriven.append(
+            found.model_copy(
+                update={"action": ReapAction.REDRIVEN, "reason": reason, "execution_arn": planned.execution_arn}
+            )
+        )

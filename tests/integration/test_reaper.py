@@ -1,0 +1,151 @@
+"""The stuck-document reaper against moto's DynamoDB (the by_status GSI) and Step Functions
+(DescribeExecution): what it leaves alone, re-drives, and marks FAILED (STUCK), and its handler's
+EMF metric."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from rag_ingest.adapters.document_operations import DocumentOperations
+from rag_ingest.adapters.executions import Executions, ExecutionState
+from rag_ingest.adapters.workflow import WorkflowStarter
+from rag_ingest.ids import execution_name, new_document_id
+from rag_ingest.reaper import ReapAction, Reaper, ReaperSettings, ReapRequest
+from rag_ingest.redrive import Replayer
+
+from tests.support.aws import FakeLambdaContext, load_handler_module, moto_server
+from tests.support.operations import RecordWriter, create_documents_table, create_state_machine
+
+pytestmark = pytest.mark.integration
+STUCK_AFTER = 1800
+
+
+@pytest.fixture
+def world() -> Iterator[dict[str, Any]]:
+    with moto_server():
+        table = f"documents-{uuid.uuid4().hex[:6]}"
+        create_documents_table(table)
+        state_machine_arn = create_state_machine()
+        documents = DocumentOperations(table)
+        workflow = WorkflowStarter(state_machine_arn)
+        reaper = Reaper(
+            documents=documents,
+            executions=Executions(),
+            replayer=Replayer(documents, workflow),
+            settings=ReaperSettings(stuck_after_seconds=STUCK_AFTER, max_redrives=2, max_documents=50),
+        )
+        yield {
+            "table": table,
+            "state_machine_arn": state_machine_arn,
+            "records": RecordWriter(table),
+            "reaper": reaper,
+            "workflow": workflow,
+        }
+
+
+def start(world: dict[str, Any], document_id: str, *, stop: bool = False) -> str:
+    sfn = boto3.client("stepfunctions")
+    arn = str(
+        sfn.start_execution(
+            stateMachineArn=world["state_machine_arn"], name=execution_name(document_id, "v1"), input="{}"
+        )["executionArn"]
+    )
+    if stop:
+        sfn.stop_execution(executionArn=arn)
+    return arn
+
+
+def test_reaper_compares_records_with_their_executions(world: dict[str, Any]) -> None:
+    records: RecordWriter = world["records"]
+    reaper: Reaper = world["reaper"]
+    old = STUCK_AFTER + 600
+    running, aborted, missing, fresh, spent = (new_document_id() for _ in range(5))
+    records.put(running, "PROCESSING", age_seconds=old, stage="EMBED", execution_arn=start(world, running))
+    records.put(aborted, "PROCESSING", age_seconds=old, stage="PARSE", execution_arn=start(world, aborted, stop=True))
+    records.put(missing, "QUEUED", age_seconds=old)  # intake crashed before StartExecution
+    records.put(fresh, "QUEUED", age_seconds=60)  # not past the deadline: not even a suspect
+    records.put(spent, "PROCESSING", age_seconds=old, replays=2, execution_arn=start(world, spent, stop=True))
+
+    dry = reaper.reap(ReapRequest(dry_run=True))
+    assert {d.document_id for d in dry.redriven} == {aborted, missing}
+    assert records.get(aborted)["status"] == "PROCESSING"
+
+    report = reaper.reap()
+    assert report.examined == 4
+    assert [(d.document_id, d.reason) for d in report.left_alone] == [(running, "execution still running")]
+    redriven = {d.document_id: d for d in report.redriven}
+    assert set(redriven) == {aborted, missing}
+    assert redriven[aborted].execution_state == ExecutionState.ABORTED
+    assert redriven[missing].execution_state == ExecutionState.MISSING
+    for document_id in (aborted, missing):
+        record = records.get(document_id)
+        assert (record["status"], record["replays"]) == ("QUEUED", 1)
+        assert record["execution_arn"] == redriven[document_id].execution_arn
+        assert record["execution_arn"].endswith(execution_name(document_id, "v1", replay=1))
+        assert Executions().state(record["execution_arn"]) == ExecutionState.RUNNING
+    [failed] = report.marked_failed
+    assert failed.document_id == spent and failed.action == ReapAction.MARKED_FAILED
+    record = records.get(spent)
+    assert (record["status"], record["error_code"]) == ("FAILED", "STUCK")
+    assert "2 replays already (max 2)" in record["error_detail"]
+    assert report.counts() == {ReapAction.REDRIVEN: 2, ReapAction.MARKED_FAILED: 1}
+
+    # Run again: the re-driven ones were just updated (not suspects), the rest is settled.
+    again = reaper.reap()
+    assert again.redriven == [] and again.marked_failed == []
+    assert [d.document_id for d in again.left_alone] == [running]
+
+
+def test_reaper_loses_to_a_worker_that_moved_the_document(world: dict[str, Any]) -> None:
+    records: RecordWriter = world["records"]
+    documents = DocumentOperations(world["table"])
+    document_id = new_document_id()
+    records.put(document_id, "PROCESSING", age_seconds=STUCK_AFTER + 60)
+    suspect = documents.get(document_id)
+    assert suspect is not None
+    records.put(document_id, "PROCESSING", age_seconds=0, stage="INDEX")  # a stage wrote meanwhile
+    with pytest.raises(Exception, match="changed since it was read"):
+        documents.mark_stuck(suspect, "stuck")
+    with pytest.raises(Exception, match="changed since it was read"):
+        documents.requeue_for_replay(suspect, execution_arn="arn:aws:states:us-east-1:123456789012:execution:x:y")
+    assert records.get(document_id)["stage"] == "INDEX"
+
+
+def test_reaper_handler_emits_documents_reaped_by_action(
+    world: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    records: RecordWriter = world["records"]
+    records.put(new_document_id(), "QUEUED", age_seconds=STUCK_AFTER + 60)
+    records.put(new_document_id(), "QUEUED", age_seconds=STUCK_AFTER + 60, replays=2)
+    module = load_handler_module(
+        "reaper",
+        {
+            "DOCUMENTS_TABLE": world["table"],
+            "STATE_MACHINE_ARN": world["state_machine_arn"],
+            "STUCK_AFTER_SECONDS": str(STUCK_AFTER),
+            "MAX_REDRIVES": "2",
+            "POWERTOOLS_SERVICE_NAME": "rag-ingest-reaper",
+        },
+    )
+    capsys.readouterr()
+    schedule_event = {"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}}
+    result = module.handler(schedule_event, FakeLambdaContext())
+    assert len(result["redriven"]) == 1
+    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    metrics = {doc["Action"]: doc["DocumentsReaped"] for doc in emitted if "DocumentsReaped" in doc}
+    assert metrics == {"Redriven": [1.0], "MarkedFailed": [1.0]}
+    failed = [doc for doc in emitted if "DocumentsFailed" in doc]
+    assert [(doc["ErrorCode"], doc["DocumentsFailed"]) for doc in failed] == [("STUCK", [1.0])]
+    for doc in emitted:
+        directive = doc["_aws"]["CloudWatchMetrics"][0]
+        assert directive["Namespace"] == "RagIngest"
+        assert directive["Dimensions"] in ([["Action"]], [["ErrorCode"]])  # no "service" dimension
+
+    dry = module.handler({"dry_run": True, "stuck_after_seconds": 60}, FakeLambdaContext())
+    assert dry["dry_run"] is True
+    assert '"_aws"' not in capsys.readouterr().out  # a dry run counts nothing

@@ -1,0 +1,80 @@
+"""Resources for the operations tests (redrive, replay, reaper, delete) on moto's server."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+
+PASS_ROLE = "arn:aws:iam::123456789012:role/sfn"
+# moto does not run executions (unless configured to): they stay RUNNING until stopped (ABORTED).
+DEFINITION = {"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}
+
+
+def create_documents_table(name: str) -> None:
+    """The documents table as the stack defines it (infra/constructs/storage.py), GSI included."""
+    boto3.client("dynamodb").create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "document_id", "KeyType": "HASH"}],
+        AttributeDefinitions=[
+            {"AttributeName": "document_id", "AttributeType": "S"},
+            {"AttributeName": "status", "AttributeType": "S"},
+            {"AttributeName": "updated_at", "AttributeType": "S"},
+        ],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "by_status",
+                "KeySchema": [
+                    {"AttributeName": "status", "KeyType": "HASH"},
+                    {"AttributeName": "updated_at", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
+def create_state_machine() -> str:
+    return str(
+        boto3.client("stepfunctions").create_state_machine(
+            name=f"sm-{uuid.uuid4().hex[:6]}", definition=json.dumps(DEFINITION), roleArn=PASS_ROLE
+        )["stateMachineArn"]
+    )
+
+
+def iso_ago(seconds: float) -> str:
+    return (datetime.now(UTC) - timedelta(seconds=seconds)).isoformat(timespec="milliseconds")
+
+
+@dataclass
+class RecordWriter:
+    """Writes status records directly, in the shape StatusRepository leaves them."""
+
+    table_name: str
+
+    def put(self, document_id: str, status: str, *, age_seconds: float = 0, **fields: Any) -> dict[str, Any]:
+        item: dict[str, Any] = {
+            "document_id": document_id,
+            "tenant_id": "acme",
+            "status": status,
+            "bucket": "docs",
+            "key": f"raw/acme/{document_id}/a.pdf",
+            "version": "v1",
+            "filename": "a.pdf",
+            "attempts": {},
+            "timings_ms": {},
+            "created_at": iso_ago(age_seconds + 60),
+            "updated_at": iso_ago(age_seconds),
+            **fields,
+        }
+        boto3.resource("dynamodb").Table(self.table_name).put_item(Item=item)
+        return item
+
+    def get(self, document_id: str) -> dict[str, Any]:
+        table = boto3.resource("dynamodb").Table(self.table_name)
+        return dict(table.get_item(Key={"document_id": document_id}, ConsistentRead=True)["Item"])

@@ -1,0 +1,156 @@
+"""The reaper's decision per execution state, with in-memory stand-ins for the table and Step Functions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from rag_ingest.adapters.document_operations import OperationalRecord
+from rag_ingest.adapters.executions import ExecutionState
+from rag_ingest.errors import StaleWriteError
+from rag_ingest.models import DocumentStatus
+from rag_ingest.reaper import ReapAction, Reaper, ReaperSettings, ReapRequest
+from rag_ingest.redrive import ReplayedDocument
+
+pytestmark = pytest.mark.unit
+NOW = 1_800_000_000.0
+OLD = "2020-01-01T00:00:00.000+00:00"
+
+
+class FakeDocuments:
+    def __init__(self, *records: OperationalRecord) -> None:
+        self.records = {r.document_id: r for r in records}
+        self.stuck: dict[str, str] = {}
+        self.lose_races = False
+
+    def list_by_status(
+        self, status: DocumentStatus, *, updated_before: str | None = None
+    ) -> Iterator[OperationalRecord]:
+        for record in sorted(self.records.values(), key=lambda r: r.updated_at):
+            if record.status == status and (updated_before is None or record.updated_at < updated_before):
+                yield record
+
+    def get(self, document_id: str) -> OperationalRecord | None:
+        return self.records.get(document_id)
+
+    def mark_stuck(self, record: OperationalRecord, detail: str) -> None:
+        if self.lose_races:
+            raise StaleWriteError("moved")
+        self.stuck[record.document_id] = detail
+
+
+class FakeExecutions:
+    def __init__(self, states: dict[str | None, ExecutionState]) -> None:
+        self.states = states
+
+    def state(self, execution_arn: str | None) -> ExecutionState:
+        return self.states.get(execution_arn, ExecutionState.MISSING)
+
+
+class FakeReplayer:
+    def __init__(self) -> None:
+        self.replayed: list[str] = []
+
+    def plan(self, record: OperationalRecord) -> ReplayedDocument:
+        name = f"{record.document_id}-r{record.replays + 1}"
+        return ReplayedDocument(document_id=record.document_id, replay=record.replays + 1, execution_name=name,
+                                execution_arn=f"arn:{name}")  # fmt: skip
+
+    def replay(self, record: OperationalRecord) -> ReplayedDocument:
+        self.replayed.append(record.document_id)
+        return self.plan(record)
+
+
+def record(document_id: str, status: str = "PROCESSING", **fields: Any) -> OperationalRecord:
+    values: dict[str, Any] = {
+        "document_id": document_id,
+        "tenant_id": "acme",
+        "status": status,
+        "bucket": "b",
+        "key": f"raw/acme/{document_id}/a.pdf",
+        "version": "v1",
+        "created_at": OLD,
+        "updated_at": OLD,
+        "execution_arn": f"arn:{document_id}",
+        **fields,
+    }
+    return OperationalRecord.model_validate(values)
+
+
+def reaper(documents: FakeDocuments, executions: FakeExecutions, replayer: FakeReplayer, **settings: int) -> Reaper:
+    return Reaper(
+        documents=documents,  # type: ignore[arg-type]
+        executions=executions,  # type: ignore[arg-type]
+        replayer=replayer,  # type: ignore[arg-type]
+        settings=ReaperSettings(
+            stuck_after_seconds=settings.get("stuck_after_seconds", 1800),
+            max_redrives=settings.get("max_redrives", 2),
+            max_documents=settings.get("max_documents", 100),
+        ),
+        clock=lambda: NOW,
+    )
+
+
+@pytest.mark.parametrize(
+    ("state", "action"),
+    [
+        (ExecutionState.RUNNING, None),
+        (ExecutionState.PENDING_REDRIVE, None),
+        (ExecutionState.FAILED, ReapAction.REDRIVEN),
+        (ExecutionState.TIMED_OUT, ReapAction.REDRIVEN),
+        (ExecutionState.ABORTED, ReapAction.REDRIVEN),
+        (ExecutionState.MISSING, ReapAction.REDRIVEN),
+        # "Succeeded" but the record is not READY: re-running would not explain it; a human must look.
+        (ExecutionState.SUCCEEDED, ReapAction.MARKED_FAILED),
+    ],
+)
+def test_decision_by_execution_state(state: ExecutionState, action: ReapAction | None) -> None:
+    documents = FakeDocuments(record("d1"))
+    replayer = FakeReplayer()
+    report = reaper(documents, FakeExecutions({"arn:d1": state}), replayer).reap()
+    taken = {ReapAction.REDRIVEN: report.redriven, ReapAction.MARKED_FAILED: report.marked_failed}
+    if action is None:
+        assert [d.document_id for d in report.left_alone] == ["d1"] and replayer.replayed == []
+    else:
+        assert [d.document_id for d in taken[action]] == ["d1"]
+        assert [d.execution_state for d in taken[action]] == [state.value]
+    assert ("d1" in documents.stuck) == (action is ReapAction.MARKED_FAILED)
+
+
+def test_replay_budget_then_stuck() -> None:
+    documents = FakeDocuments(record("spent", replays=2), record("fresh", replays=1))
+    replayer = FakeReplayer()
+    report = reaper(documents, FakeExecutions({}), replayer, max_redrives=2).reap()
+    assert replayer.replayed == ["fresh"]
+    assert [d.document_id for d in report.marked_failed] == ["spent"]
+    assert "2 replays already (max 2)" in documents.stuck["spent"]
+    assert "PROCESSING since 2020-01-01" in documents.stuck["spent"]
+
+
+def test_a_record_without_an_object_version_cannot_be_redriven() -> None:
+    documents = FakeDocuments(record("nover", status="QUEUED", version=None))
+    report = reaper(documents, FakeExecutions({}), FakeReplayer()).reap()
+    assert [d.document_id for d in report.marked_failed] == ["nover"]
+
+
+def test_dry_run_changes_nothing_and_overrides_apply() -> None:
+    documents = FakeDocuments(record("a"), record("b", replays=5))
+    replayer = FakeReplayer()
+    report = reaper(documents, FakeExecutions({}), replayer).reap(ReapRequest(dry_run=True, max_redrives=10))
+    assert {d.document_id for d in report.redriven} == {"a", "b"}
+    assert replayer.replayed == [] and documents.stuck == {}
+
+
+def test_fresh_records_and_the_per_run_limit() -> None:
+    recent = "2099-01-01T00:00:00.000+00:00"
+    documents = FakeDocuments(record("old1"), record("old2"), record("new", updated_at=recent))
+    report = reaper(documents, FakeExecutions({}), FakeReplayer(), max_documents=1).reap()
+    assert report.examined == 1 and len(report.redriven) == 1
+
+
+def test_a_lost_race_leaves_the_document_alone() -> None:
+    documents = FakeDocuments(record("d1", replays=9))
+    documents.lose_races = True
+    report = reaper(documents, FakeExecutions({}), FakeReplayer()).reap()
+    assert report.marked_failed == [] and report.left_alone[0].reason == "changed while reaping"
