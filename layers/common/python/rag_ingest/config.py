@@ -43,11 +43,6 @@ class ApiEnv(CommonEnv):
     opensearch_endpoint: str = Field(pattern=r"^https?://")
     opensearch_index: str = Field(min_length=1)
     embedding_dimension: int = Field(gt=0)
-    # DELETE /documents/{id} removes the document's chunks and artifacts too.
-    artifacts_prefix: str = "artifacts/"
-    opensearch_endpoint: str = Field(pattern=r"^https?://")
-    opensearch_index: str = Field(min_length=1)
-    embedding_dimension: int = Field(gt=0)
 
 
 class IntakeEnv(CommonEnv):
@@ -86,15 +81,6 @@ class StagesEnv(CommonEnv):
 class RedriveEnv(CommonEnv):
     dlq_url: str = Field(pattern=r"^https?://")
     queue_url: str = Field(pattern=r"^https?://")
-    # Replays of FAILED documents start executions of this state machine.
-    state_machine_arn: str = Field(pattern=r"^arn:aws[a-z-]*:states:")
-
-
-class ReaperEnv(CommonEnv):
-    state_machine_arn: str = Field(pattern=r"^arn:aws[a-z-]*:states:")
-    stuck_after_seconds: int = Field(ge=60)
-    max_redrives: int = Field(ge=0)
-    max_documents: int = Field(default=200, ge=1)
     # Replays of FAILED documents start executions of this state machine.
     state_machine_arn: str = Field(pattern=r"^arn:aws[a-z-]*:states:")
 
