@@ -24,6 +24,7 @@ from rag_ingest.models import DocumentStatus
 from rag_ingest.wiring import vector_store_for
 
 from local.client import LocalStackClient
+from local.runtime.harness import LocalStackProcess
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 # The three smallest valid samples (4-5 chunks each: one embedding batch).
@@ -95,6 +96,13 @@ def s3_notification_body(bucket: str, key: str, version: str, size: int, etag: s
         },
     }
     return json.dumps({"Records": [record]})
+
+
+def intake_poller_stats(stack: LocalStackProcess) -> dict[str, int]:
+    """The intake poller's counters (received, deleted, failed, invocation_errors) so far."""
+    status = stack.control("GET", "/_local/status") or {}
+    [poller] = status["pollers"]  # the template has one event source mapping: ingest queue -> intake
+    return {name: int(poller[name]) for name in ("received", "deleted", "failed", "invocation_errors")}
 
 
 class PipelineProbe:

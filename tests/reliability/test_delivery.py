@@ -16,17 +16,12 @@ from tests.reliability.probe import (
     STAGE_FUNCTIONS,
     VALID_SAMPLES,
     PipelineProbe,
+    intake_poller_stats,
     s3_notification_body,
     wait_until,
 )
 
 pytestmark = pytest.mark.reliability
-
-
-def intake_poller_stats(stack: LocalStackProcess) -> dict[str, int]:
-    status = stack.control("GET", "/_local/status") or {}
-    [poller] = status["pollers"]  # the template has one event source mapping: ingest queue -> intake
-    return {name: int(poller[name]) for name in ("received", "deleted", "failed", "invocation_errors")}
 
 
 def test_duplicate_s3_events_and_sqs_deliveries_start_one_execution(
