@@ -1,0 +1,172 @@
+"""Operator CLI: ``python -m rag_ingest.cli [--local | --stack NAME] redrive|replay|reap ...``.
+
+Runs the same code as the Redrive and Reaper functions, from an operator's machine, against the
+deployed stack (resources from its CloudFormation outputs, credentials from the usual AWS
+chain) or, with ``--local``, against the local stack (``.local/runtime/outputs.json``).
+Prints the report as JSON; exits 1 when a document could not be handled, 2 on bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from rag_ingest.adapters.document_operations import DocumentOperations
+from rag_ingest.adapters.executions import Executions
+from rag_ingest.adapters.queues import Queues
+from rag_ingest.adapters.stack_resources import (
+    LOCAL_OUTPUTS,
+    StackResources,
+    StackResourcesError,
+    deployed_stack,
+    local_stack,
+)
+from rag_ingest.adapters.workflow import WorkflowStarter
+from rag_ingest.errors import ErrorCode
+from rag_ingest.reaper import Reaper, ReaperSettings, ReapRequest
+from rag_ingest.redrive import Operations, RedriveRequest, Replayer, ReplayReport, ReplayRequest
+
+DEFAULT_STACK = "RagIngest"
+# The deployed reaper's defaults (infra/config.py ReaperConfig); flags override them.
+DEFAULT_REAPER = ReaperSettings(stuck_after_seconds=30 * 60, max_redrives=2, max_documents=200)
+_DURATION = re.compile(r"^(\d+)([smhd]?)$")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration(text: str) -> int:
+    """``90``, ``90s``, ``15m``, ``2h``, ``3d`` → seconds."""
+    match = _DURATION.fullmatch(text.strip())
+    if not match:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90s, 15m, 2h, 3d)")
+    return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+def error_code(text: str) -> ErrorCode:
+    try:
+        return ErrorCode(text.upper())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"unknown error code {text!r}; one of {', '.join(code.value for code in ErrorCode)}"
+        ) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m rag_ingest.cli", description=__doc__.split("\n\n")[0])
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("--local", action="store_true", help="the local stack (moto endpoint from outputs.json)")
+    target.add_argument("--stack", default=DEFAULT_STACK, help=f"CloudFormation stack name (default {DEFAULT_STACK})")
+    parser.add_argument("--outputs", type=Path, default=LOCAL_OUTPUTS, help="the local stack's outputs.json")
+    parser.add_argument("--region", help="AWS region (default: the AWS CLI's)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    redrive = commands.add_parser("redrive", help="move dead-lettered upload events back to the ingest queue")
+    redrive.add_argument("--dry-run", action="store_true", help="list what would move, move nothing")
+    redrive.add_argument("--max-messages", type=int, default=100)
+    redrive.add_argument("--document-id", help="only messages about this document")
+    redrive.add_argument(
+        "--error-code", type=error_code, action="append", dest="error_codes", help="only documents failed with it"
+    )
+    redrive.add_argument("--older-than", type=duration, help="only messages sent at least this long ago")
+    redrive.add_argument("--newer-than", type=duration, help="only messages sent at most this long ago")
+    redrive.add_argument("--include-unparseable", action="store_true", help="move messages intake cannot parse")
+
+    replay = commands.add_parser("replay", help="re-run FAILED documents from their first unfinished stage")
+    replay.add_argument("--dry-run", action="store_true", help="list what would be replayed, change nothing")
+    replay.add_argument("--document-id", action="append", dest="document_ids", default=[], help="repeatable")
+    replay.add_argument(
+        "--error-code",
+        type=error_code,
+        action="append",
+        dest="error_codes",
+        help="repeatable; default without --document-id: the system codes "
+        "(INTERNAL_ERROR, TRANSIENT_RETRIES_EXHAUSTED, TIMEOUT, STUCK)",
+    )
+    replay.add_argument("--older-than", type=duration, help="only documents failed at least this long ago")
+    replay.add_argument("--newer-than", type=duration, help="only documents failed at most this long ago")
+    replay.add_argument("--max-documents", type=int, default=100)
+
+    reap = commands.add_parser("reap", help="run the stuck-document reaper once")
+    reap.add_argument("--dry-run", action="store_true", help="report what it would do, change nothing")
+    reap.add_argument("--stuck-after", type=duration, help="default 30m")
+    reap.add_argument("--max-redrives", type=int)
+    reap.add_argument("--max-documents", type=int)
+    return parser
+
+
+def request_for(args: argparse.Namespace) -> RedriveRequest | ReplayRequest | ReapRequest:
+    if args.command == "redrive":
+        return RedriveRequest(
+            dry_run=args.dry_run,
+            max_messages=args.max_messages,
+            document_id=args.document_id,
+            error_codes=args.error_codes,
+            older_than_seconds=args.older_than,
+            newer_than_seconds=args.newer_than,
+            include_unparseable=args.include_unparseable,
+        )
+    if args.command == "replay":
+        return ReplayRequest(
+            dry_run=args.dry_run,
+            document_ids=args.document_ids,
+            error_codes=args.error_codes,
+            older_than_seconds=args.older_than,
+            newer_than_seconds=args.newer_than,
+            max_documents=args.max_documents,
+        )
+    return ReapRequest(
+        dry_run=args.dry_run,
+        stuck_after_seconds=args.stuck_after,
+        max_redrives=args.max_redrives,
+        max_documents=args.max_documents,
+    )
+
+
+def run(request: RedriveRequest | ReplayRequest | ReapRequest, resources: StackResources) -> BaseModel:
+    documents = DocumentOperations(
+        resources.documents_table, table=resources.resource("dynamodb").Table(resources.documents_table)
+    )
+    sfn = resources.client("stepfunctions")
+    workflow = WorkflowStarter(resources.state_machine_arn, sfn)
+    if isinstance(request, ReapRequest):
+        reaper = Reaper(
+            documents=documents,
+            executions=Executions(sfn),
+            replayer=Replayer(documents, workflow),
+            settings=DEFAULT_REAPER,
+        )
+        return reaper.reap(request)
+    operations = Operations(
+        queues=Queues(resources.client("sqs")),
+        documents=documents,
+        workflow=workflow,
+        dlq_url=resources.dead_letter_queue_url,
+        queue_url=resources.ingest_queue_url,
+    )
+    return operations.run(request)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        request = request_for(args)
+    except ValidationError as exc:
+        parser.error("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
+    try:
+        resources = local_stack(args.outputs) if args.local else deployed_stack(args.stack, args.region)
+    except StackResourcesError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    report = run(request, resources)
+    print(json.dumps(report.model_dump(mode="json"), indent=2))
+    return 1 if isinstance(report, ReplayReport) and report.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
