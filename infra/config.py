@@ -87,7 +87,7 @@ class LimitsConfig(_Model):
 
 class ChunkingConfig(_Model):
     chunk_tokens: int = Field(default=300, ge=16, le=8192)
-    chunk_overlap_tokens: int = Field(default=50, ge=0)
+    chunk_overlap_tokens: int = Field(default=60, ge=0)
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> Self:
@@ -116,6 +116,12 @@ class OpenSearchConfig(_Model):
     instance_type: str = Field(default="t3.small.search", pattern=r"^[a-z0-9]+\.[a-z0-9]+\.search$")
     instance_count: int = Field(default=1, ge=1, le=80)
     volume_size_gb: int = Field(default=10, ge=10, le=3072)
+    # k-NN index (lucene HNSW): space, graph degree and build beam apply when the index is created;
+    # efSearch (the query beam: recall against latency) applies to every query.
+    space_type: Literal["cosinesimil", "l2", "innerproduct"] = "cosinesimil"
+    hnsw_m: int = Field(default=16, ge=2, le=100)
+    ef_construction: int = Field(default=128, ge=2, le=4096)
+    ef_search: int = Field(default=100, ge=1, le=10_000)
 
     @field_validator("endpoint")
     @classmethod

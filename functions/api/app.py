@@ -15,10 +15,12 @@ from rag_ingest.adapters.document_operations import DocumentOperations
 from rag_ingest.adapters.object_versions import ObjectVersions
 from rag_ingest.adapters.status_repository import StatusRepository
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
-from rag_ingest.config import ApiEnv
+from rag_ingest.config import ApiEnv, SearchEnv
 from rag_ingest.deletion import DocumentDeletion
 from rag_ingest.documents import DocumentNotFoundError, DocumentService, UploadRequest
 from rag_ingest.errors import PermanentError
+from rag_ingest.search import SearchRequest, SearchService
+from rag_ingest.wiring import embedder_for, vector_store_for
 
 ENV = ApiEnv.from_env()
 TENANT_CLAIM = "custom:tenant_id"
@@ -37,6 +39,17 @@ deletion = DocumentDeletion(
     objects=ObjectVersions(),
     bucket=ENV.bucket_name,
     artifacts_prefix=ENV.artifacts_prefix,
+)
+
+SEARCH_ENV = SearchEnv.from_env()
+# POST /search: the OpenSearch client and the query embedder are made on first use.
+searcher = SearchService(
+    store=cache(
+        lambda: vector_store_for(
+            SEARCH_ENV.opensearch_endpoint, SEARCH_ENV.opensearch_index, SEARCH_ENV.embedding_dimension, SEARCH_ENV
+        )
+    ),
+    embedder=cache(lambda: embedder_for(SEARCH_ENV)),
 )
 
 
@@ -80,6 +93,26 @@ def delete_document(document_id: str) -> dict[str, Any]:
         return deletion.delete(_tenant(), document_id).model_dump()
     except DocumentNotFoundError as exc:
         raise NotFoundError(f"document {document_id} not found") from exc
+
+
+@app.post("/search")
+def search() -> Response[Any]:
+    """Passages of the caller's tenant for ``{"query", "k" (1..50, 5), "mode" (hybrid|knn|bm25)}``."""
+    tenant = _tenant()
+    try:
+        body = app.current_event.json_body
+    except (ValueError, TypeError):
+        return _error(400, "INVALID_REQUEST", "the body is not valid JSON")
+    if not isinstance(body, dict):
+        return _error(400, "INVALID_REQUEST", 'the body must be a JSON object like {"query": "..."}')
+    try:
+        result = searcher.search(tenant, SearchRequest.model_validate(body))
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
+        return _error(400, "INVALID_REQUEST", problems)
+    except PermanentError as exc:
+        return _error(400, exc.code.value, exc.detail)
+    return Response(200, content_types.APPLICATION_JSON, result.model_dump(mode="json"))
 
 
 @logger.inject_lambda_context

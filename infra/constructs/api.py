@@ -86,6 +86,8 @@ class Api(Construct):
                 "OPENSEARCH_ENDPOINT": search.endpoint_url,
                 "OPENSEARCH_INDEX": search.index_name,
                 "EMBEDDING_DIMENSION": str(config.embedding.dimension),
+                # POST /search: the index parameters and the model that embeds the query.
+                **search.query_environment,
             },
             description="rag-ingest API: documents (create/get/delete) and search",
         )
@@ -97,6 +99,9 @@ class Api(Construct):
         )
         storage.documents_table.grant_read_write_data(role)
         self._grant_document_delete(role, storage, search)
+        # POST /search embeds the query with the configured model (the index access for search,
+        # POST/GET on <index>/_search, is within the document-delete grant's <index>/*).
+        search.grant_embedding(role)
         acknowledge(
             role,
             "AwsSolutions-IAM5",

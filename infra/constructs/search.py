@@ -218,4 +218,30 @@ class Search(Construct):
             "EMBEDDING_DIMENSION": str(embedding.dimension),
             "EMBED_BATCH_SIZE": str(embedding.batch_size),
             "EMBED_TASK_CHUNKS": str(embedding.task_chunks),
+            **self.index_parameters,
+        }
+
+    @property
+    def index_parameters(self) -> dict[str, str]:
+        """The k-NN index parameters (rag_ingest.config.IndexParamsEnv), for every function that
+        creates or queries the index."""
+        opensearch = self._config.opensearch
+        return {
+            "OPENSEARCH_SPACE_TYPE": opensearch.space_type,
+            "OPENSEARCH_HNSW_M": str(opensearch.hnsw_m),
+            "OPENSEARCH_EF_CONSTRUCTION": str(opensearch.ef_construction),
+            "OPENSEARCH_EF_SEARCH": str(opensearch.ef_search),
+        }
+
+    @property
+    def query_environment(self) -> dict[str, str]:
+        """What POST /search needs (rag_ingest.config.SearchEnv): the index and the query embedder."""
+        embedding = self._config.embedding
+        return {
+            "OPENSEARCH_ENDPOINT": self.endpoint_url,
+            "OPENSEARCH_INDEX": self.index_name,
+            "EMBEDDING_PROVIDER": embedding.provider,
+            "EMBEDDING_MODEL_ID": embedding.model_id,
+            "EMBEDDING_DIMENSION": str(embedding.dimension),
+            **self.index_parameters,
         }

@@ -24,6 +24,7 @@ STAGE_ENV = {
     "EMBED_BATCH_SIZE",
     "EMBED_TASK_CHUNKS",
     "EVENT_BUS_NAME",
+    *("OPENSEARCH_SPACE_TYPE", "OPENSEARCH_HNSW_M", "OPENSEARCH_EF_CONSTRUCTION", "OPENSEARCH_EF_SEARCH"),
 }
 STAGE_HANDLERS = {
     "Validate": "app.validate",
@@ -49,6 +50,10 @@ CONTRACT: dict[str, tuple[str, str, set[str]]] = {
             "OPENSEARCH_ENDPOINT",
             "OPENSEARCH_INDEX",
             "EMBEDDING_DIMENSION",
+            # POST /search: the query embedder and the k-NN parameters
+            "EMBEDDING_PROVIDER",
+            "EMBEDDING_MODEL_ID",
+            *("OPENSEARCH_SPACE_TYPE", "OPENSEARCH_HNSW_M", "OPENSEARCH_EF_CONSTRUCTION", "OPENSEARCH_EF_SEARCH"),
         },
     ),
     "Intake/IntakeFunction": (
@@ -143,3 +148,23 @@ def test_layer_is_the_built_layer_for_python_3_13_x86(synth: SynthResult) -> Non
     assert layer["Metadata"]["rag-ingest:source"] == ".build/layer"
     assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
     assert layer["Properties"]["CompatibleArchitectures"] == ["x86_64"]
+
+
+def test_index_parameters_reach_every_function_that_creates_or_queries_the_index(synth: SynthResult) -> None:
+    opensearch = synth.config.opensearch
+    expected = {
+        "OPENSEARCH_SPACE_TYPE": opensearch.space_type,
+        "OPENSEARCH_HNSW_M": str(opensearch.hnsw_m),
+        "OPENSEARCH_EF_CONSTRUCTION": str(opensearch.ef_construction),
+        "OPENSEARCH_EF_SEARCH": str(opensearch.ef_search),
+    }
+    for path in ("Api/ApiFunction", "Workflow/IndexFunction", "Workflow/FinalizeFunction"):
+        env = synth.resource(path)["Properties"]["Environment"]["Variables"]
+        assert {name: env[name] for name in expected} == expected, path
+
+
+def test_search_embeds_queries_with_the_indexing_model(synth: SynthResult) -> None:
+    api = synth.resource("Api/ApiFunction")["Properties"]["Environment"]["Variables"]
+    embed = synth.resource("Workflow/EmbedFunction")["Properties"]["Environment"]["Variables"]
+    names = ("EMBEDDING_PROVIDER", "EMBEDDING_MODEL_ID", "EMBEDDING_DIMENSION", "OPENSEARCH_INDEX")
+    assert {name: api[name] for name in names} == {name: embed[name] for name in names}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fnmatch import fnmatch
 from typing import Any
 
 import pytest
@@ -98,12 +99,13 @@ def test_stages_read_raw_only_where_needed(synth: SynthResult) -> None:
     assert readers == {"Workflow/ValidateFunction", "Workflow/ParseFunction"}
 
 
-def test_bedrock_only_for_embed_and_only_the_model(synth: SynthResult) -> None:
+def test_bedrock_only_for_embed_and_search_and_only_the_model(synth: SynthResult) -> None:
     model = synth.config.embedding.model_id
     expected = f"arn:${{AWS::Partition}}:bedrock:${{AWS::Region}}::foundation-model/{model}"
+    embedders = {"Workflow/EmbedFunction", "Api/ApiFunction"}  # chunks, and POST /search queries
     for path in FUNCTIONS:
         allowed = _allows(synth.role_statements(path), "bedrock:InvokeModel")
-        assert allowed == ([expected] if path == "Workflow/EmbedFunction" else []), path
+        assert allowed == ([expected] if path in embedders else []), path
     assert not any(
         a.startswith("bedrock:") and a != "bedrock:InvokeModel"
         for p in synth.of_type("AWS::IAM::Policy").values()
@@ -151,3 +153,14 @@ def test_document_events_only_from_finalize_and_mark_failed_to_the_default_bus(s
     for path in FUNCTIONS:
         allowed = _allows(synth.role_statements(path), "events:PutEvents")
         assert allowed == ([bus] if path in publishers else []), path
+
+
+def test_api_may_search_the_chunk_index_and_not_write_it(synth: SynthResult) -> None:
+    # POST /search sends POST <index>/_search (opensearch-py; GET for a body-less search).
+    domain = f"arn:${{AWS::Partition}}:es:${{AWS::Region}}:${{AWS::AccountId}}:domain/{synth.config.search_domain_name}"
+    search_path = f"{domain}/{synth.config.opensearch.index}/_search"
+    statements = synth.role_statements("Api/ApiFunction")
+    for action in ("es:ESHttpPost", "es:ESHttpGet"):
+        assert any(fnmatch(search_path, pattern) for pattern in _allows(statements, action)), action
+    for action in ("es:ESHttpPut", "es:ESHttpDelete"):
+        assert _allows(statements, action) == [], action

@@ -45,13 +45,36 @@ class ApiEnv(CommonEnv):
     embedding_dimension: int = Field(gt=0)
 
 
+class IndexParamsEnv(EnvModel):
+    """k-NN index parameters (lucene HNSW), all optional: the defaults are IndexSettings'.
+
+    ``space_type``, ``m`` and ``ef_construction`` apply when the index is created (an existing
+    index keeps its own); ``ef_search`` applies to every query.
+    """
+
+    opensearch_space_type: Literal["cosinesimil", "l2", "innerproduct"] = "cosinesimil"
+    opensearch_hnsw_m: int = Field(default=16, ge=2, le=100)
+    opensearch_ef_construction: int = Field(default=128, ge=2, le=4096)
+    opensearch_ef_search: int = Field(default=100, ge=1, le=10_000)
+
+
+class SearchEnv(IndexParamsEnv):
+    """POST /search (in the API function): the index and the embedder that embeds the query."""
+
+    opensearch_endpoint: str = Field(pattern=r"^https?://")
+    opensearch_index: str = Field(min_length=1)
+    embedding_provider: Literal["bedrock", "local"]
+    embedding_model_id: str = Field(min_length=1)
+    embedding_dimension: int = Field(gt=0)
+
+
 class IntakeEnv(CommonEnv):
     idempotency_table: str = Field(min_length=1)
     state_machine_arn: str = Field(pattern=r"^arn:aws[a-z-]*:states:")
     idempotency_ttl_seconds: int = Field(default=86400 * 7, gt=0)
 
 
-class StagesEnv(CommonEnv):
+class StagesEnv(CommonEnv, IndexParamsEnv):
     bucket_name: str = Field(min_length=3)
     artifacts_prefix: str = "artifacts/"
     opensearch_endpoint: str = Field(pattern=r"^https?://")

@@ -13,9 +13,11 @@ available on every domain, so fusion happens here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rag_ingest.adapters.vector_store import SearchHit, VectorStore
 from rag_ingest.embeddings.base import Embedder
@@ -27,6 +29,7 @@ HYBRID_CANDIDATES_PER_RESULT = 4
 HYBRID_MIN_CANDIDATES = 20
 HYBRID_MAX_CANDIDATES = 100
 MAX_K = 50
+MAX_QUERY_CHARS = 1000
 
 
 class SearchMode(StrEnum):
@@ -100,3 +103,86 @@ def reciprocal_rank_fusion(ranked_lists: Sequence[Sequence[SearchHit]], *, k: in
                 scores[hit.chunk_id] += contribution
     order = sorted(fused, key=lambda chunk: -scores[chunk])  # sorted() is stable: ties keep insertion order
     return [replace(fused[chunk], score=scores[chunk]) for chunk in order[:k]]
+
+
+class SearchRequest(BaseModel):
+    """The body of ``POST /search``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    k: int = Field(default=5, ge=1, le=MAX_K, strict=True)
+    mode: SearchMode = SearchMode.HYBRID
+
+    @field_validator("query")
+    @classmethod
+    def _has_words(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the query is empty")
+        return value.strip()
+
+
+class PassageView(BaseModel):
+    """One passage as the API returns it. ``highlights`` are HTML-escaped fragments of ``text``
+    with the query's words in ``<em>``; empty when none of the words occurs (a k-NN-only match,
+    see ``retrieved_by``)."""
+
+    chunk_id: str
+    document_id: str
+    filename: str | None
+    page_start: int
+    page_end: int
+    heading_path: list[str]
+    score: float
+    text: str
+    highlights: list[str]
+    retrieved_by: list[str]
+
+    @classmethod
+    def of(cls, hit: SearchHit) -> PassageView:
+        return cls(
+            chunk_id=hit.chunk_id,
+            document_id=hit.document_id,
+            filename=hit.filename,
+            page_start=hit.page_start,
+            page_end=hit.page_end,
+            heading_path=list(hit.heading_path),
+            score=hit.score,
+            text=hit.text,
+            highlights=list(hit.highlights),
+            retrieved_by=list(hit.retrieved_by),
+        )
+
+
+class SearchResponse(BaseModel):
+    query: str
+    mode: SearchMode
+    k: int
+    passages: list[PassageView]
+
+
+class SearchService:
+    """``POST /search`` for one tenant; the store and the embedder are made on first use."""
+
+    def __init__(self, store: Callable[[], VectorStore], embedder: Callable[[], Embedder]) -> None:
+        self._store = store
+        self._embedder = embedder
+
+    def search(self, tenant_id: str, request: SearchRequest) -> SearchResponse:
+        # BM25 alone never embeds: do not load (or pay for) the model for it.
+        embedder = self._embedder() if request.mode is not SearchMode.BM25 else _NoEmbedder()
+        hits = search_passages(
+            self._store(), embedder, tenant_id=tenant_id, query=request.query, k=request.k, mode=request.mode
+        )
+        return SearchResponse(
+            query=request.query, mode=request.mode, k=request.k, passages=[PassageView.of(hit) for hit in hits]
+        )
+
+
+class _NoEmbedder:
+    model_id = "none"
+    dimension = 0
+    max_input_tokens = 0
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        raise AssertionError("BM25 search does not embed")

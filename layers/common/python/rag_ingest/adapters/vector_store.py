@@ -24,6 +24,7 @@ from opensearchpy.exceptions import (
 )
 from opensearchpy.exceptions import (
     ConnectionTimeout,
+    NotFoundError,
     TransportError,
 )
 
@@ -312,6 +313,10 @@ class VectorStore:
     def _search(self, body: dict[str, Any], retriever: str) -> list[SearchHit]:
         try:
             hits = self._client.search(index=self.index_name, body=body)["hits"]["hits"]
+        except NotFoundError as exc:
+            if getattr(exc, "error", "") == "index_not_found_exception":
+                return []  # nothing was ever indexed: no passages, not an error
+            raise
         except Exception as exc:
             raise self._translate(exc, "search") from exc
         return [
