@@ -1,0 +1,91 @@
+"""The evaluation through a local stack: upload the corpus through the API, wait READY, search.
+
+The stack runs the synthesized template (``cdk.out``) with one change: every function's
+``OPENSEARCH_INDEX`` names an index of the evaluation's own, so the scores do not depend on
+what else the shared OpenSearch holds (BM25 statistics are per index) and the index can be
+deleted afterwards. Asset paths are made absolute so the template copy finds the code.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import requests
+from rag_ingest.search import SearchMode
+
+from eval.retrieval import RESULTS_PER_QUESTION, Passage, Question
+from local.client import LocalStackClient
+from local.runtime.harness import LocalStackProcess
+from local.runtime.settings import REPO_ROOT, stack_name_from_cdk_json
+
+SYSTEM_NAME = "ours, through the local stack"
+
+
+def eval_template(source: Path, index_name: str) -> dict[str, Any]:
+    """The synthesized template with every function's OPENSEARCH_INDEX set to ``index_name``."""
+    template = json.loads(source.read_text())
+    for resource in template.get("Resources", {}).values():
+        metadata = resource.get("Metadata", {})
+        asset = metadata.get("aws:asset:path")
+        if isinstance(asset, str) and not Path(asset).is_absolute():
+            metadata["aws:asset:path"] = str((source.parent / asset).resolve())
+        if resource.get("Type") == "AWS::Lambda::Function":
+            variables = resource.get("Properties", {}).get("Environment", {}).get("Variables", {})
+            if "OPENSEARCH_INDEX" in variables:
+                variables["OPENSEARCH_INDEX"] = index_name
+    return dict(template)
+
+
+def evaluate_through_local_stack(
+    pdfs: Sequence[Path], questions: Sequence[Question], modes: Sequence[SearchMode], timeout: float
+) -> tuple[str, int, dict[SearchMode, dict[str, list[Passage]]]]:
+    """(system name, chunk count, passages per mode and question)."""
+    from rag_ingest.wiring import vector_store_for
+
+    source = REPO_ROOT / "cdk.out" / f"{stack_name_from_cdk_json(REPO_ROOT)}.template.json"
+    if not source.is_file():
+        raise SystemExit(f"{source} not found: synthesize first (make synth)")
+    index_name = f"rag-eval-stack-{uuid.uuid4().hex[:8]}"
+    with tempfile.TemporaryDirectory(prefix="rag-eval-") as work:
+        template = Path(work) / "template.json"
+        template.write_text(json.dumps(eval_template(source, index_name)))
+        process = LocalStackProcess(Path(work) / "state", template=template)
+        print(f"starting a local stack (index {index_name}) ...", flush=True)
+        outputs = process.start(timeout=300)
+        store = vector_store_for(process.env.get("OPENSEARCH_URL") or "http://127.0.0.1:9200", index_name, 384)
+        try:
+            client = LocalStackClient(api_url=outputs["ApiUrl"].rstrip("/"), tenant_id=f"eval-{uuid.uuid4().hex[:8]}")
+            names = {client.upload(pdf): pdf.name for pdf in pdfs}
+            print(f"uploaded {len(names)} documents; waiting for READY ...", flush=True)
+            states = client.wait_until_done(list(names), timeout_seconds=timeout)
+            failed = {names[d]: s.get("error_code") for d, s in states.items() if s["status"] != "READY"}
+            if failed:
+                raise SystemExit(f"documents not READY: {failed}\n{process.log_tail()}")
+            chunk_count = sum(int(state["chunk_count"]) for state in states.values())
+            results = {
+                mode: {question.id: search(client, question.question, mode) for question in questions} for mode in modes
+            }
+            return SYSTEM_NAME, chunk_count, results
+        finally:
+            process.stop()
+            store.drop_index()
+
+
+def search(client: LocalStackClient, query: str, mode: SearchMode) -> list[Passage]:
+    response = requests.post(
+        f"{client.api_url}/search",
+        headers={"X-Tenant-Id": client.tenant_id, "Content-Type": "application/json"},
+        data=json.dumps({"query": query, "k": RESULTS_PER_QUESTION, "mode": mode.value}),
+        timeout=60,
+    )
+    if response.status_code != 200:
+        raise RuntimeError(f"POST /search answered {response.status_code}: {response.text[:500]}")
+    return [
+        Passage(passage["filename"] or "", passage["page_start"], passage["page_end"])
+        for passage in response.json()["passages"]
+    ]
