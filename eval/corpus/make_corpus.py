@@ -72,6 +72,14 @@ SOURCES = (
         "31629237d207b5b4c511e52991f9804de5bb6cbe39cec8a8a2d4adb67c62bf0e",
     ),
     Source(
+        "amsldoc.pdf",
+        "texlive-latex-base-doc",
+        "2022.20230122-3",
+        "usr/share/doc/texlive-doc/latex/amsmath/amsldoc.pdf",
+        "367321308ea999a3dc4cab8655cd534ca48a6c1f3e5b9fae2083bbac23084a83",
+        pages=22,
+    ),
+    Source(
         "tugboat-babelbib.pdf",
         "texlive-latex-base-doc",
         "2022.20230122-3",
