@@ -38,9 +38,11 @@ import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from itertools import pairwise
 
-from pypdf import PasswordType, PdfReader
+from pypdf import PageObject, PasswordType, PdfReader
 from pypdf.errors import DependencyError, PdfReadError
+from pypdf.generic import ArrayObject, StreamObject
 
 from rag_ingest.errors import ErrorCode, PermanentError
 from rag_ingest.models import PageText, ParsedDocument
@@ -205,7 +207,12 @@ class _HyphenationEvidence:
 
     def __init__(self, pages: Sequence[str]) -> None:
         self._words = Counter(word.casefold() for page in pages for word in _LETTERS.findall(page))
-        self._compounds = Counter(match.casefold() for page in pages for match in _INLINE_HYPHENATED.findall(page))
+        # "right-to-left" is evidence for "right-to" and "to-left" too.
+        self._compounds: Counter[str] = Counter()
+        for page in pages:
+            for compound in _INLINE_HYPHENATED.findall(page):
+                parts = compound.casefold().split("-")
+                self._compounds.update(f"{a}-{b}" for a, b in pairwise(parts))
 
     def resolve(self, match: re.Match[str]) -> str:
         before, after = match.group(1), match.group(2)
@@ -248,7 +255,12 @@ def parse_pdf(data: bytes, *, max_bytes: int, max_pages: int, clean: bool = True
     failed_pages: list[int] = []
     for page_number in range(1, page_count + 1):
         try:
-            raw_text = reader.pages[page_number - 1].extract_text(extraction_mode="plain")
+            page = reader.pages[page_number - 1]
+            raw_text = page.extract_text(extraction_mode="plain")
+            if not raw_text.strip() and _content_undecodable(page):
+                # pypdf logs a broken stream and reads it as empty: a failure all the same.
+                logger.warning("page %d: content stream cannot be decoded", page_number)
+                failed_pages.append(page_number)
         except Exception as error:  # pypdf raises many kinds on one bad page; keep the others
             logger.warning("page %d: text extraction failed: %r", page_number, error)
             failed_pages.append(page_number)
@@ -311,6 +323,21 @@ def _count_pages(reader: PdfReader) -> int:
         raise PermanentError(ErrorCode.CORRUPT_PDF, f"unreadable page tree: {error}") from error
     except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as error:
         raise PermanentError(ErrorCode.CORRUPT_PDF, f"unreadable page tree: {error!r}") from error
+
+
+def _content_undecodable(page: PageObject) -> bool:
+    """True when the page's content streams hold bytes that decode to nothing."""
+    contents = page.get("/Contents")
+    if contents is None:
+        return False
+    contents = contents.get_object()
+    streams = [item.get_object() for item in contents] if isinstance(contents, ArrayObject) else [contents]
+    # pypdf has no public accessor for a stream's stored (still encoded) bytes; _data is that.
+    stored = sum(len(getattr(stream, "_data", b"") or b"") for stream in streams if isinstance(stream, StreamObject))
+    if stored == 0:
+        return False
+    decoded = page.get_contents()
+    return decoded is None or not decoded.get_data().strip()
 
 
 def _any_page_has_marks(reader: PdfReader) -> bool:
