@@ -252,6 +252,7 @@ class Monitoring(Construct):
             )
 
         dashboard = cloudwatch.Dashboard(self, "Dashboard", default_interval=Duration.hours(3))
+        CfnOutput(self, "DashboardName", value=dashboard.dashboard_name).override_logical_id("DashboardName")
         dashboard.add_widgets(
             cloudwatch.GraphWidget(
                 title="Ingest queue",

@@ -150,6 +150,8 @@ def test_throttles_alarm(synth: SynthResult, name: str) -> None:
 
 def test_dashboard_shows_queues_stages_failures_and_ready(synth: SynthResult) -> None:
     (dashboard,) = synth.of_type("AWS::CloudWatch::Dashboard").values()
+    assert synth.template_dict["Outputs"]["DashboardName"]["Value"] == {"Ref": synth.logical_id("Monitoring/Dashboard")}
+    assert {"RedriveFunctionName", "ReaperFunctionName", "AlarmTopicArn"} <= set(synth.template_dict["Outputs"])
     body = json.loads(render_token(dashboard["Properties"]["DashboardBody"]))
     titles = {w["properties"].get("title") for w in body["widgets"]}
     assert {
