@@ -1,0 +1,115 @@
+"""Hybrid, k-NN and BM25 search against the real OpenSearch: modes, fusion, highlights and tenant
+isolation, on an index of the test's own (deleted afterwards)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
+from rag_ingest.chunking import chunk_pages
+from rag_ingest.embeddings.base import Embedder, create_embedder
+from rag_ingest.pdf import parse_pdf
+from rag_ingest.search import SearchMode, SearchRequest, SearchService, search_passages
+from rag_ingest.tokens import count_tokens
+
+pytestmark = pytest.mark.integration
+
+URL = os.environ.get("OPENSEARCH_URL", "").strip() or "http://127.0.0.1:9200"
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+CORPUS = Path(__file__).resolve().parents[2] / "eval" / "corpus"
+TENANT_A = f"tenant-a-{uuid.uuid4().hex[:6]}"
+TENANT_B = f"tenant-b-{uuid.uuid4().hex[:6]}"
+# tenant A owns two documents, tenant B one (which A must never see, and the reverse).
+DOCUMENTS = {TENANT_A: ["lighthouses.pdf", "grfguide.pdf"], TENANT_B: ["sourdough.pdf"]}
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return create_embedder("local", "sentence-transformers/all-MiniLM-L6-v2", 384)
+
+
+@pytest.fixture(scope="module")
+def store(embedder: Embedder) -> Iterator[VectorStore]:
+    store = VectorStore(connect(URL), IndexSettings(name=f"test-hybrid-{uuid.uuid4().hex[:8]}", dimension=384))
+    store.ensure_index()
+    try:
+        for tenant, names in DOCUMENTS.items():
+            for name in names:
+                path = SAMPLES / name if (SAMPLES / name).exists() else CORPUS / name
+                pages = parse_pdf(path.read_bytes(), max_bytes=50_000_000, max_pages=100).pages
+                chunks = chunk_pages(pages, count_tokens=count_tokens, target_tokens=300, overlap_tokens=60)
+                store.write_chunks(
+                    tenant_id=tenant,
+                    document_id=path.stem,
+                    version="v1",
+                    filename=name,
+                    chunks=chunks,
+                    vectors=embedder.embed([chunk.text for chunk in chunks]),
+                )
+        yield store
+    finally:
+        store.drop_index()
+
+
+@pytest.mark.parametrize("mode", list(SearchMode))
+def test_each_mode_finds_the_page_that_answers(store: VectorStore, embedder: Embedder, mode: SearchMode) -> None:
+    query = "How was the Fresnel lens made from rings of glass prisms?"
+    hits = search_passages(store, embedder, tenant_id=TENANT_A, query=query, mode=mode)
+    assert hits, mode
+    top = hits[0]
+    assert (top.filename, top.document_id) == ("lighthouses.pdf", "lighthouses")
+    assert top.page_start <= 3 <= top.page_end  # "Fresnel and the Lens" is page 3
+    assert top.heading_path == ("Fresnel and the Lens",)
+    if mode is not SearchMode.HYBRID:
+        assert top.retrieved_by == (mode.value,)
+
+
+def test_hybrid_fuses_both_retrievers_and_scores_by_reciprocal_rank(store: VectorStore, embedder: Embedder) -> None:
+    hits = search_passages(store, embedder, tenant_id=TENANT_A, query="define a named colour", k=5)
+    assert len(hits) == 5
+    assert any(set(hit.retrieved_by) == {"bm25", "knn"} for hit in hits)
+    assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
+    assert all(0 < hit.score <= 2 / 61 for hit in hits)  # RRF: at most 1/61 per retriever
+
+
+def test_highlights_mark_query_words_in_bm25_and_knn_hits(store: VectorStore, embedder: Embedder) -> None:
+    [bm25] = search_passages(store, embedder, tenant_id=TENANT_A, query="keeper candles", k=1, mode=SearchMode.BM25)
+    [knn] = search_passages(store, embedder, tenant_id=TENANT_A, query="keeper candles", k=1, mode=SearchMode.KNN)
+    for hit in (bm25, knn):
+        assert hit.highlights, hit.retrieved_by
+        assert any("<em>" in fragment for fragment in hit.highlights)
+
+
+def test_a_tenant_never_sees_another_tenants_passages(store: VectorStore, embedder: Embedder) -> None:
+    sourdough_query = "How do I feed a sourdough starter?"
+    for mode in SearchMode:
+        a_hits = search_passages(store, embedder, tenant_id=TENANT_A, query=sourdough_query, k=50, mode=mode)
+        b_hits = search_passages(store, embedder, tenant_id=TENANT_B, query=sourdough_query, k=50, mode=mode)
+        assert {hit.filename for hit in a_hits} <= {"lighthouses.pdf", "grfguide.pdf"}, mode
+        assert {hit.filename for hit in b_hits} == {"sourdough.pdf"}, mode
+    stranger = search_passages(store, embedder, tenant_id="nobody", query=sourdough_query, k=50)
+    assert stranger == []
+
+
+def test_missing_index_is_an_empty_result(embedder: Embedder) -> None:
+    absent = VectorStore(connect(URL), IndexSettings(name=f"test-absent-{uuid.uuid4().hex[:8]}", dimension=384))
+    assert search_passages(absent, embedder, tenant_id=TENANT_A, query="anything") == []
+
+
+def test_search_service_answers_with_passage_views(store: VectorStore, embedder: Embedder) -> None:
+    service = SearchService(store=lambda: store, embedder=lambda: embedder)
+    response = service.search(TENANT_A, SearchRequest(query="rotate a box about its centre", k=3, mode="hybrid"))
+    assert response.mode is SearchMode.HYBRID and len(response.passages) == 3
+    top = response.passages[0].model_dump()
+    assert set(top) == {
+        "chunk_id", "document_id", "filename", "page_start", "page_end", "heading_path",
+        "score", "text", "highlights", "retrieved_by",
+    }  # fmt: skip
+    assert top["filename"] == "grfguide.pdf"
+    # BM25 alone never loads the embedding model.
+    bm25_only = SearchService(store=lambda: store, embedder=lambda: pytest.fail("embedder loaded for BM25"))
+    assert bm25_only.search(TENANT_A, SearchRequest(query="rotate", mode="bm25")).passages
