@@ -102,7 +102,8 @@ def test_missing_index_is_an_empty_result(embedder: Embedder) -> None:
 
 def test_search_service_answers_with_passage_views(store: VectorStore, embedder: Embedder) -> None:
     service = SearchService(store=lambda: store, embedder=lambda: embedder)
-    response = service.search(TENANT_A, SearchRequest(query="rotate a box about its centre", k=3, mode="hybrid"))
+    request = SearchRequest(query="rotate a box about its centre", k=3, mode=SearchMode.HYBRID)
+    response = service.search(TENANT_A, request)
     assert response.mode is SearchMode.HYBRID and len(response.passages) == 3
     top = response.passages[0].model_dump()
     assert set(top) == {
@@ -112,4 +113,4 @@ def test_search_service_answers_with_passage_views(store: VectorStore, embedder:
     assert top["filename"] == "grfguide.pdf"
     # BM25 alone never loads the embedding model.
     bm25_only = SearchService(store=lambda: store, embedder=lambda: pytest.fail("embedder loaded for BM25"))
-    assert bm25_only.search(TENANT_A, SearchRequest(query="rotate", mode="bm25")).passages
+    assert bm25_only.search(TENANT_A, SearchRequest(query="rotate", mode=SearchMode.BM25)).passages

@@ -17,13 +17,13 @@ from rag_ingest.pdf import clean_pages, parse_pdf
 pytestmark = pytest.mark.unit
 
 CORPUS = Path(__file__).resolve().parents[2] / "eval" / "corpus"
-LIMITS = {"max_bytes": 50 * 1024 * 1024, "max_pages": 500}
+MAX_BYTES, MAX_PAGES = 50 * 1024 * 1024, 500
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f\u00ad\u200b\ufeff]")
 
 
 @cache
 def parsed(name: str, *, clean: bool = True) -> ParsedDocument:
-    return parse_pdf((CORPUS / name).read_bytes(), clean=clean, **LIMITS)
+    return parse_pdf((CORPUS / name).read_bytes(), clean=clean, max_bytes=MAX_BYTES, max_pages=MAX_PAGES)
 
 
 def lines(text: str) -> list[str]:
@@ -146,7 +146,7 @@ def test_a_page_with_a_corrupt_content_stream_is_recorded_and_the_rest_kept() ->
     output = io.BytesIO()
     writer.write(output)
 
-    document = parse_pdf(output.getvalue(), **LIMITS)
+    document = parse_pdf(output.getvalue(), max_bytes=MAX_BYTES, max_pages=MAX_PAGES)
 
     # pypdf only logs the broken stream and reads it as empty; parse_pdf still records the page.
     assert document.failed_pages == [2]
@@ -160,6 +160,6 @@ def test_a_blank_page_is_not_a_failed_page() -> None:
     writer.insert_blank_page(index=1)
     output = io.BytesIO()
     writer.write(output)
-    document = parse_pdf(output.getvalue(), **LIMITS)
+    document = parse_pdf(output.getvalue(), max_bytes=MAX_BYTES, max_pages=MAX_PAGES)
     assert document.failed_pages == []
     assert document.pages[1].text == ""
