@@ -1,0 +1,89 @@
+"""POST /search through the local stack: upload, READY, then search as the frontend does."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from local.client import LocalStackClient
+
+pytestmark = pytest.mark.e2e
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+EXPECTED = json.loads((SAMPLES / "expected.json").read_text())
+
+
+def post_search(client: LocalStackClient, body: Any, *, tenant: str | None = None) -> requests.Response:
+    return requests.post(
+        f"{client.api_url}/search",
+        headers={"X-Tenant-Id": tenant or client.tenant_id, "Content-Type": "application/json"},
+        data=body if isinstance(body, str) else json.dumps(body),
+        timeout=60,
+    )
+
+
+@pytest.fixture(scope="module")
+def urban_birds(client: LocalStackClient) -> str:
+    document_id = client.upload(SAMPLES / "urban-birds.pdf")
+    state = client.wait_until_done([document_id], timeout_seconds=300)[document_id]
+    assert state["status"] == "READY", state
+    return document_id
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "knn", "bm25"])
+def test_search_finds_the_page_in_every_mode(client: LocalStackClient, urban_birds: str, mode: str) -> None:
+    sentence = EXPECTED["urban-birds.pdf"]["sentences"][0]
+    response = post_search(client, {"query": sentence["text"], "k": 3, "mode": mode})
+
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert (body["mode"], body["k"]) == (mode, 3)
+    mine = [p for p in body["passages"] if p["document_id"] == urban_birds]
+    assert mine, body
+    top = mine[0]
+    assert top["filename"] == "urban-birds.pdf"
+    assert top["page_start"] <= sentence["page"] <= top["page_end"]
+    assert top["heading_path"]  # the samples' sections are headings
+    assert top["text"] and top["score"] > 0
+    assert any("<em>" in fragment for fragment in top["highlights"])
+    assert set(top["retrieved_by"]) <= {"bm25", "knn"}
+
+
+def test_default_mode_is_hybrid_with_five_results(client: LocalStackClient, urban_birds: str) -> None:
+    response = post_search(client, {"query": "birds nesting on buildings"})
+    assert response.status_code == 200, response.text
+    assert response.json()["mode"] == "hybrid"
+    assert 0 < len(response.json()["passages"]) <= 5
+
+
+def test_another_tenant_finds_nothing(client: LocalStackClient, urban_birds: str) -> None:
+    stranger = f"stranger-{uuid.uuid4().hex[:6]}"
+    for mode in ("hybrid", "knn", "bm25"):
+        response = post_search(client, {"query": "birds", "mode": mode, "k": 50}, tenant=stranger)
+        assert response.status_code == 200
+        assert response.json()["passages"] == [], mode
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ("{not json", "not valid JSON"),
+        ('["query"]', "JSON object"),
+        ({}, "query"),
+        ({"query": "   "}, "query"),
+        ({"query": "birds", "k": 0}, "k"),
+        ({"query": "birds", "k": 51}, "k"),
+        ({"query": "birds", "mode": "semantic"}, "mode"),
+        ({"query": "birds", "tenant_id": "other"}, "tenant_id"),
+    ],
+)
+def test_bad_input_is_a_clear_400(client: LocalStackClient, body: Any, reason: str) -> None:
+    response = post_search(client, body)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "INVALID_REQUEST"
+    assert reason in error["message"]
