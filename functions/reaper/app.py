@@ -12,12 +12,13 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from rag_ingest.adapters.document_operations import DocumentOperations
+from rag_ingest.adapters.events import EventPublisher
 from rag_ingest.adapters.executions import Executions
 from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.config import ReaperEnv
-from rag_ingest.errors import ErrorCode
 from rag_ingest.reaper import Reaper, ReaperSettings, ReapReport, ReapRequest
 from rag_ingest.redrive import Replayer
+from rag_ingest.telemetry import CloudTelemetry
 
 ENV = ReaperEnv.from_env()
 logger = Logger()
@@ -31,6 +32,7 @@ reaper = Reaper(
     settings=ReaperSettings(
         stuck_after_seconds=ENV.stuck_after_seconds, max_redrives=ENV.max_redrives, max_documents=ENV.max_documents
     ),
+    telemetry=CloudTelemetry(EventPublisher(ENV.event_bus_name)),
 )
 
 
@@ -44,18 +46,11 @@ def _emit(report: ReapReport) -> None:
     if report.dry_run:  # an operator's look changes nothing, so it counts nothing
         return
     # One EMF document per action (dimensions are per document); zeros too, so the graph is continuous.
+    # (DocumentsFailed for the documents it failed is the telemetry's, as for MarkFailed.)
     for action, count in report.counts().items():
-        _metric("DocumentsReaped", count, Action=action.value)
-    if report.marked_failed:
-        # Documents failed by the reaper count with the pipeline's failures (a system error code).
-        _metric("DocumentsFailed", len(report.marked_failed), ErrorCode=ErrorCode.STUCK.value)
-
-
-def _metric(name: str, value: int, **dimensions: str) -> None:
-    for key, dimension in dimensions.items():
-        metrics.add_dimension(name=key, value=dimension)
-    metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
-    metrics.flush_metrics()
+        metrics.add_dimension(name="Action", value=action.value)
+        metrics.add_metric(name="DocumentsReaped", unit=MetricUnit.Count, value=count)
+        metrics.flush_metrics()
 
 
 @logger.inject_lambda_context

@@ -15,6 +15,7 @@ from constructs import Construct
 from infra.config import RagIngestConfig
 from infra.constructs.function import FunctionFactory
 from infra.constructs.storage import STATUS_INDEX, Storage
+from infra.constructs.workflow import EVENT_BUS_NAME
 from infra.nag import acknowledge, arn_ref
 
 
@@ -69,6 +70,7 @@ class Operations(Construct):
                 "STUCK_AFTER_SECONDS": str(reaper.stuck_after_minutes * 60),
                 "MAX_REDRIVES": str(reaper.max_redrives),
                 "MAX_DOCUMENTS": str(reaper.max_documents_per_run),
+                "EVENT_BUS_NAME": EVENT_BUS_NAME,
             },
             description="rag-ingest reaper: documents stuck in QUEUED/PROCESSING -> re-driven or FAILED (STUCK)",
         )
@@ -86,6 +88,15 @@ class Operations(Construct):
                         resource_name=f"{state_machine.state_machine_name}:*",
                         arn_format=ArnFormat.COLON_RESOURCE_NAME,
                     )
+                ],
+            )
+        )
+        # DocumentFailed events for the documents it marks FAILED (STUCK), like MarkFailed's.
+        reaper_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["events:PutEvents"],
+                resources=[
+                    Stack.of(self).format_arn(service="events", resource="event-bus", resource_name=EVENT_BUS_NAME)
                 ],
             )
         )

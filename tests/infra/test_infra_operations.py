@@ -250,6 +250,7 @@ def test_reaper_role_is_least_privilege(synth: SynthResult) -> None:
         "dynamodb:Query": {f"{table}/index/by_status"},
         "states:StartExecution": {f"${{{machine_id}}}"},
         "states:DescribeExecution": {executions},
+        "events:PutEvents": {"arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/default"},
     }
 
 

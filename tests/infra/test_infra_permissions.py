@@ -149,7 +149,8 @@ def test_table_access_is_scoped_to_the_tables(synth: SynthResult) -> None:
 
 def test_document_events_only_from_finalize_and_mark_failed_to_the_default_bus(synth: SynthResult) -> None:
     bus = "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/default"
-    publishers = {"Workflow/FinalizeFunction", "Workflow/MarkFailedFunction"}
+    # The reaper announces the documents it marks FAILED (STUCK), as MarkFailed does.
+    publishers = {"Workflow/FinalizeFunction", "Workflow/MarkFailedFunction", "Operations/ReaperFunction"}
     for path in FUNCTIONS:
         allowed = _allows(synth.role_statements(path), "events:PutEvents")
         assert allowed == ([bus] if path in publishers else []), path

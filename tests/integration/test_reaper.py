@@ -122,6 +122,13 @@ def test_reaper_handler_emits_documents_reaped_by_action(
     records: RecordWriter = world["records"]
     records.put(new_document_id(), "QUEUED", age_seconds=STUCK_AFTER + 60)
     records.put(new_document_id(), "QUEUED", age_seconds=STUCK_AFTER + 60, replays=2)
+    # What a DocumentFailed consumer sees: a rule on the default bus forwarding to a queue.
+    sqs, events = boto3.client("sqs"), boto3.client("events")
+    inbox = sqs.create_queue(QueueName=f"events-{uuid.uuid4().hex[:6]}")["QueueUrl"]
+    inbox_arn = sqs.get_queue_attributes(QueueUrl=inbox, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    rule = f"failed-{uuid.uuid4().hex[:6]}"
+    events.put_rule(Name=rule, EventPattern=json.dumps({"source": ["rag-ingest"], "detail-type": ["DocumentFailed"]}))
+    events.put_targets(Rule=rule, Targets=[{"Id": "inbox", "Arn": inbox_arn}])
     module = load_handler_module(
         "reaper",
         {
@@ -139,12 +146,19 @@ def test_reaper_handler_emits_documents_reaped_by_action(
     emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
     metrics = {doc["Action"]: doc["DocumentsReaped"] for doc in emitted if "DocumentsReaped" in doc}
     assert metrics == {"Redriven": [1.0], "MarkedFailed": [1.0]}
+    # The stuck one is reported like MarkFailed's failures: DocumentsFailed{ErrorCode} and an event.
     failed = [doc for doc in emitted if "DocumentsFailed" in doc]
     assert [(doc["ErrorCode"], doc["DocumentsFailed"]) for doc in failed] == [("STUCK", [1.0])]
     for doc in emitted:
         directive = doc["_aws"]["CloudWatchMetrics"][0]
         assert directive["Namespace"] == "RagIngest"
-        assert directive["Dimensions"] in ([["Action"]], [["ErrorCode"]])  # no "service" dimension
+        if "DocumentsReaped" in doc:
+            assert directive["Dimensions"] == [["Action"]]  # no "service" dimension: Action alone
+
+    [message] = sqs.receive_message(QueueUrl=inbox, WaitTimeSeconds=1)["Messages"]
+    detail = json.loads(message["Body"])["detail"]
+    assert (detail["error_code"], detail["tenant_id"], detail["version"]) == ("STUCK", "acme", "v1")
+    assert "2 replays already" in detail["error_detail"]
 
     dry = module.handler({"dry_run": True, "stuck_after_seconds": 60}, FakeLambdaContext())
     assert dry["dry_run"] is True

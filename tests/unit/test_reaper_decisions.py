@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 from rag_ingest.adapters.document_operations import OperationalRecord
 from rag_ingest.adapters.executions import ExecutionState
-from rag_ingest.errors import StaleWriteError
+from rag_ingest.errors import ErrorCode, StaleWriteError
 from rag_ingest.models import DocumentStatus
 from rag_ingest.reaper import ReapAction, Reaper, ReaperSettings, ReapRequest
 from rag_ingest.redrive import ReplayedDocument
+from rag_ingest.telemetry import NoTelemetry
 
 pytestmark = pytest.mark.unit
 NOW = 1_800_000_000.0
@@ -78,7 +79,21 @@ def record(document_id: str, status: str = "PROCESSING", **fields: Any) -> Opera
     return OperationalRecord.model_validate(values)
 
 
-def reaper(documents: FakeDocuments, executions: FakeExecutions, replayer: FakeReplayer, **settings: int) -> Reaper:
+class RecordingTelemetry(NoTelemetry):
+    def __init__(self) -> None:
+        self.failed: list[tuple[ErrorCode, dict[str, Any]]] = []
+
+    def document_failed(self, code: ErrorCode, detail: dict[str, Any]) -> None:
+        self.failed.append((code, detail))
+
+
+def reaper(
+    documents: FakeDocuments,
+    executions: FakeExecutions,
+    replayer: FakeReplayer,
+    telemetry: RecordingTelemetry | None = None,
+    **settings: int,
+) -> Reaper:
     return Reaper(
         documents=documents,  # type: ignore[arg-type]
         executions=executions,  # type: ignore[arg-type]
@@ -88,6 +103,7 @@ def reaper(documents: FakeDocuments, executions: FakeExecutions, replayer: FakeR
             max_redrives=settings.get("max_redrives", 2),
             max_documents=settings.get("max_documents", 100),
         ),
+        telemetry=telemetry,
         clock=lambda: NOW,
     )
 
@@ -118,14 +134,24 @@ def test_decision_by_execution_state(state: ExecutionState, action: ReapAction |
     assert ("d1" in documents.stuck) == (action is ReapAction.MARKED_FAILED)
 
 
-def test_replay_budget_then_stuck() -> None:
-    documents = FakeDocuments(record("spent", replays=2), record("fresh", replays=1))
-    replayer = FakeReplayer()
-    report = reaper(documents, FakeExecutions({}), replayer, max_redrives=2).reap()
+def test_replay_budget_then_stuck_and_announced() -> None:
+    documents = FakeDocuments(record("spent", replays=2, stage="EMBED"), record("fresh", replays=1))
+    replayer, telemetry = FakeReplayer(), RecordingTelemetry()
+    report = reaper(documents, FakeExecutions({}), replayer, telemetry, max_redrives=2).reap()
     assert replayer.replayed == ["fresh"]
     assert [d.document_id for d in report.marked_failed] == ["spent"]
     assert "2 replays already (max 2)" in documents.stuck["spent"]
     assert "PROCESSING since 2020-01-01" in documents.stuck["spent"]
+    [(code, detail)] = telemetry.failed
+    assert code is ErrorCode.STUCK
+    assert detail == {
+        "document_id": "spent",
+        "tenant_id": "acme",
+        "version": "v1",
+        "stage": "EMBED",
+        "error_code": "STUCK",
+        "error_detail": documents.stuck["spent"],
+    }
 
 
 def test_a_record_without_an_object_version_cannot_be_redriven() -> None:
@@ -137,9 +163,12 @@ def test_a_record_without_an_object_version_cannot_be_redriven() -> None:
 def test_dry_run_changes_nothing_and_overrides_apply() -> None:
     documents = FakeDocuments(record("a"), record("b", replays=5))
     replayer = FakeReplayer()
-    report = reaper(documents, FakeExecutions({}), replayer).reap(ReapRequest(dry_run=True, max_redrives=10))
+    telemetry = RecordingTelemetry()
+    report = reaper(documents, FakeExecutions({}), replayer, telemetry).reap(ReapRequest(dry_run=True, max_redrives=10))
     assert {d.document_id for d in report.redriven} == {"a", "b"}
     assert replayer.replayed == [] and documents.stuck == {}
+    dry_stuck = reaper(documents, FakeExecutions({}), replayer, telemetry).reap(ReapRequest(dry_run=True))
+    assert [d.document_id for d in dry_stuck.marked_failed] == ["b"] and telemetry.failed == []
 
 
 def test_fresh_records_and_the_per_run_limit() -> None:
@@ -149,8 +178,10 @@ def test_fresh_records_and_the_per_run_limit() -> None:
     assert report.examined == 1 and len(report.redriven) == 1
 
 
-def test_a_lost_race_leaves_the_document_alone() -> None:
+def test_a_lost_race_leaves_the_document_alone_and_announces_nothing() -> None:
     documents = FakeDocuments(record("d1", replays=9))
     documents.lose_races = True
-    report = reaper(documents, FakeExecutions({}), FakeReplayer()).reap()
+    telemetry = RecordingTelemetry()
+    report = reaper(documents, FakeExecutions({}), FakeReplayer(), telemetry).reap()
     assert report.marked_failed == [] and report.left_alone[0].reason == "changed while reaping"
+    assert telemetry.failed == []

@@ -14,10 +14,12 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from rag_ingest.adapters.document_operations import DocumentOperations
+from rag_ingest.adapters.events import EventPublisher
 from rag_ingest.adapters.executions import Executions
 from rag_ingest.adapters.queues import Queues
 from rag_ingest.adapters.stack_resources import (
@@ -29,6 +31,7 @@ from rag_ingest.adapters.stack_resources import (
 )
 from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.errors import ErrorCode
+from rag_ingest.models import Stage
 from rag_ingest.reaper import Reaper, ReaperSettings, ReapRequest
 from rag_ingest.redrive import Operations, RedriveRequest, Replayer, ReplayReport, ReplayRequest
 
@@ -54,6 +57,26 @@ def error_code(text: str) -> ErrorCode:
         raise argparse.ArgumentTypeError(
             f"unknown error code {text!r}; one of {', '.join(code.value for code in ErrorCode)}"
         ) from None
+
+
+class EventsOnlyTelemetry:
+    """The documents the reaper fails still announce DocumentFailed; EMF metrics printed by a CLI
+    reach no CloudWatch (and would garble its JSON), so there are none."""
+
+    def __init__(self, events: EventPublisher) -> None:
+        self._events = events
+
+    def stage_started(self, stage: Stage) -> None:
+        return None
+
+    def stage_finished(self, stage: Stage, elapsed_ms: int) -> None:
+        return None
+
+    def document_ready(self, detail: dict[str, Any]) -> None:
+        return None
+
+    def document_failed(self, code: ErrorCode, detail: dict[str, Any]) -> None:
+        self._events.publish("DocumentFailed", detail)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -139,6 +162,7 @@ def run(request: RedriveRequest | ReplayRequest | ReapRequest, resources: StackR
             executions=Executions(sfn),
             replayer=Replayer(documents, workflow),
             settings=DEFAULT_REAPER,
+            telemetry=EventsOnlyTelemetry(EventPublisher(events_client=resources.client("events"))),
         )
         return reaper.reap(request)
     operations = Operations(

@@ -113,3 +113,5 @@ class ReaperEnv(CommonEnv):
     stuck_after_seconds: int = Field(ge=60)
     max_redrives: int = Field(ge=0)
     max_documents: int = Field(default=200, ge=1)
+    # DocumentFailed events for the documents it marks FAILED (STUCK), as MarkFailed sends them.
+    event_bus_name: str = Field(default="default", min_length=1)

@@ -19,9 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rag_ingest.adapters.document_operations import DocumentOperations, OperationalRecord
 from rag_ingest.adapters.executions import Executions, ExecutionState
-from rag_ingest.errors import StaleWriteError
+from rag_ingest.errors import ErrorCode, StaleWriteError
 from rag_ingest.models import DocumentStatus
 from rag_ingest.redrive import Clock, Replayer, iso_before
+from rag_ingest.telemetry import NoTelemetry, Telemetry
 
 logger = logging.getLogger(__name__)
 
@@ -87,9 +88,13 @@ class Reaper:
         executions: Executions,
         replayer: Replayer,
         settings: ReaperSettings,
+        telemetry: Telemetry | None = None,
         clock: Clock = time.time,
     ) -> None:
         self._documents = documents
+        # A document failed here is reported like one failed by MarkFailed: the DocumentFailed
+        # event (the frontend learns it) and the DocumentsFailed metric (SystemFailuresAlarm).
+        self._telemetry = telemetry or NoTelemetry()
         self._executions = executions
         self._replayer = replayer
         self._settings = settings
@@ -155,6 +160,19 @@ class Reaper:
                 report.left_alone.append(found.model_copy(update={"reason": "changed while reaping"}))
                 return
             logger.warning("document marked stuck", extra={"document_id": record.document_id, "detail": detail})
+            # After the write: a lost race must not announce a failure that did not happen. A
+            # publish error fails the run (ReaperErrorsAlarm); the record is FAILED either way.
+            self._telemetry.document_failed(
+                ErrorCode.STUCK,
+                {
+                    "document_id": record.document_id,
+                    "tenant_id": record.tenant_id,
+                    "version": record.version,
+                    "stage": record.stage.value if record.stage else None,
+                    "error_code": ErrorCode.STUCK.value,
+                    "error_detail": detail,
+                },
+            )
         report.marked_failed.append(found.model_copy(update={"action": ReapAction.MARKED_FAILED, "reason": detail}))
 
     def _redrive(self, record: OperationalRecord, found: ReapedDocument, dry_run: bool, report: ReapReport) -> None:
