@@ -163,3 +163,10 @@ def test_a_blank_page_is_not_a_failed_page() -> None:
     document = parse_pdf(output.getvalue(), max_bytes=MAX_BYTES, max_pages=MAX_PAGES)
     assert document.failed_pages == []
     assert document.pages[1].text == ""
+
+
+def test_an_empty_compressed_content_stream_is_a_blank_page_not_a_failure() -> None:
+    # amsldoc's page 4 is blank: its content stream is valid zlib data for zero bytes.
+    document = parsed("amsldoc.pdf")
+    assert document.pages[3].text == ""
+    assert document.failed_pages == []

@@ -36,6 +36,7 @@ import io
 import logging
 import math
 import re
+import zlib
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from itertools import pairwise
@@ -326,18 +327,29 @@ def _count_pages(reader: PdfReader) -> int:
 
 
 def _content_undecodable(page: PageObject) -> bool:
-    """True when the page's content streams hold bytes that decode to nothing."""
+    """True when a Flate-compressed content stream of the page is not valid zlib data.
+
+    pypdf logs such a stream and reads it as empty, which would pass for a blank page. Only
+    Flate (nearly every PDF's content filter) is checked; an empty but valid stream is fine.
+    """
     contents = page.get("/Contents")
     if contents is None:
         return False
     contents = contents.get_object()
     streams = [item.get_object() for item in contents] if isinstance(contents, ArrayObject) else [contents]
-    # pypdf has no public accessor for a stream's stored (still encoded) bytes; _data is that.
-    stored = sum(len(getattr(stream, "_data", b"") or b"") for stream in streams if isinstance(stream, StreamObject))
-    if stored == 0:
-        return False
-    decoded = page.get_contents()
-    return decoded is None or not decoded.get_data().strip()
+    for stream in streams:
+        if not isinstance(stream, StreamObject):
+            continue
+        filters = stream.get("/Filter")
+        first_filter = filters[0] if isinstance(filters, ArrayObject) and filters else filters
+        if first_filter != "/FlateDecode":
+            continue
+        # pypdf has no public accessor for a stream's stored (still encoded) bytes; _data is that.
+        try:
+            zlib.decompressobj().decompress(getattr(stream, "_data", b"") or b"")
+        except zlib.error:
+            return True
+    return False
 
 
 def _any_page_has_marks(reader: PdfReader) -> bool:
