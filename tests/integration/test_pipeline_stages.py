@@ -183,3 +183,32 @@ def test_bad_files_raise_their_code_and_mark_failed_records_it(
     assert pipeline.mark_failed(failed)["applied"] is True
     record = world["deps"].status.get(document_id)
     assert (record.status, record.error_code) == (DocumentStatus.FAILED, code)
+
+
+def test_an_index_write_that_lands_after_a_newer_version_took_over_is_withdrawn(world: dict[str, Any]) -> None:
+    pipeline: Pipeline = world["pipeline"]
+    store: VectorStore = world["store"]
+    status: StatusRepository = world["deps"].status
+    document_id = f"doc-{uuid.uuid4().hex[:8]}"
+    old = embed_all(
+        pipeline,
+        pipeline.chunk(pipeline.parse(pipeline.validate(upload(world, SAMPLES / "sourdough.pdf", document_id)))),
+    )
+    real_write = store.write_chunks
+
+    def slow_write(**kwargs: Any) -> int:
+        written = real_write(**kwargs)
+        upload(
+            world, SAMPLES / "urban-birds.pdf", document_id
+        )  # the re-upload is queued while this write was in flight
+        return written
+
+    store.write_chunks = slow_write  # type: ignore[method-assign]
+    try:
+        with pytest.raises(PermanentError) as caught:
+            pipeline.index(old)
+    finally:
+        store.write_chunks = real_write  # type: ignore[method-assign]
+    assert caught.value.code is ErrorCode.SUPERSEDED
+    assert store.count(document_id=document_id, version=old.version) == 0
+    assert status.get(document_id).status is DocumentStatus.QUEUED

@@ -93,9 +93,7 @@ class Pipeline:
                 )
                 if not chunks:
                     raise PermanentError(ErrorCode.EMPTY_DOCUMENT, "the document has no text to chunk")
-                self._deps.objects.put_json(
-                    self._env.bucket_name, chunks_key, [chunk.model_dump() for chunk in chunks]
-                )
+                self._deps.objects.put_json(self._env.bucket_name, chunks_key, [chunk.model_dump() for chunk in chunks])
                 chunk_count = len(chunks)
             job.chunks_key = chunks_key
             job.chunk_count = chunk_count
@@ -132,27 +130,44 @@ class Pipeline:
         return {"task": item.task, "chunks": embedded}
 
     def index(self, job: DocumentJob) -> DocumentJob:
-        with self._stage(job, Stage.INDEX) as record:
-            chunks = self._load_chunks(job)
-            prefix = self._require(job.embeddings_prefix, "embeddings_prefix")
-            batch_size = self._env.embed_batch_size
-            vectors: list[list[float]] = []
-            for number in range((len(chunks) + batch_size - 1) // batch_size):
-                vectors.extend(self._deps.objects.get_json(self._env.bucket_name, f"{prefix}{number:06d}.json"))
-            store = self._deps.vector_store()
-            store.ensure_index()
-            record_state = self._deps.status.get(job.document_id)
-            written = store.write_chunks(
-                tenant_id=job.tenant_id,
-                document_id=job.document_id,
-                version=job.version,
-                filename=record_state.filename if record_state else None,
-                chunks=chunks,
-                vectors=vectors,
-            )
-            job.indexed_count = written
-            record["indexed_count"] = written
+        try:
+            with self._stage(job, Stage.INDEX) as record:
+                chunks = self._load_chunks(job)
+                prefix = self._require(job.embeddings_prefix, "embeddings_prefix")
+                batch_size = self._env.embed_batch_size
+                vectors: list[list[float]] = []
+                for number in range((len(chunks) + batch_size - 1) // batch_size):
+                    vectors.extend(self._deps.objects.get_json(self._env.bucket_name, f"{prefix}{number:06d}.json"))
+                store = self._deps.vector_store()
+                store.ensure_index()
+                record_state = self._deps.status.get(job.document_id)
+                written = store.write_chunks(
+                    tenant_id=job.tenant_id,
+                    document_id=job.document_id,
+                    version=job.version,
+                    filename=record_state.filename if record_state else None,
+                    chunks=chunks,
+                    vectors=vectors,
+                )
+                # A slow write can land after a newer version took over and its Finalize swept
+                # "other versions": check ownership again now that this version's chunks are in.
+                self._deps.status.confirm_current(job.document_id, job.version)
+                job.indexed_count = written
+                record["indexed_count"] = written
+        except StaleWriteError as exc:
+            self._withdraw(job)
+            raise PermanentError(ErrorCode.SUPERSEDED, str(exc)) from exc
+        except PermanentError as exc:
+            if exc.code is ErrorCode.SUPERSEDED:
+                self._withdraw(job)  # a retry that finds itself superseded cleans up what it wrote before
+            raise
         return job
+
+    def _withdraw(self, job: DocumentJob) -> None:
+        removed = self._deps.vector_store().delete_version(job.document_id, job.version)
+        logger.warning(
+            "superseded index run withdrew its chunks", extra={"document_id": job.document_id, "removed": removed}
+        )
 
     def finalize(self, job: DocumentJob) -> DocumentJob:
         current = self._deps.status.get(job.document_id)
@@ -223,9 +238,7 @@ class Pipeline:
         yield record
         elapsed_ms = int((time.monotonic() - started) * 1000)
         self._deps.telemetry.stage_finished(stage, elapsed_ms)
-        self._deps.status.record_stage(
-            job.document_id, job.version, stage, elapsed_ms, accumulate=accumulate, **record
-        )
+        self._deps.status.record_stage(job.document_id, job.version, stage, elapsed_ms, accumulate=accumulate, **record)
 
     def _artifact_key(self, job: DocumentJob, name: str) -> str:
         return f"{self._env.artifacts_prefix}{job.document_id}/{version_hash(job.version)}/{name}"
@@ -239,4 +252,3 @@ class Pipeline:
         if not value:
             raise ValueError(f"job has no {name}: the previous stage did not run")
         return value
-

@@ -221,6 +221,10 @@ class StatusRepository:
         expression = "SET " + ", ".join(sets) + (" ADD timings_ms.#stage_name :elapsed" if accumulate else "")
         self._conditional_update(document_id, version, expression, values, names=names, allowed=_IN_FLIGHT)
 
+    def confirm_current(self, document_id: str, version: str) -> None:
+        """Raise StaleWriteError unless ``version`` is still the document's in-flight version."""
+        self._conditional_update(document_id, version, "SET updated_at = :now", {}, allowed=_IN_FLIGHT)
+
     def record_embed_plan(self, document_id: str, version: str, total_chunks: int) -> None:
         self._conditional_update(
             document_id,

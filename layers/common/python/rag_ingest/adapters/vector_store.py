@@ -252,6 +252,19 @@ class VectorStore:
         except Exception as exc:
             raise self._translate(exc, "delete stale chunks") from exc
 
+    def delete_version(self, document_id: str, version: str) -> int:
+        """Withdraw one version's chunks (a superseded run cleaning up after itself)."""
+        query = {
+            "bool": {
+                "filter": [{"term": {"document_id": document_id}}, {"term": {"version": version_hash(version)}}]
+            }
+        }
+        try:
+            self._client.indices.refresh(index=self.index_name)
+            return self._delete_ids(list(self._ids_matching(query)))
+        except Exception as exc:
+            raise self._translate(exc, "delete superseded chunks") from exc
+
     def delete_document(self, document_id: str) -> int:
         try:
             if not self._client.indices.exists(index=self.index_name):
