@@ -211,4 +211,5 @@ def test_an_index_write_that_lands_after_a_newer_version_took_over_is_withdrawn(
         store.write_chunks = real_write  # type: ignore[method-assign]
     assert caught.value.code is ErrorCode.SUPERSEDED
     assert store.count(document_id=document_id, version=old.version) == 0
-    assert status.get(document_id).status is DocumentStatus.QUEUED
+    current = status.get(document_id)
+    assert current is not None and current.status is DocumentStatus.QUEUED
