@@ -37,9 +37,13 @@ def tenant_client(probe: PipelineProbe, tenant: str) -> LocalStackClient:
 
 
 @pytest.fixture
-def faults(stack_process: LocalStackProcess) -> Iterator[LocalStackProcess]:
-    """The shared stack, with no fault armed before the test nor left armed after it."""
+def faults(stack_process: LocalStackProcess, probe: PipelineProbe) -> Iterator[LocalStackProcess]:
+    """The shared stack, with no fault armed before the test nor left armed after it, and nothing
+    in flight in the ingest queue when it starts: a message received earlier (e.g. the stack's
+    s3:TestEvent) keeps the template's 180 s visibility timeout, and a fault that hits its batch
+    would make the test wait for it."""
     stack_process.clear_faults()
+    probe.wait_ingest_queue_drained()
     try:
         yield stack_process
     finally:
