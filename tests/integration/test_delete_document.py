@@ -48,6 +48,9 @@ def world() -> Iterator[dict[str, Any]]:
                 "OPENSEARCH_ENDPOINT": OPENSEARCH_URL,
                 "OPENSEARCH_INDEX": index,
                 "EMBEDDING_DIMENSION": str(DIMENSION),
+                # POST /search's query embedder (made on first use: DELETE never loads it).
+                "EMBEDDING_PROVIDER": "local",
+                "EMBEDDING_MODEL_ID": "sentence-transformers/all-MiniLM-L6-v2",
                 "POWERTOOLS_SERVICE_NAME": "rag-ingest-api",
             },
         )

@@ -140,10 +140,9 @@ class Replayer:
         self._workflow = workflow
 
     def plan(self, record: OperationalRecord) -> ReplayedDocument:
-        if not (record.version and record.bucket and record.key):
-            raise ValueError("the record names no uploaded object version")
+        job = _job_of(record)  # the record must name the uploaded object version
         replay = record.replays + 1
-        name = execution_name(record.document_id, record.version, replay=replay)
+        name = execution_name(record.document_id, job.version, replay=replay)
         return ReplayedDocument(
             document_id=record.document_id,
             replay=replay,
@@ -159,22 +158,28 @@ class Replayer:
         exactly what the reaper looks for, so the document is not lost.
         """
         planned = self.plan(record)
+        job = _job_of(record)
         self._documents.requeue_for_replay(record, execution_arn=planned.execution_arn)
-        assert record.version and record.bucket and record.key  # checked by plan()
-        job = DocumentJob(
-            document_id=record.document_id,
-            tenant_id=record.tenant_id,
-            bucket=record.bucket,
-            key=record.key,
-            version=record.version,
-            size_bytes=record.size_bytes,
-        )
         arn, _ = self._workflow.start(planned.execution_name, job.model_dump(exclude_none=True))
         logger.info(
             "document replayed",
             extra={"document_id": record.document_id, "execution_arn": arn, "replay": planned.replay},
         )
         return planned.model_copy(update={"execution_arn": arn})
+
+
+def _job_of(record: OperationalRecord) -> DocumentJob:
+    """The workflow's input for the record's current version (what intake starts it with)."""
+    if not (record.version and record.bucket and record.key):
+        raise ValueError("the record names no uploaded object version")
+    return DocumentJob(
+        document_id=record.document_id,
+        tenant_id=record.tenant_id,
+        bucket=record.bucket,
+        key=record.key,
+        version=record.version,
+        size_bytes=record.size_bytes,
+    )
 
 
 # -- the operations ------------------------------------------------------------------------
@@ -271,8 +276,9 @@ class Operations:
     def replay(self, request: ReplayRequest) -> ReplayReport:
         report = ReplayReport(dry_run=request.dry_run)
         wanted = request.error_codes or (None if request.document_ids else list(SYSTEM_ERROR_CODES))
-        failed_before = iso_before(self._clock, request.older_than_seconds or 0)
-        failed_after = iso_before(self._clock, request.newer_than_seconds) if request.newer_than_seconds else None
+        older, newer = request.older_than_seconds, request.newer_than_seconds
+        failed_before = iso_before(self._clock, older) if older is not None else None
+        failed_after = iso_before(self._clock, newer) if newer is not None else None
         for document_id in self._replay_candidates(request, failed_before, failed_after):
             if len(report.replayed) + len(report.would_replay) >= request.max_documents:
                 break
@@ -294,7 +300,7 @@ class Operations:
                 report.errors.append(DocumentEntry(document_id=document_id, reason=f"{type(exc).__name__}: {exc}"))
         return report
 
-    def _replay_candidates(self, request: ReplayRequest, before: str, after: str | None) -> Iterator[str]:
+    def _replay_candidates(self, request: ReplayRequest, before: str | None, after: str | None) -> Iterator[str]:
         if request.document_ids:
             yield from dict.fromkeys(request.document_ids)
             return
@@ -303,7 +309,7 @@ class Operations:
 
 
 def _replay_refusal(
-    record: OperationalRecord | None, wanted: list[ErrorCode] | None, before: str, after: str | None
+    record: OperationalRecord | None, wanted: list[ErrorCode] | None, before: str | None, after: str | None
 ) -> str:
     if record is None:
         return "no such document"
@@ -312,7 +318,7 @@ def _replay_refusal(
     if wanted is not None and record.error_code not in wanted:
         code = record.error_code.value if record.error_code else "none"
         return f"filter: error code {code} not in {', '.join(c.value for c in wanted)}"
-    if record.updated_at > before or (after is not None and record.updated_at < after):
+    if (before is not None and record.updated_at > before) or (after is not None and record.updated_at < after):
         return f"filter: failed at {record.updated_at}"
     if not (record.version and record.bucket and record.key):
         return "the record names no uploaded object version"
