@@ -48,7 +48,7 @@ demo: stack-up
 
 lint: install
 	.venv/bin/ruff check .
-	.venv/bin/mypy app.py infra local functions/*/app.py layers/common/python/rag_ingest bench
+	.venv/bin/mypy app.py infra local functions/*/app.py layers/common/python/rag_ingest bench eval
 
 unit: install
 	.venv/bin/pytest -m unit -q
