@@ -14,13 +14,6 @@ from local.runtime.harness import LocalStackProcess
 from tests.reliability.probe import PipelineProbe, new_tenant
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "domain_bug: demonstrates a bug in the domain code (rag_ingest/functions); fails until it is fixed",
-    )
-
-
 @pytest.fixture(scope="session")
 def probe(local_stack: dict[str, Any]) -> PipelineProbe:
     return PipelineProbe(local_stack, os.environ.get("OPENSEARCH_URL", "http://127.0.0.1:9200"))

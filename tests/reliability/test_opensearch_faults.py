@@ -103,17 +103,13 @@ def test_an_outage_longer_than_the_retries_fails_the_document_as_transient_retri
     proxied.assert_queues_settled(tenant)
 
 
-@pytest.mark.domain_bug
 def test_a_superseded_index_write_that_lands_after_the_new_version_is_ready_is_not_left_behind(
     proxied: PipelineProbe, opensearch_proxy: TcpProxy
 ) -> None:
-    """DOMAIN BUG (pipeline.index / finalize): Index checks that its version is current only when
-    it starts (start_stage). A write that is slow (here: OpenSearch holds the first version's bulk
-    request) lands after the new version's Finalize deleted "other versions", so the old chunks stay
-    in the index next to the new ones, searchable, while the document is READY on the new version.
-    Fix: after its bulk write, Index re-checks ownership with its conditional status write and on
-    StaleWriteError deletes the chunks of its own version before giving up (Finalize of the winner
-    covers the other order); or readers filter chunks by the document's active version."""
+    """The first version's bulk write is held in flight while a second version is uploaded,
+    processed and finalized (its Finalize finds no "other versions" yet); then the old write lands.
+    Index must notice it was superseded and withdraw its chunks (found by this suite; fixed by
+    Index's ownership re-check after the write)."""
     tenant = new_tenant()
     first, second = SAMPLES / "lighthouses.pdf", SAMPLES / "sourdough.pdf"
     ticket = proxied.ticket(proxied.client(tenant), "guide.pdf")
