@@ -80,7 +80,8 @@ def test_intake_crash_before_the_ack_is_redelivered_and_starts_nothing_twice(
     after = intake_poller_stats(faults)
 
     assert faults.faults()["faults"] == [], "the intake never crashed"
-    assert after["invocation_errors"] - before["invocation_errors"] == 1
+    # (>= 1, not == 1: on a loaded machine an unrelated intake batch may also time out.)
+    assert after["invocation_errors"] - before["invocation_errors"] >= 1
     assert after["received"] - before["received"] >= 2, "the message was not redelivered"
     probe.assert_ready_exactly_once(ticket.document_id)
     assert len(probe.executions_of([ticket.document_id])) == 1
