@@ -68,6 +68,7 @@ bench: stack-up
 
 # The 200-upload burst with 10 % injected faults (make test runs a 40-upload one); figures in docs/reliability.md.
 burst: synth opensearch
+	mkdir -p bench/results
 	RELIABILITY_BURST=200 RELIABILITY_REPORT=bench/results/burst-200.json .venv/bin/pytest tests/reliability/test_burst.py -s
 
 deploy: synth
