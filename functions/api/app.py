@@ -14,7 +14,6 @@ from rag_ingest.adapters.aws import client
 from rag_ingest.adapters.document_operations import DocumentOperations
 from rag_ingest.adapters.object_versions import ObjectVersions
 from rag_ingest.adapters.status_repository import StatusRepository
-from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
 from rag_ingest.config import ApiEnv, SearchEnv
 from rag_ingest.deletion import DocumentDeletion
 from rag_ingest.documents import DocumentNotFoundError, DocumentService, UploadRequest
@@ -27,30 +26,21 @@ TENANT_CLAIM = "custom:tenant_id"
 logger = Logger()
 app = APIGatewayHttpResolver()
 service = DocumentService(ENV, StatusRepository(ENV.documents_table), client("s3"))
+SEARCH_ENV = SearchEnv.from_env()
+# One OpenSearch client for DELETE and POST /search, made on first use (GET and POST /documents never need it).
+vector_store = cache(
+    lambda: vector_store_for(
+        SEARCH_ENV.opensearch_endpoint, SEARCH_ENV.opensearch_index, SEARCH_ENV.embedding_dimension, SEARCH_ENV
+    )
+)
 deletion = DocumentDeletion(
     documents=DocumentOperations(ENV.documents_table),
-    # Connected on first use: only DELETE (and search) need OpenSearch.
-    vector_store=cache(
-        lambda: VectorStore(
-            connect(ENV.opensearch_endpoint),
-            IndexSettings(name=ENV.opensearch_index, dimension=ENV.embedding_dimension),
-        )
-    ),
+    vector_store=vector_store,
     objects=ObjectVersions(),
     bucket=ENV.bucket_name,
     artifacts_prefix=ENV.artifacts_prefix,
 )
-
-SEARCH_ENV = SearchEnv.from_env()
-# POST /search: the OpenSearch client and the query embedder are made on first use.
-searcher = SearchService(
-    store=cache(
-        lambda: vector_store_for(
-            SEARCH_ENV.opensearch_endpoint, SEARCH_ENV.opensearch_index, SEARCH_ENV.embedding_dimension, SEARCH_ENV
-        )
-    ),
-    embedder=cache(lambda: embedder_for(SEARCH_ENV)),
-)
+searcher = SearchService(store=vector_store, embedder=cache(lambda: embedder_for(SEARCH_ENV)))
 
 
 def _tenant() -> str:

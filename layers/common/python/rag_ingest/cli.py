@@ -31,9 +31,9 @@ from rag_ingest.adapters.stack_resources import (
 )
 from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.errors import ErrorCode
-from rag_ingest.models import Stage
 from rag_ingest.reaper import Reaper, ReaperSettings, ReapRequest
 from rag_ingest.redrive import Operations, RedriveRequest, Replayer, ReplayReport, ReplayRequest
+from rag_ingest.telemetry import NoTelemetry
 
 DEFAULT_STACK = "RagIngest"
 # The deployed reaper's defaults (infra/config.py ReaperConfig); flags override them.
@@ -59,21 +59,12 @@ def error_code(text: str) -> ErrorCode:
         ) from None
 
 
-class EventsOnlyTelemetry:
+class EventsOnlyTelemetry(NoTelemetry):
     """The documents the reaper fails still announce DocumentFailed; EMF metrics printed by a CLI
     reach no CloudWatch (and would garble its JSON), so there are none."""
 
     def __init__(self, events: EventPublisher) -> None:
         self._events = events
-
-    def stage_started(self, stage: Stage) -> None:
-        return None
-
-    def stage_finished(self, stage: Stage, elapsed_ms: int) -> None:
-        return None
-
-    def document_ready(self, detail: dict[str, Any]) -> None:
-        return None
 
     def document_failed(self, code: ErrorCode, detail: dict[str, Any]) -> None:
         self._events.publish("DocumentFailed", detail)
