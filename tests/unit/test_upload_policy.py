@@ -1,0 +1,85 @@
+"""The presigned POST's policy document: moto accepts any upload, so the policy is asserted here."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+from rag_ingest.config import ApiEnv
+from rag_ingest.documents import DocumentService, UploadRequest
+from rag_ingest.errors import ErrorCode, PermanentError
+
+pytestmark = pytest.mark.unit
+ENV = ApiEnv.from_env(
+    {
+        "DOCUMENTS_TABLE": "documents",
+        "BUCKET_NAME": "rag-docs",
+        "MAX_UPLOAD_BYTES": str(10 * 1024 * 1024),
+        "UPLOAD_URL_EXPIRY_SECONDS": "300",
+        "OPENSEARCH_ENDPOINT": "https://search.example",
+        "OPENSEARCH_INDEX": "rag-chunks",
+        "EMBEDDING_DIMENSION": "1024",
+    }
+)
+
+
+class RecordedStatus:
+    """Only the one call create_upload makes; the table itself is covered by integration tests."""
+
+    def __init__(self) -> None:
+        self.created: list[dict[str, Any]] = []
+
+    def create_awaiting_upload(self, **fields: Any) -> None:
+        self.created.append(fields)
+
+
+@pytest.fixture
+def service_and_status() -> tuple[DocumentService, RecordedStatus]:
+    # Presigning is local computation: fake credentials, no endpoint is contacted.
+    s3 = boto3.client("s3", region_name="us-east-1", aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret")
+    status = RecordedStatus()
+    return DocumentService(ENV, status, s3), status  # type: ignore[arg-type]
+
+
+def test_policy_pins_key_type_size_and_expiry(service_and_status: tuple[DocumentService, RecordedStatus]) -> None:
+    service, status = service_and_status
+    ticket = service.create_upload("acme", UploadRequest(filename="Annual report 2026.pdf"))
+    fields = ticket.upload["fields"]
+    policy = json.loads(base64.b64decode(fields["policy"]))
+    key = f"raw/acme/{ticket.document_id}/Annual report 2026.pdf"
+
+    assert fields["key"] == key and fields["Content-Type"] == "application/pdf"
+    conditions = policy["conditions"]
+    assert {"bucket": "rag-docs"} in conditions
+    assert {"key": key} in conditions  # exact key: the upload cannot land elsewhere
+    assert {"Content-Type": "application/pdf"} in conditions
+    assert ["content-length-range", 1, 10 * 1024 * 1024] in conditions
+    expires = datetime.strptime(policy["expiration"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    remaining = (expires - datetime.now(UTC)).total_seconds()
+    assert 250 < remaining <= 300
+    assert status.created == [
+        {"document_id": ticket.document_id, "tenant_id": "acme", "filename": "Annual report 2026.pdf",
+         "bucket": "rag-docs", "key": key}
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("filename", "content_type"), [("notes.txt", "application/pdf"), ("report.pdf", "text/plain")]
+)
+def test_only_pdfs_get_an_upload(
+    service_and_status: tuple[DocumentService, RecordedStatus], filename: str, content_type: str
+) -> None:
+    service, status = service_and_status
+    with pytest.raises(PermanentError) as caught:
+        service.create_upload("acme", UploadRequest(filename=filename, content_type=content_type))
+    assert caught.value.code is ErrorCode.UNSUPPORTED_TYPE
+    assert status.created == []
+
+
+def test_unsafe_filenames_are_neutralised() -> None:
+    assert UploadRequest(filename="../../etc/passwd.pdf").filename == "passwd.pdf"
+    assert UploadRequest(filename="a<b>|c.pdf").filename == "a_b__c.pdf"
