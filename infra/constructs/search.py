@@ -209,16 +209,12 @@ class Search(Construct):
 
     @property
     def environment(self) -> dict[str, str]:
+        """What the stages need: the query environment plus how to batch embeddings."""
         embedding = self._config.embedding
         return {
-            "OPENSEARCH_ENDPOINT": self.endpoint_url,
-            "OPENSEARCH_INDEX": self.index_name,
-            "EMBEDDING_PROVIDER": embedding.provider,
-            "EMBEDDING_MODEL_ID": embedding.model_id,
-            "EMBEDDING_DIMENSION": str(embedding.dimension),
+            **self.query_environment,
             "EMBED_BATCH_SIZE": str(embedding.batch_size),
             "EMBED_TASK_CHUNKS": str(embedding.task_chunks),
-            **self.index_parameters,
         }
 
     @property
