@@ -7,7 +7,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
-from aws_lambda_powertools.event_handler.exceptions import NotFoundError, UnauthorizedError
+from aws_lambda_powertools.event_handler.exceptions import UnauthorizedError
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 from rag_ingest.adapters.aws import client
@@ -68,21 +68,21 @@ def create_document() -> Response[Any]:
     return Response(201, content_types.APPLICATION_JSON, ticket.model_dump())
 
 
+@app.exception_handler(DocumentNotFoundError)
+def document_not_found(exc: DocumentNotFoundError) -> Response[Any]:
+    # Missing and another tenant's documents answer alike (same body as Powertools' NotFoundError).
+    return Response(404, content_types.APPLICATION_JSON, {"statusCode": 404, "message": f"document {exc} not found"})
+
+
 @app.get("/documents/<document_id>")
 def get_document(document_id: str) -> dict[str, Any]:
-    try:
-        return service.get(_tenant(), document_id).model_dump()
-    except DocumentNotFoundError as exc:
-        raise NotFoundError(f"document {document_id} not found") from exc
+    return service.get(_tenant(), document_id).model_dump()
 
 
 @app.delete("/documents/<document_id>")
 def delete_document(document_id: str) -> dict[str, Any]:
     """Idempotent: deleting a DELETED document answers the same; another tenant's is a 404."""
-    try:
-        return deletion.delete(_tenant(), document_id).model_dump()
-    except DocumentNotFoundError as exc:
-        raise NotFoundError(f"document {document_id} not found") from exc
+    return deletion.delete(_tenant(), document_id).model_dump()
 
 
 @app.post("/search")
