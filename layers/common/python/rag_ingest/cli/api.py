@@ -1,4 +1,4 @@
-"""The HTTP API as the CLI calls it (routes and bodies: docs/api in COMMON contract), and where it is:
+"""The HTTP API as the CLI calls it (routes and bodies: ``GET /openapi.json``), and where it is:
 the local stack (``ApiUrl`` of ``.local/runtime/outputs.json``) or a deployed stack (its outputs)."""
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class ApiClient:
             )
         if exc.status == 403:
             return CliError(f"403 Forbidden: {exc.message} (the signed-in user has no valid tenant?)")
-        if exc.status == 404 and exc.code in ("", "NOT_FOUND", "DOCUMENT_NOT_FOUND"):
+        if exc.status == 404:
             return CliError(f"404 Not Found: {exc.message}")
         return exc
 
