@@ -183,3 +183,15 @@ def test_login_ls_search_and_rm_output(api: Api, outputs: Path, capsys: pytest.C
     api.answers["DELETE /documents/01B"] = (200, {"document_id": "01B", "status": "DELETED"})
     code, out, _ = run_cli(["rm", "01B", *base], capsys)
     assert code == 0 and out == "deleted 01B (DELETED)\n"
+
+
+def test_logout_forgets_the_cached_token(
+    api: Api, outputs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["--outputs", str(outputs)]
+    assert run_cli(["login", "--user", "ana", "--tenant", "acme", *base], capsys)[0] == 0
+    cache = TokenCache(tmp_path / "xdg" / "rag-ingest" / "tokens.json")
+    assert cache.load(f"local:{api.url}") is not None
+    code, out, _ = run_cli(["logout", *base], capsys)
+    assert (code, out) == (0, "signed out of the local stack\n")
+    assert cache.load(f"local:{api.url}") is None

@@ -72,9 +72,11 @@ def test_board_on_a_terminal_redraws_in_place_with_an_overall_line() -> None:
     board.sent(0, 1000)
     board.state(1, "uploading")
     lines = board.lines()
-    assert lines[0].startswith("a.pdf ") and "100%" in lines[0] and lines[0].endswith("uploading")
-    assert "0%" in lines[1]
-    assert lines[2].startswith("all 2 files") and " 25% " in lines[2]  # 1000 of 4000 bytes
+    assert lines[0] == "a.pdf       [####################] 100% 1000 B / 1000 B"  # the bytes while sending
+    assert lines[1] == "b.pdf       [--------------------]   0% 0 B / 2.9 KB"
+    assert lines[2] == "all 2 files [#####---------------]  25% 1000 B / 3.9 KB"  # 1000 of 4000 bytes
+    board.state(0, "PROCESSING EMBED 3/8")
+    assert board.lines()[0] == "a.pdf       [####################] 100% PROCESSING EMBED 3/8"  # then the state
     output = terminal.getvalue()
-    assert output.count("\x1b[3F") == 1  # the second drawing moved up over the first one's 3 lines
+    assert output.count("\x1b[3F") == 2  # each later drawing moved up over the previous one's 3 lines
     assert output.endswith("\x1b[K\n")

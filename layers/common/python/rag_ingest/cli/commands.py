@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any, TextIO
 from rag_ingest.cli.api import TERMINAL, ApiClient, Target
 from rag_ingest.cli.messages import sentence
 from rag_ingest.cli.progress import ProgressBoard, status_text
-from rag_ingest.cli.signin import CognitoSignIn, LocalSignIn, unverified_claims
+from rag_ingest.cli.signin import CognitoSignIn, LocalSignIn
 from rag_ingest.cli.transport import CliError, HttpError, MultipartBody, post_multipart
 
 PDF_MAGIC = b"%PDF-"
@@ -60,15 +59,9 @@ def login(target: Target, console: Console, *, open_browser: Any = None) -> int:
 
 
 def logout(target: Target, console: Console) -> int:
-    key = target.tokens.key  # type: ignore[attr-defined]
-    target.tokens.cache.forget(key)  # type: ignore[attr-defined]
+    target.tokens.forget()
     console.print(f"signed out of {target.label}")
     return 0
-
-
-def whoami(target: Target) -> dict[str, Any]:
-    claims = unverified_claims(target.tokens.token())
-    return {"username": claims.get("cognito:username"), "tenant_id": claims.get("custom:tenant_id")}
 
 
 # ---------------------------------------------------------------- upload
@@ -389,7 +382,3 @@ def run_user_command(args: argparse.Namespace, target: Target, console: Console)
     if args.command == "rm":
         return remove(api, console, args.document_id)
     raise AssertionError(f"unknown command {args.command}")
-
-
-def default_console(as_json: bool) -> Console:
-    return Console(out=sys.stdout, err=sys.stderr, as_json=as_json)

@@ -4,11 +4,13 @@ only when something changes, and byte progress only at each quarter, so logs sta
 
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-BAR_WIDTH = 24
+BAR_WIDTH = 20
+SENDING = frozenset({"waiting", "uploading"})
 REDRAW_SECONDS = 0.1
 
 
@@ -75,21 +77,24 @@ class ProgressBoard:
 
     @property
     def name_width(self) -> int:
-        return min(40, max(len(self.overall_label), *(len(row.name) for row in self.rows)))
+        return min(30, max(len(self.overall_label), *(len(row.name) for row in self.rows)))
 
     def lines(self) -> list[str]:
+        """One line per file, then the overall one. While a file is sent its line shows the bytes; after,
+        the document's state takes their place, so that the part that matters fits in 80 columns."""
         width = self.name_width
-        lines = [
-            f"{_fit(row.name, width):<{width}} {bar(row.sent, row.size)} {percent(row.sent, row.size):3d}% "
-            f"{human_bytes(row.sent):>9} / {human_bytes(row.size):<9} {row.state}"
-            for row in self.rows
-        ]
+        lines = []
+        for row in self.rows:
+            detail = f"{human_bytes(row.sent)} / {human_bytes(row.size)}" if row.state in SENDING else row.state
+            lines.append(
+                f"{_fit(row.name, width):<{width}} {bar(row.sent, row.size)} {percent(row.sent, row.size):3d}% {detail}"
+            )
         sent, total = sum(row.sent for row in self.rows), sum(row.size for row in self.rows)
         lines.append(
             f"{_fit(self.overall_label, width):<{width}} {bar(sent, total)} {percent(sent, total):3d}% "
-            f"{human_bytes(sent):>9} / {human_bytes(total):<9}"
+            f"{human_bytes(sent)} / {human_bytes(total)}"
         )
-        return [line.rstrip() for line in lines]
+        return lines
 
     def sent(self, index: int, n_bytes: int) -> None:
         row = self.rows[index]
@@ -119,7 +124,9 @@ class ProgressBoard:
         if not force and now - self._last_draw < REDRAW_SECONDS:
             return
         self._last_draw = now
-        lines = self.lines()
+        # A line wider than the terminal would wrap, and moving up by the line count would then miss.
+        columns = shutil.get_terminal_size().columns
+        lines = [_fit(line, columns - 1) for line in self.lines()]
         # Move back to the first line of the previous drawing, then rewrite each line and clear its tail.
         prefix = f"\x1b[{self._drawn_lines}F" if self._drawn_lines else ""
         self.stream.write(prefix + "".join(f"{line}\x1b[K\n" for line in lines))

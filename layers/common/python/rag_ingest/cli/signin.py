@@ -141,6 +141,9 @@ class TokenSource:
     def invalidate(self) -> None:
         raise NotImplementedError
 
+    def forget(self) -> None:
+        """Sign out: drop what is cached."""
+
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token()}"}
 
@@ -196,6 +199,9 @@ class LocalSignIn(TokenSource):
 
     def invalidate(self) -> None:
         # The local issuer makes a new key at each start: a cached token of a previous run is refused.
+        self.cache.forget(self.key)
+
+    def forget(self) -> None:
         self.cache.forget(self.key)
 
 
@@ -296,6 +302,9 @@ class CognitoSignIn(TokenSource):
         if entry:
             entry["expires_at"] = 0  # keep the refresh token: the next call renews
             self.cache.save(self.key, entry)
+
+    def forget(self) -> None:
+        self.cache.forget(self.key)
 
     def login(
         self,
