@@ -32,6 +32,7 @@ class Api:
     seen_auth: list[str] = field(default_factory=list)
     answers: dict[str, tuple[int, Any]] = field(default_factory=dict)
     refuse_every_token: bool = False
+    calls: list[str] = field(default_factory=list)
 
 
 @pytest.fixture
@@ -62,6 +63,7 @@ def api() -> Iterator[Api]:
                 return
             authorization = self.headers.get("Authorization", "")
             state.seen_auth.append(authorization)
+            state.calls.append(f"{self.command} {self.path}")
             if state.refuse_every_token or authorization.removeprefix("Bearer ") not in state.accepted:
                 self._answer(401, {"message": "Unauthorized"})
                 return
@@ -195,3 +197,33 @@ def test_logout_forgets_the_cached_token(
     code, out, _ = run_cli(["logout", *base], capsys)
     assert (code, out) == (0, "signed out of the local stack\n")
     assert cache.load(f"local:{api.url}") is None
+
+
+def test_upload_stops_at_once_when_the_api_refuses_the_user(
+    api: Api, outputs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = []
+    for name in ("a.pdf", "b.pdf"):
+        files.append(tmp_path / name)
+        files[-1].write_bytes(b"%PDF-1.7\n%%EOF\n")
+    api.refuse_every_token = True
+    code, _, err = run_cli(["upload", *map(str, files), "--outputs", str(outputs)], capsys)
+    assert code == 1 and err.count("\n") == 1 and err.startswith("error: 401 Unauthorized")
+    assert api.calls == ["POST /documents", "POST /documents"]  # one renewal for a.pdf, nothing for b.pdf
+
+
+def test_a_file_over_the_limit_is_not_sent_and_its_ticket_is_deleted(
+    api: Api, outputs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    big = tmp_path / "big.pdf"
+    big.write_bytes(b"%PDF-1.7\n" + b"0" * 200)
+    api.answers["POST /documents"] = (
+        201,
+        {"document_id": "01BIG", "status": "AWAITING_UPLOAD", "max_bytes": 100,
+         "upload": {"url": f"{api.url}/bucket", "fields": {"key": "raw/acme/01BIG/big.pdf"}}},
+    )  # fmt: skip
+    api.answers["DELETE /documents/01BIG"] = (200, {"document_id": "01BIG", "status": "DELETED"})
+    code, out, _ = run_cli(["upload", str(big), "--outputs", str(outputs)], capsys)
+    assert code == 1
+    assert out.splitlines()[-1] == "✗ big.pdf: upload failed: 209 bytes is over the limit of 100 bytes"
+    assert api.calls == ["POST /documents", "DELETE /documents/01BIG"]  # nothing sent to storage

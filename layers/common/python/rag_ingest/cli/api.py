@@ -12,6 +12,10 @@ from typing import Any
 from rag_ingest.cli.signin import CognitoClient, CognitoSignIn, LocalSignIn, TokenCache, TokenSource, cognito_domain
 from rag_ingest.cli.transport import CliError, HttpError, NetworkError, request_json
 
+
+class TargetError(CliError):
+    """The target cannot serve any request (unreachable, or the caller is not let in): no use going on."""
+
 LOCAL_OUTPUTS = Path(".local/runtime/outputs.json")
 DEFAULT_LOCAL_TENANT = "demo"
 DEFAULT_LOCAL_USER = "cli-user"
@@ -81,16 +85,16 @@ class ApiClient:
                     continue
                 raise self._explain(exc) from None
             except NetworkError as exc:
-                raise CliError(self.target.describe_network_error(exc)) from None
+                raise TargetError(self.target.describe_network_error(exc)) from None
         raise AssertionError("unreachable")
 
     def _explain(self, exc: HttpError) -> CliError:
         if exc.status == 401:
-            return CliError(
+            return TargetError(
                 f"401 Unauthorized: {self.target.label} refused the token; sign in with `{self.target.login_hint}`"
             )
         if exc.status == 403:
-            return CliError(f"403 Forbidden: {exc.message} (the signed-in user has no valid tenant?)")
+            return TargetError(f"403 Forbidden: {exc.message} (the signed-in user has no valid tenant?)")
         if exc.status == 404:
             return CliError(f"404 Not Found: {exc.message}")
         return exc

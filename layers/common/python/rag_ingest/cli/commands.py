@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from rag_ingest.cli.api import TERMINAL, ApiClient, Target
+from rag_ingest.cli.api import TERMINAL, ApiClient, Target, TargetError
 from rag_ingest.cli.messages import sentence
 from rag_ingest.cli.progress import ProgressBoard, status_text
 from rag_ingest.cli.signin import CognitoSignIn, LocalSignIn
@@ -118,9 +118,9 @@ def upload(api: ApiClient, console: Console, inputs: list[str], *, wait: bool, t
             continue
         try:
             outcome.document_id = send(api, outcome.path, board, index)
+        except TargetError:
+            raise  # the API is down or refuses this user: every other file would fail the same way
         except CliError as exc:
-            if isinstance(exc, HttpError) and exc.status in (401, 403):
-                raise
             outcome.error = f"upload failed: {exc}"
             board.state(index, outcome.error)
             continue
@@ -182,18 +182,21 @@ def report(console: Console, outcomes: list[UploadOutcome], *, waited: bool) -> 
         return
     for outcome in outcomes:
         document = outcome.document or {}
+        name = f"{outcome.path.name} {outcome.document_id}" if outcome.document_id else outcome.path.name
         if outcome.error:
-            console.print(f"✗ {outcome.path.name}: {outcome.error}")
+            console.print(f"✗ {name}: {outcome.error}")
         elif document.get("status") == "FAILED":
             detail = f" ({document['error_detail']})" if document.get("error_detail") else ""
             console.print(
-                f"✗ {outcome.path.name} {outcome.document_id}: FAILED {document.get('error_code')}: "
+                f"✗ {name}: FAILED {document.get('error_code')}: "
                 f"{sentence(document.get('error_code'))}{detail}"
             )
         elif not waited:
-            console.print(f"↑ {outcome.path.name} {outcome.document_id}: uploaded")
-        else:
-            console.print(f"✓ {outcome.path.name} {outcome.document_id}: {status_text(document)}{_duration(document)}")
+            console.print(f"↑ {name}: uploaded")
+        elif document.get("status") == "READY":
+            console.print(f"✓ {name}: {status_text(document)}{_duration(document)}")
+        else:  # DELETED or EXPIRED while we waited
+            console.print(f"✗ {name}: {status_text(document)}")
 
 
 def _duration(document: dict[str, Any]) -> str:
