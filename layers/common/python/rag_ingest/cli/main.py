@@ -9,6 +9,7 @@ unreachable), 2 bad usage. See docs/cli.md.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -127,6 +128,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         console.note("interrupted")
         return 130
+    except BrokenPipeError:
+        # `rag-ingest ls | head`: the reader left. Point stdout at /dev/null so the exit flush is quiet.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def entry_point() -> None:
