@@ -9,12 +9,14 @@ import io
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 from rag_ingest.adapters.stack_resources import StackResourcesError, stack_outputs
 from rag_ingest.adapters.user_pool import UserPoolAdmin, UserPoolError, strong_password
+from rag_ingest.cli import main
 from rag_ingest.cli.commands import Console
 from rag_ingest.cli.signin import unverified_claims
 from rag_ingest.cli.smoke import SmokeRun, StaticToken, StepFailed, deployed_sign_in
@@ -112,3 +114,29 @@ def test_smoke_stops_at_the_failing_step(aws: dict[str, Any]) -> None:
         deployed_sign_in("NoSuchStack", "us-east-1", username="u", tenant_id="t", email=None)(run)
     assert run.results[0]["step"] == "stack outputs" and run.results[0]["ok"] is False
     assert out.getvalue().startswith("FAIL stack outputs")
+
+
+def test_user_commands_on_a_deployed_stack_need_its_sign_in(
+    aws: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    # The stack above has no UserPoolDomain output (as before the managed login existed).
+    assert main(["--stack", aws["stack"], "ls"]) == 1
+    assert (
+        capsys.readouterr().err
+        == f"error: stack {aws['stack']} has no output UserPoolDomain (deployed from an older version?)\n"
+    )
+
+    template = {
+        "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
+        "Outputs": {key: {"Value": value} for key, value in
+                    {**aws["outputs"], "UserPoolDomain": "https://ragingest.auth.us-east-1.amazoncognito.com"}.items()},
+    }  # fmt: skip
+    boto3.client("cloudformation").create_stack(StackName="WithLogin", TemplateBody=json.dumps(template))
+    assert main(["ls", "--stack", "WithLogin"]) == 1
+    assert (
+        capsys.readouterr().err == "error: not signed in to stack WithLogin: run `rag-ingest --stack WithLogin login`\n"
+    )
+
+    assert main(["--stack", "NoSuchStack", "status", "01J"]) == 1
+    assert capsys.readouterr().err.startswith("error: cannot read stack NoSuchStack: ")
