@@ -100,3 +100,14 @@ def test_user_commands_without_a_running_local_stack_say_so(tmp_path: Path, caps
     err = capsys.readouterr().err
     assert err.startswith("error: the local stack is not running") and "make stack-up" in err
     assert "Traceback" not in err
+
+
+def test_the_console_script_points_at_the_entry_point() -> None:
+    import importlib
+    import tomllib
+
+    from tests.support.aws import REPO
+
+    target = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]["rag-ingest"]
+    module, _, name = target.partition(":")
+    assert callable(getattr(importlib.import_module(module), name))
