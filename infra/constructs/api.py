@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import jsii
-from aws_cdk import CfnOutput, Duration
+from aws_cdk import Aws, CfnOutput, Duration
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
@@ -65,9 +65,16 @@ class Api(Construct):
         factory: FunctionFactory,
         storage: Storage,
         search: Search,
+        web_url: str | None = None,
     ) -> None:
+        """``web_url``: the page's origin (CloudFront, from WebHosting): a CORS origin of the API and the
+        app client's callback and logout URL (``<web_url>/``)."""
         super().__init__(scope, construct_id)
         self.user_pool, self.user_pool_client = self._user_pool(config)
+        # hosting: the page signs in with Cognito's managed login (authorization code + PKCE).
+        cors_origins = [*config.allowed_origins, *([web_url] if web_url else [])]
+        if web_url:
+            self.user_pool_domain = self._hosted_login(config, web_url)
 
         self.function: lambda_.Function = factory.create(
             self,
@@ -128,7 +135,7 @@ class Api(Construct):
             create_default_stage=False,
             default_authorizer=authorizer,
             cors_preflight=apigwv2.CorsPreflightOptions(
-                allow_origins=list(config.allowed_origins),
+                allow_origins=cors_origins,
                 allow_methods=[
                     apigwv2.CorsHttpMethod.GET,
                     apigwv2.CorsHttpMethod.POST,
@@ -188,6 +195,23 @@ class Api(Construct):
             )
         )
         search.grant_document_delete(role)
+
+    def _hosted_login(self, config: RagIngestConfig, web_url: str) -> cognito.UserPoolDomain:
+        """hosting: a managed-login domain and the page's code flow on the web client (no implicit flow)."""
+        page = f"{web_url}/"
+        client = self.user_pool_client.node.default_child
+        assert isinstance(client, cognito.CfnUserPoolClient)
+        client.allowed_o_auth_flows_user_pool_client = True
+        client.allowed_o_auth_flows = ["code"]
+        client.allowed_o_auth_scopes = ["openid", "email", "profile"]
+        client.supported_identity_providers = ["COGNITO"]
+        client.callback_ur_ls = [*(client.callback_ur_ls or []), page]
+        client.logout_ur_ls = [*(client.logout_ur_ls or []), page]
+        # Prefixes are global per region: the stack name and account make this one unique and stable.
+        prefix = f"{config.stack_name.lower()}-{Aws.ACCOUNT_ID}"
+        return self.user_pool.add_domain(
+            "HostedLoginDomain", cognito_domain=cognito.CognitoDomainOptions(domain_prefix=prefix)
+        )
 
     def _user_pool(self, config: RagIngestConfig) -> tuple[cognito.UserPool, cognito.UserPoolClient]:
         mfa = {"off": cognito.Mfa.OFF, "optional": cognito.Mfa.OPTIONAL, "required": cognito.Mfa.REQUIRED}
