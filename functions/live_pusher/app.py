@@ -19,7 +19,9 @@ from rag_ingest.live_connections import LivePusher
 
 ENV = LivePusherEnv.from_env()
 logger = Logger()
-processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
+# Every failure is reported as a batch item failure, even when all records fail, so the mapping
+# always retries from the first failed record rather than the whole batch.
+processor = BatchProcessor(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
 pusher = LivePusher(
     store=DynamoConnectionStore(ENV.connections_table),
     poster=ManagementApiPoster(ENV.websocket_callback_url),
