@@ -20,6 +20,7 @@ from rag_ingest.live_connections import (
     ConnectionGoneError,
     LivePusher,
     PostThrottledError,
+    PushFailedError,
     UnauthorizedError,
     authorize_connect,
     close_connection,
@@ -301,16 +302,20 @@ def test_throttled_post_is_retried_with_backoff() -> None:
 def test_post_still_throttled_after_every_attempt_fails_the_record() -> None:
     store = _store(("a1", "acme"))
     poster = ScriptedPoster({"a1": [PostThrottledError("a1")] * 3})
-    with pytest.raises(PostThrottledError):
+    with pytest.raises(PushFailedError) as raised:
         LivePusher(store, poster, max_attempts=3, sleep=lambda _: None).push(_item())
+    assert isinstance(raised.value.causes[0], PostThrottledError)
     assert store.for_tenant("acme") == ["a1"]  # throttled is not gone
 
 
-def test_other_post_failures_fail_the_record_for_the_stream_to_retry() -> None:
-    store = _store(("a1", "acme"))
-    poster = ScriptedPoster({"a1": [RuntimeError("500 from the management API")]})
-    with pytest.raises(RuntimeError):
+def test_other_post_failures_fail_the_record_after_the_other_connections_got_it() -> None:
+    store = _store(("a1", "acme"), ("a2", "acme"), ("a3", "acme"))
+    poster = ScriptedPoster({"a1": [RuntimeError("500 from the management API")], "a2": [ConnectionGoneError("a2")]})
+    with pytest.raises(PushFailedError, match="1 of 3 connections failed") as raised:
         LivePusher(store, poster, sleep=lambda _: None).push(_item())
+    report = raised.value.report
+    assert (report.failed, report.gone, report.delivered) == (["a1"], ["a2"], ["a3"])
+    assert store.for_tenant("acme") == ["a1", "a3"]
 
 
 @pytest.mark.parametrize(

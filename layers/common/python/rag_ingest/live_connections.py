@@ -160,7 +160,21 @@ class PushReport:
     tenant_id: str | None = None
     delivered: list[str] = field(default_factory=list)
     gone: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
     skipped_reason: str | None = None
+
+
+class PushFailedError(Exception):
+    """Some connections could not be sent the update: the record fails, so the stream retries it."""
+
+    def __init__(self, report: PushReport, causes: list[Exception]) -> None:
+        self.report = report
+        self.causes = causes
+        kinds = ", ".join(sorted({type(cause).__name__ for cause in causes}))
+        super().__init__(
+            f"document {report.document_id}: {len(report.failed)} of "
+            f"{len(report.failed) + len(report.delivered) + len(report.gone)} connections failed ({kinds})"
+        )
 
 
 @dataclass
@@ -195,14 +209,20 @@ class LivePusher:
     def deliver(self, update: LiveUpdate) -> PushReport:
         report = PushReport(document_id=update.message["document"]["document_id"], tenant_id=update.tenant_id)
         data = json.dumps(update.message, separators=(",", ":")).encode()
+        failures: list[Exception] = []
         for connection_id in self.store.for_tenant(update.tenant_id):
             try:
                 self._post_with_retries(connection_id, data)
             except ConnectionGoneError:
                 self.store.delete(connection_id)
                 report.gone.append(connection_id)
+            except Exception as exc:  # one bad connection must not cost the others this update
+                report.failed.append(connection_id)
+                failures.append(exc)
             else:
                 report.delivered.append(connection_id)
+        if failures:
+            raise PushFailedError(report, failures)
         return report
 
     def _post_with_retries(self, connection_id: str, data: bytes) -> None:
