@@ -234,6 +234,9 @@ class WebHosting(Construct):
             distribution=self.distribution,
             distribution_paths=["/*"],
             prune=True,
+            # The page's ES modules have stable names: browsers revalidate (ETag) so a deploy never mixes
+            # old and new modules; CloudFront's own copy is invalidated below.
+            cache_control=[s3deploy.CacheControl.no_cache()],
             memory_limit=512,
             log_group=log_group,
         )

@@ -187,6 +187,7 @@ def test_page_is_deployed_with_the_generated_config(synth: SynthResult) -> None:
     assert props["DestinationBucketName"] == {"Ref": synth.logical_id("Web/Bucket")}
     assert props["DistributionId"] == {"Ref": synth.logical_id("Web/Distribution")}
     assert props["DistributionPaths"] == ["/*"] and props["Prune"] is True
+    assert props["SystemMetadata"] == {"cache-control": "no-cache"}
     assert len(props["SourceObjectKeys"]) == 2  # web/ and config.json
     distribution = f"https://${{{synth.logical_id('Web/Distribution')}.DomainName}}"
     assert _page_config(synth) == {
