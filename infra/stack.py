@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import Aws, Stack, Tags
-from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra.config import RagIngestConfig
@@ -55,22 +54,8 @@ class RagIngestStack(Stack):
         # The page's distribution first: its URL is a CORS origin of the API and of the documents
         # bucket (browser uploads) and the app client's callback URL.
         self.web = WebHosting(self, "Web", config=config, access_logs_bucket=self.storage.access_logs_bucket)
-        self.storage.bucket.add_cors_rule(
-            allowed_methods=[s3.HttpMethods.POST],
-            allowed_origins=[self.web.url],
-            allowed_headers=["*"],
-            exposed_headers=["ETag", "x-amz-version-id"],
-            max_age=3000,
-        )
-        self.api = Api(
-            self,
-            "Api",
-            config=config,
-            factory=factory,
-            storage=self.storage,
-            search=self.search,
-            web_url=self.web.url,
-        )
+        self.api = Api(self, "Api", config=config, factory=factory, storage=self.storage, search=self.search)
+        self.api.add_web_app(self.web.url)
         self.live = LiveStatus(
             self,
             "Live",

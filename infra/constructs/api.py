@@ -13,6 +13,7 @@ from aws_cdk import aws_apigatewayv2_integrations as integrations
 from aws_cdk import aws_cognito as cognito
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra.config import RagIngestConfig
@@ -65,16 +66,14 @@ class Api(Construct):
         factory: FunctionFactory,
         storage: Storage,
         search: Search,
-        web_url: str | None = None,
     ) -> None:
-        """``web_url``: the page's origin (CloudFront, from WebHosting): a CORS origin of the API and the
-        app client's callback and logout URL (``<web_url>/``)."""
         super().__init__(scope, construct_id)
+        self._storage = storage
+        self._callback_urls: list[str] = []
+        self._logout_urls: list[str] = []
+        self._cors_origins = list(config.allowed_origins)
         self.user_pool, self.user_pool_client = self._user_pool(config)
-        # hosting: the page signs in with Cognito's managed login (authorization code + PKCE).
-        cors_origins = [*config.allowed_origins, *([web_url] if web_url else [])]
-        if web_url:
-            self.user_pool_domain = self._hosted_login(config, web_url)
+        self.user_pool_domain = self._sign_in_domain(config)
 
         self.function: lambda_.Function = factory.create(
             self,
@@ -135,7 +134,7 @@ class Api(Construct):
             create_default_stage=False,
             default_authorizer=authorizer,
             cors_preflight=apigwv2.CorsPreflightOptions(
-                allow_origins=cors_origins,
+                allow_origins=list(self._cors_origins),
                 allow_methods=[
                     apigwv2.CorsHttpMethod.GET,
                     apigwv2.CorsHttpMethod.POST,
@@ -178,6 +177,36 @@ class Api(Construct):
             "UserPoolClientId"
         )
 
+    def add_web_app(self, origin: str) -> None:
+        """Let the page served at ``origin`` (``https://host``, e.g. the CloudFront URL) sign in and call the API:
+        ``origin + "/"`` becomes a callback and logout URL of the app client, and ``origin`` a CORS origin of the
+        HTTP API and of the uploads' bucket (the page POSTs files straight to S3)."""
+        self._callback_urls.append(f"{origin}/")
+        self._logout_urls.append(f"{origin}/")
+        self._cors_origins.append(origin)
+        client = self.user_pool_client.node.default_child
+        assert isinstance(client, cognito.CfnUserPoolClient)
+        client.add_property_override("CallbackURLs", list(self._callback_urls))
+        client.add_property_override("LogoutURLs", list(self._logout_urls))
+        http_api = self.http_api.node.default_child
+        assert isinstance(http_api, apigwv2.CfnApi)
+        http_api.add_property_override("CorsConfiguration.AllowOrigins", list(self._cors_origins))
+        self._storage.bucket.add_cors_rule(
+            allowed_methods=[s3.HttpMethods.POST],
+            allowed_origins=[origin],
+            allowed_headers=["*"],
+            exposed_headers=["ETag", "x-amz-version-id"],
+            max_age=3000,
+        )
+
+    def _sign_in_domain(self, config: RagIngestConfig) -> cognito.UserPoolDomain:
+        """Cognito managed login at ``https://<prefix>.auth.<region>.amazoncognito.com``; prefixes are unique per
+        region across accounts, so the stack's name plus its account id."""
+        return self.user_pool.add_domain(
+            "Domain",
+            cognito_domain=cognito.CognitoDomainOptions(domain_prefix=f"{config.stack_name.lower()}-{Aws.ACCOUNT_ID}"),
+        )
+
     @staticmethod
     def _grant_document_delete(role: iam.IRole, storage: Storage, search: Search) -> None:
         """DELETE /documents/{id}: every version of the upload and of the artifacts, and the chunks."""
@@ -195,23 +224,6 @@ class Api(Construct):
             )
         )
         search.grant_document_delete(role)
-
-    def _hosted_login(self, config: RagIngestConfig, web_url: str) -> cognito.UserPoolDomain:
-        """hosting: a managed-login domain and the page's code flow on the web client (no implicit flow)."""
-        page = f"{web_url}/"
-        client = self.user_pool_client.node.default_child
-        assert isinstance(client, cognito.CfnUserPoolClient)
-        client.allowed_o_auth_flows_user_pool_client = True
-        client.allowed_o_auth_flows = ["code"]
-        client.allowed_o_auth_scopes = ["openid", "email", "profile"]
-        client.supported_identity_providers = ["COGNITO"]
-        client.callback_ur_ls = [*(client.callback_ur_ls or []), page]
-        client.logout_ur_ls = [*(client.logout_ur_ls or []), page]
-        # Prefixes are global per region: the stack name and account make this one unique and stable.
-        prefix = f"{config.stack_name.lower()}-{Aws.ACCOUNT_ID}"
-        return self.user_pool.add_domain(
-            "HostedLoginDomain", cognito_domain=cognito.CognitoDomainOptions(domain_prefix=prefix)
-        )
 
     def _user_pool(self, config: RagIngestConfig) -> tuple[cognito.UserPool, cognito.UserPoolClient]:
         mfa = {"off": cognito.Mfa.OFF, "optional": cognito.Mfa.OPTIONAL, "required": cognito.Mfa.REQUIRED}
@@ -242,6 +254,13 @@ class Api(Construct):
             "WebClient",
             auth_flows=cognito.AuthFlow(user_srp=True),
             generate_secret=False,
+            # Managed login with the authorization code grant (+ PKCE from the page) only; no implicit grant.
+            # Callback and logout URLs: add_web_app.
+            o_auth=cognito.OAuthSettings(
+                flows=cognito.OAuthFlows(authorization_code_grant=True, implicit_code_grant=False),
+                scopes=[cognito.OAuthScope.OPENID, cognito.OAuthScope.EMAIL, cognito.OAuthScope.PROFILE],
+            ),
+            supported_identity_providers=[cognito.UserPoolClientIdentityProvider.COGNITO],
             prevent_user_existence_errors=True,
         )
         if config.auth.mfa != "required":

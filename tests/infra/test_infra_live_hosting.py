@@ -158,7 +158,7 @@ def test_content_security_policy_allows_only_the_page_and_its_backends(synth: Sy
     assert not any("unsafe" in value for values in csp.values() for value in values)
     connect = csp["connect-src"]
     websocket = synth.logical_id("Live/WebSocketApi")
-    cognito = synth.logical_id("Api/UserPool/HostedLoginDomain")
+    cognito = synth.logical_id("Api/UserPool/Domain")
     assert connect[0] == "'self'"
     assert f"wss://${{{websocket}}}.execute-api.${{AWS::Region}}.${{AWS::URLSuffix}}" in connect
     assert f"https://${{{cognito}}}.auth.${{AWS::Region}}.amazoncognito.com" in connect
@@ -200,7 +200,7 @@ def test_page_is_deployed_with_the_generated_config(synth: SynthResult) -> None:
         },
         "auth": {
             "kind": "cognito",
-            "domain": f"https://${{{synth.logical_id('Api/UserPool/HostedLoginDomain')}}}.auth.${{AWS::Region}}"
+            "domain": f"https://${{{synth.logical_id('Api/UserPool/Domain')}}}.auth.${{AWS::Region}}"
             ".amazoncognito.com",
             "clientId": f"${{{synth.logical_id('Api/UserPool/WebClient')}}}",
             "redirectUri": f"{distribution}/",
