@@ -15,9 +15,10 @@ and its new image is exactly what ``GET /documents/{id}`` renders (``rag_ingest.
 from __future__ import annotations
 
 import json
+from typing import cast
 
 import jsii
-from aws_cdk import Aws, CfnOutput, Duration, Fn
+from aws_cdk import Aws, CfnElement, CfnOutput, Duration, Fn, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
@@ -35,7 +36,7 @@ from constructs import Construct
 
 from infra.config import RagIngestConfig
 from infra.constructs.function import FunctionFactory, new_log_group, removal_policy
-from infra.nag import acknowledge, arn_ref
+from infra.nag import acknowledge
 
 STAGE_NAME = "live"
 TENANT_INDEX = "by_tenant"  # rag_ingest.adapters.live_connections.TENANT_INDEX
@@ -212,7 +213,8 @@ class LiveStatus(Construct):
                 filters=[lambda_.FilterCriteria.filter({"eventName": lambda_.FilterRule.or_("INSERT", "MODIFY")})],
             )
         )
-        self._grant(documents_table)
+        # (The event source granted the stream reads on the documents table's stream.)
+        self._grant()
         self._alarms(config)
 
         CfnOutput(self, "WebSocketUrl", value=self.stage.url).override_logical_id("WebSocketUrl")
@@ -227,7 +229,7 @@ class LiveStatus(Construct):
         """The WebSocket origin for a Content-Security-Policy ``connect-src``."""
         return Fn.join("", ["wss://", self.api.api_id, ".execute-api.", Aws.REGION, ".", Aws.URL_SUFFIX])
 
-    def _grant(self, documents_table: dynamodb.ITable) -> None:
+    def _grant(self) -> None:
         table = self.connections_table
         connections_role = self.connections_function.role
         pusher_role = self.pusher_function.role
@@ -265,13 +267,10 @@ class LiveStatus(Construct):
             "only known at run time), and dynamodb:ListStreams, which supports no resource-level permission "
             "(the stream reads themselves are on the documents table's stream ARN).",
             f"Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:"
-            f"<{self._logical_id(self.api)}>/{STAGE_NAME}/POST/@connections/*",
+            f"<{Stack.of(self).get_logical_id(cast(CfnElement, self.api.node.default_child))}>"
+            f"/{STAGE_NAME}/POST/@connections/*",
             "Resource::*",
         )
-        del documents_table  # the event source granted the stream reads
-
-    def _logical_id(self, construct: Construct) -> str:
-        return arn_ref(construct).removeprefix("<").removesuffix(".Arn>")
 
     def _alarms(self, config: RagIngestConfig) -> None:
         minute = Duration.minutes(1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import boto3
 from boto3.dynamodb.conditions import Key
 from botocore.config import Config
 from botocore.exceptions import ClientError
@@ -66,13 +67,9 @@ class ManagementApiPoster:
     """PostToConnection on the stage's callback URL (``https://<api>.execute-api.<region>.amazonaws.com/<stage>``)."""
 
     def __init__(self, callback_url: str, management_client: Any | None = None) -> None:
-        if management_client is None:
-            import boto3
-
-            management_client = boto3.client(
-                "apigatewaymanagementapi", endpoint_url=callback_url, config=_SINGLE_ATTEMPT
-            )
-        self._client = management_client
+        self._client = management_client or boto3.client(
+            "apigatewaymanagementapi", endpoint_url=callback_url, config=_SINGLE_ATTEMPT
+        )
 
     def post(self, connection_id: str, data: bytes) -> None:
         try:
