@@ -200,8 +200,7 @@ def test_page_is_deployed_with_the_generated_config(synth: SynthResult) -> None:
         },
         "auth": {
             "kind": "cognito",
-            "domain": f"https://${{{synth.logical_id('Api/UserPool/Domain')}}}.auth.${{AWS::Region}}"
-            ".amazoncognito.com",
+            "domain": f"https://${{{synth.logical_id('Api/UserPool/Domain')}}}.auth.${{AWS::Region}}.amazoncognito.com",
             "clientId": f"${{{synth.logical_id('Api/UserPool/WebClient')}}}",
             "redirectUri": f"{distribution}/",
             "logoutUri": f"{distribution}/",
@@ -274,6 +273,8 @@ def test_websocket_stage_has_access_logs_and_throttling(synth: SynthResult) -> N
     assert stage["StageName"] == "live" and stage["AutoDeploy"] is True
     assert stage["AccessLogSettings"]["DestinationArn"] == {"Fn::GetAtt": [synth.logical_id("Live/AccessLogs"), "Arn"]}
     assert "$context.connectionId" in stage["AccessLogSettings"]["Format"]
+    # The ID token is in the connect URL's query string: it must never reach the logs.
+    assert "querystring" not in stage["AccessLogSettings"]["Format"].lower()
     assert stage["DefaultRouteSettings"] == {
         "ThrottlingBurstLimit": synth.config.live.throttling_burst_limit,
         "ThrottlingRateLimit": synth.config.live.throttling_rate_limit,
