@@ -92,7 +92,7 @@ class RagIngestStack(Stack):
             },
             stage_functions=self.workflow.functions,
         )
-        self.live.send_alarms_to(self.monitoring.topic)
+        self.live.alarm_to(self.monitoring.topic)
 
     def _publish_page(self, config: RagIngestConfig) -> None:
         """The page's config.json, and the origins its Content-Security-Policy lets it connect to."""

@@ -320,7 +320,7 @@ class LiveStatus(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
 
-    def send_alarms_to(self, topic: sns.ITopic) -> None:
+    def alarm_to(self, topic: sns.ITopic) -> None:
         """The stack's alarm topic (Monitoring) is made after this construct."""
         action = cw_actions.SnsAction(topic)
         for alarm in self.alarms.values():

@@ -88,8 +88,6 @@ class Storage(Construct):
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
             ),
-            # Live status: every change (stage, progress, READY, FAILED) feeds the WebSocket pusher in AWS
-            # and the local SSE channel; the new image is all a subscriber needs.
             stream=dynamodb.StreamViewType.NEW_IMAGE,
             removal_policy=policy,
         )
