@@ -7,12 +7,16 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import boto3
 import jwt
 import pytest
+from botocore.exceptions import ClientError
+from botocore.stub import Stubber
 from cryptography.hazmat.primitives.asymmetric import rsa
 from rag_ingest.adapters.jwks import CachedJwks, jwks_url_for
+from rag_ingest.adapters.live_connections import ManagementApiPoster
 from rag_ingest.auth import InvalidTenantError, InvalidTokenError, TokenVerifier
-from rag_ingest.errors import ConfigurationError
+from rag_ingest.errors import ConfigurationError, TransientError
 from rag_ingest.live import update_for
 from rag_ingest.live_connections import (
     MAX_CONNECTION_SECONDS,
@@ -339,3 +343,34 @@ def test_tenant_without_connections_costs_no_post() -> None:
     poster = ScriptedPoster()
     report = LivePusher(_store(("b1", "globex")), poster, sleep=lambda _: None).push(_item())
     assert poster.posts == [] and report.delivered == []
+
+
+# -- management API adapter: how PostToConnection answers map to the pusher's errors -----------
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "expected"),
+    [
+        pytest.param("GoneException", 410, ConnectionGoneError, id="gone"),
+        pytest.param("LimitExceededException", 429, PostThrottledError, id="limit-exceeded"),
+        pytest.param("TooManyRequestsException", 429, PostThrottledError, id="too-many-requests"),
+        pytest.param("InternalServerError", 500, TransientError, id="server-error"),
+        pytest.param("ForbiddenException", 403, ClientError, id="forbidden"),
+    ],
+)
+def test_management_api_errors_map_to_the_pushers_errors(code: str, status: int, expected: type[Exception]) -> None:
+    client = boto3.client(
+        "apigatewaymanagementapi",
+        endpoint_url="https://abc123.execute-api.eu-west-1.amazonaws.com/live",
+        region_name="eu-west-1",
+        aws_access_key_id="x",
+        aws_secret_access_key="x",
+    )
+    poster = ManagementApiPoster("unused", management_client=client)
+    with Stubber(client) as stubber:
+        stubber.add_response("post_to_connection", {}, {"ConnectionId": "c1", "Data": b"{}"})
+        stubber.add_client_error("post_to_connection", service_error_code=code, http_status_code=status)
+        poster.post("c1", b"{}")
+        with pytest.raises(expected):
+            poster.post("c1", b"{}")
+        stubber.assert_no_pending_responses()
