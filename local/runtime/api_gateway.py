@@ -474,9 +474,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
         adapter = self.adapter
         if method != "GET":
             return self._send_json(HTTPStatus.METHOD_NOT_ALLOWED, {"message": "GET with ?token=<ID token>"})
-        tokens = parse_qs(raw_query).get("token") or [""]
+        tokens = parse_qs(raw_query).get("token")
         try:
-            claims = adapter.verify(tokens[0])
+            # EventSource cannot send headers: the token is in the query (a fetch client may use the header).
+            token = tokens[0] if tokens else bearer_token(self.headers.get("Authorization"))
+            claims = adapter.verify(token)
             tenant = tenant_of(claims)
         except InvalidTokenError as exc:
             self._note = str(exc)
