@@ -45,6 +45,7 @@ LOG = logging.getLogger("local.runtime.api")
 
 _TEXT_TYPES = re.compile(r"^(text/|application/(json|xml|javascript|x-www-form-urlencoded)|[^;]*\+(json|xml))", re.I)
 LIVE_PATH = "/_local/live"
+_TOKEN_IN_QUERY = re.compile(r"([?&]token=)[^&\s]*")
 PAGE_CONFIG_PATH = "/config.json"
 # API Gateway's own answers when the authorizer refuses a request.
 UNAUTHORIZED = {"message": "Unauthorized"}
@@ -361,7 +362,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
     server_version = "local-api-gateway"
 
     def log_message(self, format: str, *args: Any) -> None:
-        LOG.debug("%s " + format, self.address_string(), *args)
+        # The live stream's request line carries a token: never log it.
+        redacted = tuple(_TOKEN_IN_QUERY.sub(r"\1<redacted>", arg) if isinstance(arg, str) else arg for arg in args)
+        LOG.debug("%s " + format, self.address_string(), *redacted)
 
     def do_GET(self) -> None:
         self._handle("GET")
