@@ -127,11 +127,9 @@ class HttpApiDefinition:
     @classmethod
     def from_template(cls, template: CloudFormationTemplate, resolver: IntrinsicResolver) -> HttpApiDefinition:
         present = [r for r in template.resources.values() if r.condition is None or resolver.condition(r.condition)]
-        http_apis = {
-            r.logical_id: r
-            for r in present
-            if r.type == "AWS::ApiGatewayV2::Api" and str(r.properties.get("ProtocolType", "HTTP")).upper() == "HTTP"
-        }
+        apis = [r for r in present if r.type == "AWS::ApiGatewayV2::Api"]
+        http_apis = {r.logical_id: r for r in apis if str(r.properties.get("ProtocolType", "HTTP")).upper() == "HTTP"}
+        other_apis = {r.logical_id for r in apis} - set(http_apis)
         authorizers: dict[str, JwtAuthorizer] = {}
         for resource in present:
             if resource.type != "AWS::ApiGatewayV2::Authorizer":
@@ -149,7 +147,8 @@ class HttpApiDefinition:
 
         routes: dict[str, RouteAuthorization] = {}
         for resource in present:
-            if resource.type != "AWS::ApiGatewayV2::Route" or _api_id(resource.properties) not in http_apis:
+            # A route of a WebSocket API is not an HTTP route (an API the template does not name counts as HTTP).
+            if resource.type != "AWS::ApiGatewayV2::Route" or _api_id(resource.properties) in other_apis:
                 continue
             props = _resolved(resolver, resource.properties)
             kind = str(props.get("AuthorizationType", "NONE")).upper()
@@ -181,9 +180,12 @@ class HttpApiDefinition:
 
 
 def _api_id(properties: Mapping[str, Any]) -> str | None:
+    """The logical id of the route's API (``Ref`` or ``Fn::GetAtt [Api, ApiId]``), if it names one."""
     api = properties.get("ApiId")
     if isinstance(api, dict) and "Ref" in api:
         return str(api["Ref"])
+    if isinstance(api, dict) and isinstance(api.get("Fn::GetAtt"), list) and api["Fn::GetAtt"]:
+        return str(api["Fn::GetAtt"][0])
     return None
 
 
