@@ -49,7 +49,15 @@ class RagIngestStack(Stack):
             storage=self.storage,
             state_machine=self.workflow.state_machine,
         )
-        self.api = Api(self, "Api", config=config, factory=factory, storage=self.storage, search=self.search)
+        self.api = Api(
+            self,
+            "Api",
+            config=config,
+            factory=factory,
+            storage=self.storage,
+            search=self.search,
+            state_machine=self.workflow.state_machine,
+        )
         self.operations = Operations(
             self,
             "Operations",
