@@ -30,7 +30,7 @@ from aws_lambda_powertools.event_handler.openapi.types import (
     OpenAPIResponseContentSchema,
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from rag_ingest.adapters.aws import client
+from rag_ingest.adapters.aws import presigning_s3_client
 from rag_ingest.adapters.document_operations import DocumentOperations
 from rag_ingest.adapters.object_versions import ObjectVersions
 from rag_ingest.adapters.status_repository import StatusRepository
@@ -129,7 +129,7 @@ class _RetryPort:
         return self._replayer.replay(record)
 
 
-service = DocumentService(ENV, status_repository, client("s3"), retries=_RetryPort())
+service = DocumentService(ENV, status_repository, presigning_s3_client(), retries=_RetryPort())
 SEARCH_ENV = SearchEnv.from_env()
 # One OpenSearch client for DELETE and POST /search, made on first use (the other routes never need it).
 vector_store = cache(
