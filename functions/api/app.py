@@ -232,6 +232,9 @@ def transient_error(exc: TransientError) -> Response[Any]:
 def no_route(exc: NotFoundError) -> Response[Any]:
     """Powertools found no route: 405 (with Allow) when the path exists with other methods, else 404."""
     allowed = allowed_methods(app.current_event.path)
+    if app.current_event.http_method in allowed:
+        # The path has the route's shape but a parameter with characters no route accepts (e.g. a quote).
+        return error_response(404, "NOT_FOUND", "no such document")
     if allowed:
         message = f"{app.current_event.http_method} is not allowed here; use {', '.join(allowed)}"
         return error_response(405, "METHOD_NOT_ALLOWED", message, headers={"Allow": ", ".join(allowed)})
