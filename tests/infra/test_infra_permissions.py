@@ -94,7 +94,8 @@ def test_api_may_only_put_uploads_under_raw(synth: SynthResult) -> None:
         "s3:GetObjectVersion",
     }
     assert _allows(statements, "s3:PutObject") == [f"${{{bucket}.Arn}}/raw/*"]
-    assert _allows(statements, "s3:GetObject") == []
+    # GET /documents/{id}/download presigns a GET of the original upload: raw/ only.
+    assert _allows(statements, "s3:GetObject") == [f"${{{bucket}.Arn}}/raw/*"]
 
 
 def test_stages_read_raw_only_where_needed(synth: SynthResult) -> None:
