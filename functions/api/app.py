@@ -173,12 +173,21 @@ def _responses(success: int, *errors: int, authorized: bool = True) -> dict[int,
 DocumentId = Annotated[str, Path(description="A document id as POST /documents returned it")]
 
 
+_NOT_AN_OBJECT = frozenset({"model_attributes_type", "model_type", "dict_type"})
+
+
 @app.exception_handler(RequestValidationError)
 def invalid_request(exc: RequestValidationError) -> Response[Any]:
     problems = []
     for error in exc.errors():
         if error.get("type") == "json_invalid":
             problems.append("the body is not valid JSON")
+            continue
+        if tuple(error.get("loc", ())) == ("body",) and error.get("type") in _NOT_AN_OBJECT:
+            problems.append("the body must be a JSON object")
+            continue
+        if tuple(error.get("loc", ())) == ("body",) and error.get("type") == "missing":
+            problems.append("a JSON object body is required")
             continue
         where = ".".join(str(part) for part in error.get("loc", ()) if not isinstance(part, int)) or "request"
         problems.append(f"{where}: {error.get('msg', 'invalid')}")

@@ -185,6 +185,14 @@ def test_wrong_shapes_are_400_naming_the_field(api: ModuleType, path: str, body:
     assert "Traceback" not in message and "pydantic" not in message.lower()
 
 
+@pytest.mark.parametrize("body", ["[]", '["query"]', "null", '"text"', "5", ""])
+def test_a_body_that_is_not_an_object_says_so(api: ModuleType, body: str) -> None:
+    status, _, payload = call(api, "POST", "/search", body)
+    assert status == 400
+    message = assert_error(payload, "INVALID_REQUEST")
+    assert message in ("the body must be a JSON object", "a JSON object body is required")
+
+
 def test_oversized_body_is_413(api: ModuleType) -> None:
     status, _, payload = call(api, "POST", "/search", json.dumps({"query": "x" * 70_000}))
     assert status == 413
