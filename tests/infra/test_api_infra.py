@@ -96,6 +96,23 @@ def test_cors_allows_only_the_configured_origins(synth: SynthResult) -> None:
         assert origin.startswith("https://") or origin.startswith(("http://localhost", "http://127.0.0.1")), origin
 
 
+def test_the_page_origin_can_sign_in_and_call_the_api(synth: SynthResult) -> None:
+    """When the stack serves the page (CloudFront), Api.add_web_app has made its origin a callback and
+    logout URL, a CORS origin of the API, and of the uploads' bucket."""
+    distributions = synth.of_type("AWS::CloudFront::Distribution")
+    if not distributions:
+        pytest.skip("this stack serves no page (no CloudFront distribution)")
+    (distribution_id,) = distributions
+    origin = f"https://${{{distribution_id}.DomainName}}"
+    client = web_client(synth)
+    assert f"{origin}/" in [render_token(u) for u in client["CallbackURLs"]]
+    assert f"{origin}/" in [render_token(u) for u in client["LogoutURLs"]]
+    (api,) = synth.of_type("AWS::ApiGatewayV2::Api").values()
+    assert origin in [render_token(o) for o in api["Properties"]["CorsConfiguration"]["AllowOrigins"]]
+    rules = synth.resource("Storage/DocumentsBucket")["Properties"]["CorsConfiguration"]["CorsRules"]
+    assert any(origin in [render_token(o) for o in rule["AllowedOrigins"]] for rule in rules)
+
+
 def web_client(synth: SynthResult) -> dict[str, Any]:
     return dict(synth.resource("Api/UserPool/WebClient")["Properties"])
 

@@ -277,7 +277,7 @@ class DocumentService:
             raise DocumentNotFoundError(document_id)
         if record.status is not DocumentStatus.FAILED:
             raise NotRetryableError(f"only a FAILED document can be retried; this one is {record.status.value}")
-        if not (record.version and record.key):
+        if not (record.version and record.key and record.bucket):
             raise NotRetryableError("the document's upload never arrived: upload it again")
         if record.replays >= MAX_RETRIES:
             raise NotRetryableError(f"the document was already retried {record.replays} times")
