@@ -54,6 +54,7 @@ from rag_ingest.documents import (
     NotRetryableError,
     UploadRequest,
     UploadTicket,
+    is_document_id,
 )
 from rag_ingest.errors import PermanentError, TransientError
 from rag_ingest.redrive import Replayer
@@ -332,7 +333,10 @@ def get_document(document_id: DocumentId) -> DocumentView:
     tags=["documents"],
 )
 def delete_document(document_id: DocumentId) -> DeletionReport:
-    return deletion.delete(_tenant(), document_id)
+    tenant = _tenant()
+    if not is_document_id(document_id):  # never a table key DynamoDB would refuse (e.g. over 2 KB)
+        raise DocumentNotFoundError(document_id)
+    return deletion.delete(tenant, document_id)
 
 
 @app.post(

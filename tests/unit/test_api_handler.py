@@ -246,10 +246,11 @@ def test_unknown_path_is_404(api: ModuleType, path: str) -> None:
 @pytest.mark.parametrize("suffix", ["", "/retry", "/download"])
 @pytest.mark.parametrize("odd_id", ["..", "%2F", "%2e%2e", "ü" * 26, "A" * 2048, "a'b\"c", new_document_id().lower()])
 def test_ids_the_system_never_issues_are_404_without_a_table_read(api: ModuleType, odd_id: str, suffix: str) -> None:
-    method = "POST" if suffix == "/retry" else "GET"
-    status, _, payload = call(api, method, f"/documents/{odd_id}{suffix}")
-    assert status == 404
-    assert_error(payload, "NOT_FOUND")
+    methods = {"": ("GET", "DELETE"), "/retry": ("POST",), "/download": ("GET",)}[suffix]
+    for method in methods:
+        status, _, payload = call(api, method, f"/documents/{odd_id}{suffix}")
+        assert status == 404, (method, payload)
+        assert_error(payload, "NOT_FOUND")
 
 
 @pytest.mark.parametrize(
