@@ -104,6 +104,12 @@ def test_every_route_and_method(
         assert set(response.headers["Allow"].split(", ")) == {m.upper() for m in DOCUMENT["paths"][path]}
 
 
+def test_openapi_json_needs_no_token(session: requests.Session, tenant_client: LocalStackClient) -> None:
+    response = session.get(f"{tenant_client.api_url}/openapi.json", timeout=30)
+    assert response.status_code == 200, response.text
+    assert response.json() == DOCUMENT
+
+
 BODY_ROUTES = ["/documents", "/search"]
 MALFORMED = [
     "{{{",
