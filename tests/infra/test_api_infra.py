@@ -23,8 +23,18 @@ def openapi_operations() -> set[str]:
     return {f"{method.upper()} {path}" for path, item in document["paths"].items() for method in item}
 
 
+def http_api(synth: SynthResult, resource_type: str) -> list[dict[str, Any]]:
+    """Resources of the HTTP API only (the live-status WebSocket API has its own)."""
+    prefix = f"{synth.stack_name}/Api/HttpApi"
+    return [
+        resource
+        for resource in synth.of_type(resource_type).values()
+        if resource.get("Metadata", {}).get("aws:cdk:path", "").startswith(prefix)
+    ]
+
+
 def routes(synth: SynthResult) -> dict[str, dict[str, Any]]:
-    return {r["Properties"]["RouteKey"]: r["Properties"] for r in synth.of_type("AWS::ApiGatewayV2::Route").values()}
+    return {r["Properties"]["RouteKey"]: r["Properties"] for r in http_api(synth, "AWS::ApiGatewayV2::Route")}
 
 
 def routes_by_integration(synth: SynthResult) -> dict[str, set[str]]:
@@ -69,7 +79,7 @@ def test_no_route_takes_cors_preflights_from_api_gateway(synth: SynthResult) -> 
     # A JWT-protected OPTIONS/ANY/$default route would answer every browser preflight 401.
     for key in routes(synth):
         assert key.split(" ", 1)[0] not in ("OPTIONS", "ANY") and key != "$default", key
-    (api,) = synth.of_type("AWS::ApiGatewayV2::Api").values()
+    (api,) = http_api(synth, "AWS::ApiGatewayV2::Api")
     cors = api["Properties"]["CorsConfiguration"]
     assert "OPTIONS" in cors["AllowMethods"]
     assert set(cors["AllowHeaders"]) == {"authorization", "content-type"}
@@ -86,9 +96,9 @@ def test_openapi_json_is_the_only_route_without_the_jwt(synth: SynthResult) -> N
 
 
 def test_cors_allows_only_the_configured_origins(synth: SynthResult) -> None:
-    (api,) = synth.of_type("AWS::ApiGatewayV2::Api").values()
+    (api,) = http_api(synth, "AWS::ApiGatewayV2::Api")
     origins = api["Properties"]["CorsConfiguration"]["AllowOrigins"]
-    literal = [o for o in origins if isinstance(o, str)]
+    literal = [render_token(o) for o in origins]
     # The page's own (CloudFront) origin may be added by the stack as a token.
     assert set(synth.config.allowed_origins) <= set(literal)
     assert "*" not in literal
@@ -107,7 +117,7 @@ def test_the_page_origin_can_sign_in_and_call_the_api(synth: SynthResult) -> Non
     client = web_client(synth)
     assert f"{origin}/" in [render_token(u) for u in client["CallbackURLs"]]
     assert f"{origin}/" in [render_token(u) for u in client["LogoutURLs"]]
-    (api,) = synth.of_type("AWS::ApiGatewayV2::Api").values()
+    (api,) = http_api(synth, "AWS::ApiGatewayV2::Api")
     assert origin in [render_token(o) for o in api["Properties"]["CorsConfiguration"]["AllowOrigins"]]
     rules = synth.resource("Storage/DocumentsBucket")["Properties"]["CorsConfiguration"]["CorsRules"]
     assert any(origin in [render_token(o) for o in rule["AllowedOrigins"]] for rule in rules)
@@ -135,11 +145,13 @@ def test_web_client_uses_the_code_flow_with_pkce_and_no_implicit_flow(synth: Syn
 
 def test_callback_and_logout_urls_come_from_config(synth: SynthResult) -> None:
     client = web_client(synth)
-    callbacks, logouts = as_list(client["CallbackURLs"]), as_list(client["LogoutURLs"])
+    # The page's URL, when the stack serves it, is a token: rendered as https://${Distribution.DomainName}/.
+    callbacks = [render_token(u) for u in as_list(client["CallbackURLs"])]
+    logouts = [render_token(u) for u in as_list(client["LogoutURLs"])]
     assert set(synth.config.auth.callback_urls) <= set(callbacks)
     assert set(synth.config.auth.logout_urls) <= set(logouts)
     assert CLI_LOOPBACK_URL in callbacks and CLI_LOOPBACK_URL in logouts
-    for url in [u for u in callbacks + logouts if isinstance(u, str)]:
+    for url in callbacks + logouts:
         assert url.startswith("https://") or url.startswith("http://localhost"), url
 
 
