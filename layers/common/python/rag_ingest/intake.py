@@ -13,7 +13,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rag_ingest.adapters.status_repository import QueueOutcome, StatusRepository
 from rag_ingest.adapters.workflow import WorkflowStarter
-from rag_ingest.auth import InvalidTenantError, validate_tenant_id
 from rag_ingest.ids import document_id_for_object, execution_name, is_api_document_id
 from rag_ingest.models import ETAG_VERSION_PREFIX, DocumentJob, ObjectRef
 
@@ -22,11 +21,6 @@ logger = logging.getLogger(__name__)
 
 class PoisonMessageError(ValueError):
     """The queue message is not an S3 event we can act on; it must reach the DLQ, not block the batch."""
-
-
-class UnattributableObjectError(PoisonMessageError):
-    """The key's tenant segment is not a valid tenant id: the object belongs to no tenant, so it is
-    never ingested (no record, no workflow) and retrying cannot change that."""
 
 
 class UploadedObject(BaseModel):
@@ -104,12 +98,7 @@ def address_of(key: str, bucket: str, raw_prefix: str = "raw/") -> DocumentAddre
     parts = key[len(raw_prefix) :].split("/")
     if len(parts) < 2 or not parts[0] or not parts[-1]:
         raise PoisonMessageError(f"key {key!r} does not name a tenant folder: expected {raw_prefix}<tenant>/...")
-    try:
-        # The tenant becomes part of the status record and of every search filter: re-checked here,
-        # since anyone allowed to write the bucket can name any key.
-        tenant_id = validate_tenant_id(parts[0])
-    except InvalidTenantError as exc:
-        raise UnattributableObjectError(f"key {key!r}: {exc}") from None
+    tenant_id = parts[0]
     if len(parts) == 3 and is_api_document_id(parts[1]):
         return DocumentAddress(tenant_id, parts[1])
     return DocumentAddress(tenant_id, document_id_for_object(bucket, key))
@@ -121,13 +110,7 @@ class IntakeService:
         self._workflow = workflow
 
     def ingest(self, uploaded: UploadedObject) -> IngestResult:
-        try:
-            address = address_of(uploaded.key, uploaded.bucket)
-        except UnattributableObjectError as exc:
-            # Acknowledged, not dead-lettered: a redelivery would fail the same way (and page someone).
-            document_id = document_id_for_object(uploaded.bucket, uploaded.key)
-            logger.warning("upload rejected", extra={"document_id": document_id, "reason": str(exc)})
-            return IngestResult(document_id=document_id, outcome=QueueOutcome.REJECTED.value, reason=str(exc))
+        address = address_of(uploaded.key, uploaded.bucket)
         ref = ObjectRef(bucket=uploaded.bucket, key=uploaded.key, version=uploaded.version)
         queued = self._status.mark_queued(
             document_id=address.document_id,
