@@ -5,7 +5,7 @@ PIP := .venv/bin/pip
 export CDK_OUTDIR := cdk.out
 VENV_STAMP := .venv/.installed-$(shell cat requirements.txt requirements-dev.txt pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: help install layer synth opensearch opensearch-stop stack-up stack-down demo test lint unit infra bench burst eval clean deploy openapi
+.PHONY: help install layer synth opensearch opensearch-stop stack-up stack-down demo test lint unit infra bench burst eval clean deploy
 
 help:
 	@echo "make demo   - set up everything, run the local pipeline end to end on the sample PDFs"
@@ -53,6 +53,7 @@ lint: install
 	.venv/bin/mypy app.py infra local functions/*/app.py layers/common/python/rag_ingest bench eval
 
 # docs/openapi.json from the API function's routes (tests/unit/test_api_handler.py fails when it is stale).
+.PHONY: openapi
 openapi: install
 	$(PY) tools/openapi.py
 

@@ -28,7 +28,7 @@ _LOOPBACK_ORIGIN = re.compile(r"^http://(localhost|127\.0\.0\.1)(:\d{1,5})?$")
 _SIGN_IN_URL = re.compile(r"^(https://[A-Za-z0-9.-]+|http://localhost)(:\d{1,5})?(/[^#\s]*)?$")
 # Cognito domain prefixes: lowercase letters, digits and inner hyphens, without reserved words.
 _DOMAIN_PREFIX = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
-_RESERVED_IN_DOMAIN_PREFIX = ("aws", "amazon", "cognito")
+RESERVED_IN_DOMAIN_PREFIX = ("aws", "amazon", "cognito")
 # The CLI's loopback sign-in (`rag-ingest login --stack`): it listens on this port, opens the
 # managed login page in a browser and receives the authorization code here (RFC 8252 for native
 # apps), so it must be an allowed callback/logout URL of the app client in every deployment.
@@ -211,7 +211,7 @@ class AuthConfig(_Model):
             return value
         if not _DOMAIN_PREFIX.fullmatch(value):
             raise ValueError("auth.domainPrefix must be 1-63 chars of a-z, 0-9 and inner '-'")
-        reserved = [word for word in _RESERVED_IN_DOMAIN_PREFIX if word in value]
+        reserved = [word for word in RESERVED_IN_DOMAIN_PREFIX if word in value]
         if reserved:
             raise ValueError(f"auth.domainPrefix must not contain {', '.join(reserved)} (reserved by Cognito)")
         return value
@@ -306,17 +306,6 @@ class RagIngestConfig(_Model):
         if self.upload.max_upload_bytes > self.limits.max_file_bytes:
             raise ValueError("upload.maxUploadBytes must not exceed limits.maxFileBytes (Validate would reject it)")
         return self
-
-    @property
-    def user_pool_domain_base(self) -> str:
-        """The Cognito domain prefix, or the stack-derived start of one (the stack appends the account id)."""
-        if self.auth.domain_prefix:
-            return self.auth.domain_prefix
-        base = self.stack_name.lower()
-        for word in _RESERVED_IN_DOMAIN_PREFIX:
-            base = base.replace(word, "")
-        base = re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "", base)).strip("-")[:40].rstrip("-")
-        return base or "rag-ingest"
 
     @property
     def search_domain_name(self) -> str:

@@ -11,6 +11,7 @@ turn every preflight into a 401.
 from __future__ import annotations
 
 import json
+import re
 
 import jsii
 from aws_cdk import Aws, CfnOutput, Duration
@@ -25,7 +26,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from infra.config import RagIngestConfig
+from infra.config import RESERVED_IN_DOMAIN_PREFIX, RagIngestConfig
 from infra.constructs.function import FunctionFactory, new_log_group, removal_policy
 from infra.constructs.search import Search
 from infra.constructs.storage import ARTIFACTS_PREFIX, RAW_PREFIX, TENANT_INDEX, Storage
@@ -46,6 +47,18 @@ SERVED_ROUTES: dict[str, tuple[str, ...]] = {
 PUBLIC_ROUTES = frozenset({"GET /openapi.json"})
 # The methods a route key can name, but OPTIONS (CORS preflights stay with API Gateway) and ANY.
 ROUTED_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
+
+
+def user_pool_domain_base(config: RagIngestConfig) -> str:
+    """``auth.domainPrefix``, or the stack-derived start of one (the stack appends the account id):
+    the stack name in lower case without the words Cognito reserves."""
+    if config.auth.domain_prefix:
+        return config.auth.domain_prefix
+    base = config.stack_name.lower()
+    for word in RESERVED_IN_DOMAIN_PREFIX:
+        base = base.replace(word, "")
+    base = re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "", base)).strip("-")[:40].rstrip("-")
+    return base or "rag-ingest"
 
 # HTTP APIs support a subset of $context variables (no $context.identity.caller etc.).
 _ACCESS_LOG_FORMAT = {
@@ -369,7 +382,7 @@ class Api(Construct):
         Prefixes are unique per region across all accounts: without ``auth.domainPrefix`` the
         stack's name plus its account id makes one that is stable across deploys of this stack.
         """
-        prefix = config.auth.domain_prefix or f"{config.user_pool_domain_base}-{Aws.ACCOUNT_ID}"
+        prefix = config.auth.domain_prefix or f"{user_pool_domain_base(config)}-{Aws.ACCOUNT_ID}"
         domain = self.user_pool.add_domain(
             "Domain",
             cognito_domain=cognito.CognitoDomainOptions(domain_prefix=prefix),

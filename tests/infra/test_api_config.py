@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from infra.config import CLI_LOOPBACK_URL, ConfigError, parse_config
+from infra.constructs.api import user_pool_domain_base
 
 pytestmark = pytest.mark.infra
 
@@ -80,4 +81,4 @@ def test_bad_domain_prefixes_are_refused(prefix: str) -> None:
     ],
 )
 def test_domain_prefix_is_configured_or_derived_from_the_stack(raw: dict[str, Any], base: str) -> None:
-    assert parse_config(raw).user_pool_domain_base == base
+    assert user_pool_domain_base(parse_config(raw)) == base

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from infra.config import CLI_LOOPBACK_URL
-from infra.constructs.api import PUBLIC_ROUTES, ROUTED_METHODS, SERVED_ROUTES
+from infra.constructs.api import PUBLIC_ROUTES, ROUTED_METHODS, SERVED_ROUTES, user_pool_domain_base
 from tests.infra.template_tools import SynthResult, as_list, render_token
 from tools import openapi as openapi_tool
 
@@ -169,7 +169,7 @@ def test_managed_login_domain_and_its_output(synth: SynthResult) -> None:
     assert domain["ManagedLoginVersion"] == 2
     assert domain["UserPoolId"] == {"Ref": synth.logical_id("Api/UserPool")}
     if synth.config.auth.domain_prefix is None:
-        assert render_token(domain["Domain"]) == f"{synth.config.user_pool_domain_base}-${{AWS::AccountId}}"
+        assert render_token(domain["Domain"]) == f"{user_pool_domain_base(synth.config)}-${{AWS::AccountId}}"
     (branding,) = synth.of_type("AWS::Cognito::ManagedLoginBranding").values()
     assert branding["Properties"]["ClientId"] == {"Ref": synth.logical_id("Api/UserPool/WebClient")}
     assert branding["Properties"]["UseCognitoProvidedValues"] is True
