@@ -295,6 +295,7 @@ def _tenant() -> str:
     description="Creates the document (AWAITING_UPLOAD) and returns a presigned POST for the PDF, straight to S3.",
     responses=_responses(201, 400, 403),
     tags=["documents"],
+    operation_id="createDocument",
 )
 def create_document(request: UploadRequest) -> Response[UploadTicket]:
     ticket = service.create_upload(_tenant(), request)
@@ -307,6 +308,7 @@ def create_document(request: UploadRequest) -> Response[UploadTicket]:
     description="The tenant's documents, newest first; pass next_cursor back as cursor for the next page.",
     responses=_responses(200, 400, 403),
     tags=["documents"],
+    operation_id="listDocuments",
 )
 def list_documents(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description="Page size")] = DEFAULT_PAGE_SIZE,
@@ -320,6 +322,7 @@ def list_documents(
     summary="A document's state",
     responses=_responses(200, 403, 404),
     tags=["documents"],
+    operation_id="getDocument",
 )
 def get_document(document_id: DocumentId) -> DocumentView:
     return service.get(_tenant(), document_id)
@@ -331,6 +334,7 @@ def get_document(document_id: DocumentId) -> DocumentView:
     description="Removes the upload, its artifacts and its passages. Idempotent: a DELETED document answers the same.",
     responses=_responses(200, 403, 404),
     tags=["documents"],
+    operation_id="deleteDocument",
 )
 def delete_document(document_id: DocumentId) -> DeletionReport:
     tenant = _tenant()
@@ -345,6 +349,7 @@ def delete_document(document_id: DocumentId) -> DeletionReport:
     description="Replays the document from its first unfinished stage; 409 NOT_RETRYABLE unless it is FAILED.",
     responses=_responses(202, 403, 404, 409),
     tags=["documents"],
+    operation_id="retryDocument",
 )
 def retry_document(document_id: DocumentId) -> Response[DocumentView]:
     view = service.retry(_tenant(), document_id)
@@ -357,6 +362,7 @@ def retry_document(document_id: DocumentId) -> Response[DocumentView]:
     description="A short-lived presigned GET of the current version of the upload, shown inline as application/pdf.",
     responses=_responses(200, 403, 404),
     tags=["documents"],
+    operation_id="downloadDocument",
 )
 def download_document(document_id: DocumentId) -> DownloadLink:
     return service.download(_tenant(), document_id)
@@ -368,6 +374,7 @@ def download_document(document_id: DocumentId) -> DownloadLink:
     description="The tenant's passages for a query: hybrid (BM25 + k-NN fused by reciprocal rank), knn or bm25.",
     responses=_responses(200, 400, 403),
     tags=["search"],
+    operation_id="searchPassages",
 )
 def search(request: SearchRequest) -> SearchResponse:
     return searcher.search(_tenant(), request)
@@ -379,6 +386,7 @@ def search(request: SearchRequest) -> SearchResponse:
     description="Needs no token.",
     responses=_responses(200, authorized=False),
     tags=["meta"],
+    operation_id="getOpenApiDocument",
 )
 def openapi_document() -> Response[dict[str, Any]]:
     return Response(200, content_types.APPLICATION_JSON, openapi_schema())
