@@ -218,6 +218,10 @@ def test_odd_ids_are_404(session: requests.Session, tenant_client: LocalStackCli
         path = f"/documents/{odd_id}{suffix}"
         response = send(session, tenant_client, method, path)
         check(response, method, path)
+        if odd_id in ("..", "%2E%2E") and not suffix and method == "GET":
+            # /documents/.. is / (RFC 3986 dot segments; the client sends it so): the page, not the API.
+            assert response.status_code == 404 or response.headers["Content-Type"].startswith("text/html")
+            continue
         assert response.status_code in (404, 405), response.text
 
 
