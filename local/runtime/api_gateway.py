@@ -631,6 +631,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self.send_header("Set-Cookie", cookie)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        if not head:
+        # A HEAD answer never has a body, whoever produced it (the function, the authorizer, a 404).
+        if not head and self.command != "HEAD":
             self.wfile.write(body)
         return int(status)

@@ -78,15 +78,21 @@ def test_every_jwt_route_refuses_requests_without_a_valid_token(
     refusals |= {kind: {"Authorization": f"Bearer {token}"} for kind, token in bad_tokens(token_forge).items()}
     for kind, headers in refusals.items():
         response = call(api_url, route_key, headers)
-        assert (response.status_code, response.json()) == (401, {"message": "Unauthorized"}), kind
+        assert response.status_code == 401, kind
+        if not route_key.startswith("HEAD "):  # a HEAD answer has no body
+            assert response.json() == {"message": "Unauthorized"}, kind
         assert response.headers["WWW-Authenticate"].startswith("Bearer"), kind
 
 
 @pytest.mark.parametrize("route_key", JWT_ROUTES)
 def test_a_valid_token_reaches_the_function(route_key: str, client: LocalStackClient) -> None:
     response = call(client.api_url, route_key, client._headers())
-    # The function answered: created, found nothing (the id does not exist), or searched.
-    assert response.status_code in (200, 201, 404), response.text
+    # The function answered (created, listed, searched, or its own error: no such document, a
+    # method the route does not allow), not the authorizer.
+    assert response.status_code not in (401, 403), response.text
+    if route_key.startswith("HEAD "):
+        return  # no body
+    assert response.status_code < 300 or "error" in response.json(), response.text
 
 
 @pytest.mark.parametrize("route_key", NONE_ROUTES or ["(none yet)"])
@@ -108,7 +114,6 @@ def test_an_expired_token_from_the_provider_is_refused(client: LocalStackClient)
     assert (expired.status_code, expired.json()) == (401, {"message": "Unauthorized"})
 
 
-@pytest.mark.xfail(strict=False, reason="until the API function validates the tenant claim (api work, issue 8)")
 def test_a_token_with_an_invalid_tenant_is_forbidden(local_stack: dict[str, Any], token_forge: TokenForge) -> None:
     for tenant in ("a/b", "", "x" * 65, None):
         token = token_forge.token(**{"custom:tenant_id": tenant})
