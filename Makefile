@@ -5,7 +5,7 @@ PIP := .venv/bin/pip
 export CDK_OUTDIR := cdk.out
 VENV_STAMP := .venv/.installed-$(shell cat requirements.txt requirements-dev.txt pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: help install layer synth opensearch opensearch-stop stack-up stack-down demo test lint unit infra bench burst eval clean deploy
+.PHONY: help install chromium layer synth opensearch opensearch-stop stack-up stack-down demo test lint unit infra bench burst eval clean deploy
 
 help:
 	@echo "make demo   - set up everything, run the local pipeline end to end on the sample PDFs"
@@ -25,6 +25,12 @@ $(VENV_STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	# The domain package, editable from the layer's source (see pyproject.toml).
 	$(PIP) install -q --no-deps -e .
 	rm -f .venv/.installed-* && touch $@
+
+# Headless Chromium and its WebDriver for the browser tests (Debian packages, like Java above):
+# nothing downloads a browser at run time; Selenium is pointed at these two executables.
+chromium:
+	@test -x /usr/bin/chromium && test -x /usr/bin/chromedriver || { \
+	  echo "installing Chromium and chromedriver (apt)"; apt-get update -q && apt-get install -y -q chromium chromium-driver; }
 
 layer: install
 	$(PY) tools/build_layer.py
@@ -59,7 +65,7 @@ infra: layer
 	.venv/bin/pytest -m infra -q
 
 # One pytest run over every suite; the servers the suites need are started before and stopped after.
-test: synth
+test: synth chromium
 	$(PY) -m local.opensearch install
 	bash tools/run_tests.sh
 
