@@ -87,7 +87,7 @@ function showWorkspace(session) {
   state.auth.watchExpiry(session.claims);
   state.documents.load();
   state.live = new LiveChannel(state.config.live, () => state.auth.token(), {
-    onDocument: (doc) => state.documents.apply(doc),
+    onDocument: (doc) => state.documents.apply(doc, { source: "live" }),
     onState: (liveState) => {
       const chip = $("live-state");
       chip.dataset.state = liveState;
@@ -128,7 +128,15 @@ function uploadItem(file) {
       const percent = total ? Math.round((loaded / total) * 100) : 0;
       bar.value = percent;
       bar.textContent = `${percent} %`;
-      status.textContent = percent < 100 ? `Uploading ${percent} %` : "Uploaded";
+      status.textContent = `Uploading ${percent} %`;
+      // What the browser reported, for people debugging and the browser tests.
+      item.dataset.progressEvents = String(Number(item.dataset.progressEvents || 0) + 1);
+      item.dataset.progressLoaded = String(loaded);
+      item.dataset.progressTotal = String(total);
+    },
+    finish() {
+      bar.value = 100;
+      bar.textContent = "100 %";
     },
   };
 }
@@ -150,6 +158,7 @@ async function uploadOne(file) {
     view.item.dataset.documentId = ticket.document_id;
     state.documents.placeholder(ticket.document_id, uploadName(file));
     await postToStorage(ticket.upload, file, (loaded, total) => view.progress(loaded, total));
+    view.finish();
     view.set("uploaded", "Uploaded; processing (see Documents)");
     state.uploads.done += 1;
     announce(`${file.name} uploaded`);

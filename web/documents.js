@@ -52,7 +52,7 @@ export class DocumentList {
     loadMore.disabled = true;
     try {
       const page = await this.api.listDocuments(this.cursor);
-      for (const doc of page.items || []) this.apply(doc, { announce: false });
+      for (const doc of page.items || []) this.apply(doc, { announce: false, source: "list" });
       this.cursor = page.next_cursor || null;
       this.showError("");
     } catch (error) {
@@ -70,7 +70,7 @@ export class DocumentList {
   }
 
   /** Apply a document's JSON (from the list, a live message, a poll, or an action's answer). */
-  apply(doc, { announce = true } = {}) {
+  apply(doc, { announce = true, source = "api" } = {}) {
     if (!doc || typeof doc.document_id !== "string") return;
     const previous = this.documents.get(doc.document_id);
     // Messages and polls can cross: never let an older state overwrite a newer one.
@@ -79,7 +79,8 @@ export class DocumentList {
     if (announce && previous?.status !== doc.status) {
       this.announce(`${doc.filename || doc.document_id}: ${STATUS_LABELS[doc.status] || doc.status}`);
     }
-    this.renderRow(doc);
+    const row = this.renderRow(doc);
+    if (row) row.dataset.source = source; // where the shown state came from: list, live, poll or api
     this.render();
   }
 
@@ -224,7 +225,7 @@ export class DocumentList {
       await Promise.all(
         pending.map(async (doc) => {
           try {
-            this.apply(await this.api.getDocument(doc.document_id));
+            this.apply(await this.api.getDocument(doc.document_id), { source: "poll" });
           } catch (error) {
             if (error.status === 404) {
               this.documents.delete(doc.document_id);
@@ -246,6 +247,8 @@ export class DocumentList {
   /** After a reconnect: one refresh of what is still in flight (messages may have been missed). */
   async refreshPending() {
     const pending = [...this.documents.values()].filter((doc) => !TERMINAL_STATUSES.has(doc.status));
-    await Promise.all(pending.map((doc) => this.api.getDocument(doc.document_id).then((d) => this.apply(d), () => {})));
+    await Promise.all(
+      pending.map((doc) => this.api.getDocument(doc.document_id).then((d) => this.apply(d, { source: "poll" }), () => {})),
+    );
   }
 }

@@ -40,7 +40,7 @@ export function s3ErrorMessage(status, responseText) {
 
 export class UploadError extends Error {}
 
-/** POST the file with the presigned form; onProgress(loaded, total) on upload progress events. */
+/** POST the file with the presigned form; onProgress(loaded, total) on each upload progress event. */
 export function postToStorage(form, file, onProgress) {
   return new Promise((resolve, reject) => {
     const body = new FormData();
@@ -53,7 +53,6 @@ export function postToStorage(form, file, onProgress) {
     });
     xhr.addEventListener("load", () => {
       if (xhr.status >= 200 && xhr.status < 300) {
-        onProgress(file.size, file.size);
         resolve();
       } else {
         reject(new UploadError(s3ErrorMessage(xhr.status, xhr.responseText)));
