@@ -84,7 +84,7 @@ export class Api {
     return this.request("GET", `/documents/${encodeURIComponent(id)}/download`);
   }
 
-  search(query, mode, k = 10) {
+  search(query, mode, k = 5) {
     return this.request("POST", "/search", { query, mode, k });
   }
 }

@@ -1,0 +1,183 @@
+"""A stand-in for Cognito's managed login (OAuth 2.0 authorization code + PKCE), for the page's
+sign-in code. Nothing here emulates Cognito's hosted UI, so this implements just what the page
+uses, strictly: ``/oauth2/authorize`` (response_type=code, S256 challenge required), ``/oauth2/token``
+(the verifier must hash to the challenge, one use per code, exact redirect_uri and client_id) and
+``/logout``. It signs in one fixed user without a form and records every request for assertions.
+Also serves the page (``web/``) with a Cognito ``config.json`` and an empty documents API."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import jwt
+
+WEB_DIR = Path(__file__).resolve().parents[2] / "web"
+CLIENT_ID = "standin-client-id"
+_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".json": "application/json"}
+
+
+def _s256(verifier: str) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+
+
+@dataclass
+class Grant:
+    challenge: str
+    redirect_uri: str
+
+
+@dataclass
+class CognitoStandIn:
+    username: str = "frank"
+    tenant_id: str = "acme"
+    grants: dict[str, Grant] = field(default_factory=dict)
+    authorize_requests: list[dict[str, str]] = field(default_factory=list)
+    token_requests: list[dict[str, Any]] = field(default_factory=list)
+    logout_requests: list[dict[str, str]] = field(default_factory=list)
+    idp: ThreadingHTTPServer | None = None
+    site: ThreadingHTTPServer | None = None
+
+    @property
+    def domain(self) -> str:
+        assert self.idp is not None
+        return f"http://127.0.0.1:{self.idp.server_address[1]}"
+
+    @property
+    def page_url(self) -> str:
+        assert self.site is not None
+        return f"http://127.0.0.1:{self.site.server_address[1]}/"
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "apiUrl": self.page_url.rstrip("/"),
+            "maxUploadBytes": 52428800,
+            # Nothing answers WebSocket upgrades here: the page must fall back to polling.
+            "live": {"kind": "websocket", "url": self.page_url.replace("http", "ws") + "live"},
+            "auth": {
+                "kind": "cognito",
+                "domain": self.domain,
+                "clientId": CLIENT_ID,
+                "redirectUri": self.page_url,
+                "logoutUri": self.page_url,
+                "scopes": ["openid", "email", "profile"],
+            },
+        }
+
+    def id_token(self) -> str:
+        now = int(time.time())
+        claims = {
+            "sub": "8c1f-standin",
+            "iss": f"{self.domain}/pool",
+            "aud": CLIENT_ID,
+            "token_use": "id",
+            "iat": now,
+            "exp": now + 3600,
+            "email": f"{self.username}@example.com",
+            "cognito:username": self.username,
+            "custom:tenant_id": self.tenant_id,
+        }
+        return jwt.encode(claims, secrets.token_bytes(32), algorithm="HS256")
+
+    # -- servers ----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.idp = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self, self._idp))
+        self.site = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self, self._site))
+        for server in (self.idp, self.site):
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        for server in (self.idp, self.site):
+            if server is not None:
+                server.shutdown()
+                server.server_close()
+
+    def _idp(self, method: str, path: str, query: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
+        if method == "OPTIONS":  # the token endpoint is called cross-origin by the page
+            return 204, {}, b""
+        if path == "/oauth2/authorize" and method == "GET":
+            self.authorize_requests.append(query)
+            if (
+                query.get("response_type") != "code"
+                or query.get("client_id") != CLIENT_ID
+                or query.get("code_challenge_method") != "S256"
+                or not query.get("code_challenge")
+                or not query.get("state")
+            ):
+                return 400, {"Content-Type": "text/plain"}, b"invalid_request"
+            code = secrets.token_urlsafe(16)
+            self.grants[code] = Grant(query["code_challenge"], query["redirect_uri"])
+            location = f"{query['redirect_uri']}?{urlencode({'code': code, 'state': query['state']})}"
+            return 302, {"Location": location}, b""
+        if path == "/oauth2/token" and method == "POST":
+            form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
+            grant = self.grants.pop(form.get("code", ""), None)  # one use per code
+            verified = grant is not None and _s256(form.get("code_verifier", "")) == grant.challenge
+            valid = (
+                verified
+                and grant is not None
+                and form.get("grant_type") == "authorization_code"
+                and form.get("client_id") == CLIENT_ID
+                and form.get("redirect_uri") == grant.redirect_uri
+            )
+            self.token_requests.append({**form, "valid": valid})
+            if not valid:
+                return 400, {"Content-Type": "application/json"}, b'{"error": "invalid_grant"}'
+            answer = {"id_token": self.id_token(), "access_token": "a", "expires_in": 3600, "token_type": "Bearer"}
+            return 200, {"Content-Type": "application/json"}, json.dumps(answer).encode()
+        if path == "/logout" and method == "GET":
+            self.logout_requests.append(query)
+            return 302, {"Location": query.get("logout_uri", "/")}, b""
+        return 404, {}, b""
+
+    def _site(self, method: str, path: str, query: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
+        if path == "/config.json":
+            return 200, {"Content-Type": "application/json"}, json.dumps(self.config()).encode()
+        if path == "/documents":
+            return 200, {"Content-Type": "application/json"}, b'{"items": [], "next_cursor": null}'
+        relative = path.lstrip("/") or "index.html"
+        file = (WEB_DIR / relative).resolve()
+        if method == "GET" and file.is_file() and file.is_relative_to(WEB_DIR):
+            return 200, {"Content-Type": _TYPES.get(file.suffix, "application/octet-stream")}, file.read_bytes()
+        return 404, {"Content-Type": "application/json"}, b'{"message": "Not Found"}'
+
+
+def _handler(stand_in: CognitoStandIn, answer: Any) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _serve(self, method: str) -> None:
+            split = urlsplit(self.path)
+            query = {k: v[0] for k, v in parse_qs(split.query).items()}
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            status, headers, raw = answer(method, split.path, query, body)
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Access-Control-Allow-Origin", "*")
+            self.send_header("Access-Control-Allow-Headers", "authorization,content-type")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def do_GET(self) -> None:
+            self._serve("GET")
+
+        def do_POST(self) -> None:
+            self._serve("POST")
+
+        def do_OPTIONS(self) -> None:
+            self._serve("OPTIONS")
+
+    return Handler
