@@ -5,6 +5,7 @@
 import { Api } from "./api.js";
 import { Auth, identityOf } from "./auth.js";
 import { DocumentList } from "./documents.js";
+import { errorSentence } from "./errors.js";
 import { el, formatBytes } from "./format.js";
 import { LiveChannel } from "./live.js";
 import { SearchView } from "./search.js";
@@ -113,7 +114,7 @@ function uploadItem(file) {
     "li",
     { className: "upload", dataset: { state: "checking" } },
     el("span", { className: "upload-name" }, file.name),
-    el("span", { className: "muted" }, formatBytes(file.size)),
+    el("span", { className: "muted upload-size" }, formatBytes(file.size)),
     bar,
     status,
   );
@@ -167,6 +168,18 @@ async function uploadOne(file) {
     view.set("failed", error.message);
     announce(`${file.name}: ${error.message}`);
   }
+}
+
+/** An upload's line follows its document to the end (the list has the details). */
+function followUpload(doc) {
+  const item = document.querySelector(`#uploads .upload[data-document-id="${CSS.escape(doc.document_id)}"]`);
+  if (!item || item.dataset.state !== "uploaded") return;
+  const status = item.querySelector(".upload-status");
+  if (doc.status === "READY") status.textContent = `Ready: ${doc.page_count ?? "?"} pages, ${doc.chunk_count ?? "?"} passages`;
+  else if (doc.status === "FAILED") status.textContent = `Failed: ${errorSentence(doc.error_code)}`;
+  else if (doc.status === "PROCESSING" && doc.stage) status.textContent = `Processing: ${doc.stage.toLowerCase()}`;
+  else if (doc.status === "QUEUED") status.textContent = "Queued";
+  item.dataset.documentStatus = doc.status;
 }
 
 async function uploadFiles(fileList) {
@@ -237,6 +250,7 @@ async function main() {
     announce,
     confirmDelete,
     onError: showError,
+    onStatus: followUpload,
   });
   state.search = new SearchView({
     api: state.api,

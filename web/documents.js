@@ -19,12 +19,13 @@ const STATUS_LABELS = {
 };
 
 export class DocumentList {
-  constructor({ api, elements, announce, confirmDelete, onError }) {
+  constructor({ api, elements, announce, confirmDelete, onError, onStatus = () => {} }) {
     this.api = api;
     this.elements = elements;
     this.announce = announce;
     this.confirmDelete = confirmDelete;
     this.onError = onError;
+    this.onStatus = onStatus;
     this.documents = new Map();
     this.rows = new Map();
     this.cursor = null;
@@ -82,6 +83,7 @@ export class DocumentList {
     const row = this.renderRow(doc);
     if (row) row.dataset.source = source; // where the shown state came from: list, live, poll or api
     this.render();
+    this.onStatus(doc);
   }
 
   /** A document this page just created, before the API's record reaches it. */

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -97,9 +98,19 @@ class Page:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting until {what}") from exc
 
     def screenshot(self, step: str) -> Path:
+        """The whole page (not only the window), as the user would scroll through it."""
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         path = ARTIFACTS / f"{self.name}-{len(self.shots) + 1:02d}-{step}.png"
-        self.driver.save_screenshot(str(path))
+        metrics = self.driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+        shot = self.driver.execute_cdp_cmd(
+            "Page.captureScreenshot",
+            {
+                "format": "png",
+                "captureBeyondViewport": True,
+                "clip": {"x": 0, "y": 0, "width": metrics["width"], "height": metrics["height"], "scale": 1},
+            },
+        )
+        path.write_bytes(base64.b64decode(shot["data"]))
         self.shots.append(path)
         return path
 
