@@ -12,6 +12,7 @@ import { SearchView } from "./search.js";
 import { postToStorage, refusalReason, uploadName } from "./upload.js";
 
 const UPLOAD_CONCURRENCY = 3;
+const LIVE_LABELS = { off: "Offline", connecting: "Connecting…", live: "Live updates", polling: "Polling (reconnecting)" };
 const $ = (id) => document.getElementById(id);
 
 const state = { config: null, auth: null, api: null, documents: null, search: null, live: null, uploads: { started: 0, done: 0, refused: 0, failed: 0 } };
@@ -92,7 +93,7 @@ function showWorkspace(session) {
     onState: (liveState) => {
       const chip = $("live-state");
       chip.dataset.state = liveState;
-      chip.textContent = `live: ${liveState}`;
+      chip.textContent = LIVE_LABELS[liveState] || liveState;
       if (liveState === "polling") state.documents.startPolling();
       if (liveState === "live") {
         state.documents.stopPolling();
