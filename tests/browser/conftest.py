@@ -24,7 +24,7 @@ def driver() -> Iterator[webdriver.Chrome]:
 @pytest.fixture
 def page(driver: webdriver.Chrome, stack_process: LocalStackProcess, request: pytest.FixtureRequest) -> Page:
     """The page, loaded from the local stack's API server (which serves web/ and /config.json)."""
-    name = request.node.name.removeprefix("test_")[:48]
+    name = "-".join(request.node.name.removeprefix("test_").split("_")[:4])  # screenshot file prefix
     opened = Page(driver, stack_process.api_url, name)
     opened.open()
     return opened
