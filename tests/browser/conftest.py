@@ -9,6 +9,7 @@ import pytest
 from selenium import webdriver
 
 from local.runtime.harness import LocalStackProcess
+from tests.browser.oauth_standin import CognitoStandIn
 from tests.browser.page import Page, new_driver
 
 
@@ -34,3 +35,26 @@ def page(driver: webdriver.Chrome, stack_process: LocalStackProcess, request: py
 def tenant() -> str:
     # OpenSearch keeps data between runs; a tenant of its own per test keeps lists and search clean.
     return f"web-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def cognito() -> Iterator[CognitoStandIn]:
+    stand_in = CognitoStandIn()
+    stand_in.start()
+    try:
+        yield stand_in
+    finally:
+        stand_in.stop()
+
+
+@pytest.fixture
+def cognito_page(driver: webdriver.Chrome, cognito: CognitoStandIn) -> Page:
+    page = Page(driver, cognito.page_url, "cognito")
+    page.open()
+    return page
+
+
+def sign_in_with_cognito(page: Page) -> None:
+    page.wait(lambda: page.find("#cognito-button").is_displayed(), "the Cognito sign-in button shows")
+    page.find("#cognito-button").click()
+    page.wait(lambda: page.find("#workspace").is_displayed(), "signed in after the redirect back")

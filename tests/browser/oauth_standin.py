@@ -3,7 +3,10 @@ sign-in code. Nothing here emulates Cognito's hosted UI, so this implements just
 uses, strictly: ``/oauth2/authorize`` (response_type=code, S256 challenge required), ``/oauth2/token``
 (the verifier must hash to the challenge, one use per code, exact redirect_uri and client_id) and
 ``/logout``. It signs in one fixed user without a form and records every request for assertions.
-Also serves the page (``web/``) with a Cognito ``config.json`` and an empty documents API."""
+
+It also serves the page (``web/``) with a Cognito ``config.json``, and the few API answers the
+tests set (``documents``), and a storage endpoint that refuses uploads with S3's XML errors, as S3
+does when a presigned POST's policy fails (moto does not enforce POST policies)."""
 
 from __future__ import annotations
 
@@ -44,6 +47,11 @@ class CognitoStandIn:
     authorize_requests: list[dict[str, str]] = field(default_factory=list)
     token_requests: list[dict[str, Any]] = field(default_factory=list)
     logout_requests: list[dict[str, str]] = field(default_factory=list)
+    #: Documents the stand-in API answers with (GET /documents, GET /documents/{id}), by id.
+    documents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: What the storage endpoint answers an upload with: (status, S3 error code, message).
+    storage_refusal: tuple[int, str, str] = (403, "AccessDenied", "Invalid according to Policy")
+    document_gets: int = 0
     idp: ThreadingHTTPServer | None = None
     site: ThreadingHTTPServer | None = None
 
@@ -143,8 +151,30 @@ class CognitoStandIn:
     def _site(self, method: str, path: str, query: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
         if path == "/config.json":
             return 200, {"Content-Type": "application/json"}, json.dumps(self.config()).encode()
-        if path == "/documents":
-            return 200, {"Content-Type": "application/json"}, b'{"items": [], "next_cursor": null}'
+        json_type = {"Content-Type": "application/json"}
+        if path == "/documents" and method == "GET":
+            items = sorted(self.documents.values(), key=lambda d: d["created_at"], reverse=True)
+            return 200, json_type, json.dumps({"items": items, "next_cursor": None}).encode()
+        if path.startswith("/documents/") and method == "GET":
+            self.document_gets += 1
+            document = self.documents.get(path.rsplit("/", 1)[-1])
+            if document is None:
+                return 404, json_type, b'{"error": {"code": "NOT_FOUND", "message": "no such document"}}'
+            return 200, json_type, json.dumps(document).encode()
+        if path == "/documents" and method == "POST":
+            ticket = {
+                "document_id": "01STANDIN",
+                "status": "AWAITING_UPLOAD",
+                "upload": {"url": f"{self.page_url}storage", "fields": {"key": "raw/acme/01STANDIN/x.pdf"}},
+                "expires_at": int(time.time()) + 900,
+                "max_bytes": 52428800,
+            }
+            return 201, json_type, json.dumps(ticket).encode()
+        if path == "/storage" and method == "POST":
+            status, code, message = self.storage_refusal
+            xml = f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{code}</Code><Message>{message}</Message>"
+            xml += "<RequestId>STANDIN</RequestId></Error>"
+            return status, {"Content-Type": "application/xml"}, xml.encode()
         relative = path.lstrip("/") or "index.html"
         file = (WEB_DIR / relative).resolve()
         if method == "GET" and file.is_file() and file.is_relative_to(WEB_DIR):

@@ -6,33 +6,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
-from selenium import webdriver
 
 from tests.browser.oauth_standin import CLIENT_ID, CognitoStandIn
 from tests.browser.page import Page
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture
-def cognito() -> Iterator[CognitoStandIn]:
-    stand_in = CognitoStandIn()
-    stand_in.start()
-    try:
-        yield stand_in
-    finally:
-        stand_in.stop()
-
-
-@pytest.fixture
-def cognito_page(driver: webdriver.Chrome, cognito: CognitoStandIn) -> Page:
-    page = Page(driver, cognito.page_url, "cognito")
-    page.open()
-    return page
 
 
 def test_cognito_sign_in_uses_code_flow_with_pkce_and_state_then_signs_out_at_the_managed_login(
