@@ -23,6 +23,7 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
+from local.client import LocalStackClient
 from local.runtime.harness import LocalStackProcess
 from tests.browser.page import SAMPLES, Page, elapsed, new_driver, write_figures
 
@@ -33,6 +34,7 @@ PIPELINE_TIMEOUT = 420.0  # two documents through the whole local pipeline on a 
 # A sentence of lighthouses.pdf and its page (samples/expected.json): the search must cite that page.
 QUERY = "Argand burner hollow circular wick glass chimney"
 QUERY_FILE, QUERY_PAGE = "lighthouses.pdf", 2
+LIST_PAGE_SIZE = 20  # documents per GET /documents the page asks for (web/api.js)
 
 
 def assert_no_console_errors(page: Page) -> None:
@@ -252,6 +254,32 @@ def test_files_that_are_not_pdfs_or_too_large_are_refused_in_the_page_before_upl
     page.find("#refresh").click()
     page.wait(lambda: page.find("#documents-empty").is_displayed(), "the list is still empty")
     assert page.rows() == {}
+    assert_no_console_errors(page)
+
+
+def test_the_list_shows_newest_first_and_loads_more_with_the_cursor(
+    page: Page, tenant: str, stack_process: LocalStackProcess
+) -> None:
+    # 21 documents awaiting their upload (the page asks for 20 at a time): cheap, and real records.
+    client = LocalStackClient(api_url=stack_process.api_url, tenant_id=tenant)
+    created = []
+    for number in range(LIST_PAGE_SIZE + 1):
+        ticket = client.create_upload(f"pending-{number:02d}.pdf")
+        ticket.raise_for_status()
+        created.append(ticket.json()["document_id"])
+    newest_first = created[::-1]
+    page.sign_in("gina", tenant)
+    page.wait(lambda: len(page.rows()) == LIST_PAGE_SIZE, "the first page of the list")
+    assert list(page.rows()) == newest_first[:LIST_PAGE_SIZE]
+    more = page.find("#load-more")
+    assert more.is_displayed()
+    page.screenshot("first-page")
+    more.click()
+    page.wait(lambda: len(page.rows()) == LIST_PAGE_SIZE + 1, "the next page is appended")
+    assert list(page.rows()) == newest_first
+    page.wait(lambda: not page.find("#load-more").is_displayed(), "no more pages")
+    assert {row["status"] for row in page.rows().values()} == {"AWAITING_UPLOAD"}
+    assert page.not_reloaded()
     assert_no_console_errors(page)
 
 
