@@ -31,11 +31,18 @@ export class DocumentList {
     this.cursor = null;
     this.pollTimer = null;
     this.polls = 0;
+    this.generation = 0;
     elements.loadMore.addEventListener("click", () => this.loadMore());
   }
 
+  /** Signed out: forget everything (answers still on their way are dropped by the generation). */
   reset() {
     this.stopPolling();
+    this.clear();
+  }
+
+  clear() {
+    this.generation += 1;
     this.documents.clear();
     this.rows.clear();
     this.cursor = null;
@@ -43,16 +50,19 @@ export class DocumentList {
     this.render();
   }
 
+  /** The first page again (polling, if it is on, carries on). */
   async load() {
-    this.reset();
+    this.clear();
     await this.loadMore();
   }
 
   async loadMore() {
     const { loadMore } = this.elements;
+    const generation = this.generation;
     loadMore.disabled = true;
     try {
       const page = await this.api.listDocuments(this.cursor);
+      if (generation !== this.generation) return; // signed out or reloaded meanwhile
       for (const doc of page.items || []) this.apply(doc, { announce: false, source: "list" });
       this.cursor = page.next_cursor || null;
       this.showError("");
@@ -223,13 +233,15 @@ export class DocumentList {
     if (this.pollTimer) return;
     const poll = async () => {
       this.polls += 1;
+      const generation = this.generation;
       const pending = [...this.documents.values()].filter((doc) => !TERMINAL_STATUSES.has(doc.status));
       await Promise.all(
         pending.map(async (doc) => {
           try {
-            this.apply(await this.api.getDocument(doc.document_id), { source: "poll" });
+            const current = await this.api.getDocument(doc.document_id);
+            if (generation === this.generation) this.apply(current, { source: "poll" });
           } catch (error) {
-            if (error.status === 404) {
+            if (error.status === 404 && generation === this.generation) {
               this.documents.delete(doc.document_id);
               this.render();
             }
@@ -248,9 +260,15 @@ export class DocumentList {
 
   /** After a reconnect: one refresh of what is still in flight (messages may have been missed). */
   async refreshPending() {
+    const generation = this.generation;
     const pending = [...this.documents.values()].filter((doc) => !TERMINAL_STATUSES.has(doc.status));
     await Promise.all(
-      pending.map((doc) => this.api.getDocument(doc.document_id).then((d) => this.apply(d, { source: "poll" }), () => {})),
+      pending.map((doc) =>
+        this.api.getDocument(doc.document_id).then(
+          (current) => generation === this.generation && this.apply(current, { source: "poll" }),
+          () => {},
+        ),
+      ),
     );
   }
 }
