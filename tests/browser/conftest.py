@@ -58,3 +58,4 @@ def sign_in_with_cognito(page: Page) -> None:
     page.wait(lambda: page.find("#cognito-button").is_displayed(), "the Cognito sign-in button shows")
     page.find("#cognito-button").click()
     page.wait(lambda: page.find("#workspace").is_displayed(), "signed in after the redirect back")
+    page.mark()  # the redirects were navigations; from here on there must be none

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import queue
 import secrets
 import threading
 import time
@@ -26,6 +27,7 @@ import jwt
 
 WEB_DIR = Path(__file__).resolve().parents[2] / "web"
 CLIENT_ID = "standin-client-id"
+_WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 _TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".json": "application/json"}
 
 
@@ -52,6 +54,11 @@ class CognitoStandIn:
     #: What the storage endpoint answers an upload with: (status, S3 error code, message).
     storage_refusal: tuple[int, str, str] = (403, "AccessDenied", "Invalid according to Policy")
     document_gets: int = 0
+    #: The WebSocket channel: answer upgrades on /live (else refuse them), what to push, who connected.
+    live_enabled: bool = False
+    live_outbox: queue.Queue[str | None] = field(default_factory=queue.Queue)
+    live_tokens: list[str] = field(default_factory=list)
+    issued_tokens: list[str] = field(default_factory=list)
     idp: ThreadingHTTPServer | None = None
     site: ThreadingHTTPServer | None = None
 
@@ -69,7 +76,7 @@ class CognitoStandIn:
         return {
             "apiUrl": self.page_url.rstrip("/"),
             "maxUploadBytes": 52428800,
-            # Nothing answers WebSocket upgrades here: the page must fall back to polling.
+            # Upgrades are refused unless live_enabled: then the page must fall back to polling.
             "live": {"kind": "websocket", "url": self.page_url.replace("http", "ws") + "live"},
             "auth": {
                 "kind": "cognito",
@@ -94,7 +101,50 @@ class CognitoStandIn:
             "cognito:username": self.username,
             "custom:tenant_id": self.tenant_id,
         }
-        return jwt.encode(claims, secrets.token_bytes(32), algorithm="HS256")
+        token = jwt.encode(claims, secrets.token_bytes(32), algorithm="HS256")
+        self.issued_tokens.append(token)
+        return token
+
+    def push(self, message: dict[str, Any]) -> None:
+        """Send a message to the connected page (as the pusher Lambda does through API Gateway)."""
+        self.live_outbox.put(json.dumps(message))
+
+    def drop_connection(self) -> None:
+        """Close the connection from the server side (as API Gateway does after 2 h)."""
+        self.live_outbox.put(None)
+
+    def serve_websocket(self, handler: BaseHTTPRequestHandler, query: dict[str, str]) -> None:
+        """RFC 6455, server side, as little as the page needs: the handshake, text frames, close."""
+        token = query.get("token", "")
+        if not self.live_enabled or token not in self.issued_tokens:
+            handler.send_response(401)  # as the REQUEST authorizer refuses a connection
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+            return
+        self.live_tokens.append(token)
+        accept = base64.b64encode(
+            hashlib.sha1((handler.headers["Sec-WebSocket-Key"] + _WEBSOCKET_GUID).encode()).digest()
+        ).decode()
+        handler.send_response(101)
+        handler.send_header("Upgrade", "websocket")
+        handler.send_header("Connection", "Upgrade")
+        handler.send_header("Sec-WebSocket-Accept", accept)
+        handler.end_headers()
+        handler.wfile.flush()
+        while True:
+            message = self.live_outbox.get()
+            if message is None:
+                handler.wfile.write(b"\x88\x00")  # close frame, no status
+                handler.wfile.flush()
+                handler.close_connection = True
+                return
+            payload = message.encode()
+            if len(payload) < 126:
+                header = bytes([0x81, len(payload)])
+            else:
+                header = bytes([0x81, 126]) + len(payload).to_bytes(2, "big")
+            handler.wfile.write(header + payload)
+            handler.wfile.flush()
 
     # -- servers ----------------------------------------------------------------------------------
 
@@ -102,9 +152,11 @@ class CognitoStandIn:
         self.idp = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self, self._idp))
         self.site = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self, self._site))
         for server in (self.idp, self.site):
+            server.daemon_threads = True  # an open WebSocket must not hold up the shutdown
             threading.Thread(target=server.serve_forever, daemon=True).start()
 
     def stop(self) -> None:
+        self.live_outbox.put(None)
         for server in (self.idp, self.site):
             if server is not None:
                 server.shutdown()
@@ -184,12 +236,17 @@ class CognitoStandIn:
 
 def _handler(stand_in: CognitoStandIn, answer: Any) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # a WebSocket handshake must answer in HTTP/1.1
+
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
         def _serve(self, method: str) -> None:
             split = urlsplit(self.path)
             query = {k: v[0] for k, v in parse_qs(split.query).items()}
+            if split.path == "/live" and self.headers.get("Upgrade", "").lower() == "websocket":
+                stand_in.serve_websocket(self, query)
+                return
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             status, headers, raw = answer(method, split.path, query, body)
             self.send_response(status)

@@ -67,7 +67,10 @@ class Page:
     def open(self) -> None:
         self.driver.get(self.base_url)
         self.wait(lambda: self.js("return document.readyState") == "complete", "the page loads")
-        # A value that survives only while the page is not reloaded or navigated away.
+        self.mark()
+
+    def mark(self) -> None:
+        """A value that survives only while the page is not reloaded or navigated away."""
         self.js("window.__testPageMark = 'kept'")
 
     def js(self, script: str, *args: Any) -> Any:
@@ -118,8 +121,7 @@ class Page:
         """True while the document loaded by open() is still the one shown (no reload, no navigation)."""
         return bool(
             self.js(
-                "return window.__testPageMark === 'kept'"
-                " && performance.getEntriesByType('navigation').length === 1"
+                "return window.__testPageMark === 'kept' && performance.getEntriesByType('navigation').length === 1"
             )
         )
 

@@ -298,7 +298,7 @@ def test_every_error_code_has_a_human_sentence(page: Page) -> None:
 def test_search_highlights_render_only_em_everything_else_as_text(page: Page) -> None:
     hostile = (
         "the <em>lamp</em> &amp; <b>bold</b> <script>window.pwned = 1</script> "
-        "<img src=x onerror=\"window.pwned = 2\"> &lt;i&gt;escaped&lt;/i&gt; <em>wick<em>"
+        '<img src=x onerror="window.pwned = 2"> &lt;i&gt;escaped&lt;/i&gt; <em>wick<em>'
     )
     rendered = page.js(
         """return import('./search.js').then(m => {

@@ -93,3 +93,36 @@ def test_a_refusal_by_storage_is_shown_with_its_reason(
     assert item["status"].startswith(shown), item
     assert page.stats()["uploads"]["failed"] == 1
     page.screenshot(f"storage-refused-{refusal[1]}")
+
+
+def test_over_a_websocket_the_page_applies_pushed_updates_and_reconnects_after_a_drop(
+    cognito_page: Page, cognito: CognitoStandIn
+) -> None:
+    """The AWS transport: the page connects with its ID token, applies ``document.updated`` messages
+    (a new document appears, then goes READY), ignores anything else, and reconnects when dropped."""
+    page = cognito_page
+    cognito.live_enabled = True
+    sign_in_with_cognito(page)
+    page.wait(lambda: page.stats()["live"]["state"] == "live", "the WebSocket is connected")
+    assert cognito.live_tokens == [cognito.issued_tokens[-1]]  # the ID token, in the query string
+
+    started = datetime.datetime(2026, 1, 1, 12, 0, 5, tzinfo=datetime.UTC)
+    cognito.push({"type": "something.else", "document": {"document_id": "01IGNORED"}})
+    cognito.push(
+        {"type": "document.updated", "document": _document("PROCESSING", started, stage="PARSE", page_count=3)}
+    )
+    row = page.wait(lambda: page.rows().get("01POLLED"), "the pushed document appears")
+    assert (row["status"], row["stage"]) == ("PROCESSING", "parse")
+    # An older state arriving late does not overwrite a newer one.
+    cognito.push({"type": "document.updated", "document": _document("QUEUED", started - datetime.timedelta(seconds=3))})
+    done = _document("READY", started + datetime.timedelta(seconds=4), page_count=3, chunk_count=7)
+    cognito.push({"type": "document.updated", "document": done})
+    page.wait(lambda: page.rows()["01POLLED"]["status"] == "READY", "the pushed READY is shown")
+    assert page.rows()["01POLLED"]["chunks"] == "7" and "01IGNORED" not in page.rows()
+    assert page.stats()["live"]["messages"] == 3  # the message of another type is not counted
+    page.screenshot("websocket-ready")
+
+    cognito.drop_connection()
+    page.wait(lambda: page.stats()["live"]["errors"] == 1, "the page sees the drop", 10)
+    page.wait(lambda: page.stats()["live"]["connects"] == 2, "the page reconnects", 20)
+    assert page.stats()["live"]["state"] == "live" and page.not_reloaded()
