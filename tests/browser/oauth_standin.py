@@ -200,7 +200,27 @@ class CognitoStandIn:
             return 302, {"Location": query.get("logout_uri", "/")}, b""
         return 404, {}, b""
 
+    def content_security_policy(self) -> str:
+        """As strict as the CloudFront response headers policy: no inline code, connections only to
+        the page's own origin (API, storage and live channel here), and the sign-in domain."""
+        live = self.page_url.replace("http", "ws").rstrip("/")
+        return "; ".join(
+            [
+                "default-src 'none'",
+                "script-src 'self'",
+                "style-src 'self'",
+                "img-src 'self' data:",
+                f"connect-src 'self' {self.domain} {live}",
+                "form-action 'self'",
+                "frame-ancestors 'none'",
+                "base-uri 'self'",
+            ]
+        )
+
     def _site(self, method: str, path: str, query: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
+        if path in ("/", "/index.html"):
+            page = (WEB_DIR / "index.html").read_bytes()
+            return 200, {"Content-Type": "text/html", "Content-Security-Policy": self.content_security_policy()}, page
         if path == "/config.json":
             return 200, {"Content-Type": "application/json"}, json.dumps(self.config()).encode()
         json_type = {"Content-Type": "application/json"}
