@@ -53,6 +53,8 @@ stack-down:
 
 demo: stack-up
 	$(PY) -m local.demo
+	@$(PY) -c 'import json; url = json.load(open(".local/runtime/outputs.json"))["ApiUrl"].rstrip("/"); \
+	  print(f"\nOpen the page: {url}/ (dev-only sign-in: any user name, tenant demo). make stack-down stops the stack.")'
 
 lint: install
 	.venv/bin/ruff check .
