@@ -9,7 +9,9 @@ const PDF_MAGIC = "%PDF-";
 export async function refusalReason(file, maxBytes) {
   if (file.size === 0) return "Refused: the file is empty.";
   if (Number.isFinite(maxBytes) && file.size > maxBytes) {
-    return `Refused: ${formatBytes(file.size)} is over the ${formatBytes(maxBytes)} limit.`;
+    let [size, limit] = [formatBytes(file.size), formatBytes(maxBytes)];
+    if (size === limit) [size, limit] = [`${file.size} bytes`, `${maxBytes}-byte`]; // just over: say by how much
+    return `Refused: ${size} is over the ${limit} limit.`;
   }
   // The content decides, not the name or the type the OS guessed: a PDF starts with "%PDF-".
   const head = new Uint8Array(await file.slice(0, PDF_MAGIC.length).arrayBuffer());
