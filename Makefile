@@ -5,7 +5,7 @@ PIP := .venv/bin/pip
 export CDK_OUTDIR := cdk.out
 VENV_STAMP := .venv/.installed-$(shell cat requirements.txt requirements-dev.txt pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: help install chromium layer synth opensearch opensearch-stop stack-up stack-down demo test lint unit infra bench burst eval clean deploy
+.PHONY: help install layer synth opensearch opensearch-stop stack-up stack-down demo test lint unit infra bench burst eval clean deploy
 
 help:
 	@echo "make demo   - set up everything, run the local pipeline end to end on the sample PDFs"
@@ -28,6 +28,7 @@ $(VENV_STAMP): requirements.txt requirements-dev.txt pyproject.toml
 
 # Headless Chromium and its WebDriver for the browser tests (Debian packages, like Java above):
 # nothing downloads a browser at run time; Selenium is pointed at these two executables.
+.PHONY: chromium
 chromium:
 	@test -x /usr/bin/chromium && test -x /usr/bin/chromedriver || { \
 	  echo "installing Chromium and chromedriver (apt)"; apt-get update -q && apt-get install -y -q chromium chromium-driver; }
