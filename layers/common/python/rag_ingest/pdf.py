@@ -74,7 +74,9 @@ _INVISIBLE_CHARS = re.compile(
     + "\u00ad\u200b\u2060\ufeff]"
 )
 # Hyphen at a line end between two words (after whitespace is normalised): a candidate broken word.
-_LINE_END_HYPHEN = re.compile(r"([^\W\d_]+)-\n([^\W\d_]+)")
+# The look-behind lets a match start only where a run of letters starts: without it the engine
+# re-scans a run from each of its letters, quadratic on a long one (300,000 letters: ~17 minutes).
+_LINE_END_HYPHEN = re.compile(r"(?<![^\W\d_])([^\W\d_]+)-\n([^\W\d_]+)")
 # A hyphenated compound written on one line ("right-to-left"): evidence the hyphen is real.
 _INLINE_HYPHENATED = re.compile(r"(?<![\w-])[^\W\d_]+(?:-[^\W\d_]+)+(?![\w-])")
 _LETTERS = re.compile(r"[^\W\d_]+")
@@ -94,6 +96,8 @@ _LONE_ROMAN_NUMERAL = re.compile(r"^[ivxlcdm]+$")
 _PAGE_NUMBER_SIGNATURE = re.compile(r"^(page)?\W*#\W*((of|/)\W*#)?\W*$")
 # Zone index for bare page numbers: they count together whether printed at the top or the bottom.
 _PAGE_NUMBER_ZONE = 2
+# The pattern above backtracks quadratically on a long run of punctuation; a page number is short.
+_PAGE_NUMBER_MAX_CHARS = 40
 
 # Content-stream operators that put marks on a page: text showing, images (XObjects, inline),
 # shadings, and path painting. A page without any of them is blank to a reader.
@@ -163,7 +167,8 @@ def _zone_indices(lines: list[str]) -> tuple[list[int], list[int]]:
 
 
 def _zone_key(zone: int, signature: str) -> tuple[int, str]:
-    return (_PAGE_NUMBER_ZONE if _PAGE_NUMBER_SIGNATURE.fullmatch(signature) else zone, signature)
+    page_number = len(signature) <= _PAGE_NUMBER_MAX_CHARS and _PAGE_NUMBER_SIGNATURE.fullmatch(signature)
+    return (_PAGE_NUMBER_ZONE if page_number else zone, signature)
 
 
 def _drop_running_lines(pages_lines: list[list[str]]) -> list[list[str]]:
