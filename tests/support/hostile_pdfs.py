@@ -53,8 +53,10 @@ def page_pdf(content: bytes, *, compress: bool = True, extra_objects: Objects | 
         b"/Resources << /Font << /F1 5 0 R >> /XObject << /Im1 6 0 R >> >> >>",
         4: stream(content, compress=compress),
         5: _FONT,
-        6: stream(b"\x00\x00\x00", extra=b" /Type /XObject /Subtype /Image /Width 1 /Height 1 "
-                  b"/ColorSpace /DeviceRGB /BitsPerComponent 8"),
+        6: stream(
+            b"\x00\x00\x00",
+            extra=b" /Type /XObject /Subtype /Image /Width 1 /Height 1 /ColorSpace /DeviceRGB /BitsPerComponent 8",
+        ),
     }
     objects.update(extra_objects or {})
     return build_pdf(objects)
@@ -128,7 +130,7 @@ def many_text_operators(count: int = 400_000) -> bytes:
 
 
 def huge_image() -> bytes:
-    """A page with readable text and an image that declares 100,000 × 100,000 RGB pixels (30 GB),
+    """A page with readable text and an image that declares 100,000 by 100,000 RGB pixels (30 GB),
     its data a tiny Flate stream."""
     data = zlib.compress(b"\x00" * 1024)
     image = (
@@ -186,7 +188,7 @@ def object_stream_loop() -> bytes:
         else:
             rows += bytes([1]) + offsets[number].to_bytes(4, "big") + bytes([0])
     xref_stream = stream(
-        rows,
+        bytes(rows),
         extra=b" /Type /XRef /Size %d /W [1 4 1] /Root 1 0 R" % (xref_number + 1),
     )
     out += b"%d 0 obj\n" % xref_number + xref_stream + b"\nendobj\n"

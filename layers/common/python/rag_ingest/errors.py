@@ -19,8 +19,13 @@ class ErrorCode(StrEnum):
     TOO_MANY_PAGES = "TOO_MANY_PAGES"
     ENCRYPTED_PDF = "ENCRYPTED_PDF"
     CORRUPT_PDF = "CORRUPT_PDF"
+    # Over the parser's budget (time, content bytes or characters per page, or time in total):
+    # a hostile or absurd PDF (e.g. 400,000 text operators on one page), never worth a timeout.
+    PAGE_TOO_COMPLEX = "PAGE_TOO_COMPLEX"
     NO_TEXT_LAYER = "NO_TEXT_LAYER"
     EMPTY_DOCUMENT = "EMPTY_DOCUMENT"
+    # A zero-byte object: the uploader's mistake, not a system error.
+    EMPTY_FILE = "EMPTY_FILE"
     OBJECT_NOT_FOUND = "OBJECT_NOT_FOUND"
     INPUT_TOO_LONG = "INPUT_TOO_LONG"
     INVALID_REQUEST = "INVALID_REQUEST"

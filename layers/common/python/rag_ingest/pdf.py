@@ -28,6 +28,15 @@ evidence from every page:
 
 Text is extracted in pypdf's plain mode (content-stream order), which keeps the columns of a
 two-column page apart, left column first; layout mode would interleave them line by line.
+
+Budgets (:class:`ParseBudget`): a hostile PDF must cost seconds, never the function's timeout.
+Each page gets a time budget (enforced by an interval timer that interrupts the extraction, in
+the main thread, as a Lambda handler runs; elsewhere checked after the page), a budget of
+decoded content-stream bytes and of extracted characters; pypdf's own decompression limits
+(flate bombs) count as the size budget. A page over budget is a failed page (listed in
+``failed_pages``), and the document has a total time budget. ``PAGE_TOO_COMPLEX`` is the code
+when no page could be read within budget, or the total budget ran out. Every text pass of the
+cleanup is linear in the text's length.
 """
 
 from __future__ import annotations
@@ -36,13 +45,20 @@ import io
 import logging
 import math
 import re
+import signal
+import threading
+import time
 import zlib
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
 from itertools import pairwise
+from typing import TypeVar
 
 from pypdf import PageObject, PasswordType, PdfReader
-from pypdf.errors import DependencyError, PdfReadError
+from pypdf.errors import DependencyError, LimitReachedError, PdfReadError
 from pypdf.generic import ArrayObject, StreamObject
 
 from rag_ingest.errors import ErrorCode, PermanentError
@@ -105,6 +121,80 @@ _MARKING_OPERATORS = frozenset(
     {b"Tj", b"TJ", b"'", b'"', b"Do", b"BI", b"INLINE IMAGE", b"sh"}
     | {b"f", b"F", b"f*", b"S", b"s", b"B", b"B*", b"b", b"b*"}
 )
+
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class ParseBudget:
+    """What one PDF may cost the parser (the defaults fit in the Parse function's timeout many times).
+
+    A real page holds well under 20,000 characters and a few hundred KB of content stream; a
+    scanned or vector-heavy page more, but extracts in well under a second.
+    """
+
+    page_seconds: float = 10.0
+    page_content_bytes: int = 32 * 1024 * 1024
+    page_text_chars: int = 500_000
+    document_seconds: float = 180.0
+
+
+DEFAULT_BUDGET = ParseBudget()
+
+
+class _PageOverBudget(BaseException):
+    """Raised by the interval timer inside pypdf. A BaseException, so pypdf's many
+    ``except Exception`` handlers cannot swallow it and carry on."""
+
+
+class _BudgetExceeded(Exception):
+    """A page went over one of its budgets (time, content bytes, characters)."""
+
+
+@contextmanager
+def _interrupt_after(seconds: float) -> Iterator[None]:
+    """Raise ``_PageOverBudget`` in this thread after ``seconds``, if it is the main thread (only
+    there can a signal interrupt it); elsewhere do nothing (the caller checks the clock after).
+
+    The previous SIGALRM handler and timer (e.g. pytest-timeout's) are restored, the latter
+    less the time spent here.
+    """
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def on_alarm(signum: int, frame: object) -> None:
+        raise _PageOverBudget
+
+    previous_handler = signal.signal(signal.SIGALRM, on_alarm)
+    previous_delay, previous_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous_handler)
+        if previous_delay > 0:
+            remaining = max(previous_delay - (time.monotonic() - started), 0.001)
+            signal.setitimer(signal.ITIMER_REAL, remaining, previous_interval)
+
+
+def _within_budget(seconds: float, work: Callable[[], _T]) -> _T:
+    """``work()``, or ``_BudgetExceeded`` when it takes longer than ``seconds`` (or hits pypdf's limits)."""
+    started = time.monotonic()
+    try:
+        with _interrupt_after(seconds):
+            result = work()
+    except _PageOverBudget:
+        raise _BudgetExceeded(f"took more than {seconds:g} s") from None
+    except LimitReachedError as error:
+        raise _BudgetExceeded(f"pypdf limit: {error}") from error
+    except RecursionError as error:
+        raise _BudgetExceeded("nested too deeply") from error
+    if time.monotonic() - started > seconds:
+        raise _BudgetExceeded(f"took more than {seconds:g} s")
+    return result
 
 
 def validate_pdf_header(head: bytes, size: int, *, max_bytes: int) -> None:
@@ -241,13 +331,16 @@ class _HyphenationEvidence:
         return before + after
 
 
-def parse_pdf(data: bytes, *, max_bytes: int, max_pages: int, clean: bool = True) -> ParsedDocument:
+def parse_pdf(
+    data: bytes, *, max_bytes: int, max_pages: int, clean: bool = True, budget: ParseBudget = DEFAULT_BUDGET
+) -> ParsedDocument:
     """Extract the text of every page of the PDF in ``data``, cleaned by :func:`clean_pages`
     (``clean=False`` keeps pypdf's raw text: for baselines and benchmarks).
 
     Raises ``PermanentError`` with FILE_TOO_LARGE, UNSUPPORTED_TYPE, CORRUPT_PDF, ENCRYPTED_PDF,
-    TOO_MANY_PAGES, EMPTY_DOCUMENT or NO_TEXT_LAYER. A page whose extraction fails is listed in
-    ``failed_pages`` (1-based) and kept with empty text; if every page fails, the PDF is corrupt.
+    TOO_MANY_PAGES, PAGE_TOO_COMPLEX, EMPTY_DOCUMENT or NO_TEXT_LAYER. A page whose extraction
+    fails or goes over ``budget`` is listed in ``failed_pages`` (1-based) and kept with empty text;
+    if every page fails, the PDF is corrupt (or too complex, when a budget failed a page).
     """
     validate_pdf_header(data[:PDF_MAGIC_WINDOW_BYTES], len(data), max_bytes=max_bytes)
     reader = _open_reader(data)
@@ -259,14 +352,27 @@ def parse_pdf(data: bytes, *, max_bytes: int, max_pages: int, clean: bool = True
 
     raw_texts: list[str] = []
     failed_pages: list[int] = []
+    over_budget: list[str] = []  # why each over-budget page failed
+    deadline = time.monotonic() + budget.document_seconds
     for page_number in range(1, page_count + 1):
+        if time.monotonic() > deadline:
+            raise PermanentError(
+                ErrorCode.PAGE_TOO_COMPLEX,
+                f"text extraction took more than {budget.document_seconds:g} s before page {page_number} "
+                f"of {page_count}",
+            )
         try:
             page = reader.pages[page_number - 1]
-            raw_text = page.extract_text(extraction_mode="plain")
-            if not raw_text.strip() and _content_undecodable(page):
+            raw_text = _within_budget(budget.page_seconds, partial(_extract_page, page, budget))
+            if not raw_text.strip() and _content_undecodable(page, budget.page_content_bytes):
                 # pypdf logs a broken stream and reads it as empty: a failure all the same.
                 logger.warning("page %d: content stream cannot be decoded", page_number)
                 failed_pages.append(page_number)
+        except _BudgetExceeded as error:
+            logger.warning("page %d: over the page budget: %s", page_number, error)
+            failed_pages.append(page_number)
+            over_budget.append(f"page {page_number} {error}")
+            raw_text = ""
         except Exception as error:  # pypdf raises many kinds on one bad page; keep the others
             logger.warning("page %d: text extraction failed: %r", page_number, error)
             failed_pages.append(page_number)
@@ -276,15 +382,33 @@ def parse_pdf(data: bytes, *, max_bytes: int, max_pages: int, clean: bool = True
     pages = [PageText(page_number=number, text=text) for number, text in enumerate(texts, start=1)]
 
     if len(failed_pages) == page_count:
+        if over_budget:
+            raise PermanentError(
+                ErrorCode.PAGE_TOO_COMPLEX,
+                f"no page could be read within the parser's budget: {'; '.join(over_budget[:3])}"
+                + (f" (and {len(over_budget) - 3} more)" if len(over_budget) > 3 else ""),
+            )
         raise PermanentError(ErrorCode.CORRUPT_PDF, f"text extraction failed on all {page_count} pages")
     if not any(page.text.strip() for page in pages):
-        if _any_page_has_marks(reader):
+        if _any_page_has_marks(reader, budget):
             raise PermanentError(
                 ErrorCode.NO_TEXT_LAYER,
                 f"none of the {page_count} pages has extractable text (scanned or drawn; OCR needed)",
             )
         raise PermanentError(ErrorCode.EMPTY_DOCUMENT, f"all {page_count} pages are blank")
     return ParsedDocument(page_count=page_count, pages=pages, failed_pages=failed_pages)
+
+
+def _extract_page(page: PageObject, budget: ParseBudget) -> str:
+    """The page's text, or ``_BudgetExceeded`` when its content or its text is too large."""
+    contents = page.get_contents()
+    size = len(contents.get_data()) if contents is not None else 0
+    if size > budget.page_content_bytes:
+        raise _BudgetExceeded(f"{size} bytes of content stream (budget {budget.page_content_bytes})")
+    text = page.extract_text(extraction_mode="plain")
+    if len(text) > budget.page_text_chars:
+        raise _BudgetExceeded(f"{len(text)} characters of text (budget {budget.page_text_chars})")
+    return text
 
 
 def _open_reader(data: bytes) -> PdfReader:
@@ -331,11 +455,12 @@ def _count_pages(reader: PdfReader) -> int:
         raise PermanentError(ErrorCode.CORRUPT_PDF, f"unreadable page tree: {error!r}") from error
 
 
-def _content_undecodable(page: PageObject) -> bool:
+def _content_undecodable(page: PageObject, max_output: int) -> bool:
     """True when a Flate-compressed content stream of the page is not valid zlib data.
 
     pypdf logs such a stream and reads it as empty, which would pass for a blank page. Only
     Flate (nearly every PDF's content filter) is checked; an empty but valid stream is fine.
+    Decompression stops after ``max_output`` bytes (a flate bomb is not inflated here).
     """
     contents = page.get("/Contents")
     if contents is None:
@@ -350,22 +475,33 @@ def _content_undecodable(page: PageObject) -> bool:
         if first_filter != "/FlateDecode":
             continue
         # pypdf has no public accessor for a stream's stored (still encoded) bytes; _data is that.
-        try:
-            zlib.decompressobj().decompress(getattr(stream, "_data", b"") or b"")
-        except zlib.error:
+        if _flate_error(getattr(stream, "_data", b"") or b"", max_output):
             return True
     return False
 
 
-def _any_page_has_marks(reader: PdfReader) -> bool:
+def _flate_error(data: bytes, max_output: int) -> bool:
+    """True when ``data`` is not valid zlib data, inflating at most ``max_output`` bytes, 64 KB at a time."""
+    decompressor = zlib.decompressobj()
+    pending, produced = data, 0
+    try:
+        while pending and produced <= max_output:
+            produced += len(decompressor.decompress(pending, 65536))
+            pending = decompressor.unconsumed_tail
+    except zlib.error:
+        return True
+    return False
+
+
+def _any_page_has_marks(reader: PdfReader, budget: ParseBudget) -> bool:
     """True when some page's content stream paints something (text, image, shading or path)."""
     for page in reader.pages:
         try:
             contents = page.get_contents()
             if contents is None:
                 continue
-            operations = contents.operations
-        except Exception:  # an unparsable content stream still stands for something drawn
+            operations = _within_budget(budget.page_seconds, partial(getattr, contents, "operations"))
+        except Exception:  # an unparsable (or over-budget) content stream still stands for something drawn
             return True
         if any(operator in _MARKING_OPERATORS for _operands, operator in operations):
             return True
