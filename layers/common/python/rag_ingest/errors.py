@@ -27,6 +27,8 @@ class ErrorCode(StrEnum):
     # A zero-byte object: the uploader's mistake, not a system error.
     EMPTY_FILE = "EMPTY_FILE"
     OBJECT_NOT_FOUND = "OBJECT_NOT_FOUND"
+    # An object whose key names no valid tenant (written outside the API): intake rejects it.
+    INVALID_OBJECT_KEY = "INVALID_OBJECT_KEY"
     INPUT_TOO_LONG = "INPUT_TOO_LONG"
     INVALID_REQUEST = "INVALID_REQUEST"
     TRANSIENT_RETRIES_EXHAUSTED = "TRANSIENT_RETRIES_EXHAUSTED"

@@ -200,9 +200,11 @@ def _within_budget(seconds: float, work: Callable[[], _T]) -> _T:
 def validate_pdf_header(head: bytes, size: int, *, max_bytes: int) -> None:
     """Check the object's size and its first bytes (at least the first 1024 when available).
 
-    Raises ``PermanentError`` FILE_TOO_LARGE or UNSUPPORTED_TYPE. The file name is not looked at:
-    only the ``%PDF-`` signature counts.
+    Raises ``PermanentError`` EMPTY_FILE, FILE_TOO_LARGE or UNSUPPORTED_TYPE. The file name is
+    not looked at: only the ``%PDF-`` signature counts.
     """
+    if size == 0:
+        raise PermanentError(ErrorCode.EMPTY_FILE, "the file is empty (0 bytes)")
     if size > max_bytes:
         raise PermanentError(ErrorCode.FILE_TOO_LARGE, f"{size} bytes exceeds the limit of {max_bytes} bytes")
     if PDF_MAGIC not in head[:PDF_MAGIC_WINDOW_BYTES]:

@@ -53,7 +53,8 @@ class Pipeline:
         with self._stage(job, Stage.VALIDATE) as record:
             head = self._deps.objects.head(job.object_ref)
             size = int(head["ContentLength"])
-            first_bytes = self._deps.objects.read_range(job.object_ref, min(PDF_HEADER_BYTES, max(size, 1)))
+            # A ranged GET of an empty object fails (InvalidRange): an empty file is checked on its size alone.
+            first_bytes = self._deps.objects.read_range(job.object_ref, min(PDF_HEADER_BYTES, size)) if size else b""
             # The stored object is checked, not the upload policy: objects can arrive without the API.
             validate_pdf_header(first_bytes, size, max_bytes=self._env.max_file_bytes)
             job.size_bytes = size
