@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from rag_ingest.adapters.document_operations import DocumentOperations
@@ -16,12 +16,13 @@ from rag_ingest.adapters.events import EventPublisher
 from rag_ingest.adapters.executions import Executions
 from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.config import ReaperEnv
+from rag_ingest.logs import logger
 from rag_ingest.reaper import Reaper, ReaperSettings, ReapReport, ReapRequest
 from rag_ingest.redrive import Replayer
 from rag_ingest.telemetry import CloudTelemetry
+from rag_ingest.tracing import tracer
 
 ENV = ReaperEnv.from_env()
-logger = Logger()
 # service="": the alarm watches DocumentsReaped by Action alone, so no default "service" dimension.
 metrics = Metrics(namespace="RagIngest", service="")
 documents = DocumentOperations(ENV.documents_table)
@@ -53,7 +54,8 @@ def _emit(report: ReapReport) -> None:
         metrics.flush_metrics()
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     report = reaper.reap(_request(event))
     _emit(report)

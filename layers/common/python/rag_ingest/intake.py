@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -16,9 +15,8 @@ from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.auth import InvalidTenantError, validate_tenant_id
 from rag_ingest.errors import ErrorCode
 from rag_ingest.ids import document_id_for_object, execution_name, is_api_document_id
+from rag_ingest.logs import logger, run_keys
 from rag_ingest.models import ETAG_VERSION_PREFIX, DocumentJob, ObjectRef
-
-logger = logging.getLogger(__name__)
 
 
 class PoisonMessageError(ValueError):
@@ -124,6 +122,16 @@ class IntakeService:
         self._workflow = workflow
 
     def ingest(self, uploaded: UploadedObject) -> IngestResult:
+        """One S3 record; every line logged for it carries its document_id and tenant_id (only)."""
+        try:
+            address = address_of(uploaded.key, uploaded.bucket)
+        except UnaddressableObjectError:
+            with run_keys(s3_key=uploaded.key):
+                return self._ingest(uploaded)
+        with run_keys(document_id=address.document_id, tenant_id=address.tenant_id, s3_key=uploaded.key):
+            return self._ingest(uploaded)
+
+    def _ingest(self, uploaded: UploadedObject) -> IngestResult:
         try:
             address = address_of(uploaded.key, uploaded.bucket)
         except UnaddressableObjectError as exc:

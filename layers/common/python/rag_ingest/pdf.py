@@ -42,7 +42,6 @@ cleanup is linear in the text's length.
 from __future__ import annotations
 
 import io
-import logging
 import math
 import re
 import signal
@@ -62,10 +61,9 @@ from pypdf.errors import DependencyError, LimitReachedError, PdfReadError
 from pypdf.generic import ArrayObject, StreamObject
 
 from rag_ingest.errors import ErrorCode, PermanentError
+from rag_ingest.logs import logger
 from rag_ingest.models import PageText, ParsedDocument
 from rag_ingest.tokens import is_vocabulary_word
-
-logger = logging.getLogger(__name__)
 
 PDF_MAGIC = b"%PDF-"
 #: Acrobat accepts the header anywhere in the first 1024 bytes (some producers prepend junk).

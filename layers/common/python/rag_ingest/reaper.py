@@ -11,7 +11,6 @@ compare-and-set on the record as read, so a worker that moves the document meanw
 
 from __future__ import annotations
 
-import logging
 import time
 from enum import StrEnum
 
@@ -20,11 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from rag_ingest.adapters.document_operations import DocumentOperations, OperationalRecord
 from rag_ingest.adapters.executions import Executions, ExecutionState
 from rag_ingest.errors import ErrorCode, StaleWriteError
+from rag_ingest.logs import logger, run_keys
 from rag_ingest.models import DocumentStatus
 from rag_ingest.redrive import Clock, Replayer, iso_before
 from rag_ingest.telemetry import NoTelemetry, Telemetry
-
-logger = logging.getLogger(__name__)
 
 STUCK_STATUSES = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
 _LIVE = frozenset({ExecutionState.RUNNING, ExecutionState.PENDING_REDRIVE})
@@ -120,7 +118,8 @@ class Reaper:
                 record = self._documents.get(suspect.document_id)
                 if record is None or record.status != status or record.updated_at >= deadline:
                     continue
-                self._judge(record, settings, request.dry_run, report)
+                with run_keys(document_id=record.document_id, tenant_id=record.tenant_id):
+                    self._judge(record, settings, request.dry_run, report)
         logger.info(
             "reaper finished",
             extra={

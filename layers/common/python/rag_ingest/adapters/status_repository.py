@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rag_ingest.adapters.aws import as_transient, error_code, is_transient, resource
 from rag_ingest.errors import ErrorCode, StaleWriteError
 from rag_ingest.models import DocumentStatus, ObjectRef, Stage
+from rag_ingest.tracing import traced
 
 
 def utc_now() -> str:
@@ -79,6 +80,7 @@ class QueueResult:
 _IN_FLIGHT = (DocumentStatus.QUEUED.value, DocumentStatus.PROCESSING.value)
 
 
+@traced
 class StatusRepository:
     def __init__(self, table_name: str, table: Any | None = None) -> None:
         self._table = table if table is not None else resource("dynamodb").Table(table_name)
