@@ -263,6 +263,7 @@ class Pipeline:
         record: dict[str, Any] = {}
         yield record
         elapsed_ms = int((time.monotonic() - started) * 1000)
+        logger.info("stage finished", extra={"elapsed_ms": elapsed_ms, **record})
         self._deps.telemetry.stage_finished(stage, elapsed_ms)
         self._deps.status.record_stage(job.document_id, job.version, stage, elapsed_ms, accumulate=accumulate, **record)
 

@@ -2,8 +2,8 @@
 
 Handlers decorate with ``tracer.capture_lambda_handler``; each adapter class (S3, DynamoDB, Step
 Functions, EventBridge, SQS, OpenSearch, Bedrock) with :func:`traced`, so a slow document shows
-as one subsegment per call (``## ObjectStore.read``, ``## VectorStore.write_chunks``), around the
-botocore subsegments the tracer's auto-patching adds.
+as one subsegment per call (``## rag_ingest.adapters.object_store.ObjectStore.read``: module and
+qualified name), around the botocore subsegments the tracer's auto-patching adds.
 
 Responses are never captured: they hold PDF bytes, vectors and passages (too large for a trace,
 and tenant data). Tracing is off outside Lambda and when ``POWERTOOLS_TRACE_DISABLED`` is set
@@ -24,10 +24,9 @@ _Class = TypeVar("_Class", bound=type)
 
 def traced(cls: _Class) -> _Class:
     """Trace every public method of ``cls`` (plain and generator functions; not static, class
-    or property members) as a subsegment named ``## Class.method``."""
+    or property members) as a subsegment named ``## <module>.<Class>.<method>``."""
     for name, member in list(vars(cls).items()):
         if name.startswith("_") or not inspect.isfunction(member):
             continue
-        member.__name__ = member.__qualname__  # the subsegment's name: "## ObjectStore.read"
         setattr(cls, name, tracer.capture_method(capture_response=False)(member))
     return cls
