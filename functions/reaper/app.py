@@ -31,7 +31,10 @@ reaper = Reaper(
     executions=Executions(),
     replayer=Replayer(documents, WorkflowStarter(ENV.state_machine_arn)),
     settings=ReaperSettings(
-        stuck_after_seconds=ENV.stuck_after_seconds, max_redrives=ENV.max_redrives, max_documents=ENV.max_documents
+        stuck_after_seconds=ENV.stuck_after_seconds,
+        max_redrives=ENV.max_redrives,
+        max_documents=ENV.max_documents,
+        expire_uploads_after_seconds=max(60, ENV.upload_url_expiry_seconds + ENV.upload_grace_seconds),
     ),
     telemetry=CloudTelemetry(EventPublisher(ENV.event_bus_name)),
 )
@@ -52,6 +55,9 @@ def _emit(report: ReapReport) -> None:
         metrics.add_dimension(name="Action", value=action.value)
         metrics.add_metric(name="DocumentsReaped", unit=MetricUnit.Count, value=count)
         metrics.flush_metrics()
+    # Uploads that never came are the clients' doing: a metric of their own, outside DocumentsReaped's alarm.
+    metrics.add_metric(name="UploadsExpired", unit=MetricUnit.Count, value=len(report.expired))
+    metrics.flush_metrics()
 
 
 @logger.inject_lambda_context(clear_state=True)

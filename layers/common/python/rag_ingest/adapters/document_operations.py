@@ -130,6 +130,22 @@ class DocumentOperations:
             },
         )
 
+    def mark_expired(self, record: OperationalRecord, detail: str) -> None:
+        """AWAITING_UPLOAD → EXPIRED (the upload never came), if nothing wrote to the record since it was read."""
+        self._update(
+            record.document_id,
+            "SET #status = :expired, error_detail = :detail, updated_at = :now",
+            "#status = :awaiting AND updated_at = :updated_at",
+            {"#status": "status"},
+            {
+                ":awaiting": DocumentStatus.AWAITING_UPLOAD.value,
+                ":expired": DocumentStatus.EXPIRED.value,
+                ":updated_at": record.updated_at,
+                ":detail": detail[:2000],
+                ":now": utc_now(),
+            },
+        )
+
     # -- deletion --------------------------------------------------------------------------
     def mark_deleting(self, document_id: str, tenant_id: str) -> OperationalRecord | None:
         """Any state of the tenant's document → DELETING (again, if a delete was interrupted).

@@ -136,7 +136,8 @@ class StatusRepository:
                 ),
                 ConditionExpression=(
                     "attribute_not_exists(document_id) OR "
-                    "(tenant_id = :tenant AND #status = :awaiting) OR "
+                    # EXPIRED too: an upload begun before its URL expired may land after the grace period.
+                    "(tenant_id = :tenant AND #status IN (:awaiting, :expired)) OR "
                     "(tenant_id = :tenant AND #version <> :version AND NOT #status IN (:deleting, :deleted) "
                     " AND (attribute_not_exists(event_time) OR event_time <= :event_time))"
                 ),
@@ -150,6 +151,7 @@ class StatusRepository:
                     ":tenant": tenant_id,
                     ":queued": DocumentStatus.QUEUED.value,
                     ":awaiting": DocumentStatus.AWAITING_UPLOAD.value,
+                    ":expired": DocumentStatus.EXPIRED.value,
                     ":deleting": DocumentStatus.DELETING.value,
                     ":deleted": DocumentStatus.DELETED.value,
                     ":version": ref.version,
