@@ -38,6 +38,13 @@ class ErrorCode(StrEnum):
     INTERNAL_ERROR = "INTERNAL_ERROR"
 
 
+#: Failures of the system, not of the input: the SystemFailuresAlarm counts these (it pages). Every
+#: other code is the input's (permanent: the uploader's to fix) and must never page anyone.
+SYSTEM_ERROR_CODES = frozenset(
+    {ErrorCode.INTERNAL_ERROR, ErrorCode.TRANSIENT_RETRIES_EXHAUSTED, ErrorCode.TIMEOUT, ErrorCode.STUCK}
+)
+
+
 class RagIngestError(Exception):
     """Base of the project's own errors."""
 
