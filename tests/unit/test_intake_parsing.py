@@ -70,8 +70,14 @@ def test_object_put_without_the_api_gets_a_deterministic_id() -> None:
     assert first.document_id == document_id_for_object("bucket", "raw/acme/inbox/report.pdf")
 
 
+def test_a_key_outside_raw_is_poison_not_an_upload() -> None:
+    # The bucket notifies only for raw/: S3 never sends such a record, so it goes to the DLQ.
+    with pytest.raises(PoisonMessageError) as caught:
+        address_of("other/acme/x.pdf", "bucket")
+    assert not isinstance(caught.value, UnaddressableObjectError)
+
+
 UNADDRESSABLE_KEYS = [
-    "other/acme/x.pdf",
     "raw/x.pdf",
     "raw//x.pdf",
     "raw/acme corp/x.pdf",  # a space: not a tenant id

@@ -101,7 +101,8 @@ def address_of(key: str, bucket: str, raw_prefix: str = "raw/") -> DocumentAddre
     """``raw/{tenant}/{document_id}/{file}`` from the API; any other ``raw/{tenant}/...`` key is an
     object put without the API and gets a deterministic id from bucket + key."""
     if not key.startswith(raw_prefix):
-        raise UnaddressableObjectError(f"key {key!r} is outside {raw_prefix!r}")
+        # The bucket notifies only for raw/: such a record was not sent by S3 (poison, for the DLQ).
+        raise PoisonMessageError(f"key {key!r} is outside {raw_prefix!r}")
     parts = key[len(raw_prefix) :].split("/")
     if len(parts) < 2 or not parts[0] or not parts[-1]:
         raise UnaddressableObjectError(
