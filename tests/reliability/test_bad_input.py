@@ -60,8 +60,8 @@ BAD_UPLOADS: dict[str, tuple[bytes, str, ErrorCode]] = {
     "image-only": ((INVALID / "image-only.pdf").read_bytes(), "api", ErrorCode.NO_TEXT_LAYER),
     "too-many-pages": (too_many_pages(), "api", ErrorCode.TOO_MANY_PAGES),
     "too-large": (too_large(), "put", ErrorCode.FILE_TOO_LARGE),
-    "flate-bomb": (hostile_pdfs.flate_bomb(), "api", ErrorCode.PAGE_TOO_COMPLEX),
-    "400k-text-operators": (hostile_pdfs.many_text_operators(400_000), "api", ErrorCode.PAGE_TOO_COMPLEX),
+    "flate-bomb": (hostile_pdfs.flate_bomb(), "api", ErrorCode.PDF_TOO_COMPLEX),
+    "400k-text-operators": (hostile_pdfs.many_text_operators(400_000), "api", ErrorCode.PDF_TOO_COMPLEX),
     "cyclic-page-tree": (hostile_pdfs.cyclic_page_tree(), "api", ErrorCode.CORRUPT_PDF),
 }
 

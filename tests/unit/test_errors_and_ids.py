@@ -75,7 +75,7 @@ def test_the_alarmed_system_codes_are_the_domain_s_list() -> None:
     assert set(ALARMED) == {code.value for code in SYSTEM_ERROR_CODES}
     input_codes = {
         ErrorCode.EMPTY_FILE,
-        ErrorCode.PAGE_TOO_COMPLEX,
+        ErrorCode.PDF_TOO_COMPLEX,
         ErrorCode.INVALID_OBJECT_KEY,
         ErrorCode.CORRUPT_PDF,
         ErrorCode.UNSUPPORTED_TYPE,

@@ -33,11 +33,11 @@ MAX_PEAK_BYTES = 400 * 1024 * 1024  # pypdf inflates at most 75 MB per stream; t
 
 #: What each hostile file must end as: None = READY (text extracted), else the permanent code.
 EXPECTED: dict[str, ErrorCode | None] = {
-    "flate-bomb": ErrorCode.PAGE_TOO_COMPLEX,  # pypdf's decompression limit stops it
-    "nested-arrays": ErrorCode.PAGE_TOO_COMPLEX,  # recursion: "nested too deeply"
+    "flate-bomb": ErrorCode.PDF_TOO_COMPLEX,  # pypdf's decompression limit stops it
+    "nested-arrays": ErrorCode.PDF_TOO_COMPLEX,  # recursion: "nested too deeply"
     "cyclic-page-tree": ErrorCode.CORRUPT_PDF,
     "enormous-word": None,  # 300,000 letters: honest-looking, linear cleanup, READY
-    "many-text-operators": ErrorCode.PAGE_TOO_COMPLEX,  # 400,000 Tj: over the page's time budget
+    "many-text-operators": ErrorCode.PDF_TOO_COMPLEX,  # 400,000 Tj: over the page's time budget
     "huge-image": None,  # images are never decoded for text
     "malformed-xref": None,  # pypdf rebuilds the table
     "object-stream-loop": ErrorCode.CORRUPT_PDF,
@@ -108,7 +108,14 @@ def test_the_document_budget_ends_in_a_permanent_code() -> None:
     data = hostile_pdfs.many_text_operators(40_000)
     with pytest.raises(PermanentError) as caught:
         parse(data, budget=ParseBudget(page_seconds=0.05, document_seconds=0.0))
-    assert caught.value.code is ErrorCode.PAGE_TOO_COMPLEX
+    assert caught.value.code is ErrorCode.PDF_TOO_COMPLEX
+
+
+def test_the_document_text_budget_ends_in_a_permanent_code() -> None:
+    with pytest.raises(PermanentError) as caught:
+        parse(hostile_pdfs.enormous_word(300_000), budget=ParseBudget(document_text_chars=100_000))
+    assert caught.value.code is ErrorCode.PDF_TOO_COMPLEX
+    assert "characters of text" in caught.value.detail
 
 
 def test_content_and_text_size_budgets_fail_the_page() -> None:
@@ -116,7 +123,7 @@ def test_content_and_text_size_budgets_fail_the_page() -> None:
     for budget in (ParseBudget(page_content_bytes=10_000), ParseBudget(page_text_chars=10_000)):
         with pytest.raises(PermanentError) as caught:
             parse(data, budget=budget)
-        assert caught.value.code is ErrorCode.PAGE_TOO_COMPLEX
+        assert caught.value.code is ErrorCode.PDF_TOO_COMPLEX
         assert "budget" in caught.value.detail
 
 
@@ -134,7 +141,7 @@ def test_outside_the_main_thread_the_budget_is_checked_after_the_page() -> None:
     thread = threading.Thread(target=work)
     thread.start()
     thread.join(GENEROUS_SECONDS)
-    assert isinstance(outcome[0], PermanentError) and outcome[0].code is ErrorCode.PAGE_TOO_COMPLEX
+    assert isinstance(outcome[0], PermanentError) and outcome[0].code is ErrorCode.PDF_TOO_COMPLEX
 
 
 def test_the_interval_timer_restores_what_was_there() -> None:

@@ -469,6 +469,8 @@ def _split_word(
             width *= 2
             probe = min(cap, start + width)
         high = probe - 1 if probe > low else low
+        if low < high and count_tokens(text[start : low + 1]) > limit:
+            high = low  # a token per character (a run of punctuation): the limit is exactly here
         while low < high:
             middle = (low + high + 1) // 2
             if count_tokens(text[start:middle]) <= limit:

@@ -21,7 +21,7 @@ class ErrorCode(StrEnum):
     CORRUPT_PDF = "CORRUPT_PDF"
     # Over the parser's budget (time, content bytes or characters per page, or time in total):
     # a hostile or absurd PDF (e.g. 400,000 text operators on one page), never worth a timeout.
-    PAGE_TOO_COMPLEX = "PAGE_TOO_COMPLEX"
+    PDF_TOO_COMPLEX = "PDF_TOO_COMPLEX"
     NO_TEXT_LAYER = "NO_TEXT_LAYER"
     EMPTY_DOCUMENT = "EMPTY_DOCUMENT"
     # A zero-byte object: the uploader's mistake, not a system error.

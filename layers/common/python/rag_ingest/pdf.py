@@ -34,8 +34,8 @@ Each page gets a time budget (enforced by an interval timer that interrupts the 
 the main thread, as a Lambda handler runs; elsewhere checked after the page), a budget of
 decoded content-stream bytes and of extracted characters; pypdf's own decompression limits
 (flate bombs) count as the size budget. A page over budget is a failed page (listed in
-``failed_pages``), and the document has a total time budget. ``PAGE_TOO_COMPLEX`` is the code
-when no page could be read within budget, or the total budget ran out. Every text pass of the
+``failed_pages``), and the document has a total time and text budget. ``PDF_TOO_COMPLEX`` is
+the code when no page could be read within budget, or a document budget ran out. Every text pass of the
 cleanup is linear in the text's length.
 """
 
@@ -136,6 +136,8 @@ class ParseBudget:
     page_content_bytes: int = 32 * 1024 * 1024
     page_text_chars: int = 500_000
     document_seconds: float = 180.0
+    # A dense 500-page book is ~3 M characters; more text than this would make Chunk the victim.
+    document_text_chars: int = 5_000_000
 
 
 DEFAULT_BUDGET = ParseBudget()
@@ -338,7 +340,7 @@ def parse_pdf(
     (``clean=False`` keeps pypdf's raw text: for baselines and benchmarks).
 
     Raises ``PermanentError`` with FILE_TOO_LARGE, UNSUPPORTED_TYPE, CORRUPT_PDF, ENCRYPTED_PDF,
-    TOO_MANY_PAGES, PAGE_TOO_COMPLEX, EMPTY_DOCUMENT or NO_TEXT_LAYER. A page whose extraction
+    TOO_MANY_PAGES, PDF_TOO_COMPLEX, EMPTY_DOCUMENT or NO_TEXT_LAYER. A page whose extraction
     fails or goes over ``budget`` is listed in ``failed_pages`` (1-based) and kept with empty text;
     if every page fails, the PDF is corrupt (or too complex, when a budget failed a page).
     """
@@ -354,10 +356,11 @@ def parse_pdf(
     failed_pages: list[int] = []
     over_budget: list[str] = []  # why each over-budget page failed
     deadline = time.monotonic() + budget.document_seconds
+    text_chars = 0
     for page_number in range(1, page_count + 1):
         if time.monotonic() > deadline:
             raise PermanentError(
-                ErrorCode.PAGE_TOO_COMPLEX,
+                ErrorCode.PDF_TOO_COMPLEX,
                 f"text extraction took more than {budget.document_seconds:g} s before page {page_number} "
                 f"of {page_count}",
             )
@@ -378,13 +381,19 @@ def parse_pdf(
             failed_pages.append(page_number)
             raw_text = ""
         raw_texts.append(raw_text)
+        text_chars += len(raw_text)
+        if text_chars > budget.document_text_chars:
+            raise PermanentError(
+                ErrorCode.PDF_TOO_COMPLEX,
+                f"more than {budget.document_text_chars} characters of text by page {page_number} of {page_count}",
+            )
     texts = clean_pages(raw_texts) if clean else raw_texts
     pages = [PageText(page_number=number, text=text) for number, text in enumerate(texts, start=1)]
 
     if len(failed_pages) == page_count:
         if over_budget:
             raise PermanentError(
-                ErrorCode.PAGE_TOO_COMPLEX,
+                ErrorCode.PDF_TOO_COMPLEX,
                 f"no page could be read within the parser's budget: {'; '.join(over_budget[:3])}"
                 + (f" (and {len(over_budget) - 3} more)" if len(over_budget) > 3 else ""),
             )

@@ -39,7 +39,6 @@ class ReapAction(StrEnum):
 
     REDRIVEN = "Redriven"
     MARKED_FAILED = "MarkedFailed"
-    EXPIRED = "Expired"  # an upload that never came; not a DocumentsReaped action (see the module docstring)
 
 
 class ReaperSettings(BaseModel):
@@ -160,8 +159,7 @@ class Reaper:
                 status=record.status.value,
                 updated_at=record.updated_at,
                 replays=record.replays,
-                action=ReapAction.EXPIRED,
-                reason=detail,
+                reason=detail,  # no ReapAction: those are DocumentsReaped's dimension, and expiry is not one
             )
             with run_keys(document_id=record.document_id, tenant_id=record.tenant_id):
                 if not dry_run:
