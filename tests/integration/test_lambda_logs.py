@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote_plus
 
 import boto3
 import pytest
@@ -33,7 +34,7 @@ from local.runtime.lambda_runner import Worker
 from local.runtime.provision import FunctionDefinition
 from tests.support import hostile_pdfs
 from tests.support.aws import REGION, moto_server
-from tests.support.operations import create_documents_table
+from tests.support.operations import create_documents_table, create_state_machine
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -92,12 +93,20 @@ def xray_daemon() -> Iterator[socket.socket]:
         yield sock
 
 
-def lambda_environment(world: dict[str, Any], daemon_port: int) -> dict[str, str]:
-    code_dir = REPO / "functions" / "stages"
+def lambda_environment(
+    world: dict[str, Any],
+    daemon_port: int,
+    *,
+    code: str = "stages",
+    handler: str = "app.parse",
+    service: str = SERVICE,
+    function_name: str = FUNCTION_NAME,
+) -> dict[str, str]:
+    code_dir = REPO / "functions" / code
     return {
         "PATH": os.environ.get("PATH", ""),
         # As the template gives it (infra: the stage functions' environment).
-        "POWERTOOLS_SERVICE_NAME": SERVICE,
+        "POWERTOOLS_SERVICE_NAME": service,
         "DOCUMENTS_TABLE": world["table"],
         "BUCKET_NAME": world["bucket"],
         "OPENSEARCH_ENDPOINT": "http://127.0.0.1:9",  # never reached by Parse
@@ -113,14 +122,14 @@ def lambda_environment(world: dict[str, Any], daemon_port: int) -> dict[str, str
         "AWS_LAMBDA_LOG_FORMAT": "JSON",
         "AWS_LAMBDA_LOG_LEVEL": "INFO",
         # Lambda's reserved variables.
-        "AWS_LAMBDA_FUNCTION_NAME": FUNCTION_NAME,
+        "AWS_LAMBDA_FUNCTION_NAME": function_name,
         "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "1024",
         "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
-        "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{FUNCTION_NAME}",
+        "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{function_name}",
         "AWS_LAMBDA_LOG_STREAM_NAME": "2026/01/01/[$LATEST]test",
         "AWS_EXECUTION_ENV": "AWS_Lambda_python3.13",
         "LAMBDA_TASK_ROOT": str(code_dir),
-        "_HANDLER": "app.parse",
+        "_HANDLER": handler,
         "AWS_REGION": REGION,
         "AWS_DEFAULT_REGION": REGION,
         "AWS_ENDPOINT_URL": world["endpoint"],
@@ -233,3 +242,92 @@ def test_a_stage_logs_json_lines_with_the_run_keys_and_traces_its_calls(
     }
     assert expected <= names, names
     assert {"s3", "dynamodb"} <= names  # botocore, auto-patched: the AWS calls themselves
+
+
+def s3_event_body(bucket: str, key: str, version: str) -> str:
+    """The body S3 sends to the queue for one ObjectCreated (the key URL-encoded, as S3 does)."""
+    record = {
+        "eventVersion": "2.1",
+        "eventSource": "aws:s3",
+        "eventName": "ObjectCreated:Post",
+        "eventTime": "2026-01-01T00:00:00.000Z",
+        "s3": {
+            "bucket": {"name": bucket, "arn": f"arn:aws:s3:::{bucket}"},
+            "object": {"key": quote_plus(key), "size": 1000, "eTag": "abc", "versionId": version},
+        },
+    }
+    return json.dumps({"Records": [record]})
+
+
+def test_intake_logs_each_record_with_its_own_keys(world: dict[str, Any], xray_daemon: socket.socket) -> None:
+    """One SQS batch, three records: each record's lines carry its document and tenant, and
+    nothing of the record before; the object under an invalid tenant is rejected (a WARNING with
+    its code), and the batch has no failure (nothing retried, nothing dead-lettered)."""
+    idempotency_table = f"idempotency-{uuid.uuid4().hex[:6]}"
+    boto3.client("dynamodb").create_table(
+        TableName=idempotency_table,
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    name = "RagIngest-IntakeFunction-TEST"
+    environment = lambda_environment(
+        world, xray_daemon.getsockname()[1], code="intake", handler="app.handler", service="rag-ingest-intake",
+        function_name=name,
+    )  # fmt: skip
+    environment.update({"IDEMPOTENCY_TABLE": idempotency_table, "STATE_MACHINE_ARN": create_state_machine()})
+    function = FunctionDefinition(
+        logical_id="IntakeFunctionTEST",
+        name=name,
+        arn=f"arn:aws:lambda:{REGION}:123456789012:function:{name}",
+        handler="app.handler",
+        runtime="python3.13",
+        code_dir=REPO / "functions" / "intake",
+        timeout_seconds=60,
+        memory_mb=256,
+        environment={},
+    )
+    first, second = new_document_id(), new_document_id()
+    keys = [f"raw/acme/{first}/a file.pdf", "raw/bad tenant!/b.pdf", f"raw/globex/{second}/c.pdf"]
+    event = {
+        "Records": [
+            {
+                "messageId": f"m{index}",
+                "receiptHandle": f"r{index}",
+                "body": s3_event_body(world["bucket"], key, f"v{index}"),
+                "attributes": {"ApproximateReceiveCount": "1"},
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": f"arn:aws:sqs:{REGION}:123456789012:ingest",
+                "awsRegion": REGION,
+            }
+            for index, key in enumerate(keys)
+        ]
+    }
+    worker = Worker(function, environment, index=0)
+    worker.start(init_timeout=120)
+    try:
+        outcome = worker.invoke(json.dumps(event), "intake-request", None)
+        logs = worker.collect_logs()
+    finally:
+        worker.stop()
+    assert outcome.response["type"] == "result", outcome.response
+    assert json.loads(outcome.response["payload"]) == {"batchItemFailures": []}
+
+    lines = log_lines(logs)
+    by_key = {key: [line for line in lines if line.get("s3_key") == key] for key in keys}
+    assert all(by_key.values()), lines
+    [queued_first] = [line for line in by_key[keys[0]] if line["message"] == "document queued"]
+    assert (queued_first["document_id"], queued_first["tenant_id"], queued_first["level"]) == (first, "acme", "INFO")
+    [rejected] = by_key[keys[1]]
+    assert (rejected["message"], rejected["level"], rejected["error_code"]) == (
+        "object rejected",
+        "WARNING",
+        "INVALID_OBJECT_KEY",
+    )
+    assert "document_id" not in rejected and "tenant_id" not in rejected  # the first record's keys are gone
+    [queued_second] = [line for line in by_key[keys[2]] if line["message"] == "document queued"]
+    assert (queued_second["document_id"], queued_second["tenant_id"]) == (second, "globex")
+    for line in lines:
+        assert line["service"] == "rag-ingest-intake" and line["function_request_id"] == "intake-request"
