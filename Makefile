@@ -5,7 +5,7 @@ PIP := .venv/bin/pip
 export CDK_OUTDIR := cdk.out
 VENV_STAMP := .venv/.installed-$(shell cat requirements.txt requirements-dev.txt pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: help install layer synth opensearch opensearch-stop stack-up stack-down demo test lint unit infra bench burst eval clean deploy
+.PHONY: help install local-tools layer synth opensearch opensearch-stop stack-up stack-down demo test lint unit infra bench burst eval clean deploy
 
 help:
 	@echo "make demo   - set up everything, run the local pipeline end to end on the sample PDFs"
@@ -15,10 +15,9 @@ help:
 	@echo "make burst  - 200 uploads with 10 % injected faults: READY, lost, duplicates, DLQ"
 	@echo "make deploy - deploy to AWS with the CDK CLI (needs AWS credentials)"
 
+# The Python venv only: synth and deploy need nothing more than Python and Node.
 install: $(VENV_STAMP)
 $(VENV_STAMP): requirements.txt requirements-dev.txt pyproject.toml
-	@command -v java >/dev/null && command -v mvn >/dev/null || { \
-	  echo "installing Java 17 and Maven (apt)"; apt-get update -q && apt-get install -y -q openjdk-17-jre-headless maven; }
 	test -x $(PY) || python3 -m venv .venv
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -r requirements.txt -r requirements-dev.txt
@@ -26,13 +25,18 @@ $(VENV_STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PIP) install -q --no-deps -e .
 	rm -f .venv/.installed-* && touch $@
 
+# Java 17 and Maven: only the local stack needs them (OpenSearch and its plugins), never a deploy.
+local-tools:
+	@command -v java >/dev/null && command -v mvn >/dev/null || { \
+	  echo "installing Java 17 and Maven (apt)"; apt-get update -q && apt-get install -y -q openjdk-17-jre-headless maven; }
+
 layer: install
 	$(PY) tools/build_layer.py
 
 synth: layer
 	$(PY) app.py
 
-opensearch: install
+opensearch: install local-tools
 	$(PY) -m local.opensearch install
 	$(PY) -m local.opensearch start
 
@@ -59,7 +63,7 @@ infra: layer
 	.venv/bin/pytest -m infra -q
 
 # One pytest run over every suite; the servers the suites need are started before and stopped after.
-test: synth
+test: synth local-tools
 	$(PY) -m local.opensearch install
 	bash tools/run_tests.sh
 

@@ -97,25 +97,18 @@ class Api(Construct):
         role.add_to_principal_policy(
             iam.PolicyStatement(actions=["s3:PutObject"], resources=[storage.bucket.arn_for_objects(f"{RAW_PREFIX}*")])
         )
-        storage.documents_table.grant_read_write_data(role)
-        self._grant_document_delete(role, storage, search)
-        # POST /search embeds the query with the configured model (the index access for search,
-        # POST/GET on <index>/_search, is within the document-delete grant's <index>/*).
+        storage.grant_documents(role, "Api")
+        self._grant_document_delete(role, storage)
+        # POST /search and DELETE /documents/{id} in the chunk index (infra/permissions.py).
+        search.grant_index_access(role, "Api")
+        # POST /search embeds the query with the configured model.
         search.grant_embedding(role)
         acknowledge(
             role,
             "AwsSolutions-IAM5",
-            "Resource-scoped: objects under raw/ and artifacts/ of the one bucket, the indexes of the one documents "
-            "table, and the chunk index (and bulk endpoint) of the one OpenSearch domain.",
+            "Resource-scoped: objects under raw/ and artifacts/ of the one bucket.",
             f"Resource::{arn_ref(storage.bucket)}/{RAW_PREFIX}*",
             f"Resource::{arn_ref(storage.bucket)}/{ARTIFACTS_PREFIX}*",
-            f"Resource::{arn_ref(storage.documents_table)}/index/*",
-            *(
-                [f"Resource::arn:<AWS::Partition>:es:<AWS::Region>:<AWS::AccountId>:domain/"
-                 f"{config.search_domain_name}/{search.index_name}/*"]
-                if search.domain is not None
-                else []
-            ),
         )
 
         authorizer = authorizers.HttpUserPoolAuthorizer(
@@ -172,8 +165,9 @@ class Api(Construct):
         )
 
     @staticmethod
-    def _grant_document_delete(role: iam.IRole, storage: Storage, search: Search) -> None:
-        """DELETE /documents/{id}: every version of the upload and of the artifacts, and the chunks."""
+    def _grant_document_delete(role: iam.IRole, storage: Storage) -> None:
+        """DELETE /documents/{id}: every version of the upload and of the artifacts (the chunks: the
+        index access granted above)."""
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["s3:DeleteObject", "s3:DeleteObjectVersion"],
@@ -187,7 +181,6 @@ class Api(Construct):
                 conditions={"StringLike": {"s3:prefix": [f"{RAW_PREFIX}*", f"{ARTIFACTS_PREFIX}*"]}},
             )
         )
-        search.grant_document_delete(role)
 
     def _user_pool(self, config: RagIngestConfig) -> tuple[cognito.UserPool, cognito.UserPoolClient]:
         mfa = {"off": cognito.Mfa.OFF, "optional": cognito.Mfa.OPTIONAL, "required": cognito.Mfa.REQUIRED}
