@@ -14,7 +14,7 @@ from constructs import Construct
 from infra.config import RagIngestConfig
 from infra.constructs.function import FunctionFactory
 from infra.constructs.storage import RAW_PREFIX, Storage
-from infra.nag import acknowledge, arn_ref
+from infra.nag import acknowledge
 
 # AWS's guidance for SQS event sources: visibility timeout at least 6x the function timeout plus
 # the batching window, so a message is not redelivered while a throttled or retried batch (or one
