@@ -224,6 +224,5 @@ class Api(Construct):
             "Threat protection (advanced security) needs the Cognito Plus plan, billed per MAU; the pool uses the "
             "Essentials plan with strong passwords, admin-only sign-up and TOTP MFA."
         )
-        acknowledge(user_pool, "AwsSolutions-COG3", plus_plan_reason)
         acknowledge(user_pool, "AwsSolutions-COG8", plus_plan_reason)
         return user_pool, client

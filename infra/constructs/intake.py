@@ -114,10 +114,3 @@ class Intake(Construct):
             "it runs only during deployments.",
             "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole",
         )
-        acknowledge(
-            handler,
-            "AwsSolutions-IAM5",
-            "s3:PutBucketNotification has to be granted on '*' by CDK's notifications handler, which is shared "
-            "by every bucket of the stack.",
-            "Resource::*",
-        )

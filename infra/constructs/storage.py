@@ -37,11 +37,6 @@ class Storage(Construct):
             ],
             removal_policy=policy,
         )
-        acknowledge(
-            self.access_logs_bucket,
-            "AwsSolutions-S1",
-            "This is the server access log target of the documents bucket; logging it would log the logs.",
-        )
 
         # SSE-S3 rather than KMS: S3 event notifications to SQS then need no key grants.
         self.bucket = s3.Bucket(
