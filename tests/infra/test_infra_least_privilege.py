@@ -1,0 +1,286 @@
+"""DynamoDB least privilege, kept true against the code: infra/permissions.py == what the code calls == the grants.
+
+What the code calls is read from the source, not from a list someone keeps:
+
+- every adapter method's DynamoDB calls (``<...table>.get_item(...)``, ``.query(IndexName=...)``), plus
+  those of the methods it calls on ``self``;
+- for each function, the modules its handler imports (transitively, within ``rag_ingest``), and in
+  them every attribute name used (``self._deps.status.mark_ready`` uses ``mark_ready``): an adapter
+  method counts as called when its class is reachable and its name is used. Over-approximate by name,
+  never under: a method nobody names cannot be reached.
+- Powertools' DynamoDB idempotency layer (intake) is read the same way, from the installed package.
+
+When a function starts calling something new (a GSI Query, a DeleteItem), the first test fails and
+names the function, the action and where it comes from; when a grant is left behind after the code
+stopped calling it, the same test fails the other way round.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from infra.paths import FUNCTIONS_DIR, ROOT
+from infra.permissions import DOCUMENTS_TABLE, IDEMPOTENCY_TABLE, STAGE_FUNCTIONS, TableAccess
+from tests.infra.template_tools import SynthResult, as_list, render_token
+
+pytestmark = pytest.mark.infra
+
+LAYER = ROOT / "layers" / "common" / "python"
+ADAPTERS = LAYER / "rag_ingest" / "adapters"
+# boto3 Table / client method -> IAM action.
+TABLE_OPERATIONS = {
+    "get_item": "dynamodb:GetItem",
+    "put_item": "dynamodb:PutItem",
+    "update_item": "dynamodb:UpdateItem",
+    "delete_item": "dynamodb:DeleteItem",
+    "query": "dynamodb:Query",
+    "scan": "dynamodb:Scan",
+    "batch_get_item": "dynamodb:BatchGetItem",
+    "batch_write_item": "dynamodb:BatchWriteItem",
+    "batch_writer": "dynamodb:BatchWriteItem",
+    "transact_get_items": "dynamodb:GetItem",
+    "transact_write_items": "dynamodb:UpdateItem",
+}
+FUNCTION_CODE = {
+    "Api": "api",
+    "Intake": "intake",
+    "Redrive": "redrive",
+    "Reaper": "reaper",
+    **dict.fromkeys(STAGE_FUNCTIONS, "stages"),
+}
+FUNCTION_PATHS = {
+    "Api": "Api/ApiFunction",
+    "Intake": "Intake/IntakeFunction",
+    "Redrive": "Operations/RedriveFunction",
+    "Reaper": "Operations/ReaperFunction",
+    **{name: f"Workflow/{name}Function" for name in STAGE_FUNCTIONS},
+}
+
+# (resource, action): resource is "table" or "index/<name>".
+Access = frozenset[tuple[str, str]]
+
+
+def _as_pairs(access: TableAccess) -> Access:
+    return frozenset(
+        {("table", action) for action in access.table}
+        | {(f"index/{index}", action) for index, actions in access.indexes.items() for action in actions}
+    )
+
+
+# -- reading the code ----------------------------------------------------------------------------
+def _module_file(name: str) -> Path | None:
+    base = LAYER.joinpath(*name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imported_modules(path: Path) -> Iterator[str]:
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names if alias.name.startswith("rag_ingest"))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("rag_ingest"):
+            yield node.module
+            # `from rag_ingest.adapters import status_repository` imports a module by name.
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+@cache
+def _reachable_files(function_dir: str) -> frozenset[Path]:
+    handler = FUNCTIONS_DIR / function_dir / "app.py"
+    seen: set[Path] = {handler}
+    pending = [handler]
+    while pending:
+        for name in _imported_modules(pending.pop()):
+            file = _module_file(name)
+            if file is not None and file not in seen:
+                seen.add(file)
+                pending.append(file)
+    return frozenset(seen)
+
+
+def _used_names(files: frozenset[Path]) -> set[str]:
+    """Attribute names used anywhere but on ``self`` (a class's calls to itself are followed below)."""
+    return {
+        node.attr
+        for file in files
+        for node in ast.walk(ast.parse(file.read_text()))
+        if isinstance(node, ast.Attribute) and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+    }
+
+
+def _module_constants(tree: ast.Module) -> dict[str, str]:
+    return {
+        target.id: node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+
+
+def _is_table(expression: ast.expr) -> bool:
+    if isinstance(expression, ast.Attribute):
+        return "table" in expression.attr.lower()
+    if isinstance(expression, ast.Name):
+        return "table" in expression.id.lower()
+    return False
+
+
+def _index_name(call: ast.Call, method: ast.FunctionDef, constants: dict[str, str]) -> str | None:
+    """The ``IndexName`` of a query/scan: a keyword, or a key of the kwargs dict built in the method."""
+    values = [k.value for k in call.keywords if k.arg == "IndexName"]
+    if any(k.arg is None for k in call.keywords):  # **kwargs: look for the dict that holds it
+        for node in ast.walk(method):
+            if isinstance(node, ast.Dict):
+                values += [v for k, v in zip(node.keys, node.values, strict=True)
+                           if isinstance(k, ast.Constant) and k.value == "IndexName"]  # fmt: skip
+    for value in values:
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            return value.value
+        if isinstance(value, ast.Name) and value.id in constants:
+            return constants[value.id]
+        raise AssertionError(f"{method.name}: IndexName {ast.unparse(value)} is not a constant this test can read")
+    return None
+
+
+@dataclass
+class AdapterClass:
+    module: str
+    name: str
+    file: Path
+    direct: dict[str, set[tuple[str, str]]] = field(default_factory=dict)  # method -> its own calls
+    calls_self: dict[str, set[str]] = field(default_factory=dict)  # method -> self.<method>() it calls
+
+    def access(self, method: str) -> Access:
+        seen: set[str] = set()
+        pending = [method]
+        found: set[tuple[str, str]] = set()
+        while pending:
+            name = pending.pop()
+            if name in seen or name not in self.direct:
+                continue
+            seen.add(name)
+            found |= self.direct[name]
+            pending.extend(self.calls_self[name])
+        return frozenset(found)
+
+
+@cache
+def _adapter_classes() -> tuple[AdapterClass, ...]:
+    classes = []
+    for file in sorted(ADAPTERS.glob("*.py")):
+        tree = ast.parse(file.read_text())
+        constants = _module_constants(tree)
+        for node in tree.body:
+            if not isinstance(node, ast.ClassDef):
+                continue
+            adapter = AdapterClass(f"rag_ingest.adapters.{file.stem}", node.name, file)
+            for method in node.body:
+                if not isinstance(method, ast.FunctionDef):
+                    continue
+                direct: set[tuple[str, str]] = set()
+                calls_self: set[str] = set()
+                for call in (n for n in ast.walk(method) if isinstance(n, ast.Call)):
+                    func = call.func
+                    if not isinstance(func, ast.Attribute):
+                        continue
+                    if isinstance(func.value, ast.Name) and func.value.id == "self":
+                        calls_self.add(func.attr)
+                    elif func.attr in TABLE_OPERATIONS and _is_table(func.value):
+                        index = _index_name(call, method, constants) if func.attr in ("query", "scan") else None
+                        direct.add((f"index/{index}" if index else "table", TABLE_OPERATIONS[func.attr]))
+                adapter.direct[method.name] = direct
+                adapter.calls_self[method.name] = calls_self
+            if any(adapter.direct.values()):
+                classes.append(adapter)
+    return tuple(classes)
+
+
+def _called_by(function: str) -> dict[tuple[str, str], list[str]]:
+    """(resource, action) -> the adapter methods that need it, for one function's code."""
+    files = _reachable_files(FUNCTION_CODE[function])
+    names = _used_names(files)
+    needed: dict[tuple[str, str], list[str]] = {}
+    for adapter in _adapter_classes():
+        if adapter.file not in files:
+            continue
+        for method in adapter.direct:
+            if method in names:
+                for pair in adapter.access(method):
+                    needed.setdefault(pair, []).append(f"{adapter.name}.{method}")
+    return needed
+
+
+# -- the tests -----------------------------------------------------------------------------------
+def test_the_reader_sees_the_adapters_calls() -> None:
+    # Guards the tests below: a reader that found nothing would find every table "in step".
+    by_name = {adapter.name: adapter for adapter in _adapter_classes()}
+    status, operations = by_name["StatusRepository"], by_name["DocumentOperations"]
+    assert status.access("create_awaiting_upload") == {("table", "dynamodb:PutItem")}
+    assert ("table", "dynamodb:UpdateItem") in status.access("mark_ready")  # through _conditional_update
+    assert operations.access("list_by_status") == {("index/by_status", "dynamodb:Query")}
+    assert _reachable_files("stages") >= {ADAPTERS / "status_repository.py", LAYER / "rag_ingest" / "pipeline.py"}
+
+
+@pytest.mark.parametrize("function", sorted(FUNCTION_CODE))
+def test_the_permissions_table_is_what_the_code_calls(function: str) -> None:
+    called = _called_by(function)
+    declared = _as_pairs(DOCUMENTS_TABLE[function])
+    missing = {f"{action} on {resource} (for {', '.join(sorted(called[(resource, action)]))})"
+               for resource, action in set(called) - declared}  # fmt: skip
+    unused = {f"{action} on {resource}" for resource, action in declared - set(called)}
+    assert not missing, f"{function}: its code calls, but infra/permissions.py DOCUMENTS_TABLE lacks: {sorted(missing)}"
+    assert not unused, f"{function}: infra/permissions.py grants what its code never calls: {sorted(unused)}"
+
+
+def test_the_idempotency_table_is_what_powertools_calls() -> None:
+    spec = importlib.util.find_spec("aws_lambda_powertools.utilities.idempotency.persistence.dynamodb")
+    assert spec is not None and spec.origin is not None
+    tree = ast.parse(Path(spec.origin).read_text())
+    called = {
+        TABLE_OPERATIONS[node.func.attr]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in TABLE_OPERATIONS
+        and isinstance(node.func.value, ast.Attribute)
+        and node.func.value.attr == "client"
+    }
+    assert called == set(IDEMPOTENCY_TABLE["Intake"].table)
+    # Only intake uses the idempotency layer (and so only it is granted the table).
+    users = {name for name, code in FUNCTION_CODE.items()
+             if "DynamoDBPersistenceLayer" in (FUNCTIONS_DIR / code / "app.py").read_text()}  # fmt: skip
+    assert users == set(IDEMPOTENCY_TABLE) == {"Intake"}
+
+
+def _table_grants(synth: SynthResult, path: str, table_path: str) -> Access:
+    table_arn = f"${{{synth.logical_id(table_path)}.Arn}}"
+    found: set[tuple[str, str]] = set()
+    for statement in synth.role_statements(path):
+        actions = [a for a in as_list(statement["Action"]) if a.startswith("dynamodb:")]
+        for resource in (render_token(r) for r in as_list(statement["Resource"])):
+            if resource == table_arn:
+                found |= {("table", a) for a in actions}
+            elif resource.startswith(f"{table_arn}/"):
+                found |= {(resource.removeprefix(f"{table_arn}/"), a) for a in actions}
+    return frozenset(found)
+
+
+@pytest.mark.parametrize("function", sorted(FUNCTION_PATHS))
+def test_each_role_is_granted_exactly_the_declared_table_actions(synth: SynthResult, function: str) -> None:
+    path = FUNCTION_PATHS[function]
+    assert _table_grants(synth, path, "Storage/DocumentsTable") == _as_pairs(DOCUMENTS_TABLE[function]), function
+    expected = _as_pairs(IDEMPOTENCY_TABLE[function]) if function in IDEMPOTENCY_TABLE else frozenset()
+    assert _table_grants(synth, path, "Storage/IdempotencyTable") == expected, function
+    # Nothing on any other table, and never a Scan or a batch write.
+    actions = {a for s in synth.role_statements(path) for a in as_list(s["Action"]) if a.startswith("dynamodb:")}
+    assert not actions & {"dynamodb:Scan", "dynamodb:BatchWriteItem", "dynamodb:DeleteItem"} or function == "Intake"
