@@ -55,8 +55,8 @@ def test_no_wildcard_resource_except_where_aws_requires_it(synth: SynthResult) -
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
             if "*" in as_list(statement["Resource"]):
                 extra = set(as_list(statement["Action"])) - STAR_ONLY_ACTIONS
-                # CDK's own S3-notifications handler needs PutBucketNotification on "*" (acknowledged).
-                if extra and not logical_id.startswith("BucketNotificationsHandler"):
+                # (CDK's S3-notifications handler is scoped to the bucket now: no exception for it.)
+                if extra:
                     offenders.append((logical_id, sorted(extra)))
     assert offenders == []
 
