@@ -17,8 +17,9 @@ from infra.paths import ROOT
 
 pytestmark = pytest.mark.infra
 
-# What installing the local stack's tools looks like in a recipe (root, apt, a JRE, Maven).
-JAVA_INSTALL = re.compile(r"apt-get|openjdk|\bmaven\b|\bsudo\b")
+# Installing the local stack's Java tools; and anything that needs root (apt, sudo) at all.
+JAVA_INSTALL = re.compile(r"openjdk|\bmaven\b")
+NEEDS_ROOT = re.compile(r"apt-get|\bapt\b|\bdpkg\b|\bsudo\b")
 DEPLOY_TARGETS = ("deploy", "synth", "layer", "install")
 LOCAL_STACK_TARGETS = ("opensearch", "stack-up", "demo", "test", "bench", "eval", "burst")
 
@@ -75,6 +76,10 @@ def _java_installers(rules: dict[str, Rule]) -> set[str]:
     return {target for target, rule in rules.items() if any(JAVA_INSTALL.search(line) for line in rule.recipe)}
 
 
+def _root_installers(rules: dict[str, Rule]) -> set[str]:
+    return {target for target, rule in rules.items() if any(NEEDS_ROOT.search(line) for line in rule.recipe)}
+
+
 @pytest.fixture(scope="module")
 def rules() -> dict[str, Rule]:
     return _make_database()
@@ -89,7 +94,9 @@ def test_the_java_install_exists_and_is_one_target(rules: dict[str, Rule]) -> No
 def test_deploy_and_synth_do_not_reach_the_java_install(rules: dict[str, Rule], target: str) -> None:
     assert target in rules, f"no '{target}' target in the Makefile"
     reached = _reachable(rules, target)
-    assert not reached & _java_installers(rules), f"make {target} reaches {sorted(reached & _java_installers(rules))}"
+    forbidden = _java_installers(rules) | _root_installers(rules)
+    assert _java_installers(rules) <= _root_installers(rules)  # the Java install is an apt install
+    assert not reached & forbidden, f"make {target} reaches {sorted(reached & forbidden)} (Java, Maven or root)"
 
 
 @pytest.mark.parametrize("target", LOCAL_STACK_TARGETS)
