@@ -284,3 +284,22 @@ def test_each_role_is_granted_exactly_the_declared_table_actions(synth: SynthRes
     # Nothing on any other table, and never a Scan or a batch write.
     actions = {a for s in synth.role_statements(path) for a in as_list(s["Action"]) if a.startswith("dynamodb:")}
     assert not actions & {"dynamodb:Scan", "dynamodb:BatchWriteItem", "dynamodb:DeleteItem"} or function == "Intake"
+
+
+def test_every_function_with_table_access_has_an_entry(synth: SynthResult) -> None:
+    # A function added later with a table grant of its own (grant_read_write_data...) must be declared too.
+    undeclared = []
+    for resource in synth.of_type("AWS::Lambda::Function").values():
+        if "rag-ingest:source" not in resource.get("Metadata", {}):
+            continue  # CDK's own handlers (custom resources)
+        path = resource["Metadata"]["aws:cdk:path"].removeprefix(f"{synth.stack_name}/").removesuffix("/Resource")
+        name = path.rsplit("/", 1)[-1].removesuffix("Function")
+        for table_path, declared in (
+            ("Storage/DocumentsTable", DOCUMENTS_TABLE),
+            ("Storage/IdempotencyTable", IDEMPOTENCY_TABLE),
+        ):
+            # Stream reads (a stream consumer) are not item access: they are not in the table.
+            grants = {(r, a) for r, a in _table_grants(synth, path, table_path) if not r.startswith("stream/")}
+            if grants and name not in declared:
+                undeclared.append(f"{path}: {sorted(grants)} on {table_path}")
+    assert undeclared == [], "functions with table grants missing from infra/permissions.py:\n" + "\n".join(undeclared)
