@@ -14,6 +14,7 @@ import pytest
 
 from infra.config import RagIngestConfig
 from infra.paths import ROOT
+from infra.permissions import DOCUMENTS_TABLE, IDEMPOTENCY_TABLE, OPENSEARCH_ACCESS
 from tests.infra.template_tools import SynthResult
 
 pytestmark = pytest.mark.infra
@@ -118,3 +119,28 @@ def test_every_alarm_is_documented(synth: SynthResult) -> None:
 def test_brace_expansion_of_the_doc_tables() -> None:
     assert _expand("{Api,Intake}ErrorsAlarm") == ["ApiErrorsAlarm", "IntakeErrorsAlarm"]
     assert _expand("functions.stages.{a,b}") == ["functions.stages.a", "functions.stages.b"]
+
+
+def test_the_permissions_table_lists_the_declared_table_and_index_access() -> None:
+    rows = {row[0]: row for row in _table_rows(_section("Permissions"))}
+    assert set(rows) == set(DOCUMENTS_TABLE), _difference_message(
+        "functions of infra/permissions.py", set(rows), set(DOCUMENTS_TABLE)
+    )
+    wrong = []
+    for function, row in rows.items():
+        tables = [DOCUMENTS_TABLE[function], *([IDEMPOTENCY_TABLE[function]] if function in IDEMPOTENCY_TABLE else [])]
+        declared = {a.split(":")[1] for t in tables for a in t.table | {a for s in t.indexes.values() for a in s}}
+        documented = set(re.findall(r"\b(GetItem|PutItem|UpdateItem|DeleteItem|Query|Scan|BatchWriteItem)\b", row[2]))
+        if documented != declared:
+            wrong.append(f"{function} DynamoDB: doc {sorted(documented)}, infra/permissions.py {sorted(declared)}")
+        indexes = {i for t in tables for i in t.indexes}
+        if {i for i in re.findall(r"`(by_[a-z_]+)`", row[2])} != indexes:
+            wrong.append(f"{function} GSIs: infra/permissions.py {sorted(indexes)}")
+        access = OPENSEARCH_ACCESS.get(function, {})
+        methods = {action.removeprefix("es:ESHttp").upper() for action in access}
+        paths = {path for paths in access.values() for path in paths if path}
+        if set(re.findall(r"\b(HEAD|PUT|POST|GET|DELETE|PATCH)\b", row[3])) != methods:
+            wrong.append(f"{function} OpenSearch methods: infra/permissions.py {sorted(methods)}")
+        if set(re.findall(r"`(_[a-z_]+)`", row[3])) != paths:
+            wrong.append(f"{function} OpenSearch paths: infra/permissions.py {sorted(paths)}")
+    assert wrong == [], "docs/deploy.md's Permissions table differs from infra/permissions.py:\n" + "\n".join(wrong)
