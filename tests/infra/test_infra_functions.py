@@ -195,7 +195,8 @@ def test_functions_log_json_at_the_configured_levels(synth: SynthResult, path: s
     assert logging["SystemLogLevel"] == synth.config.system_log_level
 
 
-def test_log_levels_follow_the_config(tmp_path: Path) -> None:
+def test_log_levels_follow_the_config(synth: SynthResult, tmp_path: Path) -> None:
+    # `synth` first: it builds the Lambda layer a synthesis needs.
     context = {CONTEXT_KEY: {"logLevel": "WARNING", "systemLogLevel": "WARN"}}
     _app, stack, _config = create_app(context=context, outdir=str(tmp_path))
     functions = Template.from_stack(stack).find_resources("AWS::Lambda::Function")

@@ -52,7 +52,8 @@ def test_visibility_timeout_covers_six_intake_timeouts_and_the_batching_window(s
     assert synth.config.intake.max_batching_window_seconds > 0  # the window counts in the default too
 
 
-def test_visibility_timeout_is_computed_from_the_config(tmp_path: Path) -> None:
+def test_visibility_timeout_is_computed_from_the_config(synth: SynthResult, tmp_path: Path) -> None:
+    # `synth` first: it builds the Lambda layer a synthesis needs.
     context = {
         CONTEXT_KEY: {"functions": {"intake": {"timeoutSeconds": 120}}, "intake": {"maxBatchingWindowSeconds": 300}}
     }

@@ -19,6 +19,7 @@ from constructs import IConstruct
 
 import infra.nag
 from infra.app import create_app
+from tests.infra.template_tools import SynthResult
 
 pytestmark = pytest.mark.infra
 
@@ -55,7 +56,8 @@ class _RecordingValidations:
 
 
 @pytest.fixture(scope="module")
-def audit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NagAudit]:
+def audit(synth: SynthResult, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NagAudit]:
+    # `synth` first: it builds the Lambda layer a synthesis needs.
     outdir = tmp_path_factory.mktemp("nag-audit")
     _RecordingValidations.recorded = []
     with pytest.MonkeyPatch.context() as patch:

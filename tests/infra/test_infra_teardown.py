@@ -74,7 +74,8 @@ def test_the_names_that_must_exist_are_unique_per_stack_creation(synth: SynthRes
     assert len(prefix) + 8 <= 28 and prefix[0].isalpha()
 
 
-def test_a_name_from_the_config_is_kept_as_given(tmp_path: Path) -> None:
+def test_a_name_from_the_config_is_kept_as_given(synth: SynthResult, tmp_path: Path) -> None:
+    # `synth` first: it builds the Lambda layer a synthesis needs.
     context = {CONTEXT_KEY: {"stackName": "RagNamed", "opensearch": {"domainName": "my-vectors"}}}
     _app, stack, _config = create_app(context=context, outdir=str(tmp_path))
     template = Template.from_stack(stack).to_json()
