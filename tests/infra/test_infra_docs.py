@@ -91,6 +91,14 @@ def test_documented_defaults_are_the_defaults() -> None:
     checked = 0
     for row in _table_rows(_section("Configuration")):
         keys = re.findall(r"`([^`]+)`", row[0])
+        sized = re.fullmatch(r"(\d+) MB / (\d+) s", row[1])
+        if sized:  # a function's settings: every key of the row has them
+            for key in (expanded for k in keys for expanded in _expand(k)):
+                checked += 1
+                actual = defaults.get(key, {})
+                if (actual.get("memoryMb"), actual.get("timeoutSeconds")) != tuple(map(int, sized.groups())):
+                    wrong.append(f"{key}: doc says {row[1]}, the default is {actual}")
+            continue
         default = re.fullmatch(r"`([^`]+)`", row[1])
         if len(keys) != 1 or default is None or keys[0] not in defaults:
             continue
