@@ -107,14 +107,42 @@ def _reachable_files(function_dir: str) -> frozenset[Path]:
     return frozenset(seen)
 
 
-def _used_names(files: frozenset[Path]) -> set[str]:
-    """Attribute names used anywhere but on ``self`` (a class's calls to itself are followed below)."""
-    return {
-        node.attr
-        for file in files
-        for node in ast.walk(ast.parse(file.read_text()))
-        if isinstance(node, ast.Attribute) and not (isinstance(node.value, ast.Name) and node.value.id == "self")
-    }
+def _names_in(node: ast.AST) -> set[str]:
+    """Names a piece of code uses: variables, imported names, and attributes except on ``self``
+    (a class's calls to its own methods are followed by AdapterClass.access)."""
+    names: set[str] = set()
+    for child in ast.walk(node):
+        if isinstance(child, ast.Name):
+            names.add(child.id)
+        elif isinstance(child, ast.alias):
+            names.add((child.asname or child.name).split(".")[0])
+        elif isinstance(child, ast.Attribute) and not (isinstance(child.value, ast.Name) and child.value.id == "self"):
+            names.add(child.attr)
+    return names
+
+
+def _used_names(handler: Path, files: frozenset[Path]) -> set[str]:
+    """Names used by the code a handler can run: the handler module, every reachable module's top-level
+    statements, and (to a fixed point) each top-level function or class of those modules whose name is
+    used. A class counts whole (all its methods); a module's other classes only when named, so importing
+    one class of a module does not pull in its neighbours' calls."""
+    definitions: list[tuple[str, ast.AST]] = []
+    used: set[str] = set()
+    for file in files:
+        tree = ast.parse(file.read_text())
+        for statement in tree.body:
+            if file != handler and isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                definitions.append((statement.name, statement))
+            else:
+                used |= _names_in(statement)
+    pending = definitions
+    while True:
+        reached = [(name, node) for name, node in pending if name in used]
+        if not reached:
+            return used
+        for _name, node in reached:
+            used |= _names_in(node)
+        pending = [(name, node) for name, node in pending if name not in {n for n, _ in reached}]
 
 
 def _module_constants(tree: ast.Module) -> dict[str, str]:
@@ -208,10 +236,10 @@ def _adapter_classes() -> tuple[AdapterClass, ...]:
 def _called_by(function: str) -> dict[tuple[str, str], list[str]]:
     """(resource, action) -> the adapter methods that need it, for one function's code."""
     files = _reachable_files(FUNCTION_CODE[function])
-    names = _used_names(files)
+    names = _used_names(FUNCTIONS_DIR / FUNCTION_CODE[function] / "app.py", files)
     needed: dict[tuple[str, str], list[str]] = {}
     for adapter in _adapter_classes():
-        if adapter.file not in files:
+        if adapter.file not in files or adapter.name not in names:
             continue
         for method in adapter.direct:
             if method in names:
