@@ -5,9 +5,10 @@ What the code calls is read from the source, not from a list someone keeps:
 - every adapter method's DynamoDB calls (``<...table>.get_item(...)``, ``.query(IndexName=...)``), plus
   those of the methods it calls on ``self``;
 - for each function, the modules its handler imports (transitively, within ``rag_ingest``), and in
-  them every attribute name used (``self._deps.status.mark_ready`` uses ``mark_ready``): an adapter
-  method counts as called when its class is reachable and its name is used. Over-approximate by name,
-  never under: a method nobody names cannot be reached.
+  them the code it can run: the handler, the modules' top-level statements, and every top-level
+  function or class whose name that code uses (to a fixed point). An adapter method counts as called
+  when its class is named and its own name is used (``self._deps.status.mark_ready`` uses
+  ``mark_ready``). Over-approximate by name, never under: a method nobody names cannot be reached.
 - Powertools' DynamoDB idempotency layer (intake) is read the same way, from the installed package.
 
 When a function starts calling something new (a GSI Query, a DeleteItem), the first test fails and
