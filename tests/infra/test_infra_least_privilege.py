@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from infra.paths import FUNCTIONS_DIR, ROOT
-from infra.permissions import DOCUMENTS_TABLE, IDEMPOTENCY_TABLE, STAGE_FUNCTIONS, TableAccess
+from infra.permissions import DOCUMENTS_TABLE, IDEMPOTENCY_TABLE, STAGE_FUNCTIONS, VECTOR_STORE_CALLS, TableAccess
 from tests.infra.template_tools import SynthResult, as_list, render_token
 
 pytestmark = pytest.mark.infra
@@ -109,14 +109,12 @@ def _reachable_files(function_dir: str) -> frozenset[Path]:
 
 
 def _names_in(node: ast.AST) -> set[str]:
-    """Names a piece of code uses: variables, imported names, and attributes except on ``self``
-    (a class's calls to its own methods are followed by AdapterClass.access)."""
+    """Names a piece of code uses: variables and attributes except on ``self`` (a class's calls to its
+    own methods are followed by AdapterClass.access). Importing a name is not using it."""
     names: set[str] = set()
     for child in ast.walk(node):
         if isinstance(child, ast.Name):
             names.add(child.id)
-        elif isinstance(child, ast.alias):
-            names.add((child.asname or child.name).split(".")[0])
         elif isinstance(child, ast.Attribute) and not (isinstance(child.value, ast.Name) and child.value.id == "self"):
             names.add(child.attr)
     return names
@@ -332,3 +330,35 @@ def test_every_function_with_table_access_has_an_entry(synth: SynthResult) -> No
             if grants and name not in declared:
                 undeclared.append(f"{path}: {sorted(grants)} on {table_path}")
     assert undeclared == [], "functions with table grants missing from infra/permissions.py:\n" + "\n".join(undeclared)
+
+
+# VectorStore.count shares its name with str.count and list.count, which the code does call: it is
+# a helper of the tests, and counting it by name would credit it to every function.
+AMBIGUOUS_VECTOR_STORE_METHODS = {"count"}
+
+
+def test_the_vector_store_calls_table_is_what_the_code_calls() -> None:
+    # infra/permissions.py VECTOR_STORE_CALLS says which VectorStore methods each function calls
+    # (tests/integration/test_vector_store_grants.py replays them against OpenSearch under the
+    # function's grants): it must be what the code uses, per code asset (the stages share one).
+    tree = ast.parse((ADAPTERS / "vector_store.py").read_text())
+    (store,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "VectorStore"]
+    requests = {
+        method.name
+        for method in store.body
+        if isinstance(method, ast.FunctionDef)
+        and not method.name.startswith("_")
+        and not any(isinstance(d, ast.Name) and d.id == "property" for d in method.decorator_list)
+        and method.name != "mapping"  # builds the index body, sends nothing
+    } - AMBIGUOUS_VECTOR_STORE_METHODS
+    assert {"write_chunks", "knn_search", "delete_document"} <= requests
+    for code in sorted(set(FUNCTION_CODE.values())):
+        names = _used_names(FUNCTIONS_DIR / code / "app.py", _reachable_files(code))
+        used = requests & names if "VectorStore" in names else set()
+        declared = {
+            method for function, methods in VECTOR_STORE_CALLS.items() if FUNCTION_CODE[function] == code
+            for method in methods
+        }  # fmt: skip
+        assert used == declared, (
+            f"functions/{code}: the code calls VectorStore.{sorted(used)}, VECTOR_STORE_CALLS says {sorted(declared)}"
+        )
