@@ -40,8 +40,12 @@ def _at(template: dict[str, Any], construct_path: str) -> dict[str, Any]:
 def _visibility_covers_six_timeouts_and_the_window(template: dict[str, Any]) -> None:
     queue = _at(template, "Intake/IngestQueue")
     function = _at(template, "Intake/IntakeFunction")
+    # The ingest queue's mapping (the live-status pusher has a stream mapping too).
     (mapping,) = [
-        r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::EventSourceMapping"
+        r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::Lambda::EventSourceMapping"
+        and r["Properties"]["EventSourceArn"].get("Fn::GetAtt", [""])[0].startswith("IntakeIngestQueue")
     ]
     # AWS's guidance for a Lambda event source: 6 x the function timeout + the batching window.
     assert queue["VisibilityTimeout"] >= 6 * function["Timeout"] + mapping["MaximumBatchingWindowInSeconds"]
@@ -83,7 +87,12 @@ def test_queues_are_encrypted_and_ssl_only(synth: SynthResult, path: str) -> Non
 
 
 def test_event_source_mapping_reports_partial_batch_failures(synth: SynthResult) -> None:
-    (mapping,) = synth.of_type("AWS::Lambda::EventSourceMapping").values()
+    intake_function = {"Ref": synth.logical_id("Intake/IntakeFunction")}
+    (mapping,) = [
+        m
+        for m in synth.of_type("AWS::Lambda::EventSourceMapping").values()
+        if m["Properties"]["FunctionName"] == intake_function
+    ]
     props = mapping["Properties"]
     intake = synth.config.intake
     assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]

@@ -64,6 +64,10 @@ def test_the_alarm_set_is_exactly_the_documented_one(synth: SynthResult) -> None
         "FreeStorageAlarm",
         "JvmMemoryPressureAlarm",
         "AutomatedSnapshotFailureAlarm",
+        # Live status (infra/constructs/live_status.py).
+        "PusherErrorsAlarm",
+        "PusherIteratorAgeAlarm",
+        "PusherDeadLetterAlarm",
     }
     paths = {
         resource["Metadata"]["aws:cdk:path"].split("/")[-2]
