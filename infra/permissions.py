@@ -21,8 +21,7 @@ UPDATE = "dynamodb:UpdateItem"
 DELETE = "dynamodb:DeleteItem"
 QUERY = "dynamodb:Query"
 
-# The documents table's GSI of status + updated_at (infra/constructs/storage.py STATUS_INDEX).
-BY_STATUS = "by_status"
+# Index access is keyed by the GSI's name (infra/constructs/storage.py STATUS_INDEX, TENANT_INDEX).
 
 STAGE_FUNCTIONS = ("Validate", "Parse", "Chunk", "Embed", "Index", "Finalize", "MarkFailed")
 
@@ -42,8 +41,9 @@ def _access(*table: str, **indexes: frozenset[str]) -> TableAccess:
 # The documents table (rag_ingest.adapters.status_repository, .document_operations).
 DOCUMENTS_TABLE: Mapping[str, TableAccess] = MappingProxyType(
     {
-        # POST /documents creates the record (PutItem, if absent); GET reads it; DELETE marks it.
-        "Api": _access(GET, PUT, UPDATE),
+        # POST /documents creates the record (PutItem, if absent); GET reads it; DELETE marks it;
+        # GET /documents lists the caller's tenant's documents, newest first (never a Scan).
+        "Api": _access(GET, PUT, UPDATE, by_tenant=frozenset({QUERY})),
         # QUEUED (compare-and-set) and the execution ARN; reads the record to explain a rejection.
         "Intake": _access(GET, UPDATE),
         # Replays of FAILED documents; lists them by status.

@@ -29,7 +29,7 @@ from constructs import Construct
 from infra.config import RESERVED_IN_DOMAIN_PREFIX, RagIngestConfig
 from infra.constructs.function import FunctionFactory, new_log_group, removal_policy
 from infra.constructs.search import Search
-from infra.constructs.storage import ARTIFACTS_PREFIX, RAW_PREFIX, TENANT_INDEX, Storage
+from infra.constructs.storage import ARTIFACTS_PREFIX, RAW_PREFIX, Storage
 from infra.nag import acknowledge, arn_ref
 
 TENANT_ATTRIBUTE = "tenant_id"  # the JWT carries it as custom:tenant_id
@@ -259,15 +259,8 @@ class Api(Construct):
 
     @staticmethod
     def _grant_page_routes(role: iam.IRole, storage: Storage, state_machine: sfn.IStateMachine) -> None:
-        """The page's routes, each its own statement (kept apart from the table grant that covers the rest):
-        GET /documents queries the tenant index, retry starts a replay execution, download presigns a GET."""
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="ListDocumentsOfTenant",
-                actions=["dynamodb:Query"],
-                resources=[f"{storage.documents_table.table_arn}/index/{TENANT_INDEX}"],
-            )
-        )
+        """The page's routes, each its own statement: retry starts a replay execution, download presigns
+        a GET. (GET /documents queries the tenant index: a documents-table grant, infra/permissions.py.)"""
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="RetryFailedDocument",
