@@ -30,6 +30,13 @@ local-tools:
 	@command -v java >/dev/null && command -v mvn >/dev/null || { \
 	  echo "installing Java 17 and Maven (apt)"; apt-get update -q && apt-get install -y -q openjdk-17-jre-headless maven; }
 
+# Headless Chromium and its WebDriver for the browser tests (Debian packages, like Java above):
+# nothing downloads a browser at run time; Selenium is pointed at these two executables.
+.PHONY: chromium
+chromium:
+	@test -x /usr/bin/chromium && test -x /usr/bin/chromedriver || { \
+	  echo "installing Chromium and chromedriver (apt)"; apt-get update -q && apt-get install -y -q chromium chromium-driver; }
+
 layer: install
 	$(PY) tools/build_layer.py
 
@@ -51,6 +58,8 @@ stack-down:
 
 demo: stack-up
 	$(PY) -m local.demo
+	@$(PY) -c 'import json; url = json.load(open(".local/runtime/outputs.json"))["ApiUrl"].rstrip("/"); \
+	  print(f"\nOpen the page: {url}/ (dev-only sign-in: any user name, tenant demo). make stack-down stops the stack.")'
 
 lint: install
 	.venv/bin/ruff check .
@@ -68,7 +77,7 @@ infra: layer
 	.venv/bin/pytest -m infra -q
 
 # One pytest run over every suite; the servers the suites need are started before and stopped after.
-test: synth local-tools
+test: synth local-tools chromium
 	$(PY) -m local.opensearch install
 	bash tools/run_tests.sh
 
@@ -92,3 +101,10 @@ clean: stack-down opensearch-stop
 .PHONY: eval
 eval: synth opensearch
 	$(PY) -m eval
+
+# After `make deploy`: sign a test user in, upload a sample PDF, wait for READY, search, delete, each
+# step timed (docs/cli.md). Needs AWS credentials allowed to administer the stack's user pool.
+.PHONY: smoke
+STACK ?= RagIngest
+smoke: install
+	.venv/bin/rag-ingest smoke --stack $(STACK) $(if $(REGION),--region $(REGION)) $(if $(SAMPLE),--sample $(SAMPLE))
