@@ -5,7 +5,7 @@ PIP := .venv/bin/pip
 export CDK_OUTDIR := cdk.out
 VENV_STAMP := .venv/.installed-$(shell cat requirements.txt requirements-dev.txt pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: help install layer synth opensearch opensearch-stop stack-up stack-down demo test lint unit infra bench burst eval clean deploy
+.PHONY: help install local-tools layer synth opensearch opensearch-stop stack-up stack-down demo test lint unit infra bench burst eval clean deploy
 
 help:
 	@echo "make demo   - set up everything, run the local pipeline end to end on the sample PDFs"
@@ -15,16 +15,20 @@ help:
 	@echo "make burst  - 200 uploads with 10 % injected faults: READY, lost, duplicates, DLQ"
 	@echo "make deploy - deploy to AWS with the CDK CLI (needs AWS credentials)"
 
+# The Python venv only: synth and deploy need nothing more than Python and Node.
 install: $(VENV_STAMP)
 $(VENV_STAMP): requirements.txt requirements-dev.txt pyproject.toml
-	@command -v java >/dev/null && command -v mvn >/dev/null || { \
-	  echo "installing Java 17 and Maven (apt)"; apt-get update -q && apt-get install -y -q openjdk-17-jre-headless maven; }
 	test -x $(PY) || python3 -m venv .venv
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -r requirements.txt -r requirements-dev.txt
 	# The domain package, editable from the layer's source (see pyproject.toml).
 	$(PIP) install -q --no-deps -e .
 	rm -f .venv/.installed-* && touch $@
+
+# Java 17 and Maven: only the local stack needs them (OpenSearch and its plugins), never a deploy.
+local-tools:
+	@command -v java >/dev/null && command -v mvn >/dev/null || { \
+	  echo "installing Java 17 and Maven (apt)"; apt-get update -q && apt-get install -y -q openjdk-17-jre-headless maven; }
 
 # Headless Chromium and its WebDriver for the browser tests (Debian packages, like Java above):
 # nothing downloads a browser at run time; Selenium is pointed at these two executables.
@@ -39,7 +43,7 @@ layer: install
 synth: layer
 	$(PY) app.py
 
-opensearch: install
+opensearch: install local-tools
 	$(PY) -m local.opensearch install
 	$(PY) -m local.opensearch start
 
@@ -73,7 +77,7 @@ infra: layer
 	.venv/bin/pytest -m infra -q
 
 # One pytest run over every suite; the servers the suites need are started before and stopped after.
-test: synth chromium
+test: synth local-tools chromium
 	$(PY) -m local.opensearch install
 	bash tools/run_tests.sh
 

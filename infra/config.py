@@ -11,10 +11,23 @@ import json
 import re
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
+from rag_ingest.embeddings.bedrock import TITAN_V2_DIMENSIONS, TITAN_V2_MODEL_ID
 
 CONTEXT_KEY = "rag-ingest"
+
+# The Bedrock models the embedder accepts, and their output dimensions: the embedder's own constants
+# (rag_ingest.embeddings.bedrock), so synth rejects exactly what the Embed function would.
+BEDROCK_EMBEDDING_DIMENSIONS: dict[str, tuple[int, ...]] = {TITAN_V2_MODEL_ID: TITAN_V2_DIMENSIONS}
 
 # CloudWatch Logs accepts only these retention periods (days).
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922,
@@ -118,6 +131,29 @@ class EmbeddingConfig(_Model):
     # the Lambda timeout, while the Map's MaxConcurrency keeps the total rate under the Bedrock quota.
     task_chunks: int = Field(default=256, ge=1, le=10_000)
     max_concurrency: int = Field(default=4, ge=1, le=40)
+
+    @field_validator("model_id")
+    @classmethod
+    def _supported_model(cls, value: str) -> str:
+        if value not in BEDROCK_EMBEDDING_DIMENSIONS:
+            supported = ", ".join(sorted(BEDROCK_EMBEDDING_DIMENSIONS))
+            raise ValueError(f"embedding.modelId {value!r} is not supported by the Bedrock embedder (use {supported})")
+        return value
+
+    @field_validator("dimension")
+    @classmethod
+    def _dimension_of_the_model(cls, value: int, info: ValidationInfo) -> int:
+        # A field validator (not a model one), so a bad dimension is listed beside a bad model id.
+        model_id = info.data.get("model_id")
+        allowed = BEDROCK_EMBEDDING_DIMENSIONS.get(model_id) if model_id else None
+        if allowed is None:
+            allowed = tuple(sorted({d for dims in BEDROCK_EMBEDDING_DIMENSIONS.values() for d in dims}))
+        if value not in allowed:
+            raise ValueError(
+                f"embedding.dimension {value} is not one of {model_id or 'the supported models'}'s: "
+                f"{', '.join(map(str, allowed))}"
+            )
+        return value
 
 
 class OpenSearchConfig(_Model):
@@ -296,7 +332,10 @@ class MonitoringConfig(_Model):
 class RagIngestConfig(_Model):
     stack_name: str = "RagIngest"
     removal_policy: Literal["retain", "destroy"] = "retain"
+    # The functions' application log level (Lambda's JSON log format filters below it) and the
+    # level of the runtime's own lines (INFO keeps each invocation's REPORT: duration, memory).
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    system_log_level: Literal["DEBUG", "INFO", "WARN"] = "INFO"
     log_retention_days: int = 30
     allowed_origins: tuple[str, ...] = ("http://localhost:8000",)
     functions: FunctionsConfig = FunctionsConfig()
@@ -349,12 +388,11 @@ class RagIngestConfig(_Model):
         return self
 
     @property
-    def search_domain_name(self) -> str:
-        """The OpenSearch domain name: explicit, or derived from the stack name (max 28 chars)."""
-        if self.opensearch.domain_name:
-            return self.opensearch.domain_name
-        base = re.sub(r"[^a-z0-9-]", "", self.stack_name.lower())[:21].rstrip("-")
-        return f"{base}-search"
+    def search_domain_prefix(self) -> str:
+        """The start of a generated OpenSearch domain name (the stack name, lower-cased); a suffix
+        unique to the stack's creation completes it (infra/naming.py), within the 28-char limit."""
+        base = re.sub(r"[^a-z0-9-]", "", self.stack_name.lower())[:19].rstrip("-")
+        return f"{base}-"
 
 
 def _format_errors(error: ValidationError) -> str:

@@ -37,8 +37,8 @@ class RagIngestStack(Stack):
         factory = FunctionFactory(
             config=config, layer=layer.layer, documents_table_name=self.storage.documents_table.table_name
         )
-        # Search comes first: the stage functions need its endpoint; each grant_http from Workflow
-        # then adds the stage's role to the domain's access policy.
+        # Search comes first: the stage functions need its endpoint; each grant_index_access
+        # then adds the role to the domain's access policy.
         self.search = Search(self, "Search", config=config)
         self.workflow = Workflow(
             self, "Workflow", config=config, factory=factory, storage=self.storage, search=self.search
@@ -100,6 +100,8 @@ class RagIngestStack(Stack):
             },
             stage_functions=self.workflow.functions,
         )
+        # The domain's health alarms live with the domain, and page through the one alarm topic.
+        self.search.alarm_to(self.monitoring.topic)
         self.live.alarm_to(self.monitoring.topic)
 
     def _publish_page(self, config: RagIngestConfig) -> None:

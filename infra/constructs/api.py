@@ -29,7 +29,7 @@ from constructs import Construct
 from infra.config import RESERVED_IN_DOMAIN_PREFIX, RagIngestConfig
 from infra.constructs.function import FunctionFactory, new_log_group, removal_policy
 from infra.constructs.search import Search
-from infra.constructs.storage import ARTIFACTS_PREFIX, RAW_PREFIX, TENANT_INDEX, Storage
+from infra.constructs.storage import ARTIFACTS_PREFIX, RAW_PREFIX, Storage
 from infra.nag import acknowledge, arn_ref
 
 TENANT_ATTRIBUTE = "tenant_id"  # the JWT carries it as custom:tenant_id
@@ -142,26 +142,19 @@ class Api(Construct):
         role.add_to_principal_policy(
             iam.PolicyStatement(actions=["s3:PutObject"], resources=[storage.bucket.arn_for_objects(f"{RAW_PREFIX}*")])
         )
-        storage.documents_table.grant_read_write_data(role)
-        self._grant_document_delete(role, storage, search)
-        # POST /search embeds the query with the configured model (the index access for search,
-        # POST/GET on <index>/_search, is within the document-delete grant's <index>/*).
+        storage.grant_documents(role, "Api")
+        self._grant_document_delete(role, storage)
+        # POST /search and DELETE /documents/{id} in the chunk index (infra/permissions.py).
+        search.grant_index_access(role, "Api")
+        # POST /search embeds the query with the configured model.
         search.grant_embedding(role)
         self._grant_page_routes(role, storage, state_machine)
         acknowledge(
             role,
             "AwsSolutions-IAM5",
-            "Resource-scoped: objects under raw/ and artifacts/ of the one bucket, the indexes of the one documents "
-            "table, and the chunk index (and bulk endpoint) of the one OpenSearch domain.",
+            "Resource-scoped: objects under raw/ and artifacts/ of the one bucket.",
             f"Resource::{arn_ref(storage.bucket)}/{RAW_PREFIX}*",
             f"Resource::{arn_ref(storage.bucket)}/{ARTIFACTS_PREFIX}*",
-            f"Resource::{arn_ref(storage.documents_table)}/index/*",
-            *(
-                [f"Resource::arn:<AWS::Partition>:es:<AWS::Region>:<AWS::AccountId>:domain/"
-                 f"{config.search_domain_name}/{search.index_name}/*"]
-                if search.domain is not None
-                else []
-            ),
         )
 
         authorizer = authorizers.HttpUserPoolAuthorizer(
@@ -266,15 +259,8 @@ class Api(Construct):
 
     @staticmethod
     def _grant_page_routes(role: iam.IRole, storage: Storage, state_machine: sfn.IStateMachine) -> None:
-        """The page's routes, each its own statement (kept apart from the table grant that covers the rest):
-        GET /documents queries the tenant index, retry starts a replay execution, download presigns a GET."""
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="ListDocumentsOfTenant",
-                actions=["dynamodb:Query"],
-                resources=[f"{storage.documents_table.table_arn}/index/{TENANT_INDEX}"],
-            )
-        )
+        """The page's routes, each its own statement: retry starts a replay execution, download presigns
+        a GET. (GET /documents queries the tenant index: a documents-table grant, infra/permissions.py.)"""
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="RetryFailedDocument",
@@ -291,8 +277,9 @@ class Api(Construct):
         )
 
     @staticmethod
-    def _grant_document_delete(role: iam.IRole, storage: Storage, search: Search) -> None:
-        """DELETE /documents/{id}: every version of the upload and of the artifacts, and the chunks."""
+    def _grant_document_delete(role: iam.IRole, storage: Storage) -> None:
+        """DELETE /documents/{id}: every version of the upload and of the artifacts (the chunks: the
+        index access granted above)."""
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["s3:DeleteObject", "s3:DeleteObjectVersion"],
@@ -306,7 +293,6 @@ class Api(Construct):
                 conditions={"StringLike": {"s3:prefix": [f"{RAW_PREFIX}*", f"{ARTIFACTS_PREFIX}*"]}},
             )
         )
-        search.grant_document_delete(role)
 
     def _user_pool(self, config: RagIngestConfig) -> tuple[cognito.UserPool, cognito.UserPoolClient]:
         mfa = {"off": cognito.Mfa.OFF, "optional": cognito.Mfa.OPTIONAL, "required": cognito.Mfa.REQUIRED}
@@ -372,7 +358,6 @@ class Api(Construct):
             "Threat protection (advanced security) needs the Cognito Plus plan, billed per MAU; the pool uses the "
             "Essentials plan with strong passwords, admin-only sign-up and TOTP MFA."
         )
-        acknowledge(user_pool, "AwsSolutions-COG3", plus_plan_reason)
         acknowledge(user_pool, "AwsSolutions-COG8", plus_plan_reason)
         return user_pool, client
 

@@ -31,6 +31,20 @@ _RETENTION = {
 }  # fmt: skip
 
 
+# Lambda's advanced logging controls spell WARNING as WARN.
+_APPLICATION_LOG_LEVEL = {
+    "DEBUG": lambda_.ApplicationLogLevel.DEBUG,
+    "INFO": lambda_.ApplicationLogLevel.INFO,
+    "WARNING": lambda_.ApplicationLogLevel.WARN,
+    "ERROR": lambda_.ApplicationLogLevel.ERROR,
+}
+_SYSTEM_LOG_LEVEL = {
+    "DEBUG": lambda_.SystemLogLevel.DEBUG,
+    "INFO": lambda_.SystemLogLevel.INFO,
+    "WARN": lambda_.SystemLogLevel.WARN,
+}
+
+
 class FunctionCodeMissingError(RuntimeError):
     """A function's code directory does not exist."""
 
@@ -114,6 +128,12 @@ class FunctionFactory:
             timeout=Duration.seconds(settings.timeout_seconds),
             tracing=lambda_.Tracing.ACTIVE,
             log_group=log_group,
+            # JSON lines (Powertools Logger writes JSON; the runtime's own START/END/REPORT lines
+            # become JSON too), filtered by level before they are billed: in the text format the
+            # Python runtime leaves the root logger at WARNING and drops every INFO line.
+            logging_format=lambda_.LoggingFormat.JSON,
+            application_log_level_v2=_APPLICATION_LOG_LEVEL[self.config.log_level],
+            system_log_level_v2=_SYSTEM_LOG_LEVEL[self.config.system_log_level],
             environment={
                 "POWERTOOLS_SERVICE_NAME": service,
                 "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,

@@ -14,11 +14,19 @@ from constructs import Construct
 from infra.config import RagIngestConfig
 from infra.constructs.function import FunctionFactory
 from infra.constructs.storage import RAW_PREFIX, Storage
-from infra.nag import acknowledge, arn_ref
+from infra.nag import acknowledge
 
-# AWS's guidance for SQS event sources: visibility timeout at least 6x the function timeout, so
-# a message is not redelivered while a throttled or retried batch is still being worked on.
+# AWS's guidance for SQS event sources: visibility timeout at least 6x the function timeout plus
+# the batching window, so a message is not redelivered while a throttled or retried batch (or one
+# still being gathered) is being worked on.
 VISIBILITY_TIMEOUT_FACTOR = 6
+
+
+def visibility_timeout_seconds(config: RagIngestConfig) -> int:
+    return (
+        VISIBILITY_TIMEOUT_FACTOR * config.functions.intake.timeout_seconds
+        + config.intake.max_batching_window_seconds
+    )
 # CDK's singleton handler behind Custom::S3BucketNotifications (id fixed by aws-cdk-lib).
 NOTIFICATIONS_HANDLER_ID = "BucketNotificationsHandler050a0587b7544547bf325f094a3db834"
 
@@ -36,7 +44,6 @@ class Intake(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         intake = config.intake
-        function_timeout = config.functions.intake.timeout_seconds
 
         self.dead_letter_queue = sqs.Queue(
             self,
@@ -50,7 +57,7 @@ class Intake(Construct):
             "IngestQueue",
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
-            visibility_timeout=Duration.seconds(VISIBILITY_TIMEOUT_FACTOR * function_timeout),
+            visibility_timeout=Duration.seconds(visibility_timeout_seconds(config)),
             retention_period=Duration.days(intake.queue_retention_days),
             dead_letter_queue=sqs.DeadLetterQueue(
                 max_receive_count=intake.max_receive_count, queue=self.dead_letter_queue
@@ -81,16 +88,10 @@ class Intake(Construct):
                 max_concurrency=intake.max_concurrency,
             )
         )
-        storage.documents_table.grant_read_write_data(self.function)
-        storage.idempotency_table.grant_read_write_data(self.function)
-        state_machine.grant_start_execution(self.function)
         assert self.function.role is not None
-        acknowledge(
-            self.function.role,
-            "AwsSolutions-IAM5",
-            "Resource-scoped: the indexes of the one documents table.",
-            f"Resource::{arn_ref(storage.documents_table)}/index/*",
-        )
+        storage.grant_documents(self.function.role, "Intake")
+        storage.grant_idempotency(self.function.role, "Intake")
+        state_machine.grant_start_execution(self.function)
 
         storage.bucket.add_event_notification(
             s3.EventType.OBJECT_CREATED, s3n.SqsDestination(self.queue), s3.NotificationKeyFilter(prefix=RAW_PREFIX)
@@ -112,11 +113,4 @@ class Intake(Construct):
             "CDK's own S3 notifications custom resource handler uses AWSLambdaBasicExecutionRole; "
             "it runs only during deployments.",
             "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole",
-        )
-        acknowledge(
-            handler,
-            "AwsSolutions-IAM5",
-            "s3:PutBucketNotification has to be granted on '*' by CDK's notifications handler, which is shared "
-            "by every bucket of the stack.",
-            "Resource::*",
         )

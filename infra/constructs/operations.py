@@ -14,7 +14,7 @@ from constructs import Construct
 
 from infra.config import RagIngestConfig
 from infra.constructs.function import FunctionFactory
-from infra.constructs.storage import STATUS_INDEX, Storage
+from infra.constructs.storage import Storage
 from infra.constructs.workflow import EVENT_BUS_NAME
 from infra.nag import acknowledge, arn_ref
 
@@ -33,7 +33,6 @@ class Operations(Construct):
         state_machine: sfn.StateMachine,
     ) -> None:
         super().__init__(scope, construct_id)
-        self._storage = storage
         # Invoked by an operator (aws lambda invoke), not by an event: SQS StartMessageMoveTask would
         # move messages but cannot filter them, and cannot replay documents whose message is gone.
         self.redrive_function: lambda_.Function = factory.create(
@@ -54,7 +53,7 @@ class Operations(Construct):
         # Receive, delete, release (ChangeMessageVisibility) what a filter skips, read the depth.
         dead_letter_queue.grant_consume_messages(redrive_role)
         queue.grant_send_messages(redrive_role)
-        self._grant_documents(redrive_role)
+        storage.grant_documents(redrive_role, "Redrive")
         state_machine.grant_start_execution(redrive_role)
 
         reaper = config.reaper
@@ -77,7 +76,7 @@ class Operations(Construct):
             description="rag-ingest reaper: stuck documents re-driven or FAILED (STUCK); stale uploads EXPIRED",
         )
         reaper_role = self._role(self.reaper_function)
-        self._grant_documents(reaper_role)
+        storage.grant_documents(reaper_role, "Reaper")
         state_machine.grant_start_execution(reaper_role)
         # What became of a document's execution (any execution of this state machine, nothing else).
         reaper_role.add_to_principal_policy(
@@ -114,8 +113,8 @@ class Operations(Construct):
         acknowledge(
             self,
             "AwsSolutions-IAM5",
-            "Resource-scoped: the documents table's by_status index, and the executions of the one ingestion "
-            "state machine (execution ARNs are named per document, so they cannot be listed in advance).",
+            "Resource-scoped: the executions of the one ingestion state machine (execution ARNs are named per "
+            "document, so they cannot be listed in advance).",
             "Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
             f"{arn_ref(state_machine, 'Name')}:*",
         )
@@ -128,13 +127,3 @@ class Operations(Construct):
     def _role(function: lambda_.Function) -> iam.IRole:
         assert function.role is not None
         return function.role
-
-    def _grant_documents(self, role: iam.IRole) -> None:
-        """Read a record, list records by status (the GSI only), compare-and-set a record."""
-        table = self._storage.documents_table
-        role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["dynamodb:GetItem", "dynamodb:UpdateItem"], resources=[table.table_arn])
-        )
-        role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["dynamodb:Query"], resources=[f"{table.table_arn}/index/{STATUS_INDEX}"])
-        )

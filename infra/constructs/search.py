@@ -4,21 +4,32 @@ from __future__ import annotations
 
 from typing import cast
 
-from aws_cdk import ArnFormat, CfnOutput, Fn, Stack
+from aws_cdk import ArnFormat, CfnOutput, Duration, Fn, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_opensearchservice as opensearch
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from infra.config import RagIngestConfig
 from infra.constructs.function import new_log_group, removal_policy
 from infra.nag import acknowledge
+from infra.naming import unique_name
+from infra.permissions import OPENSEARCH_ACCESS, IndexAccess
 
-HTTP_ACTIONS = ("es:ESHttpGet", "es:ESHttpPut", "es:ESHttpPost", "es:ESHttpDelete", "es:ESHttpHead")
-# Finding one document's chunks and deleting them by id: exists (HEAD), refresh and search
-# (GET/POST), bulk delete (POST /_bulk: opensearch-py sends bulk requests to the domain root).
-DOCUMENT_DELETE_ACTIONS = ("es:ESHttpHead", "es:ESHttpGet", "es:ESHttpPost")
+# Replicas follow the node count: a copy of each shard on another node, up to one per extra zone.
+# One node with a replica would stay yellow forever (a replica never sits beside its primary).
+MAX_REPLICAS = 2
+# AWS's recommended alarm settings for OpenSearch Service domains.
+FREE_STORAGE_FRACTION = 0.25
+JVM_MEMORY_PRESSURE_PERCENT = 95
+
+
+def index_replicas(instance_count: int) -> int:
+    return min(instance_count - 1, MAX_REPLICAS)
 
 
 def _engine_version() -> opensearch.EngineVersion:
@@ -42,19 +53,21 @@ class Search(Construct):
             resource_name=config.embedding.model_id,
             arn_format=ArnFormat.SLASH_RESOURCE_NAME,
         )
-        self._principals: list[iam.IRole] = []
-        self._document_deleters: list[iam.IRole] = []
+        # Role -> what it may do in the index (infra/permissions.py OPENSEARCH_ACCESS).
+        self._grants: list[tuple[iam.IRole, IndexAccess]] = []
         self.domain: opensearch.Domain | None = None
+        self.alarms: dict[str, cloudwatch.Alarm] = {}
+        # Configured, or unique to this creation of the stack: a retained domain must not block the
+        # next deploy with "already exists" (infra/naming.py).
+        self.domain_name: str = config.opensearch.domain_name or unique_name(config.search_domain_prefix)
 
         if config.opensearch.endpoint:
             # An existing cluster: its own access policy applies; IAM grants need its domain ARN,
             # which an endpoint URL does not reveal (custom endpoints), so none are added here.
             self.endpoint_url = config.opensearch.endpoint
-            self._domain_arn: str | None = None
         else:
             self.domain = self._create_domain(config)
             self.endpoint_url = Fn.join("", ["https://", self.domain.domain_endpoint])
-            self._domain_arn = self.domain.domain_arn
 
         CfnOutput(self, "OpenSearchEndpoint", value=self.endpoint_url).override_logical_id("OpenSearchEndpoint")
 
@@ -68,7 +81,7 @@ class Search(Construct):
             "Domain",
             version=_engine_version(),
             # Named, so the access policy can name the domain without referring to itself.
-            domain_name=config.search_domain_name,
+            domain_name=self.domain_name,
             capacity=opensearch.CapacityConfig(
                 data_node_instance_type=config.opensearch.instance_type,
                 data_nodes=count,
@@ -95,6 +108,9 @@ class Search(Construct):
             # The L2 would write the logs resource policy with a custom resource (a Lambda with
             # logs:* on '*'); the plain AWS::Logs::ResourcePolicy below does the same declaratively.
             suppress_logs_resource_policy=True,
+            # Index-scoped permissions hold only if a request body cannot name another index
+            # (_bulk, _mget, _msearch): the adapter names the index in the path, never in the body.
+            advanced_options={"rest.action.multi.allow_explicit_index": "false"},
             removal_policy=policy,
         )
         logs_policy = logs.ResourcePolicy(
@@ -112,10 +128,7 @@ class Search(Construct):
         # OpenSearch checks at creation that it may write to its log groups.
         domain.node.add_dependency(logs_policy)
         # The L2's access-policy API deploys a custom resource; the L1 property needs none. It is
-        # (re)written by each grant_http, since the principals are the roles granted later.
-        self._domain_resources = Stack.of(self).format_arn(
-            service="es", resource="domain", resource_name=f"{config.search_domain_name}/*"
-        )
+        # (re)written by each grant, since the principals are the roles granted later.
 
         acknowledge(
             domain,
@@ -131,8 +144,8 @@ class Search(Construct):
         acknowledge(
             domain,
             "AwsSolutions-OS4",
-            "Dedicated master nodes are sized per environment; the default is a small single-purpose "
-            "vector index that a data node serves. Raise opensearch.instanceCount for production.",
+            "No dedicated master nodes: the stack deploys data nodes only (opensearch.instanceCount), a cost "
+            "choice for a single-index vector store; add dedicated masters for large production clusters.",
         )
         if zone_count == 0:
             acknowledge(
@@ -143,63 +156,122 @@ class Search(Construct):
             )
         return domain
 
+    def _index_arns(self, domain: str, paths: tuple[str, ...]) -> list[str]:
+        """``domain/<name>/<index>`` (``""``) and ``domain/<name>/<index>/<path>`` ARNs."""
+        return [
+            Stack.of(self).format_arn(
+                service="es",
+                resource="domain",
+                resource_name=f"{domain}/{self.index_name}" + (f"/{path}" if path else ""),
+            )
+            for path in paths
+        ]
+
+    def _statements(self, access: IndexAccess, domain: str) -> list[tuple[list[str], list[str]]]:
+        """(actions, resources) pairs: one per distinct set of paths."""
+        by_paths: dict[tuple[str, ...], list[str]] = {}
+        for action, paths in sorted(access.items()):
+            by_paths.setdefault(tuple(paths), []).append(action)
+        return [(actions, self._index_arns(domain, paths)) for paths, actions in by_paths.items()]
+
     def _write_access_policy(self) -> None:
         assert self.domain is not None
         cfn = cast(opensearch.CfnDomain, self.domain.node.default_child)
+        # Within an account the resource policy alone grants access, so it is as narrow as the
+        # roles' own policies: each role its own statements, on the index paths it uses.
         cfn.access_policies = {
             "Version": "2012-10-17",
             "Statement": [
                 {
                     "Effect": "Allow",
-                    "Principal": {"AWS": [role.role_arn for role in self._principals]},
-                    "Action": list(HTTP_ACTIONS),
-                    "Resource": self._domain_resources,
-                },
-                *(
-                    [
-                        {
-                            "Effect": "Allow",
-                            "Principal": {"AWS": [role.role_arn for role in self._document_deleters]},
-                            "Action": list(DOCUMENT_DELETE_ACTIONS),
-                            "Resource": self._document_delete_resources(),
-                        }
-                    ]
-                    if self._document_deleters
-                    else []
-                ),
+                    "Principal": {"AWS": role.role_arn},
+                    "Action": actions,
+                    "Resource": resources,
+                }
+                for role, access in self._grants
+                for actions, resources in self._statements(access, self.domain_name)
             ],
         }
 
-    def _document_delete_resources(self) -> list[str]:
-        name = self._config.search_domain_name
-        return [
-            Stack.of(self).format_arn(service="es", resource="domain", resource_name=f"{name}/{path}")
-            for path in (self.index_name, f"{self.index_name}/*", "_bulk")
-        ]
-
-    def grant_http(self, role: iam.IRole) -> None:
-        """Let ``role`` call the OpenSearch HTTP API: an IAM grant plus a seat in the domain policy."""
-        if self._domain_arn is None:
-            return
-        role.add_to_principal_policy(
-            iam.PolicyStatement(actions=list(HTTP_ACTIONS), resources=[self._domain_arn, f"{self._domain_arn}/*"])
-        )
-        self._principals.append(role)
+    def grant_index_access(self, role: iam.IRole, function: str) -> None:
+        """Let ``role`` make the requests ``function``'s code makes (infra/permissions.py), on the
+        chunk index only: an IAM grant plus a statement in the domain's access policy."""
+        if self.domain is None:
+            return  # an existing endpoint: its own access policy applies
+        access = OPENSEARCH_ACCESS[function]
+        for actions, resources in self._statements(access, self.domain_name):
+            role.add_to_principal_policy(iam.PolicyStatement(actions=actions, resources=resources))
+        self._grants.append((role, access))
         self._write_access_policy()
 
-    def grant_document_delete(self, role: iam.IRole) -> None:
-        """Let ``role`` find and delete chunks in the index, and nothing else (DELETE /documents/{id}).
-
-        Its own statement in the domain policy too: within an account the resource policy alone
-        grants access, so a seat in grant_http's statement would give every HTTP action.
-        """
-        if self._domain_arn is None:
-            return
-        role.add_to_principal_policy(
-            iam.PolicyStatement(actions=list(DOCUMENT_DELETE_ACTIONS), resources=self._document_delete_resources())
-        )
-        self._document_deleters.append(role)
-        self._write_access_policy()
+    def alarm_to(self, topic: sns.ITopic) -> None:
+        """The domain's health alarms (AWS's recommended set), to the alarm topic."""
+        if self.domain is None:
+            return  # an existing cluster is watched by whoever runs it
+        domain = self.domain
+        minute = Duration.minutes(1)
+        free_storage_mb = self._config.opensearch.volume_size_gb * 1024 * FREE_STORAGE_FRACTION
+        below = cloudwatch.ComparisonOperator.LESS_THAN_OR_EQUAL_TO_THRESHOLD
+        at_least = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+        for construct_id, metric, threshold, comparison, periods, description in (
+            (
+                "ClusterRedAlarm",
+                domain.metric_cluster_status_red(period=minute, statistic="Maximum"),
+                1,
+                at_least,
+                1,
+                "OpenSearch cluster status RED: a primary shard is unassigned, indexing and search fail",
+            ),
+            (
+                "ClusterYellowAlarm",
+                domain.metric_cluster_status_yellow(period=minute, statistic="Maximum"),
+                1,
+                at_least,
+                1,
+                "OpenSearch cluster status YELLOW: a replica shard is unassigned (a node is down or out of disk)",
+            ),
+            (
+                "FreeStorageAlarm",
+                domain.metric_free_storage_space(period=minute, statistic="Minimum"),
+                free_storage_mb,
+                below,
+                1,
+                f"A data node has {int(FREE_STORAGE_FRACTION * 100)}% or less of its storage free "
+                "(writes are blocked near the limit): grow opensearch.volumeSizeGb",
+            ),
+            (
+                "JvmMemoryPressureAlarm",
+                domain.metric_jvm_memory_pressure(period=minute, statistic="Maximum"),
+                JVM_MEMORY_PRESSURE_PERCENT,
+                at_least,
+                3,
+                f"OpenSearch JVM memory pressure at {JVM_MEMORY_PRESSURE_PERCENT}% or more for 3 minutes: "
+                "out-of-memory risk, scale opensearch.instanceType up",
+            ),
+            (
+                "AutomatedSnapshotFailureAlarm",
+                domain.metric_automated_snapshot_failure(period=minute, statistic="Maximum"),
+                1,
+                at_least,
+                1,
+                "The domain's automated snapshot failed: the cluster has no recent backup",
+            ),
+        ):
+            alarm = cloudwatch.Alarm(
+                self,
+                construct_id,
+                metric=metric,
+                alarm_description=description,
+                threshold=threshold,
+                evaluation_periods=periods,
+                comparison_operator=comparison,
+                # No data (the domain not yet reporting) is not a failure of the domain.
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+            action = cw_actions.SnsAction(topic)
+            alarm.add_alarm_action(action)
+            alarm.add_ok_action(action)
+            self.alarms[construct_id] = alarm
 
     def grant_embedding(self, role: iam.IRole) -> None:
         """Let ``role`` invoke the configured embedding model, and no other."""
@@ -222,12 +294,17 @@ class Search(Construct):
         """The k-NN index parameters (rag_ingest.config.IndexParamsEnv), for every function that
         creates or queries the index."""
         opensearch = self._config.opensearch
-        return {
+        parameters = {
             "OPENSEARCH_SPACE_TYPE": opensearch.space_type,
             "OPENSEARCH_HNSW_M": str(opensearch.hnsw_m),
             "OPENSEARCH_EF_CONSTRUCTION": str(opensearch.ef_construction),
             "OPENSEARCH_EF_SEARCH": str(opensearch.ef_search),
         }
+        if self.domain is not None:
+            # The stack knows the node count of the domain it creates; an existing cluster's index
+            # keeps OpenSearch's default.
+            parameters["OPENSEARCH_REPLICAS"] = str(index_replicas(opensearch.instance_count))
+        return parameters
 
     @property
     def query_environment(self) -> dict[str, str]:

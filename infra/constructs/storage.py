@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from aws_cdk import CfnOutput, Duration
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra.config import RagIngestConfig
 from infra.constructs.function import removal_policy
 from infra.nag import acknowledge
+from infra.permissions import DOCUMENTS_TABLE, IDEMPOTENCY_TABLE, TableAccess
 
 RAW_PREFIX = "raw/"
 ARTIFACTS_PREFIX = "artifacts/"
@@ -35,11 +37,6 @@ class Storage(Construct):
                 )
             ],
             removal_policy=policy,
-        )
-        acknowledge(
-            self.access_logs_bucket,
-            "AwsSolutions-S1",
-            "This is the server access log target of the documents bucket; logging it would log the logs.",
         )
 
         # SSE-S3 rather than KMS: S3 event notifications to SQS then need no key grants.
@@ -129,4 +126,20 @@ class Storage(Construct):
         )
         CfnOutput(self, "IdempotencyTableName", value=self.idempotency_table.table_name).override_logical_id(
             "IdempotencyTableName"
+        )
+
+    def grant_documents(self, role: iam.IRole, function: str) -> None:
+        """The documents-table actions ``function``'s code calls (infra/permissions.py), no more."""
+        _grant_table(role, self.documents_table, DOCUMENTS_TABLE[function])
+
+    def grant_idempotency(self, role: iam.IRole, function: str) -> None:
+        _grant_table(role, self.idempotency_table, IDEMPOTENCY_TABLE[function])
+
+
+def _grant_table(role: iam.IRole, table: dynamodb.ITable, access: TableAccess) -> None:
+    if access.table:
+        role.add_to_principal_policy(iam.PolicyStatement(actions=sorted(access.table), resources=[table.table_arn]))
+    for index, actions in sorted(access.indexes.items()):
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=sorted(actions), resources=[f"{table.table_arn}/index/{index}"])
         )

@@ -17,6 +17,7 @@ from infra.constructs.function import FunctionFactory, new_log_group
 from infra.constructs.search import Search
 from infra.constructs.storage import ARTIFACTS_PREFIX, RAW_PREFIX, Storage
 from infra.nag import acknowledge, arn_ref
+from infra.naming import unique_name
 
 # Retry/Catch match the Lambda errorType, i.e. the exception class name (rag_ingest.errors).
 PERMANENT_ERRORS = ["PermanentError"]
@@ -117,10 +118,9 @@ class Workflow(Construct):
         role = function.role
         assert role is not None
         bucket = self._storage.bucket
-        table = self._storage.documents_table
         # Every stage records its progress in the document's status record.
-        table.grant_read_write_data(role)
-        findings = [f"Resource::{arn_ref(table)}/index/*"]
+        self._storage.grant_documents(role, spec.name)
+        findings: list[str] = []
         if spec.reads_raw:
             # Reads pin the S3 versionId of the upload: GetObjectVersion.
             self._grant_objects(role, bucket, RAW_PREFIX, ["s3:GetObject", "s3:GetObjectVersion"])
@@ -134,21 +134,19 @@ class Workflow(Construct):
             # narrow it: HeadObject/GetObject requests carry no prefix.)
             role.add_to_principal_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
         if spec.search:
-            self._search.grant_http(role)
-            if self._search.domain is not None:
-                findings.append(f"Resource::{arn_ref(self._search.domain)}/*")
+            self._search.grant_index_access(role, spec.name)
         if spec.embeds:
             self._search.grant_embedding(role)
         if spec.publishes:
             bus_arn = Stack.of(self).format_arn(service="events", resource="event-bus", resource_name=EVENT_BUS_NAME)
             role.add_to_principal_policy(iam.PolicyStatement(actions=["events:PutEvents"], resources=[bus_arn]))
-        acknowledge(
-            role,
-            "AwsSolutions-IAM5",
-            "Wildcards are object-key prefixes of the one bucket (raw/*, artifacts/*), the indexes of the one "
-            "documents table, and the index paths of the one OpenSearch domain: resource-scoped, not '*'.",
-            *findings,
-        )
+        if findings:
+            acknowledge(
+                role,
+                "AwsSolutions-IAM5",
+                "Wildcards are object-key prefixes of the one bucket (raw/*, artifacts/*): resource-scoped, not '*'.",
+                *findings,
+            )
         return function
 
     @staticmethod
@@ -234,9 +232,13 @@ class Workflow(Construct):
         definition = chain.next(sfn.Succeed(self, "Succeeded"))
 
         stack_name = Stack.of(self).stack_name
-        # /aws/vendedlogs/ keeps the log group out of the size-limited CloudWatch Logs resource policy.
+        # /aws/vendedlogs/ keeps the log group out of the size-limited CloudWatch Logs resource policy;
+        # the suffix lets a retained group outlive the stack without blocking the next deploy.
         log_group = new_log_group(
-            self, "StateMachineLogs", self._config, log_group_name=f"/aws/vendedlogs/states/{stack_name}-workflow"
+            self,
+            "StateMachineLogs",
+            self._config,
+            log_group_name=unique_name(f"/aws/vendedlogs/states/{stack_name}-workflow-"),
         )
 
         state_machine = sfn.StateMachine(

@@ -65,6 +65,12 @@ class SynthResult:
             statements.extend(inline["PolicyDocument"]["Statement"])
         return statements
 
+    @property
+    def domain_arn_prefix(self) -> str:
+        """``arn:${AWS::Partition}:es:...:domain/<name>``, the name rendered as the template spells it."""
+        name = render_token(self.resource("Search/Domain")["Properties"]["DomainName"])
+        return f"arn:${{AWS::Partition}}:es:${{AWS::Region}}:${{AWS::AccountId}}:domain/{name}"
+
     def state_machine_definition(self) -> dict[str, Any]:
         (machine,) = self.of_type("AWS::StepFunctions::StateMachine").values()
         return render_definition(machine["Properties"]["DefinitionString"])
@@ -86,6 +92,12 @@ def render_token(value: Any) -> str:
     if isinstance(value, dict) and "Fn::Join" in value:
         separator, parts = value["Fn::Join"]
         return str(separator).join(render_token(part) for part in parts)
+    if isinstance(value, dict) and "Fn::Select" in value:
+        position, values = value["Fn::Select"]
+        return f"${{Select({position},{render_token(values)})}}"
+    if isinstance(value, dict) and "Fn::Split" in value:
+        separator, source = value["Fn::Split"]
+        return f"Split({separator},{render_token(source)})"
     raise AssertionError(f"unexpected intrinsic in template: {value!r}")
 
 

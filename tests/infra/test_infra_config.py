@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from aws_cdk import App, Stack
 from aws_cdk.assertions import Template
+from rag_ingest.embeddings.bedrock import TITAN_V2_DIMENSIONS, TITAN_V2_MODEL_ID
 
 from infra.app import cdk_json_context, create_app
-from infra.config import CONTEXT_KEY, ConfigError, RagIngestConfig, parse_config
+from infra.config import BEDROCK_EMBEDDING_DIMENSIONS, CONTEXT_KEY, ConfigError, RagIngestConfig, parse_config
 from infra.constructs import layer as layer_module
 from infra.constructs.layer import LayerNotBuiltError, SharedLayer
 
@@ -37,7 +38,7 @@ def test_camel_case_keys_and_json_strings_are_accepted() -> None:
     config = parse_config(json.dumps({"stackName": "Docs-Dev", "intake": {"maxReceiveCount": 5}}))
     assert config.stack_name == "Docs-Dev"
     assert config.intake.max_receive_count == 5
-    assert config.search_domain_name == "docs-dev-search"
+    assert config.search_domain_prefix == "docs-dev-"
 
 
 @pytest.mark.parametrize(
@@ -53,6 +54,8 @@ def test_camel_case_keys_and_json_strings_are_accepted() -> None:
         ({"functions": {"api": {"timeoutSeconds": 60}}}, "29 s"),
         ({"upload": {"maxUploadBytes": 10**9}}, "maxUploadBytes"),
         ({"embedding": {"provider": "openai"}}, "embedding.provider"),
+        ({"embedding": {"modelId": "cohere.embed-english-v3"}}, "not supported by the Bedrock embedder"),
+        ({"embedding": {"dimension": 768}}, "embedding.dimension 768 is not one of"),
         ({"monitoring": {"alarmEmail": "not-an-email"}}, "alarmEmail"),
         ({"workflow": {"retry": {"intervalSeconds": 10, "maxDelaySeconds": 5}}}, "maxDelaySeconds"),
         ({"stackName": "1bad"}, "stackName"),
@@ -67,6 +70,25 @@ def test_bad_context_is_a_clear_error(raw: Any, message: str) -> None:
     text = str(error.value)
     assert message in text
     assert "rag-ingest" in text
+
+
+def test_embedding_config_is_the_embedders_and_every_problem_is_listed_at_once() -> None:
+    # The embedder's own constants are the one source of truth (a model it would reject fails synth).
+    assert BEDROCK_EMBEDDING_DIMENSIONS == {TITAN_V2_MODEL_ID: TITAN_V2_DIMENSIONS}
+    for dimension in TITAN_V2_DIMENSIONS:
+        assert parse_config({"embedding": {"dimension": dimension}}).embedding.dimension == dimension
+    raw = {
+        "embedding": {"modelId": "amazon.titan-embed-text-v1", "dimension": 1536},
+        "intake": {"batchSize": 0},
+    }
+    with pytest.raises(ConfigError) as error:
+        parse_config(raw)
+    problems = [line for line in str(error.value).splitlines() if line.startswith("  - ")]
+    assert [p.split(":")[0].strip(" -") for p in problems] == [
+        "embedding.modelId",
+        "embedding.dimension",
+        "intake.batchSize",
+    ], problems
 
 
 def test_bad_context_stops_the_app_before_any_resource() -> None:

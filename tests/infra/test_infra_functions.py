@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
+import pytest
+from aws_cdk.assertions import Template
+
+from infra.app import create_app
+from infra.config import CONTEXT_KEY
 from tests.infra.template_tools import SynthResult
 
 pytestmark = pytest.mark.infra
 
 COMMON_ENV = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "LOG_LEVEL", "DOCUMENTS_TABLE"}
+INDEX_PARAMETERS = (
+    "OPENSEARCH_SPACE_TYPE",
+    "OPENSEARCH_HNSW_M",
+    "OPENSEARCH_EF_CONSTRUCTION",
+    "OPENSEARCH_EF_SEARCH",
+    "OPENSEARCH_REPLICAS",
+)
 STAGE_ENV = {
     "BUCKET_NAME",
     "ARTIFACTS_PREFIX",
@@ -24,7 +36,7 @@ STAGE_ENV = {
     "EMBED_BATCH_SIZE",
     "EMBED_TASK_CHUNKS",
     "EVENT_BUS_NAME",
-    *("OPENSEARCH_SPACE_TYPE", "OPENSEARCH_HNSW_M", "OPENSEARCH_EF_CONSTRUCTION", "OPENSEARCH_EF_SEARCH"),
+    *INDEX_PARAMETERS,
 }
 STAGE_HANDLERS = {
     "Validate": "app.validate",
@@ -55,7 +67,7 @@ CONTRACT: dict[str, tuple[str, str, set[str]]] = {
             # POST /search: the query embedder and the k-NN parameters
             "EMBEDDING_PROVIDER",
             "EMBEDDING_MODEL_ID",
-            *("OPENSEARCH_SPACE_TYPE", "OPENSEARCH_HNSW_M", "OPENSEARCH_EF_CONSTRUCTION", "OPENSEARCH_EF_SEARCH"),
+            *INDEX_PARAMETERS,
         },
     ),
     "Intake/IntakeFunction": (
@@ -167,7 +179,10 @@ def test_index_parameters_reach_every_function_that_creates_or_queries_the_index
         "OPENSEARCH_HNSW_M": str(opensearch.hnsw_m),
         "OPENSEARCH_EF_CONSTRUCTION": str(opensearch.ef_construction),
         "OPENSEARCH_EF_SEARCH": str(opensearch.ef_search),
+        # One node by default: no replica (it could never be assigned; the cluster would stay yellow).
+        "OPENSEARCH_REPLICAS": "0",
     }
+    assert opensearch.instance_count == 1
     for path in ("Api/ApiFunction", "Workflow/IndexFunction", "Workflow/FinalizeFunction"):
         env = synth.resource(path)["Properties"]["Environment"]["Variables"]
         assert {name: env[name] for name in expected} == expected, path
@@ -178,3 +193,28 @@ def test_search_embeds_queries_with_the_indexing_model(synth: SynthResult) -> No
     embed = synth.resource("Workflow/EmbedFunction")["Properties"]["Environment"]["Variables"]
     names = ("EMBEDDING_PROVIDER", "EMBEDDING_MODEL_ID", "EMBEDDING_DIMENSION", "OPENSEARCH_INDEX")
     assert {name: api[name] for name in names} == {name: embed[name] for name in names}
+
+
+@pytest.mark.parametrize("path", sorted(CONTRACT))
+def test_functions_log_json_at_the_configured_levels(synth: SynthResult, path: str) -> None:
+    # The text format leaves the Python runtime's root logger at WARNING: every INFO line is lost.
+    application = {"DEBUG": "DEBUG", "INFO": "INFO", "WARNING": "WARN", "ERROR": "ERROR"}[synth.config.log_level]
+    logging = synth.resource(path)["Properties"]["LoggingConfig"]
+    assert logging["LogFormat"] == "JSON"
+    assert logging["ApplicationLogLevel"] == application
+    assert logging["SystemLogLevel"] == synth.config.system_log_level
+
+
+def test_log_levels_follow_the_config(synth: SynthResult, tmp_path: Path) -> None:
+    # `synth` first: it builds the Lambda layer a synthesis needs.
+    context = {CONTEXT_KEY: {"logLevel": "WARNING", "systemLogLevel": "WARN"}}
+    _app, stack, _config = create_app(context=context, outdir=str(tmp_path))
+    functions = Template.from_stack(stack).find_resources("AWS::Lambda::Function")
+    configs = {
+        (props["LoggingConfig"]["LogFormat"], props["LoggingConfig"]["ApplicationLogLevel"],
+         props["LoggingConfig"]["SystemLogLevel"])
+        for resource in functions.values()
+        if "rag-ingest:source" in resource.get("Metadata", {})  # ours, not CDK's custom-resource handlers
+        for props in [resource["Properties"]]
+    }  # fmt: skip
+    assert configs == {("JSON", "WARN", "WARN")}

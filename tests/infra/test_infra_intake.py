@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
+from typing import Any
 
+import pytest
+from aws_cdk.assertions import Template
+
+from infra.app import create_app
+from infra.config import CONTEXT_KEY
 from tests.infra.template_tools import SynthResult
 
 pytestmark = pytest.mark.infra
@@ -22,10 +28,48 @@ def test_dlq_keeps_messages_for_14_days(synth: SynthResult) -> None:
     assert synth.resource("Intake/DeadLetterQueue")["Properties"]["MessageRetentionPeriod"] == 14 * 24 * 3600
 
 
-def test_visibility_timeout_covers_six_intake_timeouts(synth: SynthResult) -> None:
-    queue = synth.resource("Intake/IngestQueue")["Properties"]
-    function = synth.resource("Intake/IntakeFunction")["Properties"]
-    assert queue["VisibilityTimeout"] >= 6 * function["Timeout"]
+def _at(template: dict[str, Any], construct_path: str) -> dict[str, Any]:
+    (props,) = [
+        r["Properties"]
+        for r in template["Resources"].values()
+        if r.get("Metadata", {}).get("aws:cdk:path", "").endswith(f"/{construct_path}/Resource")
+    ]
+    return dict(props)
+
+
+def _visibility_covers_six_timeouts_and_the_window(template: dict[str, Any]) -> None:
+    queue = _at(template, "Intake/IngestQueue")
+    function = _at(template, "Intake/IntakeFunction")
+    # The ingest queue's mapping (the live-status pusher has a stream mapping too).
+    (mapping,) = [
+        r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::Lambda::EventSourceMapping"
+        and r["Properties"]["EventSourceArn"].get("Fn::GetAtt", [""])[0].startswith("IntakeIngestQueue")
+    ]
+    # AWS's guidance for a Lambda event source: 6 x the function timeout + the batching window.
+    assert queue["VisibilityTimeout"] >= 6 * function["Timeout"] + mapping["MaximumBatchingWindowInSeconds"]
+
+
+def test_visibility_timeout_covers_six_intake_timeouts_and_the_batching_window(synth: SynthResult) -> None:
+    _visibility_covers_six_timeouts_and_the_window(synth.template_dict)
+    assert synth.config.intake.max_batching_window_seconds > 0  # the window counts in the default too
+
+
+def test_visibility_timeout_is_computed_from_the_config(synth: SynthResult, tmp_path: Path) -> None:
+    # `synth` first: it builds the Lambda layer a synthesis needs.
+    context = {
+        CONTEXT_KEY: {"functions": {"intake": {"timeoutSeconds": 120}}, "intake": {"maxBatchingWindowSeconds": 300}}
+    }
+    _app, stack, _config = create_app(context=context, outdir=str(tmp_path))
+    template = Template.from_stack(stack).to_json()
+    _visibility_covers_six_timeouts_and_the_window(template)
+    (queue,) = [
+        r
+        for r in template["Resources"].values()
+        if r["Metadata"]["aws:cdk:path"].endswith("/Intake/IngestQueue/Resource")
+    ]
+    assert queue["Properties"]["VisibilityTimeout"] == 6 * 120 + 300
 
 
 @pytest.mark.parametrize("path", ["Intake/IngestQueue", "Intake/DeadLetterQueue"])

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from infra.permissions import OPENSEARCH_ACCESS
 from tests.infra.template_tools import SynthResult, as_list, render_token
 
 pytestmark = pytest.mark.infra
@@ -56,9 +57,9 @@ def test_no_wildcard_resource_except_where_aws_requires_it(synth: SynthResult) -
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
             if "*" in as_list(statement["Resource"]):
                 extra = set(as_list(statement["Action"])) - STAR_ONLY_ACTIONS
-                # CDK's own S3-notifications handler needs PutBucketNotification on "*" and its BucketDeployment
-                # handler grants itself CloudFront invalidations on "*" (both acknowledged).
-                if extra and not logical_id.startswith(("BucketNotificationsHandler", "CustomCDKBucketDeployment")):
+                # CDK's BucketDeployment handler grants itself CloudFront invalidations on "*" (acknowledged);
+                # CDK's S3-notifications handler is scoped to the bucket now: no exception for it.
+                if extra and not logical_id.startswith("CustomCDKBucketDeployment"):
                     offenders.append((logical_id, sorted(extra)))
     assert offenders == []
 
@@ -126,18 +127,46 @@ def test_bedrock_only_for_embed_and_search_and_only_the_model(synth: SynthResult
     )
 
 
-def test_opensearch_access_is_granted_on_both_sides(synth: SynthResult) -> None:
-    domain = synth.logical_id("Search/Domain")
-    searchers = {"Workflow/IndexFunction", "Workflow/FinalizeFunction"}
-    for path in FUNCTIONS:
-        allowed = _allows(synth.role_statements(path), "es:ESHttpPut")
-        expected = [f"${{{domain}.Arn}}", f"${{{domain}.Arn}}/*"] if path in searchers else []
-        assert allowed == expected, path
-    # The second statement is the API's narrower delete access (test_infra_operations.py).
-    statement, _ = synth.resources[domain]["Properties"]["AccessPolicies"]["Statement"]
-    principals = {p["Fn::GetAtt"][0] for p in statement["Principal"]["AWS"]}
-    assert principals == {synth.resource(p)["Properties"]["Role"]["Fn::GetAtt"][0] for p in searchers}
-    assert render_token(statement["Resource"]).endswith(f":domain/{synth.config.search_domain_name}/*")
+def _expected_index_grants(synth: SynthResult, function: str) -> dict[str, set[str]]:
+    index = f"{synth.domain_arn_prefix}/{synth.config.opensearch.index}"
+    return {
+        action: {f"{index}/{path}" if path else index for path in paths}
+        for action, paths in OPENSEARCH_ACCESS.get(function, {}).items()
+    }
+
+
+def _es_grants(statements: list[dict[str, Any]]) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for statement in statements:
+        for action in as_list(statement["Action"]):
+            if action.startswith("es:"):
+                found.setdefault(action, set()).update(_resources(statement))
+    return found
+
+
+@pytest.mark.parametrize("path", FUNCTIONS)
+def test_opensearch_access_is_the_declared_index_paths_on_both_sides(synth: SynthResult, path: str) -> None:
+    function = path.split("/")[1].removesuffix("Function")
+    expected = _expected_index_grants(synth, function)
+    assert _es_grants(synth.role_statements(path)) == expected, path
+    # Within an account the domain's resource policy alone grants access: it must be as narrow.
+    role_id = synth.resource(path)["Properties"]["Role"]["Fn::GetAtt"][0]
+    policy = synth.resource("Search/Domain")["Properties"]["AccessPolicies"]["Statement"]
+    in_policy = [s for s in policy if s["Principal"]["AWS"] == {"Fn::GetAtt": [role_id, "Arn"]}]
+    assert _es_grants(in_policy) == expected, path
+
+
+def test_no_role_reaches_the_domain_root_or_other_indexes(synth: SynthResult) -> None:
+    index = f"{synth.domain_arn_prefix}/{synth.config.opensearch.index}"
+    policy = synth.resource("Search/Domain")["Properties"]["AccessPolicies"]["Statement"]
+    statements = [s for path in FUNCTIONS for s in synth.role_statements(path)] + policy
+    for resources in _es_grants(statements).values():
+        for resource in resources:
+            assert resource == index or resource.startswith(f"{index}/"), resource
+            assert "*" not in resource, resource
+    # Every role's grant names the index in the path, so a bulk body must not name another index.
+    options = synth.resource("Search/Domain")["Properties"]["AdvancedOptions"]
+    assert options["rest.action.multi.allow_explicit_index"] == "false"
 
 
 def test_redrive_moves_messages_from_dlq_to_queue_only(synth: SynthResult) -> None:
@@ -169,11 +198,9 @@ def test_document_events_only_from_finalize_and_mark_failed_to_the_default_bus(s
 
 
 def test_api_may_search_the_chunk_index_and_not_write_it(synth: SynthResult) -> None:
-    # POST /search sends POST <index>/_search (opensearch-py; GET for a body-less search).
-    domain = f"arn:${{AWS::Partition}}:es:${{AWS::Region}}:${{AWS::AccountId}}:domain/{synth.config.search_domain_name}"
-    search_path = f"{domain}/{synth.config.opensearch.index}/_search"
+    # POST /search sends POST <index>/_search (opensearch-py).
+    search_path = f"{synth.domain_arn_prefix}/{synth.config.opensearch.index}/_search"
     statements = synth.role_statements("Api/ApiFunction")
-    for action in ("es:ESHttpPost", "es:ESHttpGet"):
-        assert any(fnmatch(search_path, pattern) for pattern in _allows(statements, action)), action
-    for action in ("es:ESHttpPut", "es:ESHttpDelete"):
+    assert any(fnmatch(search_path, pattern) for pattern in _allows(statements, "es:ESHttpPost"))
+    for action in ("es:ESHttpPut", "es:ESHttpDelete", "es:ESHttpGet", "es:ESHttpPatch"):
         assert _allows(statements, action) == [], action

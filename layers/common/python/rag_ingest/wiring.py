@@ -25,6 +25,7 @@ def vector_store_for(endpoint: str, index: str, dimension: int, params: IndexPar
         hnsw_m=params.opensearch_hnsw_m,
         ef_construction=params.opensearch_ef_construction,
         ef_search=params.opensearch_ef_search,
+        replicas=params.opensearch_replicas,
     )
     return VectorStore(connect(endpoint), settings)
 

@@ -1,6 +1,9 @@
 """OpenSearch k-NN: one index for all tenants, every query filtered by tenant.
 
 Chunk ``_id`` = ``{document_id}:{version hash}:{chunk_index}``, so a replay overwrites.
+Bulk requests go to ``/<index>/_bulk`` with no index in the body, so every request names the index
+in its path: IAM grants are scoped to the index's paths (infra/permissions.py), and the domain
+refuses an index named in a bulk body (``rest.action.multi.allow_explicit_index`` = false).
 Stale versions are removed by id (found with a query), which works on domains without the
 reindex module and on OpenSearch Serverless alike.
 
@@ -42,6 +45,9 @@ class IndexSettings:
     hnsw_m: int = 16
     ef_construction: int = 128
     ef_search: int = 100
+    #: Replicas per shard: the node count minus one (capped) where the stack knows it; None keeps
+    #: the cluster's default. A single node with a replica would stay yellow forever.
+    replicas: int | None = None
 
 
 @dataclass(frozen=True)
@@ -124,8 +130,11 @@ class VectorStore:
 
     def mapping(self) -> dict[str, Any]:
         s = self._settings
+        index_settings: dict[str, Any] = {"knn": True}
+        if s.replicas is not None:
+            index_settings["number_of_replicas"] = s.replicas
         return {
-            "settings": {"index": {"knn": True}},
+            "settings": {"index": index_settings},
             "mappings": {
                 "dynamic": "strict",
                 "properties": {
@@ -184,7 +193,6 @@ class VectorStore:
         actions = (
             {
                 "_op_type": "index",  # index = create or overwrite: replays do not duplicate
-                "_index": self.index_name,
                 "_id": chunk_id(document_id, version, chunk.chunk_index),
                 "_source": {
                     "tenant_id": tenant_id,
@@ -203,7 +211,13 @@ class VectorStore:
         )
         try:
             written, errors = helpers.bulk(
-                self._client, actions, chunk_size=200, max_retries=3, raise_on_error=False, refresh="wait_for"
+                self._client,
+                actions,
+                chunk_size=200,
+                max_retries=3,
+                raise_on_error=False,
+                refresh="wait_for",
+                index=self.index_name,
             )
         except Exception as exc:
             raise self._translate(exc, "bulk index") from exc
@@ -236,8 +250,10 @@ class VectorStore:
     def _delete_ids(self, ids: list[str]) -> int:
         if not ids:
             return 0
-        actions = ({"_op_type": "delete", "_index": self.index_name, "_id": i} for i in ids)
-        deleted, _ = helpers.bulk(self._client, actions, raise_on_error=False, refresh="wait_for")
+        actions = ({"_op_type": "delete", "_id": i} for i in ids)
+        deleted, _ = helpers.bulk(
+            self._client, actions, raise_on_error=False, refresh="wait_for", index=self.index_name
+        )
         return int(deleted)
 
     def delete_other_versions(self, document_id: str, keep_version: str) -> int:

@@ -1,0 +1,89 @@
+"""What each function's code calls on the tables and the vector index: the grants, one entry per function.
+
+The constructs grant exactly these (no ``grant_read_write_data``: no Scan, BatchWriteItem or
+DeleteItem nobody calls), and ``tests/infra/test_infra_least_privilege.py`` keeps the table true
+against the code: it reads every adapter method's DynamoDB calls (``self._table.get_item(...)``,
+``query(IndexName=...)``), follows each function's imports to the methods it can reach, and fails
+when a function calls an action it is not granted here, or is granted one it never calls.
+
+Function names are the construct ids without ``Function`` (``Api``, ``Validate``, ``MarkFailed``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+GET = "dynamodb:GetItem"
+PUT = "dynamodb:PutItem"
+UPDATE = "dynamodb:UpdateItem"
+DELETE = "dynamodb:DeleteItem"
+QUERY = "dynamodb:Query"
+
+# Index access is keyed by the GSI's name (infra/constructs/storage.py STATUS_INDEX, TENANT_INDEX).
+
+STAGE_FUNCTIONS = ("Validate", "Parse", "Chunk", "Embed", "Index", "Finalize", "MarkFailed")
+
+
+@dataclass(frozen=True)
+class TableAccess:
+    """Actions on the table itself, and per global secondary index (Query only, in practice)."""
+
+    table: frozenset[str] = frozenset()
+    indexes: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
+
+
+def _access(*table: str, **indexes: frozenset[str]) -> TableAccess:
+    return TableAccess(frozenset(table), MappingProxyType(dict(indexes)))
+
+
+# The documents table (rag_ingest.adapters.status_repository, .document_operations).
+DOCUMENTS_TABLE: Mapping[str, TableAccess] = MappingProxyType(
+    {
+        # POST /documents creates the record (PutItem, if absent); GET reads it; DELETE marks it;
+        # GET /documents lists the caller's tenant's documents, newest first (never a Scan).
+        "Api": _access(GET, PUT, UPDATE, by_tenant=frozenset({QUERY})),
+        # QUEUED (compare-and-set) and the execution ARN; reads the record to explain a rejection.
+        "Intake": _access(GET, UPDATE),
+        # Replays of FAILED documents; lists them by status.
+        "Redrive": _access(GET, UPDATE, by_status=frozenset({QUERY})),
+        # Stuck documents by status, then re-driven or FAILED (STUCK).
+        "Reaper": _access(GET, UPDATE, by_status=frozenset({QUERY})),
+        # Every stage records its progress in the document's status record.
+        **dict.fromkeys(STAGE_FUNCTIONS, _access(GET, UPDATE)),
+    }
+)
+
+# The idempotency table: Powertools' DynamoDBPersistenceLayer (get, put-if-absent, update, delete
+# of a record whose call failed).
+IDEMPOTENCY_TABLE: Mapping[str, TableAccess] = MappingProxyType({"Intake": _access(GET, PUT, UPDATE, DELETE)})
+
+# OpenSearch: HTTP action -> paths under the chunk index ("" is the index itself). The vector-store
+# adapter names the index in every path (bulk requests too: /<index>/_bulk), and the domain refuses
+# an index named in a bulk body (rest.action.multi.allow_explicit_index = false).
+IndexAccess = Mapping[str, tuple[str, ...]]
+_FIND_AND_DELETE = ("_bulk", "_refresh", "_search")
+
+OPENSEARCH_ACCESS: Mapping[str, IndexAccess] = MappingProxyType(
+    {
+        # POST /search (_search); DELETE /documents/{id}: exists (HEAD), refresh, find, bulk-delete by id.
+        "Api": MappingProxyType({"es:ESHttpHead": ("",), "es:ESHttpPost": _FIND_AND_DELETE}),
+        # Create the index if missing (HEAD, PUT), bulk-write chunks; a superseded run withdraws its own.
+        "Index": MappingProxyType(
+            {"es:ESHttpHead": ("",), "es:ESHttpPut": ("",), "es:ESHttpPost": _FIND_AND_DELETE}
+        ),
+        # Remove older versions' chunks: refresh, find, bulk-delete by id.
+        "Finalize": MappingProxyType({"es:ESHttpPost": _FIND_AND_DELETE}),
+    }
+)
+
+# The VectorStore methods each function's code calls (tests/integration/test_opensearch_grants.py
+# replays them against a real OpenSearch and checks every request against OPENSEARCH_ACCESS).
+VECTOR_STORE_CALLS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "Api": ("knn_search", "bm25_search", "delete_document"),
+        "Index": ("ensure_index", "write_chunks", "delete_version"),
+        "Finalize": ("delete_other_versions",),
+    }
+)
