@@ -13,6 +13,7 @@ from typing import Any
 
 from moto.server import ThreadedMotoServer
 
+from local.runtime.alarms import HANDLED_TYPES, AlarmEvaluator
 from local.runtime.api_gateway import ApiGatewayAdapter
 from local.runtime.aws import moto_client
 from local.runtime.lambda_runner import LambdaRunner, install_moto_seam
@@ -34,6 +35,7 @@ class LocalStack:
         self.provisioned: ProvisionedStack | None = None
         self.runner: LambdaRunner | None = None
         self.pollers: list[SqsPoller] = []
+        self.alarms: AlarmEvaluator | None = None
         self._moto: ThreadedMotoServer | None = None
         self._uninstall_seam: Any = None
         self._outputs: dict[str, Any] = {}
@@ -73,8 +75,10 @@ class LocalStack:
             "provisioning from %s (stack %s, region %s)", settings.template_path, settings.stack_name, settings.region
         )
         template = CloudFormationTemplate.load(settings.template_path)
-        provisioned = Provisioner(template, settings).provision()
+        provisioner = Provisioner(template, settings)
+        provisioned = provisioner.provision()
         self.provisioned = provisioned
+        self.alarms = self._start_alarms(template, provisioner, provisioned)
         self._log_provisioned(provisioned)
         self.runner.register(provisioned.functions)
         self.api.set_routes(provisioned.api_routes)
@@ -103,6 +107,8 @@ class LocalStack:
         LOG.info("stopping the local stack")
         for poller in self.pollers:
             poller.stop(timeout=10)
+        if self.alarms is not None:
+            self.alarms.stop()
         self.api.stop()
         if self.runner is not None:
             self.runner.shutdown()
@@ -139,6 +145,31 @@ class LocalStack:
 
     # -- helpers ------------------------------------------------------------------------------
 
+    def _start_alarms(
+        self, template: CloudFormationTemplate, provisioner: Provisioner, provisioned: ProvisionedStack
+    ) -> AlarmEvaluator:
+        """The template's alarms, evaluated on what the local stack observes (local/runtime/alarms.py)."""
+        queues = {
+            str(url).rstrip("/").rsplit("/", 1)[-1]: str(url)
+            for logical_id, url in provisioned.physical_ids.items()
+            if template.resources[logical_id].type == "AWS::SQS::Queue"
+        }
+        evaluator = AlarmEvaluator(
+            template,
+            provisioner.resolver,
+            self.settings,
+            queues=queues,
+            functions=[function.name for function in provisioned.functions],
+        )
+        evaluator.provision()
+        # Alarms, topics and subscriptions are the evaluator's now, not skipped resources.
+        for kind in [kind for kind in provisioned.skipped if kind.split(" ", 1)[0] in HANDLED_TYPES]:
+            del provisioned.skipped[kind]
+        assert self.runner is not None
+        self.runner.invocation_observers.append(evaluator.record_invocation)
+        evaluator.start()
+        return evaluator
+
     def _write_pidfile(self) -> None:
         self.settings.state_dir.mkdir(parents=True, exist_ok=True)
         self.settings.pid_path.write_text(f"{os.getpid()}\n")
@@ -171,6 +202,7 @@ class LocalStack:
                 "OpenSearchUrl": self.settings.opensearch_url,
                 "Resources": provisioned.physical_ids,
                 "Functions": {function.logical_id: function.name for function in provisioned.functions},
+                "Alarms": {alarm.logical_id: alarm.name for alarm in (self.alarms.alarms if self.alarms else [])},
             }
         )
         return outputs
@@ -231,4 +263,5 @@ class LocalStack:
             "faults": self.runner.faults.pending() if self.runner else [],
             "faults_injected": self.runner.faults.injected() if self.runner else {},
             "skipped": provisioned.skipped if provisioned else {},
+            "alarms": self.alarms.status() if self.alarms else [],
         }
