@@ -145,7 +145,7 @@ def evaluate(rule: AlarmRule, datapoints: Sequence[Datapoint], current_state: st
     n, m = rule.evaluation_periods, rule.datapoints_to_alarm
     real = [point for point in datapoints if point.value is not None]
     words = COMPARISONS[rule.comparison][1]
-    data: dict[str, Any] = {"version": "1.0", "queryDate": _iso_now(), "threshold": rule.threshold}
+    data: dict[str, Any] = {"version": "1.0", "queryDate": _iso_now(), "threshold": float(rule.threshold)}
     if len(real) >= n:
         window = real[-n:]
         breaching = [point for point in window if rule.breaches(float(point.value or 0.0))]
@@ -155,15 +155,15 @@ def evaluate(rule: AlarmRule, datapoints: Sequence[Datapoint], current_state: st
             return Verdict(
                 ALARM,
                 f"Threshold Crossed: {len(breaching)} out of the last {n} datapoints [{shown}] was {words} the "
-                f"threshold ({rule.threshold}) (minimum {m} datapoint{'s' if m > 1 else ''} for OK -> ALARM "
+                f"threshold ({float(rule.threshold)}) (minimum {m} datapoint{'s' if m > 1 else ''} for OK -> ALARM "
                 "transition).",
                 data,
             )
         return Verdict(
             OK,
             f"Threshold Crossed: {n - len(breaching)} out of the last {n} datapoints [{shown}] was not {words} the "
-            f"threshold ({rule.threshold}) (minimum {n - m + 1} datapoint{'s' if n - m + 1 > 1 else ''} for ALARM "
-            "-> OK transition).",
+            f"threshold ({float(rule.threshold)}) (minimum {n - m + 1} datapoint{'s' if n > m else ''} for "
+            "ALARM -> OK transition).",
             data,
         )
     missing = n - len(real)
@@ -633,7 +633,7 @@ def notification(alarm: LocalAlarm, old_state: str, verdict: Verdict, region: st
                 "EvaluationPeriods": alarm.rule.evaluation_periods,
                 "DatapointsToAlarm": alarm.rule.datapoints_to_alarm,
                 "ComparisonOperator": alarm.rule.comparison,
-                "Threshold": alarm.rule.threshold,
+                "Threshold": float(alarm.rule.threshold),
                 "TreatMissingData": alarm.rule.treat_missing_data,
                 "EvaluateLowSampleCountPercentile": str(properties.get("EvaluateLowSampleCountPercentile", "")),
             }
