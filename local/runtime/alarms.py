@@ -83,6 +83,16 @@ REGION_NAMES = {
 # exact number, which depends on the period).
 LOOKBACK_PERIODS = 2
 MIN_SCALED_PERIOD_SECONDS = 0.5
+# Why the metrics of other AWS namespaces do not exist locally.
+UNEMITTED_NAMESPACES = {
+    "AWS/States": "moto's Step Functions runs executions but emits no metrics",
+    "AWS/ES": "the local OpenSearch replaces the domain and emits no CloudWatch metrics",
+    "AWS/ApiGateway": "the local API adapter emits no API Gateway metrics",
+    "AWS/DynamoDB": "moto's DynamoDB emits no metrics",
+    "AWS/Events": "schedules and rules are not run locally",
+    "AWS/SNS": "moto's SNS emits no metrics",
+    "AWS/S3": "moto's S3 emits no metrics",
+}
 # Template types the evaluator creates in moto (the provisioner skips them).
 HANDLED_TYPES = frozenset({"AWS::CloudWatch::Alarm", "AWS::SNS::Topic", "AWS::SNS::Subscription"})
 
@@ -709,6 +719,49 @@ def oldest_message_age_seconds(account_id: str, region: str, queue_name: str, no
     return max(0.0, now - min(stamps) / 1000) if stamps else 0.0
 
 
+def alarm_rule(properties: Mapping[str, Any]) -> AlarmRule:
+    evaluation_periods = int(properties.get("EvaluationPeriods", 1))
+    return AlarmRule(
+        comparison=str(properties.get("ComparisonOperator")),
+        threshold=float(properties.get("Threshold", 0)),
+        evaluation_periods=evaluation_periods,
+        datapoints_to_alarm=int(properties.get("DatapointsToAlarm", evaluation_periods)),
+        treat_missing_data=str(properties.get("TreatMissingData", "missing")),
+    )
+
+
+def read_alarm(
+    properties: Mapping[str, Any], *, queues: set[str] | None = None, functions: set[str] | None = None
+) -> tuple[AlarmRule | None, AlarmMetric | None, str | None]:
+    """An alarm's rule and metric, and why it cannot be evaluated locally (None when it can).
+
+    ``queues``/``functions``: the local queue and function names its dimensions must name; None
+    skips that check (for the unresolved template, where every queue and function is local).
+    """
+    try:
+        rule = alarm_rule(properties)
+        metric = alarm_metric(properties)
+    except UnobservableAlarm as exc:
+        return None, None, str(exc)
+    for namespace, name, dimensions in metric.watched():
+        if namespace == "AWS/SQS":
+            queue = (dimensions or {}).get("QueueName")
+            if name not in SQS_COUNT_ATTRIBUTES and name != SQS_AGE_METRIC:
+                return rule, metric, f"AWS/SQS {name} is not sampled locally"
+            if queues is not None and queue not in queues:
+                return rule, metric, f"AWS/SQS {name}: queue {queue} is not a local queue"
+        elif namespace == "AWS/Lambda":
+            function = (dimensions or {}).get("FunctionName")
+            if name not in LAMBDA_METRICS:
+                return rule, metric, f"AWS/Lambda {name} is not measured by the local Lambda runner"
+            if set(dimensions or {}) != {"FunctionName"} or (functions is not None and function not in functions):
+                return rule, metric, f"AWS/Lambda {name}: {dict(dimensions or {})} is not a function run locally"
+        elif namespace.startswith("AWS/"):
+            why = UNEMITTED_NAMESPACES.get(namespace, "the service does not run locally")
+            return rule, metric, f"{namespace} {name}: {why}"
+    return rule, metric, None
+
+
 class AlarmEvaluator:
     """Evaluates the template's alarms in a thread of the ``serve`` process (which hosts moto)."""
 
@@ -758,24 +811,7 @@ class AlarmEvaluator:
         name = str(properties.get("AlarmName") or generated_physical_name(
             self.settings.stack_name, logical_id, max_length=255))  # fmt: skip
         arn = f"arn:aws:cloudwatch:{self.settings.region}:{self.settings.account_id}:alarm:{name}"
-        rule: AlarmRule | None = None
-        metric: AlarmMetric | None = None
-        unobservable: str | None = None
-        try:
-            evaluation_periods = int(properties.get("EvaluationPeriods", 1))
-            rule = AlarmRule(
-                comparison=str(properties.get("ComparisonOperator")),
-                threshold=float(properties.get("Threshold", 0)),
-                evaluation_periods=evaluation_periods,
-                datapoints_to_alarm=int(properties.get("DatapointsToAlarm", evaluation_periods)),
-                treat_missing_data=str(properties.get("TreatMissingData", "missing")),
-            )
-            metric = alarm_metric(properties)
-            unobservable = self._why_unobservable(metric)
-        except UnobservableAlarm as exc:
-            unobservable = str(exc)
-        if unobservable is not None:
-            metric = None
+        rule, metric, unobservable = read_alarm(properties, queues=set(self._queues), functions=self._functions)
         return LocalAlarm(
             logical_id=logical_id,
             name=name,
@@ -783,27 +819,9 @@ class AlarmEvaluator:
             description=str(properties.get("AlarmDescription", "")),
             properties=properties,
             rule=rule,
-            metric=metric,
+            metric=metric if unobservable is None else None,
             unobservable=unobservable,
         )
-
-    def _why_unobservable(self, metric: AlarmMetric) -> str | None:
-        for namespace, name, dimensions in metric.watched():
-            if namespace == "AWS/SQS":
-                queue = (dimensions or {}).get("QueueName")
-                if name not in SQS_COUNT_ATTRIBUTES and name != SQS_AGE_METRIC:
-                    return f"AWS/SQS {name} is not sampled locally"
-                if queue not in self._queues:
-                    return f"AWS/SQS {name}: queue {queue} is not a local queue"
-            elif namespace == "AWS/Lambda":
-                function = (dimensions or {}).get("FunctionName")
-                if name not in LAMBDA_METRICS:
-                    return f"AWS/Lambda {name} is not measured by the local runner"
-                if function not in self._functions or set(dimensions or {}) != {"FunctionName"}:
-                    return f"AWS/Lambda {name}: {dict(dimensions or {})} is not a function the local runner runs"
-            elif namespace.startswith("AWS/"):
-                return f"{namespace} {name}: the service's metrics are not emitted locally"
-        return None
 
     def _client(self, service: str) -> Any:
         with self._client_lock:
