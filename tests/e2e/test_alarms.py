@@ -2,7 +2,8 @@
 upload event the Intake function keeps failing on is dead-lettered, the DLQ-depth alarm and the
 Intake errors alarm go to ALARM in moto's CloudWatch and a subscriber of the alarm topic receives
 CloudWatch's notifications; the Redrive function moves the message back, the document becomes
-READY, and both alarms return to OK with their OK notifications."""
+READY, and both alarms return to OK with their OK notifications. And a document FAILED with a system
+code fires the Metrics Insights alarm over the EMF metric MarkFailed writes, until it ages out."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 
 import boto3
 import pytest
+import requests
 from rag_ingest.ids import document_id_for_object
 
 from local.client import LocalStackClient
@@ -160,3 +162,39 @@ def test_a_dead_letter_fires_the_dlq_alarm_to_the_topic_and_redrive_clears_it(
     state = client.wait_until_done([document_id], timeout_seconds=300)[document_id]
     assert state["status"] == "READY", state
     wait_for(lambda: subscriber.notification(intake_alarm, "OK"), "the Intake errors OK notification")
+
+
+def test_a_system_failure_fires_the_emf_metrics_insights_alarm_until_it_ages_out(
+    faults: LocalStackProcess, local_stack: dict[str, Any], aws: dict[str, Any], subscriber: Subscriber
+) -> None:
+    """The DocumentsFailed EMF metric MarkFailed writes, summed by the alarm's Metrics Insights query."""
+    cloudwatch = aws["cloudwatch"]
+    system_alarm = by_prefix(local_stack["Alarms"], "MonitoringSystemFailuresAlarm")
+    # An earlier test's system failure may still be in the alarm's evaluation range.
+    wait_for(lambda: alarm_state(cloudwatch, system_alarm) == "OK", "the system failures alarm to be OK first")
+    client = LocalStackClient(api_url=local_stack["ApiUrl"].rstrip("/"), tenant_id=f"alarms-{uuid.uuid4().hex[:8]}")
+    ticket = client.create_upload("sourdough.pdf")
+    ticket.raise_for_status()
+    document_id = ticket.json()["document_id"]
+    # An unexpected error in Parse, every attempt (1 + the States.ALL retrier's 2): INTERNAL_ERROR, a system code.
+    faults.arm_fault("ParseFunction", "raise", times=3, match=document_id, error_type="RuntimeError")
+    form = ticket.json()["upload"]
+    sent = requests.post(
+        form["url"],
+        data=form["fields"],
+        files={"file": ("sourdough.pdf", (SAMPLES / "sourdough.pdf").read_bytes(), "application/pdf")},
+        timeout=60,
+    )
+    assert sent.status_code in (200, 201, 204), sent.text
+    failed = client.wait_until_done([document_id], timeout_seconds=300)[document_id]
+    assert (failed["status"], failed["error_code"]) == ("FAILED", "INTERNAL_ERROR")
+
+    alarm = wait_for(lambda: subscriber.notification(system_alarm, "ALARM"), "the system failures notification")
+    assert alarm["OldStateValue"] == "OK"
+    [query] = [metric for metric in alarm["Trigger"]["Metrics"] if metric.get("ReturnData", True)]
+    assert query["Expression"].startswith("SELECT SUM(DocumentsFailed) FROM RagIngest WHERE")
+    assert alarm_state(cloudwatch, system_alarm) in ("ALARM", "OK")  # OK again once it ages out
+    # No more failures: the datapoint leaves the evaluation range and the alarm clears itself.
+    ok = wait_for(lambda: subscriber.notification(system_alarm, "OK"), "the system failures OK notification")
+    assert ok["OldStateValue"] == "ALARM"
+    assert alarm_state(cloudwatch, system_alarm) == "OK"
