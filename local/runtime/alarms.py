@@ -706,7 +706,7 @@ def verify_sqs_age_seam() -> None:
 
 def oldest_message_age_seconds(account_id: str, region: str, queue_name: str, now: float) -> float | None:
     """ApproximateAgeOfOldestMessage without receiving: moto's in-process queue, every message not
-    deleted (in flight too, as in SQS). None when the queue is empty (SQS reports 0 then)."""
+    deleted (in flight too, as in SQS); 0 for an empty queue, None for an unknown one."""
     from moto.sqs.models import sqs_backends
 
     queue = sqs_backends[account_id][region].queues.get(queue_name)
@@ -942,10 +942,14 @@ class AlarmEvaluator:
             if verdict.state == alarm.state:
                 continue
             old = alarm.state
+            try:
+                self._apply(alarm, old, verdict)
+            except Exception:  # not recorded: the next evaluation makes the transition again
+                LOG.warning("alarm %s: %s -> %s not applied", alarm.logical_id, old, verdict.state, exc_info=True)
+                continue
             alarm.state, alarm.state_reason = verdict.state, verdict.reason
             alarm.transitions += 1
             changes.append((alarm, old, verdict))
-            self._apply(alarm, old, verdict)
         return changes
 
     def _apply(self, alarm: LocalAlarm, old_state: str, verdict: Verdict) -> None:

@@ -5,9 +5,12 @@ the Metrics Insights and metric math the template's alarms use, and CloudWatch's
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
+import boto3
 import pytest
+from moto import mock_aws
 
 from infra.constructs.monitoring import SYSTEM_ERROR_CODES, system_failures_query
 from local.runtime.alarms import (
@@ -27,7 +30,9 @@ from local.runtime.alarms import (
     evaluation_range,
     notification,
     notification_subject,
+    oldest_message_age_seconds,
     parse_emf,
+    verify_sqs_age_seam,
 )
 
 pytestmark = pytest.mark.unit
@@ -295,3 +300,27 @@ def test_notification_has_cloudwatchs_shape() -> None:
     json.dumps(message)  # serializable as is
     subject = notification_subject("x" * 200, "ALARM", "us-east-1")
     assert len(subject) == 100 and subject.startswith('ALARM: "xxx') and subject.endswith("in US East (N. Virginia)")
+
+
+def test_queue_age_is_read_from_moto_without_receiving_and_counts_in_flight_messages() -> None:
+    verify_sqs_age_seam()
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url = sqs.create_queue(QueueName="aged")["QueueUrl"]
+        assert oldest_message_age_seconds("123456789012", "us-east-1", "aged", time.time()) == 0.0
+        sqs.send_message(QueueUrl=url, MessageBody="first")
+        sent = time.time()
+        sqs.send_message(QueueUrl=url, MessageBody="second")
+        age = oldest_message_age_seconds("123456789012", "us-east-1", "aged", sent + 100)
+        assert age is not None and 99 <= age <= 101
+        # Reading the age received nothing: both messages are still visible, never received.
+        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+        assert attributes["Attributes"]["ApproximateNumberOfMessages"] == "2"
+        [first] = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1, VisibilityTimeout=60)["Messages"]
+        assert first["Body"] == "first"
+        in_flight = oldest_message_age_seconds("123456789012", "us-east-1", "aged", sent + 100)
+        assert in_flight is not None and in_flight >= 99  # the in-flight oldest message still counts
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"])
+        remaining = oldest_message_age_seconds("123456789012", "us-east-1", "aged", sent + 100)
+        assert remaining is not None and remaining <= 100.01  # now the second message is the oldest
+        assert oldest_message_age_seconds("123456789012", "us-east-1", "unknown", time.time()) is None
