@@ -743,6 +743,8 @@ def read_alarm(
         metric = alarm_metric(properties)
     except UnobservableAlarm as exc:
         return None, None, str(exc)
+    except (KeyError, TypeError, ValueError) as exc:  # CloudFormation would have refused it
+        return None, None, f"malformed alarm properties: {type(exc).__name__}: {exc}"
     for namespace, name, dimensions in metric.watched():
         if namespace == "AWS/SQS":
             queue = (dimensions or {}).get("QueueName")
