@@ -17,10 +17,11 @@ What it can observe locally:
 - ``AWS/Lambda`` ``Invocations``, ``Errors``, ``Throttles``, ``Duration`` from the Lambda runner
   (``LambdaRunner.invocation_observers``); the runner queues an invocation instead of throttling
   it, so ``Throttles`` counts only invocations answered ``TooManyRequestsException`` (a fault);
+- ``AWS/States`` execution end states (``ExecutionsTimedOut``, ...) from moto's executions;
 - every custom metric the functions emit as CloudWatch EMF (``{"_aws": ...}`` lines of their
   output, as captured by the runner).
 
-Alarms on anything else (OpenSearch domain, Step Functions, API Gateway, DynamoDB, ...) stay
+Alarms on anything else (OpenSearch domain, API Gateway, DynamoDB, Lambda iterator age, ...) stay
 ``INSUFFICIENT_DATA``; they are listed at startup and in ``status``, with the reason.
 
 Periods are scaled by ``LOCAL_ALARM_PERIOD_SCALE`` (default 0.05: a 60 s period lasts 3 s), so
@@ -70,6 +71,13 @@ SQS_COUNT_ATTRIBUTES = {
 }
 SQS_AGE_METRIC = "ApproximateAgeOfOldestMessage"
 LAMBDA_METRICS = frozenset({"Invocations", "Errors", "Throttles", "Duration"})
+# Step Functions execution metrics: executions that ended in this status, counted at their stop time.
+STATES_METRICS = {
+    "ExecutionsSucceeded": "SUCCEEDED",
+    "ExecutionsFailed": "FAILED",
+    "ExecutionsAborted": "ABORTED",
+    "ExecutionsTimedOut": "TIMED_OUT",
+}
 REGION_NAMES = {
     "us-east-1": "US East (N. Virginia)",
     "us-east-2": "US East (Ohio)",
@@ -85,7 +93,7 @@ LOOKBACK_PERIODS = 2
 MIN_SCALED_PERIOD_SECONDS = 0.5
 # Why the metrics of other AWS namespaces do not exist locally.
 UNEMITTED_NAMESPACES = {
-    "AWS/States": "moto's Step Functions runs executions but emits no metrics",
+    "AWS/States": "moto's Step Functions emits no metrics; only the executions' end states are derived",
     "AWS/ES": "the local OpenSearch replaces the domain and emits no CloudWatch metrics",
     "AWS/ApiGateway": "the local API adapter emits no API Gateway metrics",
     "AWS/DynamoDB": "moto's DynamoDB emits no metrics",
@@ -731,12 +739,17 @@ def alarm_rule(properties: Mapping[str, Any]) -> AlarmRule:
 
 
 def read_alarm(
-    properties: Mapping[str, Any], *, queues: set[str] | None = None, functions: set[str] | None = None
+    properties: Mapping[str, Any],
+    *,
+    queues: set[str] | None = None,
+    functions: set[str] | None = None,
+    state_machines: set[str] | None = None,
 ) -> tuple[AlarmRule | None, AlarmMetric | None, str | None]:
     """An alarm's rule and metric, and why it cannot be evaluated locally (None when it can).
 
-    ``queues``/``functions``: the local queue and function names its dimensions must name; None
-    skips that check (for the unresolved template, where every queue and function is local).
+    ``queues``/``functions``/``state_machines``: the local queue names, function names and state
+    machine ARNs its dimensions must name; None skips that check (for the unresolved template,
+    where every queue, function and state machine is local).
     """
     try:
         rule = alarm_rule(properties)
@@ -758,6 +771,12 @@ def read_alarm(
                 return rule, metric, f"AWS/Lambda {name} is not measured by the local Lambda runner"
             if set(dimensions or {}) != {"FunctionName"} or (functions is not None and function not in functions):
                 return rule, metric, f"AWS/Lambda {name}: {dict(dimensions or {})} is not a function run locally"
+        elif namespace == "AWS/States" and name in STATES_METRICS:
+            arn = (dimensions or {}).get("StateMachineArn")
+            if set(dimensions or {}) != {"StateMachineArn"} or (
+                state_machines is not None and arn not in state_machines
+            ):
+                return rule, metric, f"AWS/States {name}: {dict(dimensions or {})} is not a local state machine"
         elif namespace.startswith("AWS/"):
             why = UNEMITTED_NAMESPACES.get(namespace, "the service does not run locally")
             return rule, metric, f"{namespace} {name}: {why}"
@@ -775,12 +794,17 @@ class AlarmEvaluator:
         *,
         queues: Mapping[str, str],
         functions: Iterable[str],
+        state_machines: Iterable[str] = (),
     ) -> None:
-        """``queues``: local queue name → URL; ``functions``: local function names."""
+        """``queues``: local queue name → URL; ``functions``: local function names;
+        ``state_machines``: local state machine ARNs."""
         self.settings = settings
         self.scale = settings.alarm_period_scale
         self._queues = dict(queues)
         self._functions = set(functions)
+        self._state_machines = set(state_machines)
+        # Executions already counted, per (state machine, status).
+        self._counted_executions: dict[tuple[str, str], set[str]] = {}
         self._resolver = resolver
         self._template = template
         self.alarms: list[LocalAlarm] = []
@@ -813,7 +837,9 @@ class AlarmEvaluator:
         name = str(properties.get("AlarmName") or generated_physical_name(
             self.settings.stack_name, logical_id, max_length=255))  # fmt: skip
         arn = f"arn:aws:cloudwatch:{self.settings.region}:{self.settings.account_id}:alarm:{name}"
-        rule, metric, unobservable = read_alarm(properties, queues=set(self._queues), functions=self._functions)
+        rule, metric, unobservable = read_alarm(
+            properties, queues=set(self._queues), functions=self._functions, state_machines=self._state_machines
+        )
         return LocalAlarm(
             logical_id=logical_id,
             name=name,
@@ -908,6 +934,29 @@ class AlarmEvaluator:
                 for value in values:
                     self.store.put(namespace, name, metric_dimensions, value, timestamp)
 
+    def sample_executions(self) -> None:
+        """AWS/States execution metrics from moto's executions: each one that ended in a watched
+        status counts 1 at its stop time (moto's interpreter enforces the definition's TimeoutSeconds)."""
+        watched: set[tuple[str, str]] = set()
+        for alarm in self.alarms:
+            for namespace, name, dimensions in alarm.metric.watched() if alarm.metric else []:
+                if namespace == "AWS/States" and name in STATES_METRICS and dimensions:
+                    watched.add((dimensions["StateMachineArn"], name))
+        stepfunctions = self._client("stepfunctions")
+        for arn, name in watched:
+            counted = self._counted_executions.setdefault((arn, name), set())
+            pages = stepfunctions.get_paginator("list_executions").paginate(
+                stateMachineArn=arn, statusFilter=STATES_METRICS[name]
+            )
+            for page in pages:
+                for execution in page["executions"]:
+                    if execution["executionArn"] in counted:
+                        continue
+                    counted.add(execution["executionArn"])
+                    stopped = execution.get("stopDate")
+                    at = stopped.timestamp() if stopped is not None else time.time()
+                    self.store.put("AWS/States", name, {"StateMachineArn": arn}, 1, at)
+
     def sample_queues(self, now: float) -> None:
         watched: dict[str, set[str]] = {}
         for alarm in self.alarms:
@@ -996,6 +1045,7 @@ class AlarmEvaluator:
             now = time.time()
             try:
                 self.sample_queues(now)
+                self.sample_executions()
                 self.evaluate_all(now)
             except Exception:  # one failed round must not end evaluation; the next retries
                 LOG.warning("alarm evaluation failed", exc_info=True)

@@ -160,6 +160,7 @@ class LocalStack:
             self.settings,
             queues=queues,
             functions=[function.name for function in provisioned.functions],
+            state_machines=provisioned.state_machines.values(),
         )
         evaluator.provision()
         # Alarms, topics and subscriptions are the evaluator's now, not skipped resources.

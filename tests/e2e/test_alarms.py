@@ -62,6 +62,11 @@ class Subscriber:
             (n for n in self.received if n["AlarmName"] == alarm_name and n["NewStateValue"] == new_state), None
         )
 
+    def forget(self) -> None:
+        """Drop what arrived so far (transitions from before the test)."""
+        self.notification("", "")
+        self.received.clear()
+
     def close(self) -> None:
         self.sns.unsubscribe(SubscriptionArn=self.subscription)
         self.sqs.delete_queue(QueueUrl=self.url)
@@ -110,6 +115,7 @@ def test_a_dead_letter_fires_the_dlq_alarm_to_the_topic_and_redrive_clears_it(
     queue_url, dlq_name = local_stack["IngestQueueUrl"], local_stack["DeadLetterQueueUrl"].rsplit("/", 1)[-1]
     # Nothing dead-lettered by an earlier test may be left: this test needs the alarm OK first.
     wait_for(lambda: alarm_state(cloudwatch, dlq_alarm) == "OK", "the DLQ alarm to be OK before the test")
+    subscriber.forget()
     max_receive = int(json.loads(sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["RedrivePolicy"])[
         "Attributes"]["RedrivePolicy"])["maxReceiveCount"])  # fmt: skip
 
@@ -172,6 +178,7 @@ def test_a_system_failure_fires_the_emf_metrics_insights_alarm_until_it_ages_out
     system_alarm = by_prefix(local_stack["Alarms"], "MonitoringSystemFailuresAlarm")
     # An earlier test's system failure may still be in the alarm's evaluation range.
     wait_for(lambda: alarm_state(cloudwatch, system_alarm) == "OK", "the system failures alarm to be OK first")
+    subscriber.forget()
     client = LocalStackClient(api_url=local_stack["ApiUrl"].rstrip("/"), tenant_id=f"alarms-{uuid.uuid4().hex[:8]}")
     ticket = client.create_upload("sourdough.pdf")
     ticket.raise_for_status()

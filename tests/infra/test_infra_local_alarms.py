@@ -49,6 +49,7 @@ def test_the_queue_function_and_emf_alarms_are_evaluated(synth: SynthResult) -> 
         "Monitoring/DeadLetterQueueAlarm",
         "Monitoring/DeadLetterQueueAgeAlarm",
         "Monitoring/QueueAgeAlarm",
+        "Monitoring/ExecutionsTimedOutAlarm",  # moto's executions
         "Monitoring/SystemFailuresAlarm",  # Metrics Insights over the EMF metrics
         "Monitoring/IntakeErrorsAlarm",
         "Monitoring/ParseErrorRateAlarm",  # metric math
