@@ -101,6 +101,16 @@ def faults(stack_process: LocalStackProcess) -> Iterator[LocalStackProcess]:
         stack_process.clear_faults()
 
 
+def exists(client: LocalStackClient, document_id: str) -> bool:
+    try:
+        client.document(document_id)
+    except requests.HTTPError as error:
+        if error.response is not None and error.response.status_code == 404:
+            return False
+        raise
+    return True
+
+
 def alarm_state(cloudwatch: Any, name: str) -> str:
     [alarm] = cloudwatch.describe_alarms(AlarmNames=[name])["MetricAlarms"]
     return str(alarm["StateValue"])
@@ -165,6 +175,7 @@ def test_a_dead_letter_fires_the_dlq_alarm_to_the_topic_and_redrive_clears_it(
     assert ok["NewStateReason"].startswith("Threshold Crossed: 1 out of the last 1 datapoints [0.0")
     # Redriven, the upload is ingested after all, and Intake's errors alarm clears.
     client = LocalStackClient(api_url=local_stack["ApiUrl"].rstrip("/"), tenant_id=tenant)
+    wait_for(lambda: exists(client, document_id), "Intake to record the redriven upload")
     state = client.wait_until_done([document_id], timeout_seconds=300)[document_id]
     assert state["status"] == "READY", state
     wait_for(lambda: subscriber.notification(intake_alarm, "OK"), "the Intake errors OK notification")
