@@ -111,6 +111,12 @@ def exists(client: LocalStackClient, document_id: str) -> bool:
     return True
 
 
+def queue_depth(sqs: Any, url: str) -> int:
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+    return sum(int(attributes[name]) for name in names)
+
+
 def alarm_state(cloudwatch: Any, name: str) -> str:
     [alarm] = cloudwatch.describe_alarms(AlarmNames=[name])["MetricAlarms"]
     return str(alarm["StateValue"])
@@ -129,6 +135,8 @@ def test_a_dead_letter_fires_the_dlq_alarm_to_the_topic_and_redrive_clears_it(
     max_receive = int(json.loads(sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["RedrivePolicy"])[
         "Attributes"]["RedrivePolicy"])["maxReceiveCount"])  # fmt: skip
 
+    # Nothing else in flight in the ingest queue: a failed batch would fail (and maybe dead-letter) it too.
+    wait_for(lambda: queue_depth(sqs, queue_url) == 0, "the ingest queue to drain", timeout=240)
     tenant = f"alarms-{uuid.uuid4().hex[:8]}"
     marker = uuid.uuid4().hex
     key = f"raw/{tenant}/inbox/{marker}/sourdough.pdf"
