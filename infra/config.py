@@ -186,6 +186,43 @@ class AuthConfig(_Model):
     mfa: Literal["off", "optional", "required"] = "optional"
 
 
+class HostingConfig(_Model):
+    """The page's CloudFront distribution. Without a domain it is served on its *.cloudfront.net name."""
+
+    # A custom domain needs an ACM certificate in us-east-1 (CloudFront's region) that covers it.
+    domain_name: str | None = Field(
+        default=None, max_length=253, pattern=r"^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$"
+    )
+    certificate_arn: str | None = Field(
+        default=None, pattern=r"^arn:aws[a-z-]*:acm:us-east-1:\d{12}:certificate/[A-Za-z0-9-]+$"
+    )
+    price_class: Literal["PriceClass_100", "PriceClass_200", "PriceClass_All"] = "PriceClass_100"
+    cloudfront_logs_expiration_days: int = Field(default=90, ge=1)
+
+    @model_validator(mode="after")
+    def _domain_with_certificate(self) -> Self:
+        if (self.domain_name is None) != (self.certificate_arn is None):
+            raise ValueError("hosting.domainName and hosting.certificateArn go together (both or neither)")
+        return self
+
+
+class LiveConfig(_Model):
+    """Live status in AWS: the WebSocket API, its functions and the documents-stream consumer."""
+
+    authorizer: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=10)
+    connections: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=10)
+    pusher: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=60)
+    # WebSocket stage throttling (messages and connects per second across the stage).
+    throttling_rate_limit: int = Field(default=50, ge=1)
+    throttling_burst_limit: int = Field(default=100, ge=1)
+    # API Gateway drops a WebSocket after 2 hours: a connection record outliving that is stale.
+    connection_ttl_seconds: int = Field(default=7200, ge=60, le=7200)
+    stream_batch_size: int = Field(default=100, ge=1, le=10000)
+    stream_retry_attempts: int = Field(default=3, ge=0, le=10000)
+    # A live update older than this is not live any more: alarm on the stream iterator age.
+    iterator_age_threshold_seconds: int = Field(default=60, ge=1)
+
+
 class ReaperConfig(_Model):
     """The stuck-document reaper: how often it runs, when a document counts as stuck, how hard it retries."""
 
@@ -234,6 +271,8 @@ class RagIngestConfig(_Model):
     auth: AuthConfig = AuthConfig()
     monitoring: MonitoringConfig = MonitoringConfig()
     reaper: ReaperConfig = ReaperConfig()
+    hosting: HostingConfig = HostingConfig()
+    live: LiveConfig = LiveConfig()
 
     @field_validator("stack_name")
     @classmethod

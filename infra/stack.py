@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Stack, Tags
+from aws_cdk import Aws, Stack, Tags
 from constructs import Construct
 
 from infra.config import RagIngestConfig
@@ -12,10 +12,12 @@ from infra.constructs.api import Api
 from infra.constructs.function import FunctionFactory
 from infra.constructs.intake import Intake
 from infra.constructs.layer import SharedLayer
+from infra.constructs.live_status import LiveStatus
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.operations import Operations
 from infra.constructs.search import Search
 from infra.constructs.storage import Storage
+from infra.constructs.web_hosting import WebHosting
 from infra.constructs.workflow import Workflow
 
 
@@ -49,7 +51,21 @@ class RagIngestStack(Stack):
             storage=self.storage,
             state_machine=self.workflow.state_machine,
         )
+        # The page's distribution first: its URL is a CORS origin of the API and of the documents
+        # bucket (browser uploads) and the app client's callback URL.
+        self.web = WebHosting(self, "Web", config=config, access_logs_bucket=self.storage.access_logs_bucket)
         self.api = Api(self, "Api", config=config, factory=factory, storage=self.storage, search=self.search)
+        self.api.add_web_app(self.web.url)
+        self.live = LiveStatus(
+            self,
+            "Live",
+            config=config,
+            factory=factory,
+            documents_table=self.storage.documents_table,
+            user_pool=self.api.user_pool,
+            user_pool_client=self.api.user_pool_client,
+        )
+        self._publish_page(config)
         self.operations = Operations(
             self,
             "Operations",
@@ -75,4 +91,30 @@ class RagIngestStack(Stack):
                 **self.workflow.functions,
             },
             stage_functions=self.workflow.functions,
+        )
+        self.live.alarm_to(self.monitoring.topic)
+
+    def _publish_page(self, config: RagIngestConfig) -> None:
+        """The page's config.json, and the origins its Content-Security-Policy lets it connect to."""
+        domain = self.api.user_pool_domain
+        cognito_url = domain.base_url()
+        self.web.allow_connections_to(self.live.origin, cognito_url)
+        if self.web.has_custom_domain:
+            # The page's origin is a literal: the CSP can name the API and the bucket exactly.
+            bucket = self.storage.bucket
+            self.web.allow_connections_to(
+                self.api.http_api.api_endpoint,
+                f"https://{bucket.bucket_name}.s3.{Aws.URL_SUFFIX}",
+                f"https://{bucket.bucket_regional_domain_name}",
+            )
+        else:
+            # The API's and the bucket's CORS origins name the distribution; a CSP on the distribution
+            # naming them back would be a reference cycle, so it names them by regional wildcard.
+            self.web.allow_connections_to(*WebHosting.regional_wildcards())
+        self.web.publish(
+            api_url=self.api.http_api.api_endpoint,
+            websocket_url=self.live.url,
+            cognito_domain_url=cognito_url,
+            client_id=self.api.user_pool_client.user_pool_client_id,
+            max_upload_bytes=config.upload.max_upload_bytes,
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import jsii
-from aws_cdk import CfnOutput, Duration
+from aws_cdk import Aws, CfnOutput, Duration
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
@@ -13,6 +13,7 @@ from aws_cdk import aws_apigatewayv2_integrations as integrations
 from aws_cdk import aws_cognito as cognito
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra.config import RagIngestConfig
@@ -67,7 +68,12 @@ class Api(Construct):
         search: Search,
     ) -> None:
         super().__init__(scope, construct_id)
+        self._storage = storage
+        self._callback_urls: list[str] = []
+        self._logout_urls: list[str] = []
+        self._cors_origins = list(config.allowed_origins)
         self.user_pool, self.user_pool_client = self._user_pool(config)
+        self.user_pool_domain = self._sign_in_domain(config)
 
         self.function: lambda_.Function = factory.create(
             self,
@@ -128,7 +134,7 @@ class Api(Construct):
             create_default_stage=False,
             default_authorizer=authorizer,
             cors_preflight=apigwv2.CorsPreflightOptions(
-                allow_origins=list(config.allowed_origins),
+                allow_origins=list(self._cors_origins),
                 allow_methods=[
                     apigwv2.CorsHttpMethod.GET,
                     apigwv2.CorsHttpMethod.POST,
@@ -169,6 +175,36 @@ class Api(Construct):
         CfnOutput(self, "UserPoolId", value=self.user_pool.user_pool_id).override_logical_id("UserPoolId")
         CfnOutput(self, "UserPoolClientId", value=self.user_pool_client.user_pool_client_id).override_logical_id(
             "UserPoolClientId"
+        )
+
+    def add_web_app(self, origin: str) -> None:
+        """Let the page served at ``origin`` (``https://host``, e.g. the CloudFront URL) sign in and call the API:
+        ``origin + "/"`` becomes a callback and logout URL of the app client, and ``origin`` a CORS origin of the
+        HTTP API and of the uploads' bucket (the page POSTs files straight to S3)."""
+        self._callback_urls.append(f"{origin}/")
+        self._logout_urls.append(f"{origin}/")
+        self._cors_origins.append(origin)
+        client = self.user_pool_client.node.default_child
+        assert isinstance(client, cognito.CfnUserPoolClient)
+        client.add_property_override("CallbackURLs", list(self._callback_urls))
+        client.add_property_override("LogoutURLs", list(self._logout_urls))
+        http_api = self.http_api.node.default_child
+        assert isinstance(http_api, apigwv2.CfnApi)
+        http_api.add_property_override("CorsConfiguration.AllowOrigins", list(self._cors_origins))
+        self._storage.bucket.add_cors_rule(
+            allowed_methods=[s3.HttpMethods.POST],
+            allowed_origins=[origin],
+            allowed_headers=["*"],
+            exposed_headers=["ETag", "x-amz-version-id"],
+            max_age=3000,
+        )
+
+    def _sign_in_domain(self, config: RagIngestConfig) -> cognito.UserPoolDomain:
+        """Cognito managed login at ``https://<prefix>.auth.<region>.amazoncognito.com``; prefixes are unique per
+        region across accounts, so the stack's name plus its account id."""
+        return self.user_pool.add_domain(
+            "Domain",
+            cognito_domain=cognito.CognitoDomainOptions(domain_prefix=f"{config.stack_name.lower()}-{Aws.ACCOUNT_ID}"),
         )
 
     @staticmethod
@@ -218,6 +254,13 @@ class Api(Construct):
             "WebClient",
             auth_flows=cognito.AuthFlow(user_srp=True),
             generate_secret=False,
+            # Managed login with the authorization code grant (+ PKCE from the page) only; no implicit grant.
+            # Callback and logout URLs: add_web_app.
+            o_auth=cognito.OAuthSettings(
+                flows=cognito.OAuthFlows(authorization_code_grant=True, implicit_code_grant=False),
+                scopes=[cognito.OAuthScope.OPENID, cognito.OAuthScope.EMAIL, cognito.OAuthScope.PROFILE],
+            ),
+            supported_identity_providers=[cognito.UserPoolClientIdentityProvider.COGNITO],
             prevent_user_existence_errors=True,
         )
         if config.auth.mfa != "required":

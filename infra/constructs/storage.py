@@ -88,6 +88,7 @@ class Storage(Construct):
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
             ),
+            stream=dynamodb.StreamViewType.NEW_IMAGE,
             removal_policy=policy,
         )
         # The reaper and the operations tooling find documents by status, oldest update first.

@@ -62,7 +62,25 @@ SKIP_REASONS: dict[str, str] = {
     "AWS::Events::Rule": "schedules and rules are not run locally",
     "AWS::Scheduler::Schedule": "schedules are not run locally",
     "AWS::CloudFront::Distribution": "the local API adapter serves web/",
+    "AWS::CloudFront::OriginAccessControl": "the local API adapter serves web/",
+    "AWS::CloudFront::ResponseHeadersPolicy": "the local API adapter serves web/",
+    "Custom::CDKBucketDeployment": "the local API adapter serves web/ and generates config.json",
 }
+# The live-status WebSocket API (and everything on it) has no local equivalent: the local stack
+# pushes the same messages over Server-Sent Events at /_local/live.
+WEBSOCKET_SKIP_REASON = "WebSocket API: the local stack pushes live status over SSE (/_local/live)"
+_WEBSOCKET_API_PARTS = (
+    "AWS::ApiGatewayV2::Route",
+    "AWS::ApiGatewayV2::Integration",
+    "AWS::ApiGatewayV2::Stage",
+    "AWS::ApiGatewayV2::Authorizer",
+    "AWS::ApiGatewayV2::Deployment",
+    "AWS::ApiGatewayV2::RouteResponse",
+    "AWS::ApiGatewayV2::IntegrationResponse",
+)
+DYNAMODB_STREAM_MAPPING_REASON = (
+    "DynamoDB stream mapping (the live-status pusher): the local SSE channel reads the stream itself"
+)
 
 # Placeholder attribute values of skipped resources whose shape matters to a consumer.
 _PLACEHOLDER_ATTRIBUTES: dict[tuple[str, str], str] = {
@@ -78,6 +96,8 @@ _PLACEHOLDER_REFS: dict[str, str] = {
 }
 _LAMBDA_ARN_IN_URI = re.compile(r"arn:aws[a-z-]*:lambda:[^:]+:\d+:function:([A-Za-z0-9_-]+)")
 _API_DOMAIN = re.compile(r"^https://[^/]+\.execute-api\.[^/]+\.amazonaws\.com(?P<path>/.*)?$")
+_WEBSOCKET_DOMAIN = re.compile(r"^wss://[^/]+\.execute-api\.[^/]+\.amazonaws\.com(/.*)?$")
+LOCAL_LIVE_PATH = "/_local/live"
 _CLOUDFRONT_DOMAIN = re.compile(r"^https://[^/]+\.cloudfront\.net(?P<path>/.*)?$")
 _OPENSEARCH_DOMAIN = re.compile(r"^(https://)?[^/]+\.es\.amazonaws\.com(?P<path>/.*)?$")
 
@@ -307,13 +327,41 @@ class Provisioner:
         self.stack.event_source_mappings = [
             self._read_event_source_mapping(resource)
             for resource in present
-            if resource.type == "AWS::Lambda::EventSourceMapping"
+            if resource.type == "AWS::Lambda::EventSourceMapping" and not self._is_stream_mapping(resource)
         ]
         self.stack.api_routes = self._read_api_routes(present)
         self.stack.outputs = self._resolve_outputs()
         return self.stack
 
+    def _websocket_api_ids(self) -> set[str]:
+        return {
+            r.logical_id
+            for r in self.template.resources.values()
+            if r.type == "AWS::ApiGatewayV2::Api" and str(r.properties.get("ProtocolType", "")).upper() == "WEBSOCKET"
+        }
+
+    def _is_websocket_api_part(self, resource: TemplateResource) -> bool:
+        if resource.type == "AWS::ApiGatewayV2::Api":
+            return resource.logical_id in self._websocket_api_ids()
+        if resource.type in _WEBSOCKET_API_PARTS:
+            api_id = resource.properties.get("ApiId")
+            return isinstance(api_id, dict) and api_id.get("Ref") in self._websocket_api_ids()
+        return False
+
+    def _is_stream_mapping(self, resource: TemplateResource) -> bool:
+        # The source is a table's StreamArn (Fn::GetAtt [Table, StreamArn]) or a literal stream ARN.
+        source = resource.properties.get("EventSourceArn")
+        if isinstance(source, dict) and "Fn::GetAtt" in source:
+            target = source["Fn::GetAtt"]
+            attribute = target[1] if isinstance(target, list) else str(target).partition(".")[2]
+            return attribute == "StreamArn"
+        return isinstance(source, str) and ":dynamodb:" in source and "/stream/" in source
+
     def _skip_reason(self, resource: TemplateResource, custom_resource_functions: set[str]) -> str | None:
+        if self._is_websocket_api_part(resource):
+            return WEBSOCKET_SKIP_REASON
+        if resource.type == "AWS::Lambda::EventSourceMapping" and self._is_stream_mapping(resource):
+            return DYNAMODB_STREAM_MAPPING_REASON
         if resource.type == "AWS::Lambda::Function":
             if resource.logical_id in custom_resource_functions:
                 return "custom resource provider: does not run locally"
@@ -325,9 +373,11 @@ class Provisioner:
             return None
         if resource.type in self._creators:
             return None
+        if resource.type in SKIP_REASONS:
+            return SKIP_REASONS[resource.type]
         if resource.type.startswith("Custom::"):
             return "custom resource providers do not run locally"
-        return SKIP_REASONS.get(resource.type, "not used by the local stack")
+        return "not used by the local stack"
 
     def _custom_resource_provider_functions(self, resources: list[TemplateResource]) -> set[str]:
         providers: set[str] = set()
@@ -659,7 +709,7 @@ class Provisioner:
         integrations = {r.logical_id: r for r in present if r.type == "AWS::ApiGatewayV2::Integration"}
         routes: list[ApiRoute] = []
         for resource in present:
-            if resource.type != "AWS::ApiGatewayV2::Route":
+            if resource.type != "AWS::ApiGatewayV2::Route" or self._is_websocket_api_part(resource):
                 continue
             props = self._props(resource)
             route_key = str(props["RouteKey"])
@@ -708,6 +758,9 @@ class Provisioner:
 
     def _localize_url(self, value: str) -> str:
         # AWS endpoints of skipped services become their local stand-ins.
+        live = _WEBSOCKET_DOMAIN.match(value)
+        if live:  # the live-status WebSocket becomes the local SSE channel
+            return f"{self.settings.api_url}{LOCAL_LIVE_PATH}"
         for pattern, local in (
             (_API_DOMAIN, self.settings.api_url),
             (_CLOUDFRONT_DOMAIN, self.settings.api_url),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.infra.template_tools import SynthResult, as_list, render_token
@@ -23,13 +25,23 @@ OUTPUTS = {
 }
 
 
+def _http_api(synth: SynthResult, resource_type: str) -> dict[str, dict[str, Any]]:
+    """Resources of the HTTP API only (the live-status WebSocket API has its own, under Live/)."""
+    prefix = f"{synth.stack_name}/Api/"
+    return {
+        logical_id: resource
+        for logical_id, resource in synth.of_type(resource_type).items()
+        if resource.get("Metadata", {}).get("aws:cdk:path", "").startswith(prefix)
+    }
+
+
 def test_routes_all_require_the_cognito_jwt(synth: SynthResult) -> None:
-    (authorizer_id,) = synth.of_type("AWS::ApiGatewayV2::Authorizer")
+    (authorizer_id,) = _http_api(synth, "AWS::ApiGatewayV2::Authorizer")
     authorizer = synth.resources[authorizer_id]["Properties"]
     assert authorizer["AuthorizerType"] == "JWT"
     assert authorizer["JwtConfiguration"]["Audience"] == [{"Ref": synth.logical_id("Api/UserPool/WebClient")}]
     assert render_token(authorizer["JwtConfiguration"]["Issuer"]).endswith(f"/${{{synth.logical_id('Api/UserPool')}}}")
-    routes = synth.of_type("AWS::ApiGatewayV2::Route").values()
+    routes = _http_api(synth, "AWS::ApiGatewayV2::Route").values()
     assert {r["Properties"]["RouteKey"] for r in routes} == ROUTES
     for route in routes:
         assert route["Properties"]["AuthorizationType"] == "JWT"
@@ -37,13 +49,13 @@ def test_routes_all_require_the_cognito_jwt(synth: SynthResult) -> None:
 
 
 def test_routes_go_to_the_api_function(synth: SynthResult) -> None:
-    (integration,) = synth.of_type("AWS::ApiGatewayV2::Integration").values()
+    (integration,) = _http_api(synth, "AWS::ApiGatewayV2::Integration").values()
     assert integration["Properties"]["IntegrationUri"] == {"Fn::GetAtt": [synth.logical_id("Api/ApiFunction"), "Arn"]}
     assert integration["Properties"]["PayloadFormatVersion"] == "2.0"
 
 
 def test_stage_has_access_logs_and_throttling(synth: SynthResult) -> None:
-    (stage,) = synth.of_type("AWS::ApiGatewayV2::Stage").values()
+    (stage,) = _http_api(synth, "AWS::ApiGatewayV2::Stage").values()
     props = stage["Properties"]
     assert props["StageName"] == "$default"
     assert props["AutoDeploy"] is True

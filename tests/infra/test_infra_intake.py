@@ -43,7 +43,12 @@ def test_queues_are_encrypted_and_ssl_only(synth: SynthResult, path: str) -> Non
 
 
 def test_event_source_mapping_reports_partial_batch_failures(synth: SynthResult) -> None:
-    (mapping,) = synth.of_type("AWS::Lambda::EventSourceMapping").values()
+    intake_function = {"Ref": synth.logical_id("Intake/IntakeFunction")}
+    (mapping,) = [
+        m
+        for m in synth.of_type("AWS::Lambda::EventSourceMapping").values()
+        if m["Properties"]["FunctionName"] == intake_function
+    ]
     props = mapping["Properties"]
     intake = synth.config.intake
     assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]

@@ -58,6 +58,10 @@ def test_the_alarm_set_is_exactly_the_documented_one(synth: SynthResult) -> None
         *(f"{name}ErrorsAlarm" for name in ERRORS_ALARMED),
         *(f"{name}ErrorRateAlarm" for name in STAGES),
         *(f"{name}ThrottlesAlarm" for name in FUNCTIONS),
+        # Live status (infra/constructs/live_status.py).
+        "PusherErrorsAlarm",
+        "PusherIteratorAgeAlarm",
+        "PusherDeadLetterAlarm",
     }
     paths = {
         resource["Metadata"]["aws:cdk:path"].split("/")[-2]

@@ -52,9 +52,14 @@ def test_documents_bucket_is_versioned_logged_and_allows_browser_posts(synth: Sy
     assert props["LoggingConfiguration"]["DestinationBucketName"] == {
         "Ref": synth.logical_id("Storage/AccessLogsBucket")
     }
-    (cors,) = props["CorsConfiguration"]["CorsRules"]
+    cors, page_cors = props["CorsConfiguration"]["CorsRules"]
     assert cors["AllowedMethods"] == ["POST"]
     assert cors["AllowedOrigins"] == list(synth.config.allowed_origins)
+    # The page served by CloudFront uploads from its own origin (infra/stack.py).
+    assert page_cors["AllowedMethods"] == ["POST"]
+    assert page_cors["AllowedOrigins"] == [
+        {"Fn::Join": ["", ["https://", {"Fn::GetAtt": [synth.logical_id("Web/Distribution"), "DomainName"]}]]}
+    ]
 
 
 def test_documents_bucket_lifecycle(synth: SynthResult) -> None:

@@ -115,3 +115,29 @@ class ReaperEnv(CommonEnv):
     max_documents: int = Field(default=200, ge=1)
     # DocumentFailed events for the documents it marks FAILED (STUCK), as MarkFailed sends them.
     event_bus_name: str = Field(default="default", min_length=1)
+
+
+class LiveAuthorizerEnv(EnvModel):
+    """The WebSocket API's ``$connect`` authorizer: ID tokens of this issuer for this app client."""
+
+    # https://cognito-idp.<region>.amazonaws.com/<poolId>; its keys are at <issuer>/.well-known/jwks.json.
+    token_issuer: str = Field(pattern=r"^https://")
+    token_audience: str = Field(min_length=1)
+    jwks_max_age_seconds: int = Field(default=3600, ge=60)
+
+
+class LiveConnectionsEnv(EnvModel):
+    """``$connect`` / ``$disconnect``: the connections table and how long a record lives."""
+
+    connections_table: str = Field(min_length=1)
+    # API Gateway drops a WebSocket after 2 h; the TTL removes records whose $disconnect never came.
+    connection_ttl_seconds: int = Field(default=7200, ge=60, le=86400)
+
+
+class LivePusherEnv(EnvModel):
+    """The documents-table stream consumer that posts changes to the tenant's connections."""
+
+    connections_table: str = Field(min_length=1)
+    # The stage's management endpoint: https://<api>.execute-api.<region>.amazonaws.com/<stage>
+    websocket_callback_url: str = Field(pattern=r"^https?://")
+    post_max_attempts: int = Field(default=4, ge=1, le=10)

@@ -1,0 +1,31 @@
+"""WebSocket API ``$connect`` authorizer (REQUEST, identity source ``route.request.querystring.token``).
+
+The token is a Cognito ID token, verified like the HTTP API's JWT authorizer does; the policy's
+context carries the tenant to the ``$connect`` handler.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from rag_ingest.adapters.jwks import CachedJwks, jwks_url_for
+from rag_ingest.auth import TokenVerifier
+from rag_ingest.config import LiveAuthorizerEnv
+from rag_ingest.live_connections import authorize_connect
+
+ENV = LiveAuthorizerEnv.from_env()
+logger = Logger()
+# The key set is fetched on first use and cached for the life of this execution environment.
+verifier = TokenVerifier(
+    issuer=ENV.token_issuer,
+    audience=ENV.token_audience,
+    jwks=CachedJwks(jwks_url_for(ENV.token_issuer), max_age_seconds=ENV.jwks_max_age_seconds),
+)
+
+
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    token = (event.get("queryStringParameters") or {}).get("token")
+    return authorize_connect(verifier, token, str(event.get("methodArn", "")))

@@ -1,0 +1,84 @@
+"""The WebSocket connections table and API Gateway's management API (PostToConnection)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+from boto3.dynamodb.conditions import Key
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from rag_ingest.adapters.aws import BOTO_CONFIG, as_transient, error_code, is_transient, resource
+from rag_ingest.live_connections import Connection, ConnectionGoneError, PostThrottledError
+
+TENANT_INDEX = "by_tenant"
+
+# One attempt per call: LivePusher owns the retry policy for throttled posts, so retries do not multiply.
+_SINGLE_ATTEMPT = BOTO_CONFIG.merge(Config(retries={"mode": "standard", "max_attempts": 1}))
+_THROTTLED = frozenset({"LimitExceededException", "TooManyRequestsException", "ThrottlingException"})
+
+
+class DynamoConnectionStore:
+    """``connection_id`` (key), ``tenant_id`` (GSI ``by_tenant``), ``subject``, times, TTL ``expires_at``."""
+
+    def __init__(self, table_name: str, dynamodb_resource: Any | None = None) -> None:
+        self._table = (dynamodb_resource or resource("dynamodb")).Table(table_name)
+
+    def put(self, connection: Connection) -> None:
+        try:
+            self._table.put_item(
+                Item={
+                    "connection_id": connection.connection_id,
+                    "tenant_id": connection.tenant_id,
+                    "subject": connection.subject,
+                    "connected_at": connection.connected_at,
+                    "expires_at": connection.expires_at,
+                }
+            )
+        except ClientError as exc:
+            raise (as_transient(exc, "put connection") if is_transient(exc) else exc) from exc
+
+    def delete(self, connection_id: str) -> None:
+        try:
+            self._table.delete_item(Key={"connection_id": connection_id})
+        except ClientError as exc:
+            raise (as_transient(exc, "delete connection") if is_transient(exc) else exc) from exc
+
+    def for_tenant(self, tenant_id: str) -> list[str]:
+        ids: list[str] = []
+        request: dict[str, Any] = {
+            "IndexName": TENANT_INDEX,
+            "KeyConditionExpression": Key("tenant_id").eq(tenant_id),
+            "ProjectionExpression": "connection_id",
+        }
+        try:
+            while True:
+                page = self._table.query(**request)
+                ids.extend(str(item["connection_id"]) for item in page.get("Items", []))
+                if "LastEvaluatedKey" not in page:
+                    return ids
+                request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        except ClientError as exc:
+            raise (as_transient(exc, "query connections") if is_transient(exc) else exc) from exc
+
+
+class ManagementApiPoster:
+    """PostToConnection on the stage's callback URL (``https://<api>.execute-api.<region>.amazonaws.com/<stage>``)."""
+
+    def __init__(self, callback_url: str, management_client: Any | None = None) -> None:
+        self._client = management_client or boto3.client(
+            "apigatewaymanagementapi", endpoint_url=callback_url, config=_SINGLE_ATTEMPT
+        )
+
+    def post(self, connection_id: str, data: bytes) -> None:
+        try:
+            self._client.post_to_connection(ConnectionId=connection_id, Data=data)
+        except ClientError as exc:
+            code = error_code(exc)
+            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+            if code == "GoneException" or status == 410:
+                raise ConnectionGoneError(connection_id) from exc
+            if code in _THROTTLED or status == 429:
+                raise PostThrottledError(f"{connection_id}: {code or status}") from exc
+            raise (as_transient(exc, "post to connection") if is_transient(exc) else exc) from exc
