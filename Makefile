@@ -52,6 +52,11 @@ lint: install
 	.venv/bin/ruff check .
 	.venv/bin/mypy app.py infra local functions/*/app.py layers/common/python/rag_ingest bench eval
 
+# docs/openapi.json from the API function's routes (tests/unit/test_api_handler.py fails when it is stale).
+.PHONY: openapi
+openapi: install
+	$(PY) tools/openapi.py
+
 unit: install
 	.venv/bin/pytest -m unit -q
 

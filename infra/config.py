@@ -21,6 +21,18 @@ LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 
                       3288, 3653)  # fmt: skip
 
 _ORIGIN = re.compile(r"^https?://[A-Za-z0-9.-]+(:\d{1,5})?$")
+# Plain http is for a developer's own machine only: a page on any other http origin could be
+# read or altered on the way, and the browser would hand it the user's ID token.
+_LOOPBACK_ORIGIN = re.compile(r"^http://(localhost|127\.0\.0\.1)(:\d{1,5})?$")
+# Cognito accepts https callback/logout URLs, and http only for localhost (no fragment).
+_SIGN_IN_URL = re.compile(r"^(https://[A-Za-z0-9.-]+|http://localhost)(:\d{1,5})?(/[^#\s]*)?$")
+# Cognito domain prefixes: lowercase letters, digits and inner hyphens, without reserved words.
+_DOMAIN_PREFIX = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+RESERVED_IN_DOMAIN_PREFIX = ("aws", "amazon", "cognito")
+# The CLI's loopback sign-in (`rag-ingest login --stack`): it listens on this port, opens the
+# managed login page in a browser and receives the authorization code here (RFC 8252 for native
+# apps), so it must be an allowed callback/logout URL of the app client in every deployment.
+CLI_LOOPBACK_URL = "http://localhost:8765/callback"
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
 _DOMAIN_NAME = re.compile(r"^[a-z][a-z0-9-]{2,27}$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
@@ -182,8 +194,35 @@ class ApiConfig(_Model):
 
 
 class AuthConfig(_Model):
+    """Cognito: MFA, the managed login domain, and where the app client may send users back to."""
+
     # "required" satisfies AwsSolutions-COG2 but makes every user enrol TOTP before the first sign-in.
     mfa: Literal["off", "optional", "required"] = "optional"
+    # <prefix>.auth.<region>.amazoncognito.com; unset: derived from the stack name and the account.
+    domain_prefix: str | None = None
+    # The page's own URL (CloudFront) is added by the stack; these are the others (CLI, dev pages).
+    callback_urls: tuple[str, ...] = (CLI_LOOPBACK_URL,)
+    logout_urls: tuple[str, ...] = (CLI_LOOPBACK_URL,)
+
+    @field_validator("domain_prefix")
+    @classmethod
+    def _valid_domain_prefix(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if not _DOMAIN_PREFIX.fullmatch(value):
+            raise ValueError("auth.domainPrefix must be 1-63 chars of a-z, 0-9 and inner '-'")
+        reserved = [word for word in RESERVED_IN_DOMAIN_PREFIX if word in value]
+        if reserved:
+            raise ValueError(f"auth.domainPrefix must not contain {', '.join(reserved)} (reserved by Cognito)")
+        return value
+
+    @field_validator("callback_urls", "logout_urls")
+    @classmethod
+    def _valid_sign_in_urls(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [url for url in value if not _SIGN_IN_URL.fullmatch(url)]
+        if bad:
+            raise ValueError(f"sign-in URLs must be https (or http://localhost), without a fragment: {bad}")
+        return value
 
 
 class HostingConfig(_Model):
@@ -294,6 +333,11 @@ class RagIngestConfig(_Model):
         bad = [origin for origin in value if not _ORIGIN.fullmatch(origin)]
         if bad:
             raise ValueError(f"allowedOrigins must be scheme://host[:port] without a path or '*': {bad}")
+        insecure = [o for o in value if o.startswith("http://") and not _LOOPBACK_ORIGIN.fullmatch(o)]
+        if insecure:
+            raise ValueError(
+                f"allowedOrigins must be https except http://localhost or http://127.0.0.1 [:port]: {insecure}"
+            )
         return value
 
     @model_validator(mode="after")

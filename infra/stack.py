@@ -54,7 +54,15 @@ class RagIngestStack(Stack):
         # The page's distribution first: its URL is a CORS origin of the API and of the documents
         # bucket (browser uploads) and the app client's callback URL.
         self.web = WebHosting(self, "Web", config=config, access_logs_bucket=self.storage.access_logs_bucket)
-        self.api = Api(self, "Api", config=config, factory=factory, storage=self.storage, search=self.search)
+        self.api = Api(
+            self,
+            "Api",
+            config=config,
+            factory=factory,
+            storage=self.storage,
+            search=self.search,
+            state_machine=self.workflow.state_machine,
+        )
         self.api.add_web_app(self.web.url)
         self.live = LiveStatus(
             self,

@@ -1,8 +1,17 @@
-"""HTTP API with Cognito JWT authorization in front of the API function."""
+"""HTTP API with Cognito JWT authorization in front of the API function; the user pool and its sign-in.
+
+Routes: every operation of the function's OpenAPI document (``SERVED_ROUTES``; a test keeps the
+two equal), all behind the JWT authorizer except ``GET /openapi.json``. Each of those paths also
+routes the methods the function does not serve, so it answers them 405 in its one error shape
+instead of API Gateway's bare 404. No route names OPTIONS (or ANY, or ``$default``): API Gateway
+answers CORS preflights itself only while no route matches them, and a JWT-protected route would
+turn every preflight into a 401.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 
 import jsii
 from aws_cdk import Aws, CfnOutput, Duration
@@ -14,15 +23,42 @@ from aws_cdk import aws_cognito as cognito
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from infra.config import RagIngestConfig
+from infra.config import RESERVED_IN_DOMAIN_PREFIX, RagIngestConfig
 from infra.constructs.function import FunctionFactory, new_log_group, removal_policy
 from infra.constructs.search import Search
-from infra.constructs.storage import ARTIFACTS_PREFIX, RAW_PREFIX, Storage
+from infra.constructs.storage import ARTIFACTS_PREFIX, RAW_PREFIX, TENANT_INDEX, Storage
 from infra.nag import acknowledge, arn_ref
 
 TENANT_ATTRIBUTE = "tenant_id"  # the JWT carries it as custom:tenant_id
+
+# (path → methods) the API function serves: exactly the operations of its OpenAPI document.
+SERVED_ROUTES: dict[str, tuple[str, ...]] = {
+    "/documents": ("GET", "POST"),
+    "/documents/{document_id}": ("GET", "DELETE"),
+    "/documents/{document_id}/retry": ("POST",),
+    "/documents/{document_id}/download": ("GET",),
+    "/search": ("POST",),
+    "/openapi.json": ("GET",),
+}
+# Served without a token.
+PUBLIC_ROUTES = frozenset({"GET /openapi.json"})
+# The methods a route key can name, but OPTIONS (CORS preflights stay with API Gateway) and ANY.
+ROUTED_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
+
+
+def user_pool_domain_base(config: RagIngestConfig) -> str:
+    """``auth.domainPrefix``, or the stack-derived start of one (the stack appends the account id):
+    the stack name in lower case without the words Cognito reserves."""
+    if config.auth.domain_prefix:
+        return config.auth.domain_prefix
+    base = config.stack_name.lower()
+    for word in RESERVED_IN_DOMAIN_PREFIX:
+        base = base.replace(word, "")
+    base = re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "", base)).strip("-")[:40].rstrip("-")
+    return base or "rag-ingest"
 
 # HTTP APIs support a subset of $context variables (no $context.identity.caller etc.).
 _ACCESS_LOG_FORMAT = {
@@ -66,11 +102,12 @@ class Api(Construct):
         factory: FunctionFactory,
         storage: Storage,
         search: Search,
+        state_machine: sfn.IStateMachine,
     ) -> None:
         super().__init__(scope, construct_id)
         self._storage = storage
-        self._callback_urls: list[str] = []
-        self._logout_urls: list[str] = []
+        self._callback_urls = list(config.auth.callback_urls)
+        self._logout_urls = list(config.auth.logout_urls)
         self._cors_origins = list(config.allowed_origins)
         self.user_pool, self.user_pool_client = self._user_pool(config)
         self.user_pool_domain = self._sign_in_domain(config)
@@ -94,8 +131,10 @@ class Api(Construct):
                 "EMBEDDING_DIMENSION": str(config.embedding.dimension),
                 # POST /search: the index parameters and the model that embeds the query.
                 **search.query_environment,
+                # POST /documents/{id}/retry starts a replay execution.
+                "STATE_MACHINE_ARN": state_machine.state_machine_arn,
             },
-            description="rag-ingest API: documents (create/get/delete) and search",
+            description="rag-ingest API: documents (upload, list, status, retry, download, delete) and search",
         )
         role = self.function.role
         assert role is not None
@@ -108,6 +147,7 @@ class Api(Construct):
         # POST /search embeds the query with the configured model (the index access for search,
         # POST/GET on <index>/_search, is within the document-delete grant's <index>/*).
         search.grant_embedding(role)
+        self._grant_page_routes(role, storage, state_machine)
         acknowledge(
             role,
             "AwsSolutions-IAM5",
@@ -161,21 +201,19 @@ class Api(Construct):
             ),
         )
 
-        integration = integrations.HttpLambdaIntegration("ApiIntegration", self.function)
-        for path, method in (
-            ("/documents", apigwv2.HttpMethod.POST),
-            ("/documents/{document_id}", apigwv2.HttpMethod.GET),
-            ("/documents/{document_id}", apigwv2.HttpMethod.DELETE),
-            # Served by the same function; search itself is implemented later.
-            ("/search", apigwv2.HttpMethod.POST),
-        ):
-            self.http_api.add_routes(path=path, methods=[method], integration=integration)
+        self._add_routes()
 
         CfnOutput(self, "ApiUrl", value=self.stage.url).override_logical_id("ApiUrl")
         CfnOutput(self, "UserPoolId", value=self.user_pool.user_pool_id).override_logical_id("UserPoolId")
         CfnOutput(self, "UserPoolClientId", value=self.user_pool_client.user_pool_client_id).override_logical_id(
             "UserPoolClientId"
         )
+        CfnOutput(
+            self,
+            "UserPoolDomain",
+            value=self.user_pool_domain.base_url(),
+            description="Cognito managed login (https base URL): /oauth2/authorize, /oauth2/token, /logout",
+        ).override_logical_id("UserPoolDomain")
 
     def add_web_app(self, origin: str) -> None:
         """Let the page served at ``origin`` (``https://host``, e.g. the CloudFront URL) sign in and call the API:
@@ -199,12 +237,57 @@ class Api(Construct):
             max_age=3000,
         )
 
-    def _sign_in_domain(self, config: RagIngestConfig) -> cognito.UserPoolDomain:
-        """Cognito managed login at ``https://<prefix>.auth.<region>.amazoncognito.com``; prefixes are unique per
-        region across accounts, so the stack's name plus its account id."""
-        return self.user_pool.add_domain(
-            "Domain",
-            cognito_domain=cognito.CognitoDomainOptions(domain_prefix=f"{config.stack_name.lower()}-{Aws.ACCOUNT_ID}"),
+    def _add_routes(self) -> None:
+        # One invoke permission per integration (for this API), not one per route: 36 route-scoped
+        # statements would fill most of the function's 20 KB resource policy.
+        served = integrations.HttpLambdaIntegration("ApiIntegration", self.function, scope_permission_to_route=False)
+        # The same function, a separate integration: the template shows which routes exist only for the 405.
+        not_allowed = integrations.HttpLambdaIntegration(
+            "MethodNotAllowedIntegration", self.function, scope_permission_to_route=False
+        )
+        for path, methods in SERVED_ROUTES.items():
+            for method in ROUTED_METHODS:
+                route_key = f"{method} {path}"
+                self.http_api.add_routes(
+                    path=path,
+                    methods=[apigwv2.HttpMethod(method)],
+                    integration=served if method in methods else not_allowed,
+                    authorizer=apigwv2.HttpNoneAuthorizer() if route_key in PUBLIC_ROUTES else None,
+                )
+        for route_key in sorted(PUBLIC_ROUTES):
+            method, path = route_key.split(" ", 1)
+            route = self.http_api.node.find_child(f"{method}{path}")
+            acknowledge(
+                route,
+                "AwsSolutions-APIG4",
+                f"{route_key} serves the OpenAPI document of the API, which holds no data and no secret; "
+                "every other route requires the Cognito JWT.",
+            )
+
+    @staticmethod
+    def _grant_page_routes(role: iam.IRole, storage: Storage, state_machine: sfn.IStateMachine) -> None:
+        """The page's routes, each its own statement (kept apart from the table grant that covers the rest):
+        GET /documents queries the tenant index, retry starts a replay execution, download presigns a GET."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ListDocumentsOfTenant",
+                actions=["dynamodb:Query"],
+                resources=[f"{storage.documents_table.table_arn}/index/{TENANT_INDEX}"],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="RetryFailedDocument",
+                actions=["states:StartExecution"],
+                resources=[state_machine.state_machine_arn],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="DownloadOriginalUpload",
+                actions=["s3:GetObject", "s3:GetObjectVersion"],
+                resources=[storage.bucket.arn_for_objects(f"{RAW_PREFIX}*")],
+            )
         )
 
     @staticmethod
@@ -252,15 +335,30 @@ class Api(Construct):
         )
         client = user_pool.add_client(
             "WebClient",
-            auth_flows=cognito.AuthFlow(user_srp=True),
+            # A public client (the page, the CLI): no secret, so nothing secret ships to browsers.
             generate_secret=False,
-            # Managed login with the authorization code grant (+ PKCE from the page) only; no implicit grant.
-            # Callback and logout URLs: add_web_app.
+            # SRP for scripts, admin password auth (IAM credentials) for the smoke test and operators'
+            # scripts; CDK adds ALLOW_REFRESH_TOKEN_AUTH with any flow.
+            auth_flows=cognito.AuthFlow(user_srp=True, admin_user_password=True),
+            # Managed login with the authorization code grant only: the page and the CLI send a PKCE
+            # challenge (S256) with every authorize request. No implicit grant: tokens never travel in URLs.
             o_auth=cognito.OAuthSettings(
                 flows=cognito.OAuthFlows(authorization_code_grant=True, implicit_code_grant=False),
                 scopes=[cognito.OAuthScope.OPENID, cognito.OAuthScope.EMAIL, cognito.OAuthScope.PROFILE],
+                callback_urls=list(self._callback_urls),
+                logout_urls=list(self._logout_urls),
             ),
             supported_identity_providers=[cognito.UserPoolClientIdentityProvider.COGNITO],
+            # The ID token carries only what the API and the page show; the tenant is readable (it must be in
+            # the token) and never writable by the user: an administrator sets it.
+            read_attributes=cognito.ClientAttributes()
+            .with_standard_attributes(email=True, email_verified=True, fullname=True)
+            .with_custom_attributes(TENANT_ATTRIBUTE),
+            write_attributes=cognito.ClientAttributes().with_standard_attributes(fullname=True),
+            id_token_validity=Duration.hours(1),
+            access_token_validity=Duration.hours(1),
+            refresh_token_validity=Duration.days(30),
+            enable_token_revocation=True,
             prevent_user_existence_errors=True,
         )
         if config.auth.mfa != "required":
@@ -277,3 +375,25 @@ class Api(Construct):
         acknowledge(user_pool, "AwsSolutions-COG3", plus_plan_reason)
         acknowledge(user_pool, "AwsSolutions-COG8", plus_plan_reason)
         return user_pool, client
+
+    def _sign_in_domain(self, config: RagIngestConfig) -> cognito.UserPoolDomain:
+        """Cognito managed login at ``https://<prefix>.auth.<region>.amazoncognito.com``.
+
+        Prefixes are unique per region across all accounts: without ``auth.domainPrefix`` the
+        stack's name plus its account id makes one that is stable across deploys of this stack.
+        """
+        prefix = config.auth.domain_prefix or f"{user_pool_domain_base(config)}-{Aws.ACCOUNT_ID}"
+        domain = self.user_pool.add_domain(
+            "Domain",
+            cognito_domain=cognito.CognitoDomainOptions(domain_prefix=prefix),
+            managed_login_version=cognito.ManagedLoginVersion.NEWER_MANAGED_LOGIN,
+        )
+        # Managed login shows an error page for a client without a style: use Cognito's default one.
+        cognito.CfnManagedLoginBranding(
+            self,
+            "ManagedLoginBranding",
+            user_pool_id=self.user_pool.user_pool_id,
+            client_id=self.user_pool_client.user_pool_client_id,
+            use_cognito_provided_values=True,
+        )
+        return domain

@@ -14,6 +14,7 @@ from infra.nag import acknowledge
 RAW_PREFIX = "raw/"
 ARTIFACTS_PREFIX = "artifacts/"
 STATUS_INDEX = "by_status"
+TENANT_INDEX = "by_tenant"
 
 
 class Storage(Construct):
@@ -96,6 +97,13 @@ class Storage(Construct):
             index_name=STATUS_INDEX,
             partition_key=dynamodb.Attribute(name="status", type=dynamodb.AttributeType.STRING),
             sort_key=dynamodb.Attribute(name="updated_at", type=dynamodb.AttributeType.STRING),
+            projection_type=dynamodb.ProjectionType.ALL,
+        )
+        # GET /documents: a tenant's documents newest first, by a query on its partition (never a scan).
+        self.documents_table.add_global_secondary_index(
+            index_name=TENANT_INDEX,
+            partition_key=dynamodb.Attribute(name="tenant_id", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="created_at", type=dynamodb.AttributeType.STRING),
             projection_type=dynamodb.ProjectionType.ALL,
         )
 

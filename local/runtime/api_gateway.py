@@ -400,7 +400,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if web_dir is None:
             return None
         relative = unquote(raw_path).lstrip("/") or "index.html"
-        candidate = (web_dir / relative).resolve()
+        try:
+            candidate = (web_dir / relative).resolve()
+        except ValueError:  # an embedded NUL (%00): no file has that name, the API routes decide
+            return None
         if candidate.is_dir():
             candidate = candidate / "index.html"
         if not candidate.is_file() or not candidate.is_relative_to(web_dir):

@@ -45,6 +45,8 @@ CONTRACT: dict[str, tuple[str, str, set[str]]] = {
             "RAW_PREFIX",
             "MAX_UPLOAD_BYTES",
             "UPLOAD_URL_EXPIRY_SECONDS",
+            # POST /documents/{id}/retry
+            "STATE_MACHINE_ARN",
             # DELETE /documents/{id}
             "ARTIFACTS_PREFIX",
             "OPENSEARCH_ENDPOINT",

@@ -86,10 +86,19 @@ def test_api_may_only_put_uploads_under_raw(synth: SynthResult) -> None:
     statements = synth.role_statements("Api/ApiFunction")
     bucket = synth.logical_id("Storage/DocumentsBucket")
     s3_actions = {a for s in statements for a in as_list(s["Action"]) if a.startswith("s3:")}
-    # Deleting and listing versions is DELETE /documents/{id} (test_infra_operations.py).
-    assert s3_actions == {"s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion", "s3:ListBucketVersions"}
+    # Deleting and listing versions is DELETE /documents/{id} (test_infra_operations.py); reading
+    # objects is GET /documents/{id}/download (test_api_infra.py).
+    assert s3_actions == {
+        "s3:PutObject",
+        "s3:DeleteObject",
+        "s3:DeleteObjectVersion",
+        "s3:ListBucketVersions",
+        "s3:GetObject",
+        "s3:GetObjectVersion",
+    }
     assert _allows(statements, "s3:PutObject") == [f"${{{bucket}.Arn}}/raw/*"]
-    assert _allows(statements, "s3:GetObject") == []
+    # GET /documents/{id}/download presigns a GET of the original upload: raw/ only.
+    assert _allows(statements, "s3:GetObject") == [f"${{{bucket}.Arn}}/raw/*"]
 
 
 def test_stages_read_raw_only_where_needed(synth: SynthResult) -> None:

@@ -48,6 +48,7 @@ def world() -> Iterator[dict[str, Any]]:
                 "OPENSEARCH_ENDPOINT": OPENSEARCH_URL,
                 "OPENSEARCH_INDEX": index,
                 "EMBEDDING_DIMENSION": str(DIMENSION),
+                "STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:unused",
                 # POST /search's query embedder (made on first use: DELETE never loads it).
                 "EMBEDDING_PROVIDER": "local",
                 "EMBEDDING_MODEL_ID": "sentence-transformers/all-MiniLM-L6-v2",

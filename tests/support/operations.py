@@ -16,7 +16,7 @@ DEFINITION = {"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}
 
 
 def create_documents_table(name: str) -> None:
-    """The documents table as the stack defines it (infra/constructs/storage.py), GSI included."""
+    """The documents table as the stack defines it (infra/constructs/storage.py), GSIs included."""
     boto3.client("dynamodb").create_table(
         TableName=name,
         KeySchema=[{"AttributeName": "document_id", "KeyType": "HASH"}],
@@ -24,6 +24,8 @@ def create_documents_table(name: str) -> None:
             {"AttributeName": "document_id", "AttributeType": "S"},
             {"AttributeName": "status", "AttributeType": "S"},
             {"AttributeName": "updated_at", "AttributeType": "S"},
+            {"AttributeName": "tenant_id", "AttributeType": "S"},
+            {"AttributeName": "created_at", "AttributeType": "S"},
         ],
         GlobalSecondaryIndexes=[
             {
@@ -33,7 +35,15 @@ def create_documents_table(name: str) -> None:
                     {"AttributeName": "updated_at", "KeyType": "RANGE"},
                 ],
                 "Projection": {"ProjectionType": "ALL"},
-            }
+            },
+            {
+                "IndexName": "by_tenant",
+                "KeySchema": [
+                    {"AttributeName": "tenant_id", "KeyType": "HASH"},
+                    {"AttributeName": "created_at", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            },
         ],
         BillingMode="PAY_PER_REQUEST",
     )

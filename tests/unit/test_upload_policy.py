@@ -23,6 +23,7 @@ ENV = ApiEnv.from_env(
         "OPENSEARCH_ENDPOINT": "https://search.example",
         "OPENSEARCH_INDEX": "rag-chunks",
         "EMBEDDING_DIMENSION": "1024",
+        "STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:ingest",
     }
 )
 

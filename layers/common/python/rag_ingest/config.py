@@ -43,6 +43,8 @@ class ApiEnv(CommonEnv):
     opensearch_endpoint: str = Field(pattern=r"^https?://")
     opensearch_index: str = Field(min_length=1)
     embedding_dimension: int = Field(gt=0)
+    # POST /documents/{id}/retry replays a FAILED document with a new execution of this state machine.
+    state_machine_arn: str = Field(pattern=r"^arn:aws[a-z-]*:states:")
 
 
 class IndexParamsEnv(EnvModel):

@@ -1,20 +1,40 @@
-"""The API's domain: issue an upload (presigned POST) and report a document's state."""
+"""The API's domain: issue an upload (presigned POST), report, list, retry and download documents.
+
+Every operation takes the caller's tenant, already validated (``rag_ingest.auth.tenant_of``), and
+answers another tenant's document exactly like a missing one.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import re
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
+from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rag_ingest.adapters.document_operations import OperationalRecord
 from rag_ingest.adapters.status_repository import DocumentRecord, StatusRepository
+from rag_ingest.auth import TENANT_ID_PATTERN
 from rag_ingest.config import ApiEnv
-from rag_ingest.errors import ErrorCode, PermanentError
+from rag_ingest.errors import ErrorCode, PermanentError, StaleWriteError
 from rag_ingest.ids import new_document_id
+from rag_ingest.models import ETAG_VERSION_PREFIX, DocumentStatus
 
 PDF_CONTENT_TYPE = "application/pdf"
 _UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._ -]")
+# A ULID from the API, or the id of an object put straight into the bucket (rag_ingest.ids).
+_DOCUMENT_ID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}|obj-[0-9a-f]{32}")
+DEFAULT_PAGE_SIZE = 20
+MAX_PAGE_SIZE = 100
+MAX_CURSOR_CHARS = 1024
+DOWNLOAD_URL_SECONDS = 300
+# Each retry is a paid workflow run; past this many a person should look at the document.
+MAX_RETRIES = 10
 
 
 class UploadRequest(BaseModel):
@@ -79,15 +99,123 @@ class DocumentView(BaseModel):
         )
 
 
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    """The one body of every 4xx/5xx answer of the API."""
+
+    error: ErrorDetail
+
+
+class GatewayError(BaseModel):
+    """API Gateway's own answers, before the function runs: 401 from the JWT authorizer, 429 throttling."""
+
+    message: str
+
+
 class DocumentNotFoundError(LookupError):
-    pass
+    """No such document for this tenant (missing, another tenant's, or not servable): answer 404."""
+
+
+class NotRetryableError(Exception):
+    """Retry asked for a document that is not FAILED (or cannot be replayed): answer 409."""
+
+
+class InvalidCursorError(ValueError):
+    """A list cursor that this API did not issue for this tenant: answer 400."""
+
+
+class DocumentPage(BaseModel):
+    """``GET /documents``: the tenant's documents, newest first; ``next_cursor`` is null on the last page."""
+
+    items: list[DocumentView]
+    next_cursor: str | None
+
+
+class DownloadLink(BaseModel):
+    url: str
+    expires_in: int
+
+
+class DocumentListing(Protocol):
+    """The documents table's tenant index (``StatusRepository.list_by_tenant``)."""
+
+    def list_by_tenant(
+        self, tenant_id: str, *, limit: int, start_key: Mapping[str, str] | None
+    ) -> tuple[list[DocumentRecord], dict[str, str] | None]: ...
+
+
+class RetryPort(Protocol):
+    """Reads a record with its replay count, and replays it (``redrive.Replayer`` over ``DocumentOperations``)."""
+
+    def get(self, document_id: str) -> OperationalRecord | None: ...
+
+    def replay(self, record: OperationalRecord) -> object: ...
+
+
+def is_document_id(value: str) -> bool:
+    """Ids the system issues: a ULID from the API, or ``obj-<hash>`` for an object put without it."""
+    return bool(_DOCUMENT_ID.fullmatch(value))
+
+
+# -- the list cursor ---------------------------------------------------------------------------
+# Opaque to clients: base64url of the tenant index's key of the last item returned. It is checked
+# on the way back in (shape, types, and the caller's own tenant), so a forged or garbled cursor is
+# a 400 and can never start a query in another tenant's partition.
+_CURSOR_KEYS = frozenset({"document_id", "tenant_id", "created_at"})
+_CREATED_AT = re.compile(r"^\d{4}-\d{2}-\d{2}T[0-9:.+Z-]{1,40}$")
+
+
+def encode_cursor(key: Mapping[str, str]) -> str:
+    raw = json.dumps(dict(key), sort_keys=True, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, tenant_id: str) -> dict[str, str]:
+    if len(cursor) > MAX_CURSOR_CHARS:
+        raise InvalidCursorError("the cursor is too long")
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        key = json.loads(raw.decode())
+    except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError):
+        raise InvalidCursorError("the cursor is not one this API issued") from None
+    if (
+        not isinstance(key, dict)
+        or set(key) != _CURSOR_KEYS
+        or not all(isinstance(value, str) for value in key.values())
+    ):
+        raise InvalidCursorError("the cursor is not one this API issued")
+    if key["tenant_id"] != tenant_id or not TENANT_ID_PATTERN.fullmatch(key["tenant_id"]):
+        raise InvalidCursorError("the cursor belongs to another listing")
+    if not is_document_id(key["document_id"]) or not _CREATED_AT.fullmatch(key["created_at"]):
+        raise InvalidCursorError("the cursor is not one this API issued")
+    return key
+
+
+def _header_filename(filename: str) -> str:
+    """Content-Disposition value: an ASCII fallback plus the exact name (RFC 6266 / 5987)."""
+    fallback = _UNSAFE_FILENAME.sub("_", filename) or "document.pdf"
+    return f"inline; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"
 
 
 class DocumentService:
-    def __init__(self, env: ApiEnv, status: StatusRepository, s3_client: Any) -> None:
+    def __init__(
+        self,
+        env: ApiEnv,
+        status: StatusRepository,
+        s3_client: Any,
+        *,
+        listing: DocumentListing | None = None,
+        retries: RetryPort | None = None,
+    ) -> None:
         self._env = env
         self._status = status
         self._s3 = s3_client
+        self._listing = listing if listing is not None else status
+        self._retries = retries
 
     def create_upload(self, tenant_id: str, request: UploadRequest) -> UploadTicket:
         if request.content_type != PDF_CONTENT_TYPE:
@@ -124,8 +252,64 @@ class DocumentService:
         )
 
     def get(self, tenant_id: str, document_id: str) -> DocumentView:
+        return DocumentView.of(self._record(tenant_id, document_id))
+
+    def list(self, tenant_id: str, *, limit: int = DEFAULT_PAGE_SIZE, cursor: str | None = None) -> DocumentPage:
+        """One page of the tenant's documents, newest first (DELETED ones are left out)."""
+        if not 1 <= limit <= MAX_PAGE_SIZE:
+            raise PermanentError(ErrorCode.INVALID_REQUEST, f"limit must be between 1 and {MAX_PAGE_SIZE}")
+        start_key = decode_cursor(cursor, tenant_id) if cursor else None
+        records, last_key = self._listing.list_by_tenant(tenant_id, limit=limit, start_key=start_key)
+        return DocumentPage(
+            items=[DocumentView.of(record) for record in records if record.tenant_id == tenant_id],
+            next_cursor=encode_cursor(last_key) if last_key else None,
+        )
+
+    def retry(self, tenant_id: str, document_id: str) -> DocumentView:
+        """Replay a FAILED document from its first unfinished stage (the stages' checkpoints skip
+        the finished ones); anything else is ``NotRetryableError``."""
+        if self._retries is None:
+            raise RuntimeError("retry is not configured for this service")
+        if not is_document_id(document_id):
+            raise DocumentNotFoundError(document_id)
+        record = self._retries.get(document_id)
+        if record is None or record.tenant_id != tenant_id or record.status is DocumentStatus.DELETED:
+            raise DocumentNotFoundError(document_id)
+        if record.status is not DocumentStatus.FAILED:
+            raise NotRetryableError(f"only a FAILED document can be retried; this one is {record.status.value}")
+        if not (record.version and record.key and record.bucket):
+            raise NotRetryableError("the document's upload never arrived: upload it again")
+        if record.replays >= MAX_RETRIES:
+            raise NotRetryableError(f"the document was already retried {record.replays} times")
+        try:
+            self._retries.replay(record)
+        except StaleWriteError:
+            raise NotRetryableError("the document changed while retrying; reload it") from None
+        return self.get(tenant_id, document_id)
+
+    def download(self, tenant_id: str, document_id: str) -> DownloadLink:
+        """A short-lived GET of the current version of the original upload, shown inline as a PDF."""
+        record = self._record(tenant_id, document_id)
+        if record.status in (DocumentStatus.DELETING, DocumentStatus.DELETED) or not (record.version and record.key):
+            raise DocumentNotFoundError(document_id)
+        params: dict[str, Any] = {
+            "Bucket": record.bucket or self._env.bucket_name,
+            "Key": record.key,
+            "ResponseContentType": PDF_CONTENT_TYPE,
+            "ResponseContentDisposition": _header_filename(record.filename or record.key.rsplit("/", 1)[-1]),
+        }
+        # Unversioned buckets identify a version by its ETag, which is never a VersionId.
+        if not record.version.startswith(ETAG_VERSION_PREFIX):
+            params["VersionId"] = record.version
+        url = self._s3.generate_presigned_url("get_object", Params=params, ExpiresIn=DOWNLOAD_URL_SECONDS)
+        return DownloadLink(url=str(url), expires_in=DOWNLOAD_URL_SECONDS)
+
+    def _record(self, tenant_id: str, document_id: str) -> DocumentRecord:
+        # An id the system never issues cannot exist: no table read (and no oversized key) for it.
+        if not is_document_id(document_id):
+            raise DocumentNotFoundError(document_id)
         record = self._status.get(document_id)
         # Another tenant's document is reported exactly like a missing one.
         if record is None or record.tenant_id != tenant_id:
             raise DocumentNotFoundError(document_id)
-        return DocumentView.of(record)
+        return record

@@ -45,6 +45,15 @@ def client(service: str) -> Any:
     return boto3.client(service, config=BOTO_CONFIG)  # type: ignore[call-overload]
 
 
+def presigning_s3_client() -> Any:
+    """An S3 client for presigned URLs and POSTs handed to browsers: SigV4 (S3 refuses SigV2 on
+    buckets created since mid-2020, and SigV2 is boto3's presigning default) and the bucket's
+    regional virtual-hosted endpoint (the global one redirects, which breaks a browser's POST).
+    A custom endpoint (moto locally) keeps path-style addressing."""
+    config = BOTO_CONFIG.merge(Config(signature_version="s3v4", s3={"addressing_style": "virtual"}))
+    return boto3.client("s3", config=config)  # type: ignore[call-overload]
+
+
 def resource(service: str) -> Any:
     return boto3.resource(service, config=BOTO_CONFIG)  # type: ignore[call-overload]
 

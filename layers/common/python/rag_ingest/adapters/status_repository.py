@@ -6,6 +6,7 @@ duplicate worker's write is rejected (``StaleWriteError``) instead of applied.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -77,6 +78,11 @@ class QueueResult:
 
 
 _IN_FLIGHT = (DocumentStatus.QUEUED.value, DocumentStatus.PROCESSING.value)
+# The documents table's GSI for GET /documents (infra/constructs/storage.py TENANT_INDEX).
+TENANT_INDEX = "by_tenant"
+# GET /documents reads at most this many index pages per request: a tenant with a long run of
+# DELETED documents gets a short page and a cursor, never an unbounded loop.
+_MAX_LIST_READS = 5
 
 
 class StatusRepository:
@@ -90,6 +96,42 @@ class StatusRepository:
         except ClientError as exc:
             raise self._translate(exc, "get document") from exc
         return DocumentRecord.model_validate(item) if item else None
+
+    def list_by_tenant(
+        self, tenant_id: str, *, limit: int, start_key: Mapping[str, str] | None = None
+    ) -> tuple[list[DocumentRecord], dict[str, str] | None]:
+        """Up to ``limit`` of the tenant's documents, newest first, without DELETED ones, and the
+        index key to continue after (None when there is nothing more).
+
+        A query on the tenant partition of the index, never a scan. The key returned is that of
+        the last record returned (not DynamoDB's LastEvaluatedKey, which may lie past records
+        this page leaves out), so the next page starts exactly after it.
+        """
+        kwargs: dict[str, Any] = {
+            "IndexName": TENANT_INDEX,
+            "KeyConditionExpression": "tenant_id = :tenant",
+            "FilterExpression": "#status <> :deleted",
+            "ExpressionAttributeNames": {"#status": "status"},
+            "ExpressionAttributeValues": {":tenant": tenant_id, ":deleted": DocumentStatus.DELETED.value},
+            "ScanIndexForward": False,
+        }
+        if start_key:
+            kwargs["ExclusiveStartKey"] = dict(start_key)
+        records: list[DocumentRecord] = []
+        for _ in range(_MAX_LIST_READS):
+            kwargs["Limit"] = limit - len(records)
+            try:
+                page = self._table.query(**kwargs)
+            except ClientError as exc:
+                raise self._translate(exc, "list documents") from exc
+            records.extend(DocumentRecord.model_validate(item) for item in page.get("Items", []))
+            last_evaluated = page.get("LastEvaluatedKey")
+            if last_evaluated is None:
+                return records, None
+            if len(records) >= limit:
+                return records, _tenant_index_key(records[-1])
+            kwargs["ExclusiveStartKey"] = last_evaluated
+        return records, {str(k): str(v) for k, v in kwargs["ExclusiveStartKey"].items()}
 
     # -- transitions -----------------------------------------------------------------------
     def create_awaiting_upload(
@@ -300,3 +342,8 @@ class StatusRepository:
     @staticmethod
     def _translate(exc: ClientError, what: str) -> Exception:
         return as_transient(exc, what) if is_transient(exc) else exc
+
+
+def _tenant_index_key(record: DocumentRecord) -> dict[str, str]:
+    """The key of ``record`` in the tenant index: the table key plus the index's keys."""
+    return {"document_id": record.document_id, "tenant_id": record.tenant_id, "created_at": record.created_at}

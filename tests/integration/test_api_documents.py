@@ -1,0 +1,204 @@
+"""GET /documents, POST /documents/{id}/retry and GET /documents/{id}/download through the API
+handler, against moto's DynamoDB (the tenant index), Step Functions and S3 (a versioned bucket)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+import requests
+from rag_ingest.ids import execution_name, new_document_id
+from rag_ingest.models import DocumentStatus
+
+from tests.support.aws import REPO, FakeLambdaContext, load_handler_module, moto_server
+from tests.support.operations import RecordWriter, create_documents_table, create_state_machine
+
+pytestmark = pytest.mark.integration
+SAMPLE = REPO / "samples" / "lighthouses.pdf"
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[dict[str, Any]]:
+    with moto_server():
+        suffix = uuid.uuid4().hex[:8]
+        bucket, table = f"docs-{suffix}", f"documents-{suffix}"
+        s3 = boto3.client("s3")
+        s3.create_bucket(Bucket=bucket)
+        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+        create_documents_table(table)
+        state_machine_arn = create_state_machine()
+        api = load_handler_module(
+            "api",
+            {
+                "DOCUMENTS_TABLE": table,
+                "BUCKET_NAME": bucket,
+                "MAX_UPLOAD_BYTES": "1048576",
+                "UPLOAD_URL_EXPIRY_SECONDS": "900",
+                "OPENSEARCH_ENDPOINT": "http://127.0.0.1:9",  # no route here searches or deletes
+                "OPENSEARCH_INDEX": "unused",
+                "EMBEDDING_DIMENSION": "8",
+                "EMBEDDING_PROVIDER": "local",
+                "EMBEDDING_MODEL_ID": "sentence-transformers/all-MiniLM-L6-v2",
+                "STATE_MACHINE_ARN": state_machine_arn,
+                "POWERTOOLS_SERVICE_NAME": "rag-ingest-api",
+            },
+        )
+        yield {"s3": s3, "bucket": bucket, "records": RecordWriter(table), "api": api, "sm": state_machine_arn}
+
+
+def call(
+    world: dict[str, Any], method: str, path: str, *, tenant: str = "acme", body: Any = None, query: str = ""
+) -> tuple[int, Any]:
+    params = dict(part.split("=", 1) for part in query.split("&") if part)
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "routeKey": f"{method} {path}",
+        "rawPath": path,
+        "rawQueryString": query,
+        "headers": {"content-type": "application/json"},
+        "requestContext": {
+            "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "192.0.2.1", "userAgent": "t"},
+            "authorizer": {"jwt": {"claims": {"sub": "u", "custom:tenant_id": tenant}, "scopes": None}},
+            "requestId": "r",
+            "routeKey": f"{method} {path}",
+            "stage": "$default",
+        },
+        "isBase64Encoded": False,
+    }
+    if params:
+        event["queryStringParameters"] = params
+    if body is not None:
+        event["body"] = json.dumps(body)
+    response = world["api"].handler(event, FakeLambdaContext())
+    return response["statusCode"], json.loads(response["body"])
+
+
+def put(world: dict[str, Any], status: DocumentStatus, *, tenant: str = "acme", minute: int = 0, **fields: Any) -> str:
+    document_id = new_document_id()
+    world["records"].put(
+        document_id,
+        status.value,
+        tenant_id=tenant,
+        bucket=world["bucket"],
+        key=f"raw/{tenant}/{document_id}/a.pdf",
+        created_at=f"2026-12-01T05:{minute:02d}:00.000+00:00",
+        **fields,
+    )
+    return document_id
+
+
+def walk(world: dict[str, Any], tenant: str, limit: int) -> tuple[list[str], int]:
+    """Every page of GET /documents; returns the ids in order and the number of pages."""
+    seen: list[str] = []
+    cursor, pages = None, 0
+    while True:
+        query = f"limit={limit}" + (f"&cursor={cursor}" if cursor else "")
+        status, body = call(world, "GET", "/documents", tenant=tenant, query=query)
+        assert status == 200, body
+        assert len(body["items"]) <= limit
+        seen.extend(item["document_id"] for item in body["items"])
+        pages += 1
+        cursor = body["next_cursor"]
+        if cursor is None:
+            return seen, pages
+        assert pages < 50, "pagination does not end"
+
+
+def test_list_is_newest_first_paginated_per_tenant_and_hides_deleted(world: dict[str, Any]) -> None:
+    tenant = f"list-{uuid.uuid4().hex[:6]}"
+    kept = [put(world, DocumentStatus.READY, tenant=tenant, minute=m) for m in range(7)]
+    deleted = [put(world, DocumentStatus.DELETED, tenant=tenant, minute=m) for m in range(7, 19)]
+    newest = put(world, DocumentStatus.FAILED, tenant=tenant, minute=30)
+    others = [put(world, DocumentStatus.READY, tenant=f"{tenant}-x", minute=m) for m in range(3)]
+
+    expected = [newest, *reversed(kept)]
+    for limit in (1, 2, 3, 100):
+        seen, _ = walk(world, tenant, limit)
+        assert seen == expected, f"limit {limit}"
+    assert not set(deleted + others) & set(walk(world, tenant, 2)[0])
+
+    status, body = call(world, "GET", "/documents", tenant=tenant, query="limit=1")
+    assert status == 200 and body["items"][0]["document_id"] == newest
+    assert body["items"][0]["status"] == "FAILED" and "tenant_id" not in body["items"][0]
+
+
+def test_a_cursor_cannot_be_replayed_by_another_tenant(world: dict[str, Any]) -> None:
+    tenant = f"cur-{uuid.uuid4().hex[:6]}"
+    for minute in range(3):
+        put(world, DocumentStatus.READY, tenant=tenant, minute=minute)
+    _, body = call(world, "GET", "/documents", tenant=tenant, query="limit=1")
+    status, refused = call(world, "GET", "/documents", tenant="intruder", query=f"cursor={body['next_cursor']}")
+    assert status == 400 and refused["error"]["code"] == "INVALID_CURSOR"
+
+
+def test_a_new_upload_is_listed_at_once(world: dict[str, Any]) -> None:
+    tenant = f"new-{uuid.uuid4().hex[:6]}"
+    status, ticket = call(world, "POST", "/documents", tenant=tenant, body={"filename": "Q3 ümlaut report.pdf"})
+    assert status == 201, ticket
+    _, body = call(world, "GET", "/documents", tenant=tenant)
+    assert [(d["document_id"], d["status"]) for d in body["items"]] == [(ticket["document_id"], "AWAITING_UPLOAD")]
+    assert body["next_cursor"] is None
+
+
+def test_retry_replays_a_failed_document_once(world: dict[str, Any]) -> None:
+    document_id = put(world, DocumentStatus.FAILED, version="v1", error_code="TRANSIENT_RETRIES_EXHAUSTED")
+    status, body = call(world, "POST", f"/documents/{document_id}/retry", tenant="globex")
+    assert status == 404 and body["error"]["code"] == "NOT_FOUND"
+
+    status, body = call(world, "POST", f"/documents/{document_id}/retry")
+    assert status == 202, body
+    assert body["document_id"] == document_id and body["status"] == "QUEUED" and body["error_code"] is None
+    name = execution_name(document_id, "v1", replay=1)
+    execution = boto3.client("stepfunctions").describe_execution(
+        executionArn=world["sm"].replace(":stateMachine:", ":execution:") + f":{name}"
+    )
+    started_with = json.loads(execution["input"])
+    assert (started_with["document_id"], started_with["version"], started_with["tenant_id"]) == (
+        document_id,
+        "v1",
+        "acme",
+    )
+
+    status, body = call(world, "POST", f"/documents/{document_id}/retry")
+    assert status == 409 and body["error"]["code"] == "NOT_RETRYABLE"
+
+
+@pytest.mark.parametrize("status", [DocumentStatus.READY, DocumentStatus.PROCESSING, DocumentStatus.AWAITING_UPLOAD])
+def test_retry_of_anything_but_failed_is_409(world: dict[str, Any], status: DocumentStatus) -> None:
+    document_id = put(world, status)
+    code, body = call(world, "POST", f"/documents/{document_id}/retry")
+    assert code == 409 and body["error"]["code"] == "NOT_RETRYABLE"
+    assert world["records"].get(document_id)["status"] == status.value
+
+
+def test_download_opens_the_current_version_inline(world: dict[str, Any]) -> None:
+    document_id = new_document_id()
+    key = f"raw/acme/{document_id}/lighthouses.pdf"
+    first = world["s3"].put_object(Bucket=world["bucket"], Key=key, Body=SAMPLE.read_bytes())["VersionId"]
+    world["s3"].put_object(Bucket=world["bucket"], Key=key, Body=b"%PDF-1.7 a newer version")
+    world["records"].put(
+        document_id, "READY", bucket=world["bucket"], key=key, version=first, filename="lighthouses.pdf"
+    )
+
+    status, link = call(world, "GET", f"/documents/{document_id}/download")
+    assert status == 200, link
+    assert link["expires_in"] == 300
+    response = requests.get(link["url"], timeout=10)
+    assert response.status_code == 200
+    assert response.content == SAMPLE.read_bytes()  # the version the record names, not the newest
+    assert response.headers["Content-Type"] == "application/pdf"
+    assert response.headers["Content-Disposition"].startswith('inline; filename="lighthouses.pdf"')
+
+    assert call(world, "GET", f"/documents/{document_id}/download", tenant="globex")[0] == 404
+
+
+@pytest.mark.parametrize("status", [DocumentStatus.AWAITING_UPLOAD, DocumentStatus.DELETING, DocumentStatus.DELETED])
+def test_no_download_before_upload_or_after_delete(world: dict[str, Any], status: DocumentStatus) -> None:
+    fields: dict[str, Any] = {"version": None} if status is DocumentStatus.AWAITING_UPLOAD else {}
+    document_id = put(world, status, **fields)
+    code, body = call(world, "GET", f"/documents/{document_id}/download")
+    assert code == 404 and body["error"]["code"] == "NOT_FOUND"
