@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import requests
 from rag_ingest.search import SearchMode
 
 from eval.retrieval import RESULTS_PER_QUESTION, Passage, Question
@@ -59,7 +58,7 @@ def evaluate_through_local_stack(
         outputs = process.start(timeout=300)
         store = vector_store_for(process.env.get("OPENSEARCH_URL") or "http://127.0.0.1:9200", index_name, 384)
         try:
-            client = LocalStackClient(api_url=outputs["ApiUrl"].rstrip("/"), tenant_id=f"eval-{uuid.uuid4().hex[:8]}")
+            client = LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=f"eval-{uuid.uuid4().hex[:8]}")
             names = {client.upload(pdf): pdf.name for pdf in pdfs}
             print(f"uploaded {len(names)} documents; waiting for READY ...", flush=True)
             states = client.wait_until_done(list(names), timeout_seconds=timeout)
@@ -77,12 +76,7 @@ def evaluate_through_local_stack(
 
 
 def search(client: LocalStackClient, query: str, mode: SearchMode) -> list[Passage]:
-    response = requests.post(
-        f"{client.api_url}/search",
-        headers={"X-Tenant-Id": client.tenant_id, "Content-Type": "application/json"},
-        data=json.dumps({"query": query, "k": RESULTS_PER_QUESTION, "mode": mode.value}),
-        timeout=60,
-    )
+    response = client.search(query, k=RESULTS_PER_QUESTION, mode=mode.value)
     if response.status_code != 200:
         raise RuntimeError(f"POST /search answered {response.status_code}: {response.text[:500]}")
     return [

@@ -1,11 +1,17 @@
-"""A client of the running local stack, as a browser or a user's script would use it."""
+"""A client of the running local stack, as a browser or a user's script would use it.
+
+It signs in with the local identity provider (``POST /_local/oidc/token``, dev only: a user
+name and a tenant, no password), caches the ID token until shortly before it expires, and sends
+it as ``Authorization: Bearer`` on every API request, as the page does with a Cognito token.
+"""
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,31 +19,90 @@ import requests
 
 OUTPUTS = Path(".local/runtime/outputs.json")
 TERMINAL = frozenset({"READY", "FAILED", "DELETED"})
+TOKEN_PATH = "/_local/oidc/token"
+# A cached token is renewed this long before it expires (a request must not carry a token that
+# expires on the way).
+TOKEN_RENEWAL_MARGIN_SECONDS = 60.0
+
+
+class SignInError(RuntimeError):
+    """The local identity provider refused to issue a token (a bad tenant or user name)."""
 
 
 @dataclass
 class LocalStackClient:
     api_url: str
     tenant_id: str = "demo"
+    username: str | None = None
     timeout: float = 30.0
+    _token: str | None = field(default=None, init=False, repr=False)
+    _token_renew_at: float = field(default=0.0, init=False, repr=False)
+    _token_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.api_url = self.api_url.rstrip("/")
+        if self.username is None:
+            self.username = f"{self.tenant_id}-user"
 
     @classmethod
-    def from_outputs(cls, tenant_id: str = "demo", outputs: Path = OUTPUTS) -> LocalStackClient:
+    def from_outputs(
+        cls, tenant_id: str = "demo", outputs: Path = OUTPUTS, username: str | None = None
+    ) -> LocalStackClient:
         if not outputs.exists():
             raise SystemExit(f"{outputs} not found: start the local stack first (make stack-up)")
-        return cls(api_url=json.loads(outputs.read_text())["ApiUrl"].rstrip("/"), tenant_id=tenant_id)
+        return cls(api_url=json.loads(outputs.read_text())["ApiUrl"], tenant_id=tenant_id, username=username)
+
+    # -- sign-in ------------------------------------------------------------------------------
+
+    def token(self) -> str:
+        """A valid ID token of ``username`` in ``tenant_id`` (cached; renewed before it expires)."""
+        with self._token_lock:
+            if self._token is None or time.monotonic() >= self._token_renew_at:
+                self._token, lifetime = self.sign_in()
+                self._token_renew_at = time.monotonic() + max(0.0, lifetime - TOKEN_RENEWAL_MARGIN_SECONDS)
+            return self._token
+
+    def sign_in(self, expires_in: int | None = None) -> tuple[str, float]:
+        """A new ID token from the local identity provider, and its lifetime in seconds."""
+        request: dict[str, Any] = {"username": self.username, "tenant_id": self.tenant_id}
+        if expires_in is not None:
+            request["expires_in"] = expires_in
+        response = requests.post(f"{self.api_url}{TOKEN_PATH}", json=request, timeout=self.timeout)
+        if response.status_code != 200:
+            raise SignInError(f"sign-in as {self.username} in {self.tenant_id!r} failed: {response.text[:300]}")
+        body = response.json()
+        return str(body["id_token"]), float(body["expires_in"])
 
     def _headers(self) -> dict[str, str]:
-        # Local stand-in for the Cognito JWT claim custom:tenant_id (see docs/local-stack.md).
-        return {"X-Tenant-Id": self.tenant_id, "Content-Type": "application/json"}
+        # The one place request auth is built: the ID token, as the page sends Cognito's.
+        return {"Authorization": f"Bearer {self.token()}", "Content-Type": "application/json"}
+
+    # -- the API ------------------------------------------------------------------------------
+
+    def request(self, method: str, path: str, body: Any = None, *, timeout: float | None = None) -> requests.Response:
+        """An authenticated API request; ``body`` is sent as JSON (a ``str`` or ``bytes`` as is)."""
+        data = body if isinstance(body, str | bytes) or body is None else json.dumps(body)
+        return requests.request(
+            method, f"{self.api_url}{path}", headers=self._headers(), data=data, timeout=timeout or self.timeout
+        )
+
+    def live_url(self) -> str:
+        """The live-status stream's URL for this user (Server-Sent Events; the token in the query)."""
+        return f"{self.api_url}/_local/live?token={self.token()}"
 
     def create_upload(self, filename: str, content_type: str = "application/pdf") -> requests.Response:
-        return requests.post(
-            f"{self.api_url}/documents",
-            headers=self._headers(),
-            data=json.dumps({"filename": filename, "content_type": content_type}),
-            timeout=self.timeout,
-        )
+        return self.request("POST", "/documents", {"filename": filename, "content_type": content_type})
+
+    def search(self, query: str, *, k: int | None = None, mode: str | None = None) -> requests.Response:
+        body: dict[str, Any] = {"query": query}
+        if k is not None:
+            body["k"] = k
+        if mode is not None:
+            body["mode"] = mode
+        return self.request("POST", "/search", body)
+
+    def delete(self, document_id: str) -> requests.Response:
+        return self.request("DELETE", f"/documents/{document_id}", timeout=60)
 
     def upload(self, path: Path, content_type: str = "application/pdf") -> str:
         """The browser flow: ask for a presigned POST, then send the file straight to S3."""
@@ -56,7 +121,7 @@ class LocalStackClient:
         return str(body["document_id"])
 
     def document(self, document_id: str) -> dict[str, Any]:
-        response = requests.get(f"{self.api_url}/documents/{document_id}", headers=self._headers(), timeout=30)
+        response = self.request("GET", f"/documents/{document_id}")
         response.raise_for_status()
         return dict(response.json())
 

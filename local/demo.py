@@ -1,16 +1,15 @@
-"""make demo: upload the sample PDFs through the presigned-POST flow, follow them, then search."""
+"""make demo: sign in, upload the sample PDFs through the presigned-POST flow, follow them, then search.
+
+Everything goes through the local API as a browser would: an ID token from the local identity
+provider, ``POST /documents`` and the presigned POST, ``GET /documents/{id}``, ``POST /search``.
+"""
 
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 from typing import Any
-
-from rag_ingest.embeddings.base import create_embedder
-from rag_ingest.search import search_passages
-from rag_ingest.wiring import vector_store_for
 
 from local.client import LocalStackClient
 
@@ -33,14 +32,17 @@ def _describe(document_id: str, state: dict[str, Any], names: dict[str, str]) ->
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tenant", default="demo")
+    parser.add_argument("--user", default=None, help="user name to sign in as (default: <tenant>-user)")
     parser.add_argument("--query", action="append", help="question to search (repeatable)")
     parser.add_argument("--timeout", type=float, default=900)
     args = parser.parse_args()
 
-    client = LocalStackClient.from_outputs(tenant_id=args.tenant)
+    client = LocalStackClient.from_outputs(tenant_id=args.tenant, username=args.user)
     pdfs = sorted(SAMPLES.glob("*.pdf"))
     if not pdfs:
         raise SystemExit("no sample PDFs in samples/")
+    client.token()
+    print(f"Signed in as {client.username} (tenant '{args.tenant}') with the local identity provider (dev only)")
     print(f"Uploading {len(pdfs)} PDFs as tenant '{args.tenant}' through presigned POSTs to {client.api_url}")
     started = time.monotonic()
     names: dict[str, str] = {}
@@ -59,18 +61,17 @@ def main() -> None:
     chunks = sum(int(states[d].get("chunk_count") or 0) for d in ready)
     print(f"{len(ready)}/{len(names)} READY: {pages} pages, {chunks} chunks in {elapsed:.1f}s")
 
-    store = vector_store_for(
-        os.environ.get("OPENSEARCH_URL", "http://127.0.0.1:9200"), os.environ.get("OPENSEARCH_INDEX", "rag-chunks"), 384
-    )
-    embedder = create_embedder("local", "sentence-transformers/all-MiniLM-L6-v2", 384)
     for query in args.query or DEFAULT_QUERIES:
         print(f"\nQ: {query}")
-        for rank, hit in enumerate(search_passages(store, embedder, tenant_id=args.tenant, query=query, k=3), 1):
-            pages_label = f"p.{hit.page_start}" + (f"-{hit.page_end}" if hit.page_end != hit.page_start else "")
-            excerpt = " ".join(hit.text.split())[:220]
-            print(
-                f"  {rank}. [{names.get(hit.document_id, hit.document_id)} {pages_label}] ({hit.score:.3f}) {excerpt}"
+        response = client.search(query, k=3)
+        response.raise_for_status()
+        for rank, hit in enumerate(response.json()["passages"], 1):
+            pages_label = f"p.{hit['page_start']}" + (
+                f"-{hit['page_end']}" if hit["page_end"] != hit["page_start"] else ""
             )
+            excerpt = " ".join(hit["text"].split())[:220]
+            name = names.get(hit["document_id"], hit.get("filename") or hit["document_id"])
+            print(f"  {rank}. [{name} {pages_label}] ({hit['score']:.3f}) {excerpt}")
     if len(ready) != len(names):
         raise SystemExit("some documents did not become READY")
 

@@ -11,19 +11,37 @@ from typing import Any
 
 import boto3
 import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
 from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.embeddings.base import Embedder, create_embedder
 from rag_ingest.wiring import vector_store_for
 
 from local.client import LocalStackClient
 from local.runtime.harness import LocalStackProcess
+from tests.support.tokens import TokenForge, new_key, write_key
+
+# The live-status stream's keep-alive comment interval in the session's stack (15 s by default).
+LIVE_KEEPALIVE_SECONDS = 1
 
 
 @pytest.fixture(scope="session")
-def stack_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStackProcess]:
+def signing_key() -> rsa.RSAPrivateKey:
+    """The session stack's identity-provider key: tests sign tokens it would never issue."""
+    return new_key()
+
+
+@pytest.fixture(scope="session")
+def stack_process(
+    tmp_path_factory: pytest.TempPathFactory, signing_key: rsa.RSAPrivateKey
+) -> Iterator[LocalStackProcess]:
     """The local stack from the synthesized template (make test synthesizes first), on free ports,
     so a stack left running by `make demo` is not disturbed."""
-    process = LocalStackProcess(tmp_path_factory.mktemp("local-stack"))
+    state_dir = tmp_path_factory.mktemp("local-stack")
+    key_file = write_key(signing_key, tmp_path_factory.mktemp("oidc") / "signing-key.pem")
+    process = LocalStackProcess(
+        state_dir,
+        env={"LOCAL_OIDC_SIGNING_KEY": str(key_file), "LOCAL_LIVE_KEEPALIVE_SECONDS": str(LIVE_KEEPALIVE_SECONDS)},
+    )
     try:
         process.start(timeout=300)
         yield process
@@ -38,8 +56,14 @@ def local_stack(stack_process: LocalStackProcess) -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def client(local_stack: dict[str, Any]) -> LocalStackClient:
-    # A tenant of its own per run: OpenSearch keeps data between runs, moto does not.
-    return LocalStackClient(api_url=local_stack["ApiUrl"].rstrip("/"), tenant_id=f"e2e-{uuid.uuid4().hex[:8]}")
+    # A tenant of its own per run: OpenSearch keeps data between runs, moto does not. The client
+    # signs in with the stack's identity provider and sends the ID token.
+    return LocalStackClient(api_url=local_stack["ApiUrl"], tenant_id=f"e2e-{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture(scope="session")
+def token_forge(local_stack: dict[str, Any], signing_key: rsa.RSAPrivateKey) -> TokenForge:
+    return TokenForge(api_url=local_stack["ApiUrl"].rstrip("/"), key=signing_key)
 
 
 @pytest.fixture(scope="session")

@@ -86,6 +86,11 @@ class RuntimeSettings:
     poller_interval_seconds: float
     ready_timeout_seconds: float
     passthrough_env: tuple[str, ...] = field(default_factory=tuple)
+    # The local identity provider's RSA key (PEM); None: generated at start. Tests set it to sign
+    # tokens the provider would not issue (wrong issuer or audience).
+    oidc_signing_key_file: Path | None = None
+    # Seconds between keep-alive comments on the live-status stream.
+    live_keepalive_seconds: float = 15.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RuntimeSettings:
@@ -124,6 +129,8 @@ class RuntimeSettings:
             poller_interval_seconds=max(0.02, _float_env(env, "LOCAL_POLLER_INTERVAL", 0.2)),
             ready_timeout_seconds=_float_env(env, "LOCAL_READY_TIMEOUT", 180.0),
             passthrough_env=passthrough,
+            oidc_signing_key_file=Path(env["LOCAL_OIDC_SIGNING_KEY"]) if env.get("LOCAL_OIDC_SIGNING_KEY") else None,
+            live_keepalive_seconds=max(0.1, _float_env(env, "LOCAL_LIVE_KEEPALIVE_SECONDS", 15.0)),
         )
 
     @property

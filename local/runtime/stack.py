@@ -11,19 +11,35 @@ import threading
 import time
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from moto.server import ThreadedMotoServer
 
 from local.runtime.alarms import HANDLED_TYPES, AlarmEvaluator
-from local.runtime.api_gateway import ApiGatewayAdapter
+from local.runtime.api_gateway import LIVE_PATH, ApiGatewayAdapter
 from local.runtime.aws import moto_client
+from local.runtime.http_api import HttpApiDefinition
+from local.runtime.identity import OIDC_PATH, LocalIdentityProvider
 from local.runtime.lambda_runner import LambdaRunner, install_moto_seam
+from local.runtime.live_status import LiveStatusHub, LiveStatusUnavailable
 from local.runtime.moto_server import PortInUseError, configure_moto, ensure_port_free, start_moto_server
-from local.runtime.provision import ProvisionedStack, Provisioner, ProvisioningError
+from local.runtime.provision import ProvisionedStack, Provisioner, ProvisioningError, api_function_name
 from local.runtime.settings import RuntimeSettings
 from local.runtime.sqs_poller import SqsPoller
 from local.runtime.template import CloudFormationTemplate, TemplateError
 
 LOG = logging.getLogger("local.runtime")
+# The audience when the template has no JWT authorizer (a template without an HTTP API).
+FALLBACK_AUDIENCE = "local-app-client"
+
+
+def _signing_key(settings: RuntimeSettings) -> rsa.RSAPrivateKey | None:
+    if settings.oidc_signing_key_file is None:
+        return None  # generated at start
+    key = load_pem_private_key(settings.oidc_signing_key_file.read_bytes(), password=None)
+    if not isinstance(key, rsa.RSAPrivateKey):
+        raise ValueError(f"{settings.oidc_signing_key_file} is not an RSA private key")
+    return key
 
 
 class LocalStack:
@@ -41,6 +57,9 @@ class LocalStack:
         self._outputs: dict[str, Any] = {}
         self._lambda_client: Any = None
         self._lambda_client_lock = threading.Lock()
+        self.identity = LocalIdentityProvider(f"{settings.api_url}{OIDC_PATH}", private_key=_signing_key(settings))
+        self.live: LiveStatusHub | None = None
+        self._page_config: dict[str, Any] | None = None
         self.api = ApiGatewayAdapter(
             host=settings.host,
             port=settings.api_port,
@@ -50,6 +69,9 @@ class LocalStack:
             health=self.health,
             status=self.status,
             outputs=lambda: dict(self._outputs),
+            identity=self.identity,
+            page_config=lambda: self._page_config,
+            live_keepalive_seconds=settings.live_keepalive_seconds,
         )
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -81,7 +103,14 @@ class LocalStack:
         self.alarms = self._start_alarms(template, provisioner, provisioned)
         self._log_provisioned(provisioned)
         self.runner.register(provisioned.functions)
-        self.api.set_routes(provisioned.api_routes)
+        http_api = HttpApiDefinition.from_template(template, provisioner.resolver)
+        self.api.set_routes(provisioned.api_routes, http_api)
+        # The JWT authorizer's audience as the template resolves it locally (see docs/local-stack.md).
+        audience = next(iter(http_api.audiences), FALLBACK_AUDIENCE)
+        self.identity.set_audience(audience)
+        LOG.info("identity provider %s: ID tokens for audience %s", self.identity.issuer, audience)
+        self._start_live_status(provisioned)
+        self._page_config = self._build_page_config(provisioned)
         self._outputs = self._stack_outputs(provisioned)
         settings.outputs_path.write_text(json.dumps(self._outputs, indent=2, sort_keys=True) + "\n")
         LOG.info("outputs written to %s", settings.outputs_path)
@@ -109,6 +138,8 @@ class LocalStack:
             poller.stop(timeout=10)
         if self.alarms is not None:
             self.alarms.stop()
+        if self.live is not None:
+            self.live.close()  # ends every open live stream before the server stops
         self.api.stop()
         if self.runner is not None:
             self.runner.shutdown()
@@ -191,11 +222,43 @@ class LocalStack:
         body = response["Payload"].read().decode("utf-8", errors="replace")
         return int(response["StatusCode"]), body, bool(response.get("FunctionError"))
 
+    def _start_live_status(self, provisioned: ProvisionedStack) -> None:
+        table = provisioned.outputs.get("DocumentsTableName")
+        if not table:
+            LOG.warning("live status: no DocumentsTableName output; %s is off", LIVE_PATH)
+            return
+        hub = LiveStatusHub(
+            dynamodb=moto_client(self.settings, "dynamodb"),
+            streams=moto_client(self.settings, "dynamodbstreams"),
+            table_name=str(table),
+        )
+        try:
+            hub.start()
+        except LiveStatusUnavailable as exc:
+            LOG.warning("live status: %s; %s is off", exc, LIVE_PATH)
+            return
+        self.live = self.api.live = hub
+
+    def _build_page_config(self, provisioned: ProvisionedStack) -> dict[str, Any]:
+        """``GET /config.json``: what the page needs (the local shape of the contract)."""
+        api_url = self.settings.api_url
+        api_function = provisioned.function_named(api_function_name(provisioned) or "")
+        max_upload = (api_function.environment if api_function else {}).get("MAX_UPLOAD_BYTES")
+        return {
+            "apiUrl": api_url,
+            "maxUploadBytes": int(max_upload) if max_upload else None,
+            "live": {"kind": "sse", "url": f"{api_url}{LIVE_PATH}"},
+            "auth": {"kind": "local", "tokenUrl": f"{self.identity.issuer}/token"},
+        }
+
     def _stack_outputs(self, provisioned: ProvisionedStack) -> dict[str, Any]:
         outputs: dict[str, Any] = dict(provisioned.outputs)
         outputs.update(
             {
                 "ApiUrl": self.settings.api_url,
+                "IdentityIssuer": self.identity.issuer,
+                "TokenUrl": f"{self.identity.issuer}/token",
+                "LiveUrl": f"{self.settings.api_url}{LIVE_PATH}",
                 "MotoEndpoint": self.settings.moto_endpoint,
                 "Region": self.settings.region,
                 "AccountId": self.settings.account_id,
@@ -261,6 +324,7 @@ class LocalStack:
                 for poller in self.pollers
             ],
             "routes": [route.route_key for route in (provisioned.api_routes if provisioned else [])],
+            "live": self.live.stats() if self.live else None,
             "faults": self.runner.faults.pending() if self.runner else [],
             "faults_injected": self.runner.faults.injected() if self.runner else {},
             "skipped": provisioned.skipped if provisioned else {},

@@ -67,11 +67,9 @@ def test_delete_erases_the_document_for_its_tenant_only(
     document_id = upload(tenant_client, SAMPLES / "sourdough.pdf")
     state = tenant_client.wait_until_done([document_id], timeout_seconds=300)[document_id]
     assert state["status"] == "READY" and vector_store.count(document_id=document_id) == state["chunk_count"]
-    url = f"{tenant_client.api_url}/documents/{document_id}"
-
-    intruder = requests.delete(url, headers={"X-Tenant-Id": "intruder"}, timeout=30)
+    intruder = LocalStackClient(api_url=tenant_client.api_url, tenant_id="intruder").delete(document_id)
     assert intruder.status_code == 404
-    deleted = requests.delete(url, headers={"X-Tenant-Id": tenant_client.tenant_id}, timeout=60)
+    deleted = tenant_client.delete(document_id)
     assert deleted.status_code == 200, deleted.text
     report = deleted.json()
     assert report["status"] == "DELETED" and report["chunks_deleted"] == state["chunk_count"]
@@ -83,7 +81,7 @@ def test_delete_erases_the_document_for_its_tenant_only(
         listing = s3.list_object_versions(Bucket=bucket, Prefix=prefix)
         assert listing.get("Versions", []) == [] and listing.get("DeleteMarkers", []) == [], prefix
     assert tenant_client.document(document_id)["status"] == "DELETED"
-    again = requests.delete(url, headers={"X-Tenant-Id": tenant_client.tenant_id}, timeout=30)
+    again = tenant_client.delete(document_id)
     assert (again.status_code, again.json()["chunks_deleted"]) == (200, 0)
 
 

@@ -18,12 +18,8 @@ EXPECTED = json.loads((SAMPLES / "expected.json").read_text())
 
 
 def post_search(client: LocalStackClient, body: Any, *, tenant: str | None = None) -> requests.Response:
-    return requests.post(
-        f"{client.api_url}/search",
-        headers={"X-Tenant-Id": tenant or client.tenant_id, "Content-Type": "application/json"},
-        data=body if isinstance(body, str) else json.dumps(body),
-        timeout=60,
-    )
+    caller = LocalStackClient(api_url=client.api_url, tenant_id=tenant) if tenant else client
+    return caller.request("POST", "/search", body, timeout=60)
 
 
 @pytest.fixture(scope="module")

@@ -19,13 +19,16 @@ from typing import Any
 from urllib.parse import unquote_plus
 
 import boto3
+import jwt
 import pytest
 from botocore.config import Config
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from local.runtime.harness import LocalStackProcess
 from local.runtime.lambda_runner import MOTO_VERSION, verify_moto_seam
 from local.runtime.moto_server import verify_s3_event_seam
 from local.runtime.sqs_poller import failed_message_ids, lambda_sqs_event
+from tests.support.tokens import TokenForge, bad_tokens, new_key, write_key
 
 pytestmark = pytest.mark.integration
 
@@ -236,7 +239,12 @@ def build_template(directory: Path) -> Path:
         "FlakyFunction": _function("FlakyFunction", "app.flaky"),
         "SleepyFunction": _function("SleepyFunction", "app.sleepy", timeout=2),
         "BatchFunction": _function("BatchFunction", "app.batch", env={"TABLE_NAME": {"Ref": "Table"}}),
-        "ApiApiFunctionABCD1234": _function("ApiApiFunctionABCD1234", "app.api", path="Test/Api/ApiFunction/Resource"),
+        "ApiApiFunctionABCD1234": _function(
+            "ApiApiFunctionABCD1234",
+            "app.api",
+            path="Test/Api/ApiFunction/Resource",
+            env={"MAX_UPLOAD_BYTES": "1048576"},
+        ),
         "BatchMapping": {
             "Type": "AWS::Lambda::EventSourceMapping",
             "Properties": {
@@ -259,7 +267,43 @@ def build_template(directory: Path) -> Path:
                 "RoleArn": {"Fn::GetAtt": ["StateMachineRole", "Arn"]},
             },
         },
-        "HttpApi": {"Type": "AWS::ApiGatewayV2::Api", "Properties": {"Name": "api", "ProtocolType": "HTTP"}},
+        "HttpApi": {
+            "Type": "AWS::ApiGatewayV2::Api",
+            "Properties": {
+                "Name": "api",
+                "ProtocolType": "HTTP",
+                "CorsConfiguration": {
+                    "AllowOrigins": ["https://app.example.com"],
+                    "AllowMethods": ["GET", "POST", "OPTIONS"],
+                    "AllowHeaders": ["authorization", "content-type"],
+                    "MaxAge": 600,
+                },
+            },
+        },
+        # As CDK's HttpUserPoolAuthorizer synthesizes it: the audience is the app client's Ref.
+        "UserPool": {"Type": "AWS::Cognito::UserPool", "Properties": {}},
+        "UserPoolWebClient": {
+            "Type": "AWS::Cognito::UserPoolClient",
+            "Properties": {"UserPoolId": {"Ref": "UserPool"}},
+        },
+        "HttpApiAuthorizer": {
+            "Type": "AWS::ApiGatewayV2::Authorizer",
+            "Properties": {
+                "ApiId": {"Ref": "HttpApi"},
+                "AuthorizerType": "JWT",
+                "IdentitySource": ["$request.header.Authorization"],
+                "JwtConfiguration": {
+                    "Audience": [{"Ref": "UserPoolWebClient"}],
+                    "Issuer": {
+                        "Fn::Join": [
+                            "",
+                            ["https://cognito-idp.", {"Ref": "AWS::Region"}, ".amazonaws.com/", {"Ref": "UserPool"}],
+                        ]
+                    },
+                },
+                "Name": "auth",
+            },
+        },
         "HttpApiIntegration": {
             "Type": "AWS::ApiGatewayV2::Integration",
             "Properties": {
@@ -275,6 +319,7 @@ def build_template(directory: Path) -> Path:
                 "ApiId": {"Ref": "HttpApi"},
                 "RouteKey": "GET /items/{itemId}",
                 "AuthorizationType": "JWT",
+                "AuthorizerId": {"Ref": "HttpApiAuthorizer"},
                 "Target": {"Fn::Join": ["", ["integrations/", {"Ref": "HttpApiIntegration"}]]},
             },
         },
@@ -284,6 +329,7 @@ def build_template(directory: Path) -> Path:
                 "ApiId": {"Ref": "HttpApi"},
                 "RouteKey": "POST /items",
                 "AuthorizationType": "JWT",
+                "AuthorizerId": {"Ref": "HttpApiAuthorizer"},
                 "Target": {"Fn::Join": ["", ["integrations/", {"Ref": "HttpApiIntegration"}]]},
             },
         },
@@ -336,7 +382,12 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def stack(workspace: Path) -> Iterator[LocalStackProcess]:
+def signing_key() -> rsa.RSAPrivateKey:
+    return new_key()
+
+
+@pytest.fixture(scope="module")
+def stack(workspace: Path, signing_key: rsa.RSAPrivateKey) -> Iterator[LocalStackProcess]:
     directory = workspace
     template = build_template(directory / "cdk.out")
     process = LocalStackProcess(
@@ -346,6 +397,7 @@ def stack(workspace: Path) -> Iterator[LocalStackProcess]:
             "LOCAL_STACK_NAME": "Test",
             "LOCAL_RETRY_SCALE": "0.1",
             "OPENSEARCH_URL": "http://127.0.0.1:9299",
+            "LOCAL_OIDC_SIGNING_KEY": str(write_key(signing_key, directory / "signing-key.pem")),
         },
     )
     process.start()
@@ -669,11 +721,22 @@ def _http(
         return error.code, dict(error.headers), error.read()
 
 
+def _token(stack: LocalStackProcess, tenant: str = "acme", username: str = "ann") -> str:
+    _, _, body = _http(
+        "POST",
+        f"{stack.api_url}/_local/oidc/token",
+        json.dumps({"username": username, "tenant_id": tenant}).encode(),
+        {"Content-Type": "application/json"},
+    )
+    return str(json.loads(body)["id_token"])
+
+
 def test_api_adapter_turns_requests_into_http_api_v2_events(stack: LocalStackProcess) -> None:
-    status, headers, body = _http("GET", f"{stack.api_url}/items/a%20b?x=1&x=2&y=", headers={"X-Tenant-Id": "acme"})
+    token = _token(stack)
+    bearer = {"Authorization": f"Bearer {token}"}
+    status, headers, body = _http("GET", f"{stack.api_url}/items/a%20b?x=1&x=2&y=", headers=bearer)
     assert status == 201, body
     assert headers["x-handler"] == "api"
-    assert headers["Access-Control-Allow-Origin"] == "*"
     event = json.loads(body)
     assert event["version"] == "2.0"
     assert event["routeKey"] == "GET /items/{itemId}"
@@ -683,24 +746,127 @@ def test_api_adapter_turns_requests_into_http_api_v2_events(stack: LocalStackPro
     assert event["pathParameters"] == {"itemId": "a b"}
     assert event["requestContext"]["http"]["method"] == "GET"
     assert event["requestContext"]["http"]["path"] == "/items/a%20b"
-    assert event["requestContext"]["authorizer"]["jwt"]["claims"]["custom:tenant_id"] == "acme"
-    assert event["headers"]["x-tenant-id"] == "acme"
+    assert event["headers"]["authorization"] == f"Bearer {token}"
     assert event["isBase64Encoded"] is False and "body" not in event
 
-    status, _, body = _http("POST", f"{stack.api_url}/items", b'{"a": 1}', {"Content-Type": "application/json"})
+    # The authorizer's claims, as API Gateway passes them: every claim of the token, as strings.
+    authorizer = event["requestContext"]["authorizer"]["jwt"]
+    claims = jwt.decode(token, options={"verify_signature": False})
+    assert authorizer["claims"] == {name: ("true" if value is True else str(value)) for name, value in claims.items()}
+    assert authorizer["claims"]["custom:tenant_id"] == "acme"
+    assert authorizer["claims"]["aud"] == "UserPoolWebClient"  # the template's audience, resolved locally
+    assert authorizer["claims"]["iss"] == f"{stack.api_url}/_local/oidc"
+    assert authorizer["scopes"] is None
+
+    status, _, body = _http(
+        "POST", f"{stack.api_url}/items", b'{"a": 1}', {"Content-Type": "application/json", **bearer}
+    )
     event = json.loads(body)
     assert (status, event["routeKey"], event["body"]) == (201, "POST /items", '{"a": 1}')
-    assert event["requestContext"]["authorizer"]["jwt"]["claims"]["custom:tenant_id"] == "demo"
 
-    status, _, body = _http("POST", f"{stack.api_url}/items", b"\x00\x01", {"Content-Type": "application/pdf"})
+    status, _, body = _http(
+        "POST", f"{stack.api_url}/items", b"\x00\x01", {"Content-Type": "application/pdf", **bearer}
+    )
     event = json.loads(body)
     assert event["isBase64Encoded"] is True and base64.b64decode(event["body"]) == b"\x00\x01"
 
+    # A NONE route: no token needed, no authorizer context.
     status, _, body = _http("GET", f"{stack.api_url}/health")
     assert status == 201 and "authorizer" not in json.loads(body)["requestContext"]
     assert _http("GET", f"{stack.api_url}/nothing/here")[0] == 404
-    assert _http("DELETE", f"{stack.api_url}/items/1")[0] == 404
+    assert _http("DELETE", f"{stack.api_url}/items/1", headers=bearer)[0] == 404
     assert _http("OPTIONS", f"{stack.api_url}/items")[0] == 204
+
+
+def test_jwt_routes_refuse_what_the_jwt_authorizer_refuses(
+    stack: LocalStackProcess, signing_key: rsa.RSAPrivateKey
+) -> None:
+    forge = TokenForge(stack.api_url, signing_key)
+    assert _http("GET", f"{stack.api_url}/items/1", headers={"Authorization": f"Bearer {forge.token()}"})[0] == 201
+    refused = {
+        "no token": {},
+        "X-Tenant-Id": {"X-Tenant-Id": "acme"},
+        "not bearer": {"Authorization": f"Basic {forge.token()}"},
+        "empty bearer": {"Authorization": "Bearer "},
+        **{kind: {"Authorization": f"Bearer {token}"} for kind, token in bad_tokens(forge).items()},
+    }
+    for kind, headers in refused.items():
+        for method, path in (("GET", "/items/1"), ("POST", "/items")):
+            status, response_headers, body = _http(method, f"{stack.api_url}{path}", b"{}", headers)
+            assert (status, json.loads(body)) == (401, {"message": "Unauthorized"}), (kind, method)
+            assert response_headers["WWW-Authenticate"].startswith("Bearer"), kind
+    assert "(Signature has expired)" in stack.log_tail(400)  # the reason is logged, never answered
+
+
+def test_identity_provider_endpoints(stack: LocalStackProcess) -> None:
+    issuer = f"{stack.api_url}/_local/oidc"
+    _, _, body = _http("GET", f"{issuer}/.well-known/openid-configuration")
+    configuration = json.loads(body)
+    assert configuration["issuer"] == issuer and configuration["jwks_uri"] == f"{issuer}/jwks.json"
+    _, _, body = _http("GET", configuration["jwks_uri"])
+    [key] = json.loads(body)["keys"]
+    token = _token(stack, "tenant_1-x", "bob@example.com")
+    claims = jwt.decode(token, jwt.PyJWK(key).key, algorithms=["RS256"], audience="UserPoolWebClient", issuer=issuer)
+    assert claims["email"] == "bob@example.com" and claims["cognito:username"] == "bob@example.com"
+    assert (
+        claims["sub"]
+        == jwt.decode(_token(stack, "tenant_1-x", "bob@example.com"), options={"verify_signature": False})["sub"]
+    )
+    status, _, body = _http("POST", f"{issuer}/token", json.dumps({"username": "ann", "tenant_id": "../x"}).encode())
+    assert status == 400 and json.loads(body)["error"]["code"] == "INVALID_TENANT"
+    assert _http("GET", f"{issuer}/token")[0] == 405
+
+
+def test_cors_answers_with_the_templates_configuration(stack: LocalStackProcess) -> None:
+    def preflight(origin: str, method: str = "POST", headers: str = "authorization") -> tuple[int, dict[str, str]]:
+        status, response_headers, _ = _http(
+            "OPTIONS",
+            f"{stack.api_url}/items",
+            headers={
+                "Origin": origin,
+                "Access-Control-Request-Method": method,
+                "Access-Control-Request-Headers": headers,
+            },
+        )
+        return status, response_headers
+
+    status, headers = preflight("https://app.example.com")
+    assert status == 204
+    assert headers["Access-Control-Allow-Origin"] == "https://app.example.com"
+    assert headers["Access-Control-Allow-Methods"] == "GET,POST,OPTIONS"
+    assert headers["Access-Control-Allow-Headers"] == "authorization,content-type"
+    assert headers["Access-Control-Max-Age"] == "600"
+    # The local page's origin (this server) is allowed too; others, other methods and headers are not.
+    assert preflight(stack.api_url)[1]["Access-Control-Allow-Origin"] == stack.api_url
+    for origin, method, asked in (
+        ("https://evil.example", "POST", "authorization"),
+        ("https://app.example.com", "DELETE", "authorization"),
+        ("https://app.example.com", "POST", "x-tenant-id"),
+    ):
+        status, headers = preflight(origin, method, asked)
+        assert status == 204 and "Access-Control-Allow-Origin" not in headers, (origin, method, asked)
+
+    bearer = {"Authorization": f"Bearer {_token(stack)}"}
+    _, headers, _ = _http("GET", f"{stack.api_url}/items/1", headers={**bearer, "Origin": "https://app.example.com"})
+    assert headers["Access-Control-Allow-Origin"] == "https://app.example.com" and headers["Vary"] == "Origin"
+    _, headers, _ = _http("GET", f"{stack.api_url}/items/1", headers={**bearer, "Origin": "https://evil.example"})
+    assert "Access-Control-Allow-Origin" not in headers
+    _, headers, _ = _http("GET", f"{stack.api_url}/items/1", headers=bearer)
+    assert "Access-Control-Allow-Origin" not in headers
+
+
+def test_page_config_and_no_live_channel_without_a_documents_stream(stack: LocalStackProcess) -> None:
+    status, headers, body = _http("GET", f"{stack.api_url}/config.json")
+    assert status == 200 and headers["Cache-Control"] == "no-store"
+    assert json.loads(body) == {
+        "apiUrl": stack.api_url,
+        "maxUploadBytes": 1048576,
+        "live": {"kind": "sse", "url": f"{stack.api_url}/_local/live"},
+        "auth": {"kind": "local", "tokenUrl": f"{stack.api_url}/_local/oidc/token"},
+    }
+    # This template has no documents table: the live channel says so (after checking the token).
+    assert _http("GET", f"{stack.api_url}/_local/live?token=x")[0] == 401
+    assert _http("GET", f"{stack.api_url}/_local/live?token={_token(stack)}")[0] == 503
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,301 @@
+"""Sign-in, token verification and live status on the real local stack (issue 8, local side).
+
+Every route of the template's HTTP API is authorized as API Gateway's JWT authorizer does it;
+the live-status stream pushes a document's transitions to its tenant and to no one else; the
+page's /config.json has the contract's local shape.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import queue
+import re
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import jwt
+import pytest
+import requests
+
+from local.client import LocalStackClient
+from local.runtime.harness import LocalStackProcess
+from local.runtime.settings import REPO_ROOT, stack_name_from_cdk_json
+from tests.support.tokens import TokenForge, bad_tokens
+
+pytestmark = pytest.mark.e2e
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+
+
+def template_routes() -> dict[str, str]:
+    """Route key -> AuthorizationType of the synthesized template's HTTP API."""
+    template = json.loads((REPO_ROOT / "cdk.out" / f"{stack_name_from_cdk_json(REPO_ROOT)}.template.json").read_text())
+    resources = template["Resources"]
+    http_apis = {
+        logical_id
+        for logical_id, resource in resources.items()
+        if resource["Type"] == "AWS::ApiGatewayV2::Api" and resource["Properties"].get("ProtocolType") == "HTTP"
+    }
+    return {
+        resource["Properties"]["RouteKey"]: str(resource["Properties"].get("AuthorizationType", "NONE"))
+        for resource in resources.values()
+        if resource["Type"] == "AWS::ApiGatewayV2::Route" and resource["Properties"]["ApiId"].get("Ref") in http_apis
+    }
+
+
+ROUTES = template_routes()
+JWT_ROUTES = sorted(key for key, kind in ROUTES.items() if kind == "JWT")
+NONE_ROUTES = sorted(key for key, kind in ROUTES.items() if kind == "NONE")
+
+
+def call(api_url: str, route_key: str, headers: dict[str, str] | None = None) -> requests.Response:
+    method, _, path = route_key.partition(" ")
+    path = re.sub(r"\{[^}]+\}", "01ARZ3NDEKTSV4RRFFQ69G5FAV", path)
+    bodies: dict[str, Any] = {
+        "POST /documents": {"filename": "a.pdf", "content_type": "application/pdf"},
+        "POST /search": {"query": "q"},
+    }
+    body = bodies.get(route_key)
+    return requests.request(method, f"{api_url}{path}", headers=headers or {}, json=body, timeout=60)
+
+
+def test_the_template_has_jwt_routes() -> None:
+    assert {"POST /documents", "GET /documents/{document_id}", "POST /search"} <= set(JWT_ROUTES)
+
+
+@pytest.mark.parametrize("route_key", JWT_ROUTES)
+def test_every_jwt_route_refuses_requests_without_a_valid_token(
+    route_key: str, local_stack: dict[str, Any], token_forge: TokenForge
+) -> None:
+    api_url = local_stack["ApiUrl"]
+    refusals = {"no token": {}, "X-Tenant-Id only": {"X-Tenant-Id": "demo"}}
+    refusals |= {kind: {"Authorization": f"Bearer {token}"} for kind, token in bad_tokens(token_forge).items()}
+    for kind, headers in refusals.items():
+        response = call(api_url, route_key, headers)
+        assert response.status_code == 401, kind
+        if not route_key.startswith("HEAD "):  # a HEAD answer has no body
+            assert response.json() == {"message": "Unauthorized"}, kind
+        assert response.headers["WWW-Authenticate"].startswith("Bearer"), kind
+
+
+@pytest.mark.parametrize("route_key", JWT_ROUTES)
+def test_a_valid_token_reaches_the_function(route_key: str, client: LocalStackClient) -> None:
+    response = call(client.api_url, route_key, client._headers())
+    # The function answered (created, listed, searched, or its own error: no such document, a
+    # method the route does not allow), not the authorizer.
+    assert response.status_code not in (401, 403), response.text
+    if route_key.startswith("HEAD "):
+        return  # no body
+    assert response.status_code < 300 or "error" in response.json(), response.text
+
+
+@pytest.mark.parametrize("route_key", NONE_ROUTES or ["(none yet)"])
+def test_routes_without_authorization_need_no_token(route_key: str, local_stack: dict[str, Any]) -> None:
+    if not NONE_ROUTES:
+        pytest.skip("the template has no NONE route yet (GET /openapi.json comes with the API work)")
+    response = call(local_stack["ApiUrl"], route_key)
+    assert response.status_code not in (401, 403), response.text
+
+
+def test_an_expired_token_from_the_provider_is_refused(client: LocalStackClient) -> None:
+    token, lifetime = client.sign_in(expires_in=1)
+    assert lifetime == 1
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    fresh = requests.post(f"{client.api_url}/search", json={"query": "q"}, headers=headers, timeout=30)
+    assert fresh.status_code == 200, fresh.text
+    time.sleep(2.1)
+    expired = requests.post(f"{client.api_url}/search", json={"query": "q"}, headers=headers, timeout=30)
+    assert (expired.status_code, expired.json()) == (401, {"message": "Unauthorized"})
+
+
+def test_a_token_with_an_invalid_tenant_is_forbidden(local_stack: dict[str, Any], token_forge: TokenForge) -> None:
+    for tenant in ("a/b", "", "x" * 65, None):
+        token = token_forge.token(**{"custom:tenant_id": tenant})
+        response = call(local_stack["ApiUrl"], "GET /documents/{document_id}", {"Authorization": f"Bearer {token}"})
+        assert response.status_code == 403, (tenant, response.text)
+        assert response.json()["error"]["code"]
+
+
+def test_the_identity_provider_publishes_its_configuration_and_keys(client: LocalStackClient) -> None:
+    issuer = f"{client.api_url}/_local/oidc"
+    configuration = requests.get(f"{issuer}/.well-known/openid-configuration", timeout=10).json()
+    assert configuration["issuer"] == issuer and configuration["jwks_uri"] == f"{issuer}/jwks.json"
+    [key] = requests.get(configuration["jwks_uri"], timeout=10).json()["keys"]
+    assert (key["kty"], key["alg"], key["use"]) == ("RSA", "RS256", "sig")
+
+    token = client.token()
+    header = jwt.get_unverified_header(token)
+    assert (header["alg"], header["kid"]) == ("RS256", key["kid"])
+    claims = jwt.decode(
+        token,
+        jwt.PyJWK(key).key,
+        algorithms=["RS256"],
+        audience=jwt.decode(token, options={"verify_signature": False})["aud"],
+        issuer=issuer,
+    )
+    assert claims["token_use"] == "id" and claims["custom:tenant_id"] == client.tenant_id
+    assert claims["cognito:username"] == client.username and claims["email"] and claims["sub"]
+    assert claims["exp"] - claims["iat"] == 3600
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ({"username": "ann", "tenant_id": "a b"}, "INVALID_TENANT"),
+        ({"username": "ann", "tenant_id": "x" * 65}, "INVALID_TENANT"),
+        ({"username": "ann"}, "INVALID_TENANT"),
+        ({"username": "", "tenant_id": "acme"}, "INVALID_USERNAME"),
+        ({"username": "ann", "tenant_id": "acme", "expires_in": 7200}, "INVALID_REQUEST"),
+        ("not json", "INVALID_REQUEST"),
+        ([], "INVALID_REQUEST"),
+    ],
+)
+def test_the_token_endpoint_refuses_bad_requests_with_400(body: Any, code: str, local_stack: dict[str, Any]) -> None:
+    data = body if isinstance(body, str) else json.dumps(body)
+    response = requests.post(f"{local_stack['ApiUrl']}/_local/oidc/token", data=data, timeout=10)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == code
+
+
+def test_config_json_has_the_local_shape(local_stack: dict[str, Any]) -> None:
+    api_url = local_stack["ApiUrl"]
+    response = requests.get(f"{api_url}/config.json", timeout=10)
+    assert response.status_code == 200 and response.headers["Content-Type"] == "application/json"
+    cdk = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]["rag-ingest"]
+    max_bytes = (cdk.get("upload") or {}).get("maxUploadBytes", 52428800)
+    assert response.json() == {
+        "apiUrl": api_url,
+        "maxUploadBytes": max_bytes,
+        "live": {"kind": "sse", "url": f"{api_url}/_local/live"},
+        "auth": {"kind": "local", "tokenUrl": f"{api_url}/_local/oidc/token"},
+    }
+
+
+def test_cors_follows_the_template_and_the_local_page_origin(client: LocalStackClient) -> None:
+    template_origin = "http://localhost:8000"  # cdk.json allowedOrigins
+    for origin in (template_origin, client.api_url):
+        preflight = requests.options(
+            f"{client.api_url}/documents",
+            headers={
+                "Origin": origin,
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "authorization,content-type",
+            },
+            timeout=10,
+        )
+        assert preflight.status_code == 204
+        assert preflight.headers["Access-Control-Allow-Origin"] == origin
+        assert "POST" in preflight.headers["Access-Control-Allow-Methods"]
+        assert "x-tenant-id" not in preflight.headers["Access-Control-Allow-Headers"].lower()
+        answer = requests.post(
+            f"{client.api_url}/search", json={"query": "q"}, headers={**client._headers(), "Origin": origin}, timeout=30
+        )
+        assert answer.headers["Access-Control-Allow-Origin"] == origin
+    no_origin = client.request("POST", "/search", {"query": "q"})
+    assert "Access-Control-Allow-Origin" not in no_origin.headers
+    evil = requests.options(
+        f"{client.api_url}/documents",
+        headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"},
+        timeout=10,
+    )
+    assert evil.status_code == 204 and "Access-Control-Allow-Origin" not in evil.headers
+    headers = {**client._headers(), "Origin": "https://evil.example"}
+    answer = requests.post(f"{client.api_url}/search", json={"query": "q"}, headers=headers, timeout=30)
+    assert "Access-Control-Allow-Origin" not in answer.headers
+
+
+# -- live status --------------------------------------------------------------------------------
+
+
+@contextmanager
+def live_stream(url: str) -> Iterator[tuple[int, queue.Queue[tuple[str, str]]]]:
+    """Open the SSE stream; yields its status and a queue of (kind, value): ("event", json) or ("comment", text)."""
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=30)
+    connection.request("GET", f"{parts.path}?{parts.query}")
+    response = connection.getresponse()
+    received: queue.Queue[tuple[str, str]] = queue.Queue()
+
+    def read() -> None:
+        event = ""
+        try:
+            while True:
+                line = response.readline()
+                if not line:
+                    return
+                text = line.decode().rstrip("\n")
+                if text.startswith(":"):
+                    received.put(("comment", text[1:].strip()))
+                elif text.startswith("event:"):
+                    event = text.partition(":")[2].strip()
+                elif text.startswith("data:"):
+                    received.put((event, text.partition(":")[2].strip()))
+        except OSError:
+            return
+
+    if response.status == 200:
+        threading.Thread(target=read, daemon=True).start()
+    try:
+        yield response.status, received
+    finally:
+        connection.close()
+
+
+def drain(received: queue.Queue[tuple[str, str]]) -> list[tuple[str, str]]:
+    items = []
+    while True:
+        try:
+            items.append(received.get_nowait())
+        except queue.Empty:
+            return items
+
+
+def test_live_status_pushes_every_transition_to_the_tenant_only(stack_process: LocalStackProcess) -> None:
+    api_url = stack_process.outputs["ApiUrl"]
+    keepalive_seconds = float(stack_process.env.get("LOCAL_LIVE_KEEPALIVE_SECONDS", "15"))
+    owner = LocalStackClient(api_url, tenant_id=f"live-{uuid.uuid4().hex[:8]}")
+    other = LocalStackClient(api_url, tenant_id=f"live-other-{uuid.uuid4().hex[:8]}")
+    with live_stream(owner.live_url()) as (status, updates), live_stream(other.live_url()) as (other_status, others):
+        assert (status, other_status) == (200, 200)
+        document_id = owner.upload(SAMPLES / "sourdough.pdf")
+        seen: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 300
+        while not seen or seen[-1]["status"] not in ("READY", "FAILED"):
+            assert time.monotonic() < deadline, f"no READY pushed; seen {[d['status'] for d in seen]}"
+            try:
+                kind, value = updates.get(timeout=5)
+            except queue.Empty:
+                continue
+            if kind == "document.updated":
+                message = json.loads(value)
+                assert message["type"] == "document.updated"
+                assert message["document"]["document_id"] == document_id
+                seen.append(message["document"])
+        # The last pushed document is exactly what GET /documents/{id} answers.
+        assert seen[-1] == owner.document(document_id)
+        time.sleep(keepalive_seconds * 2)
+        leaked = [item for item in drain(others) if item[0] != "comment"]
+        keepalives = [item for item in drain(others) + drain(updates) if item[0] == "comment"]
+
+    statuses = [document["status"] for document in seen]
+    assert statuses[-1] == "READY", statuses
+    assert statuses.index("QUEUED") < statuses.index("PROCESSING") < statuses.index("READY")
+    stages = [document["stage"] for document in seen if document["status"] == "PROCESSING"]
+    assert {"VALIDATE", "PARSE", "CHUNK", "EMBED", "INDEX", "FINALIZE"} <= set(stages), stages
+    assert leaked == [], "another tenant received this tenant's updates"
+    assert keepalives, "no keep-alive comment"
+
+
+def test_live_status_refuses_bad_tokens(local_stack: dict[str, Any], token_forge: TokenForge) -> None:
+    live = f"{local_stack['ApiUrl']}/_local/live"
+    for kind, token in {"no token": "", **bad_tokens(token_forge)}.items():
+        response = requests.get(live, params={"token": token} if token else None, timeout=10)
+        assert (response.status_code, response.json()) == (401, {"message": "Unauthorized"}), kind
+    invalid_tenant = token_forge.token(**{"custom:tenant_id": "not a tenant"})
+    assert requests.get(live, params={"token": invalid_tenant}, timeout=10).status_code == 403
