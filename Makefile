@@ -26,6 +26,13 @@ $(VENV_STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PIP) install -q --no-deps -e .
 	rm -f .venv/.installed-* && touch $@
 
+# Headless Chromium and its WebDriver for the browser tests (Debian packages, like Java above):
+# nothing downloads a browser at run time; Selenium is pointed at these two executables.
+.PHONY: chromium
+chromium:
+	@test -x /usr/bin/chromium && test -x /usr/bin/chromedriver || { \
+	  echo "installing Chromium and chromedriver (apt)"; apt-get update -q && apt-get install -y -q chromium chromium-driver; }
+
 layer: install
 	$(PY) tools/build_layer.py
 
@@ -47,6 +54,8 @@ stack-down:
 
 demo: stack-up
 	$(PY) -m local.demo
+	@$(PY) -c 'import json; url = json.load(open(".local/runtime/outputs.json"))["ApiUrl"].rstrip("/"); \
+	  print(f"\nOpen the page: {url}/ (dev-only sign-in: any user name, tenant demo). make stack-down stops the stack.")'
 
 lint: install
 	.venv/bin/ruff check .
@@ -64,7 +73,7 @@ infra: layer
 	.venv/bin/pytest -m infra -q
 
 # One pytest run over every suite; the servers the suites need are started before and stopped after.
-test: synth
+test: synth chromium
 	$(PY) -m local.opensearch install
 	bash tools/run_tests.sh
 

@@ -422,6 +422,10 @@ class Provisioner:
         self.resolver.set_resource(resource.logical_id, name, {"Arn": role["Arn"], "RoleId": role["RoleId"]})
         self.stack.physical_ids[resource.logical_id] = name
 
+    def _local_page_origins(self) -> list[str]:
+        """Where the local API server serves the page (by address and by name)."""
+        return list(dict.fromkeys([self.settings.api_url, f"http://localhost:{self.settings.api_port}"]))
+
     def _create_bucket(self, resource: TemplateResource) -> None:
         props = self._props(resource)
         name = self._physical_name(resource, "BucketName", 63, lowercase=True)
@@ -439,7 +443,9 @@ class Provisioner:
             for rule in cors.get("CorsRules", []):
                 converted: dict[str, Any] = {
                     "AllowedMethods": rule["AllowedMethods"],
-                    "AllowedOrigins": rule["AllowedOrigins"],
+                    # The page is served by the local API server (as by CloudFront in AWS, whose URL the
+                    # template allows): its origin must be allowed to POST uploads from a browser.
+                    "AllowedOrigins": [*rule["AllowedOrigins"], *self._local_page_origins()],
                 }
                 for source, target in (
                     ("AllowedHeaders", "AllowedHeaders"),

@@ -1,0 +1,363 @@
+"""The page in headless Chromium against the local stack: sign in, upload with progress, live
+status to READY, search to the right page, retry of a failed document, delete, refusals in the
+page, tenant isolation, layout at phone width, keyboard use, and no console errors.
+
+Screenshots of every step: test-artifacts/browser/. Figures (drop→READY, page weight) are printed
+and written to test-artifacts/browser/figures.json.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import requests
+from rag_ingest.errors import ErrorCode
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+from local.client import LocalStackClient
+from local.runtime.harness import LocalStackProcess
+from tests.browser.page import SAMPLES, Page, elapsed, new_driver, write_figures
+
+pytestmark = pytest.mark.browser
+
+EXPECTED = json.loads((SAMPLES / "expected.json").read_text())
+PIPELINE_TIMEOUT = 420.0  # two documents through the whole local pipeline on a shared 2-core machine
+# A sentence of lighthouses.pdf and its page (samples/expected.json): the search must cite that page.
+QUERY = "Argand burner hollow circular wick glass chimney"
+QUERY_FILE, QUERY_PAGE = "lighthouses.pdf", 2
+LIST_PAGE_SIZE = 20  # documents per GET /documents the page asks for (web/api.js)
+
+
+def assert_no_console_errors(page: Page) -> None:
+    errors = page.console_errors()
+    assert errors == [], f"console errors: {json.dumps(errors, indent=2)}"
+
+
+def wait_status(page: Page, document_id: str, status: str, timeout: float = PIPELINE_TIMEOUT) -> dict[str, Any]:
+    return page.wait(
+        lambda: page.rows()[document_id] if page.rows().get(document_id, {}).get("status") == status else None,
+        f"{document_id} shows {status}",
+        timeout,
+    )
+
+
+def uploaded_ids(page: Page, count: int) -> dict[str, str]:
+    """filename → document id once ``count`` uploads went through (progress events seen)."""
+    items = page.wait(lambda: page.uploads_in(count, "uploaded"), f"{count} uploads finish", 120)
+    return {item["name"]: item["documentId"] for item in items}
+
+
+def test_signed_in_user_uploads_two_pdfs_watches_them_ready_live_searches_opens_and_deletes(
+    page: Page, tenant: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The first load (nothing cached in a fresh profile): the page, its modules, stylesheet and config.
+    page.wait(lambda: page.find("#local-sign-in").is_displayed(), "the sign-in form shows")
+    weight = page.page_weight()
+    page.screenshot("sign-in")
+    assert weight["transferred"] > 0 and all(entry["body"] > 0 for entry in weight["entries"]), weight
+    assert weight["transferred"] < 120 * 1024, f"the page got heavy: {weight}"
+
+    page.sign_in("alice", tenant)
+    page.wait(lambda: page.stats()["live"]["state"] == "live", "the live channel is connected")
+    page.screenshot("signed-in")
+
+    samples = [SAMPLES / "lighthouses.pdf", SAMPLES / "sourdough.pdf"]
+    dropped = time.monotonic()
+    page.choose_files(*samples)
+    ids = uploaded_ids(page, 2)
+    assert set(ids) == {sample.name for sample in samples}
+    for item in page.find_all("#uploads .upload"):
+        # Real upload progress events from the browser, the last one at 100 %; the bar shows 100.
+        events = int(item.get_attribute("data-progress-events") or 0)
+        loaded, total = item.get_attribute("data-progress-loaded"), item.get_attribute("data-progress-total")
+        assert events >= 1 and loaded == total and int(total or 0) > 0, (events, loaded, total)
+        bar = item.find_element(By.CSS_SELECTOR, "progress")
+        assert bar.get_attribute("value") == bar.get_attribute("max") == "100"
+    page.screenshot("uploaded")
+
+    page.wait(
+        lambda: any(row["stage"] or row["status"] == "READY" for row in page.rows().values()),
+        "a document shows its stage while processing",
+        120,
+    )
+    page.screenshot("processing")
+    ready_after: dict[str, float] = {}
+
+    def all_ready() -> bool:
+        for name, document_id in ids.items():
+            row = page.rows().get(document_id, {})
+            if row.get("status") == "FAILED":
+                raise AssertionError(f"{name} failed: {row}")
+            if row.get("status") == "READY" and name not in ready_after:
+                ready_after[name] = elapsed(dropped)
+        return len(ready_after) == len(ids)
+
+    page.wait(all_ready, "both documents show READY", PIPELINE_TIMEOUT)
+    page.screenshot("ready")
+
+    # Pushed, not reloaded: same document, the live channel delivered, and READY came from it.
+    assert page.not_reloaded()
+    stats = page.stats()
+    assert stats["live"]["messages"] >= 2 * len(ids), stats
+    sources = page.js(
+        "return Object.fromEntries([...document.querySelectorAll('#document-rows tr')]"
+        ".map(r => [r.dataset.documentId, r.dataset.source]))"
+    )
+    assert {sources[document_id] for document_id in ids.values()} == {"live"}, sources
+    rows = page.rows()
+    for name, document_id in ids.items():
+        row = rows[document_id]
+        assert row["pages"] == str(EXPECTED[name]["page_count"]), row
+        assert int(row["chunks"]) > 0 and row["duration"], row
+        assert row["sentence"] is None and row["actions"] == ["Delete"], row
+
+    # Phone width: one card per document, nothing wider than the screen.
+    page.driver.set_window_size(375, 900)
+    page.wait(lambda: page.js("return window.innerWidth") <= 375, "the window is phone-sized")
+    assert page.js("return document.documentElement.scrollWidth <= window.innerWidth"), "horizontal scrolling at 375 px"
+    page.screenshot("phone-375")
+    page.driver.set_window_size(1280, 1400)
+
+    passages = page.search(QUERY)
+    page.screenshot("search")
+    assert passages, "the search found nothing"
+    best = passages[0]
+    assert (best["documentId"], best["pageStart"]) == (ids[QUERY_FILE], QUERY_PAGE), passages
+    assert "<em>" in best["passageHtml"] and f"page {QUERY_PAGE}" in best["title"], best
+
+    # Opening a hit: a short-lived download URL of the original, at the passage's page, in a new tab.
+    assert_no_console_errors(page)
+    main_window = page.driver.current_window_handle
+    page.find("#results .result .open-document").click()
+    page.wait(lambda: len(page.driver.window_handles) == 2, "the document opens in a new tab")
+    opened = page.wait(lambda: page.js("return ragIngest.lastOpened"), "the download URL is known")
+    assert opened.endswith(f"#page={QUERY_PAGE}"), opened
+    original = requests.get(opened.split("#", 1)[0], timeout=30)
+    assert original.status_code == 200 and original.content == (SAMPLES / QUERY_FILE).read_bytes()
+    for handle in page.driver.window_handles:
+        if handle != main_window:
+            page.driver.switch_to.window(handle)
+            page.driver.close()
+    page.driver.switch_to.window(main_window)
+    # The PDF's tab asks the storage origin for a favicon it does not have: that tab's log, not the page's.
+    storage_favicon = f"{urlsplit(opened).scheme}://{urlsplit(opened).netloc}/favicon.ico"
+    assert [e for e in page.console_errors() if not e["message"].startswith(storage_favicon)] == []
+
+    # Another tenant sees none of it: not in the list, not in search.
+    page.sign_out()
+    other = f"{tenant}-other"
+    page.sign_in("bob", other)
+    page.wait(lambda: page.find("#documents-empty").is_displayed(), "the other tenant's empty list")
+    assert page.rows() == {}
+    assert page.search(QUERY) == []
+    page.screenshot("other-tenant")
+    page.sign_out()
+    page.sign_in("alice", tenant)
+    page.wait(lambda: set(page.rows()) == set(ids.values()), "the tenant's documents are listed again")
+
+    # Delete, confirmed in the dialog: gone from the list and from search.
+    deleted = ids[QUERY_FILE]
+    page.row_button(deleted, "Delete").click()
+    page.wait(lambda: page.find("#confirm-dialog").is_displayed(), "the delete confirmation opens")
+    page.screenshot("confirm-delete")
+    page.find("#confirm-ok").click()
+    page.wait(lambda: deleted not in page.rows(), "the deleted document leaves the list")
+    assert set(page.rows()) == {ids["sourdough.pdf"]}
+    assert all(passage["documentId"] != deleted for passage in page.search(QUERY))
+    page.screenshot("deleted")
+    assert page.not_reloaded()
+    assert_no_console_errors(page)
+
+    figures = {
+        "drop_to_ready_seconds": ready_after,
+        "drop_to_all_ready_seconds": max(ready_after.values()),
+        "first_load_transferred_bytes": weight["transferred"],
+        "first_load_transferred_kb": round(weight["transferred"] / 1024, 1),
+        "first_load_resources": len(weight["entries"]),
+        "screenshots": [str(path) for path in page.shots],
+    }
+    write_figures(figures)
+    with capsys.disabled():
+        print(
+            f"\n[browser] drop→READY: {ready_after} s; page weight on first load: "
+            f"{figures['first_load_transferred_kb']} KB in {len(weight['entries'])} requests"
+        )
+
+
+def test_document_failed_by_transient_errors_is_retried_from_the_page_to_ready(
+    page: Page, tenant: str, stack_process: LocalStackProcess, tmp_path: Path
+) -> None:
+    # A name of its own: the injected fault matches this document's Parse invocations only.
+    sample = tmp_path / f"retry-{uuid.uuid4().hex[:8]}.pdf"
+    shutil.copyfile(SAMPLES / "urban-birds.pdf", sample)
+    page.sign_in("carol", tenant)
+    stack_process.clear_faults()
+    # Every Parse attempt fails with a TransientError until cleared: Step Functions' retries run out.
+    stack_process.arm_fault("ParseFunction", "raise", times=1000, match=sample.name)
+    try:
+        page.choose_files(sample)
+        document_id = uploaded_ids(page, 1)[sample.name]
+        failed = wait_status(page, document_id, "FAILED")
+    finally:
+        stack_process.clear_faults()
+    assert failed["errorCode"] == ErrorCode.TRANSIENT_RETRIES_EXHAUSTED.value, failed
+    sentence = page.js_async(
+        "import('./errors.js').then(m => arguments[0](m.ERROR_SENTENCES.TRANSIENT_RETRIES_EXHAUSTED))"
+    )
+    assert failed["sentence"] == sentence and failed["actions"] == ["Retry", "Delete"], failed
+    page.screenshot("failed")
+
+    page.row_button(document_id, "Retry").click()
+    page.wait(lambda: page.rows()[document_id]["status"] != "FAILED", "the retried document leaves FAILED", 60)
+    ready = wait_status(page, document_id, "READY")
+    page.screenshot("retried-ready")
+    assert ready["sentence"] is None and ready["actions"] == ["Delete"], ready
+    assert ready["pages"] == str(EXPECTED["urban-birds.pdf"]["page_count"])
+    assert page.not_reloaded()
+    assert_no_console_errors(page)
+
+
+def test_files_that_are_not_pdfs_or_too_large_are_refused_in_the_page_before_uploading(
+    page: Page, tenant: str, tmp_path: Path
+) -> None:
+    page.sign_in("dave", tenant)
+    page.wait(lambda: page.find("#documents-empty").is_displayed(), "the empty list")
+    renamed = tmp_path / "notes.pdf"  # a text file with a PDF's name and extension
+    renamed.write_text("Meeting notes, not a PDF at all.\n")
+    page.choose_files(renamed)
+    # The drop zone, with files dropped from outside the page: one text file, one over the size limit.
+    page.js(
+        """const limit = arguments[0];
+           const big = new Uint8Array(limit + 1); big.set([37, 80, 68, 70, 45]);  // "%PDF-" then zeros
+           const transfer = new DataTransfer();
+           transfer.items.add(new File(['just text'], 'dropped.pdf', {type: 'application/pdf'}));
+           transfer.items.add(new File([big], 'huge.pdf', {type: 'application/pdf'}));
+           document.getElementById('drop-zone').dispatchEvent(
+             new DragEvent('drop', {dataTransfer: transfer, bubbles: true, cancelable: true}));""",
+        page.js("return fetch('config.json').then(r => r.json()).then(c => c.maxUploadBytes)"),
+    )
+    items = page.wait(lambda: page.uploads_in(3, "refused"), "three files refused", 20)
+    reasons = {item["name"]: item["status"] for item in items}
+    page.screenshot("refused")
+    assert "not a PDF" in reasons["notes.pdf"] and "not a PDF" in reasons["dropped.pdf"], reasons
+    assert "over the" in reasons["huge.pdf"] and "limit" in reasons["huge.pdf"], reasons
+    assert page.stats()["uploads"] == {"started": 0, "done": 0, "refused": 3, "failed": 0}
+    page.find("#refresh").click()
+    page.wait(lambda: page.find("#documents-empty").is_displayed(), "the list is still empty")
+    assert page.rows() == {}
+    assert_no_console_errors(page)
+
+
+def test_the_list_shows_newest_first_and_loads_more_with_the_cursor(
+    page: Page, tenant: str, stack_process: LocalStackProcess
+) -> None:
+    # 21 documents awaiting their upload (the page asks for 20 at a time): cheap, and real records.
+    client = LocalStackClient(api_url=stack_process.api_url, tenant_id=tenant)
+    created = []
+    for number in range(LIST_PAGE_SIZE + 1):
+        ticket = client.create_upload(f"pending-{number:02d}.pdf")
+        ticket.raise_for_status()
+        created.append(ticket.json()["document_id"])
+    newest_first = created[::-1]
+    page.sign_in("gina", tenant)
+    page.wait(lambda: len(page.rows()) == LIST_PAGE_SIZE, "the first page of the list")
+    assert list(page.rows()) == newest_first[:LIST_PAGE_SIZE]
+    more = page.find("#load-more")
+    assert more.is_displayed()
+    page.screenshot("first-page")
+    more.click()
+    page.wait(lambda: len(page.rows()) == LIST_PAGE_SIZE + 1, "the next page is appended")
+    assert list(page.rows()) == newest_first
+    page.wait(lambda: not page.find("#load-more").is_displayed(), "no more pages")
+    assert {row["status"] for row in page.rows().values()} == {"AWAITING_UPLOAD"}
+    assert page.not_reloaded()
+    assert_no_console_errors(page)
+
+
+def test_every_error_code_has_a_human_sentence(page: Page) -> None:
+    table = page.js_async(
+        "import('./errors.js').then(m => arguments[0]({sentences: m.ERROR_SENTENCES,"
+        " unknown: m.errorSentence('NEW_CODE'), generic: m.GENERIC_SENTENCE}))"
+    )
+    missing = {code.value for code in ErrorCode} - set(table["sentences"])
+    assert not missing, f"web/errors.js has no sentence for {sorted(missing)}"
+    assert all(sentence.strip() for sentence in table["sentences"].values())
+    assert table["unknown"] == table["generic"]
+    assert table["sentences"][ErrorCode.ENCRYPTED_PDF.value] == "This PDF is password-protected."
+
+
+def test_search_highlights_render_only_em_everything_else_as_text(page: Page) -> None:
+    hostile = (
+        "the <em>lamp</em> &amp; <b>bold</b> <script>window.pwned = 1</script> "
+        '<img src=x onerror="window.pwned = 2"> &lt;i&gt;escaped&lt;/i&gt; <em>wick<em>'
+    )
+    rendered = page.js(
+        """return import('./search.js').then(m => {
+             const box = document.createElement('p');
+             box.append(m.highlightFragment(arguments[0]));
+             document.body.append(box);
+             return {tags: [...box.querySelectorAll('*')].map(e => e.tagName), text: box.textContent,
+                     ems: [...box.querySelectorAll('em')].map(e => e.textContent), pwned: window.pwned || null};
+           })""",
+        hostile,
+    )
+    assert rendered["tags"] == ["EM", "EM"], rendered
+    assert rendered["ems"] == ["lamp", "wick"]
+    assert "<b>bold</b>" in rendered["text"] and "<script>" in rendered["text"] and "<i>escaped</i>" in rendered["text"]
+    assert "the lamp & " in rendered["text"]
+    time.sleep(0.2)  # an injected handler would have run by now
+    assert page.js("return window.pwned || null") is None and rendered["pwned"] is None
+
+
+def test_keyboard_alone_signs_in_and_reaches_every_control_with_a_visible_focus(page: Page, tenant: str) -> None:
+    page.find("#username").click()
+    for key in (Keys.CONTROL + "a", "erin", Keys.TAB, Keys.CONTROL + "a", tenant, Keys.ENTER):
+        page.driver.switch_to.active_element.send_keys(key)
+    page.wait(lambda: page.find("#workspace").is_displayed(), "signed in with the keyboard")
+    page.wait(lambda: page.find("#who-tenant").text == tenant, "the tenant is shown")
+
+    reached: list[dict[str, Any]] = []
+    page.js("document.activeElement.blur(); window.scrollTo(0, 0)")
+    for _ in range(14):
+        # Keys to the page, not to an element: a file input would take them for a file name.
+        ActionChains(page.driver).send_keys(Keys.TAB).perform()
+        reached.append(
+            page.js(
+                """const e = document.activeElement, style = getComputedStyle(e);
+                   return {id: e.id, text: e.textContent.trim().slice(0, 30), tag: e.tagName,
+                           outline: style.outlineStyle, outlineWidth: style.outlineWidth};"""
+            )
+        )
+    ids = {entry["id"] for entry in reached}
+    assert {"sign-out", "file-input", "query", "mode", "refresh"} <= ids, reached
+    for entry in reached:
+        if entry["tag"] in ("BUTTON", "INPUT", "SELECT", "A") and entry["id"] != "file-input":
+            assert entry["outline"] != "none" and entry["outlineWidth"] != "0px", entry
+    page.screenshot("keyboard")
+    assert_no_console_errors(page)
+
+
+def test_page_config_and_sign_in_form_say_local_sign_in_is_for_development_only(
+    stack_process: LocalStackProcess,
+) -> None:
+    """Sanity of what the page reads at start, from a browser of its own (no stack fixture page)."""
+    driver = new_driver()
+    try:
+        page = Page(driver, stack_process.api_url, "dev-only-label")
+        page.open()
+        page.wait(lambda: page.find("#local-sign-in").is_displayed(), "the sign-in form shows")
+        config = page.js_async("fetch('config.json').then(r => r.json()).then(arguments[0])")
+        assert config["auth"]["kind"] == "local" and config["live"]["kind"] == "sse", config
+        assert "Development only" in page.find("#local-sign-in .dev-only").text
+        assert_no_console_errors(page)
+    finally:
+        driver.quit()

@@ -1,0 +1,32 @@
+// A human sentence for each error code a document can fail with (rag_ingest/errors.py ErrorCode).
+// A browser test checks that every code the domain package defines has its sentence here.
+export const ERROR_SENTENCES = Object.freeze({
+  UNSUPPORTED_TYPE: "This file is not a PDF.",
+  FILE_TOO_LARGE: "This file is larger than the upload limit.",
+  TOO_MANY_PAGES: "This PDF has more pages than the limit.",
+  ENCRYPTED_PDF: "This PDF is password-protected.",
+  CORRUPT_PDF: "This PDF is damaged and cannot be read.",
+  NO_TEXT_LAYER: "This PDF has no text layer (scanned pages without text).",
+  EMPTY_FILE: "This file is empty (0 bytes).",
+  EMPTY_DOCUMENT: "This PDF contains no text to index.",
+  OBJECT_NOT_FOUND: "The uploaded file was not found in storage.",
+  INPUT_TOO_LONG: "A passage was too long for the embedding model.",
+  INVALID_REQUEST: "The request for this document was invalid.",
+  TRANSIENT_RETRIES_EXHAUSTED: "A temporary service problem persisted through every retry. Retrying usually works.",
+  TIMEOUT: "Processing took too long and was stopped.",
+  STUCK: "Processing stalled and was stopped.",
+  SUPERSEDED: "A newer upload of this document replaced this one.",
+  INTERNAL_ERROR: "An unexpected error stopped processing.",
+});
+
+export const GENERIC_SENTENCE = "Processing failed.";
+
+/** Statuses that end without an error code. */
+export const STATUS_SENTENCES = Object.freeze({
+  EXPIRED: "The upload never arrived before its upload link expired.",
+});
+
+/** The sentence for an error code; a generic one for a code this page does not know yet. */
+export function errorSentence(code) {
+  return (code && Object.hasOwn(ERROR_SENTENCES, code)) ? ERROR_SENTENCES[code] : GENERIC_SENTENCE;
+}

@@ -1,0 +1,137 @@
+// Search: passages with their highlight, document and page span; a result opens the original PDF
+// at its page through a short-lived download URL.
+
+import { el } from "./format.js";
+
+const EM_TAG = /<(\/?)em>/gi;
+const ENTITIES = { amp: "&", lt: "<", gt: ">", quot: '"', apos: "'", nbsp: "\u00a0" };
+
+/** Decode the HTML entities of an HTML-escaped text fragment (the highlighter escapes the text). */
+export function decodeEntities(text) {
+  return text.replace(/&(#x[0-9a-f]+|#[0-9]+|[a-z]+);/gi, (whole, name) => {
+    if (name[0] === "#") {
+      const code = name[1] === "x" || name[1] === "X" ? parseInt(name.slice(2), 16) : parseInt(name.slice(1), 10);
+      return Number.isFinite(code) && code > 0 && code <= 0x10ffff ? String.fromCodePoint(code) : whole;
+    }
+    return ENTITIES[name.toLowerCase()] ?? whole;
+  });
+}
+
+/**
+ * A highlight fragment as DOM nodes: <em> and </em> become <mark>-like <em> elements; everything
+ * else is text (any other markup shows as the characters it is, never as HTML).
+ */
+export function highlightFragment(html) {
+  const fragment = document.createDocumentFragment();
+  let target = fragment;
+  let last = 0;
+  for (const match of String(html).matchAll(EM_TAG)) {
+    const text = html.slice(last, match.index);
+    if (text) target.append(document.createTextNode(decodeEntities(text)));
+    last = match.index + match[0].length;
+    if (match[1] === "/") {
+      if (target !== fragment) target = fragment;
+    } else if (target === fragment) {
+      target = document.createElement("em");
+      fragment.append(target);
+    }
+  }
+  const rest = String(html).slice(last);
+  if (rest) target.append(document.createTextNode(decodeEntities(rest)));
+  return fragment;
+}
+
+export function pageSpan(passage) {
+  const { page_start: start, page_end: end } = passage;
+  if (!Number.isFinite(start)) return "";
+  return end && end !== start ? `pages ${start}–${end}` : `page ${start}`;
+}
+
+export class SearchView {
+  constructor({ api, elements, onError }) {
+    this.api = api;
+    this.elements = elements;
+    this.onError = onError;
+    this.searches = 0;
+    elements.form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.run();
+    });
+  }
+
+  reset() {
+    this.elements.results.replaceChildren();
+    this.elements.status.textContent = "";
+  }
+
+  async run() {
+    const { query, mode, status, results, form } = this.elements;
+    const text = query.value.trim();
+    if (!text) return;
+    const button = form.querySelector("button[type=submit]");
+    button.disabled = true;
+    status.textContent = "Searching…";
+    try {
+      const answer = await this.api.search(text, mode.value);
+      const passages = answer.passages || [];
+      results.replaceChildren(...passages.map((passage) => this.renderPassage(passage)));
+      status.textContent = passages.length
+        ? `${passages.length} passage${passages.length === 1 ? "" : "s"} for “${text}” (${mode.selectedOptions[0].textContent}).`
+        : `Nothing found for “${text}”.`;
+    } catch (error) {
+      results.replaceChildren();
+      status.textContent = `Search failed: ${error.message}`;
+    } finally {
+      this.searches += 1;
+      button.disabled = false;
+    }
+  }
+
+  renderPassage(passage) {
+    const body = el("p", { className: "passage" });
+    if (passage.highlights && passage.highlights.length) {
+      passage.highlights.forEach((fragment, index) => {
+        if (index) body.append(" … ");
+        body.append(highlightFragment(fragment));
+      });
+    } else {
+      const text = passage.text || "";
+      body.append(text.length > 320 ? `${text.slice(0, 320)}…` : text);
+    }
+    const span = pageSpan(passage);
+    const open = el("button", {
+      type: "button",
+      className: "link open-document",
+      textContent: `${passage.filename || passage.document_id}, ${span}`,
+      "aria-label": `Open ${passage.filename || "the document"} at ${span}`,
+      onclick: () => this.open(passage),
+    });
+    const heading = (passage.heading_path || []).join(" › ");
+    return el(
+      "li",
+      { className: "result", dataset: { documentId: passage.document_id, pageStart: passage.page_start ?? "" } },
+      el("div", { className: "result-head" }, open, el("span", { className: "muted score" }, `score ${Number(passage.score).toFixed(3)}`)),
+      heading ? el("div", { className: "muted heading-path" }, heading) : null,
+      body,
+    );
+  }
+
+  /** Open the original at the passage's page in a new tab (opened first: popup blockers). */
+  async open(passage) {
+    const tab = window.open("about:blank", "_blank");
+    try {
+      const answer = await this.api.download(passage.document_id);
+      const url = `${answer.url}#page=${passage.page_start || 1}`;
+      if (tab) {
+        tab.opener = null;
+        tab.location.href = url;
+      } else {
+        window.open(url, "_blank", "noopener");
+      }
+      this.lastOpened = url;
+    } catch (error) {
+      tab?.close();
+      this.onError(`The document could not be opened: ${error.message}`);
+    }
+  }
+}
