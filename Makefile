@@ -97,3 +97,10 @@ clean: stack-down opensearch-stop
 .PHONY: eval
 eval: synth opensearch
 	$(PY) -m eval
+
+# After `make deploy`: sign a test user in, upload a sample PDF, wait for READY, search, delete, each
+# step timed (docs/cli.md). Needs AWS credentials allowed to administer the stack's user pool.
+.PHONY: smoke
+STACK ?= RagIngest
+smoke: install
+	.venv/bin/rag-ingest smoke --stack $(STACK) $(if $(REGION),--region $(REGION)) $(if $(SAMPLE),--sample $(SAMPLE))

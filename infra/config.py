@@ -271,6 +271,8 @@ class ReaperConfig(_Model):
     # Re-drives per document before the reaper gives up and marks it FAILED (STUCK).
     max_redrives: int = Field(default=2, ge=0, le=10)
     max_documents_per_run: int = Field(default=200, ge=1, le=5000)
+    # An AWAITING_UPLOAD document whose upload URL expired this long ago (and no file came) becomes EXPIRED.
+    upload_grace_minutes: int = Field(default=60, ge=0, le=1440)
 
 
 class MonitoringConfig(_Model):

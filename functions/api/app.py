@@ -15,7 +15,6 @@ from functools import cache
 from http import HTTPStatus
 from typing import Annotated, Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError, ServiceError
 from aws_lambda_powertools.event_handler.openapi.exceptions import (
@@ -57,8 +56,10 @@ from rag_ingest.documents import (
     is_document_id,
 )
 from rag_ingest.errors import PermanentError, TransientError
+from rag_ingest.logs import logger
 from rag_ingest.redrive import Replayer
 from rag_ingest.search import SearchRequest, SearchResponse, SearchService
+from rag_ingest.tracing import tracer
 from rag_ingest.wiring import embedder_for, vector_store_for
 
 OPENAPI_TITLE = "rag-ingest API"
@@ -70,7 +71,6 @@ MAX_BODY_CHARS = 64 * 1024
 MAX_JSON_DEPTH = 32
 
 ENV = ApiEnv.from_env()
-logger = Logger()
 
 
 def _strict_json(text: str) -> Any:
@@ -413,7 +413,8 @@ def openapi_schema() -> dict[str, Any]:
     return document
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     body = event.get("body")
     limit = MAX_BODY_CHARS * 4 // 3 if event.get("isBase64Encoded") else MAX_BODY_CHARS

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -23,9 +22,10 @@ from rag_ingest.adapters.status_repository import StatusRepository
 from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.config import IntakeEnv
 from rag_ingest.intake import IntakeService, UploadedObject, parse_queue_message
+from rag_ingest.logs import logger
+from rag_ingest.tracing import tracer
 
 ENV = IntakeEnv.from_env()
-logger = Logger()
 processor = BatchProcessor(event_type=EventType.SQS)
 idempotency_config = IdempotencyConfig(
     event_key_jmespath="[bucket, key, version]",
@@ -45,7 +45,8 @@ def record_handler(record: SQSRecord) -> list[dict[str, Any]]:
     return [ingest_once(uploaded=uploaded) for uploaded in parse_queue_message(record.body)]
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     idempotency_config.register_lambda_context(context)
     return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

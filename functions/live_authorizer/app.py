@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from rag_ingest.adapters.jwks import CachedJwks, jwks_url_for
 from rag_ingest.auth import TokenVerifier
 from rag_ingest.config import LiveAuthorizerEnv
 from rag_ingest.live_connections import authorize_connect
+from rag_ingest.logs import logger
+from rag_ingest.tracing import tracer
 
 ENV = LiveAuthorizerEnv.from_env()
-logger = Logger()
 # The key set is fetched on first use and cached for the life of this execution environment.
 verifier = TokenVerifier(
     issuer=ENV.token_issuer,
@@ -25,7 +25,8 @@ verifier = TokenVerifier(
 )
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     token = (event.get("queryStringParameters") or {}).get("token")
     return authorize_connect(verifier, token, str(event.get("methodArn", "")))

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from rag_ingest.adapters.live_connections import DynamoConnectionStore
 from rag_ingest.auth import InvalidTenantError
 from rag_ingest.config import LiveConnectionsEnv
 from rag_ingest.live_connections import close_connection, open_connection
+from rag_ingest.logs import logger
+from rag_ingest.tracing import tracer
 
 ENV = LiveConnectionsEnv.from_env()
-logger = Logger()
 store = DynamoConnectionStore(ENV.connections_table)
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     request = event.get("requestContext") or {}
     connection_id = str(request.get("connectionId") or "")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
@@ -16,9 +15,10 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from rag_ingest.adapters.live_connections import DynamoConnectionStore, ManagementApiPoster
 from rag_ingest.config import LivePusherEnv
 from rag_ingest.live_connections import LivePusher
+from rag_ingest.logs import logger
+from rag_ingest.tracing import tracer
 
 ENV = LivePusherEnv.from_env()
-logger = Logger()
 # Every failure is reported as a batch item failure, even when all records fail, so the mapping
 # always retries from the first failed record rather than the whole batch.
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
@@ -40,6 +40,7 @@ def record_handler(record: DynamoDBRecord) -> None:
         )
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

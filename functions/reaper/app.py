@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from rag_ingest.adapters.document_operations import DocumentOperations
@@ -16,12 +16,13 @@ from rag_ingest.adapters.events import EventPublisher
 from rag_ingest.adapters.executions import Executions
 from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.config import ReaperEnv
+from rag_ingest.logs import logger
 from rag_ingest.reaper import Reaper, ReaperSettings, ReapReport, ReapRequest
 from rag_ingest.redrive import Replayer
 from rag_ingest.telemetry import CloudTelemetry
+from rag_ingest.tracing import tracer
 
 ENV = ReaperEnv.from_env()
-logger = Logger()
 # service="": the alarm watches DocumentsReaped by Action alone, so no default "service" dimension.
 metrics = Metrics(namespace="RagIngest", service="")
 documents = DocumentOperations(ENV.documents_table)
@@ -30,7 +31,10 @@ reaper = Reaper(
     executions=Executions(),
     replayer=Replayer(documents, WorkflowStarter(ENV.state_machine_arn)),
     settings=ReaperSettings(
-        stuck_after_seconds=ENV.stuck_after_seconds, max_redrives=ENV.max_redrives, max_documents=ENV.max_documents
+        stuck_after_seconds=ENV.stuck_after_seconds,
+        max_redrives=ENV.max_redrives,
+        max_documents=ENV.max_documents,
+        expire_uploads_after_seconds=max(60, ENV.upload_url_expiry_seconds + ENV.upload_grace_seconds),
     ),
     telemetry=CloudTelemetry(EventPublisher(ENV.event_bus_name)),
 )
@@ -51,9 +55,13 @@ def _emit(report: ReapReport) -> None:
         metrics.add_dimension(name="Action", value=action.value)
         metrics.add_metric(name="DocumentsReaped", unit=MetricUnit.Count, value=count)
         metrics.flush_metrics()
+    # Uploads that never came are the clients' doing: a metric of their own, outside DocumentsReaped's alarm.
+    metrics.add_metric(name="UploadsExpired", unit=MetricUnit.Count, value=len(report.expired))
+    metrics.flush_metrics()
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     report = reaper.reap(_request(event))
     _emit(report)

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from rag_ingest.adapters.document_operations import DocumentOperations
 from rag_ingest.adapters.queues import Queues
 from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.config import RedriveEnv
+from rag_ingest.logs import logger
 from rag_ingest.redrive import Operations, parse_operation
+from rag_ingest.tracing import tracer
 
 ENV = RedriveEnv.from_env()
-logger = Logger()
 operations = Operations(
     queues=Queues(),
     documents=DocumentOperations(ENV.documents_table),
@@ -27,6 +27,7 @@ operations = Operations(
 )
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return operations.run(parse_operation(event)).model_dump(mode="json")

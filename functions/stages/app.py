@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from rag_ingest.config import StagesEnv
+from rag_ingest.logs import logger
 from rag_ingest.models import DocumentJob, EmbedTask, FailedJob
+from rag_ingest.tracing import tracer
 from rag_ingest.wiring import build_pipeline
 
 ENV = StagesEnv.from_env()  # fails the cold start, loudly, on a bad environment
-logger = Logger()
 pipeline = build_pipeline(ENV)
 
 
@@ -19,36 +19,43 @@ def _out(job: DocumentJob) -> dict[str, Any]:
     return job.model_dump(mode="json", exclude_none=True)
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
 def validate(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return _out(pipeline.validate(DocumentJob.model_validate(event)))
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
 def parse(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return _out(pipeline.parse(DocumentJob.model_validate(event)))
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
 def chunk(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return _out(pipeline.chunk(DocumentJob.model_validate(event)))
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
 def embed(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return pipeline.embed(EmbedTask.model_validate(event))
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
 def index(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return _out(pipeline.index(DocumentJob.model_validate(event)))
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
 def finalize(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return _out(pipeline.finalize(DocumentJob.model_validate(event)))
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
 def mark_failed(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return pipeline.mark_failed(FailedJob.model_validate(event))

@@ -70,9 +70,11 @@ class Operations(Construct):
                 "STUCK_AFTER_SECONDS": str(reaper.stuck_after_minutes * 60),
                 "MAX_REDRIVES": str(reaper.max_redrives),
                 "MAX_DOCUMENTS": str(reaper.max_documents_per_run),
+                "UPLOAD_URL_EXPIRY_SECONDS": str(config.upload.url_expiry_seconds),
+                "UPLOAD_GRACE_SECONDS": str(reaper.upload_grace_minutes * 60),
                 "EVENT_BUS_NAME": EVENT_BUS_NAME,
             },
-            description="rag-ingest reaper: documents stuck in QUEUED/PROCESSING -> re-driven or FAILED (STUCK)",
+            description="rag-ingest reaper: stuck documents re-driven or FAILED (STUCK); stale uploads EXPIRED",
         )
         reaper_role = self._role(self.reaper_function)
         self._grant_documents(reaper_role)

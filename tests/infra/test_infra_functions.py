@@ -67,7 +67,15 @@ CONTRACT: dict[str, tuple[str, str, set[str]]] = {
     "Operations/ReaperFunction": (
         "functions/reaper",
         "app.handler",
-        {"STATE_MACHINE_ARN", "STUCK_AFTER_SECONDS", "MAX_REDRIVES", "MAX_DOCUMENTS", "EVENT_BUS_NAME"},
+        {
+            "STATE_MACHINE_ARN",
+            "STUCK_AFTER_SECONDS",
+            "MAX_REDRIVES",
+            "MAX_DOCUMENTS",
+            "EVENT_BUS_NAME",
+            "UPLOAD_URL_EXPIRY_SECONDS",
+            "UPLOAD_GRACE_SECONDS",
+        },
     ),
     **{
         f"Workflow/{name}Function": ("functions/stages", handler, STAGE_ENV) for name, handler in STAGE_HANDLERS.items()

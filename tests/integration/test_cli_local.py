@@ -1,14 +1,23 @@
-"""``python -m rag_ingest.cli --local`` against moto's server through an outputs.json, as the
-local stack writes it: the same reports as the Lambda functions, as JSON on stdout."""
+"""The ``rag-ingest`` CLI in processes of its own.
+
+- The operator commands (``--local`` redrive, replay, reap) against moto's server through an
+  outputs.json, as the local stack writes it: the same reports as the Lambda functions, as JSON.
+- The user commands against the whole local stack (its identity provider, HTTP API, pipeline and
+  OpenSearch): login, upload of two samples to READY with progress, ls, search, status, a FAILED
+  upload (exit code 1, its code and sentence) retried to READY, rm, the smoke run, and exit codes.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import stat
 import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +26,7 @@ import pytest
 from rag_ingest.cli import main
 from rag_ingest.ids import new_document_id
 
+from local.runtime.harness import LocalStackProcess
 from tests.support.aws import REPO, moto_server
 from tests.support.operations import RecordWriter, create_documents_table, create_state_machine
 
@@ -85,3 +95,149 @@ def test_python_dash_m_entry_point(outputs: dict[str, Any]) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["dry_run"] is True
+
+
+# ---------------------------------------------------------------- the user commands, on the local stack
+SAMPLES = REPO / "samples"
+SCRIPT = Path(sys.executable).parent / "rag-ingest"
+# The template's TransientError retrier on Parse: 1 attempt + 6 retries, then Catch → MarkFailed.
+PARSE_ATTEMPTS = 7
+
+
+@dataclass
+class Cli:
+    """``rag-ingest`` (the console script) against one local stack, with a config folder of its own."""
+
+    outputs: Path
+    config_home: Path
+
+    def __call__(self, *argv: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+        assert SCRIPT.exists(), f"{SCRIPT} missing: run `make install` (pyproject.toml declares the script)"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        # The checkout's package first, whichever checkout the venv was installed from.
+        env.update({"XDG_CONFIG_HOME": str(self.config_home), "PYTHONPATH": str(REPO / "layers/common/python")})
+        return subprocess.run(
+            [str(SCRIPT), *argv, "--outputs", str(self.outputs)],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False,
+        )  # fmt: skip
+
+    def json(self, *argv: str) -> Any:
+        result = self(*argv, "--json")
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def cli_local(stack_process: LocalStackProcess, tmp_path_factory: pytest.TempPathFactory) -> Cli:
+    return Cli(stack_process.state_dir / "outputs.json", tmp_path_factory.mktemp("xdg"))
+
+
+def function_name(stack_process: LocalStackProcess, construct_id: str) -> str:
+    [name] = [n for logical_id, n in stack_process.outputs["Functions"].items() if logical_id.startswith(construct_id)]
+    return str(name)
+
+
+def uploaded_ids(stdout: str) -> dict[str, str]:
+    """``✓ lighthouses.pdf 01J...: READY ...`` lines → {filename: document id}."""
+    return dict(re.findall(r"^[✓✗↑] (\S+) ([0-9A-Z]{26}):", stdout, flags=re.MULTILINE))
+
+
+def test_login_upload_ls_search_status_and_rm(cli_local: Cli) -> None:
+    tenant = f"cli-{uuid.uuid4().hex[:8]}"
+    login = cli_local("login", "--user", "ana", "--tenant", tenant)
+    assert login.returncode == 0, login.stderr
+    assert login.stdout == f"signed in to the local stack as ana (tenant {tenant})\n"
+    cache = cli_local.config_home / "rag-ingest" / "tokens.json"
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o600
+
+    # No --user/--tenant: the login's stay in effect.
+    upload = cli_local("upload", str(SAMPLES / "lighthouses.pdf"), str(SAMPLES / "sourdough.pdf"))
+    assert upload.returncode == 0, upload.stdout + upload.stderr
+    for name in ("lighthouses.pdf", "sourdough.pdf"):
+        assert f"{name}: 100% of " in upload.stdout  # byte progress, as printed into a log (not a terminal)
+        assert re.search(rf"^✓ {re.escape(name)} [0-9A-Z]{{26}}: READY \d+ pages \d+ chunks in ", upload.stdout, re.M)
+    # Followed after the upload: a state before READY was shown.
+    assert re.search(r"^lighthouses.pdf: 100% of .* sent, (AWAITING_UPLOAD|QUEUED|PROCESSING)", upload.stdout, re.M)
+    ids = uploaded_ids(upload.stdout)
+    lighthouses, sourdough = ids["lighthouses.pdf"], ids["sourdough.pdf"]
+
+    listing = cli_local.json("ls", "--limit", "1", "--all")
+    assert [d["document_id"] for d in listing["items"]] == [sourdough, lighthouses]  # newest first, two pages
+    assert all(d["status"] == "READY" for d in listing["items"])
+
+    hits = cli_local.json("search", "Argand burner hollow circular wick", "--mode", "bm25", "-k", "3")
+    assert hits["passages"][0]["document_id"] == lighthouses and hits["passages"][0]["page_start"] == 2
+    text = cli_local("search", "Argand burner hollow circular wick", "--mode", "hybrid")
+    assert text.returncode == 0 and text.stdout.startswith("1. lighthouses.pdf p.2")
+
+    status = cli_local.json("status", lighthouses)
+    assert (status["status"], status["page_count"]) == ("READY", 5)
+
+    # Another tenant sees none of it.
+    other = cli_local("status", lighthouses, "--tenant", f"other-{uuid.uuid4().hex[:6]}")
+    assert other.returncode == 1 and other.stderr.startswith("error: 404 Not Found")
+    assert "Traceback" not in other.stderr
+
+    removed = cli_local("rm", sourdough, "--tenant", tenant)
+    assert removed.returncode == 0 and removed.stdout == f"deleted {sourdough} (DELETED)\n"
+    after = cli_local.json("search", "sourdough starter levain", "--mode", "bm25", "--tenant", tenant)
+    assert all(p["document_id"] != sourdough for p in after["passages"])
+
+    not_retryable = cli_local("retry", lighthouses, "--tenant", tenant)
+    assert not_retryable.returncode == 1 and not_retryable.stderr.startswith(f"error: {lighthouses} cannot be retried")
+
+
+def test_a_failed_upload_exits_1_with_its_reason_and_retry_brings_it_to_ready(
+    cli_local: Cli, stack_process: LocalStackProcess
+) -> None:
+    tenant = f"cli-fail-{uuid.uuid4().hex[:8]}"
+    parse = function_name(stack_process, "WorkflowParseFunction")
+    stack_process.arm_fault(parse, "raise", times=PARSE_ATTEMPTS, match=tenant)
+    try:
+        failed = cli_local("upload", str(SAMPLES / "urban-birds.pdf"), "--tenant", tenant, "--user", "ben")
+    finally:
+        stack_process.clear_faults()
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    document_id = uploaded_ids(failed.stdout)["urban-birds.pdf"]
+    assert (
+        f"✗ urban-birds.pdf {document_id}: FAILED TRANSIENT_RETRIES_EXHAUSTED: "
+        "A service was unavailable for too long; retry later." in failed.stdout
+    )
+
+    retried = cli_local("retry", document_id, "--wait", "--tenant", tenant, "--user", "ben")
+    assert retried.returncode == 0, retried.stdout + retried.stderr
+    assert re.match(rf"{document_id}: READY \d+ pages \d+ chunks$", retried.stdout.strip())
+
+
+def test_refusals_before_upload_and_permanent_failures(cli_local: Cli, tmp_path: Path) -> None:
+    tenant = f"cli-bad-{uuid.uuid4().hex[:8]}"
+    fake = tmp_path / "notes.pdf"
+    fake.write_text("just text, renamed")
+    result = cli_local("upload", str(fake), str(SAMPLES / "invalid" / "encrypted.pdf"), "--tenant", tenant)
+    assert result.returncode == 1
+    assert "✗ notes.pdf: refused: not a PDF (it does not start with %PDF-)" in result.stdout
+    assert re.search(
+        r"✗ encrypted.pdf [0-9A-Z]{26}: FAILED ENCRYPTED_PDF: This PDF is password-protected.", result.stdout
+    )
+
+    missing = cli_local("upload", str(tmp_path / "nope.pdf"))
+    assert missing.returncode == 1 and missing.stderr == f"error: {tmp_path / 'nope.pdf'}: no such file or folder\n"
+
+
+def test_smoke_against_the_local_stack(cli_local: Cli) -> None:
+    result = cli_local("smoke", "--tenant", f"smoke-{uuid.uuid4().hex[:8]}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    # "ok   <step, 16 wide> <seconds> s  <detail>"
+    steps = [line[5:21].strip() for line in result.stdout.splitlines() if line.startswith("ok ")]
+    assert steps == ["sign in", "create upload", "upload", "ready", "search", "delete"]
+    assert result.stdout.strip().splitlines()[-1].startswith("smoke test passed in ")
+
+
+def test_a_stopped_stack_is_a_one_line_error(tmp_path: Path) -> None:
+    cli = Cli(tmp_path / "outputs.json", tmp_path)
+    result = cli("ls")
+    assert result.returncode == 1
+    outputs = tmp_path / "outputs.json"
+    assert (
+        result.stderr == f"error: the local stack is not running ({outputs} not found): start it with `make stack-up`\n"
+    )

@@ -13,8 +13,10 @@ import boto3
 import pytest
 from rag_ingest.adapters.document_operations import DocumentOperations
 from rag_ingest.adapters.executions import Executions, ExecutionState
+from rag_ingest.adapters.status_repository import QueueOutcome, StatusRepository
 from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.ids import execution_name, new_document_id
+from rag_ingest.models import ObjectRef
 from rag_ingest.reaper import ReapAction, Reaper, ReaperSettings, ReapRequest
 from rag_ingest.redrive import Replayer
 
@@ -122,6 +124,8 @@ def test_reaper_handler_emits_documents_reaped_by_action(
     records: RecordWriter = world["records"]
     records.put(new_document_id(), "QUEUED", age_seconds=STUCK_AFTER + 60)
     records.put(new_document_id(), "QUEUED", age_seconds=STUCK_AFTER + 60, replays=2)
+    never_uploaded = new_document_id()
+    records.put(never_uploaded, "AWAITING_UPLOAD", age_seconds=900 + 3600 + 60)
     # What a DocumentFailed consumer sees: a rule on the default bus forwarding to a queue.
     sqs, events = boto3.client("sqs"), boto3.client("events")
     inbox = sqs.create_queue(QueueName=f"events-{uuid.uuid4().hex[:6]}")["QueueUrl"]
@@ -136,6 +140,8 @@ def test_reaper_handler_emits_documents_reaped_by_action(
             "STATE_MACHINE_ARN": world["state_machine_arn"],
             "STUCK_AFTER_SECONDS": str(STUCK_AFTER),
             "MAX_REDRIVES": "2",
+            "UPLOAD_URL_EXPIRY_SECONDS": "900",
+            "UPLOAD_GRACE_SECONDS": "3600",
             "POWERTOOLS_SERVICE_NAME": "rag-ingest-reaper",
         },
     )
@@ -146,6 +152,10 @@ def test_reaper_handler_emits_documents_reaped_by_action(
     emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
     metrics = {doc["Action"]: doc["DocumentsReaped"] for doc in emitted if "DocumentsReaped" in doc}
     assert metrics == {"Redriven": [1.0], "MarkedFailed": [1.0]}
+    # The expired upload: its own metric, outside DocumentsReaped (whose alarm pages).
+    assert [doc["UploadsExpired"] for doc in emitted if "UploadsExpired" in doc] == [[1.0]]
+    assert [d["document_id"] for d in result["expired"]] == [never_uploaded]
+    assert records.get(never_uploaded)["status"] == "EXPIRED"
     # The stuck one is reported like MarkFailed's failures: DocumentsFailed{ErrorCode} and an event.
     failed = [doc for doc in emitted if "DocumentsFailed" in doc]
     assert [(doc["ErrorCode"], doc["DocumentsFailed"]) for doc in failed] == [("STUCK", [1.0])]
@@ -163,3 +173,48 @@ def test_reaper_handler_emits_documents_reaped_by_action(
     dry = module.handler({"dry_run": True, "stuck_after_seconds": 60}, FakeLambdaContext())
     assert dry["dry_run"] is True
     assert '"_aws"' not in capsys.readouterr().out  # a dry run counts nothing
+
+
+def test_uploads_that_never_arrive_expire_and_a_late_upload_still_counts(world: dict[str, Any]) -> None:
+    """AWAITING_UPLOAD past URL expiry + grace → EXPIRED (conditional); a younger one waits; a file
+    that lands after all (an upload begun before its URL expired) is queued as usual."""
+    records: RecordWriter = world["records"]
+    expire_after = 900 + 3600
+    stale, young = new_document_id(), new_document_id()
+    records.put(stale, "AWAITING_UPLOAD", age_seconds=expire_after + 60, version=None)
+    records.put(young, "AWAITING_UPLOAD", age_seconds=expire_after - 600, version=None)
+    documents = DocumentOperations(world["table"])
+    reaper = Reaper(
+        documents=documents,
+        executions=Executions(),
+        replayer=Replayer(documents, world["workflow"]),
+        settings=ReaperSettings(
+            stuck_after_seconds=STUCK_AFTER, max_redrives=2, max_documents=50, expire_uploads_after_seconds=expire_after
+        ),
+    )
+    report = reaper.reap()
+    assert [d.document_id for d in report.expired] == [stale]
+    assert records.get(stale)["status"] == "EXPIRED"
+    assert "no file was uploaded" in records.get(stale)["error_detail"]
+    assert records.get(young)["status"] == "AWAITING_UPLOAD"
+    assert reaper.reap().expired == []  # settled: EXPIRED is not looked at again
+
+    # A stale read loses: the record changed since (here: the upload arrived).
+    racing = new_document_id()
+    records.put(racing, "AWAITING_UPLOAD", age_seconds=expire_after + 60)
+    suspect = documents.get(racing)
+    assert suspect is not None
+    records.put(racing, "QUEUED", age_seconds=0)
+    with pytest.raises(Exception, match="changed since it was read"):
+        documents.mark_expired(suspect, "expired")
+    assert records.get(racing)["status"] == "QUEUED"
+
+    late = StatusRepository(world["table"]).mark_queued(
+        document_id=stale,
+        tenant_id="acme",
+        ref=ObjectRef(bucket="docs", key=f"raw/acme/{stale}/a.pdf", version="v9"),
+        event_time="2026-01-01T00:00:00+00:00",
+        size_bytes=1000,
+    )
+    assert late.outcome is QueueOutcome.QUEUED
+    assert records.get(stale)["status"] == "QUEUED"

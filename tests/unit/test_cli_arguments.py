@@ -61,3 +61,53 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 def test_local_without_a_running_stack_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--local", "--outputs", str(tmp_path / "outputs.json"), "reap"]) == 1
     assert "start the local stack first" in capsys.readouterr().err
+
+
+def test_the_local_stack_is_the_default_target() -> None:
+    args = build_parser().parse_args(["ls"])
+    assert (args.stack, args.local, args.outputs, args.json) == (
+        None,
+        False,
+        Path(".local/runtime/outputs.json"),
+        False,
+    )
+
+
+def test_target_options_work_before_and_after_the_command() -> None:
+    after = build_parser().parse_args(["upload", "a.pdf", "b/", "--stack", "Prod", "--json", "--no-wait"])
+    assert (after.stack, after.json, after.paths, after.wait) == ("Prod", True, ["a.pdf", "b/"], False)
+    before = build_parser().parse_args(
+        ["--stack", "Prod", "--user", "ana", "search", "tides", "--mode", "bm25", "-k", "3"]
+    )
+    assert (before.stack, before.user, before.query, before.mode, before.k) == ("Prod", "ana", "tides", "bm25", 3)
+    retry = build_parser().parse_args(["retry", "01J", "--wait", "--tenant", "acme"])
+    assert (retry.document_id, retry.wait, retry.tenant) == ("01J", True, "acme")
+
+
+def test_user_command_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["search", "q", "--mode", "fuzzy"], ["upload"], ["status"], ["ls", "--limit", "many"], ["nope"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2, argv
+    with pytest.raises(SystemExit) as exit_info:
+        main(["ls", "--local", "--stack", "Prod"])
+    assert exit_info.value.code == 2
+    assert "--local and --stack cannot be combined" in capsys.readouterr().err
+
+
+def test_user_commands_without_a_running_local_stack_say_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ls", "--outputs", str(tmp_path / "outputs.json")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: the local stack is not running") and "make stack-up" in err
+    assert "Traceback" not in err
+
+
+def test_the_console_script_points_at_the_entry_point() -> None:
+    import importlib
+    import tomllib
+
+    from tests.support.aws import REPO
+
+    target = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]["rag-ingest"]
+    module, _, name = target.partition(":")
+    assert callable(getattr(importlib.import_module(module), name))

@@ -63,3 +63,21 @@ def test_bad_environment_fails_with_every_problem_named() -> None:
     message = str(caught.value)
     for name in ("OPENSEARCH_ENDPOINT", "CHUNK_TOKENS", "BUCKET_NAME", "EMBEDDING_PROVIDER"):
         assert name in message
+
+
+def test_the_alarmed_system_codes_are_the_domain_s_list() -> None:
+    """The SystemFailuresAlarm (infra) counts exactly the codes the domain calls system failures:
+    a new input code can never page by accident, nor a system code go unwatched."""
+    from rag_ingest.errors import SYSTEM_ERROR_CODES
+
+    from infra.constructs.monitoring import SYSTEM_ERROR_CODES as ALARMED
+
+    assert set(ALARMED) == {code.value for code in SYSTEM_ERROR_CODES}
+    input_codes = {
+        ErrorCode.EMPTY_FILE,
+        ErrorCode.PDF_TOO_COMPLEX,
+        ErrorCode.INVALID_OBJECT_KEY,
+        ErrorCode.CORRUPT_PDF,
+        ErrorCode.UNSUPPORTED_TYPE,
+    }
+    assert not input_codes & SYSTEM_ERROR_CODES

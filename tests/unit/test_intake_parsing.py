@@ -2,8 +2,16 @@ import json
 from pathlib import Path
 
 import pytest
+from rag_ingest.errors import ErrorCode
 from rag_ingest.ids import document_id_for_object
-from rag_ingest.intake import PoisonMessageError, address_of, parse_queue_message
+from rag_ingest.intake import (
+    IntakeService,
+    PoisonMessageError,
+    UnaddressableObjectError,
+    UploadedObject,
+    address_of,
+    parse_queue_message,
+)
 
 pytestmark = pytest.mark.unit
 EVENTS = Path(__file__).parent.parent / "events"
@@ -62,7 +70,43 @@ def test_object_put_without_the_api_gets_a_deterministic_id() -> None:
     assert first.document_id == document_id_for_object("bucket", "raw/acme/inbox/report.pdf")
 
 
-@pytest.mark.parametrize("key", ["other/acme/x.pdf", "raw/x.pdf", "raw//x.pdf"])
-def test_keys_without_a_tenant_folder_are_poison(key: str) -> None:
-    with pytest.raises(PoisonMessageError):
+def test_a_key_outside_raw_is_poison_not_an_upload() -> None:
+    # The bucket notifies only for raw/: S3 never sends such a record, so it goes to the DLQ.
+    with pytest.raises(PoisonMessageError) as caught:
+        address_of("other/acme/x.pdf", "bucket")
+    assert not isinstance(caught.value, UnaddressableObjectError)
+
+
+UNADDRESSABLE_KEYS = [
+    "raw/x.pdf",
+    "raw//x.pdf",
+    "raw/acme corp/x.pdf",  # a space: not a tenant id
+    "raw/../x.pdf",
+    "raw/" + "t" * 65 + "/x.pdf",  # too long
+    "raw/acmé/x.pdf",
+]
+
+
+@pytest.mark.parametrize("key", UNADDRESSABLE_KEYS)
+def test_keys_without_a_valid_tenant_folder_are_unaddressable(key: str) -> None:
+    with pytest.raises(UnaddressableObjectError):
         address_of(key, "bucket")
+
+
+class _MustNotBeCalled:
+    def __getattr__(self, name: str) -> object:
+        raise AssertionError(f"intake touched {name} for an object that belongs to no tenant")
+
+
+@pytest.mark.parametrize("key", UNADDRESSABLE_KEYS)
+def test_intake_rejects_unaddressable_objects_with_a_permanent_code_without_failing(key: str) -> None:
+    """Rejected, not raised: a raise would retry the message until the DLQ, and its alarm pages."""
+    service = IntakeService(_MustNotBeCalled(), _MustNotBeCalled())  # type: ignore[arg-type]
+    uploaded = UploadedObject(bucket="bucket", key=key, version="v1", event_time="2026-01-01T00:00:00Z")
+    result = service.ingest(uploaded)
+    assert (result.outcome, result.error_code, result.document_id) == ("REJECTED", ErrorCode.INVALID_OBJECT_KEY, None)
+
+
+def test_unaddressable_is_still_poison_for_the_dlq_tools() -> None:
+    # redrive's filters and the burst test treat an address failure as a poison message.
+    assert issubclass(UnaddressableObjectError, PoisonMessageError)

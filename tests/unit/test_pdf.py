@@ -61,10 +61,14 @@ def test_header_checks_size_before_type() -> None:
     assert "20001" in caught.value.detail
 
 
-def test_header_rejects_empty_object() -> None:
+def test_header_rejects_empty_object_as_empty_file() -> None:
     with pytest.raises(PermanentError) as caught:
         validate_pdf_header(b"", 0, max_bytes=20_000)
-    assert caught.value.code is ErrorCode.UNSUPPORTED_TYPE
+    assert caught.value.code is ErrorCode.EMPTY_FILE
+
+
+def test_zero_bytes_parse_as_empty_file() -> None:
+    assert parse_error(b"").code is ErrorCode.EMPTY_FILE
 
 
 # --- every error code on a real sample ------------------------------------------------------

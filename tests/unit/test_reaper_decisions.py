@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ class FakeDocuments:
     def __init__(self, *records: OperationalRecord) -> None:
         self.records = {r.document_id: r for r in records}
         self.stuck: dict[str, str] = {}
+        self.expired: dict[str, str] = {}
         self.lose_races = False
 
     def list_by_status(
@@ -39,6 +41,11 @@ class FakeDocuments:
         if self.lose_races:
             raise StaleWriteError("moved")
         self.stuck[record.document_id] = detail
+
+    def mark_expired(self, record: OperationalRecord, detail: str) -> None:
+        if self.lose_races:
+            raise StaleWriteError("uploaded meanwhile")
+        self.expired[record.document_id] = detail
 
 
 class FakeExecutions:
@@ -102,6 +109,7 @@ def reaper(
             stuck_after_seconds=settings.get("stuck_after_seconds", 1800),
             max_redrives=settings.get("max_redrives", 2),
             max_documents=settings.get("max_documents", 100),
+            expire_uploads_after_seconds=settings.get("expire_uploads_after_seconds"),
         ),
         telemetry=telemetry,
         clock=lambda: NOW,
@@ -185,3 +193,51 @@ def test_a_lost_race_leaves_the_document_alone_and_announces_nothing() -> None:
     report = reaper(documents, FakeExecutions({}), FakeReplayer(), telemetry).reap()
     assert report.marked_failed == [] and report.left_alone[0].reason == "changed while reaping"
     assert telemetry.failed == []
+
+
+# --- uploads that never arrive -------------------------------------------------------------
+
+
+def iso_at(seconds_before_now: float) -> str:
+    return datetime.fromtimestamp(NOW - seconds_before_now, UTC).isoformat(timespec="milliseconds")
+
+
+EXPIRE_AFTER = 900 + 3600  # the URL's expiry plus the grace
+
+
+def awaiting(document_id: str, age_seconds: float) -> OperationalRecord:
+    stamp = iso_at(age_seconds)
+    return record(document_id, "AWAITING_UPLOAD", version=None, execution_arn=None, created_at=stamp, updated_at=stamp)
+
+
+def test_uploads_past_url_expiry_plus_grace_expire_and_younger_ones_wait() -> None:
+    documents = FakeDocuments(awaiting("stale", EXPIRE_AFTER + 60), awaiting("young", EXPIRE_AFTER - 60))
+    report = reaper(documents, FakeExecutions({}), FakeReplayer(), expire_uploads_after_seconds=EXPIRE_AFTER).reap()
+    assert [d.document_id for d in report.expired] == ["stale"]
+    assert report.expired[0].action is None and report.expired[0].execution_state is None
+    assert set(documents.expired) == {"stale"}
+    assert "no file was uploaded" in documents.expired["stale"]
+    # Not a reaped document: DocumentsReaped (which pages) counts only redrives and STUCK failures.
+    assert report.counts() == {ReapAction.REDRIVEN: 0, ReapAction.MARKED_FAILED: 0}
+
+
+def test_without_the_setting_nothing_expires() -> None:
+    documents = FakeDocuments(awaiting("stale", 10 * EXPIRE_AFTER))
+    report = reaper(documents, FakeExecutions({}), FakeReplayer()).reap()
+    assert report.expired == [] and documents.expired == {}
+
+
+def test_a_dry_run_reports_expiries_without_writing() -> None:
+    documents = FakeDocuments(awaiting("stale", EXPIRE_AFTER + 60))
+    report = reaper(documents, FakeExecutions({}), FakeReplayer()).reap(
+        ReapRequest(dry_run=True, expire_uploads_after_seconds=EXPIRE_AFTER)
+    )
+    assert [d.document_id for d in report.expired] == ["stale"] and documents.expired == {}
+
+
+def test_an_upload_that_lands_while_reaping_wins() -> None:
+    documents = FakeDocuments(awaiting("racing", EXPIRE_AFTER + 60))
+    documents.lose_races = True
+    report = reaper(documents, FakeExecutions({}), FakeReplayer(), expire_uploads_after_seconds=EXPIRE_AFTER).reap()
+    assert report.expired == []
+    assert [(d.document_id, d.reason) for d in report.left_alone] == [("racing", "changed while reaping")]

@@ -46,9 +46,12 @@ HEADING_MAX_WORDS = 12
 HEADING_MAX_CHARS = 90
 
 _PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n\s*")
-# Terminal punctuation, optional closing quotes or brackets, then whitespace or the end.
-_SENTENCE_END = re.compile(r"[.!?\u2026]+[\"'\u2019\u201d)\]]*(?=\s|$)")
+# Terminal punctuation, optional closing quotes or brackets, then whitespace or the end. It starts
+# only where a run of punctuation starts: linear on a dot leader of any length, never quadratic.
+_SENTENCE_END = re.compile(r"(?<![.!?\u2026])[.!?\u2026]+[\"'\u2019\u201d)\]]*(?=\s|$)")
 _WORD = re.compile(r"\S+")
+# The widest piece _split_word considers, per token of the limit (English averages 4 to 5).
+_MAX_CHARS_PER_TOKEN = 16
 # Words whose trailing period does not end a sentence ("Dr. Smith"); compared lower-cased.
 _ABBREVIATIONS = frozenset(
     {"mr", "mrs", "ms", "dr", "prof", "st", "jr", "sr", "vs", "e.g", "i.e", "cf", "fig", "approx"}
@@ -454,8 +457,20 @@ def _split_word(
     """Cut one whitespace-free run (a URL, a hash, a table row without spaces) by characters."""
     pieces: list[tuple[int, int, int]] = []
     while start < end:
-        # Largest prefix within the limit, by binary search; one character always fits.
-        low, high = start + 1, end
+        # Largest prefix within the limit; one character always fits. The search looks no further
+        # than _MAX_CHARS_PER_TOKEN per token (counting prefixes of the whole rest would be
+        # quadratic on a long run; a shorter piece is valid, just one of more), and gallops from
+        # ``limit`` characters up before it bisects, so each count is of a prefix near the answer.
+        cap = min(end, start + limit * _MAX_CHARS_PER_TOKEN)
+        low, width = start + 1, limit
+        probe = min(cap, start + width)
+        while probe > low and count_tokens(text[start:probe]) <= limit:
+            low = probe
+            width *= 2
+            probe = min(cap, start + width)
+        high = probe - 1 if probe > low else low
+        if low < high and count_tokens(text[start : low + 1]) > limit:
+            high = low  # a token per character (a run of punctuation): the limit is exactly here
         while low < high:
             middle = (low + high + 1) // 2
             if count_tokens(text[start:middle]) <= limit:

@@ -115,6 +115,9 @@ class ReaperEnv(CommonEnv):
     stuck_after_seconds: int = Field(ge=60)
     max_redrives: int = Field(ge=0)
     max_documents: int = Field(default=200, ge=1)
+    # AWAITING_UPLOAD documents expire this long after their upload URL did (infra: reaper.uploadGraceMinutes).
+    upload_url_expiry_seconds: int = Field(gt=0, le=3600)
+    upload_grace_seconds: int = Field(ge=0)
     # DocumentFailed events for the documents it marks FAILED (STUCK), as MarkFailed sends them.
     event_bus_name: str = Field(default="default", min_length=1)
 

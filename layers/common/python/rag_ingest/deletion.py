@@ -8,7 +8,6 @@ DELETING, and the same request again finishes it; a DELETE of a DELETED document
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
 from pydantic import BaseModel
@@ -18,9 +17,8 @@ from rag_ingest.adapters.object_versions import ObjectVersions
 from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.documents import DocumentNotFoundError
 from rag_ingest.errors import StaleWriteError
+from rag_ingest.logs import logger
 from rag_ingest.models import DocumentStatus
-
-logger = logging.getLogger(__name__)
 
 
 class DeletionReport(BaseModel):

@@ -19,9 +19,16 @@ class ErrorCode(StrEnum):
     TOO_MANY_PAGES = "TOO_MANY_PAGES"
     ENCRYPTED_PDF = "ENCRYPTED_PDF"
     CORRUPT_PDF = "CORRUPT_PDF"
+    # Over the parser's budget (time, content bytes or characters per page, or time in total):
+    # a hostile or absurd PDF (e.g. 400,000 text operators on one page), never worth a timeout.
+    PDF_TOO_COMPLEX = "PDF_TOO_COMPLEX"
     NO_TEXT_LAYER = "NO_TEXT_LAYER"
     EMPTY_DOCUMENT = "EMPTY_DOCUMENT"
+    # A zero-byte object: the uploader's mistake, not a system error.
+    EMPTY_FILE = "EMPTY_FILE"
     OBJECT_NOT_FOUND = "OBJECT_NOT_FOUND"
+    # An object whose key names no valid tenant (written outside the API): intake rejects it.
+    INVALID_OBJECT_KEY = "INVALID_OBJECT_KEY"
     INPUT_TOO_LONG = "INPUT_TOO_LONG"
     INVALID_REQUEST = "INVALID_REQUEST"
     TRANSIENT_RETRIES_EXHAUSTED = "TRANSIENT_RETRIES_EXHAUSTED"
@@ -29,6 +36,13 @@ class ErrorCode(StrEnum):
     STUCK = "STUCK"
     SUPERSEDED = "SUPERSEDED"
     INTERNAL_ERROR = "INTERNAL_ERROR"
+
+
+#: Failures of the system, not of the input: the SystemFailuresAlarm counts these (it pages). Every
+#: other code is the input's (permanent: the uploader's to fix) and must never page anyone.
+SYSTEM_ERROR_CODES = frozenset(
+    {ErrorCode.INTERNAL_ERROR, ErrorCode.TRANSIENT_RETRIES_EXHAUSTED, ErrorCode.TIMEOUT, ErrorCode.STUCK}
+)
 
 
 class RagIngestError(Exception):

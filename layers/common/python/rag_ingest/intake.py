@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -13,14 +12,21 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rag_ingest.adapters.status_repository import QueueOutcome, StatusRepository
 from rag_ingest.adapters.workflow import WorkflowStarter
+from rag_ingest.auth import InvalidTenantError, validate_tenant_id
+from rag_ingest.errors import ErrorCode
 from rag_ingest.ids import document_id_for_object, execution_name, is_api_document_id
+from rag_ingest.logs import logger, run_keys
 from rag_ingest.models import ETAG_VERSION_PREFIX, DocumentJob, ObjectRef
-
-logger = logging.getLogger(__name__)
 
 
 class PoisonMessageError(ValueError):
     """The queue message is not an S3 event we can act on; it must reach the DLQ, not block the batch."""
+
+
+class UnaddressableObjectError(PoisonMessageError):
+    """A well-formed S3 event for an object whose key names no valid tenant (written outside the
+    API). Retrying cannot help and it belongs to no tenant, so intake rejects it with
+    ``INVALID_OBJECT_KEY`` (logged) instead of dead-lettering it: bad input must never page."""
 
 
 class UploadedObject(BaseModel):
@@ -36,9 +42,10 @@ class UploadedObject(BaseModel):
 
 
 class IngestResult(BaseModel):
-    document_id: str
+    document_id: str | None  # None: the object belongs to no document (INVALID_OBJECT_KEY)
     outcome: str
     execution_arn: str | None = None
+    error_code: ErrorCode | None = None
     reason: str = ""
 
 
@@ -94,11 +101,17 @@ def address_of(key: str, bucket: str, raw_prefix: str = "raw/") -> DocumentAddre
     """``raw/{tenant}/{document_id}/{file}`` from the API; any other ``raw/{tenant}/...`` key is an
     object put without the API and gets a deterministic id from bucket + key."""
     if not key.startswith(raw_prefix):
+        # The bucket notifies only for raw/: such a record was not sent by S3 (poison, for the DLQ).
         raise PoisonMessageError(f"key {key!r} is outside {raw_prefix!r}")
     parts = key[len(raw_prefix) :].split("/")
     if len(parts) < 2 or not parts[0] or not parts[-1]:
-        raise PoisonMessageError(f"key {key!r} does not name a tenant folder: expected {raw_prefix}<tenant>/...")
-    tenant_id = parts[0]
+        raise UnaddressableObjectError(
+            f"key {key!r} does not name a tenant folder: expected {raw_prefix}<tenant>/..."
+        )
+    try:
+        tenant_id = validate_tenant_id(parts[0])
+    except InvalidTenantError as exc:
+        raise UnaddressableObjectError(f"key {key!r}: the tenant segment is not a valid tenant id: {exc}") from exc
     if len(parts) == 3 and is_api_document_id(parts[1]):
         return DocumentAddress(tenant_id, parts[1])
     return DocumentAddress(tenant_id, document_id_for_object(bucket, key))
@@ -110,7 +123,26 @@ class IntakeService:
         self._workflow = workflow
 
     def ingest(self, uploaded: UploadedObject) -> IngestResult:
-        address = address_of(uploaded.key, uploaded.bucket)
+        """One S3 record; every line logged for it carries its document_id and tenant_id (only)."""
+        try:
+            address = address_of(uploaded.key, uploaded.bucket)
+        except UnaddressableObjectError:
+            with run_keys(s3_key=uploaded.key):
+                return self._ingest(uploaded)
+        with run_keys(document_id=address.document_id, tenant_id=address.tenant_id, s3_key=uploaded.key):
+            return self._ingest(uploaded)
+
+    def _ingest(self, uploaded: UploadedObject) -> IngestResult:
+        try:
+            address = address_of(uploaded.key, uploaded.bucket)
+        except UnaddressableObjectError as exc:
+            logger.warning(
+                "object rejected",
+                extra={"error_code": ErrorCode.INVALID_OBJECT_KEY.value, "bucket": uploaded.bucket, "reason": str(exc)},
+            )
+            return IngestResult(
+                document_id=None, outcome="REJECTED", error_code=ErrorCode.INVALID_OBJECT_KEY, reason=str(exc)
+            )
         ref = ObjectRef(bucket=uploaded.bucket, key=uploaded.key, version=uploaded.version)
         queued = self._status.mark_queued(
             document_id=address.document_id,

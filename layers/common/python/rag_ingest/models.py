@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 class DocumentStatus(StrEnum):
     AWAITING_UPLOAD = "AWAITING_UPLOAD"
+    # The upload URL expired (plus a grace period) and no file came: set by the reaper.
+    EXPIRED = "EXPIRED"
     QUEUED = "QUEUED"
     PROCESSING = "PROCESSING"
     READY = "READY"

@@ -28,28 +28,42 @@ evidence from every page:
 
 Text is extracted in pypdf's plain mode (content-stream order), which keeps the columns of a
 two-column page apart, left column first; layout mode would interleave them line by line.
+
+Budgets (:class:`ParseBudget`): a hostile PDF must cost seconds, never the function's timeout.
+Each page gets a time budget (enforced by an interval timer that interrupts the extraction, in
+the main thread, as a Lambda handler runs; elsewhere checked after the page), a budget of
+decoded content-stream bytes and of extracted characters; pypdf's own decompression limits
+(flate bombs) count as the size budget. A page over budget is a failed page (listed in
+``failed_pages``), and the document has a total time and text budget. ``PDF_TOO_COMPLEX`` is
+the code when no page could be read within budget, or a document budget ran out. Every text pass of the
+cleanup is linear in the text's length.
 """
 
 from __future__ import annotations
 
 import io
-import logging
 import math
 import re
+import signal
+import threading
+import time
 import zlib
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
 from itertools import pairwise
+from typing import TypeVar
 
 from pypdf import PageObject, PasswordType, PdfReader
-from pypdf.errors import DependencyError, PdfReadError
+from pypdf.errors import DependencyError, LimitReachedError, PdfReadError
 from pypdf.generic import ArrayObject, StreamObject
 
 from rag_ingest.errors import ErrorCode, PermanentError
+from rag_ingest.logs import logger
 from rag_ingest.models import PageText, ParsedDocument
 from rag_ingest.tokens import is_vocabulary_word
-
-logger = logging.getLogger(__name__)
 
 PDF_MAGIC = b"%PDF-"
 #: Acrobat accepts the header anywhere in the first 1024 bytes (some producers prepend junk).
@@ -74,7 +88,9 @@ _INVISIBLE_CHARS = re.compile(
     + "\u00ad\u200b\u2060\ufeff]"
 )
 # Hyphen at a line end between two words (after whitespace is normalised): a candidate broken word.
-_LINE_END_HYPHEN = re.compile(r"([^\W\d_]+)-\n([^\W\d_]+)")
+# The look-behind lets a match start only where a run of letters starts: without it the engine
+# re-scans a run from each of its letters, quadratic on a long one (300,000 letters: ~17 minutes).
+_LINE_END_HYPHEN = re.compile(r"(?<![^\W\d_])([^\W\d_]+)-\n([^\W\d_]+)")
 # A hyphenated compound written on one line ("right-to-left"): evidence the hyphen is real.
 _INLINE_HYPHENATED = re.compile(r"(?<![\w-])[^\W\d_]+(?:-[^\W\d_]+)+(?![\w-])")
 _LETTERS = re.compile(r"[^\W\d_]+")
@@ -94,6 +110,8 @@ _LONE_ROMAN_NUMERAL = re.compile(r"^[ivxlcdm]+$")
 _PAGE_NUMBER_SIGNATURE = re.compile(r"^(page)?\W*#\W*((of|/)\W*#)?\W*$")
 # Zone index for bare page numbers: they count together whether printed at the top or the bottom.
 _PAGE_NUMBER_ZONE = 2
+# The pattern above backtracks quadratically on a long run of punctuation; a page number is short.
+_PAGE_NUMBER_MAX_CHARS = 40
 
 # Content-stream operators that put marks on a page: text showing, images (XObjects, inline),
 # shadings, and path painting. A page without any of them is blank to a reader.
@@ -103,12 +121,90 @@ _MARKING_OPERATORS = frozenset(
 )
 
 
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class ParseBudget:
+    """What one PDF may cost the parser (the defaults fit in the Parse function's timeout many times).
+
+    A real page holds well under 20,000 characters and a few hundred KB of content stream; a
+    scanned or vector-heavy page more, but extracts in well under a second.
+    """
+
+    page_seconds: float = 10.0
+    page_content_bytes: int = 32 * 1024 * 1024
+    page_text_chars: int = 500_000
+    document_seconds: float = 180.0
+    # A dense 500-page book is ~3 M characters; more text than this would make Chunk the victim.
+    document_text_chars: int = 5_000_000
+
+
+DEFAULT_BUDGET = ParseBudget()
+
+
+class _PageOverBudget(BaseException):
+    """Raised by the interval timer inside pypdf. A BaseException, so pypdf's many
+    ``except Exception`` handlers cannot swallow it and carry on."""
+
+
+class _BudgetExceeded(Exception):
+    """A page went over one of its budgets (time, content bytes, characters)."""
+
+
+@contextmanager
+def _interrupt_after(seconds: float) -> Iterator[None]:
+    """Raise ``_PageOverBudget`` in this thread after ``seconds``, if it is the main thread (only
+    there can a signal interrupt it); elsewhere do nothing (the caller checks the clock after).
+
+    The previous SIGALRM handler and timer (e.g. pytest-timeout's) are restored, the latter
+    less the time spent here.
+    """
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def on_alarm(signum: int, frame: object) -> None:
+        raise _PageOverBudget
+
+    previous_handler = signal.signal(signal.SIGALRM, on_alarm)
+    previous_delay, previous_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous_handler)
+        if previous_delay > 0:
+            remaining = max(previous_delay - (time.monotonic() - started), 0.001)
+            signal.setitimer(signal.ITIMER_REAL, remaining, previous_interval)
+
+
+def _within_budget(seconds: float, work: Callable[[], _T]) -> _T:
+    """``work()``, or ``_BudgetExceeded`` when it takes longer than ``seconds`` (or hits pypdf's limits)."""
+    started = time.monotonic()
+    try:
+        with _interrupt_after(seconds):
+            result = work()
+    except _PageOverBudget:
+        raise _BudgetExceeded(f"took more than {seconds:g} s") from None
+    except LimitReachedError as error:
+        raise _BudgetExceeded(f"pypdf limit: {error}") from error
+    except RecursionError as error:
+        raise _BudgetExceeded("nested too deeply") from error
+    if time.monotonic() - started > seconds:
+        raise _BudgetExceeded(f"took more than {seconds:g} s")
+    return result
+
+
 def validate_pdf_header(head: bytes, size: int, *, max_bytes: int) -> None:
     """Check the object's size and its first bytes (at least the first 1024 when available).
 
-    Raises ``PermanentError`` FILE_TOO_LARGE or UNSUPPORTED_TYPE. The file name is not looked at:
-    only the ``%PDF-`` signature counts.
+    Raises ``PermanentError`` EMPTY_FILE, FILE_TOO_LARGE or UNSUPPORTED_TYPE. The file name is
+    not looked at: only the ``%PDF-`` signature counts.
     """
+    if size == 0:
+        raise PermanentError(ErrorCode.EMPTY_FILE, "the file is empty (0 bytes)")
     if size > max_bytes:
         raise PermanentError(ErrorCode.FILE_TOO_LARGE, f"{size} bytes exceeds the limit of {max_bytes} bytes")
     if PDF_MAGIC not in head[:PDF_MAGIC_WINDOW_BYTES]:
@@ -163,7 +259,8 @@ def _zone_indices(lines: list[str]) -> tuple[list[int], list[int]]:
 
 
 def _zone_key(zone: int, signature: str) -> tuple[int, str]:
-    return (_PAGE_NUMBER_ZONE if _PAGE_NUMBER_SIGNATURE.fullmatch(signature) else zone, signature)
+    page_number = len(signature) <= _PAGE_NUMBER_MAX_CHARS and _PAGE_NUMBER_SIGNATURE.fullmatch(signature)
+    return (_PAGE_NUMBER_ZONE if page_number else zone, signature)
 
 
 def _drop_running_lines(pages_lines: list[list[str]]) -> list[list[str]]:
@@ -236,13 +333,16 @@ class _HyphenationEvidence:
         return before + after
 
 
-def parse_pdf(data: bytes, *, max_bytes: int, max_pages: int, clean: bool = True) -> ParsedDocument:
+def parse_pdf(
+    data: bytes, *, max_bytes: int, max_pages: int, clean: bool = True, budget: ParseBudget = DEFAULT_BUDGET
+) -> ParsedDocument:
     """Extract the text of every page of the PDF in ``data``, cleaned by :func:`clean_pages`
     (``clean=False`` keeps pypdf's raw text: for baselines and benchmarks).
 
     Raises ``PermanentError`` with FILE_TOO_LARGE, UNSUPPORTED_TYPE, CORRUPT_PDF, ENCRYPTED_PDF,
-    TOO_MANY_PAGES, EMPTY_DOCUMENT or NO_TEXT_LAYER. A page whose extraction fails is listed in
-    ``failed_pages`` (1-based) and kept with empty text; if every page fails, the PDF is corrupt.
+    TOO_MANY_PAGES, PDF_TOO_COMPLEX, EMPTY_DOCUMENT or NO_TEXT_LAYER. A page whose extraction
+    fails or goes over ``budget`` is listed in ``failed_pages`` (1-based) and kept with empty text;
+    if every page fails, the PDF is corrupt (or too complex, when a budget failed a page).
     """
     validate_pdf_header(data[:PDF_MAGIC_WINDOW_BYTES], len(data), max_bytes=max_bytes)
     reader = _open_reader(data)
@@ -254,32 +354,70 @@ def parse_pdf(data: bytes, *, max_bytes: int, max_pages: int, clean: bool = True
 
     raw_texts: list[str] = []
     failed_pages: list[int] = []
+    over_budget: list[str] = []  # why each over-budget page failed
+    deadline = time.monotonic() + budget.document_seconds
+    text_chars = 0
     for page_number in range(1, page_count + 1):
+        if time.monotonic() > deadline:
+            raise PermanentError(
+                ErrorCode.PDF_TOO_COMPLEX,
+                f"text extraction took more than {budget.document_seconds:g} s before page {page_number} "
+                f"of {page_count}",
+            )
         try:
             page = reader.pages[page_number - 1]
-            raw_text = page.extract_text(extraction_mode="plain")
-            if not raw_text.strip() and _content_undecodable(page):
+            raw_text = _within_budget(budget.page_seconds, partial(_extract_page, page, budget))
+            if not raw_text.strip() and _content_undecodable(page, budget.page_content_bytes):
                 # pypdf logs a broken stream and reads it as empty: a failure all the same.
                 logger.warning("page %d: content stream cannot be decoded", page_number)
                 failed_pages.append(page_number)
+        except _BudgetExceeded as error:
+            logger.warning("page %d: over the page budget: %s", page_number, error)
+            failed_pages.append(page_number)
+            over_budget.append(f"page {page_number} {error}")
+            raw_text = ""
         except Exception as error:  # pypdf raises many kinds on one bad page; keep the others
             logger.warning("page %d: text extraction failed: %r", page_number, error)
             failed_pages.append(page_number)
             raw_text = ""
         raw_texts.append(raw_text)
+        text_chars += len(raw_text)
+        if text_chars > budget.document_text_chars:
+            raise PermanentError(
+                ErrorCode.PDF_TOO_COMPLEX,
+                f"more than {budget.document_text_chars} characters of text by page {page_number} of {page_count}",
+            )
     texts = clean_pages(raw_texts) if clean else raw_texts
     pages = [PageText(page_number=number, text=text) for number, text in enumerate(texts, start=1)]
 
     if len(failed_pages) == page_count:
+        if over_budget:
+            raise PermanentError(
+                ErrorCode.PDF_TOO_COMPLEX,
+                f"no page could be read within the parser's budget: {'; '.join(over_budget[:3])}"
+                + (f" (and {len(over_budget) - 3} more)" if len(over_budget) > 3 else ""),
+            )
         raise PermanentError(ErrorCode.CORRUPT_PDF, f"text extraction failed on all {page_count} pages")
     if not any(page.text.strip() for page in pages):
-        if _any_page_has_marks(reader):
+        if _any_page_has_marks(reader, budget):
             raise PermanentError(
                 ErrorCode.NO_TEXT_LAYER,
                 f"none of the {page_count} pages has extractable text (scanned or drawn; OCR needed)",
             )
         raise PermanentError(ErrorCode.EMPTY_DOCUMENT, f"all {page_count} pages are blank")
     return ParsedDocument(page_count=page_count, pages=pages, failed_pages=failed_pages)
+
+
+def _extract_page(page: PageObject, budget: ParseBudget) -> str:
+    """The page's text, or ``_BudgetExceeded`` when its content or its text is too large."""
+    contents = page.get_contents()
+    size = len(contents.get_data()) if contents is not None else 0
+    if size > budget.page_content_bytes:
+        raise _BudgetExceeded(f"{size} bytes of content stream (budget {budget.page_content_bytes})")
+    text = page.extract_text(extraction_mode="plain")
+    if len(text) > budget.page_text_chars:
+        raise _BudgetExceeded(f"{len(text)} characters of text (budget {budget.page_text_chars})")
+    return text
 
 
 def _open_reader(data: bytes) -> PdfReader:
@@ -326,11 +464,12 @@ def _count_pages(reader: PdfReader) -> int:
         raise PermanentError(ErrorCode.CORRUPT_PDF, f"unreadable page tree: {error!r}") from error
 
 
-def _content_undecodable(page: PageObject) -> bool:
+def _content_undecodable(page: PageObject, max_output: int) -> bool:
     """True when a Flate-compressed content stream of the page is not valid zlib data.
 
     pypdf logs such a stream and reads it as empty, which would pass for a blank page. Only
     Flate (nearly every PDF's content filter) is checked; an empty but valid stream is fine.
+    Decompression stops after ``max_output`` bytes (a flate bomb is not inflated here).
     """
     contents = page.get("/Contents")
     if contents is None:
@@ -345,22 +484,33 @@ def _content_undecodable(page: PageObject) -> bool:
         if first_filter != "/FlateDecode":
             continue
         # pypdf has no public accessor for a stream's stored (still encoded) bytes; _data is that.
-        try:
-            zlib.decompressobj().decompress(getattr(stream, "_data", b"") or b"")
-        except zlib.error:
+        if _flate_error(getattr(stream, "_data", b"") or b"", max_output):
             return True
     return False
 
 
-def _any_page_has_marks(reader: PdfReader) -> bool:
+def _flate_error(data: bytes, max_output: int) -> bool:
+    """True when ``data`` is not valid zlib data, inflating at most ``max_output`` bytes, 64 KB at a time."""
+    decompressor = zlib.decompressobj()
+    pending, produced = data, 0
+    try:
+        while pending and produced <= max_output:
+            produced += len(decompressor.decompress(pending, 65536))
+            pending = decompressor.unconsumed_tail
+    except zlib.error:
+        return True
+    return False
+
+
+def _any_page_has_marks(reader: PdfReader, budget: ParseBudget) -> bool:
     """True when some page's content stream paints something (text, image, shading or path)."""
     for page in reader.pages:
         try:
             contents = page.get_contents()
             if contents is None:
                 continue
-            operations = contents.operations
-        except Exception:  # an unparsable content stream still stands for something drawn
+            operations = _within_budget(budget.page_seconds, partial(getattr, contents, "operations"))
+        except Exception:  # an unparsable (or over-budget) content stream still stands for something drawn
             return True
         if any(operator in _MARKING_OPERATORS for _operands, operator in operations):
             return True

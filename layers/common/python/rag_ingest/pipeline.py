@@ -8,12 +8,12 @@ a retry after a failure in Index does not pay for embeddings again.
 
 from __future__ import annotations
 
-import logging
+import functools
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from rag_ingest.adapters.object_store import ObjectStore
 from rag_ingest.adapters.status_repository import StatusRepository
@@ -23,13 +23,31 @@ from rag_ingest.config import StagesEnv
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.errors import ErrorCode, PermanentError, StaleWriteError, parse_failure
 from rag_ingest.ids import version_hash
+from rag_ingest.logs import logger, run_keys
 from rag_ingest.models import Chunk, DocumentJob, DocumentStatus, EmbedTask, FailedJob, ParsedDocument, Stage
 from rag_ingest.pdf import parse_pdf, validate_pdf_header
 from rag_ingest.telemetry import NoTelemetry, Telemetry
 
-logger = logging.getLogger(__name__)
-
 PDF_HEADER_BYTES = 1024
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _logged(stage: Stage | None) -> Callable[[_Method], _Method]:
+    """Every line logged while the stage runs carries the job's document_id, tenant_id and stage."""
+
+    def decorate(method: _Method) -> _Method:
+        @functools.wraps(method)
+        def run(self: Pipeline, item: DocumentJob | EmbedTask) -> Any:
+            job = item.job if isinstance(item, EmbedTask) else item
+            with run_keys(
+                document_id=job.document_id, tenant_id=job.tenant_id, stage=stage.value if stage else None
+            ):
+                return method(self, item)
+
+        return cast(_Method, run)
+
+    return decorate
 
 
 @dataclass
@@ -49,17 +67,20 @@ class Pipeline:
         self._env = deps.env
 
     # -- the stages ------------------------------------------------------------------------
+    @_logged(Stage.VALIDATE)
     def validate(self, job: DocumentJob) -> DocumentJob:
         with self._stage(job, Stage.VALIDATE) as record:
             head = self._deps.objects.head(job.object_ref)
             size = int(head["ContentLength"])
-            first_bytes = self._deps.objects.read_range(job.object_ref, min(PDF_HEADER_BYTES, max(size, 1)))
+            # A ranged GET of an empty object fails (InvalidRange): an empty file is checked on its size alone.
+            first_bytes = self._deps.objects.read_range(job.object_ref, min(PDF_HEADER_BYTES, size)) if size else b""
             # The stored object is checked, not the upload policy: objects can arrive without the API.
             validate_pdf_header(first_bytes, size, max_bytes=self._env.max_file_bytes)
             job.size_bytes = size
             record["size_bytes"] = size
         return job
 
+    @_logged(Stage.PARSE)
     def parse(self, job: DocumentJob) -> DocumentJob:
         pages_key = self._artifact_key(job, "pages.json")
         with self._stage(job, Stage.PARSE) as record:
@@ -76,6 +97,7 @@ class Pipeline:
             record.update(page_count=parsed.page_count, failed_pages=parsed.failed_pages)
         return job
 
+    @_logged(Stage.CHUNK)
     def chunk(self, job: DocumentJob) -> DocumentJob:
         chunks_key = self._artifact_key(job, "chunks.json")
         with self._stage(job, Stage.CHUNK) as record:
@@ -105,6 +127,7 @@ class Pipeline:
         self._deps.status.record_embed_plan(job.document_id, job.version, chunk_count)
         return job
 
+    @_logged(Stage.EMBED)
     def embed(self, item: EmbedTask) -> dict[str, int]:
         """One Embed Map task: its slice of batches, each checkpointed, so a retry resumes at the
         first batch not yet embedded and never pays for the same tokens twice."""
@@ -129,6 +152,7 @@ class Pipeline:
             self._deps.status.record_embedded_part(job.document_id, job.version, item.task, embedded)
         return {"task": item.task, "chunks": embedded}
 
+    @_logged(Stage.INDEX)
     def index(self, job: DocumentJob) -> DocumentJob:
         try:
             with self._stage(job, Stage.INDEX) as record:
@@ -169,6 +193,7 @@ class Pipeline:
             "superseded index run withdrew its chunks", extra={"document_id": job.document_id, "removed": removed}
         )
 
+    @_logged(Stage.FINALIZE)
     def finalize(self, job: DocumentJob) -> DocumentJob:
         current = self._deps.status.get(job.document_id)
         if current and current.version == job.version and current.status == DocumentStatus.READY:
@@ -195,6 +220,7 @@ class Pipeline:
         logger.info("document ready", extra={"document_id": job.document_id, "chunks": job.chunk_count})
         return job
 
+    @_logged(None)
     def mark_failed(self, job: FailedJob) -> dict[str, Any]:
         code, detail = parse_failure(job.error.get("Error", "Unknown"), job.error.get("Cause", ""))
         current = self._deps.status.get(job.document_id)
@@ -237,6 +263,7 @@ class Pipeline:
         record: dict[str, Any] = {}
         yield record
         elapsed_ms = int((time.monotonic() - started) * 1000)
+        logger.info("stage finished", extra={"elapsed_ms": elapsed_ms, **record})
         self._deps.telemetry.stage_finished(stage, elapsed_ms)
         self._deps.status.record_stage(job.document_id, job.version, stage, elapsed_ms, accumulate=accumulate, **record)
 

@@ -7,11 +7,15 @@ failed, timed out or aborted without closing the record → re-driven under a re
 (checkpoints resume it) while the replay budget lasts; otherwise (budget spent, or an execution
 that "succeeded" without closing the record) → FAILED with ``STUCK``. Every write is a
 compare-and-set on the record as read, so a worker that moves the document meanwhile wins.
+
+Uploads that never arrive: an AWAITING_UPLOAD record older than the upload URL's expiry plus a
+grace period (``expire_uploads_after_seconds``) becomes EXPIRED (compare-and-set on the record as
+read: an upload that lands meanwhile wins). That is the client's doing, not a fault: it is
+counted apart (``UploadsExpired``), never in ``DocumentsReaped``, whose alarm pages.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from enum import StrEnum
 
@@ -20,11 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from rag_ingest.adapters.document_operations import DocumentOperations, OperationalRecord
 from rag_ingest.adapters.executions import Executions, ExecutionState
 from rag_ingest.errors import ErrorCode, StaleWriteError
+from rag_ingest.logs import logger, run_keys
 from rag_ingest.models import DocumentStatus
 from rag_ingest.redrive import Clock, Replayer, iso_before
 from rag_ingest.telemetry import NoTelemetry, Telemetry
-
-logger = logging.getLogger(__name__)
 
 STUCK_STATUSES = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
 _LIVE = frozenset({ExecutionState.RUNNING, ExecutionState.PENDING_REDRIVE})
@@ -44,6 +47,8 @@ class ReaperSettings(BaseModel):
     stuck_after_seconds: int = Field(ge=60)
     max_redrives: int = Field(ge=0)
     max_documents: int = Field(ge=1)
+    # AWAITING_UPLOAD records older than this (URL expiry + grace) become EXPIRED; None: never.
+    expire_uploads_after_seconds: int | None = Field(default=None, ge=60)
 
 
 class ReapRequest(BaseModel):
@@ -55,13 +60,14 @@ class ReapRequest(BaseModel):
     stuck_after_seconds: int | None = Field(default=None, ge=60)
     max_redrives: int | None = Field(default=None, ge=0)
     max_documents: int | None = Field(default=None, ge=1)
+    expire_uploads_after_seconds: int | None = Field(default=None, ge=60)
 
 
 class ReapedDocument(BaseModel):
     document_id: str
     status: str  # as found
     updated_at: str
-    execution_state: str
+    execution_state: str | None = None  # None: an upload that never came has no execution
     replays: int
     action: ReapAction | None = None  # None: left alone
     reason: str = ""
@@ -75,6 +81,7 @@ class ReapReport(BaseModel):
     redriven: list[ReapedDocument] = Field(default_factory=list)
     marked_failed: list[ReapedDocument] = Field(default_factory=list)
     left_alone: list[ReapedDocument] = Field(default_factory=list)
+    expired: list[ReapedDocument] = Field(default_factory=list)
 
     def counts(self) -> dict[ReapAction, int]:
         return {ReapAction.REDRIVEN: len(self.redriven), ReapAction.MARKED_FAILED: len(self.marked_failed)}
@@ -105,7 +112,7 @@ class Reaper:
         settings = self._settings.model_copy(
             update={
                 name: value
-                for name in ("stuck_after_seconds", "max_redrives", "max_documents")
+                for name in ("stuck_after_seconds", "max_redrives", "max_documents", "expire_uploads_after_seconds")
                 if (value := getattr(request, name)) is not None
             }
         )
@@ -120,7 +127,10 @@ class Reaper:
                 record = self._documents.get(suspect.document_id)
                 if record is None or record.status != status or record.updated_at >= deadline:
                     continue
-                self._judge(record, settings, request.dry_run, report)
+                with run_keys(document_id=record.document_id, tenant_id=record.tenant_id):
+                    self._judge(record, settings, request.dry_run, report)
+        if settings.expire_uploads_after_seconds is not None:
+            self._expire_uploads(settings.expire_uploads_after_seconds, settings, request.dry_run, report)
         logger.info(
             "reaper finished",
             extra={
@@ -128,9 +138,40 @@ class Reaper:
                 "redriven": len(report.redriven),
                 "marked_failed": len(report.marked_failed),
                 "left_alone": len(report.left_alone),
+                "expired": len(report.expired),
             },
         )
         return report
+
+    def _expire_uploads(self, after_seconds: int, settings: ReaperSettings, dry_run: bool, report: ReapReport) -> None:
+        deadline = iso_before(self._clock, after_seconds)
+        awaiting = DocumentStatus.AWAITING_UPLOAD
+        for suspect in self._documents.list_by_status(awaiting, updated_before=deadline):
+            if report.examined >= settings.max_documents:
+                break
+            report.examined += 1
+            record = self._documents.get(suspect.document_id)  # the GSI lags: decide on a consistent read
+            if record is None or record.status != awaiting or record.updated_at >= deadline:
+                continue
+            detail = f"no file was uploaded: awaiting since {record.updated_at}, expired after {after_seconds} s"
+            found = ReapedDocument(
+                document_id=record.document_id,
+                status=record.status.value,
+                updated_at=record.updated_at,
+                replays=record.replays,
+                reason=detail,  # no ReapAction: those are DocumentsReaped's dimension, and expiry is not one
+            )
+            with run_keys(document_id=record.document_id, tenant_id=record.tenant_id):
+                if not dry_run:
+                    try:
+                        self._documents.mark_expired(record, detail)
+                    except StaleWriteError:  # the upload arrived (or a delete) meanwhile: it wins
+                        report.left_alone.append(
+                            found.model_copy(update={"action": None, "reason": "changed while reaping"})
+                        )
+                        continue
+                    logger.info("upload expired", extra={"awaiting_since": record.updated_at})
+            report.expired.append(found)
 
     def _judge(self, record: OperationalRecord, settings: ReaperSettings, dry_run: bool, report: ReapReport) -> None:
         state = self._executions.state(record.execution_arn)

@@ -12,7 +12,6 @@ starts, named ``execution_name(document_id, version, replay=N)``. The stages' ch
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -26,9 +25,8 @@ from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.errors import ErrorCode, StaleWriteError
 from rag_ingest.ids import execution_name
 from rag_ingest.intake import PoisonMessageError, address_of, parse_queue_message
+from rag_ingest.logs import logger
 from rag_ingest.models import DocumentJob, DocumentStatus
-
-logger = logging.getLogger(__name__)
 
 # Failures of the system, not of the file: replaying them can succeed. A user-caused code
 # (ENCRYPTED_PDF, ...) fails again on the same bytes, so replay takes those only when asked.

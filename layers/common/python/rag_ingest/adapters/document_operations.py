@@ -20,6 +20,7 @@ from rag_ingest.adapters.aws import as_transient, error_code, is_transient, reso
 from rag_ingest.adapters.status_repository import DocumentRecord, utc_now
 from rag_ingest.errors import ErrorCode, StaleWriteError
 from rag_ingest.models import DocumentStatus
+from rag_ingest.tracing import traced
 
 # The documents table's GSI (infra/constructs/storage.py STATUS_INDEX): status + updated_at.
 STATUS_INDEX = "by_status"
@@ -31,6 +32,7 @@ class OperationalRecord(DocumentRecord):
     replays: int = 0  # deliberate re-runs so far; the next execution is named with replay=replays + 1
 
 
+@traced
 class DocumentOperations:
     def __init__(self, table_name: str, table: Any | None = None) -> None:
         self._table = table if table is not None else resource("dynamodb").Table(table_name)
@@ -123,6 +125,22 @@ class DocumentOperations:
                 ":updated_at": record.updated_at,
                 ":failed": DocumentStatus.FAILED.value,
                 ":code": ErrorCode.STUCK.value,
+                ":detail": detail[:2000],
+                ":now": utc_now(),
+            },
+        )
+
+    def mark_expired(self, record: OperationalRecord, detail: str) -> None:
+        """AWAITING_UPLOAD → EXPIRED (the upload never came), if nothing wrote to the record since it was read."""
+        self._update(
+            record.document_id,
+            "SET #status = :expired, error_detail = :detail, updated_at = :now",
+            "#status = :awaiting AND updated_at = :updated_at",
+            {"#status": "status"},
+            {
+                ":awaiting": DocumentStatus.AWAITING_UPLOAD.value,
+                ":expired": DocumentStatus.EXPIRED.value,
+                ":updated_at": record.updated_at,
                 ":detail": detail[:2000],
                 ":now": utc_now(),
             },

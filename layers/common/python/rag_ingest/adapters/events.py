@@ -13,10 +13,12 @@ from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import as_transient, client, is_transient
 from rag_ingest.errors import TransientError
+from rag_ingest.tracing import traced
 
 EVENT_SOURCE = "rag-ingest"
 
 
+@traced
 class EventPublisher:
     def __init__(self, bus_name: str = "default", events_client: Any | None = None) -> None:
         self._bus_name = bus_name

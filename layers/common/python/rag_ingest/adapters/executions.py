@@ -8,6 +8,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import as_transient, client, error_code, is_transient
+from rag_ingest.tracing import traced
 
 
 class ExecutionState(StrEnum):
@@ -24,6 +25,7 @@ class ExecutionState(StrEnum):
 _MISSING_CODES = frozenset({"ExecutionDoesNotExist", "InvalidArn"})
 
 
+@traced
 class Executions:
     def __init__(self, sfn_client: Any | None = None) -> None:
         self._sfn = sfn_client if sfn_client is not None else client("stepfunctions")

@@ -11,6 +11,7 @@ from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import BOTO_CONFIG, as_transient, error_code, is_transient, resource
 from rag_ingest.live_connections import Connection, ConnectionGoneError, PostThrottledError
+from rag_ingest.tracing import traced
 
 TENANT_INDEX = "by_tenant"
 
@@ -19,6 +20,7 @@ _SINGLE_ATTEMPT = BOTO_CONFIG.merge(Config(retries={"mode": "standard", "max_att
 _THROTTLED = frozenset({"LimitExceededException", "TooManyRequestsException", "ThrottlingException"})
 
 
+@traced
 class DynamoConnectionStore:
     """``connection_id`` (key), ``tenant_id`` (GSI ``by_tenant``), ``subject``, times, TTL ``expires_at``."""
 
@@ -63,6 +65,7 @@ class DynamoConnectionStore:
             raise (as_transient(exc, "query connections") if is_transient(exc) else exc) from exc
 
 
+@traced
 class ManagementApiPoster:
     """PostToConnection on the stage's callback URL (``https://<api>.execute-api.<region>.amazonaws.com/<stage>``)."""
 

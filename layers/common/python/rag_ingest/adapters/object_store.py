@@ -10,10 +10,12 @@ from botocore.exceptions import ClientError
 from rag_ingest.adapters.aws import as_transient, client, error_code, is_transient
 from rag_ingest.errors import ErrorCode, PermanentError
 from rag_ingest.models import ETAG_VERSION_PREFIX, ObjectRef
+from rag_ingest.tracing import traced
 
 _MISSING = frozenset({"NoSuchKey", "NoSuchVersion", "404", "NotFound", "NoSuchBucket", "PreconditionFailed", "412"})
 
 
+@traced
 class ObjectStore:
     def __init__(self, s3_client: Any | None = None) -> None:
         self._s3 = s3_client if s3_client is not None else client("s3")

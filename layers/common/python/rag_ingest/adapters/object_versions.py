@@ -12,10 +12,12 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import as_transient, client, is_transient
+from rag_ingest.tracing import traced
 
 _DELETE_BATCH = 1000  # DeleteObjects' maximum
 
 
+@traced
 class ObjectVersions:
     def __init__(self, s3_client: Any | None = None) -> None:
         self._s3 = s3_client if s3_client is not None else client("s3")

@@ -8,6 +8,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import as_transient, client, is_transient
+from rag_ingest.tracing import traced
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,7 @@ class QueueMessage:
     sent_timestamp_ms: int
 
 
+@traced
 class Queues:
     def __init__(self, sqs_client: Any | None = None) -> None:
         self._sqs = sqs_client if sqs_client is not None else client("sqs")

@@ -73,11 +73,17 @@ def local_stack(outputs_path: Path = LOCAL_OUTPUTS) -> StackResources:
     return StackResources.from_outputs(outputs, region=outputs.get("Region", "us-east-1"), endpoint_url=endpoint)
 
 
-def deployed_stack(stack_name: str, region: str | None = None) -> StackResources:
+def stack_outputs(stack_name: str, region: str | None = None) -> tuple[dict[str, str], str | None]:
+    """A deployed stack's outputs (``OutputKey`` → ``OutputValue``) and the region it was read in."""
     session = boto3.Session(region_name=region)
     try:
         stacks = session.client("cloudformation", config=BOTO_CONFIG).describe_stacks(StackName=stack_name)["Stacks"]
     except Exception as exc:  # credentials, region, missing stack: all end the command the same way
         raise StackResourcesError(f"cannot read stack {stack_name}: {exc}") from exc
     outputs = {item["OutputKey"]: item["OutputValue"] for item in stacks[0].get("Outputs", [])}
-    return StackResources.from_outputs(outputs, region=session.region_name)
+    return outputs, session.region_name
+
+
+def deployed_stack(stack_name: str, region: str | None = None) -> StackResources:
+    outputs, region_name = stack_outputs(stack_name, region)
+    return StackResources.from_outputs(outputs, region=region_name)

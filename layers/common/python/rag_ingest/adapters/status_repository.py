@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rag_ingest.adapters.aws import as_transient, error_code, is_transient, resource
 from rag_ingest.errors import ErrorCode, StaleWriteError
 from rag_ingest.models import DocumentStatus, ObjectRef, Stage
+from rag_ingest.tracing import traced
 
 
 def utc_now() -> str:
@@ -85,6 +86,7 @@ TENANT_INDEX = "by_tenant"
 _MAX_LIST_READS = 5
 
 
+@traced
 class StatusRepository:
     def __init__(self, table_name: str, table: Any | None = None) -> None:
         self._table = table if table is not None else resource("dynamodb").Table(table_name)
@@ -176,7 +178,8 @@ class StatusRepository:
                 ),
                 ConditionExpression=(
                     "attribute_not_exists(document_id) OR "
-                    "(tenant_id = :tenant AND #status = :awaiting) OR "
+                    # EXPIRED too: an upload begun before its URL expired may land after the grace period.
+                    "(tenant_id = :tenant AND #status IN (:awaiting, :expired)) OR "
                     "(tenant_id = :tenant AND #version <> :version AND NOT #status IN (:deleting, :deleted) "
                     " AND (attribute_not_exists(event_time) OR event_time <= :event_time))"
                 ),
@@ -190,6 +193,7 @@ class StatusRepository:
                     ":tenant": tenant_id,
                     ":queued": DocumentStatus.QUEUED.value,
                     ":awaiting": DocumentStatus.AWAITING_UPLOAD.value,
+                    ":expired": DocumentStatus.EXPIRED.value,
                     ":deleting": DocumentStatus.DELETING.value,
                     ":deleted": DocumentStatus.DELETED.value,
                     ":version": ref.version,

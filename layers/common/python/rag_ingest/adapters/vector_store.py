@@ -31,6 +31,7 @@ from opensearchpy.exceptions import (
 from rag_ingest.errors import TransientError
 from rag_ingest.ids import chunk_id, version_hash
 from rag_ingest.models import Chunk
+from rag_ingest.tracing import traced
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,7 @@ def _transient(exc: Exception) -> bool:
     return False
 
 
+@traced
 class VectorStore:
     def __init__(self, client: OpenSearch, settings: IndexSettings) -> None:
         self._client = client

@@ -8,8 +8,10 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import as_transient, client, error_code, is_transient
+from rag_ingest.tracing import traced
 
 
+@traced
 class WorkflowStarter:
     def __init__(self, state_machine_arn: str, sfn_client: Any | None = None) -> None:
         self._state_machine_arn = state_machine_arn

@@ -19,6 +19,7 @@ from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
 from rag_ingest.errors import ErrorCode, PermanentError, TransientError
 from rag_ingest.tokens import count_tokens as minilm_count_tokens
+from rag_ingest.tracing import traced
 
 TITAN_V2_MODEL_ID = "amazon.titan-embed-text-v2:0"
 TITAN_V2_DIMENSIONS = (256, 512, 1024)
@@ -39,6 +40,7 @@ _TRANSIENT_ERROR_CODES = frozenset(
 _TOO_LONG_MESSAGE = re.compile(r"too (many|long)|max(imum)? input|exceed", re.IGNORECASE)
 
 
+@traced
 class BedrockTitanEmbedder:
     """Titan V2 embeddings, normalised, of 256, 512 or 1024 floats."""
 

@@ -1,8 +1,8 @@
-"""Operator CLI: ``python -m rag_ingest.cli [--local | --stack NAME] redrive|replay|reap ...``.
+"""The operator commands: ``rag-ingest [--local | --stack NAME] redrive|replay|reap ...``.
 
-Runs the same code as the Redrive and Reaper functions, from an operator's machine, against the
-deployed stack (resources from its CloudFormation outputs, credentials from the usual AWS
-chain) or, with ``--local``, against the local stack (``.local/runtime/outputs.json``).
+They run the same code as the Redrive and Reaper functions, from an operator's machine, against the
+local stack (``.local/runtime/outputs.json``, the default) or, with ``--stack NAME``, the deployed
+stack (resources from its CloudFormation outputs, credentials from the usual AWS chain).
 Prints the report as JSON; exits 1 when a document could not be handled, 2 on bad usage.
 """
 
@@ -12,7 +12,6 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,6 @@ from rag_ingest.adapters.events import EventPublisher
 from rag_ingest.adapters.executions import Executions
 from rag_ingest.adapters.queues import Queues
 from rag_ingest.adapters.stack_resources import (
-    LOCAL_OUTPUTS,
     StackResources,
     StackResourcesError,
     deployed_stack,
@@ -35,7 +33,6 @@ from rag_ingest.reaper import Reaper, ReaperSettings, ReapRequest
 from rag_ingest.redrive import Operations, RedriveRequest, Replayer, ReplayReport, ReplayRequest
 from rag_ingest.telemetry import NoTelemetry
 
-DEFAULT_STACK = "RagIngest"
 # The deployed reaper's defaults (infra/config.py ReaperConfig); flags override them.
 DEFAULT_REAPER = ReaperSettings(stuck_after_seconds=30 * 60, max_redrives=2, max_documents=200)
 _DURATION = re.compile(r"^(\d+)([smhd]?)$")
@@ -70,16 +67,14 @@ class EventsOnlyTelemetry(NoTelemetry):
         self._events.publish("DocumentFailed", detail)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m rag_ingest.cli", description=__doc__.split("\n\n")[0])
-    target = parser.add_mutually_exclusive_group()
-    target.add_argument("--local", action="store_true", help="the local stack (moto endpoint from outputs.json)")
-    target.add_argument("--stack", default=DEFAULT_STACK, help=f"CloudFormation stack name (default {DEFAULT_STACK})")
-    parser.add_argument("--outputs", type=Path, default=LOCAL_OUTPUTS, help="the local stack's outputs.json")
-    parser.add_argument("--region", help="AWS region (default: the AWS CLI's)")
-    commands = parser.add_subparsers(dest="command", required=True)
+OPERATOR_COMMANDS = ("redrive", "replay", "reap")
 
-    redrive = commands.add_parser("redrive", help="move dead-lettered upload events back to the ingest queue")
+
+def add_operator_commands(commands: Any, common: argparse.ArgumentParser) -> None:
+    """``redrive``, ``replay`` and ``reap`` under the ``rag-ingest`` command (``commands`` is its subparsers)."""
+    redrive = commands.add_parser(
+        "redrive", parents=[common], help="operator: move dead-lettered upload events back to the ingest queue"
+    )
     redrive.add_argument("--dry-run", action="store_true", help="list what would move, move nothing")
     redrive.add_argument("--max-messages", type=int, default=100)
     redrive.add_argument("--document-id", help="only messages about this document")
@@ -90,7 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     redrive.add_argument("--newer-than", type=duration, help="only messages sent at most this long ago")
     redrive.add_argument("--include-unparseable", action="store_true", help="move messages intake cannot parse")
 
-    replay = commands.add_parser("replay", help="re-run FAILED documents from their first unfinished stage")
+    replay = commands.add_parser(
+        "replay", parents=[common], help="operator: re-run FAILED documents from their first unfinished stage"
+    )
     replay.add_argument("--dry-run", action="store_true", help="list what would be replayed, change nothing")
     replay.add_argument("--document-id", action="append", dest="document_ids", default=[], help="repeatable")
     replay.add_argument(
@@ -105,12 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--newer-than", type=duration, help="only documents failed at most this long ago")
     replay.add_argument("--max-documents", type=int, default=100)
 
-    reap = commands.add_parser("reap", help="run the stuck-document reaper once")
+    reap = commands.add_parser("reap", parents=[common], help="operator: run the stuck-document reaper once")
     reap.add_argument("--dry-run", action="store_true", help="report what it would do, change nothing")
     reap.add_argument("--stuck-after", type=duration, help="default 30m")
     reap.add_argument("--max-redrives", type=int)
     reap.add_argument("--max-documents", type=int)
-    return parser
 
 
 def request_for(args: argparse.Namespace) -> RedriveRequest | ReplayRequest | ReapRequest:
@@ -166,22 +162,19 @@ def run(request: RedriveRequest | ReplayRequest | ReapRequest, resources: StackR
     return operations.run(request)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def run_operator(
+    args: argparse.Namespace, parser: argparse.ArgumentParser, *, stack_name: str | None, outputs: Path
+) -> int:
+    """The operator command of ``args`` against the deployed stack ``stack_name`` (None: the local stack)."""
     try:
         request = request_for(args)
     except ValidationError as exc:
         parser.error("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
     try:
-        resources = local_stack(args.outputs) if args.local else deployed_stack(args.stack, args.region)
+        resources = local_stack(outputs) if stack_name is None else deployed_stack(stack_name, args.region)
     except StackResourcesError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     report = run(request, resources)
     print(json.dumps(report.model_dump(mode="json"), indent=2))
     return 1 if isinstance(report, ReplayReport) and report.errors else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,387 @@
+"""The user commands: login, logout, upload, ls, status, search, retry, rm."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from rag_ingest.cli.api import TERMINAL, ApiClient, Target, TargetError
+from rag_ingest.cli.messages import sentence
+from rag_ingest.cli.progress import ProgressBoard, status_text
+from rag_ingest.cli.signin import CognitoSignIn, LocalSignIn
+from rag_ingest.cli.transport import CliError, HttpError, MultipartBody, post_multipart
+
+PDF_MAGIC = b"%PDF-"
+POLL_SECONDS = 0.5
+
+
+@dataclass
+class Console:
+    out: TextIO
+    err: TextIO
+    as_json: bool = False
+
+    def print(self, text: str = "") -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def json(self, value: Any) -> None:
+        self.print(json.dumps(value, indent=2))
+
+    def note(self, text: str) -> None:
+        self.err.write(text + "\n")
+        self.err.flush()
+
+
+# ---------------------------------------------------------------- login
+def login(target: Target, console: Console, *, open_browser: Any = None) -> int:
+    tokens = target.tokens
+    if isinstance(tokens, LocalSignIn):
+        tokens.sign_in()
+        who: dict[str, Any] = {"username": tokens.username, "tenant_id": tokens.tenant_id}
+    elif isinstance(tokens, CognitoSignIn):
+        entry = tokens.login(announce=console.note, **({"open_browser": open_browser} if open_browser else {}))
+        who = {"username": entry.get("username"), "tenant_id": entry.get("tenant_id")}
+    else:  # pragma: no cover - every target has one of the two
+        raise CliError("this target has no sign-in")
+    if console.as_json:
+        console.json({"target": target.label, **who})
+    else:
+        console.print(f"signed in to {target.label} as {who['username']} (tenant {who['tenant_id']})")
+    if not who["tenant_id"]:
+        console.note("warning: the token carries no custom:tenant_id: the API will answer 403 until an admin sets it")
+    return 0
+
+
+def logout(target: Target, console: Console) -> int:
+    target.tokens.forget()
+    console.print(f"signed out of {target.label}")
+    return 0
+
+
+# ---------------------------------------------------------------- upload
+def pdf_files(inputs: list[str]) -> list[Path]:
+    """Files as given, folders as the PDFs inside them (recursively, sorted); missing paths are usage errors."""
+    files: list[Path] = []
+    for text in inputs:
+        path = Path(text)
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() == ".pdf")
+            if not found:
+                raise CliError(f"{path}: no .pdf files in this folder")
+            files.extend(found)
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise CliError(f"{path}: no such file or folder")
+    return files
+
+
+def refusal(path: Path) -> str | None:
+    """Why the page would refuse this file before uploading (the pipeline checks again on the object)."""
+    if path.stat().st_size == 0:
+        return "the file is empty"
+    with path.open("rb") as stream:
+        if not stream.read(1024).lstrip(b"\x00\t\r\n ").startswith(PDF_MAGIC):
+            return "not a PDF (it does not start with %PDF-)"
+    return None
+
+
+@dataclass
+class UploadOutcome:
+    path: Path
+    document_id: str | None = None
+    document: dict[str, Any] | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and (self.document or {}).get("status") == "READY"
+
+
+def upload(api: ApiClient, console: Console, inputs: list[str], *, wait: bool, timeout_seconds: float) -> int:
+    files = pdf_files(inputs)
+    outcomes = [UploadOutcome(path) for path in files]
+    board = ProgressBoard.for_files(
+        console.err if console.as_json else console.out, [(p.name, p.stat().st_size) for p in files]
+    )
+    for index, outcome in enumerate(outcomes):
+        reason = refusal(outcome.path)
+        if reason:
+            outcome.error = f"refused: {reason}"
+            board.state(index, outcome.error)
+            continue
+        try:
+            outcome.document_id = send(api, outcome.path, board, index)
+        except TargetError:
+            raise  # the API is down or refuses this user: every other file would fail the same way
+        except CliError as exc:
+            outcome.error = f"upload failed: {exc}"
+            board.state(index, outcome.error)
+            continue
+        board.state(index, "uploaded")
+    if wait:
+        follow(api, board, outcomes, timeout_seconds)
+    board.finish()
+    report(console, outcomes, waited=wait)
+    failed = [o for o in outcomes if o.error or (wait and not o.ok)]
+    return 1 if failed else 0
+
+
+def send(api: ApiClient, path: Path, board: ProgressBoard, index: int) -> str:
+    ticket = api.create_upload(path.name, "application/pdf")
+    document_id = str(ticket["document_id"])
+    max_bytes = int(ticket.get("max_bytes") or 0)
+    if max_bytes and path.stat().st_size > max_bytes:
+        api.delete(document_id)  # nothing will arrive: do not leave it AWAITING_UPLOAD
+        raise CliError(f"{path.stat().st_size} bytes is over the limit of {max_bytes} bytes")
+    form = ticket["upload"]
+    body = MultipartBody(fields=form["fields"], path=path, filename=path.name)
+    try:
+        post_multipart(form["url"], body, on_bytes=lambda n: board.sent(index, n))
+    except HttpError as exc:  # S3's own refusal (policy, size, expiry)
+        raise CliError(f"storage refused the file: {exc.code or exc.status}: {exc.message}") from None
+    return document_id
+
+
+def follow(api: ApiClient, board: ProgressBoard, outcomes: list[UploadOutcome], timeout_seconds: float) -> None:
+    """Poll every uploaded document until READY/FAILED, showing status, stage and progress."""
+    deadline = time.monotonic() + timeout_seconds
+    pending = {i for i, o in enumerate(outcomes) if o.document_id and not o.error}
+    while pending:
+        for index in sorted(pending):
+            outcome = outcomes[index]
+            document = api.document(str(outcome.document_id))
+            outcome.document = document
+            board.state(index, status_text(document))
+            if document.get("status") in TERMINAL:
+                pending.discard(index)
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            for index in pending:
+                outcomes[index].error = f"not finished after {timeout_seconds:.0f}s"
+                board.state(index, f"{board.rows[index].state} (timed out)")
+            return
+        time.sleep(POLL_SECONDS)
+
+
+def report(console: Console, outcomes: list[UploadOutcome], *, waited: bool) -> None:
+    if console.as_json:
+        console.json(
+            [
+                {"file": str(o.path), "document_id": o.document_id, "error": o.error, "document": o.document}
+                for o in outcomes
+            ]
+        )
+        return
+    for outcome in outcomes:
+        document = outcome.document or {}
+        name = f"{outcome.path.name} {outcome.document_id}" if outcome.document_id else outcome.path.name
+        if outcome.error:
+            console.print(f"✗ {name}: {outcome.error}")
+        elif document.get("status") == "FAILED":
+            detail = f" ({document['error_detail']})" if document.get("error_detail") else ""
+            console.print(
+                f"✗ {name}: FAILED {document.get('error_code')}: "
+                f"{sentence(document.get('error_code'))}{detail}"
+            )
+        elif not waited:
+            console.print(f"↑ {name}: uploaded")
+        elif document.get("status") == "READY":
+            console.print(f"✓ {name}: {status_text(document)}{_duration(document)}")
+        else:  # DELETED or EXPIRED while we waited
+            console.print(f"✗ {name}: {status_text(document)}")
+
+
+def _duration(document: dict[str, Any]) -> str:
+    total = sum((document.get("timings_ms") or {}).values())
+    return f" in {total / 1000:.1f}s" if total else ""
+
+
+# ---------------------------------------------------------------- ls, status
+def list_documents(api: ApiClient, console: Console, *, limit: int, cursor: str | None, everything: bool) -> int:
+    items: list[dict[str, Any]] = []
+    while True:
+        page = api.documents(limit=limit, cursor=cursor)
+        items.extend(page.get("items") or [])
+        cursor = page.get("next_cursor")
+        if not everything or not cursor:
+            break
+    if console.as_json:
+        console.json({"items": items, "next_cursor": cursor})
+        return 0
+    if not items:
+        console.print("no documents")
+    else:
+        rows = [("ID", "STATUS", "PAGES", "CHUNKS", "CREATED", "FILENAME")]
+        rows += [
+            (
+                d["document_id"],
+                status_text(d) if d.get("status") not in ("READY",) else "READY",
+                str(d.get("page_count") if d.get("page_count") is not None else "-"),
+                str(d.get("chunk_count") if d.get("chunk_count") is not None else "-"),
+                str(d.get("created_at", ""))[:19],
+                str(d.get("filename") or ""),
+            )
+            for d in items
+        ]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+        for row in rows:
+            console.print(
+                "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1]
+            )
+    if cursor:
+        console.print(f"more: rag-ingest ls --cursor {cursor}  (or --all)")
+    return 0
+
+
+def show_status(api: ApiClient, console: Console, document_id: str) -> int:
+    document = api.document(document_id)
+    if console.as_json:
+        console.json(document)
+        return 0
+    console.print(f"{document['document_id']}  {document.get('filename') or ''}")
+    console.print(f"  status   {status_text(document)}")
+    if document.get("status") == "FAILED":
+        console.print(f"  error    {document.get('error_code')}: {sentence(document.get('error_code'))}")
+        if document.get("error_detail"):
+            console.print(f"  detail   {document['error_detail']}")
+    if document.get("failed_pages"):
+        console.print(f"  failed pages {', '.join(map(str, document['failed_pages']))}")
+    console.print(f"  created  {document.get('created_at')}   updated {document.get('updated_at')}")
+    timings = document.get("timings_ms") or {}
+    if timings:
+        console.print("  timings  " + ", ".join(f"{stage} {ms / 1000:.2f}s" for stage, ms in timings.items()))
+    return 0
+
+
+# ---------------------------------------------------------------- search
+def search(api: ApiClient, console: Console, query: str, *, k: int, mode: str) -> int:
+    result = api.search(query, k=k, mode=mode)
+    if console.as_json:
+        console.json(result)
+        return 0
+    passages = result.get("passages") or []
+    if not passages:
+        console.print(f"no passages for {query!r}")
+        return 0
+    emphasis = ("\x1b[1m", "\x1b[0m") if console.out.isatty() else ("*", "*")
+    for rank, passage in enumerate(passages, 1):
+        pages = passage.get("page_start")
+        if passage.get("page_end") not in (None, pages):
+            pages = f"{pages}-{passage['page_end']}"
+        console.print(
+            f"{rank}. {passage.get('filename') or passage.get('document_id')} p.{pages}  "
+            f"score {float(passage.get('score', 0)):.3f}  ({passage['document_id']})"
+        )
+        highlight = (passage.get("highlights") or [None])[0]
+        text = _plain_highlight(highlight, emphasis) if highlight else _snippet(str(passage.get("text", "")))
+        console.print(f"   {text}")
+    return 0
+
+
+def _plain_highlight(fragment: str, emphasis: tuple[str, str]) -> str:
+    import html
+
+    marked = fragment.replace("<em>", "\x00").replace("</em>", "\x01")
+    text = html.unescape(re.sub(r"<[^>]+>", "", marked))
+    return " ".join(text.replace("\x00", emphasis[0]).replace("\x01", emphasis[1]).split())
+
+
+def _snippet(text: str, limit: int = 240) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# ---------------------------------------------------------------- retry, rm
+def retry(api: ApiClient, console: Console, document_id: str, *, wait: bool, timeout_seconds: float) -> int:
+    try:
+        document = api.retry(document_id)
+    except HttpError as exc:
+        if exc.status == 409:
+            raise CliError(f"{document_id} cannot be retried: {exc.message}") from None
+        raise
+    if not wait:
+        console.json(document) if console.as_json else console.print(f"retrying {document_id}: {status_text(document)}")
+        return 0
+    deadline = time.monotonic() + timeout_seconds
+    while document.get("status") not in TERMINAL and time.monotonic() < deadline:
+        time.sleep(POLL_SECONDS)
+        document = api.document(document_id)
+    if console.as_json:
+        console.json(document)
+    else:
+        console.print(f"{document_id}: {status_text(document)}")
+        if document.get("status") == "FAILED":
+            console.print(f"  {sentence(document.get('error_code'))} {document.get('error_detail') or ''}".rstrip())
+    return 0 if document.get("status") == "READY" else 1
+
+
+def remove(api: ApiClient, console: Console, document_id: str) -> int:
+    answer = api.delete(document_id)
+    if console.as_json:
+        console.json(answer)
+    else:
+        console.print(f"deleted {document_id}" + (f" ({answer['status']})" if answer.get("status") else ""))
+    return 0
+
+
+def add_user_commands(commands: Any, common: argparse.ArgumentParser) -> None:
+    """The user commands' parsers; ``common`` carries the target options so they also work after the command."""
+    commands.add_parser("login", parents=[common], help="sign in (local: --user/--tenant; --stack: in the browser)")
+    commands.add_parser("logout", parents=[common], help="forget the cached tokens of the target")
+
+    upload_parser = commands.add_parser(
+        "upload", parents=[common], help="upload PDFs (files or folders) and follow them"
+    )
+    upload_parser.add_argument("paths", nargs="+", metavar="FILE|DIR")
+    upload_parser.add_argument("--no-wait", dest="wait", action="store_false", help="return once the bytes are sent")
+    upload_parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for READY (default 900)")
+
+    ls = commands.add_parser("ls", parents=[common], help="the tenant's documents, newest first")
+    ls.add_argument("--limit", type=int, default=20, help="documents per page (default 20)")
+    ls.add_argument("--cursor", help="the next_cursor of a previous page")
+    ls.add_argument("--all", dest="everything", action="store_true", help="follow every page")
+
+    status = commands.add_parser("status", parents=[common], help="one document's status, stage, progress and error")
+    status.add_argument("document_id", metavar="ID")
+
+    search_parser = commands.add_parser("search", parents=[common], help="search the tenant's passages")
+    search_parser.add_argument("query")
+    search_parser.add_argument("--mode", choices=("hybrid", "knn", "bm25"), default="hybrid")
+    search_parser.add_argument("-k", type=int, default=5, help="passages (1..50, default 5)")
+
+    retry_parser = commands.add_parser("retry", parents=[common], help="replay a FAILED document")
+    retry_parser.add_argument("document_id", metavar="ID")
+    retry_parser.add_argument("--wait", action="store_true", help="wait until READY or FAILED")
+    retry_parser.add_argument("--timeout", type=float, default=900.0)
+
+    rm = commands.add_parser("rm", parents=[common], help="delete a document and its passages")
+    rm.add_argument("document_id", metavar="ID")
+
+
+def run_user_command(args: argparse.Namespace, target: Target, console: Console) -> int:
+    api = ApiClient(target)
+    if args.command == "login":
+        return login(target, console)
+    if args.command == "logout":
+        return logout(target, console)
+    if args.command == "upload":
+        return upload(api, console, args.paths, wait=args.wait, timeout_seconds=args.timeout)
+    if args.command == "ls":
+        return list_documents(api, console, limit=args.limit, cursor=args.cursor, everything=args.everything)
+    if args.command == "status":
+        return show_status(api, console, args.document_id)
+    if args.command == "search":
+        return search(api, console, args.query, k=args.k, mode=args.mode)
+    if args.command == "retry":
+        return retry(api, console, args.document_id, wait=args.wait, timeout_seconds=args.timeout)
+    if args.command == "rm":
+        return remove(api, console, args.document_id)
+    raise AssertionError(f"unknown command {args.command}")

@@ -1,0 +1,149 @@
+"""The CLI's HTTP: the streamed multipart body of a presigned POST (exact bytes, exact length, real
+progress), the error shapes it turns into one-line messages, and what a dead server looks like."""
+
+from __future__ import annotations
+
+import email.parser
+import email.policy
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rag_ingest.cli.transport import (
+    HttpError,
+    MultipartBody,
+    NetworkError,
+    error_of,
+    post_multipart,
+    request_json,
+)
+
+from tests.support.aws import free_port
+
+pytestmark = pytest.mark.unit
+
+FIELDS = {
+    "key": "raw/acme/01J/report.pdf",
+    "Content-Type": "application/pdf",
+    "policy": "eyJ4Ijox",
+    "x-amz-signature": "ab",
+}
+
+
+def parse_form(content_type: str, body: bytes) -> list[tuple[str, str | None, bytes]]:
+    """The parts as a server parses them (the standard library's MIME parser): name, filename, bytes."""
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        f"Content-Type: {content_type}\r\n\r\n".encode() + body
+    )
+    return [
+        (str(part.get_param("name", header="content-disposition")), part.get_filename(), part.get_payload(decode=True))
+        for part in message.iter_parts()
+    ]
+
+
+@pytest.fixture
+def pdf(tmp_path: Path) -> Path:
+    path = tmp_path / 'quarterly "final".pdf'
+    path.write_bytes(b"%PDF-1.7\n" + bytes(range(256)) * 1000 + b"\r\n--not-a-boundary\r\n%%EOF")
+    return path
+
+
+def test_multipart_body_has_the_fields_first_then_the_file_byte_for_byte(pdf: Path) -> None:
+    body = MultipartBody(fields=FIELDS, path=pdf, filename=pdf.name)
+    raw = b"".join(body.chunks(chunk_bytes=4096))
+    assert len(raw) == len(body)  # the Content-Length sent up front is the body's exact size
+    parts = parse_form(body.header, raw)
+    assert [name for name, _, _ in parts] == [*FIELDS, "file"]  # S3 ignores fields after the file
+    assert {name: value.decode() for name, _, value in parts[:-1]} == FIELDS
+    assert parts[-1][1] == "quarterly %22final%22.pdf" and parts[-1][2] == pdf.read_bytes()
+
+
+def test_multipart_body_streams_in_chunks(pdf: Path) -> None:
+    chunks = list(MultipartBody(fields=FIELDS, path=pdf, filename=pdf.name).chunks(chunk_bytes=8192))
+    assert max(len(c) for c in chunks[1:-1]) == 8192  # the file is never read whole
+    assert len(chunks) == 2 + -(-pdf.stat().st_size // 8192)
+
+
+@dataclass
+class Received:
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    status: int = 204
+    answer: bytes = b""
+
+
+@pytest.fixture
+def upload_server() -> Iterator[tuple[str, Received]]:
+    received = Received()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers["Content-Length"])
+            received.requests.append(
+                {"path": self.path, "headers": dict(self.headers), "body": self.rfile.read(length)}
+            )
+            self.send_response(received.status)
+            self.send_header("Content-Length", str(len(received.answer)))
+            self.end_headers()
+            self.wfile.write(received.answer)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/bucket-name", received
+    server.shutdown()
+    server.server_close()
+
+
+def test_post_multipart_reports_every_byte_it_sends(pdf: Path, upload_server: tuple[str, Received]) -> None:
+    url, received = upload_server
+    body = MultipartBody(fields=FIELDS, path=pdf, filename=pdf.name)
+    progress: list[int] = []
+    assert post_multipart(url, body, on_bytes=progress.append) == 204
+    request = received.requests[0]
+    assert request["path"] == "/bucket-name" and "Transfer-Encoding" not in request["headers"]
+    assert int(request["headers"]["Content-Length"]) == sum(progress) == len(body) == len(request["body"])
+    assert len(progress) > 3  # progress arrives while sending, not once at the end
+    assert parse_form(request["headers"]["Content-Type"], request["body"])[-1][2] == pdf.read_bytes()
+
+
+def test_a_refusal_by_storage_carries_its_code(pdf: Path, upload_server: tuple[str, Received]) -> None:
+    url, received = upload_server
+    received.status = 400
+    received.answer = (
+        b"<?xml version='1.0'?><Error><Code>EntityTooLarge</Code>"
+        b"<Message>Your proposed upload exceeds the maximum allowed size</Message></Error>"
+    )
+    with pytest.raises(HttpError) as error:
+        post_multipart(url, MultipartBody(fields=FIELDS, path=pdf, filename=pdf.name))
+    assert (error.value.status, error.value.code) == (400, "EntityTooLarge")
+    assert "exceeds the maximum allowed size" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "code", "message"),
+    [
+        (409, {"error": {"code": "NOT_RETRYABLE", "message": "it is READY"}}, "NOT_RETRYABLE", "it is READY"),
+        (401, {"message": "Unauthorized"}, "", "Unauthorized"),
+        (400, {"error": "invalid_grant", "error_description": "Refresh Token has expired"}, "invalid_grant",
+         "Refresh Token has expired"),
+        (502, "<html>Bad Gateway</html>", "", "<html>Bad Gateway</html>"),
+        (503, "", "", "Service Unavailable"),
+    ],
+)  # fmt: skip
+def test_error_bodies(status: int, body: Any, code: str, message: str) -> None:
+    raw = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+    error = error_of(status, raw, "http://api/x")
+    assert (error.status, error.code, error.message) == (status, code, message)
+
+
+def test_an_unreachable_server_is_a_network_error_naming_it() -> None:
+    port = free_port()  # nothing listens there
+    with pytest.raises(NetworkError, match=f"cannot reach http://127.0.0.1:{port}"):
+        request_json("GET", f"http://127.0.0.1:{port}/documents", timeout=5)
