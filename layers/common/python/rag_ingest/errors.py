@@ -95,3 +95,31 @@ def parse_failure(error_type: str, cause: str) -> tuple[ErrorCode, str]:
     if error_type in ("States.Timeout", "Sandbox.Timedout"):
         return ErrorCode.TIMEOUT, message
     return ErrorCode.INTERNAL_ERROR, f"{error_type}: {message}"
+
+
+#: What a person is told about each code (the CLI prints it; the page keeps the same table in
+#: web/errors.js, and a unit test holds the two equal).
+ERROR_SENTENCES: dict[ErrorCode, str] = {
+    ErrorCode.UNSUPPORTED_TYPE: "This file is not a PDF.",
+    ErrorCode.FILE_TOO_LARGE: "This file is larger than the upload limit.",
+    ErrorCode.TOO_MANY_PAGES: "This PDF has more pages than the limit.",
+    ErrorCode.ENCRYPTED_PDF: "This PDF is password-protected.",
+    ErrorCode.CORRUPT_PDF: "This PDF is damaged and cannot be read.",
+    ErrorCode.PDF_TOO_COMPLEX: (
+        "This PDF is too complex to read within the limits (too much content or text on its pages)."
+    ),
+    ErrorCode.NO_TEXT_LAYER: "This PDF has no text layer (scanned pages without text).",
+    ErrorCode.EMPTY_FILE: "This file is empty (0 bytes).",
+    ErrorCode.EMPTY_DOCUMENT: "This PDF contains no text to index.",
+    ErrorCode.OBJECT_NOT_FOUND: "The uploaded file was not found in storage.",
+    ErrorCode.INVALID_OBJECT_KEY: "The file was stored under a path that names no valid workspace.",
+    ErrorCode.INPUT_TOO_LONG: "A passage was too long for the embedding model.",
+    ErrorCode.INVALID_REQUEST: "The request for this document was invalid.",
+    ErrorCode.TRANSIENT_RETRIES_EXHAUSTED: (
+        "A temporary service problem persisted through every retry. Retrying usually works."
+    ),
+    ErrorCode.TIMEOUT: "Processing took too long and was stopped.",
+    ErrorCode.STUCK: "Processing stalled and was stopped.",
+    ErrorCode.SUPERSEDED: "A newer upload of this document replaced this one.",
+    ErrorCode.INTERNAL_ERROR: "An unexpected error stopped processing.",
+}
