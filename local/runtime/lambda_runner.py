@@ -507,6 +507,8 @@ class LambdaRunner:
         self._reaper = threading.Thread(target=self._reap_loop, name="lambda-reaper", daemon=True)
         self._reaper.start()
         self.invocation_listeners: list[Callable[[str, InvocationResult], None]] = []
+        # Called with (function name, result, duration in ms): the alarm evaluator's Lambda metrics.
+        self.invocation_observers: list[Callable[[str, InvocationResult, float], None]] = []
 
     def register(self, functions: Iterable[FunctionDefinition]) -> None:
         with self._lock:
@@ -564,6 +566,8 @@ class LambdaRunner:
         logger.info("END RequestId: %s Duration: %.1f ms Status: %s", request_id, duration_ms, status)
         for listener in list(self.invocation_listeners):
             listener(function.name, result)
+        for observer in list(self.invocation_observers):
+            observer(function.name, result, duration_ms)
         return result
 
     def _run(

@@ -76,6 +76,8 @@ class RuntimeSettings:
     opensearch_url: str
     # Step Functions retries really sleep in moto's interpreter: intervals are scaled by this.
     retry_scale: float
+    # CloudWatch alarm periods, as the local alarm evaluator runs them (local/runtime/alarms.py).
+    alarm_period_scale: float
     lambda_max_workers: int
     lambda_init_timeout_seconds: float
     lambda_idle_seconds: float
@@ -99,6 +101,9 @@ class RuntimeSettings:
         retry_scale = _float_env(env, "LOCAL_RETRY_SCALE", 0.1)
         if not 0 < retry_scale <= 1:
             raise ValueError(f"LOCAL_RETRY_SCALE must be in (0, 1], got {retry_scale}")
+        alarm_period_scale = _float_env(env, "LOCAL_ALARM_PERIOD_SCALE", 0.05)
+        if not 0 < alarm_period_scale <= 1:
+            raise ValueError(f"LOCAL_ALARM_PERIOD_SCALE must be in (0, 1], got {alarm_period_scale}")
         passthrough = tuple(
             name.strip() for name in env.get("LOCAL_LAMBDA_PASSTHROUGH_ENV", "").split(",") if name.strip()
         )
@@ -116,6 +121,7 @@ class RuntimeSettings:
             web_dir=Path(env.get("LOCAL_WEB_DIR") or repo_root / "web"),
             opensearch_url=env.get("OPENSEARCH_URL") or DEFAULT_OPENSEARCH_URL,
             retry_scale=retry_scale,
+            alarm_period_scale=alarm_period_scale,
             lambda_max_workers=max(1, _int_env(env, "LOCAL_LAMBDA_MAX_WORKERS", 4)),
             lambda_init_timeout_seconds=_float_env(env, "LOCAL_LAMBDA_INIT_TIMEOUT", 60.0),
             lambda_idle_seconds=_float_env(env, "LOCAL_LAMBDA_IDLE_SECONDS", 600.0),

@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from moto.server import ThreadedMotoServer
 
+from local.runtime.alarms import HANDLED_TYPES, AlarmEvaluator
 from local.runtime.api_gateway import LIVE_PATH, ApiGatewayAdapter
 from local.runtime.aws import moto_client
 from local.runtime.http_api import HttpApiDefinition
@@ -50,6 +51,7 @@ class LocalStack:
         self.provisioned: ProvisionedStack | None = None
         self.runner: LambdaRunner | None = None
         self.pollers: list[SqsPoller] = []
+        self.alarms: AlarmEvaluator | None = None
         self._moto: ThreadedMotoServer | None = None
         self._uninstall_seam: Any = None
         self._outputs: dict[str, Any] = {}
@@ -98,6 +100,7 @@ class LocalStack:
         provisioner = Provisioner(template, settings)
         provisioned = provisioner.provision()
         self.provisioned = provisioned
+        self.alarms = self._start_alarms(template, provisioner, provisioned)
         self._log_provisioned(provisioned)
         self.runner.register(provisioned.functions)
         http_api = HttpApiDefinition.from_template(template, provisioner.resolver)
@@ -133,6 +136,8 @@ class LocalStack:
         LOG.info("stopping the local stack")
         for poller in self.pollers:
             poller.stop(timeout=10)
+        if self.alarms is not None:
+            self.alarms.stop()
         if self.live is not None:
             self.live.close()  # ends every open live stream before the server stops
         self.api.stop()
@@ -170,6 +175,32 @@ class LocalStack:
             self._remove_pidfile()
 
     # -- helpers ------------------------------------------------------------------------------
+
+    def _start_alarms(
+        self, template: CloudFormationTemplate, provisioner: Provisioner, provisioned: ProvisionedStack
+    ) -> AlarmEvaluator:
+        """The template's alarms, evaluated on what the local stack observes (local/runtime/alarms.py)."""
+        queues = {
+            str(url).rstrip("/").rsplit("/", 1)[-1]: str(url)
+            for logical_id, url in provisioned.physical_ids.items()
+            if template.resources[logical_id].type == "AWS::SQS::Queue"
+        }
+        evaluator = AlarmEvaluator(
+            template,
+            provisioner.resolver,
+            self.settings,
+            queues=queues,
+            functions=[function.name for function in provisioned.functions],
+            state_machines=provisioned.state_machines.values(),
+        )
+        evaluator.provision()
+        # Alarms, topics and subscriptions are the evaluator's now, not skipped resources.
+        for kind in [kind for kind in provisioned.skipped if kind.split(" ", 1)[0] in HANDLED_TYPES]:
+            del provisioned.skipped[kind]
+        assert self.runner is not None
+        self.runner.invocation_observers.append(evaluator.record_invocation)
+        evaluator.start()
+        return evaluator
 
     def _write_pidfile(self) -> None:
         self.settings.state_dir.mkdir(parents=True, exist_ok=True)
@@ -235,6 +266,7 @@ class LocalStack:
                 "OpenSearchUrl": self.settings.opensearch_url,
                 "Resources": provisioned.physical_ids,
                 "Functions": {function.logical_id: function.name for function in provisioned.functions},
+                "Alarms": {alarm.logical_id: alarm.name for alarm in (self.alarms.alarms if self.alarms else [])},
             }
         )
         return outputs
@@ -296,4 +328,5 @@ class LocalStack:
             "faults": self.runner.faults.pending() if self.runner else [],
             "faults_injected": self.runner.faults.injected() if self.runner else {},
             "skipped": provisioned.skipped if provisioned else {},
+            "alarms": self.alarms.status() if self.alarms else [],
         }

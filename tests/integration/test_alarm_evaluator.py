@@ -1,0 +1,124 @@
+"""The local alarm evaluator against moto's server: an alarm on a state machine's ExecutionsTimedOut
+(an execution moto's interpreter times out) goes to ALARM in moto's CloudWatch, a queue subscribed
+to its topic receives CloudWatch's notification, and the alarm returns to OK once the datapoint
+leaves its evaluation range."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto.core.config import default_user_config
+
+from local.runtime.alarms import AlarmEvaluator
+from local.runtime.settings import RuntimeSettings
+from local.runtime.template import CloudFormationTemplate, IntrinsicResolver
+from tests.support.aws import moto_server
+
+pytestmark = pytest.mark.integration
+ACCOUNT = "123456789012"
+TOPIC_ARN = f"arn:aws:sns:us-east-1:{ACCOUNT}:AlarmTopic"
+
+
+def wait_for(condition: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (result := condition()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+    return result
+
+
+def template() -> CloudFormationTemplate:
+    return CloudFormationTemplate(
+        body={
+            "Resources": {
+                "AlarmTopic": {"Type": "AWS::SNS::Topic"},
+                "Machine": {"Type": "AWS::StepFunctions::StateMachine"},
+                "TimedOutAlarm": {
+                    "Type": "AWS::CloudWatch::Alarm",
+                    "Properties": {
+                        "AlarmDescription": "Workflow executions timed out",
+                        "Namespace": "AWS/States",
+                        "MetricName": "ExecutionsTimedOut",
+                        "Dimensions": [{"Name": "StateMachineArn", "Value": {"Ref": "Machine"}}],
+                        "Statistic": "Sum",
+                        "Period": 60,
+                        "EvaluationPeriods": 1,
+                        "Threshold": 0,
+                        "ComparisonOperator": "GreaterThanThreshold",
+                        "TreatMissingData": "notBreaching",
+                        "AlarmActions": [{"Ref": "AlarmTopic"}],
+                        "OKActions": [{"Ref": "AlarmTopic"}],
+                    },
+                },
+            }
+        },
+        path=Path("Local.template.json"),
+    )
+
+
+def test_a_timed_out_execution_fires_the_alarm_to_the_topic_and_it_clears(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Run executions for real (as the local stack configures moto), in this process's moto only.
+    monkeypatch.setitem(default_user_config["stepfunctions"], "execute_state_machine", True)
+    with moto_server() as endpoint:
+        sfn, sqs, sns, cloudwatch = (boto3.client(name) for name in ("stepfunctions", "sqs", "sns", "cloudwatch"))
+        machine = sfn.create_state_machine(
+            name="slow",
+            definition=json.dumps(
+                {
+                    "StartAt": "Wait",
+                    "TimeoutSeconds": 1,
+                    "States": {"Wait": {"Type": "Wait", "Seconds": 10, "End": True}},
+                }
+            ),
+            roleArn=f"arn:aws:iam::{ACCOUNT}:role/sfn",
+        )["stateMachineArn"]
+        settings = RuntimeSettings.from_env(
+            {
+                "LOCAL_MOTO_PORT": endpoint.rsplit(":", 1)[-1],
+                "LOCAL_ALARM_PERIOD_SCALE": "0.02",
+                "LOCAL_STACK_NAME": "Local",
+            }
+        )
+        resolver = IntrinsicResolver(template(), region="us-east-1", account_id=ACCOUNT, stack_name="Local")
+        resolver.set_resource("AlarmTopic", TOPIC_ARN)
+        resolver.set_resource("Machine", machine)
+        evaluator = AlarmEvaluator(template(), resolver, settings, queues={}, functions=[], state_machines=[machine])
+        [alarm] = evaluator.alarms
+        assert alarm.unobservable is None
+        evaluator.provision()
+        subscriber = sqs.create_queue(QueueName="alarm-subscriber")["QueueUrl"]
+        subscriber_arn = sqs.get_queue_attributes(QueueUrl=subscriber, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        sns.subscribe(TopicArn=TOPIC_ARN, Protocol="sqs", Endpoint=subscriber_arn)
+        received: list[dict[str, Any]] = []
+
+        def notification(state: str, old: str) -> dict[str, Any] | None:
+            for message in sqs.receive_message(QueueUrl=subscriber, MaxNumberOfMessages=10).get("Messages", []):
+                received.append(json.loads(json.loads(message["Body"])["Message"]))
+                sqs.delete_message(QueueUrl=subscriber, ReceiptHandle=message["ReceiptHandle"])
+            return next((n for n in received if (n["OldStateValue"], n["NewStateValue"]) == (old, state)), None)
+
+        def state() -> str:
+            return str(cloudwatch.describe_alarms(AlarmNames=[alarm.name])["MetricAlarms"][0]["StateValue"])
+
+        evaluator.start()
+        try:
+            wait_for(lambda: state() == "OK", "the alarm's first evaluation (no data: OK)")
+            execution = sfn.start_execution(stateMachineArn=machine)["executionArn"]
+            wait_for(lambda: sfn.describe_execution(executionArn=execution)["status"] == "TIMED_OUT", "the timeout")
+            fired = wait_for(lambda: notification("ALARM", "OK"), "the ALARM notification")
+            assert fired["AlarmName"] == alarm.name == "Local-TimedOutAlarm-" + alarm.name.rsplit("-", 1)[-1]
+            assert fired["Trigger"]["MetricName"] == "ExecutionsTimedOut"
+            assert fired["Trigger"]["Dimensions"] == [{"value": machine, "name": "StateMachineArn"}]
+            cleared = wait_for(lambda: notification("OK", "ALARM"), "the OK notification once the timeout ages out")
+            assert cleared["NewStateReason"].startswith("Threshold Crossed: no datapoints were received")
+            assert state() == "OK"
+        finally:
+            evaluator.stop()
