@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 
-import jsii
 from aws_cdk import Aws, CfnOutput, Duration
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
@@ -27,7 +26,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from infra.config import RESERVED_IN_DOMAIN_PREFIX, RagIngestConfig
-from infra.constructs.function import FunctionFactory, new_log_group, removal_policy
+from infra.constructs.function import AccessLogSettings, FunctionFactory, new_log_group, removal_policy
 from infra.constructs.search import Search
 from infra.constructs.storage import ARTIFACTS_PREFIX, RAW_PREFIX, Storage
 from infra.nag import acknowledge, arn_ref
@@ -75,21 +74,6 @@ _ACCESS_LOG_FORMAT = {
     "authorizerError": "$context.authorizer.error",
     "tenant": "$context.authorizer.claims.custom:tenant_id",
 }
-
-
-@jsii.implements(apigwv2.IAccessLogSettings)
-class _AccessLogSettings:
-    def __init__(self, destination: apigwv2.IAccessLogDestination, log_format: apigw.AccessLogFormat) -> None:
-        self._destination = destination
-        self._format = log_format
-
-    @property
-    def destination(self) -> apigwv2.IAccessLogDestination:
-        return self._destination
-
-    @property
-    def format(self) -> apigw.AccessLogFormat:
-        return self._format
 
 
 class Api(Construct):
@@ -188,7 +172,7 @@ class Api(Construct):
             throttle=apigwv2.ThrottleSettings(
                 rate_limit=config.api.throttling_rate_limit, burst_limit=config.api.throttling_burst_limit
             ),
-            access_log_settings=_AccessLogSettings(
+            access_log_settings=AccessLogSettings(
                 apigwv2.LogGroupLogDestination(access_logs),
                 apigw.AccessLogFormat.custom(json.dumps(_ACCESS_LOG_FORMAT)),
             ),

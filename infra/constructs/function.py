@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import cast
 
+import jsii
 from aws_cdk import CfnResource, Duration, RemovalPolicy
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -159,3 +162,20 @@ class FunctionFactory:
             "move the runtime and tools/build_layer.py together.",
         )
         return function
+
+
+@jsii.implements(apigwv2.IAccessLogSettings)
+class AccessLogSettings:
+    """Access logs of an API Gateway v2 stage (CDK's L2 stage takes them only as this interface)."""
+
+    def __init__(self, destination: apigwv2.IAccessLogDestination, log_format: apigw.AccessLogFormat) -> None:
+        self._destination = destination
+        self._format = log_format
+
+    @property
+    def destination(self) -> apigwv2.IAccessLogDestination:
+        return self._destination
+
+    @property
+    def format(self) -> apigw.AccessLogFormat:
+        return self._format

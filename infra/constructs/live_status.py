@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 from typing import cast
 
-import jsii
 from aws_cdk import Aws, CfnElement, CfnOutput, Duration, Fn, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
@@ -35,7 +34,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.config import RagIngestConfig
-from infra.constructs.function import FunctionFactory, new_log_group, removal_policy
+from infra.constructs.function import AccessLogSettings, FunctionFactory, new_log_group, removal_policy
 from infra.nag import acknowledge
 
 STAGE_NAME = "live"
@@ -55,21 +54,6 @@ _ACCESS_LOG_FORMAT = {
     "authorizerError": "$context.authorizer.error",
     "tenant": "$context.authorizer.tenant_id",
 }
-
-
-@jsii.implements(apigwv2.IAccessLogSettings)
-class _AccessLogSettings:
-    def __init__(self, destination: apigwv2.IAccessLogDestination, log_format: apigw.AccessLogFormat) -> None:
-        self._destination = destination
-        self._format = log_format
-
-    @property
-    def destination(self) -> apigwv2.IAccessLogDestination:
-        return self._destination
-
-    @property
-    def format(self) -> apigw.AccessLogFormat:
-        return self._format
 
 
 class LiveStatus(Construct):
@@ -166,7 +150,7 @@ class LiveStatus(Construct):
             throttle=apigwv2.ThrottleSettings(
                 rate_limit=live.throttling_rate_limit, burst_limit=live.throttling_burst_limit
             ),
-            access_log_settings=_AccessLogSettings(
+            access_log_settings=AccessLogSettings(
                 apigwv2.LogGroupLogDestination(access_logs),
                 apigw.AccessLogFormat.custom(json.dumps(_ACCESS_LOG_FORMAT)),
             ),
