@@ -21,5 +21,5 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== tests: unit, infra, integration, e2e, reliability"
+echo "== tests: unit, infra, integration, browser, e2e, reliability"
 .venv/bin/pytest tests "$@"

@@ -24,6 +24,7 @@ from typing import Any
 import boto3
 import pytest
 from rag_ingest.cli import main
+from rag_ingest.errors import ERROR_SENTENCES, ErrorCode
 from rag_ingest.ids import new_document_id
 
 from local.runtime.harness import LocalStackProcess
@@ -199,10 +200,8 @@ def test_a_failed_upload_exits_1_with_its_reason_and_retry_brings_it_to_ready(
         stack_process.clear_faults()
     assert failed.returncode == 1, failed.stdout + failed.stderr
     document_id = uploaded_ids(failed.stdout)["urban-birds.pdf"]
-    assert (
-        f"✗ urban-birds.pdf {document_id}: FAILED TRANSIENT_RETRIES_EXHAUSTED: "
-        "A service was unavailable for too long; retry later." in failed.stdout
-    )
+    sentence = ERROR_SENTENCES[ErrorCode.TRANSIENT_RETRIES_EXHAUSTED]
+    assert f"✗ urban-birds.pdf {document_id}: FAILED TRANSIENT_RETRIES_EXHAUSTED: {sentence}" in failed.stdout
 
     retried = cli_local("retry", document_id, "--wait", "--tenant", tenant, "--user", "ben")
     assert retried.returncode == 0, retried.stdout + retried.stderr
