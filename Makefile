@@ -28,14 +28,14 @@ $(VENV_STAMP): requirements.txt requirements-dev.txt pyproject.toml
 # Java 17 and Maven: only the local stack needs them (OpenSearch and its plugins), never a deploy.
 local-tools:
 	@command -v java >/dev/null && command -v mvn >/dev/null || { \
-	  echo "installing Java 17 and Maven (apt)"; apt-get update -q && apt-get install -y -q openjdk-17-jre-headless maven; }
+	  echo "installing Java 17 and Maven (apt)"; bash tools/apt_install.sh openjdk-17-jre-headless maven; }
 
 # Headless Chromium and its WebDriver for the browser tests (Debian packages, like Java above):
 # nothing downloads a browser at run time; Selenium is pointed at these two executables.
 .PHONY: chromium
 chromium:
 	@test -x /usr/bin/chromium && test -x /usr/bin/chromedriver || { \
-	  echo "installing Chromium and chromedriver (apt)"; apt-get update -q && apt-get install -y -q chromium chromium-driver; }
+	  echo "installing Chromium and chromedriver (apt)"; bash tools/apt_install.sh chromium chromium-driver; }
 
 layer: install
 	$(PY) tools/build_layer.py

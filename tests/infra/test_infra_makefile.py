@@ -19,7 +19,7 @@ pytestmark = pytest.mark.infra
 
 # Installing the local stack's Java tools; and anything that needs root (apt, sudo) at all.
 JAVA_INSTALL = re.compile(r"openjdk|\bmaven\b")
-NEEDS_ROOT = re.compile(r"apt-get|\bapt\b|\bdpkg\b|\bsudo\b")
+NEEDS_ROOT = re.compile(r"apt-get|\bapt\b|tools/apt_install\.sh|\bdpkg\b|\bsudo\b")
 DEPLOY_TARGETS = ("deploy", "synth", "layer", "install")
 LOCAL_STACK_TARGETS = ("opensearch", "stack-up", "demo", "test", "bench", "eval", "burst")
 
