@@ -35,9 +35,10 @@ from urllib.parse import parse_qs, parse_qsl, unquote, urlsplit
 
 from rag_ingest.auth import InvalidTenantError, InvalidTokenError, TokenVerifier, bearer_token, tenant_of
 
+from local.runtime.faults import Fault
 from local.runtime.http_api import CorsPolicy, HttpApiDefinition, RouteAuthorization
 from local.runtime.identity import OIDC_PATH, LocalIdentityProvider
-from local.runtime.lambda_runner import Fault, LambdaRunner
+from local.runtime.lambda_runner import LambdaRunner
 from local.runtime.live_status import LiveStatusHub, LiveStatusUnavailable, stream_events
 from local.runtime.provision import ApiRoute
 

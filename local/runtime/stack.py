@@ -20,8 +20,9 @@ from local.runtime.api_gateway import LIVE_PATH, ApiGatewayAdapter
 from local.runtime.aws import moto_client
 from local.runtime.http_api import HttpApiDefinition
 from local.runtime.identity import OIDC_PATH, LocalIdentityProvider
-from local.runtime.lambda_runner import LambdaRunner, install_moto_seam
+from local.runtime.lambda_runner import LambdaRunner
 from local.runtime.live_status import LiveStatusHub, LiveStatusUnavailable
+from local.runtime.moto_lambda_seam import install_moto_seam
 from local.runtime.moto_server import PortInUseError, configure_moto, ensure_port_free, start_moto_server
 from local.runtime.provision import ProvisionedStack, Provisioner, ProvisioningError, api_function_name
 from local.runtime.settings import RuntimeSettings
