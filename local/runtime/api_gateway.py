@@ -1,17 +1,15 @@
-"""A local stand-in for the HTTP API: requests become API Gateway payload v2.0 events.
+"""The HTTP API (API Gateway v2): routes, the JWT authorizer, payload format 2.0, CORS.
 
-Routes are the template's ``AWS::ApiGatewayV2::Route`` route keys; each request is invoked
-through moto's Lambda Invoke API (so it runs in the Lambda runner). Routes with
+Stands in for API Gateway's HTTP API in front of the API function. Routes are the template's
+``AWS::ApiGatewayV2::Route`` route keys (most specific first; ``{param}``, ``{proxy+}``,
+``$default``); a request becomes a payload format 2.0 event, invoked through moto's Lambda Invoke
+API (so it runs in the Lambda runner), and the function's result becomes the response. Routes with
 ``AuthorizationType: JWT`` are authorized as the HTTP API's JWT authorizer does it: the
 ``Authorization: Bearer`` ID token is verified (issuer, audience, expiry, RS256 signature against
 the local identity provider's JWKS, :class:`rag_ingest.auth.TokenVerifier`), else
 ``401 {"message":"Unauthorized"}``; its claims reach the function in
 ``requestContext.authorizer.jwt.claims`` (every value a string, as API Gateway passes them).
 CORS follows the template's ``CorsConfiguration`` (see :mod:`local.runtime.http_api`).
-
-The same server serves ``web/`` at ``/``, the page's ``/config.json``, and under ``/_local/``
-the identity provider (``oidc/``), the live-status stream (``live``) and the control endpoints
-(health, status, outputs, fault injection for tests).
 """
 
 from __future__ import annotations
@@ -20,33 +18,24 @@ import base64
 import datetime
 import json
 import logging
-import mimetypes
 import re
-import threading
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote
 
-from rag_ingest.auth import InvalidTenantError, InvalidTokenError, TokenVerifier, bearer_token, tenant_of
+from rag_ingest.auth import InvalidTokenError, TokenVerifier, bearer_token
 
 from local.runtime.http_api import CorsPolicy, HttpApiDefinition, RouteAuthorization
-from local.runtime.identity import OIDC_PATH, LocalIdentityProvider
-from local.runtime.lambda_runner import Fault, LambdaRunner
-from local.runtime.live_status import LiveStatusHub, LiveStatusUnavailable, stream_events
+from local.runtime.http_response import HttpResponse, json_response
+from local.runtime.identity import LocalIdentityProvider
 from local.runtime.provision import ApiRoute
 
 LOG = logging.getLogger("local.runtime.api")
 
 _TEXT_TYPES = re.compile(r"^(text/|application/(json|xml|javascript|x-www-form-urlencoded)|[^;]*\+(json|xml))", re.I)
-LIVE_PATH = "/_local/live"
-_TOKEN_IN_QUERY = re.compile(r"([?&]token=)[^&\s]*")
-PAGE_CONFIG_PATH = "/config.json"
 # API Gateway's own answers when the authorizer refuses a request.
 UNAUTHORIZED = {"message": "Unauthorized"}
 FORBIDDEN = {"message": "Forbidden"}
@@ -128,8 +117,8 @@ class CompiledRoute:
         return {name: unquote(found.group(f"p{index}")) for index, name in enumerate(self.parameter_names)}
 
 
-class ApiGatewayAdapter:
-    """The threaded HTTP server on the API port."""
+class HttpApiGateway:
+    """The HTTP API's routes and authorizer, answering one request at a time."""
 
     def __init__(
         self,
@@ -137,36 +126,20 @@ class ApiGatewayAdapter:
         host: str,
         port: int,
         account_id: str,
-        web_dir: Path | None,
-        invoke: Callable[[str, bytes], tuple[int, str, bool]],
-        health: Callable[[], dict[str, Any]],
-        status: Callable[[], dict[str, Any]],
-        outputs: Callable[[], dict[str, Any]],
         identity: LocalIdentityProvider,
-        page_config: Callable[[], dict[str, Any] | None] = lambda: None,
-        live_keepalive_seconds: float = 15.0,
+        invoke: Callable[[str, bytes], tuple[int, str, bool]],
     ) -> None:
         self.host = host
         self.port = port
         self.account_id = account_id
-        self.web_dir = web_dir.resolve() if web_dir is not None and web_dir.is_dir() else None
-        self.runner: LambdaRunner | None = None
         self.identity = identity
-        self.live: LiveStatusHub | None = None
-        self.live_keepalive_seconds = live_keepalive_seconds
         self._invoke = invoke
-        self._health = health
-        self._status = status
-        self._outputs = outputs
-        self._page_config = page_config
         self._routes: list[CompiledRoute] = []
         self._definition = HttpApiDefinition()
         self._verifiers: dict[str, TokenVerifier] = {}
-        # The page is served by this server: its origins are always allowed.
+        # The page is served on the same port: its origins are always allowed.
         self.page_origins = (f"http://{host}:{port}", f"http://localhost:{port}")
         self._cors = _LOCAL_PAGE_CORS.with_origins(self.page_origins)
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     def set_routes(self, routes: list[ApiRoute], definition: HttpApiDefinition | None = None) -> None:
         """The routes to serve, with the template's authorization and CORS (``definition``)."""
@@ -226,26 +199,49 @@ class ApiGatewayAdapter:
         assert error is not None
         raise error
 
-    def start(self) -> None:
-        adapter = self
-
-        class Handler(_RequestHandler):
-            pass
-
-        Handler.adapter = adapter
-        self._server = ThreadingHTTPServer((self.host, self.port), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="api-adapter", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(5)
-
-    # -- request handling ---------------------------------------------------------------------
+    def respond(
+        self,
+        *,
+        method: str,
+        raw_path: str,
+        raw_query: str,
+        headers: list[tuple[str, str]],
+        body: bytes,
+        source_ip: str,
+    ) -> HttpResponse:
+        """API Gateway's answer to a request: no route, the authorizer's refusal, or the function's."""
+        found = self.find_route(method, raw_path)
+        if found is None:
+            if method == "OPTIONS":
+                return HttpResponse(HTTPStatus.NO_CONTENT)
+            return json_response(HTTPStatus.NOT_FOUND, {"message": "Not Found"})
+        compiled, path_parameters = found
+        lowered = {name.lower(): value for name, value in headers}
+        verdict = self.authorize(compiled.route.route_key, compiled.route.requires_jwt, lowered)
+        if not verdict.allowed:
+            if verdict.status == HTTPStatus.UNAUTHORIZED:
+                challenge = 'Bearer error="invalid_token"' if lowered.get("authorization") else "Bearer"
+                return json_response(
+                    verdict.status, UNAUTHORIZED, headers={"WWW-Authenticate": challenge}, note=verdict.reason
+                )
+            return json_response(verdict.status, FORBIDDEN, note=verdict.reason)
+        event = self.build_event(
+            compiled=compiled,
+            path_parameters=path_parameters,
+            method=method,
+            raw_path=raw_path,
+            raw_query=raw_query,
+            headers=headers,
+            body=body,
+            source_ip=source_ip,
+            claims=verdict.claims,
+        )
+        status_code, payload, errored = self._invoke(compiled.route.function_name, json.dumps(event).encode())
+        if errored or status_code != 200:
+            LOG.warning("API %s %s: function error %s", method, raw_path, payload[:500])
+            return json_response(HTTPStatus.INTERNAL_SERVER_ERROR, {"message": "Internal Server Error"})
+        code, response_headers, cookies, raw = self.http_response(payload)
+        return HttpResponse(code, response_headers, raw, cookies, head=method == "HEAD")
 
     def find_route(self, method: str, path: str) -> tuple[CompiledRoute, dict[str, str]] | None:
         for compiled in self._routes:
@@ -352,286 +348,3 @@ class ApiGatewayAdapter:
             return int(result["statusCode"]), headers, cookies, raw
         # No statusCode: API Gateway infers 200 and a JSON body of the returned value.
         return 200, {"content-type": "application/json"}, [], payload.encode()
-
-
-class _RequestHandler(BaseHTTPRequestHandler):
-    adapter: ApiGatewayAdapter
-    _origin: str | None = None
-    _note = ""
-    protocol_version = "HTTP/1.1"
-    server_version = "local-api-gateway"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        # The live stream's request line carries a token: never log it.
-        redacted = tuple(_TOKEN_IN_QUERY.sub(r"\1<redacted>", arg) if isinstance(arg, str) else arg for arg in args)
-        LOG.debug("%s " + format, self.address_string(), *redacted)
-
-    def do_GET(self) -> None:
-        self._handle("GET")
-
-    def do_HEAD(self) -> None:
-        self._handle("HEAD")
-
-    def do_POST(self) -> None:
-        self._handle("POST")
-
-    def do_PUT(self) -> None:
-        self._handle("PUT")
-
-    def do_PATCH(self) -> None:
-        self._handle("PATCH")
-
-    def do_DELETE(self) -> None:
-        self._handle("DELETE")
-
-    def do_OPTIONS(self) -> None:
-        self._handle("OPTIONS")
-
-    def _handle(self, method: str) -> None:
-        started = time.monotonic()
-        split = urlsplit(self.path)
-        raw_path, raw_query = split.path or "/", split.query
-        self._origin = self.headers.get("Origin")
-        self._note = ""
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        try:
-            status = self._dispatch(method, raw_path, raw_query, body)
-        except Exception as exc:
-            LOG.exception("API %s %s failed", method, raw_path)
-            status = self._send_json(HTTPStatus.INTERNAL_SERVER_ERROR, {"message": f"local adapter error: {exc}"})
-        if not raw_path.startswith("/_local/") or raw_path.startswith((OIDC_PATH, LIVE_PATH)):
-            note = f" ({self._note})" if self._note else ""
-            path = raw_path if raw_path.startswith(LIVE_PATH) else self.path  # never log a token
-            LOG.info("API %s %s -> %d (%.0f ms)%s", method, path, status, (time.monotonic() - started) * 1000, note)
-
-    def _dispatch(self, method: str, raw_path: str, raw_query: str, body: bytes) -> int:
-        adapter = self.adapter
-        if method == "OPTIONS" and self._origin and self.headers.get("Access-Control-Request-Method"):
-            # API Gateway answers CORS preflights itself, before routes and authorizers.
-            preflight = adapter.cors.preflight_headers(
-                self._origin,
-                self.headers["Access-Control-Request-Method"],
-                self.headers.get("Access-Control-Request-Headers", ""),
-            )
-            return self._send(HTTPStatus.NO_CONTENT, preflight, [], b"", cors=False)
-        if raw_path.startswith(OIDC_PATH + "/"):
-            answer = adapter.identity.handle(method, raw_path, body)
-            return self._send_json(answer.status, answer.payload, head=method == "HEAD")
-        if raw_path.rstrip("/") == LIVE_PATH:
-            return self._live(method, raw_query)
-        if raw_path.startswith("/_local/"):
-            return self._control(method, raw_path, raw_query, body)
-        health = adapter._health()
-        if raw_path == PAGE_CONFIG_PATH and method in ("GET", "HEAD"):
-            config = adapter._page_config() if health.get("ready") else None
-            if config is None:
-                return self._send_json(HTTPStatus.SERVICE_UNAVAILABLE, {"message": "local stack is starting", **health})
-            raw = json.dumps(config, indent=2).encode()
-            headers = {"Content-Type": "application/json", "Cache-Control": "no-store"}
-            return self._send(HTTPStatus.OK, headers, [], raw, head=method == "HEAD")
-        if method in ("GET", "HEAD"):
-            static = self._static_file(raw_path)
-            if static is not None:
-                return self._send_file(static, head=method == "HEAD")
-        if not health.get("ready"):
-            return self._send_json(HTTPStatus.SERVICE_UNAVAILABLE, {"message": "local stack is starting", **health})
-        found = adapter.find_route(method, raw_path)
-        if found is None:
-            if method == "OPTIONS":
-                return self._send(HTTPStatus.NO_CONTENT, {}, [], b"")
-            return self._send_json(HTTPStatus.NOT_FOUND, {"message": "Not Found"})
-        compiled, path_parameters = found
-        request_headers = list(self.headers.items())
-        verdict = adapter.authorize(
-            compiled.route.route_key,
-            compiled.route.requires_jwt,
-            {name.lower(): value for name, value in request_headers},
-        )
-        if not verdict.allowed:
-            self._note = verdict.reason
-            if verdict.status == HTTPStatus.UNAUTHORIZED:
-                challenge = 'Bearer error="invalid_token"' if self.headers.get("Authorization") else "Bearer"
-                return self._send_json(verdict.status, UNAUTHORIZED, extra={"WWW-Authenticate": challenge})
-            return self._send_json(verdict.status, FORBIDDEN)
-        event = adapter.build_event(
-            compiled=compiled,
-            path_parameters=path_parameters,
-            method=method,
-            raw_path=raw_path,
-            raw_query=raw_query,
-            headers=request_headers,
-            body=body,
-            source_ip=self.client_address[0],
-            claims=verdict.claims,
-        )
-        status_code, payload, errored = adapter._invoke(compiled.route.function_name, json.dumps(event).encode())
-        if errored or status_code != 200:
-            LOG.warning("API %s %s: function error %s", method, raw_path, payload[:500])
-            return self._send_json(HTTPStatus.INTERNAL_SERVER_ERROR, {"message": "Internal Server Error"})
-        code, response_headers, cookies, raw = adapter.http_response(payload)
-        return self._send(code, response_headers, cookies, raw, head=method == "HEAD")
-
-    def _live(self, method: str, raw_query: str) -> int:
-        """``GET /_local/live?token=...``: the tenant's document updates as Server-Sent Events."""
-        adapter = self.adapter
-        if method != "GET":
-            return self._send_json(HTTPStatus.METHOD_NOT_ALLOWED, {"message": "GET with ?token=<ID token>"})
-        tokens = parse_qs(raw_query).get("token")
-        try:
-            # EventSource cannot send headers: the token is in the query (a fetch client may use the header).
-            token = tokens[0] if tokens else bearer_token(self.headers.get("Authorization"))
-            claims = adapter.verify(token)
-            tenant = tenant_of(claims)
-        except InvalidTokenError as exc:
-            self._note = str(exc)
-            return self._send_json(HTTPStatus.UNAUTHORIZED, UNAUTHORIZED)
-        except InvalidTenantError as exc:
-            self._note = str(exc)
-            return self._send_json(HTTPStatus.FORBIDDEN, FORBIDDEN)
-        hub = adapter.live
-        try:
-            if hub is None:
-                raise LiveStatusUnavailable("the live channel is not running (is the stack ready?)")
-            subscription = hub.subscribe(tenant)
-        except LiveStatusUnavailable as exc:
-            return self._send_json(HTTPStatus.SERVICE_UNAVAILABLE, {"message": str(exc)})
-        self._note = f"tenant {tenant}"
-        try:
-            self.send_response(HTTPStatus.OK)
-            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("X-Accel-Buffering", "no")
-            self.send_header("Connection", "close")  # the stream ends with the connection
-            for name, value in adapter.cors.response_headers(self._origin).items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.close_connection = True
-
-            def write(chunk: bytes) -> None:
-                self.wfile.write(chunk)
-                self.wfile.flush()
-
-            stream_events(subscription, write, keepalive_seconds=adapter.live_keepalive_seconds)
-            if subscription.reason:
-                self._note += f", closed: {subscription.reason}"
-        except OSError:
-            self._note += ", the client left"
-        finally:
-            hub.unsubscribe(subscription)
-        return int(HTTPStatus.OK)
-
-    def _control(self, method: str, raw_path: str, raw_query: str, body: bytes) -> int:
-        adapter = self.adapter
-        route = raw_path.rstrip("/")
-        if route == "/_local/health" and method == "GET":
-            health = adapter._health()
-            return self._send_json(HTTPStatus.OK if health.get("ready") else HTTPStatus.SERVICE_UNAVAILABLE, health)
-        if route == "/_local/status" and method == "GET":
-            return self._send_json(HTTPStatus.OK, adapter._status())
-        if route == "/_local/outputs" and method == "GET":
-            return self._send_json(HTTPStatus.OK, adapter._outputs())
-        if route == "/_local/faults":
-            return self._faults(method, raw_query, body)
-        return self._send_json(HTTPStatus.NOT_FOUND, {"message": f"no control endpoint {method} {raw_path}"})
-
-    def _faults(self, method: str, raw_query: str, body: bytes) -> int:
-        runner = self.adapter.runner
-        if runner is None:
-            return self._send_json(HTTPStatus.SERVICE_UNAVAILABLE, {"message": "the Lambda runner is not ready"})
-        if method == "GET":
-            return self._send_json(
-                HTTPStatus.OK, {"faults": runner.faults.pending(), "injected": runner.faults.injected()}
-            )
-        if method == "DELETE":
-            name = dict(parse_qsl(raw_query)).get("function")
-            target = runner.find_function(name) if name else None
-            if name and target is None:
-                return self._send_json(HTTPStatus.NOT_FOUND, {"message": f"unknown function {name}"})
-            cleared = runner.faults.clear(target.name if target else None)
-            return self._send_json(HTTPStatus.OK, {"cleared": cleared})
-        if method != "POST":
-            return self._send_json(HTTPStatus.METHOD_NOT_ALLOWED, {"message": "GET, POST or DELETE"})
-        try:
-            request = json.loads(body or b"{}")
-            name = str(request["function"])
-            mode = str(request.get("mode", "raise"))
-            times = int(request.get("times", 1))
-            after = float(request["after_seconds"]) if request.get("after_seconds") is not None else None
-            match = request.get("match")
-            probability = float(request.get("probability", 1.0))
-        except (ValueError, KeyError, TypeError) as exc:
-            return self._send_json(HTTPStatus.BAD_REQUEST, {"message": f"bad fault request: {exc}"})
-        function = runner.find_function(name)
-        if function is None:
-            known = sorted(f.display_name for f in runner.functions)
-            return self._send_json(HTTPStatus.NOT_FOUND, {"message": f"unknown function {name}", "known": known})
-        error_type = str(request.get("error_type", "TransientError"))
-        fault = Fault(
-            function_name=function.name,
-            mode=mode,  # type: ignore[arg-type]  # validated by FaultInjector.add
-            error_type=error_type,
-            error_message=str(request.get("error_message", f"injected fault: {error_type}")),
-            remaining=times,
-            after_seconds=after,
-            match=str(match) if match else None,
-            probability=probability,
-        )
-        try:
-            runner.faults.add(fault)
-        except ValueError as exc:
-            return self._send_json(HTTPStatus.BAD_REQUEST, {"message": str(exc)})
-        LOG.warning("fault armed: %s", fault.describe())
-        return self._send_json(HTTPStatus.CREATED, fault.describe())
-
-    def _static_file(self, raw_path: str) -> Path | None:
-        web_dir = self.adapter.web_dir
-        if web_dir is None:
-            return None
-        relative = unquote(raw_path).lstrip("/") or "index.html"
-        try:
-            candidate = (web_dir / relative).resolve()
-        except ValueError:  # an embedded NUL (%00): no file has that name, the API routes decide
-            return None
-        if candidate.is_dir():
-            candidate = candidate / "index.html"
-        if not candidate.is_file() or not candidate.is_relative_to(web_dir):
-            return None
-        return candidate
-
-    def _send_file(self, path: Path, *, head: bool) -> int:
-        content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-        return self._send(HTTPStatus.OK, {"Content-Type": content_type}, [], path.read_bytes(), head=head)
-
-    def _send_json(self, status: int, payload: Any, *, head: bool = False, extra: dict[str, str] | None = None) -> int:
-        raw = json.dumps(payload, indent=2, default=str).encode()
-        return self._send(status, {"Content-Type": "application/json", **(extra or {})}, [], raw, head=head)
-
-    def _send(
-        self,
-        status: int,
-        headers: dict[str, str],
-        cookies: list[str],
-        body: bytes,
-        *,
-        head: bool = False,
-        cors: bool = True,
-    ) -> int:
-        self.send_response(status)
-        lower = {name.lower() for name in headers}
-        for name, value in headers.items():
-            if name.lower() not in ("content-length", "connection", "transfer-encoding"):
-                self.send_header(name, value)
-        if cors:
-            # As API Gateway with a CorsConfiguration: only for an allowed Origin.
-            for name, value in self.adapter.cors.response_headers(self._origin).items():
-                if name.lower() not in lower:
-                    self.send_header(name, value)
-        for cookie in cookies:
-            self.send_header("Set-Cookie", cookie)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        # A HEAD answer never has a body, whoever produced it (the function, the authorizer, a 404).
-        if not head and self.command != "HEAD":
-            self.wfile.write(body)
-        return int(status)

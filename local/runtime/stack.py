@@ -16,12 +16,13 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from moto.server import ThreadedMotoServer
 
 from local.runtime.alarms import HANDLED_TYPES, AlarmEvaluator
-from local.runtime.api_gateway import LIVE_PATH, ApiGatewayAdapter
+from local.runtime.api_server import LIVE_PATH, ApiServer
 from local.runtime.aws import moto_client
 from local.runtime.http_api import HttpApiDefinition
 from local.runtime.identity import OIDC_PATH, LocalIdentityProvider
-from local.runtime.lambda_runner import LambdaRunner, install_moto_seam
+from local.runtime.lambda_runner import LambdaRunner
 from local.runtime.live_status import LiveStatusHub, LiveStatusUnavailable
+from local.runtime.moto_lambda_seam import install_moto_seam
 from local.runtime.moto_server import PortInUseError, configure_moto, ensure_port_free, start_moto_server
 from local.runtime.provision import ProvisionedStack, Provisioner, ProvisioningError, api_function_name
 from local.runtime.settings import RuntimeSettings
@@ -60,7 +61,7 @@ class LocalStack:
         self.identity = LocalIdentityProvider(f"{settings.api_url}{OIDC_PATH}", private_key=_signing_key(settings))
         self.live: LiveStatusHub | None = None
         self._page_config: dict[str, Any] | None = None
-        self.api = ApiGatewayAdapter(
+        self.api = ApiServer(
             host=settings.host,
             port=settings.api_port,
             account_id=settings.account_id,

@@ -30,7 +30,7 @@ from rag_ingest.adapters.status_repository import StatusRepository
 from rag_ingest.ids import new_document_id
 from rag_ingest.models import ObjectRef
 
-from local.runtime.lambda_runner import Worker
+from local.runtime.lambda_worker_pool import Worker
 from local.runtime.provision import FunctionDefinition
 from tests.support import hostile_pdfs
 from tests.support.aws import REGION, moto_server

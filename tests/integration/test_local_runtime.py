@@ -25,7 +25,7 @@ from botocore.config import Config
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from local.runtime.harness import LocalStackProcess
-from local.runtime.lambda_runner import MOTO_VERSION, verify_moto_seam
+from local.runtime.moto_lambda_seam import MOTO_VERSION, verify_moto_seam
 from local.runtime.moto_server import verify_s3_event_seam
 from local.runtime.sqs_poller import failed_message_ids, lambda_sqs_event
 from tests.support.tokens import TokenForge, bad_tokens, new_key, write_key

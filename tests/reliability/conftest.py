@@ -11,7 +11,7 @@ import pytest
 
 from local.client import LocalStackClient
 from local.runtime.harness import LocalStackProcess
-from tests.reliability.probe import PipelineProbe, new_tenant
+from tests.support.pipeline_probe import PipelineProbe, new_tenant
 
 
 @pytest.fixture(scope="session")

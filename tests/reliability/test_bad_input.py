@@ -23,8 +23,8 @@ from rag_ingest.models import DocumentStatus
 
 from local.client import LocalStackClient
 from local.runtime.harness import LocalStackProcess
-from tests.reliability.probe import PipelineProbe, intake_poller_stats, wait_until
 from tests.support import hostile_pdfs
+from tests.support.pipeline_probe import PipelineProbe, intake_poller_stats, wait_until
 
 pytestmark = pytest.mark.reliability
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"

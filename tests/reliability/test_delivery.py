@@ -11,7 +11,7 @@ from rag_ingest.ids import document_id_for_object, version_hash
 
 from local.client import LocalStackClient
 from local.runtime.harness import LocalStackProcess
-from tests.reliability.probe import (
+from tests.support.pipeline_probe import (
     SAMPLES,
     STAGE_FUNCTIONS,
     VALID_SAMPLES,

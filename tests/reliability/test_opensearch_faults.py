@@ -13,8 +13,8 @@ from rag_ingest.errors import ErrorCode
 from rag_ingest.models import DocumentStatus
 
 from local.runtime.harness import LocalStackProcess
-from tests.reliability.probe import SAMPLES, PipelineProbe, new_tenant, wait_until
 from tests.reliability.tcp_proxy import TcpProxy
+from tests.support.pipeline_probe import SAMPLES, PipelineProbe, new_tenant, wait_until
 
 pytestmark = pytest.mark.reliability
 

@@ -9,7 +9,7 @@ from rag_ingest.models import DocumentStatus, Stage
 
 from local.client import LocalStackClient
 from local.runtime.harness import LocalStackProcess
-from tests.reliability.probe import FINISHED_EXECUTION, SAMPLES, TERMINAL, PipelineProbe, wait_until
+from tests.support.pipeline_probe import FINISHED_EXECUTION, SAMPLES, TERMINAL, PipelineProbe, wait_until
 
 pytestmark = pytest.mark.reliability
 

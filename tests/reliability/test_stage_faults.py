@@ -12,7 +12,7 @@ from rag_ingest.models import DocumentStatus
 
 from local.client import LocalStackClient
 from local.runtime.harness import LocalStackProcess
-from tests.reliability.probe import (
+from tests.support.pipeline_probe import (
     INVALID_SAMPLES,
     SAMPLES,
     STAGE_FUNCTIONS,

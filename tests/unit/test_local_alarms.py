@@ -13,25 +13,14 @@ import pytest
 from moto import mock_aws
 
 from infra.constructs.monitoring import SYSTEM_ERROR_CODES, system_failures_query
+from local.runtime.alarm_metrics import InsightsQuery, MathExpression, MetricStore, aggregate, alarm_metric, parse_emf
+from local.runtime.alarm_rules import ALARM, INSUFFICIENT_DATA, OK, AlarmRule, Datapoint, UnobservableAlarm, evaluate
 from local.runtime.alarms import (
-    ALARM,
-    INSUFFICIENT_DATA,
-    OK,
-    AlarmRule,
-    Datapoint,
-    InsightsQuery,
     LocalAlarm,
-    MathExpression,
-    MetricStore,
-    UnobservableAlarm,
-    aggregate,
-    alarm_metric,
-    evaluate,
     evaluation_range,
     notification,
     notification_subject,
     oldest_message_age_seconds,
-    parse_emf,
     verify_sqs_age_seam,
 )
 
