@@ -9,6 +9,7 @@ from typing import Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rag_ingest.errors import ConfigurationError
+from rag_ingest.layout import ARTIFACTS_PREFIX, RAW_PREFIX
 
 
 class EnvModel(BaseModel):
@@ -35,11 +36,11 @@ class CommonEnv(EnvModel):
 
 class ApiEnv(CommonEnv):
     bucket_name: str = Field(min_length=3)
-    raw_prefix: str = "raw/"
+    raw_prefix: str = RAW_PREFIX
     max_upload_bytes: int = Field(gt=0)
     upload_url_expiry_seconds: int = Field(gt=0, le=3600)
     # DELETE /documents/{id} removes the document's chunks and artifacts too.
-    artifacts_prefix: str = "artifacts/"
+    artifacts_prefix: str = ARTIFACTS_PREFIX
     opensearch_endpoint: str = Field(pattern=r"^https?://")
     opensearch_index: str = Field(min_length=1)
     embedding_dimension: int = Field(gt=0)
@@ -81,7 +82,7 @@ class IntakeEnv(CommonEnv):
 
 class StagesEnv(CommonEnv, IndexParamsEnv):
     bucket_name: str = Field(min_length=3)
-    artifacts_prefix: str = "artifacts/"
+    artifacts_prefix: str = ARTIFACTS_PREFIX
     opensearch_endpoint: str = Field(pattern=r"^https?://")
     opensearch_index: str = Field(min_length=1)
     embedding_provider: Literal["bedrock", "local"]

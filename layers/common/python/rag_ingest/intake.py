@@ -12,9 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rag_ingest.adapters.status_repository import QueueOutcome, StatusRepository
 from rag_ingest.adapters.workflow import WorkflowStarter
-from rag_ingest.auth import InvalidTenantError, validate_tenant_id
 from rag_ingest.errors import ErrorCode
-from rag_ingest.ids import document_id_for_object, execution_name, is_api_document_id
+from rag_ingest.ids import document_id_for_object, execution_name
+from rag_ingest.layout import RAW_PREFIX, KeyOutsideUploadsError, NoTenantFolderError, parse_upload_key
 from rag_ingest.logs import logger, run_keys
 from rag_ingest.models import ETAG_VERSION_PREFIX, DocumentJob, ObjectRef
 
@@ -97,24 +97,17 @@ class DocumentAddress:
     document_id: str
 
 
-def address_of(key: str, bucket: str, raw_prefix: str = "raw/") -> DocumentAddress:
+def address_of(key: str, bucket: str, raw_prefix: str = RAW_PREFIX) -> DocumentAddress:
     """``raw/{tenant}/{document_id}/{file}`` from the API; any other ``raw/{tenant}/...`` key is an
     object put without the API and gets a deterministic id from bucket + key."""
-    if not key.startswith(raw_prefix):
-        # The bucket notifies only for raw/: such a record was not sent by S3 (poison, for the DLQ).
-        raise PoisonMessageError(f"key {key!r} is outside {raw_prefix!r}")
-    parts = key[len(raw_prefix) :].split("/")
-    if len(parts) < 2 or not parts[0] or not parts[-1]:
-        raise UnaddressableObjectError(
-            f"key {key!r} does not name a tenant folder: expected {raw_prefix}<tenant>/..."
-        )
     try:
-        tenant_id = validate_tenant_id(parts[0])
-    except InvalidTenantError as exc:
-        raise UnaddressableObjectError(f"key {key!r}: the tenant segment is not a valid tenant id: {exc}") from exc
-    if len(parts) == 3 and is_api_document_id(parts[1]):
-        return DocumentAddress(tenant_id, parts[1])
-    return DocumentAddress(tenant_id, document_id_for_object(bucket, key))
+        upload = parse_upload_key(key, raw_prefix)
+    except KeyOutsideUploadsError as exc:
+        # The bucket notifies only for raw/: such a record was not sent by S3 (poison, for the DLQ).
+        raise PoisonMessageError(str(exc)) from exc
+    except NoTenantFolderError as exc:
+        raise UnaddressableObjectError(str(exc)) from exc
+    return DocumentAddress(upload.tenant_id, upload.document_id or document_id_for_object(bucket, key))
 
 
 class IntakeService:
