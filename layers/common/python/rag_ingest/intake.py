@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 from urllib.parse import unquote_plus
 
+from aws_lambda_powertools.utilities.data_classes.s3_event import S3Event, S3EventRecord
 from pydantic import BaseModel, ConfigDict, Field
 
 from rag_ingest.adapters.status_repository import QueueOutcome, StatusRepository
@@ -57,35 +57,38 @@ def parse_queue_message(body: str) -> list[UploadedObject]:
         raise PoisonMessageError(f"message body is not JSON: {exc}") from exc
     if not isinstance(event, dict):
         raise PoisonMessageError("message body is not a JSON object")
+    # Sent once when a notification is configured (moto sends one too); it names no object.
     if event.get("Event") == "s3:TestEvent":
         return []
     records = event.get("Records")
     if not isinstance(records, list) or not records:
         raise PoisonMessageError("message is not an S3 event notification (no Records)")
-    return [_parse_record(record) for record in records]
+    # Each record is read through Powertools' S3 data class, field by field: unlike the strict
+    # S3Model parser it tolerates what moto leaves out (sequencer, userIdentity, ...).
+    return [_parse_record(record) for record in S3Event(event).records]
 
 
-def _parse_record(record: Any) -> UploadedObject:
+def _parse_record(record: S3EventRecord) -> UploadedObject:
     try:
-        if not str(record["eventName"]).startswith("ObjectCreated:"):
-            raise PoisonMessageError(f"unexpected S3 event {record['eventName']}")
-        s3 = record["s3"]
-        obj = s3["object"]
-        # S3 URL-encodes keys in notifications ("+" for spaces).
-        key = unquote_plus(obj["key"])
-        version = obj.get("versionId")
-        if (not version or version == "null") and obj.get("eTag"):
-            version = ETAG_VERSION_PREFIX + str(obj["eTag"]).strip('"')
+        if not str(record.event_name).startswith("ObjectCreated:"):
+            raise PoisonMessageError(f"unexpected S3 event {record.event_name}")
+        obj = record.s3.get_object
+        # S3 URL-encodes keys in notifications ("+" for spaces); S3Object.key returns them as sent.
+        key = unquote_plus(obj.key)
+        version = obj.version_id
+        if (not version or version == "null") and obj.etag:
+            version = ETAG_VERSION_PREFIX + str(obj.etag).strip('"')
         if not version or version == "null":
             raise PoisonMessageError(f"S3 record for {key} has neither versionId nor eTag")
         return UploadedObject(
-            bucket=s3["bucket"]["name"],
+            bucket=record.s3.bucket.name,
             key=key,
             version=str(version),
-            size_bytes=int(obj["size"]) if obj.get("size") is not None else None,
+            size_bytes=obj.size if obj.get("size") is not None else None,
             event_time=str(record.get("eventTime") or datetime.now(UTC).isoformat()),
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        # AttributeError: a record or its "s3" that is not a JSON object (the data class calls .get on it).
         if isinstance(exc, PoisonMessageError):
             raise
         raise PoisonMessageError(f"malformed S3 record: {exc!r}") from exc
