@@ -58,7 +58,8 @@ stack-down:
 
 demo: stack-up
 	$(PY) -m local.demo
-	@$(PY) -c 'import json; url = json.load(open(".local/runtime/outputs.json"))["ApiUrl"].rstrip("/"); \
+	@$(PY) -c 'import json; from rag_ingest.adapters.stack_resources import LOCAL_OUTPUTS; \
+	  url = json.loads(LOCAL_OUTPUTS.read_text())["ApiUrl"].rstrip("/"); \
 	  print(f"\nOpen the page: {url}/ (dev-only sign-in: any user name, tenant demo). make stack-down stops the stack.")'
 
 lint: install

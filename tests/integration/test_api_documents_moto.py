@@ -11,6 +11,7 @@ from typing import Any
 import boto3
 import pytest
 import requests
+from rag_ingest.embeddings.local import LOCAL_MODEL_ID
 from rag_ingest.ids import execution_name, new_document_id
 from rag_ingest.models import DocumentStatus
 
@@ -42,7 +43,7 @@ def world() -> Iterator[dict[str, Any]]:
                 "OPENSEARCH_INDEX": "unused",
                 "EMBEDDING_DIMENSION": "8",
                 "EMBEDDING_PROVIDER": "local",
-                "EMBEDDING_MODEL_ID": "sentence-transformers/all-MiniLM-L6-v2",
+                "EMBEDDING_MODEL_ID": LOCAL_MODEL_ID,
                 "STATE_MACHINE_ARN": state_machine_arn,
                 "POWERTOOLS_SERVICE_NAME": "rag-ingest-api",
             },

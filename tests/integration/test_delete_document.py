@@ -15,6 +15,7 @@ import boto3
 import pytest
 from rag_ingest.adapters.status_repository import QueueOutcome, StatusRepository
 from rag_ingest.adapters.vector_store import VectorStore
+from rag_ingest.embeddings.local import LOCAL_MODEL_ID
 from rag_ingest.ids import new_document_id
 from rag_ingest.models import Chunk, ObjectRef
 from rag_ingest.wiring import vector_store_for
@@ -51,7 +52,7 @@ def world() -> Iterator[dict[str, Any]]:
                 "STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:unused",
                 # POST /search's query embedder (made on first use: DELETE never loads it).
                 "EMBEDDING_PROVIDER": "local",
-                "EMBEDDING_MODEL_ID": "sentence-transformers/all-MiniLM-L6-v2",
+                "EMBEDDING_MODEL_ID": LOCAL_MODEL_ID,
                 "POWERTOOLS_SERVICE_NAME": "rag-ingest-api",
             },
         )

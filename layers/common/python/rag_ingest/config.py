@@ -18,6 +18,11 @@ class EnvModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     @classmethod
+    def variable_names(cls) -> frozenset[str]:
+        """The environment variables this model reads (what the stack must set for the function)."""
+        return frozenset(name.upper() for name in cls.model_fields)
+
+    @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
         source = os.environ if environ is None else environ
         values = {name: source[name.upper()] for name in cls.model_fields if name.upper() in source}
@@ -114,11 +119,17 @@ class RedriveEnv(CommonEnv):
     state_machine_arn: str = Field(pattern=r"^arn:aws[a-z-]*:states:")
 
 
+# The reaper's defaults: the stack's (infra/config.py ReaperConfig) and the CLI's `reap`, which runs outside it.
+REAPER_STUCK_AFTER_MINUTES = 30
+REAPER_MAX_REDRIVES = 2
+REAPER_MAX_DOCUMENTS_PER_RUN = 200
+
+
 class ReaperEnv(CommonEnv):
     state_machine_arn: str = Field(pattern=r"^arn:aws[a-z-]*:states:")
     stuck_after_seconds: int = Field(ge=60)
     max_redrives: int = Field(ge=0)
-    max_documents: int = Field(default=200, ge=1)
+    max_documents: int = Field(default=REAPER_MAX_DOCUMENTS_PER_RUN, ge=1)
     # AWAITING_UPLOAD documents expire this long after their upload URL did (infra: reaper.uploadGraceMinutes).
     upload_url_expiry_seconds: int = Field(gt=0, le=3600)
     upload_grace_seconds: int = Field(ge=0)
