@@ -64,12 +64,12 @@ demo: stack-up
 
 lint: install
 	.venv/bin/ruff check .
-	.venv/bin/mypy app.py infra local functions/*/app.py layers/common/python/rag_ingest bench eval
+	.venv/bin/mypy app.py infra local functions layers/common/python/rag_ingest bench eval
 
 # docs/openapi.json from the API function's routes (tests/unit/test_api_handler.py fails when it is stale).
 .PHONY: openapi
 openapi: install
-	$(PY) tools/openapi.py
+	$(PY) -m tools.openapi
 
 unit: install
 	.venv/bin/pytest -m unit -q

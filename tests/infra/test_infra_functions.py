@@ -8,7 +8,7 @@ import pytest
 from aws_cdk.assertions import Template
 from rag_ingest.config import ApiEnv, EnvModel, IntakeEnv, ReaperEnv, RedriveEnv, SearchEnv, StagesEnv
 
-from infra.app import create_app
+from infra.cdk_app import create_app
 from infra.config import CONTEXT_KEY
 from tests.infra.template_tools import SynthResult
 

@@ -15,7 +15,7 @@ from rag_ingest.embeddings.local import LOCAL_MODEL_ID
 from rag_ingest.ids import execution_name, new_document_id
 from rag_ingest.models import DocumentStatus
 
-from tests.support.aws import REPO, FakeLambdaContext, load_handler_module, moto_server
+from tests.support.aws import REPO, FakeLambdaContext, import_handler, moto_server
 from tests.support.operations import RecordWriter, create_documents_table, create_state_machine
 
 pytestmark = pytest.mark.integration
@@ -32,7 +32,7 @@ def world() -> Iterator[dict[str, Any]]:
         s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
         create_documents_table(table)
         state_machine_arn = create_state_machine()
-        api = load_handler_module(
+        api = import_handler(
             "api",
             {
                 "DOCUMENTS_TABLE": table,

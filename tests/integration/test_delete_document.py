@@ -20,7 +20,7 @@ from rag_ingest.ids import new_document_id
 from rag_ingest.models import Chunk, ObjectRef
 from rag_ingest.wiring import vector_store_for
 
-from tests.support.aws import FakeLambdaContext, load_handler_module, moto_server
+from tests.support.aws import FakeLambdaContext, import_handler, moto_server
 from tests.support.operations import RecordWriter, create_documents_table
 
 pytestmark = pytest.mark.integration
@@ -39,7 +39,7 @@ def world() -> Iterator[dict[str, Any]]:
         create_documents_table(table)
         store = vector_store_for(OPENSEARCH_URL, index, DIMENSION)
         store.ensure_index()
-        api = load_handler_module(
+        api = import_handler(
             "api",
             {
                 "DOCUMENTS_TABLE": table,

@@ -18,7 +18,7 @@ import pytest
 from rag_ingest.errors import TransientError
 from rag_ingest.ids import new_document_id
 
-from tests.support.aws import FakeLambdaContext, load_handler_module
+from tests.support.aws import FakeLambdaContext, import_handler
 from tools import openapi as openapi_tool
 
 pytestmark = pytest.mark.unit
@@ -33,7 +33,7 @@ def api() -> Iterator[ModuleType]:
         env |= {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
         for name, value in env.items():
             patch.setenv(name, value)
-        yield load_handler_module("api", {})
+        yield import_handler("api", {})
 
 
 def event(
