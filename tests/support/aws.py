@@ -1,4 +1,5 @@
-"""A moto server on a free loopback port, and a fake Lambda context (as in Powertools' examples)."""
+"""A moto server on a free loopback port, a fake Lambda context (as in Powertools' examples), and a
+handler imported fresh with its environment (a cold start)."""
 
 from __future__ import annotations
 

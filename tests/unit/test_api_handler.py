@@ -3,7 +3,7 @@ every 4xx/5xx, 403 for a token without a valid tenant, 400 for malformed bodies,
 and the OpenAPI document (served without a token, checked in as docs/openapi.json).
 
 Every request here is refused before the function touches AWS; the happy paths run against moto
-in tests/integration/test_api_documents.py and through the local stack in test_api_fuzz.py.
+in tests/integration/test_api_documents_moto.py and through the local stack in test_api_fuzz.py.
 """
 
 from __future__ import annotations
