@@ -58,17 +58,18 @@ stack-down:
 
 demo: stack-up
 	$(PY) -m local.demo
-	@$(PY) -c 'import json; url = json.load(open(".local/runtime/outputs.json"))["ApiUrl"].rstrip("/"); \
+	@$(PY) -c 'import json; from rag_ingest.adapters.stack_resources import LOCAL_OUTPUTS; \
+	  url = json.loads(LOCAL_OUTPUTS.read_text())["ApiUrl"].rstrip("/"); \
 	  print(f"\nOpen the page: {url}/ (dev-only sign-in: any user name, tenant demo). make stack-down stops the stack.")'
 
 lint: install
 	.venv/bin/ruff check .
-	.venv/bin/mypy app.py infra local functions/*/app.py layers/common/python/rag_ingest bench eval
+	.venv/bin/mypy app.py infra local functions layers/common/python/rag_ingest bench eval
 
 # docs/openapi.json from the API function's routes (tests/unit/test_api_handler.py fails when it is stale).
 .PHONY: openapi
 openapi: install
-	$(PY) tools/openapi.py
+	$(PY) -m tools.openapi
 
 unit: install
 	.venv/bin/pytest -m unit -q

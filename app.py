@@ -6,7 +6,7 @@ AwsSolutions checks (``Validations.of(app).add_plugins``) and synthesizes. Offli
 ``CDK_OUTDIR=cdk.out .venv/bin/python app.py`` (build the layer first: ``make layer``).
 """
 
-from infra.app import create_app
+from infra.cdk_app import create_app
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from rag_ingest.chunking import chunk_pages
 from rag_ingest.embeddings.base import create_embedder
+from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.pdf import parse_pdf
 from rag_ingest.tokens import count_tokens
 
@@ -45,7 +46,7 @@ def bench_in_process(pdfs: list[Path], repeat: int) -> None:
             pages += parsed.page_count
             chunks += len(made)
             texts.extend(c.text for c in made)
-    embedder = create_embedder("local", "sentence-transformers/all-MiniLM-L6-v2", 384)
+    embedder = create_embedder("local", LOCAL_MODEL_ID, MINILM_DIMENSION)
     embedder.embed(texts[:2])  # load and warm the model outside the measurement
     sample = texts[: max(32, min(len(texts), 96))]
     started = time.perf_counter()

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from functools import partial
 
 from rag_ingest.embeddings.base import create_embedder
+from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.search import SearchMode
 
 from eval.retrieval import (
@@ -34,7 +35,6 @@ from eval.retrieval import (
 )
 
 MODES = (SearchMode.KNN, SearchMode.BM25, SearchMode.HYBRID)
-LOCAL_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_OPENSEARCH = "http://127.0.0.1:9200"
 #: The pipeline's defaults (cdk.json chunking): 300 tokens, 60 of overlap.
 CHUNK_TOKENS = 300
@@ -71,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     endpoint = os.environ.get("OPENSEARCH_URL", "").strip() or DEFAULT_OPENSEARCH
     questions = load_questions()
     pdfs = corpus_pdfs()
-    embedder = create_embedder("local", LOCAL_MODEL_ID, 384)
+    embedder = create_embedder("local", LOCAL_MODEL_ID, MINILM_DIMENSION)
     print(f"{len(pdfs)} documents, {len(questions)} questions; OpenSearch {endpoint}", flush=True)
     rows: list[tuple[str, int, int, dict[SearchMode, Scores]]] = []
     started = time.monotonic()

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rag_ingest.embeddings.local import MINILM_DIMENSION
 from rag_ingest.search import SearchMode
 
 from eval.retrieval import RESULTS_PER_QUESTION, Passage, Question
@@ -56,7 +57,8 @@ def evaluate_through_local_stack(
         process = LocalStackProcess(Path(work) / "state", template=template)
         print(f"starting a local stack (index {index_name}) ...", flush=True)
         outputs = process.start(timeout=300)
-        store = vector_store_for(process.env.get("OPENSEARCH_URL") or "http://127.0.0.1:9200", index_name, 384)
+        opensearch_url = process.env.get("OPENSEARCH_URL") or "http://127.0.0.1:9200"
+        store = vector_store_for(opensearch_url, index_name, MINILM_DIMENSION)
         try:
             client = LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=f"eval-{uuid.uuid4().hex[:8]}")
             names = {client.upload(pdf): pdf.name for pdf in pdfs}

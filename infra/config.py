@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from rag_ingest.config import REAPER_MAX_DOCUMENTS_PER_RUN, REAPER_MAX_REDRIVES, REAPER_STUCK_AFTER_MINUTES
 from rag_ingest.embeddings.bedrock import TITAN_V2_DIMENSIONS, TITAN_V2_MODEL_ID
 
 CONTEXT_KEY = "rag-ingest"
@@ -303,10 +304,10 @@ class ReaperConfig(_Model):
 
     schedule_minutes: int = Field(default=5, ge=1, le=1440)
     # Only a suspect past this: the execution's real state decides (a running one is left alone).
-    stuck_after_minutes: int = Field(default=30, ge=5)
+    stuck_after_minutes: int = Field(default=REAPER_STUCK_AFTER_MINUTES, ge=5)
     # Re-drives per document before the reaper gives up and marks it FAILED (STUCK).
-    max_redrives: int = Field(default=2, ge=0, le=10)
-    max_documents_per_run: int = Field(default=200, ge=1, le=5000)
+    max_redrives: int = Field(default=REAPER_MAX_REDRIVES, ge=0, le=10)
+    max_documents_per_run: int = Field(default=REAPER_MAX_DOCUMENTS_PER_RUN, ge=1, le=5000)
     # An AWAITING_UPLOAD document whose upload URL expired this long ago (and no file came) becomes EXPIRED.
     upload_grace_minutes: int = Field(default=60, ge=0, le=1440)
 

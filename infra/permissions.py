@@ -78,7 +78,7 @@ OPENSEARCH_ACCESS: Mapping[str, IndexAccess] = MappingProxyType(
     }
 )
 
-# The VectorStore methods each function's code calls (tests/integration/test_opensearch_grants.py
+# The VectorStore methods each function's code calls (tests/integration/test_vector_store_grants.py
 # replays them against a real OpenSearch and checks every request against OPENSEARCH_ACCESS).
 VECTOR_STORE_CALLS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import requests
+from rag_ingest.adapters.stack_resources import LOCAL_OUTPUTS
 
-OUTPUTS = Path(".local/runtime/outputs.json")
 TERMINAL = frozenset({"READY", "FAILED", "DELETED"})
 TOKEN_PATH = "/_local/oidc/token"
 # A cached token is renewed this long before it expires (a request must not carry a token that
@@ -46,7 +46,7 @@ class LocalStackClient:
 
     @classmethod
     def from_outputs(
-        cls, tenant_id: str = "demo", outputs: Path = OUTPUTS, username: str | None = None
+        cls, tenant_id: str = "demo", outputs: Path = LOCAL_OUTPUTS, username: str | None = None
     ) -> LocalStackClient:
         if not outputs.exists():
             raise SystemExit(f"{outputs} not found: start the local stack first (make stack-up)")

@@ -14,6 +14,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.embeddings.base import Embedder, create_embedder
+from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.wiring import vector_store_for
 
 from local.client import LocalStackClient
@@ -80,9 +81,9 @@ def aws_clients(local_stack: dict[str, Any]) -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def vector_store(local_stack: dict[str, Any]) -> VectorStore:
     endpoint = os.environ.get("OPENSEARCH_URL", "http://127.0.0.1:9200")
-    return vector_store_for(endpoint, local_stack.get("OpenSearchIndex", "rag-chunks"), 384)
+    return vector_store_for(endpoint, local_stack.get("OpenSearchIndex", "rag-chunks"), MINILM_DIMENSION)
 
 
 @pytest.fixture(scope="session")
 def embedder() -> Embedder:
-    return create_embedder("local", "sentence-transformers/all-MiniLM-L6-v2", 384)
+    return create_embedder("local", LOCAL_MODEL_ID, MINILM_DIMENSION)

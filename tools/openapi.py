@@ -3,14 +3,14 @@
 The document comes from the API function's own routes (Powertools' resolver with validation
 enabled), imported here with a placeholder environment: building the resolver contacts nothing.
 
-    .venv/bin/python tools/openapi.py           # rewrite docs/openapi.json
-    .venv/bin/python tools/openapi.py --check   # exit 1 when the checked-in copy is stale
+    .venv/bin/python -m tools.openapi           # rewrite docs/openapi.json
+    .venv/bin/python -m tools.openapi --check   # exit 1 when the checked-in copy is stale
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import json
 import os
 import sys
@@ -19,6 +19,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENT = ROOT / "docs" / "openapi.json"
+API_HANDLER_MODULE = "functions.api.app"
 # Shapes only: the function validates its environment at import, nothing is contacted.
 PLACEHOLDER_ENV = {
     "DOCUMENTS_TABLE": "documents",
@@ -37,15 +38,14 @@ PLACEHOLDER_ENV = {
 
 
 def generate() -> dict[str, Any]:
-    """The API function's OpenAPI document (imports functions/api/app.py under its own name)."""
+    """The API function's OpenAPI document (a fresh import of functions/api/app.py, with the placeholders)."""
     saved = {name: os.environ.get(name) for name in PLACEHOLDER_ENV}
     for name, value in PLACEHOLDER_ENV.items():
         os.environ.setdefault(name, value)
     try:
-        spec = importlib.util.spec_from_file_location("rag_fn_api_openapi", ROOT / "functions" / "api" / "app.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        # Fresh: the handler reads its environment at import, and one imported earlier had another.
+        sys.modules.pop(API_HANDLER_MODULE, None)
+        module = importlib.import_module(API_HANDLER_MODULE)
         document: dict[str, Any] = module.openapi_schema()
         return document
     finally:

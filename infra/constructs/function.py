@@ -87,8 +87,10 @@ class FunctionFactory:
             path = FUNCTIONS_DIR / code_dir
             if not (path / "app.py").is_file():
                 raise FunctionCodeMissingError(f"function code not found: {relative(path)}/app.py")
+            # __init__.py: the package marker that names the handler functions.<dir>.app in tests and
+            # mypy; Lambda imports app.py as a top-level module, so the asset does without it.
             self._code[code_dir] = lambda_.Code.from_asset(
-                str(path), exclude=["__pycache__", "*.pyc", "tests", ".pytest_cache"]
+                str(path), exclude=["__pycache__", "*.pyc", "tests", ".pytest_cache", "__init__.py"]
             )
         return self._code[code_dir]
 

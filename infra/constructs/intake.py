@@ -10,10 +10,11 @@ from aws_cdk import aws_s3_notifications as s3n
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
+from rag_ingest.layout import RAW_PREFIX
 
 from infra.config import RagIngestConfig
 from infra.constructs.function import FunctionFactory
-from infra.constructs.storage import RAW_PREFIX, Storage
+from infra.constructs.storage import Storage
 from infra.nag import acknowledge
 
 # AWS's guidance for SQS event sources: visibility timeout at least 6x the function timeout plus

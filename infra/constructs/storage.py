@@ -7,14 +7,13 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
+from rag_ingest.layout import ARTIFACTS_PREFIX
 
 from infra.config import RagIngestConfig
 from infra.constructs.function import removal_policy
 from infra.nag import acknowledge
 from infra.permissions import DOCUMENTS_TABLE, IDEMPOTENCY_TABLE, TableAccess
 
-RAW_PREFIX = "raw/"
-ARTIFACTS_PREFIX = "artifacts/"
 STATUS_INDEX = "by_status"
 TENANT_INDEX = "by_tenant"
 

@@ -11,11 +11,12 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
+from rag_ingest.layout import ARTIFACTS_PREFIX, RAW_PREFIX
 
 from infra.config import FunctionSettings, RagIngestConfig
 from infra.constructs.function import FunctionFactory, new_log_group
 from infra.constructs.search import Search
-from infra.constructs.storage import ARTIFACTS_PREFIX, RAW_PREFIX, Storage
+from infra.constructs.storage import Storage
 from infra.nag import acknowledge, arn_ref
 from infra.naming import unique_name
 

@@ -12,6 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rag_ingest.adapters.stack_resources import LOCAL_OUTPUTS
+from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # moto's default account: resources, ARNs and queue URLs all carry it.
@@ -24,8 +27,8 @@ LOCAL_CREDENTIALS = {
 }
 DEFAULT_STACK_NAME = "RagIngest"
 DEFAULT_OPENSEARCH_URL = "http://127.0.0.1:9200"
-LOCAL_EMBEDDING_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
-LOCAL_EMBEDDING_DIMENSION = 384
+LOCAL_EMBEDDING_MODEL_ID = LOCAL_MODEL_ID
+LOCAL_EMBEDDING_DIMENSION = MINILM_DIMENSION
 
 
 def _int_env(environ: Mapping[str, str], name: str, default: int) -> int:
@@ -151,7 +154,7 @@ class RuntimeSettings:
 
     @property
     def outputs_path(self) -> Path:
-        return self.state_dir / "outputs.json"
+        return self.state_dir / LOCAL_OUTPUTS.name
 
     def local_lambda_overrides(self) -> dict[str, str | None]:
         """Where a local function's environment differs from the template (None = unset).

@@ -11,7 +11,7 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 import pytest
 from aws_cdk.assertions import Template
 
-from infra.app import create_app
+from infra.cdk_app import create_app
 from tests.infra.template_tools import SynthResult
 from tools.build_layer import build_layer
 

@@ -11,7 +11,7 @@ from aws_cdk import App, Stack
 from aws_cdk.assertions import Template
 from rag_ingest.embeddings.bedrock import TITAN_V2_DIMENSIONS, TITAN_V2_MODEL_ID
 
-from infra.app import cdk_json_context, create_app
+from infra.cdk_app import cdk_json_context, create_app
 from infra.config import BEDROCK_EMBEDDING_DIMENSIONS, CONTEXT_KEY, ConfigError, RagIngestConfig, parse_config
 from infra.constructs import layer as layer_module
 from infra.constructs.layer import LayerNotBuiltError, SharedLayer

@@ -6,38 +6,16 @@ from pathlib import Path
 
 import pytest
 from aws_cdk.assertions import Template
+from rag_ingest.config import ApiEnv, EnvModel, IntakeEnv, ReaperEnv, RedriveEnv, SearchEnv, StagesEnv
 
-from infra.app import create_app
+from infra.cdk_app import create_app
 from infra.config import CONTEXT_KEY
 from tests.infra.template_tools import SynthResult
 
 pytestmark = pytest.mark.infra
 
-COMMON_ENV = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "LOG_LEVEL", "DOCUMENTS_TABLE"}
-INDEX_PARAMETERS = (
-    "OPENSEARCH_SPACE_TYPE",
-    "OPENSEARCH_HNSW_M",
-    "OPENSEARCH_EF_CONSTRUCTION",
-    "OPENSEARCH_EF_SEARCH",
-    "OPENSEARCH_REPLICAS",
-)
-STAGE_ENV = {
-    "BUCKET_NAME",
-    "ARTIFACTS_PREFIX",
-    "OPENSEARCH_ENDPOINT",
-    "OPENSEARCH_INDEX",
-    "EMBEDDING_PROVIDER",
-    "EMBEDDING_MODEL_ID",
-    "EMBEDDING_DIMENSION",
-    "MAX_FILE_BYTES",
-    "MAX_PAGES",
-    "CHUNK_TOKENS",
-    "CHUNK_OVERLAP_TOKENS",
-    "EMBED_BATCH_SIZE",
-    "EMBED_TASK_CHUNKS",
-    "EVENT_BUS_NAME",
-    *INDEX_PARAMETERS,
-}
+# Powertools reads these; every other variable is a field of the function's environment model(s).
+POWERTOOLS_ENV = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "LOG_LEVEL"}
 STAGE_HANDLERS = {
     "Validate": "app.validate",
     "Parse": "app.parse",
@@ -47,57 +25,26 @@ STAGE_HANDLERS = {
     "Finalize": "app.finalize",
     "MarkFailed": "app.mark_failed",
 }
-# construct path -> (code dir, handler, env vars beyond the common ones)
-CONTRACT: dict[str, tuple[str, str, set[str]]] = {
-    "Api/ApiFunction": (
-        "functions/api",
-        "app.handler",
-        {
-            "BUCKET_NAME",
-            "RAW_PREFIX",
-            "MAX_UPLOAD_BYTES",
-            "UPLOAD_URL_EXPIRY_SECONDS",
-            # POST /documents/{id}/retry
-            "STATE_MACHINE_ARN",
-            # DELETE /documents/{id}
-            "ARTIFACTS_PREFIX",
-            "OPENSEARCH_ENDPOINT",
-            "OPENSEARCH_INDEX",
-            "EMBEDDING_DIMENSION",
-            # POST /search: the query embedder and the k-NN parameters
-            "EMBEDDING_PROVIDER",
-            "EMBEDDING_MODEL_ID",
-            *INDEX_PARAMETERS,
-        },
-    ),
-    "Intake/IntakeFunction": (
-        "functions/intake",
-        "app.handler",
-        {"IDEMPOTENCY_TABLE", "STATE_MACHINE_ARN", "IDEMPOTENCY_TTL_SECONDS"},
-    ),
-    "Operations/RedriveFunction": ("functions/redrive", "app.handler", {"DLQ_URL", "QUEUE_URL", "STATE_MACHINE_ARN"}),
-    "Operations/ReaperFunction": (
-        "functions/reaper",
-        "app.handler",
-        {
-            "STATE_MACHINE_ARN",
-            "STUCK_AFTER_SECONDS",
-            "MAX_REDRIVES",
-            "MAX_DOCUMENTS",
-            "EVENT_BUS_NAME",
-            "UPLOAD_URL_EXPIRY_SECONDS",
-            "UPLOAD_GRACE_SECONDS",
-        },
-    ),
+# construct path -> (code dir, handler, the environment models its handler validates at cold start)
+CONTRACT: dict[str, tuple[str, str, tuple[type[EnvModel], ...]]] = {
+    "Api/ApiFunction": ("functions/api", "app.handler", (ApiEnv, SearchEnv)),
+    "Intake/IntakeFunction": ("functions/intake", "app.handler", (IntakeEnv,)),
+    "Operations/RedriveFunction": ("functions/redrive", "app.handler", (RedriveEnv,)),
+    "Operations/ReaperFunction": ("functions/reaper", "app.handler", (ReaperEnv,)),
     **{
-        f"Workflow/{name}Function": ("functions/stages", handler, STAGE_ENV) for name, handler in STAGE_HANDLERS.items()
+        f"Workflow/{name}Function": ("functions/stages", handler, (StagesEnv,))
+        for name, handler in STAGE_HANDLERS.items()
     },
 }
 
 
+def variables_read_by(models: tuple[type[EnvModel], ...]) -> set[str]:
+    return set().union(*(model.variable_names() for model in models))
+
+
 @pytest.mark.parametrize("path", sorted(CONTRACT))
 def test_function_contract(synth: SynthResult, path: str) -> None:
-    code_dir, handler, extra_env = CONTRACT[path]
+    code_dir, handler, models = CONTRACT[path]
     function = synth.resource(path)
     props = function["Properties"]
     assert props["Handler"] == handler
@@ -107,7 +54,7 @@ def test_function_contract(synth: SynthResult, path: str) -> None:
     assert props["TracingConfig"] == {"Mode": "Active"}
     assert props["Layers"] == [{"Ref": synth.logical_id("Layer/SharedLayer")}]
     env = props["Environment"]["Variables"]
-    assert set(env) == COMMON_ENV | extra_env
+    assert set(env) == POWERTOOLS_ENV | variables_read_by(models)
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == "RagIngest"
     assert env["POWERTOOLS_SERVICE_NAME"].startswith("rag-ingest-")
     assert env["DOCUMENTS_TABLE"] == {"Ref": synth.logical_id("Storage/DocumentsTable")}

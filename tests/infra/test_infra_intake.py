@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Template
 
-from infra.app import create_app
+from infra.cdk_app import create_app
 from infra.config import CONTEXT_KEY
 from tests.infra.template_tools import SynthResult
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from cfnlint.api import ManualArgs, lint_file
 
-from infra.app import cdk_json_context, create_app
+from infra.cdk_app import cdk_json_context, create_app
 from infra.config import ConfigError, parse_config
 from tests.infra.template_tools import Resource, SynthResult, as_list, render_token
 

@@ -18,7 +18,7 @@ import pytest
 from constructs import IConstruct
 
 import infra.nag
-from infra.app import create_app
+from infra.cdk_app import create_app
 from tests.infra.template_tools import SynthResult
 
 pytestmark = pytest.mark.infra

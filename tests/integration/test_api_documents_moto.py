@@ -11,10 +11,11 @@ from typing import Any
 import boto3
 import pytest
 import requests
+from rag_ingest.embeddings.local import LOCAL_MODEL_ID
 from rag_ingest.ids import execution_name, new_document_id
 from rag_ingest.models import DocumentStatus
 
-from tests.support.aws import REPO, FakeLambdaContext, load_handler_module, moto_server
+from tests.support.aws import REPO, FakeLambdaContext, import_handler, moto_server
 from tests.support.operations import RecordWriter, create_documents_table, create_state_machine
 
 pytestmark = pytest.mark.integration
@@ -31,7 +32,7 @@ def world() -> Iterator[dict[str, Any]]:
         s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
         create_documents_table(table)
         state_machine_arn = create_state_machine()
-        api = load_handler_module(
+        api = import_handler(
             "api",
             {
                 "DOCUMENTS_TABLE": table,
@@ -42,7 +43,7 @@ def world() -> Iterator[dict[str, Any]]:
                 "OPENSEARCH_INDEX": "unused",
                 "EMBEDDING_DIMENSION": "8",
                 "EMBEDDING_PROVIDER": "local",
-                "EMBEDDING_MODEL_ID": "sentence-transformers/all-MiniLM-L6-v2",
+                "EMBEDDING_MODEL_ID": LOCAL_MODEL_ID,
                 "STATE_MACHINE_ARN": state_machine_arn,
                 "POWERTOOLS_SERVICE_NAME": "rag-ingest-api",
             },

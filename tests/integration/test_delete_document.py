@@ -15,11 +15,12 @@ import boto3
 import pytest
 from rag_ingest.adapters.status_repository import QueueOutcome, StatusRepository
 from rag_ingest.adapters.vector_store import VectorStore
+from rag_ingest.embeddings.local import LOCAL_MODEL_ID
 from rag_ingest.ids import new_document_id
 from rag_ingest.models import Chunk, ObjectRef
 from rag_ingest.wiring import vector_store_for
 
-from tests.support.aws import FakeLambdaContext, load_handler_module, moto_server
+from tests.support.aws import FakeLambdaContext, import_handler, moto_server
 from tests.support.operations import RecordWriter, create_documents_table
 
 pytestmark = pytest.mark.integration
@@ -38,7 +39,7 @@ def world() -> Iterator[dict[str, Any]]:
         create_documents_table(table)
         store = vector_store_for(OPENSEARCH_URL, index, DIMENSION)
         store.ensure_index()
-        api = load_handler_module(
+        api = import_handler(
             "api",
             {
                 "DOCUMENTS_TABLE": table,
@@ -51,7 +52,7 @@ def world() -> Iterator[dict[str, Any]]:
                 "STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:unused",
                 # POST /search's query embedder (made on first use: DELETE never loads it).
                 "EMBEDDING_PROVIDER": "local",
-                "EMBEDDING_MODEL_ID": "sentence-transformers/all-MiniLM-L6-v2",
+                "EMBEDDING_MODEL_ID": LOCAL_MODEL_ID,
                 "POWERTOOLS_SERVICE_NAME": "rag-ingest-api",
             },
         )

@@ -12,6 +12,7 @@ import pytest
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
 from rag_ingest.chunking import chunk_pages
 from rag_ingest.embeddings.base import Embedder, create_embedder
+from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.pdf import parse_pdf
 from rag_ingest.search import SearchMode, SearchRequest, SearchService, search_passages
 from rag_ingest.tokens import count_tokens
@@ -29,12 +30,13 @@ DOCUMENTS = {TENANT_A: ["lighthouses.pdf", "grfguide.pdf"], TENANT_B: ["sourdoug
 
 @pytest.fixture(scope="module")
 def embedder() -> Embedder:
-    return create_embedder("local", "sentence-transformers/all-MiniLM-L6-v2", 384)
+    return create_embedder("local", LOCAL_MODEL_ID, MINILM_DIMENSION)
 
 
 @pytest.fixture(scope="module")
 def store(embedder: Embedder) -> Iterator[VectorStore]:
-    store = VectorStore(connect(URL), IndexSettings(name=f"test-hybrid-{uuid.uuid4().hex[:8]}", dimension=384))
+    settings = IndexSettings(name=f"test-hybrid-{uuid.uuid4().hex[:8]}", dimension=MINILM_DIMENSION)
+    store = VectorStore(connect(URL), settings)
     store.ensure_index()
     try:
         for tenant, names in DOCUMENTS.items():
@@ -96,7 +98,8 @@ def test_a_tenant_never_sees_another_tenants_passages(store: VectorStore, embedd
 
 
 def test_missing_index_is_an_empty_result(embedder: Embedder) -> None:
-    absent = VectorStore(connect(URL), IndexSettings(name=f"test-absent-{uuid.uuid4().hex[:8]}", dimension=384))
+    settings = IndexSettings(name=f"test-absent-{uuid.uuid4().hex[:8]}", dimension=MINILM_DIMENSION)
+    absent = VectorStore(connect(URL), settings)
     assert search_passages(absent, embedder, tenant_id=TENANT_A, query="anything") == []
 
 

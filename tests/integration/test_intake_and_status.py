@@ -16,7 +16,7 @@ from rag_ingest.errors import ErrorCode, StaleWriteError
 from rag_ingest.ids import new_document_id
 from rag_ingest.models import DocumentStatus, ObjectRef, Stage
 
-from tests.support.aws import FakeLambdaContext, load_handler_module, moto_server
+from tests.support.aws import FakeLambdaContext, import_handler, moto_server
 
 pytestmark = pytest.mark.integration
 EVENTS = Path(__file__).parent.parent / "events"
@@ -95,7 +95,7 @@ def test_transitions_are_compare_and_set(repo: StatusRepository) -> None:
 
 @pytest.fixture(scope="module")
 def intake(aws: dict[str, str]) -> ModuleType:
-    return load_handler_module(
+    return import_handler(
         "intake",
         {
             "DOCUMENTS_TABLE": aws["documents"],

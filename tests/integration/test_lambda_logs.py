@@ -27,6 +27,7 @@ import boto3
 import pytest
 from pypdf import PdfReader, PdfWriter
 from rag_ingest.adapters.status_repository import StatusRepository
+from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.ids import new_document_id
 from rag_ingest.models import ObjectRef
 
@@ -112,8 +113,8 @@ def lambda_environment(
         "OPENSEARCH_ENDPOINT": "http://127.0.0.1:9",  # never reached by Parse
         "OPENSEARCH_INDEX": "unused",
         "EMBEDDING_PROVIDER": "local",
-        "EMBEDDING_MODEL_ID": "sentence-transformers/all-MiniLM-L6-v2",
-        "EMBEDDING_DIMENSION": "384",
+        "EMBEDDING_MODEL_ID": LOCAL_MODEL_ID,
+        "EMBEDDING_DIMENSION": str(MINILM_DIMENSION),
         "MAX_FILE_BYTES": str(50 * 1024 * 1024),
         "MAX_PAGES": "500",
         "CHUNK_TOKENS": "300",

@@ -30,7 +30,7 @@ from local.runtime.provision import (
 )
 from local.runtime.settings import RuntimeSettings
 from local.runtime.template import CloudFormationTemplate
-from tests.support.aws import REGION, FakeLambdaContext, load_handler_module, moto_server
+from tests.support.aws import REGION, FakeLambdaContext, import_handler, moto_server
 
 pytestmark = pytest.mark.integration
 
@@ -149,7 +149,7 @@ def test_pusher_posts_stream_records_to_the_tenants_connections(
     documents_table = _resource_by_path(stack, settings, "Storage/DocumentsTable")
     connections_table = _resource_by_path(stack, settings, "Live/ConnectionsTable")
     store = DynamoConnectionStore(connections_table)
-    connections = load_handler_module("live_connections", {"CONNECTIONS_TABLE": connections_table})
+    connections = import_handler("live_connections", {"CONNECTIONS_TABLE": connections_table})
     for connection_id, tenant in (("conn-a1", "acme"), ("conn-a2", "acme"), ("conn-g1", "globex")):
         event = {"requestContext": {"routeKey": "$connect", "connectionId": connection_id,
                                     "authorizer": {"tenant_id": tenant, "sub": "u", "principalId": "u"}}}  # fmt: skip
@@ -165,7 +165,7 @@ def test_pusher_posts_stream_records_to_the_tenants_connections(
     records, next_iterator = _stream_records(stream_arn)
     assert [r["eventName"] for r in records] == ["INSERT", "MODIFY"]
 
-    app = load_handler_module(
+    app = import_handler(
         "live_pusher", {"CONNECTIONS_TABLE": connections_table, "WEBSOCKET_CALLBACK_URL": CALLBACK_URL}
     )
     stubber, posted = _stubbed_management_api(app)
@@ -213,7 +213,7 @@ def test_connect_records_expire_after_two_hours_and_need_a_tenant(
 ) -> None:
     stack, settings = provisioned
     connections_table = _resource_by_path(stack, settings, "Live/ConnectionsTable")
-    connections = load_handler_module("live_connections", {"CONNECTIONS_TABLE": connections_table})
+    connections = import_handler("live_connections", {"CONNECTIONS_TABLE": connections_table})
     before = int(time.time())
     event = {"requestContext": {"routeKey": "$connect", "connectionId": "conn-t", "authorizer": {"tenant_id": "t1"}}}
     assert connections.handler(event, FakeLambdaContext()) == {"statusCode": 200}

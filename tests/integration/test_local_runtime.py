@@ -23,6 +23,7 @@ import jwt
 import pytest
 from botocore.config import Config
 from cryptography.hazmat.primitives.asymmetric import rsa
+from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 
 from local.runtime.harness import LocalStackProcess
 from local.runtime.moto_lambda_seam import MOTO_VERSION, verify_moto_seam
@@ -520,8 +521,8 @@ def test_handler_runs_with_the_template_environment_and_local_overrides(
     assert env["QUEUE_URL"] == stack.outputs["IngestQueueUrl"]
     assert env["GREETING"] == "aws-hi"
     assert env["OPENSEARCH_ENDPOINT"] == "http://127.0.0.1:9299"
-    assert (env["EMBEDDING_PROVIDER"], env["EMBEDDING_DIMENSION"]) == ("local", "384")
-    assert env["EMBEDDING_MODEL_ID"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert (env["EMBEDDING_PROVIDER"], env["EMBEDDING_DIMENSION"]) == ("local", str(MINILM_DIMENSION))
+    assert env["EMBEDDING_MODEL_ID"] == LOCAL_MODEL_ID
     assert env["POWERTOOLS_TRACE_DISABLED"] == "true"
     assert env["POWERTOOLS_DEV"] is None
     assert env["AWS_ENDPOINT_URL"] == stack.moto_endpoint

@@ -18,6 +18,7 @@ from rag_ingest.adapters.status_repository import StatusRepository
 from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.config import StagesEnv
 from rag_ingest.embeddings.base import Embedder, create_embedder
+from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.errors import ErrorCode, PermanentError
 from rag_ingest.models import DocumentJob, DocumentStatus, EmbedTask, FailedJob, ObjectRef
 from rag_ingest.pipeline import Pipeline, StageDependencies
@@ -65,8 +66,8 @@ def world() -> Iterator[dict[str, Any]]:
                 "OPENSEARCH_ENDPOINT": OPENSEARCH_URL,
                 "OPENSEARCH_INDEX": f"test-chunks-{suffix}",
                 "EMBEDDING_PROVIDER": "local",
-                "EMBEDDING_MODEL_ID": "sentence-transformers/all-MiniLM-L6-v2",
-                "EMBEDDING_DIMENSION": "384",
+                "EMBEDDING_MODEL_ID": LOCAL_MODEL_ID,
+                "EMBEDDING_DIMENSION": str(MINILM_DIMENSION),
                 "MAX_FILE_BYTES": str(5 * 1024 * 1024),
                 "MAX_PAGES": "50",
                 "CHUNK_TOKENS": "120",
@@ -75,8 +76,8 @@ def world() -> Iterator[dict[str, Any]]:
                 "EMBED_TASK_CHUNKS": "4",
             }
         )
-        store = vector_store_for(OPENSEARCH_URL, env.opensearch_index, 384)
-        embedder = CountingEmbedder(create_embedder("local", env.embedding_model_id, 384))
+        store = vector_store_for(OPENSEARCH_URL, env.opensearch_index, MINILM_DIMENSION)
+        embedder = CountingEmbedder(create_embedder("local", env.embedding_model_id, MINILM_DIMENSION))
         deps = StageDependencies(
             env=env,
             status=StatusRepository(table),

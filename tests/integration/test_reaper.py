@@ -20,7 +20,7 @@ from rag_ingest.models import ObjectRef
 from rag_ingest.reaper import ReapAction, Reaper, ReaperSettings, ReapRequest
 from rag_ingest.redrive import Replayer
 
-from tests.support.aws import FakeLambdaContext, load_handler_module, moto_server
+from tests.support.aws import FakeLambdaContext, import_handler, moto_server
 from tests.support.operations import RecordWriter, create_documents_table, create_state_machine
 
 pytestmark = pytest.mark.integration
@@ -133,7 +133,7 @@ def test_reaper_handler_emits_documents_reaped_by_action(
     rule = f"failed-{uuid.uuid4().hex[:6]}"
     events.put_rule(Name=rule, EventPattern=json.dumps({"source": ["rag-ingest"], "detail-type": ["DocumentFailed"]}))
     events.put_targets(Rule=rule, Targets=[{"Id": "inbox", "Arn": inbox_arn}])
-    module = load_handler_module(
+    module = import_handler(
         "reaper",
         {
             "DOCUMENTS_TABLE": world["table"],

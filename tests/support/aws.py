@@ -1,10 +1,12 @@
-"""A moto server on a free loopback port, and a fake Lambda context (as in Powertools' examples)."""
+"""A moto server on a free loopback port, a fake Lambda context (as in Powertools' examples), and a
+handler imported fresh with its environment (a cold start)."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import os
 import socket
+import sys
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -76,13 +78,11 @@ class FakeLambdaContext:
         return 60_000
 
 
-def load_handler_module(function_dir: str, env: Mapping[str, str]) -> ModuleType:
-    """Import ``functions/<dir>/app.py`` under a unique name, with its environment set first
-    (handlers validate their environment at import, like a Lambda cold start)."""
+def import_handler(function_dir: str, env: Mapping[str, str]) -> ModuleType:
+    """A fresh import of ``functions/<dir>/app.py`` (``functions.<dir>.app``) with ``env`` set first:
+    handlers validate their environment at import, like a Lambda cold start, so a cached module
+    would keep the environment of the test that imported it first."""
     os.environ.update(env)
-    path = REPO / "functions" / function_dir / "app.py"
-    spec = importlib.util.spec_from_file_location(f"rag_fn_{function_dir}_{uuid.uuid4().hex[:8]}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    name = f"functions.{function_dir}.app"
+    sys.modules.pop(name, None)
+    return importlib.import_module(name)

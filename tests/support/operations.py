@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
+from rag_ingest.layout import upload_key
 
 PASS_ROLE = "arn:aws:iam::123456789012:role/sfn"
 # moto does not run executions (unless configured to): they stay RUNNING until stopped (ABORTED).
@@ -73,7 +74,7 @@ class RecordWriter:
             "tenant_id": "acme",
             "status": status,
             "bucket": "docs",
-            "key": f"raw/acme/{document_id}/a.pdf",
+            "key": upload_key("acme", document_id, "a.pdf"),
             "version": "v1",
             "filename": "a.pdf",
             "attempts": {},

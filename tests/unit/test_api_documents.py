@@ -1,6 +1,6 @@
 """The API's document operations: the list cursor, listing, retry decisions and the download link.
 
-The table is replaced by small in-memory fakes (the DynamoDB side is tests/integration/test_api_documents.py);
+The table is replaced by small in-memory fakes (the DynamoDB side is tests/integration/test_api_documents_moto.py);
 presigning is boto3's own local computation with fake credentials.
 """
 

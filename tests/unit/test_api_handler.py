@@ -3,7 +3,7 @@ every 4xx/5xx, 403 for a token without a valid tenant, 400 for malformed bodies,
 and the OpenAPI document (served without a token, checked in as docs/openapi.json).
 
 Every request here is refused before the function touches AWS; the happy paths run against moto
-in tests/integration/test_api_documents.py and through the local stack in test_api_fuzz.py.
+in tests/integration/test_api_documents_moto.py and through the local stack in test_api_fuzz.py.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from rag_ingest.errors import TransientError
 from rag_ingest.ids import new_document_id
 
-from tests.support.aws import FakeLambdaContext, load_handler_module
+from tests.support.aws import FakeLambdaContext, import_handler
 from tools import openapi as openapi_tool
 
 pytestmark = pytest.mark.unit
@@ -33,7 +33,7 @@ def api() -> Iterator[ModuleType]:
         env |= {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
         for name, value in env.items():
             patch.setenv(name, value)
-        yield load_handler_module("api", {})
+        yield import_handler("api", {})
 
 
 def event(

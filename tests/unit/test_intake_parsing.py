@@ -50,6 +50,40 @@ def test_malformed_messages_are_poison(body: str) -> None:
         parse_queue_message(body)
 
 
+@pytest.mark.parametrize(
+    "records",
+    [
+        ["not a record"],
+        [None],
+        [{"eventName": "ObjectCreated:Put", "s3": []}],
+        [{"eventName": "ObjectCreated:Put", "s3": {"bucket": {"name": "b"}, "object": "raw/acme/x.pdf"}}],
+    ],
+)
+def test_records_of_the_wrong_shape_are_poison(records: list[object]) -> None:
+    with pytest.raises(PoisonMessageError):
+        parse_queue_message(json.dumps({"Records": records}))
+
+
+def test_moto_records_without_sequencer_user_identity_or_size_are_read() -> None:
+    # moto leaves out sequencer, userIdentity, requestParameters and responseElements.
+    event = json.loads((EVENTS / "s3_object_created.json").read_text())
+    for name in ("userIdentity", "requestParameters", "responseElements", "eventVersion"):
+        event["Records"][0].pop(name, None)
+    for name in ("sequencer", "size"):
+        event["Records"][0]["s3"]["object"].pop(name, None)
+    [uploaded] = parse_queue_message(json.dumps(event))
+    assert (uploaded.key, uploaded.size_bytes) == ("raw/acme/01JDX3ZK5Q8W7N2M4P6R8T0V2X/annual report 2026.pdf", None)
+
+
+def test_every_record_of_a_message_is_read() -> None:
+    # A multipart upload can reach intake as two records for the same object: both are read, intake dedupes.
+    event = json.loads((EVENTS / "s3_object_created.json").read_text())
+    event["Records"].append(json.loads(json.dumps(event["Records"][0])))
+    event["Records"][1]["eventName"] = "ObjectCreated:CompleteMultipartUpload"
+    first, second = parse_queue_message(json.dumps(event))
+    assert first == second
+
+
 def test_removal_events_are_poison_not_ingested() -> None:
     event = json.loads((EVENTS / "s3_object_created.json").read_text())
     event["Records"][0]["eventName"] = "ObjectRemoved:Delete"

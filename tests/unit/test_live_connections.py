@@ -31,7 +31,7 @@ from rag_ingest.live_connections import (
     open_connection,
 )
 
-from tests.support.aws import FakeLambdaContext, load_handler_module
+from tests.support.aws import FakeLambdaContext, import_handler
 
 pytestmark = pytest.mark.unit
 
@@ -109,14 +109,14 @@ def test_valid_token_without_a_valid_tenant_is_denied(tenant: str | None) -> Non
 
 
 def _handler_env(monkeypatch: pytest.MonkeyPatch, **env: str) -> dict[str, str]:
-    # monkeypatch restores the environment load_handler_module sets.
+    # monkeypatch restores the environment import_handler sets.
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     return env
 
 
 def test_authorizer_handler_reads_the_query_string_token(monkeypatch: pytest.MonkeyPatch) -> None:
-    app = load_handler_module(
+    app = import_handler(
         "live_authorizer", _handler_env(monkeypatch, TOKEN_ISSUER=ISSUER, TOKEN_AUDIENCE=AUDIENCE)
     )
     # The handler's key set would come from Cognito over HTTPS; here it is the test's key.
@@ -132,7 +132,7 @@ def test_authorizer_handler_reads_the_query_string_token(monkeypatch: pytest.Mon
 def test_authorizer_handler_refuses_an_environment_without_https_issuer(monkeypatch: pytest.MonkeyPatch) -> None:
     env = _handler_env(monkeypatch, TOKEN_ISSUER="http://issuer.example", TOKEN_AUDIENCE="x")
     with pytest.raises(ConfigurationError):
-        load_handler_module("live_authorizer", env)
+        import_handler("live_authorizer", env)
 
 
 # -- JWKS cache ---------------------------------------------------------------------------------

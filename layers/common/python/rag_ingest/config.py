@@ -9,12 +9,18 @@ from typing import Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rag_ingest.errors import ConfigurationError
+from rag_ingest.layout import ARTIFACTS_PREFIX, RAW_PREFIX
 
 
 class EnvModel(BaseModel):
     """Base for a function's environment: field names are the env vars, lower-cased."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
+
+    @classmethod
+    def variable_names(cls) -> frozenset[str]:
+        """The environment variables this model reads (what the stack must set for the function)."""
+        return frozenset(name.upper() for name in cls.model_fields)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
@@ -35,11 +41,11 @@ class CommonEnv(EnvModel):
 
 class ApiEnv(CommonEnv):
     bucket_name: str = Field(min_length=3)
-    raw_prefix: str = "raw/"
+    raw_prefix: str = RAW_PREFIX
     max_upload_bytes: int = Field(gt=0)
     upload_url_expiry_seconds: int = Field(gt=0, le=3600)
     # DELETE /documents/{id} removes the document's chunks and artifacts too.
-    artifacts_prefix: str = "artifacts/"
+    artifacts_prefix: str = ARTIFACTS_PREFIX
     opensearch_endpoint: str = Field(pattern=r"^https?://")
     opensearch_index: str = Field(min_length=1)
     embedding_dimension: int = Field(gt=0)
@@ -81,7 +87,7 @@ class IntakeEnv(CommonEnv):
 
 class StagesEnv(CommonEnv, IndexParamsEnv):
     bucket_name: str = Field(min_length=3)
-    artifacts_prefix: str = "artifacts/"
+    artifacts_prefix: str = ARTIFACTS_PREFIX
     opensearch_endpoint: str = Field(pattern=r"^https?://")
     opensearch_index: str = Field(min_length=1)
     embedding_provider: Literal["bedrock", "local"]
@@ -113,11 +119,17 @@ class RedriveEnv(CommonEnv):
     state_machine_arn: str = Field(pattern=r"^arn:aws[a-z-]*:states:")
 
 
+# The reaper's defaults: the stack's (infra/config.py ReaperConfig) and the CLI's `reap`, which runs outside it.
+REAPER_STUCK_AFTER_MINUTES = 30
+REAPER_MAX_REDRIVES = 2
+REAPER_MAX_DOCUMENTS_PER_RUN = 200
+
+
 class ReaperEnv(CommonEnv):
     state_machine_arn: str = Field(pattern=r"^arn:aws[a-z-]*:states:")
     stuck_after_seconds: int = Field(ge=60)
     max_redrives: int = Field(ge=0)
-    max_documents: int = Field(default=200, ge=1)
+    max_documents: int = Field(default=REAPER_MAX_DOCUMENTS_PER_RUN, ge=1)
     # AWAITING_UPLOAD documents expire this long after their upload URL did (infra: reaper.uploadGraceMinutes).
     upload_url_expiry_seconds: int = Field(gt=0, le=3600)
     upload_grace_seconds: int = Field(ge=0)

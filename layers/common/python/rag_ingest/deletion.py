@@ -17,6 +17,7 @@ from rag_ingest.adapters.object_versions import ObjectVersions
 from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.documents import DocumentNotFoundError
 from rag_ingest.errors import StaleWriteError
+from rag_ingest.layout import artifacts_folder
 from rag_ingest.logs import logger
 from rag_ingest.models import DocumentStatus
 
@@ -43,7 +44,7 @@ class DocumentDeletion:
         self._vector_store = vector_store
         self._objects = objects
         self._bucket = bucket
-        self._artifacts_prefix = artifacts_prefix if artifacts_prefix.endswith("/") else artifacts_prefix + "/"
+        self._artifacts_prefix = artifacts_prefix
 
     def delete(self, tenant_id: str, document_id: str) -> DeletionReport:
         record = self._documents.mark_deleting(document_id, tenant_id)
@@ -55,7 +56,7 @@ class DocumentDeletion:
         # Chunks first: from here on search no longer returns the document.
         report.chunks_deleted = self._vector_store().delete_document(document_id)
         report.artifact_versions_deleted = self._objects.delete_all(
-            self._bucket, f"{self._artifacts_prefix}{document_id}/"
+            self._bucket, artifacts_folder(document_id, self._artifacts_prefix)
         )
         if record.key:
             report.upload_versions_deleted = self._objects.delete_all(

@@ -23,6 +23,7 @@ from rag_ingest.auth import TENANT_ID_PATTERN
 from rag_ingest.config import ApiEnv
 from rag_ingest.errors import ErrorCode, PermanentError, StaleWriteError
 from rag_ingest.ids import new_document_id
+from rag_ingest.layout import filename_of, upload_key
 from rag_ingest.models import ETAG_VERSION_PREFIX, DocumentStatus
 
 PDF_CONTENT_TYPE = "application/pdf"
@@ -223,7 +224,7 @@ class DocumentService:
         if not request.filename.lower().endswith(".pdf"):
             raise PermanentError(ErrorCode.UNSUPPORTED_TYPE, "the filename must end in .pdf")
         document_id = new_document_id()
-        key = f"{self._env.raw_prefix}{tenant_id}/{document_id}/{request.filename}"
+        key = upload_key(tenant_id, document_id, request.filename, self._env.raw_prefix)
         self._status.create_awaiting_upload(
             document_id=document_id,
             tenant_id=tenant_id,
@@ -296,7 +297,7 @@ class DocumentService:
             "Bucket": record.bucket or self._env.bucket_name,
             "Key": record.key,
             "ResponseContentType": PDF_CONTENT_TYPE,
-            "ResponseContentDisposition": _header_filename(record.filename or record.key.rsplit("/", 1)[-1]),
+            "ResponseContentDisposition": _header_filename(record.filename or filename_of(record.key)),
         }
         # Unversioned buckets identify a version by its ETag, which is never a VersionId.
         if not record.version.startswith(ETAG_VERSION_PREFIX):

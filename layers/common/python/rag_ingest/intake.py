@@ -5,16 +5,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 from urllib.parse import unquote_plus
 
+from aws_lambda_powertools.utilities.data_classes.s3_event import S3Event, S3EventRecord
 from pydantic import BaseModel, ConfigDict, Field
 
 from rag_ingest.adapters.status_repository import QueueOutcome, StatusRepository
 from rag_ingest.adapters.workflow import WorkflowStarter
-from rag_ingest.auth import InvalidTenantError, validate_tenant_id
 from rag_ingest.errors import ErrorCode
-from rag_ingest.ids import document_id_for_object, execution_name, is_api_document_id
+from rag_ingest.ids import document_id_for_object, execution_name
+from rag_ingest.layout import RAW_PREFIX, KeyOutsideUploadsError, NoTenantFolderError, parse_upload_key
 from rag_ingest.logs import logger, run_keys
 from rag_ingest.models import ETAG_VERSION_PREFIX, DocumentJob, ObjectRef
 
@@ -57,35 +57,38 @@ def parse_queue_message(body: str) -> list[UploadedObject]:
         raise PoisonMessageError(f"message body is not JSON: {exc}") from exc
     if not isinstance(event, dict):
         raise PoisonMessageError("message body is not a JSON object")
+    # Sent once when a notification is configured (moto sends one too); it names no object.
     if event.get("Event") == "s3:TestEvent":
         return []
     records = event.get("Records")
     if not isinstance(records, list) or not records:
         raise PoisonMessageError("message is not an S3 event notification (no Records)")
-    return [_parse_record(record) for record in records]
+    # Each record is read through Powertools' S3 data class, field by field: unlike the strict
+    # S3Model parser it tolerates what moto leaves out (sequencer, userIdentity, ...).
+    return [_parse_record(record) for record in S3Event(event).records]
 
 
-def _parse_record(record: Any) -> UploadedObject:
+def _parse_record(record: S3EventRecord) -> UploadedObject:
     try:
-        if not str(record["eventName"]).startswith("ObjectCreated:"):
-            raise PoisonMessageError(f"unexpected S3 event {record['eventName']}")
-        s3 = record["s3"]
-        obj = s3["object"]
-        # S3 URL-encodes keys in notifications ("+" for spaces).
-        key = unquote_plus(obj["key"])
-        version = obj.get("versionId")
-        if (not version or version == "null") and obj.get("eTag"):
-            version = ETAG_VERSION_PREFIX + str(obj["eTag"]).strip('"')
+        if not str(record.event_name).startswith("ObjectCreated:"):
+            raise PoisonMessageError(f"unexpected S3 event {record.event_name}")
+        obj = record.s3.get_object
+        # S3 URL-encodes keys in notifications ("+" for spaces); S3Object.key returns them as sent.
+        key = unquote_plus(obj.key)
+        version = obj.version_id
+        if (not version or version == "null") and obj.etag:
+            version = ETAG_VERSION_PREFIX + str(obj.etag).strip('"')
         if not version or version == "null":
             raise PoisonMessageError(f"S3 record for {key} has neither versionId nor eTag")
         return UploadedObject(
-            bucket=s3["bucket"]["name"],
+            bucket=record.s3.bucket.name,
             key=key,
             version=str(version),
-            size_bytes=int(obj["size"]) if obj.get("size") is not None else None,
+            size_bytes=obj.size if obj.get("size") is not None else None,
             event_time=str(record.get("eventTime") or datetime.now(UTC).isoformat()),
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        # AttributeError: a record or its "s3" that is not a JSON object (the data class calls .get on it).
         if isinstance(exc, PoisonMessageError):
             raise
         raise PoisonMessageError(f"malformed S3 record: {exc!r}") from exc
@@ -97,24 +100,17 @@ class DocumentAddress:
     document_id: str
 
 
-def address_of(key: str, bucket: str, raw_prefix: str = "raw/") -> DocumentAddress:
+def address_of(key: str, bucket: str, raw_prefix: str = RAW_PREFIX) -> DocumentAddress:
     """``raw/{tenant}/{document_id}/{file}`` from the API; any other ``raw/{tenant}/...`` key is an
     object put without the API and gets a deterministic id from bucket + key."""
-    if not key.startswith(raw_prefix):
-        # The bucket notifies only for raw/: such a record was not sent by S3 (poison, for the DLQ).
-        raise PoisonMessageError(f"key {key!r} is outside {raw_prefix!r}")
-    parts = key[len(raw_prefix) :].split("/")
-    if len(parts) < 2 or not parts[0] or not parts[-1]:
-        raise UnaddressableObjectError(
-            f"key {key!r} does not name a tenant folder: expected {raw_prefix}<tenant>/..."
-        )
     try:
-        tenant_id = validate_tenant_id(parts[0])
-    except InvalidTenantError as exc:
-        raise UnaddressableObjectError(f"key {key!r}: the tenant segment is not a valid tenant id: {exc}") from exc
-    if len(parts) == 3 and is_api_document_id(parts[1]):
-        return DocumentAddress(tenant_id, parts[1])
-    return DocumentAddress(tenant_id, document_id_for_object(bucket, key))
+        upload = parse_upload_key(key, raw_prefix)
+    except KeyOutsideUploadsError as exc:
+        # The bucket notifies only for raw/: such a record was not sent by S3 (poison, for the DLQ).
+        raise PoisonMessageError(str(exc)) from exc
+    except NoTenantFolderError as exc:
+        raise UnaddressableObjectError(str(exc)) from exc
+    return DocumentAddress(upload.tenant_id, upload.document_id or document_id_for_object(bucket, key))
 
 
 class IntakeService:

@@ -22,7 +22,7 @@ from rag_ingest.chunking import chunk_pages
 from rag_ingest.config import StagesEnv
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.errors import ErrorCode, PermanentError, StaleWriteError, parse_failure
-from rag_ingest.ids import version_hash
+from rag_ingest.layout import CHUNKS_ARTIFACT, EMBEDDINGS_FOLDER, PAGES_ARTIFACT, artifact_key, embedding_batch_key
 from rag_ingest.logs import logger, run_keys
 from rag_ingest.models import Chunk, DocumentJob, DocumentStatus, EmbedTask, FailedJob, ParsedDocument, Stage
 from rag_ingest.pdf import parse_pdf, validate_pdf_header
@@ -82,7 +82,7 @@ class Pipeline:
 
     @_logged(Stage.PARSE)
     def parse(self, job: DocumentJob) -> DocumentJob:
-        pages_key = self._artifact_key(job, "pages.json")
+        pages_key = self._artifact_key(job, PAGES_ARTIFACT)
         with self._stage(job, Stage.PARSE) as record:
             if self._deps.objects.exists(self._env.bucket_name, pages_key):
                 parsed = ParsedDocument.model_validate(self._deps.objects.get_json(self._env.bucket_name, pages_key))
@@ -99,7 +99,7 @@ class Pipeline:
 
     @_logged(Stage.CHUNK)
     def chunk(self, job: DocumentJob) -> DocumentJob:
-        chunks_key = self._artifact_key(job, "chunks.json")
+        chunks_key = self._artifact_key(job, CHUNKS_ARTIFACT)
         with self._stage(job, Stage.CHUNK) as record:
             if self._deps.objects.exists(self._env.bucket_name, chunks_key):
                 chunk_count = len(self._deps.objects.get_json(self._env.bucket_name, chunks_key))
@@ -120,7 +120,7 @@ class Pipeline:
             job.chunks_key = chunks_key
             job.chunk_count = chunk_count
             # Plan the Embed Map: one task per slice of whole batches.
-            job.embeddings_prefix = self._artifact_key(job, "embeddings/")
+            job.embeddings_prefix = self._artifact_key(job, EMBEDDINGS_FOLDER)
             task_chunks = self._env.batches_per_embed_task * self._env.embed_batch_size
             job.embed_tasks = list(range(-(-chunk_count // task_chunks)))
             record["chunk_count"] = chunk_count
@@ -143,7 +143,7 @@ class Pipeline:
                 batch = chunks[number * batch_size : (number + 1) * batch_size]
                 if not batch:
                     break
-                batch_key = f"{prefix}{number:06d}.json"
+                batch_key = embedding_batch_key(prefix, number)
                 if not self._deps.objects.exists(self._env.bucket_name, batch_key):
                     embedder = embedder or self._deps.embedder()
                     vectors = embedder.embed([chunk.text for chunk in batch])
@@ -161,7 +161,8 @@ class Pipeline:
                 batch_size = self._env.embed_batch_size
                 vectors: list[list[float]] = []
                 for number in range((len(chunks) + batch_size - 1) // batch_size):
-                    vectors.extend(self._deps.objects.get_json(self._env.bucket_name, f"{prefix}{number:06d}.json"))
+                    batch_key = embedding_batch_key(prefix, number)
+                    vectors.extend(self._deps.objects.get_json(self._env.bucket_name, batch_key))
                 store = self._deps.vector_store()
                 store.ensure_index()
                 record_state = self._deps.status.get(job.document_id)
@@ -268,7 +269,7 @@ class Pipeline:
         self._deps.status.record_stage(job.document_id, job.version, stage, elapsed_ms, accumulate=accumulate, **record)
 
     def _artifact_key(self, job: DocumentJob, name: str) -> str:
-        return f"{self._env.artifacts_prefix}{job.document_id}/{version_hash(job.version)}/{name}"
+        return artifact_key(job.document_id, job.version, name, self._env.artifacts_prefix)
 
     def _load_chunks(self, job: DocumentJob) -> list[Chunk]:
         raw = self._deps.objects.get_json(self._env.bucket_name, self._require(job.chunks_key, "chunks_key"))

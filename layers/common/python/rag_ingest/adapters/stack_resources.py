@@ -15,6 +15,8 @@ import boto3
 
 from rag_ingest.adapters.aws import BOTO_CONFIG
 
+# The local stack writes its outputs here (local.runtime.settings: state_dir / LOCAL_OUTPUTS.name); the CLI,
+# run from the repository, reads them from here by default.
 LOCAL_OUTPUTS = Path(".local/runtime/outputs.json")
 # moto accepts any credentials; the local stack's own clients use these.
 _LOCAL_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}

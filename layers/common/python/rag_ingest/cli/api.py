@@ -16,7 +16,6 @@ from rag_ingest.cli.transport import CliError, HttpError, NetworkError, request_
 class TargetError(CliError):
     """The target cannot serve any request (unreachable, or the caller is not let in): no use going on."""
 
-LOCAL_OUTPUTS = Path(".local/runtime/outputs.json")
 DEFAULT_LOCAL_TENANT = "demo"
 DEFAULT_LOCAL_USER = "cli-user"
 TERMINAL = frozenset({"READY", "FAILED", "DELETED", "EXPIRED"})

@@ -14,7 +14,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from rag_ingest.cli.api import LOCAL_OUTPUTS, Target, deployed_target, local_target
+from rag_ingest.adapters.stack_resources import LOCAL_OUTPUTS
+from rag_ingest.cli.api import Target, deployed_target, local_target
 from rag_ingest.cli.commands import Console, add_user_commands, run_user_command
 from rag_ingest.cli.operator import OPERATOR_COMMANDS, add_operator_commands, run_operator
 from rag_ingest.cli.signin import TokenCache

@@ -28,13 +28,18 @@ from rag_ingest.adapters.stack_resources import (
     local_stack,
 )
 from rag_ingest.adapters.workflow import WorkflowStarter
+from rag_ingest.config import REAPER_MAX_DOCUMENTS_PER_RUN, REAPER_MAX_REDRIVES, REAPER_STUCK_AFTER_MINUTES
 from rag_ingest.errors import ErrorCode
 from rag_ingest.reaper import Reaper, ReaperSettings, ReapRequest
 from rag_ingest.redrive import Operations, RedriveRequest, Replayer, ReplayReport, ReplayRequest
 from rag_ingest.telemetry import NoTelemetry
 
-# The deployed reaper's defaults (infra/config.py ReaperConfig); flags override them.
-DEFAULT_REAPER = ReaperSettings(stuck_after_seconds=30 * 60, max_redrives=2, max_documents=200)
+# The deployed reaper's defaults; flags override them.
+DEFAULT_REAPER = ReaperSettings(
+    stuck_after_seconds=REAPER_STUCK_AFTER_MINUTES * 60,
+    max_redrives=REAPER_MAX_REDRIVES,
+    max_documents=REAPER_MAX_DOCUMENTS_PER_RUN,
+)
 _DURATION = re.compile(r"^(\d+)([smhd]?)$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -104,7 +109,7 @@ def add_operator_commands(commands: Any, common: argparse.ArgumentParser) -> Non
 
     reap = commands.add_parser("reap", parents=[common], help="operator: run the stuck-document reaper once")
     reap.add_argument("--dry-run", action="store_true", help="report what it would do, change nothing")
-    reap.add_argument("--stuck-after", type=duration, help="default 30m")
+    reap.add_argument("--stuck-after", type=duration, help=f"default {REAPER_STUCK_AFTER_MINUTES}m")
     reap.add_argument("--max-redrives", type=int)
     reap.add_argument("--max-documents", type=int)
 

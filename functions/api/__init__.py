@@ -1,0 +1,1 @@
+"""The api function's code asset (its handler module: ``app``)."""

@@ -1,0 +1,1 @@
+"""The intake function's code asset (its handler module: ``app``)."""

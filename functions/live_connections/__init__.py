@@ -1,0 +1,1 @@
+"""The live_connections function's code asset (its handler module: ``app``)."""

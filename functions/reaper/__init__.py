@@ -1,0 +1,1 @@
+"""The reaper function's code asset (its handler module: ``app``)."""

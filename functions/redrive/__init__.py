@@ -1,0 +1,1 @@
+"""The redrive function's code asset (its handler module: ``app``)."""

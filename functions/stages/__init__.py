@@ -1,0 +1,1 @@
+"""The seven stage functions' shared code asset (its handler module: ``app``)."""
