@@ -36,11 +36,11 @@ from local.runtime.identity import OIDC_PATH, LocalIdentityProvider
 from local.runtime.lambda_runner import LambdaRunner
 from local.runtime.live_status import LiveStatusHub, LiveStatusUnavailable, stream_events
 from local.runtime.provision import ApiRoute
+from local.runtime.settings import LIVE_PATH
 from local.runtime.static_site import StaticSite
 
 LOG = logging.getLogger("local.runtime.api")
 
-LIVE_PATH = "/_local/live"
 _TOKEN_IN_QUERY = re.compile(r"([?&]token=)[^&\s]*")
 
 

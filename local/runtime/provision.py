@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from local.runtime.aws import moto_client
-from local.runtime.settings import RuntimeSettings
+from local.runtime.settings import LIVE_PATH, RuntimeSettings
 from local.runtime.template import (
     CloudFormationTemplate,
     IntrinsicResolver,
@@ -97,7 +97,6 @@ _PLACEHOLDER_REFS: dict[str, str] = {
 _LAMBDA_ARN_IN_URI = re.compile(r"arn:aws[a-z-]*:lambda:[^:]+:\d+:function:([A-Za-z0-9_-]+)")
 _API_DOMAIN = re.compile(r"^https://[^/]+\.execute-api\.[^/]+\.amazonaws\.com(?P<path>/.*)?$")
 _WEBSOCKET_DOMAIN = re.compile(r"^wss://[^/]+\.execute-api\.[^/]+\.amazonaws\.com(/.*)?$")
-LOCAL_LIVE_PATH = "/_local/live"
 _CLOUDFRONT_DOMAIN = re.compile(r"^https://[^/]+\.cloudfront\.net(?P<path>/.*)?$")
 _OPENSEARCH_DOMAIN = re.compile(r"^(https://)?[^/]+\.es\.amazonaws\.com(?P<path>/.*)?$")
 
@@ -766,7 +765,7 @@ class Provisioner:
         # AWS endpoints of skipped services become their local stand-ins.
         live = _WEBSOCKET_DOMAIN.match(value)
         if live:  # the live-status WebSocket becomes the local SSE channel
-            return f"{self.settings.api_url}{LOCAL_LIVE_PATH}"
+            return f"{self.settings.api_url}{LIVE_PATH}"
         for pattern, local in (
             (_API_DOMAIN, self.settings.api_url),
             (_CLOUDFRONT_DOMAIN, self.settings.api_url),

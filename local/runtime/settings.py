@@ -19,6 +19,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # moto's default account: resources, ARNs and queue URLs all carry it.
 LOCAL_ACCOUNT_ID = "123456789012"
+# The local live-status stream (Server-Sent Events), the stand-in for the WebSocket API.
+LIVE_PATH = "/_local/live"
 # Fake credentials for every client of moto (the handlers' boto3 clients included).
 LOCAL_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from moto.server import ThreadedMotoServer
 
 from local.runtime.alarms import HANDLED_TYPES, AlarmEvaluator
-from local.runtime.api_server import LIVE_PATH, ApiServer
+from local.runtime.api_server import ApiServer
 from local.runtime.aws import moto_client
 from local.runtime.http_api import HttpApiDefinition
 from local.runtime.identity import OIDC_PATH, LocalIdentityProvider
@@ -25,7 +25,7 @@ from local.runtime.live_status import LiveStatusHub, LiveStatusUnavailable
 from local.runtime.moto_lambda_seam import install_moto_seam
 from local.runtime.moto_server import PortInUseError, configure_moto, ensure_port_free, start_moto_server
 from local.runtime.provision import ProvisionedStack, Provisioner, ProvisioningError, api_function_name
-from local.runtime.settings import RuntimeSettings
+from local.runtime.settings import LIVE_PATH, RuntimeSettings
 from local.runtime.sqs_poller import SqsPoller
 from local.runtime.template import CloudFormationTemplate, TemplateError
 

@@ -19,7 +19,9 @@ import boto3
 import requests
 from rag_ingest.adapters.status_repository import DocumentRecord, StatusRepository
 from rag_ingest.adapters.vector_store import connect
+from rag_ingest.embeddings.local import MINILM_DIMENSION
 from rag_ingest.ids import version_hash
+from rag_ingest.layout import artifact_key
 from rag_ingest.models import DocumentStatus
 from rag_ingest.wiring import vector_store_for
 
@@ -30,8 +32,6 @@ SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 # The three smallest valid samples (4-5 chunks each: one embedding batch).
 VALID_SAMPLES = (SAMPLES / "sourdough.pdf", SAMPLES / "urban-birds.pdf", SAMPLES / "lighthouses.pdf")
 INVALID_SAMPLES = SAMPLES / "invalid"
-# infra/constructs/storage.py ARTIFACTS_PREFIX (not imported: that would load the CDK).
-ARTIFACTS_PREFIX = "artifacts/"
 TERMINAL = frozenset({DocumentStatus.READY, DocumentStatus.FAILED, DocumentStatus.DELETED})
 FINISHED_EXECUTION = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"})
 # The stage functions by construct id (Workflow/<Stage>Function), in workflow order.
@@ -124,7 +124,7 @@ class PipelineProbe:
         self.status = StatusRepository(self.table_name, table=self.dynamodb.Table(self.table_name))
         # Straight to OpenSearch (not through any proxy the stack's functions may be given).
         self.index_name = str(outputs.get("OpenSearchIndex", "rag-chunks"))
-        self.vector_store = vector_store_for(opensearch_url, self.index_name, 384)
+        self.vector_store = vector_store_for(opensearch_url, self.index_name, MINILM_DIMENSION)
         self.opensearch = connect(opensearch_url)
         self.api_url = str(outputs["ApiUrl"]).rstrip("/")
         self.bucket = str(outputs["BucketName"])
@@ -280,7 +280,7 @@ class PipelineProbe:
     def artifact_versions(self, document_id: str, version: str) -> dict[str, int]:
         """Each checkpoint object of a document version and how many times it was written
         (the bucket is versioned: a redone stage leaves a second version)."""
-        prefix = f"{ARTIFACTS_PREFIX}{document_id}/{version_hash(version)}/"
+        prefix = artifact_key(document_id, version, "")
         written: Counter[str] = Counter()
         paginator = self.s3.get_paginator("list_object_versions")
         for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
