@@ -29,9 +29,9 @@ from aws_lambda_powertools.event_handler.openapi.types import (
     OpenAPIResponseContentSchema,
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from rag_ingest.adapters.aws import presigning_s3_client
 from rag_ingest.adapters.document_operations import DocumentOperations
 from rag_ingest.adapters.object_versions import ObjectVersions
+from rag_ingest.adapters.presigner import S3Presigner
 from rag_ingest.adapters.status_repository import StatusRepository
 from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.auth import InvalidTenantError, tenant_of
@@ -115,22 +115,9 @@ app.configure_openapi(
 
 status_repository = StatusRepository(ENV.documents_table)
 operations = DocumentOperations(ENV.documents_table)
-
-
-class _RetryPort:
-    """``DocumentService.retry``'s port: the operator replay machinery, as the reaper uses it."""
-
-    def __init__(self) -> None:
-        self._replayer = Replayer(operations, WorkflowStarter(ENV.state_machine_arn))
-
-    def get(self, document_id: str) -> Any:
-        return operations.get(document_id)
-
-    def replay(self, record: Any) -> object:
-        return self._replayer.replay(record)
-
-
-service = DocumentService(ENV, status_repository, presigning_s3_client(), retries=_RetryPort())
+service = DocumentService(
+    ENV, status_repository, S3Presigner(), replayer=Replayer(operations, WorkflowStarter(ENV.state_machine_arn))
+)
 SEARCH_ENV = SearchEnv.from_env()
 # One OpenSearch client for DELETE and POST /search, made on first use (the other routes never need it).
 vector_store = cache(

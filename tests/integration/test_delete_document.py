@@ -13,10 +13,10 @@ from typing import Any
 
 import boto3
 import pytest
-from rag_ingest.adapters.status_repository import QueueOutcome, StatusRepository
+from rag_ingest.adapters.status_repository import StatusRepository
 from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.ids import new_document_id
-from rag_ingest.models import Chunk, ObjectRef
+from rag_ingest.models import Chunk, ObjectRef, QueueOutcome
 from rag_ingest.wiring import vector_store_for
 
 from tests.support.aws import FakeLambdaContext, load_handler_module, moto_server

@@ -11,10 +11,10 @@ from typing import Any
 
 import boto3
 import pytest
-from rag_ingest.adapters.status_repository import QueueOutcome, StatusRepository
+from rag_ingest.adapters.status_repository import StatusRepository
 from rag_ingest.errors import ErrorCode, StaleWriteError
 from rag_ingest.ids import new_document_id
-from rag_ingest.models import DocumentStatus, ObjectRef, Stage
+from rag_ingest.models import DocumentStatus, ObjectRef, QueueOutcome, Stage
 
 from tests.support.aws import FakeLambdaContext, load_handler_module, moto_server
 

@@ -12,11 +12,11 @@ from typing import Any
 import boto3
 import pytest
 from rag_ingest.adapters.document_operations import DocumentOperations
-from rag_ingest.adapters.executions import Executions, ExecutionState
-from rag_ingest.adapters.status_repository import QueueOutcome, StatusRepository
+from rag_ingest.adapters.executions import Executions
+from rag_ingest.adapters.status_repository import StatusRepository
 from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.ids import execution_name, new_document_id
-from rag_ingest.models import ObjectRef
+from rag_ingest.models import ExecutionState, ObjectRef, QueueOutcome
 from rag_ingest.reaper import ReapAction, Reaper, ReaperSettings, ReapRequest
 from rag_ingest.redrive import Replayer
 

@@ -17,10 +17,10 @@ from urllib.parse import quote_plus
 
 import boto3
 import requests
-from rag_ingest.adapters.status_repository import DocumentRecord, StatusRepository
+from rag_ingest.adapters.status_repository import StatusRepository
 from rag_ingest.adapters.vector_store import connect
 from rag_ingest.ids import version_hash
-from rag_ingest.models import DocumentStatus
+from rag_ingest.models import DocumentRecord, DocumentStatus
 from rag_ingest.wiring import vector_store_for
 
 from local.client import LocalStackClient

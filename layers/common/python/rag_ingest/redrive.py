@@ -15,18 +15,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rag_ingest.adapters.document_operations import DocumentOperations, OperationalRecord
-from rag_ingest.adapters.queues import QueueMessage, Queues
-from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.errors import ErrorCode, StaleWriteError
 from rag_ingest.ids import execution_name
 from rag_ingest.intake import PoisonMessageError, address_of, parse_queue_message
 from rag_ingest.logs import logger
-from rag_ingest.models import DocumentJob, DocumentStatus
+from rag_ingest.models import DocumentJob, DocumentRecord, DocumentStatus, QueueMessage
+from rag_ingest.ports import DocumentsByStatus, ExecutionStarter, MessageQueues, ReplayDocuments
 
 # Failures of the system, not of the file: replaying them can succeed. A user-caused code
 # (ENCRYPTED_PDF, ...) fails again on the same bytes, so replay takes those only when asked.
@@ -133,11 +131,11 @@ def parse_operation(event: dict[str, object] | None) -> RedriveRequest | ReplayR
 class Replayer:
     """Restarts one document's workflow under a fresh replay name (used by replay and the reaper)."""
 
-    def __init__(self, documents: DocumentOperations, workflow: WorkflowStarter) -> None:
+    def __init__(self, documents: ReplayDocuments, workflow: ExecutionStarter) -> None:
         self._documents = documents
         self._workflow = workflow
 
-    def plan(self, record: OperationalRecord) -> ReplayedDocument:
+    def plan(self, record: DocumentRecord) -> ReplayedDocument:
         job = _job_of(record)  # the record must name the uploaded object version
         replay = record.replays + 1
         name = execution_name(record.document_id, job.version, replay=replay)
@@ -149,7 +147,7 @@ class Replayer:
             previous_error_code=record.error_code.value if record.error_code else None,
         )
 
-    def replay(self, record: OperationalRecord) -> ReplayedDocument:
+    def replay(self, record: DocumentRecord) -> ReplayedDocument:
         """Reset the record (compare-and-set; ``StaleWriteError`` if it moved), then start.
 
         A crash between the two leaves a QUEUED record naming an execution that does not exist:
@@ -166,7 +164,7 @@ class Replayer:
         return planned.model_copy(update={"execution_arn": arn})
 
 
-def _job_of(record: OperationalRecord) -> DocumentJob:
+def _job_of(record: DocumentRecord) -> DocumentJob:
     """The workflow's input for the record's current version (what intake starts it with)."""
     if not (record.version and record.bucket and record.key):
         raise ValueError("the record names no uploaded object version")
@@ -180,6 +178,10 @@ def _job_of(record: OperationalRecord) -> DocumentJob:
     )
 
 
+class DocumentsAndReplays(DocumentsByStatus, ReplayDocuments, Protocol):
+    """Operations' view of the documents table: FAILED documents to replay, and the replay itself."""
+
+
 # -- the operations ------------------------------------------------------------------------
 class Operations:
     """What the Redrive function and ``python -m rag_ingest.cli`` run."""
@@ -187,9 +189,9 @@ class Operations:
     def __init__(
         self,
         *,
-        queues: Queues,
-        documents: DocumentOperations,
-        workflow: WorkflowStarter,
+        queues: MessageQueues,
+        documents: DocumentsAndReplays,
+        workflow: ExecutionStarter,
         dlq_url: str,
         queue_url: str,
         clock: Clock = time.time,
@@ -307,7 +309,7 @@ class Operations:
 
 
 def _replay_refusal(
-    record: OperationalRecord | None, wanted: list[ErrorCode] | None, before: str | None, after: str | None
+    record: DocumentRecord | None, wanted: list[ErrorCode] | None, before: str | None, after: str | None
 ) -> str:
     if record is None:
         return "no such document"

@@ -17,19 +17,13 @@ from boto3.dynamodb.conditions import Key
 from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import as_transient, error_code, is_transient, resource
-from rag_ingest.adapters.status_repository import DocumentRecord, utc_now
+from rag_ingest.adapters.status_repository import utc_now
 from rag_ingest.errors import ErrorCode, StaleWriteError
-from rag_ingest.models import DocumentStatus
+from rag_ingest.models import DocumentRecord, DocumentStatus
 from rag_ingest.tracing import traced
 
 # The documents table's GSI (infra/constructs/storage.py STATUS_INDEX): status + updated_at.
 STATUS_INDEX = "by_status"
-
-
-class OperationalRecord(DocumentRecord):
-    """A status record plus the fields only operator tooling writes."""
-
-    replays: int = 0  # deliberate re-runs so far; the next execution is named with replay=replays + 1
 
 
 @traced
@@ -38,12 +32,12 @@ class DocumentOperations:
         self._table = table if table is not None else resource("dynamodb").Table(table_name)
 
     # -- reads -----------------------------------------------------------------------------
-    def get(self, document_id: str) -> OperationalRecord | None:
+    def get(self, document_id: str) -> DocumentRecord | None:
         try:
             item = self._table.get_item(Key={"document_id": document_id}, ConsistentRead=True).get("Item")
         except ClientError as exc:
             raise _translate(exc, "get document") from exc
-        return OperationalRecord.model_validate(item) if item else None
+        return DocumentRecord.model_validate(item) if item else None
 
     def list_by_status(
         self,
@@ -51,7 +45,7 @@ class DocumentOperations:
         *,
         updated_before: str | None = None,
         updated_after: str | None = None,
-    ) -> Iterator[OperationalRecord]:
+    ) -> Iterator[DocumentRecord]:
         """Documents in ``status``, least recently updated first (the GSI is eventually consistent:
         re-read a record before acting on it)."""
         condition = Key("status").eq(status.value)
@@ -68,13 +62,13 @@ class DocumentOperations:
             except ClientError as exc:
                 raise _translate(exc, "query documents by status") from exc
             for item in page.get("Items", []):
-                yield OperationalRecord.model_validate(item)
+                yield DocumentRecord.model_validate(item)
             if "LastEvaluatedKey" not in page:
                 return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     # -- replay and reaping ------------------------------------------------------------------
-    def requeue_for_replay(self, record: OperationalRecord, *, execution_arn: str) -> OperationalRecord:
+    def requeue_for_replay(self, record: DocumentRecord, *, execution_arn: str) -> DocumentRecord:
         """``record``'s status → QUEUED with ``replays`` + 1 and the replay execution's ARN.
 
         Applied only if the record is still exactly as read (status, version, updated_at,
@@ -112,7 +106,7 @@ class DocumentOperations:
             update={"status": DocumentStatus.QUEUED, "replays": replay, "execution_arn": execution_arn}
         )
 
-    def mark_stuck(self, record: OperationalRecord, detail: str) -> None:
+    def mark_stuck(self, record: DocumentRecord, detail: str) -> None:
         """QUEUED/PROCESSING → FAILED(STUCK), if nothing wrote to the record since it was read."""
         self._update(
             record.document_id,
@@ -130,7 +124,7 @@ class DocumentOperations:
             },
         )
 
-    def mark_expired(self, record: OperationalRecord, detail: str) -> None:
+    def mark_expired(self, record: DocumentRecord, detail: str) -> None:
         """AWAITING_UPLOAD → EXPIRED (the upload never came), if nothing wrote to the record since it was read."""
         self._update(
             record.document_id,
@@ -147,7 +141,7 @@ class DocumentOperations:
         )
 
     # -- deletion --------------------------------------------------------------------------
-    def mark_deleting(self, document_id: str, tenant_id: str) -> OperationalRecord | None:
+    def mark_deleting(self, document_id: str, tenant_id: str) -> DocumentRecord | None:
         """Any state of the tenant's document → DELETING (again, if a delete was interrupted).
 
         None when there is no such document for this tenant; a DELETED record is returned as is.
@@ -174,7 +168,7 @@ class DocumentOperations:
             if current is None or current.tenant_id != tenant_id:
                 return None
             return current
-        return OperationalRecord.model_validate(response["Attributes"])
+        return DocumentRecord.model_validate(response["Attributes"])
 
     def mark_deleted(self, document_id: str) -> None:
         self._update(

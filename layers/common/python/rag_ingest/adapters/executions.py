@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import as_transient, client, error_code, is_transient
+from rag_ingest.models import ExecutionState
 from rag_ingest.tracing import traced
-
-
-class ExecutionState(StrEnum):
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    TIMED_OUT = "TIMED_OUT"
-    ABORTED = "ABORTED"
-    PENDING_REDRIVE = "PENDING_REDRIVE"
-    # Never started, or past Step Functions' 90-day retention of closed executions.
-    MISSING = "MISSING"
-
 
 _MISSING_CODES = frozenset({"ExecutionDoesNotExist", "InvalidArn"})
 

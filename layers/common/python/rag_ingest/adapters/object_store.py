@@ -21,8 +21,9 @@ class ObjectStore:
         self._s3 = s3_client if s3_client is not None else client("s3")
 
     # -- uploaded documents ----------------------------------------------------------------
-    def head(self, ref: ObjectRef) -> dict[str, Any]:
-        return self._call(self._s3.head_object, ref, "head object", Bucket=ref.bucket, Key=ref.key)
+    def size(self, ref: ObjectRef) -> int:
+        head = self._call(self._s3.head_object, ref, "head object", Bucket=ref.bucket, Key=ref.key)
+        return int(head["ContentLength"])
 
     def read_range(self, ref: ObjectRef, length: int) -> bytes:
         response = self._call(

@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import as_transient, client, is_transient
+from rag_ingest.models import QueueMessage
 from rag_ingest.tracing import traced
-
-
-@dataclass(frozen=True)
-class QueueMessage:
-    message_id: str
-    receipt_handle: str
-    body: str
-    receive_count: int
-    sent_timestamp_ms: int
 
 
 @traced

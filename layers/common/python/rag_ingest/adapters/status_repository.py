@@ -7,75 +7,19 @@ duplicate worker's write is rejected (``StaleWriteError``) instead of applied.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
 from botocore.exceptions import ClientError
-from pydantic import BaseModel, ConfigDict, Field
 
 from rag_ingest.adapters.aws import as_transient, error_code, is_transient, resource
 from rag_ingest.errors import ErrorCode, StaleWriteError
-from rag_ingest.models import DocumentStatus, ObjectRef, Stage
+from rag_ingest.models import DocumentRecord, DocumentStatus, ObjectRef, QueueOutcome, QueueResult, Stage
 from rag_ingest.tracing import traced
 
 
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
-class Progress(BaseModel):
-    done: int = 0
-    total: int = 0
-
-
-class DocumentRecord(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    document_id: str
-    tenant_id: str
-    status: DocumentStatus
-    filename: str | None = None
-    bucket: str | None = None
-    key: str | None = None
-    version: str | None = None
-    stage: Stage | None = None
-    # Embed tasks done, as "task:chunks" (a set, so a retried task is counted once), of embed_total.
-    embedded_parts: set[str] = Field(default_factory=set)
-    embed_total: int | None = None
-    attempts: dict[str, int] = Field(default_factory=dict)
-    error_code: ErrorCode | None = None
-    error_detail: str | None = None
-    page_count: int | None = None
-    failed_pages: list[int] = Field(default_factory=list)
-    chunk_count: int | None = None
-    size_bytes: int | None = None
-    timings_ms: dict[str, int] = Field(default_factory=dict)
-    execution_arn: str | None = None
-    created_at: str
-    updated_at: str
-
-    @property
-    def progress(self) -> Progress | None:
-        if self.embed_total is None:
-            return None
-        done = sum(int(part.partition(":")[2] or 0) for part in self.embedded_parts)
-        return Progress(done=done, total=self.embed_total)
-
-
-class QueueOutcome(StrEnum):
-    QUEUED = "QUEUED"  # this version is now the document's current version
-    RESUME = "RESUME"  # already QUEUED for this version: (re)start its workflow, a no-op if it runs
-    DUPLICATE = "DUPLICATE"  # this version is already processing or done
-    REJECTED = "REJECTED"  # deleted, another tenant's, or older than the current version
-
-
-@dataclass(frozen=True)
-class QueueResult:
-    outcome: QueueOutcome
-    record: DocumentRecord | None
-    reason: str = ""
 
 
 _IN_FLIGHT = (DocumentStatus.QUEUED.value, DocumentStatus.PROCESSING.value)

@@ -33,7 +33,7 @@ from opensearchpy.exceptions import (
 
 from rag_ingest.errors import TransientError
 from rag_ingest.ids import chunk_id, version_hash
-from rag_ingest.models import Chunk
+from rag_ingest.models import Chunk, SearchHit
 from rag_ingest.tracing import traced
 
 
@@ -48,21 +48,6 @@ class IndexSettings:
     #: Replicas per shard: the node count minus one (capped) where the stack knows it; None keeps
     #: the cluster's default. A single node with a replica would stay yellow forever.
     replicas: int | None = None
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    chunk_id: str
-    score: float
-    document_id: str
-    page_start: int
-    page_end: int
-    text: str
-    filename: str | None = None
-    heading_path: tuple[str, ...] = ()
-    highlights: tuple[str, ...] = ()
-    #: The retrievers that found it ("knn", "bm25"); a hybrid hit may have both.
-    retrieved_by: tuple[str, ...] = ()
 
 
 #: Highlighting: up to two fragments of ~160 characters, HTML-escaped, query terms in <em>.
