@@ -29,10 +29,9 @@ from aws_lambda_powertools.event_handler.openapi.types import (
     OpenAPIResponseContentSchema,
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from rag_ingest.adapters.document_operations import DocumentOperations
+from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.object_versions import ObjectVersions
 from rag_ingest.adapters.presigner import S3Presigner
-from rag_ingest.adapters.status_repository import StatusRepository
 from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.auth import InvalidTenantError, tenant_of
 from rag_ingest.config import ApiEnv, SearchEnv
@@ -113,10 +112,9 @@ app.configure_openapi(
     security=[{SECURITY_SCHEME: []}],
 )
 
-status_repository = StatusRepository(ENV.documents_table)
-operations = DocumentOperations(ENV.documents_table)
+documents = DocumentsTable(ENV.documents_table)
 service = DocumentService(
-    ENV, status_repository, S3Presigner(), replayer=Replayer(operations, WorkflowStarter(ENV.state_machine_arn))
+    ENV, documents, S3Presigner(), replayer=Replayer(documents, WorkflowStarter(ENV.state_machine_arn))
 )
 SEARCH_ENV = SearchEnv.from_env()
 # One OpenSearch client for DELETE and POST /search, made on first use (the other routes never need it).
@@ -126,7 +124,7 @@ vector_store = cache(
     )
 )
 deletion = DocumentDeletion(
-    documents=operations,
+    documents=documents,
     vector_store=vector_store,
     objects=ObjectVersions(),
     bucket=ENV.bucket_name,

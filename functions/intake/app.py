@@ -18,7 +18,7 @@ from aws_lambda_powertools.utilities.idempotency import (
     idempotent_function,
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from rag_ingest.adapters.status_repository import StatusRepository
+from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.config import IntakeEnv
 from rag_ingest.intake import IntakeService, UploadedObject, parse_queue_message
@@ -33,7 +33,7 @@ idempotency_config = IdempotencyConfig(
     raise_on_no_idempotency_key=True,
 )
 persistence = DynamoDBPersistenceLayer(table_name=ENV.idempotency_table)
-service = IntakeService(StatusRepository(ENV.documents_table), WorkflowStarter(ENV.state_machine_arn))
+service = IntakeService(DocumentsTable(ENV.documents_table), WorkflowStarter(ENV.state_machine_arn))
 
 
 @idempotent_function(data_keyword_argument="uploaded", persistence_store=persistence, config=idempotency_config)

@@ -11,7 +11,7 @@ from typing import Any
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from rag_ingest.adapters.document_operations import DocumentOperations
+from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.events import EventPublisher
 from rag_ingest.adapters.executions import Executions
 from rag_ingest.adapters.workflow import WorkflowStarter
@@ -25,7 +25,7 @@ from rag_ingest.tracing import tracer
 ENV = ReaperEnv.from_env()
 # service="": the alarm watches DocumentsReaped by Action alone, so no default "service" dimension.
 metrics = Metrics(namespace="RagIngest", service="")
-documents = DocumentOperations(ENV.documents_table)
+documents = DocumentsTable(ENV.documents_table)
 reaper = Reaper(
     documents=documents,
     executions=Executions(),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from rag_ingest.adapters.document_operations import DocumentOperations
+from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.queues import Queues
 from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.config import RedriveEnv
@@ -20,7 +20,7 @@ from rag_ingest.tracing import tracer
 ENV = RedriveEnv.from_env()
 operations = Operations(
     queues=Queues(),
-    documents=DocumentOperations(ENV.documents_table),
+    documents=DocumentsTable(ENV.documents_table),
     workflow=WorkflowStarter(ENV.state_machine_arn),
     dlq_url=ENV.dlq_url,
     queue_url=ENV.queue_url,

@@ -12,7 +12,7 @@ from typing import Any
 
 import boto3
 import pytest
-from rag_ingest.adapters.document_operations import DocumentOperations
+from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.queues import Queues
 from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.errors import ErrorCode
@@ -45,7 +45,7 @@ def world() -> Iterator[dict[str, Any]]:
         state_machine_arn = create_state_machine()
         operations = Operations(
             queues=Queues(sqs),
-            documents=DocumentOperations(table),
+            documents=DocumentsTable(table),
             workflow=WorkflowStarter(state_machine_arn),
             dlq_url=dlq_url,
             queue_url=queue_url,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from rag_ingest.adapters.document_operations import STATUS_INDEX
+from rag_ingest.adapters.documents_table import STATUS_INDEX
 from rag_ingest.errors import ErrorCode
 from rag_ingest.reaper import ReapAction
 from rag_ingest.redrive import SYSTEM_ERROR_CODES, parse_operation

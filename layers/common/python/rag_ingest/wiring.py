@@ -5,9 +5,9 @@ from __future__ import annotations
 from functools import cache
 
 from rag_ingest.adapters.aws import client
+from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.events import EventPublisher
 from rag_ingest.adapters.object_store import ObjectStore
-from rag_ingest.adapters.status_repository import StatusRepository
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
 from rag_ingest.config import IndexParamsEnv, SearchEnv, StagesEnv
 from rag_ingest.embeddings.base import Embedder, create_embedder
@@ -39,7 +39,7 @@ def build_pipeline(env: StagesEnv) -> Pipeline:
     return Pipeline(
         StageDependencies(
             env=env,
-            status=StatusRepository(env.documents_table),
+            status=DocumentsTable(env.documents_table),
             objects=ObjectStore(),
             # Created on first use and kept for the warm container's life.
             vector_store=cache(

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from rag_ingest.adapters.document_operations import DocumentOperations
+from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.events import EventPublisher
 from rag_ingest.adapters.executions import Executions
 from rag_ingest.adapters.queues import Queues
@@ -138,7 +138,7 @@ def request_for(args: argparse.Namespace) -> RedriveRequest | ReplayRequest | Re
 
 
 def run(request: RedriveRequest | ReplayRequest | ReapRequest, resources: StackResources) -> BaseModel:
-    documents = DocumentOperations(
+    documents = DocumentsTable(
         resources.documents_table, table=resources.resource("dynamodb").Table(resources.documents_table)
     )
     sfn = resources.client("stepfunctions")
