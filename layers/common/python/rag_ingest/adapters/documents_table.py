@@ -20,7 +20,7 @@ from typing import Any
 from boto3.dynamodb.conditions import Key
 from botocore.exceptions import ClientError
 
-from rag_ingest.adapters.aws import as_transient, error_code, is_transient, resource
+from rag_ingest.adapters.aws import error_code, resource, translate
 from rag_ingest.errors import ErrorCode, StaleWriteError
 from rag_ingest.models import DocumentRecord, DocumentStatus, ObjectRef, QueueOutcome, QueueResult, Stage
 from rag_ingest.tracing import traced
@@ -50,7 +50,7 @@ class DocumentsTable:
         try:
             item = self._table.get_item(Key={"document_id": document_id}, ConsistentRead=True).get("Item")
         except ClientError as exc:
-            raise _translate(exc, "get document") from exc
+            raise translate(exc, "get document") from exc
         return DocumentRecord.model_validate(item) if item else None
 
     def list_by_tenant(
@@ -79,7 +79,7 @@ class DocumentsTable:
             try:
                 page = self._table.query(**kwargs)
             except ClientError as exc:
-                raise _translate(exc, "list documents") from exc
+                raise translate(exc, "list documents") from exc
             records.extend(DocumentRecord.model_validate(item) for item in page.get("Items", []))
             last_evaluated = page.get("LastEvaluatedKey")
             if last_evaluated is None:
@@ -110,7 +110,7 @@ class DocumentsTable:
             try:
                 page = self._table.query(**kwargs)
             except ClientError as exc:
-                raise _translate(exc, "query documents by status") from exc
+                raise translate(exc, "query documents by status") from exc
             for item in page.get("Items", []):
                 yield DocumentRecord.model_validate(item)
             if "LastEvaluatedKey" not in page:
@@ -137,7 +137,7 @@ class DocumentsTable:
         try:
             self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(document_id)")
         except ClientError as exc:
-            raise _translate(exc, "create document") from exc
+            raise translate(exc, "create document") from exc
         return DocumentRecord.model_validate(item)
 
     def mark_queued(
@@ -192,7 +192,7 @@ class DocumentsTable:
             )
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
-                raise _translate(exc, "mark queued") from exc
+                raise translate(exc, "mark queued") from exc
             current = self.get(document_id)
             return self._explain_rejected_queue(current, tenant_id, ref)
         return QueueResult(QueueOutcome.QUEUED, DocumentRecord.model_validate(response["Attributes"]))
@@ -386,7 +386,7 @@ class DocumentsTable:
             )
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
-                raise _translate(exc, "mark deleting") from exc
+                raise translate(exc, "mark deleting") from exc
             current = self.get(document_id)
             # Missing, or another tenant's (reported exactly like missing), or already DELETED.
             if current is None or current.tenant_id != tenant_id:
@@ -437,7 +437,7 @@ class DocumentsTable:
                 raise StaleWriteError(
                     f"document {document_id} version {version} is no longer in {', '.join(allowed)}"
                 ) from exc
-            raise _translate(exc, "update document") from exc
+            raise translate(exc, "update document") from exc
 
     def _update_as_read(
         self, document_id: str, expression: str, condition: str, names: dict[str, str], values: dict[str, Any]
@@ -454,13 +454,9 @@ class DocumentsTable:
         except ClientError as exc:
             if error_code(exc) == "ConditionalCheckFailedException":
                 raise StaleWriteError(f"document {document_id} changed since it was read") from exc
-            raise _translate(exc, "update document") from exc
+            raise translate(exc, "update document") from exc
 
 
 def _tenant_index_key(record: DocumentRecord) -> dict[str, str]:
     """The key of ``record`` in the tenant index: the table key plus the index's keys."""
     return {"document_id": record.document_id, "tenant_id": record.tenant_id, "created_at": record.created_at}
-
-
-def _translate(exc: ClientError, what: str) -> Exception:
-    return as_transient(exc, what) if is_transient(exc) else exc

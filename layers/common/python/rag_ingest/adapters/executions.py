@@ -6,7 +6,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from rag_ingest.adapters.aws import as_transient, client, error_code, is_transient
+from rag_ingest.adapters.aws import client, error_code, translate
 from rag_ingest.models import ExecutionState
 from rag_ingest.tracing import traced
 
@@ -26,5 +26,5 @@ class Executions:
         except ClientError as exc:
             if error_code(exc) in _MISSING_CODES:
                 return ExecutionState.MISSING
-            raise (as_transient(exc, "describe execution") if is_transient(exc) else exc) from exc
+            raise translate(exc, "describe execution") from exc
         return ExecutionState(str(response["status"]))

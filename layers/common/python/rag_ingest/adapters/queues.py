@@ -6,7 +6,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from rag_ingest.adapters.aws import as_transient, client, is_transient
+from rag_ingest.adapters.aws import client, translate
 from rag_ingest.models import QueueMessage
 from rag_ingest.tracing import traced
 
@@ -26,7 +26,7 @@ class Queues:
                 MessageSystemAttributeNames=["All"],
             )
         except ClientError as exc:
-            raise (as_transient(exc, "receive") if is_transient(exc) else exc) from exc
+            raise translate(exc, "receive") from exc
         return [
             QueueMessage(
                 message_id=m["MessageId"],
