@@ -17,7 +17,7 @@ from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.ids import execution_name, new_document_id
 from rag_ingest.models import ExecutionState, ObjectRef, QueueOutcome
 from rag_ingest.reaper import ReapAction, Reaper, ReaperSettings, ReapRequest
-from rag_ingest.redrive import Replayer
+from rag_ingest.replay import Replayer
 
 from tests.support.aws import FakeLambdaContext, load_handler_module, moto_server
 from tests.support.operations import RecordWriter, create_documents_table, create_state_machine

@@ -10,7 +10,7 @@ import pytest
 from rag_ingest.errors import ErrorCode, StaleWriteError
 from rag_ingest.models import DocumentRecord, DocumentStatus, ExecutionState
 from rag_ingest.reaper import ReapAction, Reaper, ReaperSettings, ReapRequest
-from rag_ingest.redrive import ReplayedDocument
+from rag_ingest.replay import ReplayedDocument
 from rag_ingest.telemetry import NoTelemetry
 
 pytestmark = pytest.mark.unit

@@ -21,11 +21,11 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rag_ingest.clock import Clock, iso_before
 from rag_ingest.errors import ErrorCode, StaleWriteError
 from rag_ingest.logs import logger, run_keys
 from rag_ingest.models import DocumentRecord, DocumentStatus, ExecutionState
 from rag_ingest.ports import DocumentReplayer, ExecutionLookup, ReaperDocuments
-from rag_ingest.redrive import Clock, iso_before
 from rag_ingest.telemetry import NoTelemetry, Telemetry
 
 STUCK_STATUSES = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
