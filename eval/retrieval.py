@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from rag_ingest.adapters.vector_store import IndexSettings, SearchHit, VectorStore, connect
+from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
 from rag_ingest.chunking import chunk_pages, document_text
 from rag_ingest.embeddings.base import Embedder
-from rag_ingest.models import Chunk
+from rag_ingest.models import Chunk, SearchHit
 from rag_ingest.pdf import parse_pdf
 from rag_ingest.search import SearchMode, search_passages
 from rag_ingest.tokens import count_tokens, load_tokenizer

@@ -38,7 +38,7 @@ def _access(*table: str, **indexes: frozenset[str]) -> TableAccess:
     return TableAccess(frozenset(table), MappingProxyType(dict(indexes)))
 
 
-# The documents table (rag_ingest.adapters.status_repository, .document_operations).
+# The documents table (rag_ingest.adapters.documents_table).
 DOCUMENTS_TABLE: Mapping[str, TableAccess] = MappingProxyType(
     {
         # POST /documents creates the record (PutItem, if absent); GET reads it; DELETE marks it;

@@ -29,21 +29,15 @@ from aws_lambda_powertools.event_handler.openapi.types import (
     OpenAPIResponseContentSchema,
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from rag_ingest.adapters.aws import presigning_s3_client
-from rag_ingest.adapters.document_operations import DocumentOperations
-from rag_ingest.adapters.object_versions import ObjectVersions
-from rag_ingest.adapters.status_repository import StatusRepository
-from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.auth import InvalidTenantError, tenant_of
 from rag_ingest.config import ApiEnv, SearchEnv
-from rag_ingest.deletion import DeletionReport, DocumentDeletion
+from rag_ingest.deletion import DeletionReport
 from rag_ingest.documents import (
     DEFAULT_PAGE_SIZE,
     MAX_CURSOR_CHARS,
     MAX_PAGE_SIZE,
     DocumentNotFoundError,
     DocumentPage,
-    DocumentService,
     DocumentView,
     DownloadLink,
     ErrorBody,
@@ -57,10 +51,9 @@ from rag_ingest.documents import (
 )
 from rag_ingest.errors import PermanentError, TransientError
 from rag_ingest.logs import logger
-from rag_ingest.redrive import Replayer
-from rag_ingest.search import SearchRequest, SearchResponse, SearchService
+from rag_ingest.search import SearchRequest, SearchResponse
 from rag_ingest.tracing import tracer
-from rag_ingest.wiring import embedder_for, vector_store_for
+from rag_ingest.wiring import build_api
 
 OPENAPI_TITLE = "rag-ingest API"
 OPENAPI_VERSION = "1.0.0"
@@ -113,39 +106,9 @@ app.configure_openapi(
     security=[{SECURITY_SCHEME: []}],
 )
 
-status_repository = StatusRepository(ENV.documents_table)
-operations = DocumentOperations(ENV.documents_table)
-
-
-class _RetryPort:
-    """``DocumentService.retry``'s port: the operator replay machinery, as the reaper uses it."""
-
-    def __init__(self) -> None:
-        self._replayer = Replayer(operations, WorkflowStarter(ENV.state_machine_arn))
-
-    def get(self, document_id: str) -> Any:
-        return operations.get(document_id)
-
-    def replay(self, record: Any) -> object:
-        return self._replayer.replay(record)
-
-
-service = DocumentService(ENV, status_repository, presigning_s3_client(), retries=_RetryPort())
 SEARCH_ENV = SearchEnv.from_env()
-# One OpenSearch client for DELETE and POST /search, made on first use (the other routes never need it).
-vector_store = cache(
-    lambda: vector_store_for(
-        SEARCH_ENV.opensearch_endpoint, SEARCH_ENV.opensearch_index, SEARCH_ENV.embedding_dimension, SEARCH_ENV
-    )
-)
-deletion = DocumentDeletion(
-    documents=operations,
-    vector_store=vector_store,
-    objects=ObjectVersions(),
-    bucket=ENV.bucket_name,
-    artifacts_prefix=ENV.artifacts_prefix,
-)
-searcher = SearchService(store=vector_store, embedder=cache(lambda: embedder_for(SEARCH_ENV)))
+services = build_api(ENV, SEARCH_ENV)
+service, deletion, searcher = services.documents, services.deletion, services.search
 
 
 # -- errors ------------------------------------------------------------------------------------

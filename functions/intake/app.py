@@ -18,12 +18,11 @@ from aws_lambda_powertools.utilities.idempotency import (
     idempotent_function,
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from rag_ingest.adapters.status_repository import StatusRepository
-from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.config import IntakeEnv
-from rag_ingest.intake import IntakeService, UploadedObject, parse_queue_message
+from rag_ingest.intake import UploadedObject, parse_queue_message
 from rag_ingest.logs import logger
 from rag_ingest.tracing import tracer
+from rag_ingest.wiring import build_intake
 
 ENV = IntakeEnv.from_env()
 processor = BatchProcessor(event_type=EventType.SQS)
@@ -33,7 +32,7 @@ idempotency_config = IdempotencyConfig(
     raise_on_no_idempotency_key=True,
 )
 persistence = DynamoDBPersistenceLayer(table_name=ENV.idempotency_table)
-service = IntakeService(StatusRepository(ENV.documents_table), WorkflowStarter(ENV.state_machine_arn))
+service = build_intake(ENV)
 
 
 @idempotent_function(data_keyword_argument="uploaded", persistence_store=persistence, config=idempotency_config)

@@ -11,33 +11,16 @@ from typing import Any
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from rag_ingest.adapters.document_operations import DocumentOperations
-from rag_ingest.adapters.events import EventPublisher
-from rag_ingest.adapters.executions import Executions
-from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.config import ReaperEnv
 from rag_ingest.logs import logger
-from rag_ingest.reaper import Reaper, ReaperSettings, ReapReport, ReapRequest
-from rag_ingest.redrive import Replayer
-from rag_ingest.telemetry import CloudTelemetry
+from rag_ingest.reaper import ReapReport, ReapRequest
 from rag_ingest.tracing import tracer
+from rag_ingest.wiring import build_reaper
 
 ENV = ReaperEnv.from_env()
 # service="": the alarm watches DocumentsReaped by Action alone, so no default "service" dimension.
 metrics = Metrics(namespace="RagIngest", service="")
-documents = DocumentOperations(ENV.documents_table)
-reaper = Reaper(
-    documents=documents,
-    executions=Executions(),
-    replayer=Replayer(documents, WorkflowStarter(ENV.state_machine_arn)),
-    settings=ReaperSettings(
-        stuck_after_seconds=ENV.stuck_after_seconds,
-        max_redrives=ENV.max_redrives,
-        max_documents=ENV.max_documents,
-        expire_uploads_after_seconds=max(60, ENV.upload_url_expiry_seconds + ENV.upload_grace_seconds),
-    ),
-    telemetry=CloudTelemetry(EventPublisher(ENV.event_bus_name)),
-)
+reaper = build_reaper(ENV)
 
 
 def _request(event: dict[str, Any] | None) -> ReapRequest:

@@ -1,7 +1,7 @@
 """Redrive: move dead-lettered messages back to the ingest queue, or replay FAILED documents.
 
 Invoked by an operator: ``{"action": "redrive", ...}`` (the default) or ``{"action": "replay", ...}``;
-see rag_ingest.redrive for the fields and docs/operations.md for examples.
+see rag_ingest.redrive and rag_ingest.replay for the fields and docs/operations.md for examples.
 """
 
 from __future__ import annotations
@@ -9,25 +9,17 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from rag_ingest.adapters.document_operations import DocumentOperations
-from rag_ingest.adapters.queues import Queues
-from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.config import RedriveEnv
 from rag_ingest.logs import logger
-from rag_ingest.redrive import Operations, parse_operation
+from rag_ingest.redrive import parse_operator_request
 from rag_ingest.tracing import tracer
+from rag_ingest.wiring import build_recovery
 
 ENV = RedriveEnv.from_env()
-operations = Operations(
-    queues=Queues(),
-    documents=DocumentOperations(ENV.documents_table),
-    workflow=WorkflowStarter(ENV.state_machine_arn),
-    dlq_url=ENV.dlq_url,
-    queue_url=ENV.queue_url,
-)
+recovery = build_recovery(ENV)
 
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return operations.run(parse_operation(event)).model_dump(mode="json")
+    return recovery.run(parse_operator_request(event)).model_dump(mode="json")

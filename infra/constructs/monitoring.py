@@ -37,8 +37,8 @@ from infra.constructs.workflow import MARK_FAILED
 
 _CLOUDWATCH = iam.ServicePrincipal("cloudwatch.amazonaws.com")
 
-# The failures of the system rather than of the file (rag_ingest.redrive.SYSTEM_ERROR_CODES;
-# tests/unit/test_operations_contract.py keeps the two in step).
+# The failures of the system rather than of the file (rag_ingest.replay.SYSTEM_ERROR_CODES;
+# tests/unit/test_monitoring_contract.py keeps the two in step).
 SYSTEM_ERROR_CODES = ("INTERNAL_ERROR", "TRANSIENT_RETRIES_EXHAUSTED", "TIMEOUT", "STUCK")
 # Metric names the functions emit (rag_ingest.telemetry, functions/reaper).
 DOCUMENTS_FAILED = "DocumentsFailed"  # dimension ErrorCode

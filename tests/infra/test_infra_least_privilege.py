@@ -90,7 +90,7 @@ def _imported_modules(path: Path) -> Iterator[str]:
             yield from (alias.name for alias in node.names if alias.name.startswith("rag_ingest"))
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("rag_ingest"):
             yield node.module
-            # `from rag_ingest.adapters import status_repository` imports a module by name.
+            # `from rag_ingest.adapters import documents_table` imports a module by name.
             yield from (f"{node.module}.{alias.name}" for alias in node.names)
 
 
@@ -251,11 +251,11 @@ def _called_by(function: str) -> dict[tuple[str, str], list[str]]:
 def test_the_reader_sees_the_adapters_calls() -> None:
     # Guards the tests below: a reader that found nothing would find every table "in step".
     by_name = {adapter.name: adapter for adapter in _adapter_classes()}
-    status, operations = by_name["StatusRepository"], by_name["DocumentOperations"]
-    assert status.access("create_awaiting_upload") == {("table", "dynamodb:PutItem")}
-    assert ("table", "dynamodb:UpdateItem") in status.access("mark_ready")  # through _conditional_update
-    assert operations.access("list_by_status") == {("index/by_status", "dynamodb:Query")}
-    assert _reachable_files("stages") >= {ADAPTERS / "status_repository.py", LAYER / "rag_ingest" / "pipeline.py"}
+    documents = by_name["DocumentsTable"]
+    assert documents.access("create_awaiting_upload") == {("table", "dynamodb:PutItem")}
+    assert ("table", "dynamodb:UpdateItem") in documents.access("mark_ready")  # through _transition
+    assert documents.access("list_by_status") == {("index/by_status", "dynamodb:Query")}
+    assert _reachable_files("stages") >= {ADAPTERS / "documents_table.py", LAYER / "rag_ingest" / "pipeline.py"}
 
 
 @pytest.mark.parametrize("function", sorted(FUNCTION_CODE))

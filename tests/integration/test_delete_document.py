@@ -13,11 +13,11 @@ from typing import Any
 
 import boto3
 import pytest
-from rag_ingest.adapters.status_repository import QueueOutcome, StatusRepository
+from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID
 from rag_ingest.ids import new_document_id
-from rag_ingest.models import Chunk, ObjectRef
+from rag_ingest.models import Chunk, ObjectRef, QueueOutcome
 from rag_ingest.wiring import vector_store_for
 
 from tests.support.aws import FakeLambdaContext, import_handler, moto_server
@@ -153,7 +153,7 @@ def test_delete_removes_chunks_artifacts_and_every_upload_version(world: dict[st
     assert http(api, "DELETE", f"/documents/{new_document_id()}", tenant="acme")[0] == 404
 
     # A late S3 event for the deleted document is refused by intake, not resurrected.
-    late = StatusRepository(world["table"]).mark_queued(
+    late = DocumentsTable(world["table"]).mark_queued(
         document_id=document_id,
         tenant_id="acme",
         ref=ObjectRef(bucket=world["bucket"], key=f"raw/acme/{document_id}/report.pdf", version="v9"),

@@ -11,10 +11,10 @@ from typing import Any
 
 import boto3
 import pytest
-from rag_ingest.adapters.status_repository import QueueOutcome, StatusRepository
+from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.errors import ErrorCode, StaleWriteError
 from rag_ingest.ids import new_document_id
-from rag_ingest.models import DocumentStatus, ObjectRef, Stage
+from rag_ingest.models import DocumentStatus, ObjectRef, QueueOutcome, Stage
 
 from tests.support.aws import FakeLambdaContext, import_handler, moto_server
 
@@ -43,15 +43,15 @@ def aws() -> Iterator[dict[str, str]]:
 
 
 @pytest.fixture
-def repo(aws: dict[str, str]) -> StatusRepository:
-    return StatusRepository(aws["documents"])
+def repo(aws: dict[str, str]) -> DocumentsTable:
+    return DocumentsTable(aws["documents"])
 
 
 def ref(version: str, tenant: str = "acme", document_id: str = "doc") -> ObjectRef:
     return ObjectRef(bucket="bucket", key=f"raw/{tenant}/{document_id}/a.pdf", version=version)
 
 
-def test_transitions_are_compare_and_set(repo: StatusRepository) -> None:
+def test_transitions_are_compare_and_set(repo: DocumentsTable) -> None:
     document_id = new_document_id()
     repo.create_awaiting_upload(document_id=document_id, tenant_id="acme", filename="a.pdf", bucket="b", key="k")
     first = repo.mark_queued(document_id=document_id, tenant_id="acme", ref=ref("v1"), event_time="t1", size_bytes=9)
@@ -137,7 +137,7 @@ def executions(aws: dict[str, str]) -> list[dict[str, Any]]:
 
 
 def test_intake_starts_one_execution_per_version_and_reports_poison(
-    aws: dict[str, str], intake: ModuleType, repo: StatusRepository
+    aws: dict[str, str], intake: ModuleType, repo: DocumentsTable
 ) -> None:
     document_id = new_document_id()
     key = f"raw/acme/{document_id}/report.pdf"

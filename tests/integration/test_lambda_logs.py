@@ -26,7 +26,7 @@ from urllib.parse import quote_plus
 import boto3
 import pytest
 from pypdf import PdfReader, PdfWriter
-from rag_ingest.adapters.status_repository import StatusRepository
+from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.ids import new_document_id
 from rag_ingest.models import ObjectRef
@@ -63,7 +63,7 @@ def world() -> Iterator[dict[str, Any]]:
         s3.create_bucket(Bucket=bucket)
         s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
         create_documents_table(table)
-        status = StatusRepository(table)
+        status = DocumentsTable(table)
         jobs = []
         for tenant, data in (
             ("acme", two_page_pdf_with_a_hostile_page()),
@@ -239,7 +239,7 @@ def test_a_stage_logs_json_lines_with_the_run_keys_and_traces_its_calls(
     expected = {
         "## parse",
         f"{adapters}object_store.ObjectStore.read",
-        f"{adapters}status_repository.StatusRepository.start_stage",
+        f"{adapters}documents_table.DocumentsTable.start_stage",
     }
     assert expected <= names, names
     assert {"s3", "dynamodb"} <= names  # botocore, auto-patched: the AWS calls themselves

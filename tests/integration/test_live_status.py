@@ -15,7 +15,7 @@ from typing import Any
 
 import boto3
 import pytest
-from rag_ingest.adapters.status_repository import StatusRepository
+from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.ids import new_document_id
 from rag_ingest.models import ObjectRef
 
@@ -59,7 +59,7 @@ def hub(table: str) -> Iterator[LiveStatusHub]:
         hub.close()
 
 
-def _awaiting_upload(repo: StatusRepository, tenant: str) -> str:
+def _awaiting_upload(repo: DocumentsTable, tenant: str) -> str:
     document_id = new_document_id()
     repo.create_awaiting_upload(
         document_id=document_id, tenant_id=tenant, filename="a.pdf", bucket="b", key=f"raw/{tenant}/{document_id}/a.pdf"
@@ -74,7 +74,7 @@ def _next(subscription: Subscription, timeout: float = 10) -> dict[str, Any]:
 
 
 def test_changes_reach_their_tenants_subscribers_only(hub: LiveStatusHub, table: str) -> None:
-    repo = StatusRepository(table)
+    repo = DocumentsTable(table)
     before = _awaiting_upload(repo, "acme")  # written before anyone subscribed: never delivered
     acme, acme_again, other = hub.subscribe("acme"), hub.subscribe("acme"), hub.subscribe("other")
     document_id = _awaiting_upload(repo, "acme")
@@ -92,7 +92,7 @@ def test_changes_reach_their_tenants_subscribers_only(hub: LiveStatusHub, table:
 
 
 def test_a_slow_subscriber_is_dropped_not_the_reader(hub: LiveStatusHub, table: str) -> None:
-    repo = StatusRepository(table)
+    repo = DocumentsTable(table)
     slow, reader = hub.subscribe("busy"), hub.subscribe("busy")
     received: list[dict[str, Any]] = []
     for _ in range(10):  # the queues hold 4: the subscriber that never reads overflows
@@ -110,7 +110,7 @@ def test_stream_events_writes_server_sent_events_and_keep_alives(hub: LiveStatus
         target=stream_events, args=(subscription, written.put), kwargs={"keepalive_seconds": 0.2}, daemon=True
     )
     writer.start()
-    document_id = _awaiting_upload(StatusRepository(table), "sse")
+    document_id = _awaiting_upload(DocumentsTable(table), "sse")
     chunks = [written.get(timeout=10) for _ in range(3)]
     text = b"".join(chunks).decode()
     assert text.startswith("retry: 3000\n: connected\n\n")

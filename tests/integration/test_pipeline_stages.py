@@ -13,8 +13,8 @@ from typing import Any
 
 import boto3
 import pytest
+from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.object_store import ObjectStore
-from rag_ingest.adapters.status_repository import StatusRepository
 from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.config import StagesEnv
 from rag_ingest.embeddings.base import Embedder, create_embedder
@@ -80,7 +80,7 @@ def world() -> Iterator[dict[str, Any]]:
         embedder = CountingEmbedder(create_embedder("local", env.embedding_model_id, MINILM_DIMENSION))
         deps = StageDependencies(
             env=env,
-            status=StatusRepository(table),
+            status=DocumentsTable(table),
             objects=ObjectStore(s3),
             vector_store=lambda: store,
             embedder=lambda: embedder,
@@ -95,7 +95,7 @@ def upload(world: dict[str, Any], sample: Path, document_id: str) -> DocumentJob
     key = f"raw/acme/{document_id}/{sample.name}"
     version = world["s3"].put_object(Bucket=env.bucket_name, Key=key, Body=sample.read_bytes())["VersionId"]
     ref = ObjectRef(bucket=env.bucket_name, key=key, version=version)
-    status: StatusRepository = world["deps"].status
+    status: DocumentsTable = world["deps"].status
     event_time = datetime.now(UTC).isoformat()
     status.mark_queued(document_id=document_id, tenant_id="acme", ref=ref, event_time=event_time, size_bytes=None)
     return DocumentJob(document_id=document_id, tenant_id="acme", bucket=ref.bucket, key=key, version=version)
@@ -189,7 +189,7 @@ def test_bad_files_raise_their_code_and_mark_failed_records_it(
 def test_an_index_write_that_lands_after_a_newer_version_took_over_is_withdrawn(world: dict[str, Any]) -> None:
     pipeline: Pipeline = world["pipeline"]
     store: VectorStore = world["store"]
-    status: StatusRepository = world["deps"].status
+    status: DocumentsTable = world["deps"].status
     document_id = f"doc-{uuid.uuid4().hex[:8]}"
     old = embed_all(
         pipeline,

@@ -11,14 +11,13 @@ from typing import Any
 
 import boto3
 import pytest
-from rag_ingest.adapters.document_operations import DocumentOperations
-from rag_ingest.adapters.executions import Executions, ExecutionState
-from rag_ingest.adapters.status_repository import QueueOutcome, StatusRepository
+from rag_ingest.adapters.documents_table import DocumentsTable
+from rag_ingest.adapters.executions import Executions
 from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.ids import execution_name, new_document_id
-from rag_ingest.models import ObjectRef
+from rag_ingest.models import ExecutionState, ObjectRef, QueueOutcome
 from rag_ingest.reaper import ReapAction, Reaper, ReaperSettings, ReapRequest
-from rag_ingest.redrive import Replayer
+from rag_ingest.replay import Replayer
 
 from tests.support.aws import FakeLambdaContext, import_handler, moto_server
 from tests.support.operations import RecordWriter, create_documents_table, create_state_machine
@@ -33,7 +32,7 @@ def world() -> Iterator[dict[str, Any]]:
         table = f"documents-{uuid.uuid4().hex[:6]}"
         create_documents_table(table)
         state_machine_arn = create_state_machine()
-        documents = DocumentOperations(table)
+        documents = DocumentsTable(table)
         workflow = WorkflowStarter(state_machine_arn)
         reaper = Reaper(
             documents=documents,
@@ -105,7 +104,7 @@ def test_reaper_compares_records_with_their_executions(world: dict[str, Any]) ->
 
 def test_reaper_loses_to_a_worker_that_moved_the_document(world: dict[str, Any]) -> None:
     records: RecordWriter = world["records"]
-    documents = DocumentOperations(world["table"])
+    documents = DocumentsTable(world["table"])
     document_id = new_document_id()
     records.put(document_id, "PROCESSING", age_seconds=STUCK_AFTER + 60)
     suspect = documents.get(document_id)
@@ -183,7 +182,7 @@ def test_uploads_that_never_arrive_expire_and_a_late_upload_still_counts(world: 
     stale, young = new_document_id(), new_document_id()
     records.put(stale, "AWAITING_UPLOAD", age_seconds=expire_after + 60, version=None)
     records.put(young, "AWAITING_UPLOAD", age_seconds=expire_after - 600, version=None)
-    documents = DocumentOperations(world["table"])
+    documents = DocumentsTable(world["table"])
     reaper = Reaper(
         documents=documents,
         executions=Executions(),
@@ -209,7 +208,7 @@ def test_uploads_that_never_arrive_expire_and_a_late_upload_still_counts(world: 
         documents.mark_expired(suspect, "expired")
     assert records.get(racing)["status"] == "QUEUED"
 
-    late = StatusRepository(world["table"]).mark_queued(
+    late = DocumentsTable(world["table"]).mark_queued(
         document_id=stale,
         tenant_id="acme",
         ref=ObjectRef(bucket="docs", key=f"raw/acme/{stale}/a.pdf", version="v9"),

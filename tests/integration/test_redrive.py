@@ -12,12 +12,11 @@ from typing import Any
 
 import boto3
 import pytest
-from rag_ingest.adapters.document_operations import DocumentOperations
-from rag_ingest.adapters.queues import Queues
-from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.errors import ErrorCode
 from rag_ingest.ids import execution_name, new_document_id
-from rag_ingest.redrive import Operations, RedriveRequest, ReplayRequest
+from rag_ingest.redrive import Recovery, RedriveRequest
+from rag_ingest.replay import ReplayRequest
+from rag_ingest.wiring import recovery_for
 
 from tests.support.aws import moto_server
 from tests.support.operations import RecordWriter, create_documents_table, create_state_machine
@@ -43,12 +42,8 @@ def world() -> Iterator[dict[str, Any]]:
         table = f"documents-{suffix}"
         create_documents_table(table)
         state_machine_arn = create_state_machine()
-        operations = Operations(
-            queues=Queues(sqs),
-            documents=DocumentOperations(table),
-            workflow=WorkflowStarter(state_machine_arn),
-            dlq_url=dlq_url,
-            queue_url=queue_url,
+        operations = recovery_for(
+            documents_table_name=table, state_machine_arn=state_machine_arn, dlq_url=dlq_url, queue_url=queue_url
         )
         yield {
             "sqs": sqs,
@@ -86,7 +81,7 @@ def dead_letter(sqs: Any, queue_url: str, bodies: list[str]) -> None:
 
 def test_redrive_dry_run_filter_move_and_rerun(world: dict[str, Any]) -> None:
     sqs, queue_url, dlq_url = world["sqs"], world["queue_url"], world["dlq_url"]
-    operations: Operations = world["operations"]
+    operations: Recovery = world["operations"]
     wanted, other = new_document_id(), new_document_id()
     dead_letter(sqs, queue_url, [body_for(wanted), body_for(other), "poison"])
     assert depth(sqs, dlq_url) == 3
@@ -114,7 +109,7 @@ def test_redrive_dry_run_filter_move_and_rerun(world: dict[str, Any]) -> None:
 
 def test_redrive_filters_by_error_code_of_the_status_record_and_by_age(world: dict[str, Any]) -> None:
     sqs, queue_url, dlq_url = world["sqs"], world["queue_url"], world["dlq_url"]
-    operations: Operations = world["operations"]
+    operations: Recovery = world["operations"]
     records: RecordWriter = world["records"]
     internal, timeout, unknown = new_document_id(), new_document_id(), new_document_id()
     records.put(internal, "FAILED", error_code="INTERNAL_ERROR")
@@ -137,7 +132,7 @@ def test_redrive_filters_by_error_code_of_the_status_record_and_by_age(world: di
 
 
 def test_replay_resets_failed_documents_and_starts_a_replay_execution(world: dict[str, Any]) -> None:
-    operations: Operations = world["operations"]
+    operations: Recovery = world["operations"]
     records: RecordWriter = world["records"]
     sfn = boto3.client("stepfunctions")
     system, user, ready = new_document_id(), new_document_id(), new_document_id()
@@ -185,7 +180,7 @@ def test_replay_resets_failed_documents_and_starts_a_replay_execution(world: dic
 
 
 def test_replay_age_filters_use_the_time_of_failure(world: dict[str, Any]) -> None:
-    operations: Operations = world["operations"]
+    operations: Recovery = world["operations"]
     records: RecordWriter = world["records"]
     old, recent = new_document_id(), new_document_id()
     records.put(old, "FAILED", age_seconds=7200, error_code="INTERNAL_ERROR")

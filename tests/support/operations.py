@@ -64,7 +64,7 @@ def iso_ago(seconds: float) -> str:
 
 @dataclass
 class RecordWriter:
-    """Writes status records directly, in the shape StatusRepository leaves them."""
+    """Writes status records directly, in the shape DocumentsTable leaves them."""
 
     table_name: str
 

@@ -17,12 +17,12 @@ from urllib.parse import quote_plus
 
 import boto3
 import requests
-from rag_ingest.adapters.status_repository import DocumentRecord, StatusRepository
+from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.vector_store import connect
 from rag_ingest.embeddings.local import MINILM_DIMENSION
 from rag_ingest.ids import version_hash
 from rag_ingest.layout import artifact_key
-from rag_ingest.models import DocumentStatus
+from rag_ingest.models import DocumentRecord, DocumentStatus
 from rag_ingest.wiring import vector_store_for
 
 from local.client import LocalStackClient
@@ -121,7 +121,7 @@ class PipelineProbe:
         self.sfn = boto3.client("stepfunctions", **options)
         self.dynamodb = boto3.resource("dynamodb", **options)
         self.table_name = str(outputs["DocumentsTableName"])
-        self.status = StatusRepository(self.table_name, table=self.dynamodb.Table(self.table_name))
+        self.status = DocumentsTable(self.table_name, table=self.dynamodb.Table(self.table_name))
         # Straight to OpenSearch (not through any proxy the stack's functions may be given).
         self.index_name = str(outputs.get("OpenSearchIndex", "rag-chunks"))
         self.vector_store = vector_store_for(opensearch_url, self.index_name, MINILM_DIMENSION)

@@ -13,9 +13,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from rag_ingest.adapters.aws import presigning_s3_client
-from rag_ingest.adapters.document_operations import OperationalRecord
-from rag_ingest.adapters.status_repository import DocumentRecord
+from rag_ingest.adapters.presigner import S3Presigner
 from rag_ingest.config import ApiEnv
 from rag_ingest.documents import (
     DOWNLOAD_URL_SECONDS,
@@ -30,7 +28,7 @@ from rag_ingest.documents import (
 )
 from rag_ingest.errors import ErrorCode, PermanentError, StaleWriteError
 from rag_ingest.ids import document_id_for_object, new_document_id
-from rag_ingest.models import DocumentStatus
+from rag_ingest.models import DocumentRecord, DocumentStatus
 
 pytestmark = pytest.mark.unit
 ENV = ApiEnv.from_env(
@@ -61,13 +59,13 @@ def record(document_id: str, tenant: str = "acme", status: DocumentStatus = Docu
         "updated_at": NOW,
         **fields,
     }
-    return OperationalRecord.model_validate(values)
+    return DocumentRecord.model_validate(values)
 
 
 class FakeTable:
     """The reads and the replay DocumentService makes, over a dict of records."""
 
-    def __init__(self, *records: OperationalRecord) -> None:
+    def __init__(self, *records: DocumentRecord) -> None:
         self.records = {r.document_id: r for r in records}
         self.replayed: list[str] = []
         self.stale = False
@@ -76,7 +74,7 @@ class FakeTable:
     def get(self, document_id: str) -> Any:
         return self.records.get(document_id)
 
-    def replay(self, rec: OperationalRecord) -> object:
+    def replay(self, rec: DocumentRecord) -> object:
         if self.stale:
             raise StaleWriteError("changed")
         self.replayed.append(rec.document_id)
@@ -106,8 +104,7 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def service_over(table: FakeTable) -> DocumentService:
     # The API function's own presigning client: SigV4, regional virtual-hosted URLs.
-    s3 = presigning_s3_client()
-    return DocumentService(ENV, table, s3, listing=table, retries=table)  # type: ignore[arg-type]
+    return DocumentService(ENV, table, S3Presigner(), replayer=table)  # type: ignore[arg-type]
 
 
 # -- ids and the cursor --------------------------------------------------------------------------

@@ -9,7 +9,8 @@ import pytest
 from rag_ingest.cli import build_parser, duration, main, request_for
 from rag_ingest.errors import ErrorCode
 from rag_ingest.reaper import ReapRequest
-from rag_ingest.redrive import RedriveRequest, ReplayRequest
+from rag_ingest.redrive import RedriveRequest
+from rag_ingest.replay import ReplayRequest
 
 pytestmark = pytest.mark.unit
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from rag_ingest.adapters.document_operations import STATUS_INDEX
+from rag_ingest.adapters.documents_table import STATUS_INDEX
 from rag_ingest.errors import ErrorCode
 from rag_ingest.reaper import ReapAction
-from rag_ingest.redrive import SYSTEM_ERROR_CODES, parse_operation
+from rag_ingest.redrive import parse_operator_request
+from rag_ingest.replay import SYSTEM_ERROR_CODES
 
 from infra.constructs import monitoring, storage
 
@@ -28,11 +29,11 @@ def test_reaper_actions_and_status_index() -> None:
 
 
 def test_operation_payloads() -> None:
-    assert parse_operation({}).action == "redrive"
-    assert parse_operation({"action": "replay", "document_ids": ["d"]}).action == "replay"
-    replay = parse_operation({"action": "replay", "error_codes": ["STUCK"], "dry_run": True})
+    assert parse_operator_request({}).action == "redrive"
+    assert parse_operator_request({"action": "replay", "document_ids": ["d"]}).action == "replay"
+    replay = parse_operator_request({"action": "replay", "error_codes": ["STUCK"], "dry_run": True})
     assert replay.error_codes == [ErrorCode.STUCK]
     with pytest.raises(ValueError, match="max_messages"):
-        parse_operation({"action": "replay", "max_messages": 3})
+        parse_operator_request({"action": "replay", "max_messages": 3})
     with pytest.raises(ValueError):
-        parse_operation({"action": "redrive", "error_codes": ["NOT_A_CODE"]})
+        parse_operator_request({"action": "redrive", "error_codes": ["NOT_A_CODE"]})

@@ -7,12 +7,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from rag_ingest.adapters.document_operations import OperationalRecord
-from rag_ingest.adapters.executions import ExecutionState
 from rag_ingest.errors import ErrorCode, StaleWriteError
-from rag_ingest.models import DocumentStatus
+from rag_ingest.models import DocumentRecord, DocumentStatus, ExecutionState
 from rag_ingest.reaper import ReapAction, Reaper, ReaperSettings, ReapRequest
-from rag_ingest.redrive import ReplayedDocument
+from rag_ingest.replay import ReplayedDocument
 from rag_ingest.telemetry import NoTelemetry
 
 pytestmark = pytest.mark.unit
@@ -21,7 +19,7 @@ OLD = "2020-01-01T00:00:00.000+00:00"
 
 
 class FakeDocuments:
-    def __init__(self, *records: OperationalRecord) -> None:
+    def __init__(self, *records: DocumentRecord) -> None:
         self.records = {r.document_id: r for r in records}
         self.stuck: dict[str, str] = {}
         self.expired: dict[str, str] = {}
@@ -29,20 +27,20 @@ class FakeDocuments:
 
     def list_by_status(
         self, status: DocumentStatus, *, updated_before: str | None = None
-    ) -> Iterator[OperationalRecord]:
+    ) -> Iterator[DocumentRecord]:
         for record in sorted(self.records.values(), key=lambda r: r.updated_at):
             if record.status == status and (updated_before is None or record.updated_at < updated_before):
                 yield record
 
-    def get(self, document_id: str) -> OperationalRecord | None:
+    def get(self, document_id: str) -> DocumentRecord | None:
         return self.records.get(document_id)
 
-    def mark_stuck(self, record: OperationalRecord, detail: str) -> None:
+    def mark_stuck(self, record: DocumentRecord, detail: str) -> None:
         if self.lose_races:
             raise StaleWriteError("moved")
         self.stuck[record.document_id] = detail
 
-    def mark_expired(self, record: OperationalRecord, detail: str) -> None:
+    def mark_expired(self, record: DocumentRecord, detail: str) -> None:
         if self.lose_races:
             raise StaleWriteError("uploaded meanwhile")
         self.expired[record.document_id] = detail
@@ -60,17 +58,17 @@ class FakeReplayer:
     def __init__(self) -> None:
         self.replayed: list[str] = []
 
-    def plan(self, record: OperationalRecord) -> ReplayedDocument:
+    def plan(self, record: DocumentRecord) -> ReplayedDocument:
         name = f"{record.document_id}-r{record.replays + 1}"
         return ReplayedDocument(document_id=record.document_id, replay=record.replays + 1, execution_name=name,
                                 execution_arn=f"arn:{name}")  # fmt: skip
 
-    def replay(self, record: OperationalRecord) -> ReplayedDocument:
+    def replay(self, record: DocumentRecord) -> ReplayedDocument:
         self.replayed.append(record.document_id)
         return self.plan(record)
 
 
-def record(document_id: str, status: str = "PROCESSING", **fields: Any) -> OperationalRecord:
+def record(document_id: str, status: str = "PROCESSING", **fields: Any) -> DocumentRecord:
     values: dict[str, Any] = {
         "document_id": document_id,
         "tenant_id": "acme",
@@ -83,7 +81,7 @@ def record(document_id: str, status: str = "PROCESSING", **fields: Any) -> Opera
         "execution_arn": f"arn:{document_id}",
         **fields,
     }
-    return OperationalRecord.model_validate(values)
+    return DocumentRecord.model_validate(values)
 
 
 class RecordingTelemetry(NoTelemetry):
@@ -205,7 +203,7 @@ def iso_at(seconds_before_now: float) -> str:
 EXPIRE_AFTER = 900 + 3600  # the URL's expiry plus the grace
 
 
-def awaiting(document_id: str, age_seconds: float) -> OperationalRecord:
+def awaiting(document_id: str, age_seconds: float) -> DocumentRecord:
     stamp = iso_at(age_seconds)
     return record(document_id, "AWAITING_UPLOAD", version=None, execution_arn=None, created_at=stamp, updated_at=stamp)
 

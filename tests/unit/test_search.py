@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
-from rag_ingest.adapters.vector_store import SearchHit
 from rag_ingest.errors import PermanentError
+from rag_ingest.models import SearchHit
 from rag_ingest.search import (
     RRF_RANK_CONSTANT,
     SearchMode,

@@ -9,6 +9,7 @@ from typing import Any
 
 import boto3
 import pytest
+from rag_ingest.adapters.presigner import S3Presigner
 from rag_ingest.config import ApiEnv
 from rag_ingest.documents import DocumentService, UploadRequest
 from rag_ingest.errors import ErrorCode, PermanentError
@@ -43,7 +44,7 @@ def service_and_status() -> tuple[DocumentService, RecordedStatus]:
     # Presigning is local computation: fake credentials, no endpoint is contacted.
     s3 = boto3.client("s3", region_name="us-east-1", aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret")
     status = RecordedStatus()
-    return DocumentService(ENV, status, s3), status  # type: ignore[arg-type]
+    return DocumentService(ENV, status, S3Presigner(s3)), status  # type: ignore[arg-type]
 
 
 def test_policy_pins_key_type_size_and_expiry(service_and_status: tuple[DocumentService, RecordedStatus]) -> None:

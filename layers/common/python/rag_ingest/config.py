@@ -39,18 +39,22 @@ class CommonEnv(EnvModel):
     documents_table: str = Field(min_length=1)
 
 
-class ApiEnv(CommonEnv):
-    bucket_name: str = Field(min_length=3)
-    raw_prefix: str = RAW_PREFIX
-    max_upload_bytes: int = Field(gt=0)
-    upload_url_expiry_seconds: int = Field(gt=0, le=3600)
-    # DELETE /documents/{id} removes the document's chunks and artifacts too.
-    artifacts_prefix: str = ARTIFACTS_PREFIX
-    opensearch_endpoint: str = Field(pattern=r"^https?://")
-    opensearch_index: str = Field(min_length=1)
-    embedding_dimension: int = Field(gt=0)
-    # POST /documents/{id}/retry replays a FAILED document with a new execution of this state machine.
+class WorkflowEnv(CommonEnv):
+    """Functions that start executions of the ingestion state machine (intake, replays, retries)."""
+
     state_machine_arn: str = Field(pattern=r"^arn:aws[a-z-]*:states:")
+
+
+class BucketEnv(EnvModel):
+    """The documents bucket: uploads under ``raw/``, the stages' artifacts under ``artifacts_prefix``."""
+
+    bucket_name: str = Field(min_length=3)
+    artifacts_prefix: str = ARTIFACTS_PREFIX
+
+    @field_validator("artifacts_prefix")
+    @classmethod
+    def _prefix_ends_with_slash(cls, value: str) -> str:
+        return value if value.endswith("/") else value + "/"
 
 
 class IndexParamsEnv(EnvModel):
@@ -69,30 +73,38 @@ class IndexParamsEnv(EnvModel):
     opensearch_replicas: int | None = Field(default=None, ge=0, le=15)
 
 
-class SearchEnv(IndexParamsEnv):
-    """POST /search (in the API function): the index and the embedder that embeds the query."""
+class ChunkIndexEnv(EnvModel):
+    """The chunk index and the size of its vectors."""
 
     opensearch_endpoint: str = Field(pattern=r"^https?://")
     opensearch_index: str = Field(min_length=1)
-    embedding_provider: Literal["bedrock", "local"]
-    embedding_model_id: str = Field(min_length=1)
     embedding_dimension: int = Field(gt=0)
 
 
-class IntakeEnv(CommonEnv):
+class SearchEnv(ChunkIndexEnv, IndexParamsEnv):
+    """POST /search (in the API function): the index and the embedder that embeds the query."""
+
+    embedding_provider: Literal["bedrock", "local"]
+    embedding_model_id: str = Field(min_length=1)
+
+
+class ApiEnv(WorkflowEnv, BucketEnv, ChunkIndexEnv):
+    """The API function. DELETE /documents/{id} removes the document's chunks and artifacts too;
+    POST /documents/{id}/retry replays a FAILED document with a new execution."""
+
+    raw_prefix: str = RAW_PREFIX
+    max_upload_bytes: int = Field(gt=0)
+    upload_url_expiry_seconds: int = Field(gt=0, le=3600)
+
+
+class IntakeEnv(WorkflowEnv):
     idempotency_table: str = Field(min_length=1)
-    state_machine_arn: str = Field(pattern=r"^arn:aws[a-z-]*:states:")
     idempotency_ttl_seconds: int = Field(default=86400 * 7, gt=0)
 
 
-class StagesEnv(CommonEnv, IndexParamsEnv):
-    bucket_name: str = Field(min_length=3)
-    artifacts_prefix: str = ARTIFACTS_PREFIX
-    opensearch_endpoint: str = Field(pattern=r"^https?://")
-    opensearch_index: str = Field(min_length=1)
-    embedding_provider: Literal["bedrock", "local"]
-    embedding_model_id: str = Field(min_length=1)
-    embedding_dimension: int = Field(gt=0)
+class StagesEnv(CommonEnv, BucketEnv, SearchEnv):
+    """The workflow's stages: Embed needs the embedder, Index and Finalize the index."""
+
     max_file_bytes: int = Field(gt=0)
     max_pages: int = Field(gt=0)
     chunk_tokens: int = Field(ge=16, le=8192)
@@ -106,17 +118,12 @@ class StagesEnv(CommonEnv, IndexParamsEnv):
         # Tasks cover whole batches, so batch checkpoints are the same whatever the task size.
         return max(1, self.embed_task_chunks // self.embed_batch_size)
 
-    @field_validator("artifacts_prefix")
-    @classmethod
-    def _prefix_ends_with_slash(cls, value: str) -> str:
-        return value if value.endswith("/") else value + "/"
 
+class RedriveEnv(WorkflowEnv):
+    """Redrive moves DLQ messages back to the ingest queue; replays of FAILED documents start executions."""
 
-class RedriveEnv(CommonEnv):
     dlq_url: str = Field(pattern=r"^https?://")
     queue_url: str = Field(pattern=r"^https?://")
-    # Replays of FAILED documents start executions of this state machine.
-    state_machine_arn: str = Field(pattern=r"^arn:aws[a-z-]*:states:")
 
 
 # The reaper's defaults: the stack's (infra/config.py ReaperConfig) and the CLI's `reap`, which runs outside it.
@@ -125,8 +132,7 @@ REAPER_MAX_REDRIVES = 2
 REAPER_MAX_DOCUMENTS_PER_RUN = 200
 
 
-class ReaperEnv(CommonEnv):
-    state_machine_arn: str = Field(pattern=r"^arn:aws[a-z-]*:states:")
+class ReaperEnv(WorkflowEnv):
     stuck_after_seconds: int = Field(ge=60)
     max_redrives: int = Field(ge=0)
     max_documents: int = Field(default=REAPER_MAX_DOCUMENTS_PER_RUN, ge=1)

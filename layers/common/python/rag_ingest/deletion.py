@@ -12,14 +12,12 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from rag_ingest.adapters.document_operations import DocumentOperations
-from rag_ingest.adapters.object_versions import ObjectVersions
-from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.documents import DocumentNotFoundError
 from rag_ingest.errors import StaleWriteError
 from rag_ingest.layout import artifacts_folder
 from rag_ingest.logs import logger
 from rag_ingest.models import DocumentStatus
+from rag_ingest.ports import ChunkEraser, DeletionDocuments, ObjectEraser
 
 
 class DeletionReport(BaseModel):
@@ -34,9 +32,9 @@ class DocumentDeletion:
     def __init__(
         self,
         *,
-        documents: DocumentOperations,
-        vector_store: Callable[[], VectorStore],
-        objects: ObjectVersions,
+        documents: DeletionDocuments,
+        vector_store: Callable[[], ChunkEraser],
+        objects: ObjectEraser,
         bucket: str,
         artifacts_prefix: str,
     ) -> None:

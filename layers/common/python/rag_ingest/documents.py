@@ -12,19 +12,18 @@ import json
 import re
 import time
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from rag_ingest.adapters.document_operations import OperationalRecord
-from rag_ingest.adapters.status_repository import DocumentRecord, StatusRepository
 from rag_ingest.auth import TENANT_ID_PATTERN
 from rag_ingest.config import ApiEnv
 from rag_ingest.errors import ErrorCode, PermanentError, StaleWriteError
 from rag_ingest.ids import new_document_id
 from rag_ingest.layout import filename_of, upload_key
-from rag_ingest.models import ETAG_VERSION_PREFIX, DocumentStatus
+from rag_ingest.models import DocumentRecord, DocumentStatus
+from rag_ingest.ports import ApiDocuments, DocumentReplayer, UploadPresigner
 
 PDF_CONTENT_TYPE = "application/pdf"
 _UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._ -]")
@@ -141,22 +140,6 @@ class DownloadLink(BaseModel):
     expires_in: int
 
 
-class DocumentListing(Protocol):
-    """The documents table's tenant index (``StatusRepository.list_by_tenant``)."""
-
-    def list_by_tenant(
-        self, tenant_id: str, *, limit: int, start_key: Mapping[str, str] | None
-    ) -> tuple[list[DocumentRecord], dict[str, str] | None]: ...
-
-
-class RetryPort(Protocol):
-    """Reads a record with its replay count, and replays it (``redrive.Replayer`` over ``DocumentOperations``)."""
-
-    def get(self, document_id: str) -> OperationalRecord | None: ...
-
-    def replay(self, record: OperationalRecord) -> object: ...
-
-
 def is_document_id(value: str) -> bool:
     """Ids the system issues: a ULID from the API, or ``obj-<hash>`` for an object put without it."""
     return bool(_DOCUMENT_ID.fullmatch(value))
@@ -206,17 +189,15 @@ class DocumentService:
     def __init__(
         self,
         env: ApiEnv,
-        status: StatusRepository,
-        s3_client: Any,
+        documents: ApiDocuments,
+        presigner: UploadPresigner,
         *,
-        listing: DocumentListing | None = None,
-        retries: RetryPort | None = None,
+        replayer: DocumentReplayer | None = None,
     ) -> None:
         self._env = env
-        self._status = status
-        self._s3 = s3_client
-        self._listing = listing if listing is not None else status
-        self._retries = retries
+        self._documents = documents
+        self._presigner = presigner
+        self._replayer = replayer
 
     def create_upload(self, tenant_id: str, request: UploadRequest) -> UploadTicket:
         if request.content_type != PDF_CONTENT_TYPE:
@@ -225,7 +206,7 @@ class DocumentService:
             raise PermanentError(ErrorCode.UNSUPPORTED_TYPE, "the filename must end in .pdf")
         document_id = new_document_id()
         key = upload_key(tenant_id, document_id, request.filename, self._env.raw_prefix)
-        self._status.create_awaiting_upload(
+        self._documents.create_awaiting_upload(
             document_id=document_id,
             tenant_id=tenant_id,
             filename=request.filename,
@@ -234,20 +215,17 @@ class DocumentService:
         )
         expires_in = self._env.upload_url_expiry_seconds
         # S3 enforces these conditions on the POST itself: exact key, PDF type, size range, expiry.
-        post = self._s3.generate_presigned_post(
-            Bucket=self._env.bucket_name,
-            Key=key,
-            Fields={"Content-Type": PDF_CONTENT_TYPE},
-            Conditions=[
-                {"Content-Type": PDF_CONTENT_TYPE},
-                ["content-length-range", 1, self._env.max_upload_bytes],
-            ],
-            ExpiresIn=expires_in,
+        upload = self._presigner.presign_upload(
+            bucket=self._env.bucket_name,
+            key=key,
+            content_type=PDF_CONTENT_TYPE,
+            max_bytes=self._env.max_upload_bytes,
+            expires_in=expires_in,
         )
         return UploadTicket(
             document_id=document_id,
             status="AWAITING_UPLOAD",
-            upload={"url": post["url"], "fields": post["fields"]},
+            upload=upload,
             expires_at=int(time.time()) + expires_in,
             max_bytes=self._env.max_upload_bytes,
         )
@@ -260,7 +238,7 @@ class DocumentService:
         if not 1 <= limit <= MAX_PAGE_SIZE:
             raise PermanentError(ErrorCode.INVALID_REQUEST, f"limit must be between 1 and {MAX_PAGE_SIZE}")
         start_key = decode_cursor(cursor, tenant_id) if cursor else None
-        records, last_key = self._listing.list_by_tenant(tenant_id, limit=limit, start_key=start_key)
+        records, last_key = self._documents.list_by_tenant(tenant_id, limit=limit, start_key=start_key)
         return DocumentPage(
             items=[DocumentView.of(record) for record in records if record.tenant_id == tenant_id],
             next_cursor=encode_cursor(last_key) if last_key else None,
@@ -269,11 +247,11 @@ class DocumentService:
     def retry(self, tenant_id: str, document_id: str) -> DocumentView:
         """Replay a FAILED document from its first unfinished stage (the stages' checkpoints skip
         the finished ones); anything else is ``NotRetryableError``."""
-        if self._retries is None:
+        if self._replayer is None:
             raise RuntimeError("retry is not configured for this service")
         if not is_document_id(document_id):
             raise DocumentNotFoundError(document_id)
-        record = self._retries.get(document_id)
+        record = self._documents.get(document_id)
         if record is None or record.tenant_id != tenant_id or record.status is DocumentStatus.DELETED:
             raise DocumentNotFoundError(document_id)
         if record.status is not DocumentStatus.FAILED:
@@ -283,7 +261,7 @@ class DocumentService:
         if record.replays >= MAX_RETRIES:
             raise NotRetryableError(f"the document was already retried {record.replays} times")
         try:
-            self._retries.replay(record)
+            self._replayer.replay(record)
         except StaleWriteError:
             raise NotRetryableError("the document changed while retrying; reload it") from None
         return self.get(tenant_id, document_id)
@@ -293,23 +271,21 @@ class DocumentService:
         record = self._record(tenant_id, document_id)
         if record.status in (DocumentStatus.DELETING, DocumentStatus.DELETED) or not (record.version and record.key):
             raise DocumentNotFoundError(document_id)
-        params: dict[str, Any] = {
-            "Bucket": record.bucket or self._env.bucket_name,
-            "Key": record.key,
-            "ResponseContentType": PDF_CONTENT_TYPE,
-            "ResponseContentDisposition": _header_filename(record.filename or filename_of(record.key)),
-        }
-        # Unversioned buckets identify a version by its ETag, which is never a VersionId.
-        if not record.version.startswith(ETAG_VERSION_PREFIX):
-            params["VersionId"] = record.version
-        url = self._s3.generate_presigned_url("get_object", Params=params, ExpiresIn=DOWNLOAD_URL_SECONDS)
-        return DownloadLink(url=str(url), expires_in=DOWNLOAD_URL_SECONDS)
+        url = self._presigner.presign_download(
+            bucket=record.bucket or self._env.bucket_name,
+            key=record.key,
+            version=record.version,
+            content_type=PDF_CONTENT_TYPE,
+            content_disposition=_header_filename(record.filename or filename_of(record.key)),
+            expires_in=DOWNLOAD_URL_SECONDS,
+        )
+        return DownloadLink(url=url, expires_in=DOWNLOAD_URL_SECONDS)
 
     def _record(self, tenant_id: str, document_id: str) -> DocumentRecord:
         # An id the system never issues cannot exist: no table read (and no oversized key) for it.
         if not is_document_id(document_id):
             raise DocumentNotFoundError(document_id)
-        record = self._status.get(document_id)
+        record = self._documents.get(document_id)
         # Another tenant's document is reported exactly like a missing one.
         if record is None or record.tenant_id != tenant_id:
             raise DocumentNotFoundError(document_id)

@@ -10,13 +10,12 @@ from urllib.parse import unquote_plus
 from aws_lambda_powertools.utilities.data_classes.s3_event import S3Event, S3EventRecord
 from pydantic import BaseModel, ConfigDict, Field
 
-from rag_ingest.adapters.status_repository import QueueOutcome, StatusRepository
-from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.errors import ErrorCode
 from rag_ingest.ids import document_id_for_object, execution_name
 from rag_ingest.layout import RAW_PREFIX, KeyOutsideUploadsError, NoTenantFolderError, parse_upload_key
 from rag_ingest.logs import logger, run_keys
-from rag_ingest.models import ETAG_VERSION_PREFIX, DocumentJob, ObjectRef
+from rag_ingest.models import ETAG_VERSION_PREFIX, DocumentJob, ObjectRef, QueueOutcome
+from rag_ingest.ports import ExecutionStarter, IntakeDocuments
 
 
 class PoisonMessageError(ValueError):
@@ -114,7 +113,7 @@ def address_of(key: str, bucket: str, raw_prefix: str = RAW_PREFIX) -> DocumentA
 
 
 class IntakeService:
-    def __init__(self, status: StatusRepository, workflow: WorkflowStarter) -> None:
+    def __init__(self, status: IntakeDocuments, workflow: ExecutionStarter) -> None:
         self._status = status
         self._workflow = workflow
 

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rag_ingest.adapters.status_repository import DocumentRecord
 from rag_ingest.documents import DocumentView
+from rag_ingest.models import DocumentRecord
 
 DOCUMENT_UPDATED = "document.updated"
 

@@ -1,10 +1,16 @@
-"""Data models shared across stages. Step Functions state stays small: ids, counts, S3 pointers."""
+"""The domain's data: the document record, the workflow's job, and what the ports exchange.
+
+Step Functions state (``DocumentJob``) stays small: ids, counts, S3 pointers.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from rag_ingest.errors import ErrorCode
 
 
 class DocumentStatus(StrEnum):
@@ -108,3 +114,100 @@ class FailedJob(DocumentJob):
     """MarkFailed's input: the job plus Step Functions' Catch output under ``error``."""
 
     error: dict[str, str] = Field(default_factory=dict)
+
+
+# -- the document record (the documents table) --------------------------------------------------
+class Progress(BaseModel):
+    done: int = 0
+    total: int = 0
+
+
+class DocumentRecord(BaseModel):
+    """A document's state as the documents table holds it: the source of truth for its status."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    document_id: str
+    tenant_id: str
+    status: DocumentStatus
+    filename: str | None = None
+    bucket: str | None = None
+    key: str | None = None
+    version: str | None = None
+    stage: Stage | None = None
+    # Embed tasks done, as "task:chunks" (a set, so a retried task is counted once), of embed_total.
+    embedded_parts: set[str] = Field(default_factory=set)
+    embed_total: int | None = None
+    attempts: dict[str, int] = Field(default_factory=dict)
+    error_code: ErrorCode | None = None
+    error_detail: str | None = None
+    page_count: int | None = None
+    failed_pages: list[int] = Field(default_factory=list)
+    chunk_count: int | None = None
+    size_bytes: int | None = None
+    timings_ms: dict[str, int] = Field(default_factory=dict)
+    execution_arn: str | None = None
+    # Deliberate re-runs so far (replays and the reaper's re-drives); the next is named replay=replays + 1.
+    replays: int = 0
+    created_at: str
+    updated_at: str
+
+    @property
+    def progress(self) -> Progress | None:
+        if self.embed_total is None:
+            return None
+        done = sum(int(part.partition(":")[2] or 0) for part in self.embedded_parts)
+        return Progress(done=done, total=self.embed_total)
+
+
+class QueueOutcome(StrEnum):
+    QUEUED = "QUEUED"  # this version is now the document's current version
+    RESUME = "RESUME"  # already QUEUED for this version: (re)start its workflow, a no-op if it runs
+    DUPLICATE = "DUPLICATE"  # this version is already processing or done
+    REJECTED = "REJECTED"  # deleted, another tenant's, or older than the current version
+
+
+@dataclass(frozen=True)
+class QueueResult:
+    outcome: QueueOutcome
+    record: DocumentRecord | None
+    reason: str = ""
+
+
+# -- search ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SearchHit:
+    """One indexed passage a retriever returned for a query."""
+
+    chunk_id: str
+    score: float
+    document_id: str
+    page_start: int
+    page_end: int
+    text: str
+    filename: str | None = None
+    heading_path: tuple[str, ...] = ()
+    highlights: tuple[str, ...] = ()
+    #: The retrievers that found it ("knn", "bm25"); a hybrid hit may have both.
+    retrieved_by: tuple[str, ...] = ()
+
+
+# -- the workflow's executions and the queues -----------------------------------------------------
+class ExecutionState(StrEnum):
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    TIMED_OUT = "TIMED_OUT"
+    ABORTED = "ABORTED"
+    PENDING_REDRIVE = "PENDING_REDRIVE"
+    # Never started, or past Step Functions' 90-day retention of closed executions.
+    MISSING = "MISSING"
+
+
+@dataclass(frozen=True)
+class QueueMessage:
+    message_id: str
+    receipt_handle: str
+    body: str
+    receive_count: int
+    sent_timestamp_ms: int

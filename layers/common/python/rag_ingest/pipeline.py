@@ -15,9 +15,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-from rag_ingest.adapters.object_store import ObjectStore
-from rag_ingest.adapters.status_repository import StatusRepository
-from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.chunking import chunk_pages
 from rag_ingest.config import StagesEnv
 from rag_ingest.embeddings.base import Embedder
@@ -26,6 +23,7 @@ from rag_ingest.layout import CHUNKS_ARTIFACT, EMBEDDINGS_FOLDER, PAGES_ARTIFACT
 from rag_ingest.logs import logger, run_keys
 from rag_ingest.models import Chunk, DocumentJob, DocumentStatus, EmbedTask, FailedJob, ParsedDocument, Stage
 from rag_ingest.pdf import parse_pdf, validate_pdf_header
+from rag_ingest.ports import ChunkIndex, PipelineDocuments, StageObjects
 from rag_ingest.telemetry import NoTelemetry, Telemetry
 
 PDF_HEADER_BYTES = 1024
@@ -53,9 +51,9 @@ def _logged(stage: Stage | None) -> Callable[[_Method], _Method]:
 @dataclass
 class StageDependencies:
     env: StagesEnv
-    status: StatusRepository
-    objects: ObjectStore
-    vector_store: Callable[[], VectorStore]  # lazy: only Index/Finalize connect to OpenSearch
+    status: PipelineDocuments
+    objects: StageObjects
+    vector_store: Callable[[], ChunkIndex]  # lazy: only Index/Finalize connect to OpenSearch
     embedder: Callable[[], Embedder]  # lazy: loading a model is only Embed's cost
     count_tokens: Callable[[str], int]
     telemetry: Telemetry = field(default_factory=NoTelemetry)
@@ -70,8 +68,7 @@ class Pipeline:
     @_logged(Stage.VALIDATE)
     def validate(self, job: DocumentJob) -> DocumentJob:
         with self._stage(job, Stage.VALIDATE) as record:
-            head = self._deps.objects.head(job.object_ref)
-            size = int(head["ContentLength"])
+            size = self._deps.objects.size(job.object_ref)
             # A ranged GET of an empty object fails (InvalidRange): an empty file is checked on its size alone.
             first_bytes = self._deps.objects.read_range(job.object_ref, min(PDF_HEADER_BYTES, size)) if size else b""
             # The stored object is checked, not the upload policy: objects can arrive without the API.

@@ -21,12 +21,11 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rag_ingest.adapters.document_operations import DocumentOperations, OperationalRecord
-from rag_ingest.adapters.executions import Executions, ExecutionState
+from rag_ingest.clock import Clock, iso_before
 from rag_ingest.errors import ErrorCode, StaleWriteError
 from rag_ingest.logs import logger, run_keys
-from rag_ingest.models import DocumentStatus
-from rag_ingest.redrive import Clock, Replayer, iso_before
+from rag_ingest.models import DocumentRecord, DocumentStatus, ExecutionState
+from rag_ingest.ports import DocumentReplayer, ExecutionLookup, ReaperDocuments
 from rag_ingest.telemetry import NoTelemetry, Telemetry
 
 STUCK_STATUSES = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
@@ -91,9 +90,9 @@ class Reaper:
     def __init__(
         self,
         *,
-        documents: DocumentOperations,
-        executions: Executions,
-        replayer: Replayer,
+        documents: ReaperDocuments,
+        executions: ExecutionLookup,
+        replayer: DocumentReplayer,
         settings: ReaperSettings,
         telemetry: Telemetry | None = None,
         clock: Clock = time.time,
@@ -173,7 +172,7 @@ class Reaper:
                     logger.info("upload expired", extra={"awaiting_since": record.updated_at})
             report.expired.append(found)
 
-    def _judge(self, record: OperationalRecord, settings: ReaperSettings, dry_run: bool, report: ReapReport) -> None:
+    def _judge(self, record: DocumentRecord, settings: ReaperSettings, dry_run: bool, report: ReapReport) -> None:
         state = self._executions.state(record.execution_arn)
         found = ReapedDocument(
             document_id=record.document_id,
@@ -216,7 +215,7 @@ class Reaper:
             )
         report.marked_failed.append(found.model_copy(update={"action": ReapAction.MARKED_FAILED, "reason": detail}))
 
-    def _redrive(self, record: OperationalRecord, found: ReapedDocument, dry_run: bool, report: ReapReport) -> None:
+    def _redrive(self, record: DocumentRecord, found: ReapedDocument, dry_run: bool, report: ReapReport) -> None:
         reason = f"execution {found.execution_state} without closing the record"
         try:
             planned = self._replayer.plan(record) if dry_run else self._replayer.replay(record)

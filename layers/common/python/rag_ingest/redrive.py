@@ -1,52 +1,29 @@
-"""Operator recovery: redrive dead-lettered upload events, and replay FAILED documents.
+"""Redrive: move dead-lettered upload events from the DLQ back to the ingest queue.
 
-Redrive moves messages from the DLQ back to the ingest queue. Send-then-delete: a crash between
-the two leaves a copy in both queues, never in neither, and the intake's idempotency (per object
-version) absorbs the duplicate. A second run finds nothing left to move.
+Send-then-delete: a crash between the two leaves a copy in both queues, never in neither, and the
+intake's idempotency (per object version) absorbs the duplicate. A second run finds nothing left
+to move.
 
-Replay is for documents whose message was already consumed: the record goes FAILED → QUEUED
-(compare-and-set on status, version, updated_at and the replay count) and a new execution
-starts, named ``execution_name(document_id, version, replay=N)``. The stages' checkpoints
-(artifacts keyed by document and version) make it resume at the first unfinished stage.
+The Redrive function (and ``rag-ingest redrive|replay``) also takes replays of FAILED documents
+(rag_ingest.replay): ``parse_operator_request`` reads its payload and ``Recovery`` runs either.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rag_ingest.adapters.document_operations import DocumentOperations, OperationalRecord
-from rag_ingest.adapters.queues import QueueMessage, Queues
-from rag_ingest.adapters.workflow import WorkflowStarter
-from rag_ingest.errors import ErrorCode, StaleWriteError
-from rag_ingest.ids import execution_name
+from rag_ingest.clock import Clock
+from rag_ingest.errors import ErrorCode
 from rag_ingest.intake import PoisonMessageError, address_of, parse_queue_message
 from rag_ingest.logs import logger
-from rag_ingest.models import DocumentJob, DocumentStatus
-
-# Failures of the system, not of the file: replaying them can succeed. A user-caused code
-# (ENCRYPTED_PDF, ...) fails again on the same bytes, so replay takes those only when asked.
-SYSTEM_ERROR_CODES: tuple[ErrorCode, ...] = (
-    ErrorCode.INTERNAL_ERROR,
-    ErrorCode.TRANSIENT_RETRIES_EXHAUSTED,
-    ErrorCode.TIMEOUT,
-    ErrorCode.STUCK,
-)
-
-Clock = Callable[[], float]  # seconds since the epoch
+from rag_ingest.models import QueueMessage
+from rag_ingest.ports import DocumentReader, MessageQueues
+from rag_ingest.replay import FailedDocumentReplay, ReplayReport, ReplayRequest
 
 
-def iso_before(clock: Clock, seconds: int) -> str:
-    """``seconds`` before now, in the status table's ``updated_at`` format (sortable as text)."""
-    moment = datetime.fromtimestamp(clock(), UTC) - timedelta(seconds=seconds)
-    return moment.isoformat(timespec="milliseconds")
-
-
-# -- requests and reports ------------------------------------------------------------------
 class RedriveRequest(BaseModel):
     """Move dead-lettered messages back; every filter given must match for a message to move."""
 
@@ -78,136 +55,23 @@ class RedriveReport(BaseModel):
     skipped: list[MessageEntry] = Field(default_factory=list)
 
 
-class ReplayRequest(BaseModel):
-    """Re-run FAILED documents: the ones named, or every FAILED one that matches the filters."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    action: Literal["replay"] = "replay"
-    dry_run: bool = False
-    document_ids: list[str] = Field(default_factory=list, max_length=1000)
-    # Default: SYSTEM_ERROR_CODES when no document is named, any code when documents are named.
-    error_codes: list[ErrorCode] | None = Field(default=None, min_length=1)
-    older_than_seconds: int | None = Field(default=None, ge=0)  # failed at least this long ago
-    newer_than_seconds: int | None = Field(default=None, ge=0)  # failed at most this long ago
-    max_documents: int = Field(default=100, ge=1, le=10_000)
-
-
-class ReplayedDocument(BaseModel):
-    document_id: str
-    replay: int
-    execution_name: str
-    execution_arn: str
-    previous_error_code: str | None = None
-
-
-class DocumentEntry(BaseModel):
-    document_id: str
-    reason: str
-
-
-class ReplayReport(BaseModel):
-    action: Literal["replay"] = "replay"
-    dry_run: bool
-    replayed: list[ReplayedDocument] = Field(default_factory=list)
-    would_replay: list[ReplayedDocument] = Field(default_factory=list)
-    skipped: list[DocumentEntry] = Field(default_factory=list)
-    errors: list[DocumentEntry] = Field(default_factory=list)
-
-
-OperationRequest = Annotated[RedriveRequest | ReplayRequest, Field(discriminator="action")]
-
-
-class _Operation(BaseModel):
-    request: OperationRequest
-
-
-def parse_operation(event: dict[str, object] | None) -> RedriveRequest | ReplayRequest:
-    """The Redrive function's payload: ``{"action": "redrive"|"replay", ...}``; no action = redrive."""
-    payload = dict(event or {})
-    payload.setdefault("action", "redrive")
-    return _Operation.model_validate({"request": payload}).request
-
-
-# -- replay --------------------------------------------------------------------------------
-class Replayer:
-    """Restarts one document's workflow under a fresh replay name (used by replay and the reaper)."""
-
-    def __init__(self, documents: DocumentOperations, workflow: WorkflowStarter) -> None:
-        self._documents = documents
-        self._workflow = workflow
-
-    def plan(self, record: OperationalRecord) -> ReplayedDocument:
-        job = _job_of(record)  # the record must name the uploaded object version
-        replay = record.replays + 1
-        name = execution_name(record.document_id, job.version, replay=replay)
-        return ReplayedDocument(
-            document_id=record.document_id,
-            replay=replay,
-            execution_name=name,
-            execution_arn=self._workflow.execution_arn(name),
-            previous_error_code=record.error_code.value if record.error_code else None,
-        )
-
-    def replay(self, record: OperationalRecord) -> ReplayedDocument:
-        """Reset the record (compare-and-set; ``StaleWriteError`` if it moved), then start.
-
-        A crash between the two leaves a QUEUED record naming an execution that does not exist:
-        exactly what the reaper looks for, so the document is not lost.
-        """
-        planned = self.plan(record)
-        job = _job_of(record)
-        self._documents.requeue_for_replay(record, execution_arn=planned.execution_arn)
-        arn, _ = self._workflow.start(planned.execution_name, job.model_dump(exclude_none=True))
-        logger.info(
-            "document replayed",
-            extra={"document_id": record.document_id, "execution_arn": arn, "replay": planned.replay},
-        )
-        return planned.model_copy(update={"execution_arn": arn})
-
-
-def _job_of(record: OperationalRecord) -> DocumentJob:
-    """The workflow's input for the record's current version (what intake starts it with)."""
-    if not (record.version and record.bucket and record.key):
-        raise ValueError("the record names no uploaded object version")
-    return DocumentJob(
-        document_id=record.document_id,
-        tenant_id=record.tenant_id,
-        bucket=record.bucket,
-        key=record.key,
-        version=record.version,
-        size_bytes=record.size_bytes,
-    )
-
-
-# -- the operations ------------------------------------------------------------------------
-class Operations:
-    """What the Redrive function and ``python -m rag_ingest.cli`` run."""
-
+class DeadLetterRedrive:
     def __init__(
         self,
         *,
-        queues: Queues,
-        documents: DocumentOperations,
-        workflow: WorkflowStarter,
+        queues: MessageQueues,
+        documents: DocumentReader,
         dlq_url: str,
         queue_url: str,
         clock: Clock = time.time,
     ) -> None:
         self._queues = queues
         self._documents = documents
-        self._replayer = Replayer(documents, workflow)
         self._dlq_url = dlq_url
         self._queue_url = queue_url
         self._clock = clock
 
-    def run(self, request: RedriveRequest | ReplayRequest) -> RedriveReport | ReplayReport:
-        if isinstance(request, ReplayRequest):
-            return self.replay(request)
-        return self.redrive(request)
-
-    # -- redrive ---------------------------------------------------------------------------
-    def redrive(self, request: RedriveRequest) -> RedriveReport:
+    def run(self, request: RedriveRequest) -> RedriveReport:
         report = RedriveReport(dry_run=request.dry_run)
         seen: set[str] = set()
         held: list[str] = []  # receipt handles kept invisible until the end, so one pass sees each message once
@@ -270,54 +134,36 @@ class Operations:
         record = self._documents.get(document_id)
         return record.error_code.value if record and record.error_code else None
 
-    # -- replay ----------------------------------------------------------------------------
+
+# -- the Redrive function's payload: a redrive, or a replay --------------------------------------
+OperatorRequest = Annotated[RedriveRequest | ReplayRequest, Field(discriminator="action")]
+
+
+class _OperatorPayload(BaseModel):
+    request: OperatorRequest
+
+
+def parse_operator_request(event: dict[str, object] | None) -> RedriveRequest | ReplayRequest:
+    """The Redrive function's payload: ``{"action": "redrive"|"replay", ...}``; no action = redrive."""
+    payload = dict(event or {})
+    payload.setdefault("action", "redrive")
+    return _OperatorPayload.model_validate({"request": payload}).request
+
+
+class Recovery:
+    """What the Redrive function and ``rag-ingest redrive|replay`` run."""
+
+    def __init__(self, redrive: DeadLetterRedrive, replay: FailedDocumentReplay) -> None:
+        self._redrive = redrive
+        self._replay = replay
+
+    def run(self, request: RedriveRequest | ReplayRequest) -> RedriveReport | ReplayReport:
+        if isinstance(request, ReplayRequest):
+            return self.replay(request)
+        return self.redrive(request)
+
+    def redrive(self, request: RedriveRequest) -> RedriveReport:
+        return self._redrive.run(request)
+
     def replay(self, request: ReplayRequest) -> ReplayReport:
-        report = ReplayReport(dry_run=request.dry_run)
-        wanted = request.error_codes or (None if request.document_ids else list(SYSTEM_ERROR_CODES))
-        older, newer = request.older_than_seconds, request.newer_than_seconds
-        failed_before = iso_before(self._clock, older) if older is not None else None
-        failed_after = iso_before(self._clock, newer) if newer is not None else None
-        for document_id in self._replay_candidates(request, failed_before, failed_after):
-            if len(report.replayed) + len(report.would_replay) >= request.max_documents:
-                break
-            # The GSI is eventually consistent: decide on a consistent read of the record.
-            record = self._documents.get(document_id)
-            reason = _replay_refusal(record, wanted, failed_before, failed_after)
-            if reason or record is None:
-                report.skipped.append(DocumentEntry(document_id=document_id, reason=reason or "no such document"))
-                continue
-            try:
-                if request.dry_run:
-                    report.would_replay.append(self._replayer.plan(record))
-                else:
-                    report.replayed.append(self._replayer.replay(record))
-            except StaleWriteError:
-                report.skipped.append(DocumentEntry(document_id=document_id, reason="changed while replaying"))
-            except Exception as exc:  # one document's trouble must not stop the others
-                logger.exception("replay failed", extra={"document_id": document_id})
-                report.errors.append(DocumentEntry(document_id=document_id, reason=f"{type(exc).__name__}: {exc}"))
-        return report
-
-    def _replay_candidates(self, request: ReplayRequest, before: str | None, after: str | None) -> Iterator[str]:
-        if request.document_ids:
-            yield from dict.fromkeys(request.document_ids)
-            return
-        for record in self._documents.list_by_status(DocumentStatus.FAILED, updated_before=before, updated_after=after):
-            yield record.document_id
-
-
-def _replay_refusal(
-    record: OperationalRecord | None, wanted: list[ErrorCode] | None, before: str | None, after: str | None
-) -> str:
-    if record is None:
-        return "no such document"
-    if record.status != DocumentStatus.FAILED:
-        return f"status is {record.status.value}, not FAILED"
-    if wanted is not None and record.error_code not in wanted:
-        code = record.error_code.value if record.error_code else "none"
-        return f"filter: error code {code} not in {', '.join(c.value for c in wanted)}"
-    if (before is not None and record.updated_at > before) or (after is not None and record.updated_at < after):
-        return f"filter: failed at {record.updated_at}"
-    if not (record.version and record.bucket and record.key):
-        return "the record names no uploaded object version"
-    return ""
+        return self._replay.run(request)

@@ -19,9 +19,10 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from rag_ingest.adapters.vector_store import SearchHit, VectorStore
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.errors import ErrorCode, PermanentError
+from rag_ingest.models import SearchHit
+from rag_ingest.ports import PassageRetriever
 
 RRF_RANK_CONSTANT = 60
 #: Each retriever of a hybrid search fetches this many candidates for k results (at most 100).
@@ -43,7 +44,7 @@ def candidates_for(k: int) -> int:
 
 
 def search_passages(
-    store: VectorStore,
+    store: PassageRetriever,
     embedder: Embedder,
     *,
     tenant_id: str,
@@ -164,7 +165,7 @@ class SearchResponse(BaseModel):
 class SearchService:
     """``POST /search`` for one tenant; the store and the embedder are made on first use."""
 
-    def __init__(self, store: Callable[[], VectorStore], embedder: Callable[[], Embedder]) -> None:
+    def __init__(self, store: Callable[[], PassageRetriever], embedder: Callable[[], Embedder]) -> None:
         self._store = store
         self._embedder = embedder
 

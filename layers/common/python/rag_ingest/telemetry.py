@@ -10,9 +10,9 @@ from typing import Any, Protocol
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-from rag_ingest.adapters.events import EventPublisher
 from rag_ingest.errors import ErrorCode
 from rag_ingest.models import Stage
+from rag_ingest.ports import EventSink
 
 NAMESPACE = "RagIngest"
 
@@ -43,7 +43,7 @@ class NoTelemetry:
 class CloudTelemetry:
     """EMF metrics on stdout (CloudWatch Logs turns them into metrics) and EventBridge events."""
 
-    def __init__(self, events: EventPublisher, namespace: str | None = None) -> None:
+    def __init__(self, events: EventSink, namespace: str | None = None) -> None:
         self._events = events
         self._namespace = namespace or os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE)
 

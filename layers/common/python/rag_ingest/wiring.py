@@ -1,21 +1,61 @@
-"""Builds the domain services from a validated environment: the one place adapters are chosen."""
+"""Builds the domain services from a validated environment: the one place adapters are chosen.
+
+Every handler (functions/*/app.py) and the operator CLI get what they run from here. ``aws`` says
+where boto3 clients come from: by default the usual chain (``AWS_ENDPOINT_URL`` is moto locally);
+the CLI passes a stack's own session (``adapters.stack_resources.StackResources``).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
+from typing import Any, Protocol
 
-from rag_ingest.adapters.aws import client
+from rag_ingest.adapters import aws
+from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.events import EventPublisher
+from rag_ingest.adapters.executions import Executions
 from rag_ingest.adapters.object_store import ObjectStore
-from rag_ingest.adapters.status_repository import StatusRepository
+from rag_ingest.adapters.object_versions import ObjectVersions
+from rag_ingest.adapters.presigner import S3Presigner
+from rag_ingest.adapters.queues import Queues
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
-from rag_ingest.config import IndexParamsEnv, SearchEnv, StagesEnv
+from rag_ingest.adapters.workflow import WorkflowStarter
+from rag_ingest.config import ApiEnv, IndexParamsEnv, IntakeEnv, ReaperEnv, RedriveEnv, SearchEnv, StagesEnv
+from rag_ingest.deletion import DocumentDeletion
+from rag_ingest.documents import DocumentService
 from rag_ingest.embeddings.base import Embedder, create_embedder
+from rag_ingest.intake import IntakeService
 from rag_ingest.pipeline import Pipeline, StageDependencies
-from rag_ingest.telemetry import CloudTelemetry
+from rag_ingest.reaper import Reaper, ReaperSettings
+from rag_ingest.redrive import DeadLetterRedrive, Recovery
+from rag_ingest.replay import FailedDocumentReplay, Replayer
+from rag_ingest.search import SearchService
+from rag_ingest.telemetry import CloudTelemetry, Telemetry
 from rag_ingest.tokens import count_tokens
 
 
+class AwsClients(Protocol):
+    def client(self, service: str) -> Any: ...
+
+    def resource(self, service: str) -> Any: ...
+
+
+class DefaultAwsClients:
+    """The functions' clients: the default credential chain and endpoint."""
+
+    def client(self, service: str) -> Any:
+        return aws.client(service)
+
+    def resource(self, service: str) -> Any:
+        return aws.resource(service)
+
+
+DEFAULT_AWS = DefaultAwsClients()
+
+
+# -- adapters ------------------------------------------------------------------------------------
 def vector_store_for(endpoint: str, index: str, dimension: int, params: IndexParamsEnv | None = None) -> VectorStore:
     params = params or IndexParamsEnv()
     settings = IndexSettings(
@@ -30,23 +70,124 @@ def vector_store_for(endpoint: str, index: str, dimension: int, params: IndexPar
     return VectorStore(connect(endpoint), settings)
 
 
-def embedder_for(env: StagesEnv | SearchEnv) -> Embedder:
-    bedrock = client("bedrock-runtime") if env.embedding_provider == "bedrock" else None
+def lazy_vector_store(env: SearchEnv) -> Callable[[], VectorStore]:
+    """Connects on first use and keeps the client for the warm container's life."""
+    return cache(lambda: vector_store_for(env.opensearch_endpoint, env.opensearch_index, env.embedding_dimension, env))
+
+
+def embedder_for(env: SearchEnv) -> Embedder:
+    bedrock = aws.client("bedrock-runtime") if env.embedding_provider == "bedrock" else None
     return create_embedder(env.embedding_provider, env.embedding_model_id, env.embedding_dimension, bedrock)
 
 
+def documents_table(table_name: str, clients: AwsClients = DEFAULT_AWS) -> DocumentsTable:
+    return DocumentsTable(table_name, table=clients.resource("dynamodb").Table(table_name))
+
+
+# -- the functions' services ---------------------------------------------------------------------
 def build_pipeline(env: StagesEnv) -> Pipeline:
     return Pipeline(
         StageDependencies(
             env=env,
-            status=StatusRepository(env.documents_table),
+            status=documents_table(env.documents_table),
             objects=ObjectStore(),
-            # Created on first use and kept for the warm container's life.
-            vector_store=cache(
-                lambda: vector_store_for(env.opensearch_endpoint, env.opensearch_index, env.embedding_dimension, env)
-            ),
-            embedder=cache(lambda: embedder_for(env)),
+            vector_store=lazy_vector_store(env),
+            embedder=cache(lambda: embedder_for(env)),  # loading a model is only Embed's cost
             count_tokens=count_tokens,
             telemetry=CloudTelemetry(EventPublisher(env.event_bus_name)),
         )
+    )
+
+
+def build_intake(env: IntakeEnv) -> IntakeService:
+    return IntakeService(documents_table(env.documents_table), WorkflowStarter(env.state_machine_arn))
+
+
+@dataclass(frozen=True)
+class ApiServices:
+    documents: DocumentService
+    deletion: DocumentDeletion
+    search: SearchService
+
+
+def build_api(env: ApiEnv, search_env: SearchEnv) -> ApiServices:
+    documents = documents_table(env.documents_table)
+    # One OpenSearch client for DELETE and POST /search, made on first use (other routes never need it).
+    vector_store = lazy_vector_store(search_env)
+    replayer = Replayer(documents, WorkflowStarter(env.state_machine_arn))
+    return ApiServices(
+        documents=DocumentService(env, documents, S3Presigner(), replayer=replayer),
+        deletion=DocumentDeletion(
+            documents=documents,
+            vector_store=vector_store,
+            objects=ObjectVersions(),
+            bucket=env.bucket_name,
+            artifacts_prefix=env.artifacts_prefix,
+        ),
+        search=SearchService(store=vector_store, embedder=cache(lambda: embedder_for(search_env))),
+    )
+
+
+def build_reaper(env: ReaperEnv) -> Reaper:
+    settings = ReaperSettings(
+        stuck_after_seconds=env.stuck_after_seconds,
+        max_redrives=env.max_redrives,
+        max_documents=env.max_documents,
+        expire_uploads_after_seconds=max(60, env.upload_url_expiry_seconds + env.upload_grace_seconds),
+    )
+    return reaper_for(
+        documents_table_name=env.documents_table,
+        state_machine_arn=env.state_machine_arn,
+        settings=settings,
+        telemetry=CloudTelemetry,
+        event_bus_name=env.event_bus_name,
+    )
+
+
+def build_recovery(env: RedriveEnv) -> Recovery:
+    return recovery_for(
+        documents_table_name=env.documents_table,
+        state_machine_arn=env.state_machine_arn,
+        dlq_url=env.dlq_url,
+        queue_url=env.queue_url,
+    )
+
+
+# -- the operator tools: also run from a shell against a stack (rag_ingest.cli.operator) -----------
+def reaper_for(
+    *,
+    documents_table_name: str,
+    state_machine_arn: str,
+    settings: ReaperSettings,
+    telemetry: Callable[[EventPublisher], Telemetry],
+    event_bus_name: str = "default",
+    clients: AwsClients = DEFAULT_AWS,
+) -> Reaper:
+    """``telemetry`` is made from the event publisher: the documents the reaper fails announce DocumentFailed."""
+    documents = documents_table(documents_table_name, clients)
+    sfn = clients.client("stepfunctions")
+    return Reaper(
+        documents=documents,
+        executions=Executions(sfn),
+        replayer=Replayer(documents, WorkflowStarter(state_machine_arn, sfn)),
+        settings=settings,
+        telemetry=telemetry(EventPublisher(event_bus_name, clients.client("events"))),
+    )
+
+
+def recovery_for(
+    *,
+    documents_table_name: str,
+    state_machine_arn: str,
+    dlq_url: str,
+    queue_url: str,
+    clients: AwsClients = DEFAULT_AWS,
+) -> Recovery:
+    documents = documents_table(documents_table_name, clients)
+    replayer = Replayer(documents, WorkflowStarter(state_machine_arn, clients.client("stepfunctions")))
+    return Recovery(
+        redrive=DeadLetterRedrive(
+            queues=Queues(clients.client("sqs")), documents=documents, dlq_url=dlq_url, queue_url=queue_url
+        ),
+        replay=FailedDocumentReplay(documents=documents, replayer=replayer),
     )

@@ -1,7 +1,8 @@
-"""boto3 clients and the translation of AWS errors into the pipeline's error taxonomy."""
+"""boto3 clients, and the one translation of adapter errors into the pipeline's error taxonomy."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import boto3
@@ -69,5 +70,10 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, ConnectionError | ReadTimeoutError | BotoCoreError)
 
 
-def as_transient(exc: BaseException, what: str) -> TransientError:
-    return TransientError(f"{what}: {type(exc).__name__}: {exc}")
+def translate(exc: Exception, what: str, *, transient: Callable[[BaseException], bool] = is_transient) -> Exception:
+    """What an adapter raises for ``exc``: a ``TransientError`` (retried by Step Functions with
+    backoff) when ``transient(exc)``, else ``exc`` itself. ``transient`` is the AWS test by default;
+    the vector store passes OpenSearch's."""
+    if isinstance(exc, TransientError):
+        return exc
+    return TransientError(f"{what}: {type(exc).__name__}: {exc}") if transient(exc) else exc

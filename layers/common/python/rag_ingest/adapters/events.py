@@ -11,7 +11,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from rag_ingest.adapters.aws import as_transient, client, is_transient
+from rag_ingest.adapters.aws import client, translate
 from rag_ingest.errors import TransientError
 from rag_ingest.tracing import traced
 
@@ -34,7 +34,7 @@ class EventPublisher:
         try:
             response = self._events.put_events(Entries=[entry])
         except ClientError as exc:
-            raise (as_transient(exc, "put events") if is_transient(exc) else exc) from exc
+            raise translate(exc, "put events") from exc
         if response.get("FailedEntryCount"):
             # PutEvents reports per-entry failures (mostly throttling) in a 200 response.
             raise TransientError(f"EventBridge rejected {detail_type}: {response['Entries'][0]}")

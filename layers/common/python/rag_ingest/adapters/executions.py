@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from rag_ingest.adapters.aws import as_transient, client, error_code, is_transient
+from rag_ingest.adapters.aws import client, error_code, translate
+from rag_ingest.models import ExecutionState
 from rag_ingest.tracing import traced
-
-
-class ExecutionState(StrEnum):
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    TIMED_OUT = "TIMED_OUT"
-    ABORTED = "ABORTED"
-    PENDING_REDRIVE = "PENDING_REDRIVE"
-    # Never started, or past Step Functions' 90-day retention of closed executions.
-    MISSING = "MISSING"
-
 
 _MISSING_CODES = frozenset({"ExecutionDoesNotExist", "InvalidArn"})
 
@@ -38,5 +26,5 @@ class Executions:
         except ClientError as exc:
             if error_code(exc) in _MISSING_CODES:
                 return ExecutionState.MISSING
-            raise (as_transient(exc, "describe execution") if is_transient(exc) else exc) from exc
+            raise translate(exc, "describe execution") from exc
         return ExecutionState(str(response["status"]))

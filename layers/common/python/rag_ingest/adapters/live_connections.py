@@ -9,7 +9,7 @@ from boto3.dynamodb.conditions import Key
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from rag_ingest.adapters.aws import BOTO_CONFIG, as_transient, error_code, is_transient, resource
+from rag_ingest.adapters.aws import BOTO_CONFIG, error_code, resource, translate
 from rag_ingest.live_connections import Connection, ConnectionGoneError, PostThrottledError
 from rag_ingest.tracing import traced
 
@@ -39,13 +39,13 @@ class DynamoConnectionStore:
                 }
             )
         except ClientError as exc:
-            raise (as_transient(exc, "put connection") if is_transient(exc) else exc) from exc
+            raise translate(exc, "put connection") from exc
 
     def delete(self, connection_id: str) -> None:
         try:
             self._table.delete_item(Key={"connection_id": connection_id})
         except ClientError as exc:
-            raise (as_transient(exc, "delete connection") if is_transient(exc) else exc) from exc
+            raise translate(exc, "delete connection") from exc
 
     def for_tenant(self, tenant_id: str) -> list[str]:
         ids: list[str] = []
@@ -62,7 +62,7 @@ class DynamoConnectionStore:
                     return ids
                 request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         except ClientError as exc:
-            raise (as_transient(exc, "query connections") if is_transient(exc) else exc) from exc
+            raise translate(exc, "query connections") from exc
 
 
 @traced
@@ -84,4 +84,4 @@ class ManagementApiPoster:
                 raise ConnectionGoneError(connection_id) from exc
             if code in _THROTTLED or status == 429:
                 raise PostThrottledError(f"{connection_id}: {code or status}") from exc
-            raise (as_transient(exc, "post to connection") if is_transient(exc) else exc) from exc
+            raise translate(exc, "post to connection") from exc

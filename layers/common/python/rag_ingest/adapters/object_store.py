@@ -7,7 +7,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from rag_ingest.adapters.aws import as_transient, client, error_code, is_transient
+from rag_ingest.adapters.aws import client, error_code, translate
 from rag_ingest.errors import ErrorCode, PermanentError
 from rag_ingest.models import ETAG_VERSION_PREFIX, ObjectRef
 from rag_ingest.tracing import traced
@@ -21,8 +21,9 @@ class ObjectStore:
         self._s3 = s3_client if s3_client is not None else client("s3")
 
     # -- uploaded documents ----------------------------------------------------------------
-    def head(self, ref: ObjectRef) -> dict[str, Any]:
-        return self._call(self._s3.head_object, ref, "head object", Bucket=ref.bucket, Key=ref.key)
+    def size(self, ref: ObjectRef) -> int:
+        head = self._call(self._s3.head_object, ref, "head object", Bucket=ref.bucket, Key=ref.key)
+        return int(head["ContentLength"])
 
     def read_range(self, ref: ObjectRef, length: int) -> bytes:
         response = self._call(
@@ -40,13 +41,13 @@ class ObjectStore:
         try:
             self._s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/json")
         except ClientError as exc:
-            raise (as_transient(exc, f"put {key}") if is_transient(exc) else exc) from exc
+            raise translate(exc, f"put {key}") from exc
 
     def get_json(self, bucket: str, key: str) -> Any:
         try:
             response = self._s3.get_object(Bucket=bucket, Key=key)
         except ClientError as exc:
-            raise (as_transient(exc, f"get {key}") if is_transient(exc) else exc) from exc
+            raise translate(exc, f"get {key}") from exc
         return json.loads(response["Body"].read())
 
     def exists(self, bucket: str, key: str) -> bool:
@@ -55,7 +56,7 @@ class ObjectStore:
         except ClientError as exc:
             if error_code(exc) in _MISSING:
                 return False
-            raise (as_transient(exc, f"head {key}") if is_transient(exc) else exc) from exc
+            raise translate(exc, f"head {key}") from exc
         return True
 
     def _call(self, operation: Any, ref: ObjectRef, what: str, **kwargs: Any) -> Any:
@@ -71,4 +72,4 @@ class ObjectStore:
                 raise PermanentError(
                     ErrorCode.OBJECT_NOT_FOUND, f"s3://{ref.bucket}/{ref.key} version {ref.version} is gone"
                 ) from exc
-            raise (as_transient(exc, what) if is_transient(exc) else exc) from exc
+            raise translate(exc, what) from exc

@@ -11,7 +11,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from rag_ingest.adapters.aws import as_transient, client, is_transient
+from rag_ingest.adapters.aws import client, translate
 from rag_ingest.tracing import traced
 
 _DELETE_BATCH = 1000  # DeleteObjects' maximum
@@ -43,7 +43,7 @@ class ObjectVersions:
             try:
                 page = self._s3.list_object_versions(**kwargs)
             except ClientError as exc:
-                raise _translate(exc, f"list versions of {prefix}") from exc
+                raise translate(exc, f"list versions of {prefix}") from exc
             for entry in [*page.get("Versions", []), *page.get("DeleteMarkers", [])]:
                 yield str(entry["Key"]), str(entry.get("VersionId") or "null")
             if not page.get("IsTruncated"):
@@ -55,7 +55,7 @@ class ObjectVersions:
         try:
             response = self._s3.delete_objects(Bucket=bucket, Delete={"Objects": objects, "Quiet": True})
         except ClientError as exc:
-            raise _translate(exc, "delete object versions") from exc
+            raise translate(exc, "delete object versions") from exc
         errors = response.get("Errors", [])
         if errors:
             first = errors[0]
@@ -64,7 +64,3 @@ class ObjectVersions:
                 f"{first.get('Code')} {first.get('Message')}"
             )
         return len(objects)
-
-
-def _translate(exc: ClientError, what: str) -> Exception:
-    return as_transient(exc, what) if is_transient(exc) else exc

@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from rag_ingest.adapters.aws import as_transient, client, is_transient
+from rag_ingest.adapters.aws import client, translate
+from rag_ingest.models import QueueMessage
 from rag_ingest.tracing import traced
-
-
-@dataclass(frozen=True)
-class QueueMessage:
-    message_id: str
-    receipt_handle: str
-    body: str
-    receive_count: int
-    sent_timestamp_ms: int
 
 
 @traced
@@ -35,7 +26,7 @@ class Queues:
                 MessageSystemAttributeNames=["All"],
             )
         except ClientError as exc:
-            raise (as_transient(exc, "receive") if is_transient(exc) else exc) from exc
+            raise translate(exc, "receive") from exc
         return [
             QueueMessage(
                 message_id=m["MessageId"],

@@ -31,9 +31,10 @@ from opensearchpy.exceptions import (
     TransportError,
 )
 
+from rag_ingest.adapters.aws import translate
 from rag_ingest.errors import TransientError
 from rag_ingest.ids import chunk_id, version_hash
-from rag_ingest.models import Chunk
+from rag_ingest.models import Chunk, SearchHit
 from rag_ingest.tracing import traced
 
 
@@ -48,21 +49,6 @@ class IndexSettings:
     #: Replicas per shard: the node count minus one (capped) where the stack knows it; None keeps
     #: the cluster's default. A single node with a replica would stay yellow forever.
     replicas: int | None = None
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    chunk_id: str
-    score: float
-    document_id: str
-    page_start: int
-    page_end: int
-    text: str
-    filename: str | None = None
-    heading_path: tuple[str, ...] = ()
-    highlights: tuple[str, ...] = ()
-    #: The retrievers that found it ("knn", "bm25"); a hybrid hit may have both.
-    retrieved_by: tuple[str, ...] = ()
 
 
 #: Highlighting: up to two fragments of ~160 characters, HTML-escaped, query terms in <em>.
@@ -109,7 +95,7 @@ def connect(endpoint: str) -> OpenSearch:
     return OpenSearch(**kwargs)
 
 
-def _transient(exc: Exception) -> bool:
+def _is_transient(exc: BaseException) -> bool:
     if isinstance(exc, OpenSearchConnectionError | ConnectionTimeout):
         return True
     if isinstance(exc, TransportError):
@@ -170,9 +156,9 @@ class VectorStore:
         except TransportError as exc:
             if getattr(exc, "error", "") == "resource_already_exists_exception":
                 return  # a concurrent Index stage created it first
-            raise self._translate(exc, "create index") from exc
+            raise translate(exc, "OpenSearch create index", transient=_is_transient) from exc
         except Exception as exc:
-            raise self._translate(exc, "create index") from exc
+            raise translate(exc, "OpenSearch create index", transient=_is_transient) from exc
 
     def drop_index(self) -> None:
         """Delete the whole index: only for indexes a test or an evaluation created for itself."""
@@ -220,7 +206,7 @@ class VectorStore:
                 index=self.index_name,
             )
         except Exception as exc:
-            raise self._translate(exc, "bulk index") from exc
+            raise translate(exc, "OpenSearch bulk index", transient=_is_transient) from exc
         if errors:
             statuses = {int(next(iter(e.values())).get("status", 0)) for e in errors}  # type: ignore[union-attr]
             detail = f"{len(errors)} of {len(chunks)} chunks failed to index: {str(errors[0])[:500]}"
@@ -268,7 +254,7 @@ class VectorStore:
             self._client.indices.refresh(index=self.index_name)
             return self._delete_ids(list(self._ids_matching(query)))
         except Exception as exc:
-            raise self._translate(exc, "delete stale chunks") from exc
+            raise translate(exc, "OpenSearch delete stale chunks", transient=_is_transient) from exc
 
     def delete_version(self, document_id: str, version: str) -> int:
         """Withdraw one version's chunks (a superseded run cleaning up after itself)."""
@@ -281,7 +267,7 @@ class VectorStore:
             self._client.indices.refresh(index=self.index_name)
             return self._delete_ids(list(self._ids_matching(query)))
         except Exception as exc:
-            raise self._translate(exc, "delete superseded chunks") from exc
+            raise translate(exc, "OpenSearch delete superseded chunks", transient=_is_transient) from exc
 
     def delete_document(self, document_id: str) -> int:
         try:
@@ -290,7 +276,7 @@ class VectorStore:
             self._client.indices.refresh(index=self.index_name)
             return self._delete_ids(list(self._ids_matching({"term": {"document_id": document_id}})))
         except Exception as exc:
-            raise self._translate(exc, "delete document chunks") from exc
+            raise translate(exc, "OpenSearch delete document chunks", transient=_is_transient) from exc
 
     def count(self, *, document_id: str, version: str | None = None) -> int:
         filters: list[dict[str, Any]] = [{"term": {"document_id": document_id}}]
@@ -349,7 +335,7 @@ class VectorStore:
                 return []  # nothing was ever indexed: no passages, not an error
             raise
         except Exception as exc:
-            raise self._translate(exc, "search") from exc
+            raise translate(exc, "OpenSearch search", transient=_is_transient) from exc
         return [
             SearchHit(
                 chunk_id=str(hit["_id"]),
@@ -365,11 +351,3 @@ class VectorStore:
             )
             for hit in hits
         ]
-
-    @staticmethod
-    def _translate(exc: Exception, what: str) -> Exception:
-        if isinstance(exc, TransientError):
-            return exc
-        if _transient(exc):
-            return TransientError(f"OpenSearch {what}: {type(exc).__name__}: {exc}")
-        return exc

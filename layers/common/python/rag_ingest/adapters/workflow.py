@@ -7,7 +7,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from rag_ingest.adapters.aws import as_transient, client, error_code, is_transient
+from rag_ingest.adapters.aws import client, error_code, translate
 from rag_ingest.tracing import traced
 
 
@@ -31,5 +31,5 @@ class WorkflowStarter:
         except ClientError as exc:
             if error_code(exc) == "ExecutionAlreadyExists":
                 return self.execution_arn(name), False
-            raise (as_transient(exc, "start execution") if is_transient(exc) else exc) from exc
+            raise translate(exc, "start execution") from exc
         return str(response["executionArn"]), True

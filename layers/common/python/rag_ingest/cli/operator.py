@@ -17,22 +17,20 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from rag_ingest.adapters.document_operations import DocumentOperations
 from rag_ingest.adapters.events import EventPublisher
-from rag_ingest.adapters.executions import Executions
-from rag_ingest.adapters.queues import Queues
 from rag_ingest.adapters.stack_resources import (
     StackResources,
     StackResourcesError,
     deployed_stack,
     local_stack,
 )
-from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.config import REAPER_MAX_DOCUMENTS_PER_RUN, REAPER_MAX_REDRIVES, REAPER_STUCK_AFTER_MINUTES
 from rag_ingest.errors import ErrorCode
-from rag_ingest.reaper import Reaper, ReaperSettings, ReapRequest
-from rag_ingest.redrive import Operations, RedriveRequest, Replayer, ReplayReport, ReplayRequest
+from rag_ingest.reaper import ReaperSettings, ReapRequest
+from rag_ingest.redrive import RedriveRequest
+from rag_ingest.replay import ReplayReport, ReplayRequest
 from rag_ingest.telemetry import NoTelemetry
+from rag_ingest.wiring import reaper_for, recovery_for
 
 # The deployed reaper's defaults; flags override them.
 DEFAULT_REAPER = ReaperSettings(
@@ -143,28 +141,23 @@ def request_for(args: argparse.Namespace) -> RedriveRequest | ReplayRequest | Re
 
 
 def run(request: RedriveRequest | ReplayRequest | ReapRequest, resources: StackResources) -> BaseModel:
-    documents = DocumentOperations(
-        resources.documents_table, table=resources.resource("dynamodb").Table(resources.documents_table)
-    )
-    sfn = resources.client("stepfunctions")
-    workflow = WorkflowStarter(resources.state_machine_arn, sfn)
     if isinstance(request, ReapRequest):
-        reaper = Reaper(
-            documents=documents,
-            executions=Executions(sfn),
-            replayer=Replayer(documents, workflow),
+        reaper = reaper_for(
+            documents_table_name=resources.documents_table,
+            state_machine_arn=resources.state_machine_arn,
             settings=DEFAULT_REAPER,
-            telemetry=EventsOnlyTelemetry(EventPublisher(events_client=resources.client("events"))),
+            telemetry=EventsOnlyTelemetry,
+            clients=resources,
         )
         return reaper.reap(request)
-    operations = Operations(
-        queues=Queues(resources.client("sqs")),
-        documents=documents,
-        workflow=workflow,
+    recovery = recovery_for(
+        documents_table_name=resources.documents_table,
+        state_machine_arn=resources.state_machine_arn,
         dlq_url=resources.dead_letter_queue_url,
         queue_url=resources.ingest_queue_url,
+        clients=resources,
     )
-    return operations.run(request)
+    return recovery.run(request)
 
 
 def run_operator(

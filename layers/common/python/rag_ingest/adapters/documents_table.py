@@ -1,93 +1,47 @@
-"""The documents table: the source of truth for a document's state.
+"""The documents table: the source of truth for a document's state, one repository for every caller.
 
-Every transition is a conditional update on the expected status and version, so a late or
-duplicate worker's write is rejected (``StaleWriteError``) instead of applied.
+Every transition is a compare-and-set, so a late or duplicate worker's write is rejected
+(``StaleWriteError``) instead of applied:
+
+- the workflow's (QUEUED → PROCESSING(stage) → READY | FAILED) on the expected status and version;
+- the operator's (FAILED → QUEUED for a replay, QUEUED/PROCESSING → FAILED(STUCK), AWAITING_UPLOAD →
+  EXPIRED, → DELETING → DELETED) on the state read before it: status and version, plus
+  ``updated_at`` or ``replays`` where a concurrent writer could slip in.
+
+Each caller sees it through its own port (rag_ingest.ports: PipelineDocuments, IntakeDocuments, ...).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
+from boto3.dynamodb.conditions import Key
 from botocore.exceptions import ClientError
-from pydantic import BaseModel, ConfigDict, Field
 
-from rag_ingest.adapters.aws import as_transient, error_code, is_transient, resource
+from rag_ingest.adapters.aws import error_code, resource, translate
 from rag_ingest.errors import ErrorCode, StaleWriteError
-from rag_ingest.models import DocumentStatus, ObjectRef, Stage
+from rag_ingest.models import DocumentRecord, DocumentStatus, ObjectRef, QueueOutcome, QueueResult, Stage
 from rag_ingest.tracing import traced
+
+# The documents table's GSIs (infra/constructs/storage.py): GET /documents, and status + updated_at.
+TENANT_INDEX = "by_tenant"
+STATUS_INDEX = "by_status"
 
 
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-class Progress(BaseModel):
-    done: int = 0
-    total: int = 0
-
-
-class DocumentRecord(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    document_id: str
-    tenant_id: str
-    status: DocumentStatus
-    filename: str | None = None
-    bucket: str | None = None
-    key: str | None = None
-    version: str | None = None
-    stage: Stage | None = None
-    # Embed tasks done, as "task:chunks" (a set, so a retried task is counted once), of embed_total.
-    embedded_parts: set[str] = Field(default_factory=set)
-    embed_total: int | None = None
-    attempts: dict[str, int] = Field(default_factory=dict)
-    error_code: ErrorCode | None = None
-    error_detail: str | None = None
-    page_count: int | None = None
-    failed_pages: list[int] = Field(default_factory=list)
-    chunk_count: int | None = None
-    size_bytes: int | None = None
-    timings_ms: dict[str, int] = Field(default_factory=dict)
-    execution_arn: str | None = None
-    created_at: str
-    updated_at: str
-
-    @property
-    def progress(self) -> Progress | None:
-        if self.embed_total is None:
-            return None
-        done = sum(int(part.partition(":")[2] or 0) for part in self.embedded_parts)
-        return Progress(done=done, total=self.embed_total)
-
-
-class QueueOutcome(StrEnum):
-    QUEUED = "QUEUED"  # this version is now the document's current version
-    RESUME = "RESUME"  # already QUEUED for this version: (re)start its workflow, a no-op if it runs
-    DUPLICATE = "DUPLICATE"  # this version is already processing or done
-    REJECTED = "REJECTED"  # deleted, another tenant's, or older than the current version
-
-
-@dataclass(frozen=True)
-class QueueResult:
-    outcome: QueueOutcome
-    record: DocumentRecord | None
-    reason: str = ""
-
-
 _IN_FLIGHT = (DocumentStatus.QUEUED.value, DocumentStatus.PROCESSING.value)
-# The documents table's GSI for GET /documents (infra/constructs/storage.py TENANT_INDEX).
-TENANT_INDEX = "by_tenant"
 # GET /documents reads at most this many index pages per request: a tenant with a long run of
 # DELETED documents gets a short page and a cursor, never an unbounded loop.
 _MAX_LIST_READS = 5
 
 
 @traced
-class StatusRepository:
+class DocumentsTable:
     def __init__(self, table_name: str, table: Any | None = None) -> None:
         self._table = table if table is not None else resource("dynamodb").Table(table_name)
 
@@ -96,7 +50,7 @@ class StatusRepository:
         try:
             item = self._table.get_item(Key={"document_id": document_id}, ConsistentRead=True).get("Item")
         except ClientError as exc:
-            raise self._translate(exc, "get document") from exc
+            raise translate(exc, "get document") from exc
         return DocumentRecord.model_validate(item) if item else None
 
     def list_by_tenant(
@@ -125,7 +79,7 @@ class StatusRepository:
             try:
                 page = self._table.query(**kwargs)
             except ClientError as exc:
-                raise self._translate(exc, "list documents") from exc
+                raise translate(exc, "list documents") from exc
             records.extend(DocumentRecord.model_validate(item) for item in page.get("Items", []))
             last_evaluated = page.get("LastEvaluatedKey")
             if last_evaluated is None:
@@ -135,7 +89,35 @@ class StatusRepository:
             kwargs["ExclusiveStartKey"] = last_evaluated
         return records, {str(k): str(v) for k, v in kwargs["ExclusiveStartKey"].items()}
 
-    # -- transitions -----------------------------------------------------------------------
+    def list_by_status(
+        self,
+        status: DocumentStatus,
+        *,
+        updated_before: str | None = None,
+        updated_after: str | None = None,
+    ) -> Iterator[DocumentRecord]:
+        """Documents in ``status``, least recently updated first (the GSI is eventually consistent:
+        re-read a record before acting on it)."""
+        condition = Key("status").eq(status.value)
+        if updated_before and updated_after:
+            condition = condition & Key("updated_at").between(updated_after, updated_before)
+        elif updated_before:
+            condition = condition & Key("updated_at").lt(updated_before)
+        elif updated_after:
+            condition = condition & Key("updated_at").gt(updated_after)
+        kwargs: dict[str, Any] = {"IndexName": STATUS_INDEX, "KeyConditionExpression": condition}
+        while True:
+            try:
+                page = self._table.query(**kwargs)
+            except ClientError as exc:
+                raise translate(exc, "query documents by status") from exc
+            for item in page.get("Items", []):
+                yield DocumentRecord.model_validate(item)
+            if "LastEvaluatedKey" not in page:
+                return
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    # -- an upload and its workflow --------------------------------------------------------
     def create_awaiting_upload(
         self, *, document_id: str, tenant_id: str, filename: str, bucket: str, key: str
     ) -> DocumentRecord:
@@ -155,7 +137,7 @@ class StatusRepository:
         try:
             self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(document_id)")
         except ClientError as exc:
-            raise self._translate(exc, "create document") from exc
+            raise translate(exc, "create document") from exc
         return DocumentRecord.model_validate(item)
 
     def mark_queued(
@@ -210,7 +192,7 @@ class StatusRepository:
             )
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
-                raise self._translate(exc, "mark queued") from exc
+                raise translate(exc, "mark queued") from exc
             current = self.get(document_id)
             return self._explain_rejected_queue(current, tenant_id, ref)
         return QueueResult(QueueOutcome.QUEUED, DocumentRecord.model_validate(response["Attributes"]))
@@ -232,7 +214,7 @@ class StatusRepository:
         return QueueResult(QueueOutcome.REJECTED, current, "a newer version is already current")
 
     def set_execution(self, document_id: str, version: str, execution_arn: str) -> None:
-        self._conditional_update(
+        self._transition(
             document_id,
             version,
             "SET execution_arn = :arn, updated_at = :now",
@@ -241,7 +223,7 @@ class StatusRepository:
         )
 
     def start_stage(self, document_id: str, version: str, stage: Stage) -> None:
-        self._conditional_update(
+        self._transition(
             document_id,
             version,
             "SET #status = :processing, stage = :stage, updated_at = :now "
@@ -266,14 +248,14 @@ class StatusRepository:
             names[f"#f{index}"] = name
             values[f":f{index}"] = value
         expression = "SET " + ", ".join(sets) + (" ADD timings_ms.#stage_name :elapsed" if accumulate else "")
-        self._conditional_update(document_id, version, expression, values, names=names, allowed=_IN_FLIGHT)
+        self._transition(document_id, version, expression, values, names=names, allowed=_IN_FLIGHT)
 
     def confirm_current(self, document_id: str, version: str) -> None:
         """Raise StaleWriteError unless ``version`` is still the document's in-flight version."""
-        self._conditional_update(document_id, version, "SET updated_at = :now", {}, allowed=_IN_FLIGHT)
+        self._transition(document_id, version, "SET updated_at = :now", {}, allowed=_IN_FLIGHT)
 
     def record_embed_plan(self, document_id: str, version: str, total_chunks: int) -> None:
-        self._conditional_update(
+        self._transition(
             document_id,
             version,
             "SET embed_total = :total, updated_at = :now REMOVE embedded_parts",
@@ -283,7 +265,7 @@ class StatusRepository:
 
     def record_embedded_part(self, document_id: str, version: str, task: int, chunks: int) -> None:
         """Progress of the Embed Map: adding to a set is idempotent, so a retried task counts once."""
-        self._conditional_update(
+        self._transition(
             document_id,
             version,
             "SET updated_at = :now ADD embedded_parts :part",
@@ -292,7 +274,7 @@ class StatusRepository:
         )
 
     def mark_ready(self, document_id: str, version: str) -> None:
-        self._conditional_update(
+        self._transition(
             document_id,
             version,
             "SET #status = :ready, updated_at = :now REMOVE stage",
@@ -301,7 +283,7 @@ class StatusRepository:
         )
 
     def mark_failed(self, document_id: str, version: str, code: ErrorCode, detail: str) -> None:
-        self._conditional_update(
+        self._transition(
             document_id,
             version,
             "SET #status = :failed, error_code = :code, error_detail = :detail, updated_at = :now",
@@ -309,8 +291,121 @@ class StatusRepository:
             allowed=_IN_FLIGHT,
         )
 
+    # -- operator transitions: replay and reaping ------------------------------------------
+    def requeue_for_replay(self, record: DocumentRecord, *, execution_arn: str) -> DocumentRecord:
+        """``record``'s status → QUEUED with ``replays`` + 1 and the replay execution's ARN.
+
+        Applied only if the record is still exactly as read (status, version, updated_at,
+        replays): a second replay of the same failure, or a worker that moved on, loses.
+        """
+        replay = record.replays + 1
+        names = {"#status": "status", "#version": "version"}
+        values: dict[str, Any] = {
+            ":expected_status": record.status.value,
+            ":version": record.version,
+            ":updated_at": record.updated_at,
+            ":queued": DocumentStatus.QUEUED.value,
+            ":replay": replay,
+            ":arn": execution_arn,
+            ":now": utc_now(),
+        }
+        replays_condition = "attribute_not_exists(replays)"
+        if record.replays:
+            replays_condition = "replays = :previous"
+            values[":previous"] = record.replays
+        sets = "#status = :queued, replays = :replay, execution_arn = :arn, updated_at = :now"
+        if record.error_code is not None:
+            # Keep the failure being replayed visible to operators after the reset.
+            sets += ", last_error_code = :last_error"
+            values[":last_error"] = record.error_code.value
+        self._update_as_read(
+            record.document_id,
+            f"SET {sets} REMOVE stage, error_code, error_detail",
+            "#status = :expected_status AND #version = :version AND updated_at = :updated_at "
+            f"AND {replays_condition}",
+            names,
+            values,
+        )
+        return record.model_copy(
+            update={"status": DocumentStatus.QUEUED, "replays": replay, "execution_arn": execution_arn}
+        )
+
+    def mark_stuck(self, record: DocumentRecord, detail: str) -> None:
+        """QUEUED/PROCESSING → FAILED(STUCK), if nothing wrote to the record since it was read."""
+        self._update_as_read(
+            record.document_id,
+            "SET #status = :failed, error_code = :code, error_detail = :detail, updated_at = :now",
+            "#status = :expected_status AND #version = :version AND updated_at = :updated_at",
+            {"#status": "status", "#version": "version"},
+            {
+                ":expected_status": record.status.value,
+                ":version": record.version,
+                ":updated_at": record.updated_at,
+                ":failed": DocumentStatus.FAILED.value,
+                ":code": ErrorCode.STUCK.value,
+                ":detail": detail[:2000],
+                ":now": utc_now(),
+            },
+        )
+
+    def mark_expired(self, record: DocumentRecord, detail: str) -> None:
+        """AWAITING_UPLOAD → EXPIRED (the upload never came), if nothing wrote to the record since it was read."""
+        self._update_as_read(
+            record.document_id,
+            "SET #status = :expired, error_detail = :detail, updated_at = :now",
+            "#status = :awaiting AND updated_at = :updated_at",
+            {"#status": "status"},
+            {
+                ":awaiting": DocumentStatus.AWAITING_UPLOAD.value,
+                ":expired": DocumentStatus.EXPIRED.value,
+                ":updated_at": record.updated_at,
+                ":detail": detail[:2000],
+                ":now": utc_now(),
+            },
+        )
+
+    # -- deletion --------------------------------------------------------------------------
+    def mark_deleting(self, document_id: str, tenant_id: str) -> DocumentRecord | None:
+        """Any state of the tenant's document → DELETING (again, if a delete was interrupted).
+
+        None when there is no such document for this tenant; a DELETED record is returned as is.
+        """
+        try:
+            response = self._table.update_item(
+                Key={"document_id": document_id},
+                UpdateExpression="SET #status = :deleting, updated_at = :now",
+                ConditionExpression="tenant_id = :tenant AND #status <> :deleted",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={
+                    ":tenant": tenant_id,
+                    ":deleting": DocumentStatus.DELETING.value,
+                    ":deleted": DocumentStatus.DELETED.value,
+                    ":now": utc_now(),
+                },
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise translate(exc, "mark deleting") from exc
+            current = self.get(document_id)
+            # Missing, or another tenant's (reported exactly like missing), or already DELETED.
+            if current is None or current.tenant_id != tenant_id:
+                return None
+            return current
+        return DocumentRecord.model_validate(response["Attributes"])
+
+    def mark_deleted(self, document_id: str) -> None:
+        self._update_as_read(
+            document_id,
+            "SET #status = :deleted, deleted_at = :now, updated_at = :now "
+            "REMOVE stage, error_code, error_detail, execution_arn",
+            "#status = :deleting",
+            {"#status": "status"},
+            {":deleting": DocumentStatus.DELETING.value, ":deleted": DocumentStatus.DELETED.value, ":now": utc_now()},
+        )
+
     # -- helpers ---------------------------------------------------------------------------
-    def _conditional_update(
+    def _transition(
         self,
         document_id: str,
         version: str,
@@ -320,6 +415,7 @@ class StatusRepository:
         allowed: tuple[str, ...],
         names: dict[str, str] | None = None,
     ) -> None:
+        """A workflow transition: applied only while ``version`` is current and the status is ``allowed``."""
         allowed_values = {f":allowed{index}": status for index, status in enumerate(allowed)}
         try:
             self._table.update_item(
@@ -341,11 +437,24 @@ class StatusRepository:
                 raise StaleWriteError(
                     f"document {document_id} version {version} is no longer in {', '.join(allowed)}"
                 ) from exc
-            raise self._translate(exc, "update document") from exc
+            raise translate(exc, "update document") from exc
 
-    @staticmethod
-    def _translate(exc: ClientError, what: str) -> Exception:
-        return as_transient(exc, what) if is_transient(exc) else exc
+    def _update_as_read(
+        self, document_id: str, expression: str, condition: str, names: dict[str, str], values: dict[str, Any]
+    ) -> None:
+        """An operator transition: applied only if ``condition`` (the record as read) still holds."""
+        try:
+            self._table.update_item(
+                Key={"document_id": document_id},
+                UpdateExpression=expression,
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                raise StaleWriteError(f"document {document_id} changed since it was read") from exc
+            raise translate(exc, "update document") from exc
 
 
 def _tenant_index_key(record: DocumentRecord) -> dict[str, str]:

@@ -1,0 +1,14 @@
+"""Time for the operator tools: a clock they can be given, and the status table's timestamps."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+Clock = Callable[[], float]  # seconds since the epoch
+
+
+def iso_before(clock: Clock, seconds: int) -> str:
+    """``seconds`` before now, in the status table's ``updated_at`` format (sortable as text)."""
+    moment = datetime.fromtimestamp(clock(), UTC) - timedelta(seconds=seconds)
+    return moment.isoformat(timespec="milliseconds")

@@ -1,0 +1,226 @@
+"""The ports: what the domain needs from the world outside it, as Protocols.
+
+The domain modules (pipeline, intake, documents, deletion, search, reaper, redrive, replay) depend
+on these and on ``rag_ingest.models`` only. ``rag_ingest.adapters`` implements them over boto3 and
+opensearch-py, ``rag_ingest.wiring`` chooses the adapters, and ``tests/support/fakes.py`` implements
+them in memory for the unit tests. ``Telemetry`` (rag_ingest.telemetry) and ``Embedder``
+(rag_ingest.embeddings.base) are ports of the same kind, kept next to their implementations.
+
+The documents table is one adapter (``adapters.documents_table.DocumentsTable``), seen by each
+caller through a port that lists only what that caller does with it. Every transition there is a
+compare-and-set: a write that lost a race raises ``StaleWriteError`` instead of overwriting.
+Narrow ports are also what keeps the grants true: tests/infra/test_infra_least_privilege.py
+credits a function with a DynamoDB or OpenSearch action by the method names its code can reach.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from rag_ingest.errors import ErrorCode
+from rag_ingest.models import (
+    Chunk,
+    DocumentRecord,
+    DocumentStatus,
+    ExecutionState,
+    ObjectRef,
+    QueueMessage,
+    QueueResult,
+    SearchHit,
+    Stage,
+)
+
+if TYPE_CHECKING:  # replay.py depends on these ports
+    from rag_ingest.replay import ReplayedDocument
+
+
+# -- the documents table, by caller -------------------------------------------------------------
+class DocumentReader(Protocol):
+    def get(self, document_id: str) -> DocumentRecord | None:
+        """A consistent read of the record; None when there is none."""
+        ...
+
+
+class PipelineDocuments(DocumentReader, Protocol):
+    """The workflow's transitions: each one only for the version in flight (else ``StaleWriteError``)."""
+
+    def start_stage(self, document_id: str, version: str, stage: Stage) -> None: ...
+
+    def record_stage(
+        self, document_id: str, version: str, stage: Stage, elapsed_ms: int, *, accumulate: bool = False, **fields: Any
+    ) -> None: ...
+
+    def confirm_current(self, document_id: str, version: str) -> None: ...
+
+    def record_embed_plan(self, document_id: str, version: str, total_chunks: int) -> None: ...
+
+    def record_embedded_part(self, document_id: str, version: str, task: int, chunks: int) -> None: ...
+
+    def mark_ready(self, document_id: str, version: str) -> None: ...
+
+    def mark_failed(self, document_id: str, version: str, code: ErrorCode, detail: str) -> None: ...
+
+
+class IntakeDocuments(Protocol):
+    """An uploaded version becomes QUEUED (or is explained away), then names its execution."""
+
+    def mark_queued(
+        self, *, document_id: str, tenant_id: str, ref: ObjectRef, event_time: str, size_bytes: int | None
+    ) -> QueueResult: ...
+
+    def set_execution(self, document_id: str, version: str, execution_arn: str) -> None: ...
+
+
+class ApiDocuments(DocumentReader, Protocol):
+    """The API's reads, its listing (the tenant index) and the record an upload starts with."""
+
+    def create_awaiting_upload(
+        self, *, document_id: str, tenant_id: str, filename: str, bucket: str, key: str
+    ) -> DocumentRecord: ...
+
+    def list_by_tenant(
+        self, tenant_id: str, *, limit: int, start_key: Mapping[str, str] | None = None
+    ) -> tuple[list[DocumentRecord], dict[str, str] | None]: ...
+
+
+class DocumentsByStatus(DocumentReader, Protocol):
+    def list_by_status(
+        self, status: DocumentStatus, *, updated_before: str | None = None, updated_after: str | None = None
+    ) -> Iterator[DocumentRecord]:
+        """Least recently updated first, from an eventually consistent index: re-read before acting."""
+        ...
+
+
+class ReplayDocuments(Protocol):
+    def requeue_for_replay(self, record: DocumentRecord, *, execution_arn: str) -> DocumentRecord: ...
+
+
+class ReaperDocuments(DocumentsByStatus, Protocol):
+    def mark_stuck(self, record: DocumentRecord, detail: str) -> None: ...
+
+    def mark_expired(self, record: DocumentRecord, detail: str) -> None: ...
+
+
+class DeletionDocuments(DocumentReader, Protocol):
+    def mark_deleting(self, document_id: str, tenant_id: str) -> DocumentRecord | None: ...
+
+    def mark_deleted(self, document_id: str) -> None: ...
+
+
+# -- objects (S3) ---------------------------------------------------------------------------------
+class StageObjects(Protocol):
+    """The uploaded version a job names (pinned; a vanished one is ``OBJECT_NOT_FOUND``) and the
+    stages' JSON artifacts (their checkpoints)."""
+
+    def size(self, ref: ObjectRef) -> int: ...
+
+    def read_range(self, ref: ObjectRef, length: int) -> bytes: ...
+
+    def read(self, ref: ObjectRef) -> bytes: ...
+
+    def put_json(self, bucket: str, key: str, payload: Any) -> None: ...
+
+    def get_json(self, bucket: str, key: str) -> Any: ...
+
+    def exists(self, bucket: str, key: str) -> bool: ...
+
+
+class ObjectEraser(Protocol):
+    def delete_all(self, bucket: str, prefix: str, *, exact_key: str | None = None) -> int:
+        """Delete every version under ``prefix`` (only of ``exact_key`` when given); returns how many."""
+        ...
+
+
+class UploadPresigner(Protocol):
+    """URLs a browser uses without credentials: the upload's POST and a download's GET."""
+
+    def presign_upload(
+        self, *, bucket: str, key: str, content_type: str, max_bytes: int, expires_in: int
+    ) -> dict[str, Any]:
+        """``{"url", "fields"}`` of a POST that only accepts this key, type and size range."""
+        ...
+
+    def presign_download(
+        self,
+        *,
+        bucket: str,
+        key: str,
+        version: str,
+        content_type: str,
+        content_disposition: str,
+        expires_in: int,
+    ) -> str: ...
+
+
+# -- the chunk index (OpenSearch), by caller ------------------------------------------------------
+class ChunkIndex(Protocol):
+    """What Index and Finalize write: chunk ids are per document version, so a replay overwrites."""
+
+    def ensure_index(self) -> None: ...
+
+    def write_chunks(
+        self,
+        *,
+        tenant_id: str,
+        document_id: str,
+        version: str,
+        filename: str | None,
+        chunks: Sequence[Chunk],
+        vectors: Sequence[Sequence[float]],
+    ) -> int: ...
+
+    def delete_version(self, document_id: str, version: str) -> int: ...
+
+    def delete_other_versions(self, document_id: str, keep_version: str) -> int: ...
+
+
+class ChunkEraser(Protocol):
+    def delete_document(self, document_id: str) -> int: ...
+
+
+class PassageRetriever(Protocol):
+    """The two retrievers; both filter by tenant inside the query."""
+
+    def knn_search(
+        self, *, tenant_id: str, vector: Sequence[float], k: int = 5, highlight_text: str | None = None
+    ) -> list[SearchHit]: ...
+
+    def bm25_search(self, *, tenant_id: str, query: str, k: int = 5) -> list[SearchHit]: ...
+
+
+# -- the workflow, the queues, events -------------------------------------------------------------
+class ExecutionStarter(Protocol):
+    def execution_arn(self, name: str) -> str: ...
+
+    def start(self, name: str, payload: dict[str, Any]) -> tuple[str, bool]:
+        """Start the named execution; returns (execution ARN, started now?). A name already used is a no-op."""
+        ...
+
+
+class ExecutionLookup(Protocol):
+    def state(self, execution_arn: str | None) -> ExecutionState: ...
+
+
+class MessageQueues(Protocol):
+    def receive(self, queue_url: str, max_messages: int, visibility_timeout: int = 60) -> list[QueueMessage]: ...
+
+    def send(self, queue_url: str, body: str) -> str: ...
+
+    def delete(self, queue_url: str, receipt_handle: str) -> None: ...
+
+    def release(self, queue_url: str, receipt_handle: str) -> None:
+        """Make a message we looked at but keep visible again at once."""
+        ...
+
+
+class EventSink(Protocol):
+    def publish(self, detail_type: str, detail: dict[str, Any]) -> None: ...
+
+
+class DocumentReplayer(Protocol):
+    """Restarts one document's workflow under a fresh replay name (``replay.Replayer``)."""
+
+    def plan(self, record: DocumentRecord) -> ReplayedDocument: ...
+
+    def replay(self, record: DocumentRecord) -> ReplayedDocument: ...

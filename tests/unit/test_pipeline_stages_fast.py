@@ -1,0 +1,291 @@
+"""Every stage of the pipeline over in-memory fakes (tests/support/fakes.py): the happy path,
+checkpoint reuse, stale-write rejection and error mapping, in milliseconds.
+
+The same stages against moto and the real OpenSearch: tests/integration/test_pipeline_stages.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from rag_ingest.config import StagesEnv
+from rag_ingest.errors import ErrorCode, PermanentError, StaleWriteError
+from rag_ingest.ids import new_document_id
+from rag_ingest.models import DocumentJob, DocumentStatus, EmbedTask, FailedJob, ObjectRef, Stage
+from rag_ingest.pipeline import Pipeline, StageDependencies
+from rag_ingest.tokens import count_tokens
+
+from tests.support.fakes import (
+    CountingEmbedder,
+    InMemoryChunkIndex,
+    InMemoryDocuments,
+    InMemoryObjects,
+    RecordingTelemetry,
+)
+
+pytestmark = pytest.mark.unit
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+BUCKET = "docs"
+ENV = StagesEnv.from_env(
+    {
+        "DOCUMENTS_TABLE": "documents",
+        "BUCKET_NAME": BUCKET,
+        "OPENSEARCH_ENDPOINT": "http://127.0.0.1:9200",
+        "OPENSEARCH_INDEX": "chunks",
+        "EMBEDDING_PROVIDER": "local",
+        "EMBEDDING_MODEL_ID": "fake-embedder",
+        "EMBEDDING_DIMENSION": "4",
+        "MAX_FILE_BYTES": str(5 * 1024 * 1024),
+        "MAX_PAGES": "50",
+        "CHUNK_TOKENS": "120",
+        "CHUNK_OVERLAP_TOKENS": "20",
+        "EMBED_BATCH_SIZE": "2",
+        "EMBED_TASK_CHUNKS": "4",
+    }
+)
+
+
+@dataclass
+class World:
+    pipeline: Pipeline
+    documents: InMemoryDocuments
+    objects: InMemoryObjects
+    index: InMemoryChunkIndex
+    embedder: CountingEmbedder
+    telemetry: RecordingTelemetry
+
+    def upload(self, data: bytes, *, document_id: str | None = None, version: str = "v1") -> DocumentJob:
+        """Put an upload and queue it, as intake would."""
+        document_id = document_id or new_document_id()
+        ref = self.objects.upload(BUCKET, f"raw/acme/{document_id}/a.pdf", version, data)
+        queued = self.documents.mark_queued(
+            document_id=document_id,
+            tenant_id="acme",
+            ref=ref,
+            event_time=datetime.now(UTC).isoformat(),
+            size_bytes=len(data),
+        )
+        assert queued.record is not None
+        return DocumentJob(document_id=document_id, tenant_id="acme", bucket=BUCKET, key=ref.key, version=version)
+
+    def through_chunk(self, job: DocumentJob) -> DocumentJob:
+        return self.pipeline.chunk(self.pipeline.parse(self.pipeline.validate(job)))
+
+    def embed_all(self, job: DocumentJob) -> None:
+        for task in job.embed_tasks:
+            self.pipeline.embed(EmbedTask(job=job, task=task))
+
+    def run(self, job: DocumentJob) -> DocumentJob:
+        job = self.through_chunk(job)
+        self.embed_all(job)
+        return self.pipeline.finalize(self.pipeline.index(job))
+
+
+@pytest.fixture
+def world() -> World:
+    documents, objects, index = InMemoryDocuments(), InMemoryObjects(), InMemoryChunkIndex()
+    embedder, telemetry = CountingEmbedder(), RecordingTelemetry()
+    deps = StageDependencies(
+        env=ENV,
+        status=documents,
+        objects=objects,
+        vector_store=lambda: index,
+        embedder=lambda: embedder,
+        count_tokens=count_tokens,
+        telemetry=telemetry,
+    )
+    return World(Pipeline(deps), documents, objects, index, embedder, telemetry)
+
+
+def sample(name: str) -> bytes:
+    return (SAMPLES / name).read_bytes()
+
+
+def status_of(world: World, job: DocumentJob) -> DocumentStatus:
+    record = world.documents.get(job.document_id)
+    assert record is not None
+    return record.status
+
+
+# -- the happy path ------------------------------------------------------------------------------
+def test_every_stage_in_turn_makes_the_document_ready(world: World) -> None:
+    job = world.upload(sample("sourdough.pdf"))
+
+    job = world.pipeline.validate(job)
+    assert job.size_bytes == len(sample("sourdough.pdf"))
+    job = world.pipeline.parse(job)
+    assert job.page_count and job.page_count >= 1 and job.pages_key
+    job = world.pipeline.chunk(job)
+    assert job.chunk_count and job.chunk_count > 1 and job.embed_tasks == list(range(-(-job.chunk_count // 4)))
+    world.embed_all(job)
+    assert world.embedder.texts_embedded == job.chunk_count
+    job = world.pipeline.index(job)
+    assert job.indexed_count == job.chunk_count and world.index.created
+    job = world.pipeline.finalize(job)
+
+    record = world.documents.get(job.document_id)
+    assert record is not None and record.status is DocumentStatus.READY and record.stage is None
+    assert record.page_count == job.page_count and record.chunk_count == job.chunk_count
+    assert record.progress is not None and (record.progress.done, record.progress.total) == (job.chunk_count,) * 2
+    assert set(record.timings_ms) == {stage.value for stage in Stage}
+    assert record.attempts == {stage.value: 1 for stage in Stage} | {Stage.EMBED.value: len(job.embed_tasks)}
+    assert world.index.versions_of(job.document_id) == {job.chunks_key.split("/")[2]: job.chunk_count}  # type: ignore[union-attr]
+    assert [detail["document_id"] for detail in world.telemetry.ready] == [job.document_id]
+    assert world.telemetry.started.count(Stage.EMBED) == len(job.embed_tasks)
+
+
+def test_a_new_version_replaces_the_chunks_of_the_old_one(world: World) -> None:
+    first = world.run(world.upload(sample("sourdough.pdf")))
+    second = world.run(world.upload(sample("lighthouses.pdf"), document_id=first.document_id, version="v2"))
+    assert second.stale_chunks_deleted == first.chunk_count
+    versions = world.index.versions_of(first.document_id)
+    assert list(versions.values()) == [second.chunk_count]
+
+
+# -- checkpoints -----------------------------------------------------------------------------------
+def test_a_retried_parse_reuses_its_artifact_instead_of_reading_the_pdf_again(world: World) -> None:
+    job = world.pipeline.validate(world.upload(sample("sourdough.pdf")))
+    parsed = world.pipeline.parse(job)
+    again = world.pipeline.parse(job)
+    assert len(world.objects.reads) == 1
+    assert (again.page_count, again.pages_key) == (parsed.page_count, parsed.pages_key)
+
+
+def test_a_retried_embed_task_pays_only_for_batches_not_yet_checkpointed(world: World) -> None:
+    job = world.through_chunk(world.upload(sample("sourdough.pdf")))
+    task = EmbedTask(job=job, task=0)
+    first = world.pipeline.embed(task)
+    paid = world.embedder.texts_embedded
+    assert paid == first["chunks"] > 0
+    second = world.pipeline.embed(task)  # Step Functions retried the task after it finished
+    assert second == first and world.embedder.texts_embedded == paid
+    record = world.documents.get(job.document_id)
+    assert record is not None and record.progress is not None and record.progress.done == first["chunks"]
+
+
+def test_an_index_retry_never_embeds_again(world: World) -> None:
+    job = world.through_chunk(world.upload(sample("sourdough.pdf")))
+    world.embed_all(job)
+    paid = world.embedder.texts_embedded
+
+    def outage() -> None:
+        world.index.after_write = None
+        raise ConnectionError("OpenSearch went away")
+
+    world.index.after_write = outage
+    with pytest.raises(ConnectionError):
+        world.pipeline.index(job)
+    indexed = world.pipeline.index(job)  # the retry
+    assert indexed.indexed_count == job.chunk_count and world.embedder.texts_embedded == paid
+
+
+def test_a_finalize_retry_after_ready_changes_nothing(world: World) -> None:
+    job = world.run(world.upload(sample("sourdough.pdf")))
+    world.pipeline.finalize(job)
+    assert status_of(world, job) is DocumentStatus.READY and len(world.telemetry.ready) == 1
+
+
+# -- stale writes: a newer version (or a delete) owns the document -----------------------------
+def test_a_stage_of_a_superseded_version_stops_for_good(world: World) -> None:
+    job = world.through_chunk(world.upload(sample("sourdough.pdf")))
+    world.upload(sample("lighthouses.pdf"), document_id=job.document_id, version="v2")
+    with pytest.raises(PermanentError) as caught:
+        world.pipeline.embed(EmbedTask(job=job, task=0))
+    assert caught.value.code is ErrorCode.SUPERSEDED
+    assert world.embedder.texts_embedded == 0
+
+
+def test_an_index_run_overtaken_during_its_write_withdraws_its_chunks(world: World) -> None:
+    job = world.through_chunk(world.upload(sample("sourdough.pdf")))
+    world.embed_all(job)
+
+    def newer_version_arrives() -> None:
+        world.upload(b"%PDF-", document_id=job.document_id, version="v2")
+
+    world.index.after_write = newer_version_arrives
+    with pytest.raises(PermanentError) as caught:
+        world.pipeline.index(job)
+    assert caught.value.code is ErrorCode.SUPERSEDED
+    assert world.index.versions_of(job.document_id) == {}
+
+
+def test_ready_cannot_be_written_for_a_deleted_document(world: World) -> None:
+    job = world.through_chunk(world.upload(sample("sourdough.pdf")))
+    world.embed_all(job)
+    job = world.pipeline.index(job)
+    world.documents.mark_deleting(job.document_id, "acme")
+    with pytest.raises(PermanentError) as caught:
+        world.pipeline.finalize(job)
+    assert caught.value.code is ErrorCode.SUPERSEDED
+    assert status_of(world, job) is DocumentStatus.DELETING
+
+
+# -- errors ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("name", "stage", "code"),
+    [
+        ("invalid/not-a-pdf.pdf", Stage.VALIDATE, ErrorCode.UNSUPPORTED_TYPE),
+        ("invalid/encrypted.pdf", Stage.PARSE, ErrorCode.ENCRYPTED_PDF),
+        ("invalid/truncated.pdf", Stage.PARSE, ErrorCode.CORRUPT_PDF),
+    ],
+)
+def test_a_bad_file_fails_its_stage_with_a_permanent_code(
+    world: World, name: str, stage: Stage, code: ErrorCode
+) -> None:
+    job = world.upload(sample(name))
+    with pytest.raises(PermanentError) as caught:
+        if stage is Stage.VALIDATE:
+            world.pipeline.validate(job)
+        else:
+            world.pipeline.parse(world.pipeline.validate(job))
+    assert caught.value.code is code
+    record = world.documents.get(job.document_id)
+    assert record is not None and record.stage is stage and record.status is DocumentStatus.PROCESSING
+
+
+def test_a_vanished_upload_is_object_not_found(world: World) -> None:
+    job = world.upload(sample("sourdough.pdf"))
+    gone = job.model_copy(update={"version": "v-gone"})
+    world.documents.mark_queued(
+        document_id=job.document_id,
+        tenant_id="acme",
+        ref=ObjectRef(bucket=BUCKET, key=job.key, version="v-gone"),
+        event_time=datetime.now(UTC).isoformat(),
+        size_bytes=None,
+    )
+    with pytest.raises(PermanentError) as caught:
+        world.pipeline.validate(gone)
+    assert caught.value.code is ErrorCode.OBJECT_NOT_FOUND
+
+
+def test_mark_failed_records_the_code_and_announces_it(world: World) -> None:
+    job = world.pipeline.validate(world.upload(sample("sourdough.pdf")))
+    failure = FailedJob(
+        **job.model_dump(), error={"Error": "PermanentError", "Cause": '{"errorMessage": "CORRUPT_PDF: bad xref"}'}
+    )
+    outcome = world.pipeline.mark_failed(failure)
+    assert outcome == {"document_id": job.document_id, "error_code": "CORRUPT_PDF", "applied": True}
+    record = world.documents.get(job.document_id)
+    assert record is not None and record.status is DocumentStatus.FAILED and record.error_code is ErrorCode.CORRUPT_PDF
+    ((code, detail),) = world.telemetry.failed
+    assert code is ErrorCode.CORRUPT_PDF and detail["stage"] == Stage.VALIDATE.value
+
+
+def test_a_late_failure_of_a_superseded_version_is_not_applied(world: World) -> None:
+    job = world.pipeline.validate(world.upload(sample("sourdough.pdf")))
+    world.upload(sample("lighthouses.pdf"), document_id=job.document_id, version="v2")
+    outcome = world.pipeline.mark_failed(FailedJob(**job.model_dump(), error={"Error": "States.Timeout"}))
+    assert outcome["applied"] is False and world.telemetry.failed == []
+    assert status_of(world, job) is DocumentStatus.QUEUED
+
+
+def test_the_fake_refuses_what_the_table_refuses(world: World) -> None:
+    # The compare-and-set the stages rely on: the fake rejects a write for a version not in flight.
+    job = world.upload(sample("sourdough.pdf"))
+    with pytest.raises(StaleWriteError):
+        world.documents.start_stage(job.document_id, "another-version", Stage.VALIDATE)
+    with pytest.raises(StaleWriteError):
+        world.documents.mark_ready(job.document_id, job.version)  # QUEUED, never PROCESSING

@@ -1,0 +1,81 @@
+"""The shape of the ports: the domain imports no adapter (nor boto3 / opensearch-py), and the
+adapters and the in-memory fakes both implement the ports they stand for, method by method."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+from rag_ingest import ports
+from rag_ingest.adapters.documents_table import DocumentsTable
+from rag_ingest.adapters.object_store import ObjectStore
+from rag_ingest.adapters.object_versions import ObjectVersions
+from rag_ingest.adapters.vector_store import VectorStore
+from rag_ingest.adapters.workflow import WorkflowStarter
+
+from tests.support.fakes import InMemoryChunkIndex, InMemoryDocuments, InMemoryObjects, InMemoryWorkflow
+
+pytestmark = pytest.mark.unit
+PACKAGE = Path(ports.__file__).parent
+DOMAIN_MODULES = (
+    "pipeline", "intake", "documents", "deletion", "search", "reaper", "redrive", "replay", "live", "telemetry",
+)  # fmt: skip
+OUTSIDE = ("boto3", "botocore", "opensearchpy", "rag_ingest.adapters")
+
+# port -> (adapter, fake)
+IMPLEMENTATIONS: dict[type, tuple[type, type]] = {
+    ports.PipelineDocuments: (DocumentsTable, InMemoryDocuments),
+    ports.IntakeDocuments: (DocumentsTable, InMemoryDocuments),
+    ports.ApiDocuments: (DocumentsTable, InMemoryDocuments),
+    ports.ReplayDocuments: (DocumentsTable, InMemoryDocuments),
+    ports.ReaperDocuments: (DocumentsTable, InMemoryDocuments),
+    ports.DeletionDocuments: (DocumentsTable, InMemoryDocuments),
+    ports.StageObjects: (ObjectStore, InMemoryObjects),
+    ports.ObjectEraser: (ObjectVersions, InMemoryObjects),
+    ports.ChunkIndex: (VectorStore, InMemoryChunkIndex),
+    ports.ChunkEraser: (VectorStore, InMemoryChunkIndex),
+    ports.PassageRetriever: (VectorStore, InMemoryChunkIndex),
+    ports.ExecutionStarter: (WorkflowStarter, InMemoryWorkflow),
+}
+
+
+def _imports(module: str) -> set[str]:
+    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+    return found
+
+
+@pytest.mark.parametrize("module", DOMAIN_MODULES)
+def test_the_domain_depends_on_ports_not_adapters(module: str) -> None:
+    offending = {name for name in _imports(module) if name.startswith(OUTSIDE)}
+    assert offending == set(), f"rag_ingest/{module}.py imports {sorted(offending)}: use a port (rag_ingest.ports)"
+
+
+def _port_methods(port: type) -> dict[str, inspect.Signature]:
+    return {
+        name: inspect.signature(member)
+        for name, member in inspect.getmembers(port, inspect.isfunction)
+        if not name.startswith("_")
+    }
+
+
+def _parameters(signature: inspect.Signature) -> list[tuple[str, inspect._ParameterKind]]:
+    return [(p.name, p.kind) for p in signature.parameters.values()]
+
+
+@pytest.mark.parametrize("port", list(IMPLEMENTATIONS), ids=lambda port: port.__name__)
+def test_the_adapter_and_the_fake_implement_the_port(port: type) -> None:
+    methods = _port_methods(port)
+    assert methods, f"{port.__name__} declares no methods"
+    for implementation in IMPLEMENTATIONS[port]:
+        for name, expected in methods.items():
+            assert hasattr(implementation, name), f"{implementation.__name__} lacks {port.__name__}.{name}"
+            actual = inspect.signature(getattr(implementation, name))
+            assert _parameters(actual) == _parameters(expected), f"{implementation.__name__}.{name}{actual}"
