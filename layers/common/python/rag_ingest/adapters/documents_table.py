@@ -22,6 +22,7 @@ from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import error_code, resource, translate
 from rag_ingest.errors import ErrorCode, StaleWriteError
+from rag_ingest.layout import filename_of
 from rag_ingest.models import DocumentRecord, DocumentStatus, ObjectRef, QueueOutcome, QueueResult, Stage
 from rag_ingest.tracing import traced
 
@@ -145,7 +146,7 @@ class DocumentsTable:
     ) -> QueueResult:
         """Record an uploaded version as QUEUED, unless a duplicate or a late event."""
         now = utc_now()
-        filename = ref.key.rsplit("/", 1)[-1]
+        filename = filename_of(ref.key)
         try:
             response = self._table.update_item(
                 Key={"document_id": document_id},
