@@ -23,12 +23,11 @@ from rag_ingest.live import update_for
 
 from local.runtime.provision import (
     DYNAMODB_STREAM_MAPPING_REASON,
-    LOCAL_LIVE_PATH,
     WEBSOCKET_SKIP_REASON,
     ProvisionedStack,
     Provisioner,
 )
-from local.runtime.settings import RuntimeSettings
+from local.runtime.settings import LIVE_PATH, RuntimeSettings
 from local.runtime.template import CloudFormationTemplate
 from tests.support.aws import REGION, FakeLambdaContext, import_handler, moto_server
 
@@ -96,7 +95,7 @@ def test_template_with_live_status_and_hosting_provisions_locally(
     # The HTTP API's routes only; SQS mappings only.
     assert stack.api_routes and not any(route.route_key.startswith("$") for route in stack.api_routes)
     assert all(":sqs:" in mapping.queue_arn for mapping in stack.event_source_mappings)
-    assert stack.outputs["WebSocketUrl"] == settings.api_url + LOCAL_LIVE_PATH
+    assert stack.outputs["WebSocketUrl"] == settings.api_url + LIVE_PATH
     assert stack.outputs["WebUrl"] == settings.api_url
     # The live functions exist (the pusher has nothing feeding it locally, but it is defined as in AWS).
     pusher = next(f for f in stack.functions if f.logical_id.startswith("LivePusherFunction"))
