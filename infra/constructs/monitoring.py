@@ -30,6 +30,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
+from rag_ingest import errors
 
 from infra.config import RagIngestConfig
 from infra.constructs.function import METRICS_NAMESPACE, removal_policy
@@ -37,9 +38,8 @@ from infra.constructs.workflow import MARK_FAILED
 
 _CLOUDWATCH = iam.ServicePrincipal("cloudwatch.amazonaws.com")
 
-# The failures of the system rather than of the file (rag_ingest.replay.SYSTEM_ERROR_CODES;
-# tests/unit/test_monitoring_contract.py keeps the two in step).
-SYSTEM_ERROR_CODES = ("INTERNAL_ERROR", "TRANSIENT_RETRIES_EXHAUSTED", "TIMEOUT", "STUCK")
+# The failures of the system rather than of the file: the domain's list, as the metric dimension values.
+SYSTEM_ERROR_CODES = tuple(code.value for code in errors.SYSTEM_ERROR_CODES)
 # Metric names the functions emit (rag_ingest.telemetry, functions/reaper).
 DOCUMENTS_FAILED = "DocumentsFailed"  # dimension ErrorCode
 DOCUMENTS_READY = "DocumentsReady"

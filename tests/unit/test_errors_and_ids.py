@@ -80,4 +80,4 @@ def test_the_alarmed_system_codes_are_the_domain_s_list() -> None:
         ErrorCode.CORRUPT_PDF,
         ErrorCode.UNSUPPORTED_TYPE,
     }
-    assert not input_codes & SYSTEM_ERROR_CODES
+    assert not input_codes & set(SYSTEM_ERROR_CODES)

@@ -39,9 +39,13 @@ class ErrorCode(StrEnum):
 
 
 #: Failures of the system, not of the input: the SystemFailuresAlarm counts these (it pages). Every
-#: other code is the input's (permanent: the uploader's to fix) and must never page anyone.
-SYSTEM_ERROR_CODES = frozenset(
-    {ErrorCode.INTERNAL_ERROR, ErrorCode.TRANSIENT_RETRIES_EXHAUSTED, ErrorCode.TIMEOUT, ErrorCode.STUCK}
+#: other code is the input's (permanent: the uploader's to fix) and must never page anyone. The same
+#: codes are what replay takes by default: a system failure can succeed on the same bytes.
+SYSTEM_ERROR_CODES: tuple[ErrorCode, ...] = (
+    ErrorCode.INTERNAL_ERROR,
+    ErrorCode.TRANSIENT_RETRIES_EXHAUSTED,
+    ErrorCode.TIMEOUT,
+    ErrorCode.STUCK,
 )
 
 

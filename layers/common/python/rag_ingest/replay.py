@@ -17,20 +17,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rag_ingest.clock import Clock, iso_before
-from rag_ingest.errors import ErrorCode, StaleWriteError
+from rag_ingest.errors import SYSTEM_ERROR_CODES, ErrorCode, StaleWriteError
 from rag_ingest.ids import execution_name
 from rag_ingest.logs import logger
 from rag_ingest.models import DocumentJob, DocumentRecord, DocumentStatus
 from rag_ingest.ports import DocumentReplayer, DocumentsByStatus, ExecutionStarter, ReplayDocuments
 
-# Failures of the system, not of the file: replaying them can succeed. A user-caused code
+# Replay takes the system failures (SYSTEM_ERROR_CODES) by default: a user-caused code
 # (ENCRYPTED_PDF, ...) fails again on the same bytes, so replay takes those only when asked.
-SYSTEM_ERROR_CODES: tuple[ErrorCode, ...] = (
-    ErrorCode.INTERNAL_ERROR,
-    ErrorCode.TRANSIENT_RETRIES_EXHAUSTED,
-    ErrorCode.TIMEOUT,
-    ErrorCode.STUCK,
-)
 
 
 class ReplayRequest(BaseModel):
