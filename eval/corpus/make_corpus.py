@@ -131,14 +131,6 @@ SOURCES = (
         pages=20,
     ),
     Source(
-        "cdhit-user-guide.pdf",
-        "cd-hit",
-        "4.8.1-4",
-        "usr/share/doc/cd-hit/cdhit-user-guide.pdf",
-        "a5d8d8c8e4c892f28fcc425c29334e3c62afc7c46ceded08fbbbe5b043290cf5",
-        pages=20,
-    ),
-    Source(
         "prawn-manual.pdf",
         "ruby-prawn-doc",
         "2.4.0+dfsg-1~",
