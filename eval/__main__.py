@@ -1,7 +1,11 @@
 """make eval: retrieval quality on the evaluation corpus, ours against a naive baseline.
 
-By default the corpus goes through a local stack started here (free ports, an index of its
-own): uploaded through the API as a browser would, ingested by the real pipeline, searched with
+The corpus is split by document into dev and test (``eval/corpus/manifest.json``); tuning looks
+at dev only. Each split is evaluated as a corpus of its own and gets its own table; ``--split``
+picks one (default: both).
+
+By default a split goes through a local stack started here (free ports, an index of its own):
+uploaded through the API as a browser would, ingested by the real pipeline, searched with
 ``POST /search`` in each mode. ``--in-process`` runs the same parse and chunk functions and the
 same search code in this process instead (faster, for iterating). The naive baseline (raw text,
 fixed 1,000-character windows, the same embedder and search code) is always indexed in process,
@@ -17,21 +21,24 @@ import time
 from collections.abc import Sequence
 from functools import partial
 
-from rag_ingest.embeddings.base import create_embedder
+from rag_ingest.embeddings.base import Embedder, create_embedder
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.search import SearchMode
 
 from eval.retrieval import (
+    SPLITS,
     InProcessIndex,
     Question,
     Scores,
-    corpus_pdfs,
+    SplitCorpus,
     in_process_index,
     load_questions,
+    load_splits,
     naive_chunks,
     pipeline_chunks,
     run_questions,
     score,
+    split_corpus,
 )
 
 MODES = (SearchMode.KNN, SearchMode.BM25, SearchMode.HYBRID)
@@ -40,6 +47,8 @@ DEFAULT_OPENSEARCH = "http://127.0.0.1:9200"
 CHUNK_TOKENS = 300
 CHUNK_OVERLAP_TOKENS = 60
 NAIVE_NAME = "naive (raw text, 1000 chars)"
+
+Row = tuple[str, int, int, dict[SearchMode, Scores]]
 
 
 def _row(*cells: object) -> str:
@@ -52,7 +61,7 @@ def evaluate_index(index: InProcessIndex, questions: Sequence[Question]) -> dict
     return {mode: score(questions, run_questions(questions, partial(index.search, mode=mode))) for mode in MODES}
 
 
-def print_table(rows: list[tuple[str, int, int, dict[SearchMode, Scores]]]) -> None:
+def print_table(rows: list[Row]) -> None:
     print(_row("system", "chunks", "mean chars", "mode", "recall@1", "recall@5", "MRR@10"))
     for name, chunk_count, chunk_chars, by_mode in rows:
         mean = round(chunk_chars / chunk_count) if chunk_count else 0
@@ -62,40 +71,62 @@ def print_table(rows: list[tuple[str, int, int, dict[SearchMode, Scores]]]) -> N
             print(_row(*system, mode.value, recall_1, recall_5, mrr))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--in-process", action="store_true", help="skip the local stack (parse, chunk, search here)")
-    parser.add_argument("--timeout", type=float, default=1200, help="seconds to wait for the corpus to be READY")
-    args = parser.parse_args(argv)
-
-    endpoint = os.environ.get("OPENSEARCH_URL", "").strip() or DEFAULT_OPENSEARCH
-    questions = load_questions()
-    pdfs = corpus_pdfs()
-    embedder = create_embedder("local", LOCAL_MODEL_ID, MINILM_DIMENSION)
-    print(f"{len(pdfs)} documents, {len(questions)} questions; OpenSearch {endpoint}", flush=True)
-    rows: list[tuple[str, int, int, dict[SearchMode, Scores]]] = []
+def evaluate_split(
+    corpus: SplitCorpus, endpoint: str, embedder: Embedder, *, in_process: bool, timeout: float
+) -> list[Row]:
+    """Ours and the naive baseline on one split's documents and questions."""
+    pdfs, questions = corpus.pdfs, corpus.questions
+    rows: list[Row] = []
     started = time.monotonic()
-
     our_chunker = partial(pipeline_chunks, chunk_tokens=CHUNK_TOKENS, overlap_tokens=CHUNK_OVERLAP_TOKENS)
-    if args.in_process:
-        with in_process_index(endpoint, embedder, name_prefix="rag-eval-ours", chunker=our_chunker, pdfs=pdfs) as ours:
+    if in_process:
+        prefix = f"rag-eval-ours-{corpus.name}"
+        with in_process_index(endpoint, embedder, name_prefix=prefix, chunker=our_chunker, pdfs=pdfs) as ours:
             rows.append(("ours, in process", ours.chunk_count, ours.chunk_chars, evaluate_index(ours, questions)))
     else:
         from eval.stack import evaluate_through_local_stack
 
-        name, chunk_count, results = evaluate_through_local_stack(pdfs, questions, MODES, args.timeout)
+        name, chunk_count, results = evaluate_through_local_stack(pdfs, questions, MODES, timeout)
         # The stack's chunks are the Chunk stage's: the same function, the same parameters (cdk.json).
         chunk_chars = sum(len(chunk.text) for pdf in pdfs for chunk in our_chunker(pdf.read_bytes()))
         rows.append((name, chunk_count, chunk_chars, {mode: score(questions, results[mode]) for mode in MODES}))
-    print(f"ours done after {time.monotonic() - started:.0f}s", flush=True)
+    print(f"{corpus.name}: ours done after {time.monotonic() - started:.0f}s", flush=True)
 
     naive_index = in_process_index(
-        endpoint, embedder, name_prefix="rag-eval-naive", chunker=naive_chunks, pdfs=pdfs, truncate=True
+        endpoint, embedder, name_prefix=f"rag-eval-naive-{corpus.name}", chunker=naive_chunks, pdfs=pdfs, truncate=True
     )
     with naive_index as naive:
         rows.append((NAIVE_NAME, naive.chunk_count, naive.chunk_chars, evaluate_index(naive, questions)))
-    print(f"baseline done after {time.monotonic() - started:.0f}s\n", flush=True)
-    print_table(rows)
+    print(f"{corpus.name}: baseline done after {time.monotonic() - started:.0f}s", flush=True)
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--in-process", action="store_true", help="skip the local stack (parse, chunk, search here)")
+    parser.add_argument("--timeout", type=float, default=1200, help="seconds to wait for the corpus to be READY")
+    parser.add_argument(
+        "--split",
+        choices=(*SPLITS, "all"),
+        default="all",
+        help="which split to evaluate (default: all, one table each)",
+    )
+    args = parser.parse_args(argv)
+
+    endpoint = os.environ.get("OPENSEARCH_URL", "").strip() or DEFAULT_OPENSEARCH
+    questions = load_questions()
+    splits = load_splits()
+    corpora = [split_corpus(name, splits, questions) for name in SPLITS if args.split in (name, "all")]
+    embedder = create_embedder("local", LOCAL_MODEL_ID, MINILM_DIMENSION)
+    print(f"OpenSearch {endpoint}", flush=True)
+    tables: list[tuple[SplitCorpus, list[Row]]] = []
+    for corpus in corpora:
+        print(f"{corpus.name} split: {len(corpus.pdfs)} documents, {len(corpus.questions)} questions", flush=True)
+        rows = evaluate_split(corpus, endpoint, embedder, in_process=args.in_process, timeout=args.timeout)
+        tables.append((corpus, rows))
+    for corpus, rows in tables:
+        print(f"\n{corpus.name} split ({len(corpus.pdfs)} documents, {len(corpus.questions)} questions)")
+        print_table(rows)
     return 0
 
 

