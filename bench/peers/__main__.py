@@ -156,6 +156,13 @@ def main() -> None:
 
     runs: dict[str, list[dict[str, Any]]] = {system: [] for system in systems}
     started = time.time()
+    output = args.output or RESULTS_DIR / f"peers-{time.strftime('%Y%m%d-%H%M%S', time.localtime(started))}.json"
+    header = {
+        "command": " ".join([Path(sys.executable).name, "-m", "bench.peers", *sys.argv[1:]]),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        "machine": machine(),
+        "corpus": {"manifest": shown(args.manifest), "documents": len(documents), "pages": corpus_pages},
+    }
     for round_index in range(args.runs):
         # Rotate the order so that no system always runs first or right after the same one.
         order = systems[round_index % len(systems) :] + systems[: round_index % len(systems)]
@@ -170,29 +177,37 @@ def main() -> None:
                 f"peak RSS {outcome['peak_rss_bytes'] / GIB:.2f} GiB, load {outcome['load_average_after'][0]:.1f}",
                 flush=True,
             )
-    summaries = [summarise(system, runs[system], corpus_pages) for system in systems]
-    rendered = table(summaries)
+            # Written after every run: a long comparison stopped half-way keeps what it measured.
+            rendered = write_results(output, header, runs, corpus_pages, started, complete=False)
+    rendered = write_results(output, header, runs, corpus_pages, started, complete=True)
     print()
     print(rendered)
+    print(f"\nresults: {shown(output)}")
 
-    output = args.output or RESULTS_DIR / f"peers-{time.strftime('%Y%m%d-%H%M%S', time.localtime(started))}.json"
-    output.parent.mkdir(parents=True, exist_ok=True)
+
+def write_results(
+    output: Path,
+    header: dict[str, Any],
+    runs: dict[str, list[dict[str, Any]]],
+    corpus_pages: int,
+    started: float,
+    *,
+    complete: bool,
+) -> str:
+    """Write the results JSON (the runs so far and their summaries); return the rendered table."""
+    summaries = [summarise(system, measured, corpus_pages) for system, measured in runs.items() if measured]
+    rendered = table(summaries)
     results = {
-        "command": " ".join([Path(sys.executable).name, "-m", "bench.peers", *sys.argv[1:]]),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        **header,
+        "complete": complete,
         "wall_seconds": time.time() - started,
-        "machine": machine(),
-        "corpus": {
-            "manifest": shown(args.manifest),
-            "documents": len(documents),
-            "pages": corpus_pages,
-        },
         "summaries": summaries,
         "runs": runs,
         "table": rendered,
     }
+    output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"\nresults: {shown(output)}")
+    return rendered
 
 
 if __name__ == "__main__":
