@@ -85,6 +85,19 @@ test: synth local-tools chromium
 bench: stack-up
 	$(PY) -m bench
 
+# rag-ingest against LangChain and LlamaIndex on bench/corpus (docs/benchmarks.md). The peers live in
+# their own venv, .venv-peers, never in the product's; the embedder there is rag-ingest's own code.
+.PHONY: bench-peers
+PEERS_VENV_STAMP := .venv-peers/.installed-$(shell cat bench/requirements-peers.txt pyproject.toml | sha256sum | cut -c1-12)
+bench-peers: synth opensearch $(PEERS_VENV_STAMP)
+	$(PY) -m bench.peers
+$(PEERS_VENV_STAMP): bench/requirements-peers.txt pyproject.toml
+	test -x .venv-peers/bin/python || python3 -m venv .venv-peers
+	.venv-peers/bin/pip install -q --upgrade pip
+	.venv-peers/bin/pip install -q -r bench/requirements-peers.txt
+	.venv-peers/bin/pip install -q --no-deps -e .
+	rm -f .venv-peers/.installed-* && touch $@
+
 # The 200-upload burst with 10 % injected faults (make test runs a 40-upload one); figures in docs/reliability.md.
 burst: synth opensearch
 	mkdir -p bench/results

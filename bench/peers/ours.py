@@ -1,0 +1,79 @@
+"""rag-ingest's side: the whole local stack, presigned upload -> every document READY.
+
+Each run starts a fresh local stack on free ports with an index of its own (the template copy of
+``eval.stack.eval_template``), so runs do not share warm workers or index state; starting it is
+not timed. The clock runs from the first upload request to the moment every document is READY,
+as a browser user would see it; the stack's process tree is sampled for RSS meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.peers.corpus import CorpusDocument
+from bench.peers.process_memory import PeakRssSampler, pids_with_argument
+from eval.stack import eval_template
+from local.client import LocalStackClient
+from local.opensearch.server import BOOTSTRAP_CLASS
+from local.runtime.harness import LocalStackProcess
+from local.runtime.settings import DEFAULT_OPENSEARCH_URL, REPO_ROOT, stack_name_from_cdk_json
+
+SYSTEM_NAME = "rag-ingest"
+STAGES = ("VALIDATE", "PARSE", "CHUNK", "EMBED", "INDEX", "FINALIZE")
+
+
+def ingest_through_local_stack(documents: Sequence[CorpusDocument], timeout: float) -> dict[str, Any]:
+    """One measured run: pages, chunks, seconds, peak RSS of the stack and of OpenSearch, stage times."""
+    from rag_ingest.wiring import vector_store_for
+
+    source = REPO_ROOT / "cdk.out" / f"{stack_name_from_cdk_json(REPO_ROOT)}.template.json"
+    if not source.is_file():
+        raise SystemExit(f"{source} not found: synthesize first (make synth)")
+    index_name = f"rag-bench-peers-{uuid.uuid4().hex[:8]}"
+    with tempfile.TemporaryDirectory(prefix="rag-bench-peers-") as work:
+        template = Path(work) / "template.json"
+        template.write_text(json.dumps(eval_template(source, index_name)))
+        process = LocalStackProcess(Path(work) / "state", template=template)
+        outputs = process.start(timeout=300)
+        assert process.process is not None  # started above
+        opensearch_url = process.env.get("OPENSEARCH_URL") or DEFAULT_OPENSEARCH_URL
+        store = vector_store_for(opensearch_url, index_name, 384)
+        try:
+            client = LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=f"bench-{uuid.uuid4().hex[:8]}")
+            client.token()  # sign in before the clock starts, as a user already on the page is
+            load_before = os.getloadavg()
+            with PeakRssSampler(process.process.pid, pids_with_argument(BOOTSTRAP_CLASS)) as memory:
+                started = time.perf_counter()
+                ids = [client.upload(document.path) for document in documents]
+                states = client.wait_until_done(ids, timeout_seconds=timeout)
+                seconds = time.perf_counter() - started
+            failed = {d: (s["status"], s.get("error_code")) for d, s in states.items() if s["status"] != "READY"}
+            if failed:
+                raise SystemExit(f"documents not READY: {failed}\n{process.log_tail()}")
+            stage_seconds = {
+                stage: sum(int(state["timings_ms"].get(stage, 0)) for state in states.values()) / 1000
+                for stage in STAGES
+            }
+            return {
+                "system": SYSTEM_NAME,
+                "pages": sum(int(state["page_count"]) for state in states.values()),
+                "chunks": sum(int(state["chunk_count"]) for state in states.values()),
+                "seconds": seconds,
+                "peak_rss_bytes": memory.peak_tree_bytes,
+                "peak_rss_processes": memory.peak_tree_processes,
+                "opensearch_peak_rss_bytes": memory.peak_separate_bytes,
+                "rss_samples": memory.samples,
+                "stage_seconds_total": stage_seconds,
+                "load_average_before": load_before,
+                "load_average_after": os.getloadavg(),
+            }
+        finally:
+            process.stop()
+            store.drop_index()
