@@ -11,6 +11,7 @@ help:
 	@echo "make demo   - set up everything, run the local pipeline end to end on the sample PDFs"
 	@echo "make test   - set up everything, run lint and every test suite (starts and stops servers)"
 	@echo "make bench  - per-stage and end-to-end throughput on the sample corpus"
+	@echo "make bench-peers - rag-ingest vs LangChain and LlamaIndex on the same 315 pages (docs/benchmarks.md)"
 	@echo "make eval   - retrieval quality (recall@1/5, MRR) of k-NN, BM25 and hybrid vs a naive baseline"
 	@echo "make burst  - 200 uploads with 10 % injected faults: READY, lost, duplicates, DLQ"
 	@echo "make deploy - deploy to AWS with the CDK CLI (needs AWS credentials)"
