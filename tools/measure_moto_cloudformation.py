@@ -36,7 +36,7 @@ import threading
 import urllib.request
 import warnings
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ from urllib.parse import urlsplit
 
 from local.runtime.aws import moto_client
 from local.runtime.moto_server import configure_moto, start_moto_server
+from local.runtime.provision import AnyAttributes
 from local.runtime.settings import RuntimeSettings
 from local.runtime.template import CloudFormationTemplate, IntrinsicResolver, TemplateResource
 
@@ -239,7 +240,7 @@ def answer_custom_resources(settings: RuntimeSettings) -> Callable[[], None]:
 # -- read back ------------------------------------------------------------------------------------
 
 
-class _PlaceholderAttributes(Mapping[str, Any]):
+class _PlaceholderAttributes(AnyAttributes):
     """``Fn::GetAtt`` of a resource left out: the same placeholder the measurement template holds."""
 
     def __init__(self, logical_id: str) -> None:
@@ -248,17 +249,8 @@ class _PlaceholderAttributes(Mapping[str, Any]):
     def __getitem__(self, attribute: str) -> Any:
         return f"placeholder-{self._logical_id}-{attribute}"
 
-    def __contains__(self, attribute: object) -> bool:
-        return isinstance(attribute, str)
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(())
-
-    def __len__(self) -> int:
-        return 0
-
-
-class _MotoAttributes(Mapping[str, Any]):
+class _MotoAttributes(AnyAttributes):
     """``Fn::GetAtt`` of a resource moto created, as moto answers it."""
 
     def __init__(self, model: Any) -> None:
@@ -269,15 +261,6 @@ class _MotoAttributes(Mapping[str, Any]):
             return self._model.get_cfn_attribute(attribute)
         except Exception:  # an attribute moto does not model: recognisable, compared like any value
             return f"unmodelled-{attribute}"
-
-    def __contains__(self, attribute: object) -> bool:
-        return isinstance(attribute, str)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(())
-
-    def __len__(self) -> int:
-        return 0
 
 
 def _differences(path: str, expected: Any, actual: Any) -> list[str]:

@@ -105,7 +105,23 @@ class ProvisioningError(Exception):
     """The template asks for something the local stack cannot provide."""
 
 
-class _PlaceholderAttributes(Mapping[str, Any]):
+class AnyAttributes(Mapping[str, Any]):
+    """``Fn::GetAtt`` values computed on demand: every attribute name is present, none is listed."""
+
+    def __getitem__(self, attribute: str) -> Any:
+        raise NotImplementedError
+
+    def __contains__(self, attribute: object) -> bool:
+        return isinstance(attribute, str)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+class _PlaceholderAttributes(AnyAttributes):
     """Any attribute of a skipped resource: a recognisable placeholder, not a real value."""
 
     def __init__(self, resource: TemplateResource, region: str, account_id: str) -> None:
@@ -122,15 +138,6 @@ class _PlaceholderAttributes(Mapping[str, Any]):
             service = self._resource.type.split("::")[1].lower() if "::" in self._resource.type else "local"
             return f"arn:aws:{service}:{self._region}:{self._account_id}:{self._resource.logical_id}"
         return f"{self._resource.logical_id}.{attribute}"
-
-    def __contains__(self, attribute: object) -> bool:
-        return isinstance(attribute, str)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(())
-
-    def __len__(self) -> int:
-        return 0
 
 
 @dataclass(frozen=True)

@@ -129,7 +129,7 @@ class InMemoryDocuments:
             )
         )
         if not allowed:
-            return self._explain_rejected_queue(self.get(document_id), tenant_id, ref)
+            return QueueResult.not_queued(self.get(document_id), tenant_id, ref)
         now = self._clock()
         new = dict(item or {})
         for name in _CLEARED_BY_NEW_VERSION:
@@ -151,20 +151,6 @@ class InMemoryDocuments:
         )
         self.items[document_id] = new
         return QueueResult(QueueOutcome.QUEUED, self.get(document_id))
-
-    @staticmethod
-    def _explain_rejected_queue(current: DocumentRecord | None, tenant_id: str, ref: ObjectRef) -> QueueResult:
-        if current is None:
-            return QueueResult(QueueOutcome.REJECTED, None, "document vanished during the update")
-        if current.tenant_id != tenant_id:
-            return QueueResult(QueueOutcome.REJECTED, current, "object key names another tenant")
-        if current.status in (DocumentStatus.DELETING, DocumentStatus.DELETED):
-            return QueueResult(QueueOutcome.REJECTED, current, f"document is {current.status.value}")
-        if current.version == ref.version:
-            if current.status == DocumentStatus.QUEUED:
-                return QueueResult(QueueOutcome.RESUME, current)
-            return QueueResult(QueueOutcome.DUPLICATE, current, f"version already {current.status.value}")
-        return QueueResult(QueueOutcome.REJECTED, current, "a newer version is already current")
 
     def set_execution(self, document_id: str, version: str, execution_arn: str) -> None:
         allowed = (*_IN_FLIGHT, DocumentStatus.READY, DocumentStatus.FAILED)

@@ -173,6 +173,22 @@ class QueueResult:
     record: DocumentRecord | None
     reason: str = ""
 
+    @classmethod
+    def not_queued(cls, current: DocumentRecord | None, tenant_id: str, ref: ObjectRef) -> QueueResult:
+        """Why a version was not queued, read from the record that refused the conditional write
+        (every documents store, real or fake, explains a refusal the same way)."""
+        if current is None:  # deleted in between: nothing to queue
+            return cls(QueueOutcome.REJECTED, None, "document vanished during the update")
+        if current.tenant_id != tenant_id:
+            return cls(QueueOutcome.REJECTED, current, "object key names another tenant")
+        if current.status in (DocumentStatus.DELETING, DocumentStatus.DELETED):
+            return cls(QueueOutcome.REJECTED, current, f"document is {current.status.value}")
+        if current.version == ref.version:
+            if current.status == DocumentStatus.QUEUED:
+                return cls(QueueOutcome.RESUME, current)
+            return cls(QueueOutcome.DUPLICATE, current, f"version already {current.status.value}")
+        return cls(QueueOutcome.REJECTED, current, "a newer version is already current")
+
 
 # -- search ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)

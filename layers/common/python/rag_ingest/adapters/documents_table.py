@@ -195,24 +195,8 @@ class DocumentsTable:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise translate(exc, "mark queued") from exc
             current = self.get(document_id)
-            return self._explain_rejected_queue(current, tenant_id, ref)
+            return QueueResult.not_queued(current, tenant_id, ref)
         return QueueResult(QueueOutcome.QUEUED, DocumentRecord.model_validate(response["Attributes"]))
-
-    @staticmethod
-    def _explain_rejected_queue(
-        current: DocumentRecord | None, tenant_id: str, ref: ObjectRef
-    ) -> QueueResult:
-        if current is None:  # deleted in between: nothing to queue
-            return QueueResult(QueueOutcome.REJECTED, None, "document vanished during the update")
-        if current.tenant_id != tenant_id:
-            return QueueResult(QueueOutcome.REJECTED, current, "object key names another tenant")
-        if current.status in (DocumentStatus.DELETING, DocumentStatus.DELETED):
-            return QueueResult(QueueOutcome.REJECTED, current, f"document is {current.status.value}")
-        if current.version == ref.version:
-            if current.status == DocumentStatus.QUEUED:
-                return QueueResult(QueueOutcome.RESUME, current)
-            return QueueResult(QueueOutcome.DUPLICATE, current, f"version already {current.status.value}")
-        return QueueResult(QueueOutcome.REJECTED, current, "a newer version is already current")
 
     def set_execution(self, document_id: str, version: str, execution_arn: str) -> None:
         self._transition(
