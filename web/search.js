@@ -107,12 +107,16 @@ export class SearchView {
       onclick: () => this.open(passage),
     });
     const heading = (passage.heading_path || []).join(" › ");
+    const copies = passage.copies || [];
     return el(
       "li",
       { className: "result", dataset: { documentId: passage.document_id, pageStart: passage.page_start ?? "" } },
       el("div", { className: "result-head" }, open, el("span", { className: "muted score" }, `score ${Number(passage.score).toFixed(3)}`)),
       heading ? el("div", { className: "muted heading-path" }, heading) : null,
       body,
+      copies.length
+        ? el("div", { className: "muted copies" }, `Same text also in: ${copies.map((copy) => `${copy.filename || copy.document_id}, ${pageSpan(copy)}`).join("; ")}`)
+        : null,
     );
   }
 

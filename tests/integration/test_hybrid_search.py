@@ -111,9 +111,32 @@ def test_search_service_answers_with_passage_views(store: VectorStore, embedder:
     top = response.passages[0].model_dump()
     assert set(top) == {
         "chunk_id", "document_id", "filename", "page_start", "page_end", "heading_path",
-        "score", "text", "highlights", "retrieved_by",
+        "score", "text", "highlights", "retrieved_by", "copies",
     }  # fmt: skip
     assert top["filename"] == "grfguide.pdf"
     # BM25 alone never loads the embedding model.
     bm25_only = SearchService(store=lambda: store, embedder=lambda: pytest.fail("embedder loaded for BM25"))
     assert bm25_only.search(TENANT_A, SearchRequest(query="rotate", mode=SearchMode.BM25)).passages
+
+
+def test_the_same_pdf_uploaded_twice_is_returned_once_with_its_copy_named(
+    store: VectorStore, embedder: Embedder
+) -> None:
+    tenant = f"tenant-c-{uuid.uuid4().hex[:6]}"
+    pages = parse_pdf((SAMPLES / "lighthouses.pdf").read_bytes(), max_bytes=50_000_000, max_pages=100).pages
+    chunks = chunk_pages(pages, count_tokens=count_tokens, target_tokens=300, overlap_tokens=60)
+    vectors = embedder.embed([chunk.text for chunk in chunks])
+    for document_id, filename in (("lighthouses", "lighthouses.pdf"), ("lighthouses-2", "copy of lighthouses.pdf")):
+        store.write_chunks(
+            tenant_id=tenant, document_id=document_id, version="v1", filename=filename, chunks=chunks, vectors=vectors
+        )
+    assert len(chunks) >= 3
+    for mode in SearchMode:
+        hits = search_passages(store, embedder, tenant_id=tenant, query="Fresnel lens glass prisms", k=2, mode=mode)
+        # Two distinct passages: BM25 finds these words in two of the PDF's chunks, each indexed twice.
+        assert len(hits) == 2, mode
+        assert len({hit.text for hit in hits}) == 2, mode
+        for hit in hits:
+            [copy] = hit.copies
+            assert {hit.document_id, copy.document_id} == {"lighthouses", "lighthouses-2"}, mode
+            assert (copy.page_start, copy.page_end) == (hit.page_start, hit.page_end)

@@ -192,6 +192,18 @@ class QueueResult:
 
 # -- search ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
+class PassageCopy:
+    """Another indexed passage with the same text as a search result (the same PDF uploaded twice,
+    or a page repeated inside one document): named, so the result can say where else it is."""
+
+    chunk_id: str
+    document_id: str
+    filename: str | None
+    page_start: int
+    page_end: int
+
+
+@dataclass(frozen=True)
 class SearchHit:
     """One indexed passage a retriever returned for a query."""
 
@@ -206,6 +218,11 @@ class SearchHit:
     highlights: tuple[str, ...] = ()
     #: The retrievers that found it ("knn", "bm25"); a hybrid hit may have both.
     retrieved_by: tuple[str, ...] = ()
+    #: Lower-ranked passages with the same text, folded into this one (search never repeats a text).
+    copies: tuple[PassageCopy, ...] = ()
+
+    def as_copy(self) -> PassageCopy:
+        return PassageCopy(self.chunk_id, self.document_id, self.filename, self.page_start, self.page_end)
 
 
 # -- the workflow's executions and the queues -----------------------------------------------------

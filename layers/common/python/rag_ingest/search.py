@@ -9,10 +9,15 @@ so any score normalisation (min-max per list, z-scores) reacts to outliers in on
 a weight tuned per corpus. RRF needs neither; 60 is the constant of the paper, not tuned here.
 OpenSearch's own score normalisation (the neural-search plugin's normalization-processor) is not
 available on every domain, so fusion happens here.
+
+Whatever the mode, a text is returned once: passages whose text is the same (after folding case and
+white space) collapse into the best-ranked one, which lists the others in ``copies``. Each retriever
+fetches ``candidates_for(k)`` hits so that collapsing copies still leaves ``k`` distinct passages.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from enum import StrEnum
@@ -21,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.errors import ErrorCode, PermanentError
-from rag_ingest.models import SearchHit
+from rag_ingest.models import PassageCopy, SearchHit
 from rag_ingest.ports import PassageRetriever
 
 RRF_RANK_CONSTANT = 60
@@ -69,15 +74,35 @@ def search_passages(
         modes = ", ".join(m.value for m in SearchMode)
         raise PermanentError(ErrorCode.INVALID_REQUEST, f"unknown mode {mode!r}: expected one of {modes}") from None
 
-    if mode is SearchMode.BM25:
-        return store.bm25_search(tenant_id=tenant_id, query=query, k=k)
-    [vector] = embedder.embed([query])
-    if mode is SearchMode.KNN:
-        return store.knn_search(tenant_id=tenant_id, vector=vector, k=k, highlight_text=query)
     depth = candidates_for(k)
+    if mode is SearchMode.BM25:
+        return collapse_copies(store.bm25_search(tenant_id=tenant_id, query=query, k=depth))[:k]
+    [vector] = embedder.embed([query])
     knn_hits = store.knn_search(tenant_id=tenant_id, vector=vector, k=depth, highlight_text=query)
+    if mode is SearchMode.KNN:
+        return collapse_copies(knn_hits)[:k]
     bm25_hits = store.bm25_search(tenant_id=tenant_id, query=query, k=depth)
-    return reciprocal_rank_fusion([bm25_hits, knn_hits], k=k)
+    return collapse_copies(reciprocal_rank_fusion([bm25_hits, knn_hits], k=2 * depth))[:k]
+
+
+def text_fingerprint(text: str) -> str:
+    """What makes two passages "the same text": equal after folding case and white space."""
+    return hashlib.sha256(" ".join(text.casefold().split()).encode()).hexdigest()
+
+
+def collapse_copies(hits: Sequence[SearchHit]) -> list[SearchHit]:
+    """``hits`` (best first) with each text once: the best-ranked passage of a text stays in its
+    place and lists the lower-ranked passages of the same text in ``copies``."""
+    kept: dict[str, SearchHit] = {}
+    copies: dict[str, list[PassageCopy]] = {}
+    for hit in hits:
+        fingerprint = text_fingerprint(hit.text)
+        if fingerprint in kept:
+            copies[fingerprint].append(hit.as_copy())
+        else:
+            kept[fingerprint] = hit
+            copies[fingerprint] = list(hit.copies)
+    return [replace(hit, copies=tuple(copies[key])) if copies[key] else hit for key, hit in kept.items()]
 
 
 def reciprocal_rank_fusion(ranked_lists: Sequence[Sequence[SearchHit]], *, k: int) -> list[SearchHit]:
@@ -123,6 +148,26 @@ class SearchRequest(BaseModel):
         return value.strip()
 
 
+class PassageCopyView(BaseModel):
+    """Where else a passage's text is indexed."""
+
+    chunk_id: str
+    document_id: str
+    filename: str | None
+    page_start: int
+    page_end: int
+
+    @classmethod
+    def of(cls, copy: PassageCopy) -> PassageCopyView:
+        return cls(
+            chunk_id=copy.chunk_id,
+            document_id=copy.document_id,
+            filename=copy.filename,
+            page_start=copy.page_start,
+            page_end=copy.page_end,
+        )
+
+
 class PassageView(BaseModel):
     """One passage as the API returns it. ``highlights`` are HTML-escaped fragments of ``text``
     with the query's words in ``<em>``; empty when none of the words occurs (a k-NN-only match,
@@ -138,6 +183,9 @@ class PassageView(BaseModel):
     text: str
     highlights: list[str]
     retrieved_by: list[str]
+    #: Other passages with the same text (another upload of the same PDF, a repeated page), folded
+    #: into this result instead of repeating it.
+    copies: list[PassageCopyView] = Field(default_factory=list)
 
     @classmethod
     def of(cls, hit: SearchHit) -> PassageView:
@@ -152,6 +200,7 @@ class PassageView(BaseModel):
             text=hit.text,
             highlights=list(hit.highlights),
             retrieved_by=list(hit.retrieved_by),
+            copies=[PassageCopyView.of(copy) for copy in hit.copies],
         )
 
 
