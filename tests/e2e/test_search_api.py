@@ -38,7 +38,13 @@ def test_search_finds_the_page_in_every_mode(client: LocalStackClient, urban_bir
     assert response.status_code == 200, response.text
     body = response.json()
     assert (body["mode"], body["k"]) == (mode, 3)
-    mine = [p for p in body["passages"] if p["document_id"] == urban_birds]
+    # Other tests of this tenant upload the same PDF: its passages then come back once, as the
+    # best-ranked copy, naming the other uploads in "copies" (search never repeats a text).
+    mine = [
+        p
+        for p in body["passages"]
+        if urban_birds in [p["document_id"], *(copy["document_id"] for copy in p["copies"])]
+    ]
     assert mine, body
     top = mine[0]
     assert top["filename"] == "urban-birds.pdf"
