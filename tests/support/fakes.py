@@ -28,6 +28,7 @@ from rag_ingest.models import (
     QueueResult,
     SearchHit,
     Stage,
+    awaiting_upload_item,
 )
 
 _IN_FLIGHT = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
@@ -97,18 +98,9 @@ class InMemoryDocuments:
             # The table's put is conditional on attribute_not_exists; nothing in the domain catches it.
             raise ValueError(f"document {document_id} already exists")
         now = self._clock()
-        self.items[document_id] = {
-            "document_id": document_id,
-            "tenant_id": tenant_id,
-            "status": DocumentStatus.AWAITING_UPLOAD.value,
-            "filename": filename,
-            "bucket": bucket,
-            "key": key,
-            "attempts": {},
-            "timings_ms": {},
-            "created_at": now,
-            "updated_at": now,
-        }
+        self.items[document_id] = awaiting_upload_item(
+            document_id=document_id, tenant_id=tenant_id, filename=filename, bucket=bucket, key=key, now=now
+        )
         return DocumentRecord.model_validate(copy.deepcopy(self.items[document_id]))
 
     def mark_queued(

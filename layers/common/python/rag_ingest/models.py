@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -120,6 +121,24 @@ class FailedJob(DocumentJob):
 class Progress(BaseModel):
     done: int = 0
     total: int = 0
+
+
+def awaiting_upload_item(
+    *, document_id: str, tenant_id: str, filename: str, bucket: str, key: str, now: str
+) -> dict[str, Any]:
+    """A new document's stored item, before its upload arrives (the documents table's and its fakes')."""
+    return {
+        "document_id": document_id,
+        "tenant_id": tenant_id,
+        "status": DocumentStatus.AWAITING_UPLOAD.value,
+        "filename": filename,
+        "bucket": bucket,
+        "key": key,
+        "attempts": {},
+        "timings_ms": {},
+        "created_at": now,
+        "updated_at": now,
+    }
 
 
 class DocumentRecord(BaseModel):

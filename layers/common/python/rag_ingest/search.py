@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -159,13 +159,7 @@ class PassageCopyView(BaseModel):
 
     @classmethod
     def of(cls, copy: PassageCopy) -> PassageCopyView:
-        return cls(
-            chunk_id=copy.chunk_id,
-            document_id=copy.document_id,
-            filename=copy.filename,
-            page_start=copy.page_start,
-            page_end=copy.page_end,
-        )
+        return cls(**asdict(copy))
 
 
 class PassageView(BaseModel):

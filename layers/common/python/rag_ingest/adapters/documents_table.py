@@ -23,7 +23,15 @@ from botocore.exceptions import ClientError
 from rag_ingest.adapters.aws import error_code, resource, translate
 from rag_ingest.errors import ErrorCode, StaleWriteError
 from rag_ingest.layout import filename_of
-from rag_ingest.models import DocumentRecord, DocumentStatus, ObjectRef, QueueOutcome, QueueResult, Stage
+from rag_ingest.models import (
+    DocumentRecord,
+    DocumentStatus,
+    ObjectRef,
+    QueueOutcome,
+    QueueResult,
+    Stage,
+    awaiting_upload_item,
+)
 from rag_ingest.tracing import traced
 
 # The documents table's GSIs (infra/constructs/storage.py): GET /documents, and status + updated_at.
@@ -123,18 +131,9 @@ class DocumentsTable:
         self, *, document_id: str, tenant_id: str, filename: str, bucket: str, key: str
     ) -> DocumentRecord:
         now = utc_now()
-        item = {
-            "document_id": document_id,
-            "tenant_id": tenant_id,
-            "status": DocumentStatus.AWAITING_UPLOAD.value,
-            "filename": filename,
-            "bucket": bucket,
-            "key": key,
-            "attempts": {},
-            "timings_ms": {},
-            "created_at": now,
-            "updated_at": now,
-        }
+        item = awaiting_upload_item(
+            document_id=document_id, tenant_id=tenant_id, filename=filename, bucket=bucket, key=key, now=now
+        )
         try:
             self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(document_id)")
         except ClientError as exc:
