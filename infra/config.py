@@ -79,7 +79,13 @@ class StageFunctions(_Model):
     mark_failed: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=60)
 
 
+LambdaArchitecture = Literal["x86_64", "arm64"]
+
+
 class FunctionsConfig(_Model):
+    # Every function and the shared layer: tools/build_layer.py fetches the layer's wheels for this
+    # architecture (manylinux2014_aarch64 for arm64, whose GB-second is about 20 % cheaper).
+    architecture: LambdaArchitecture = "x86_64"
     # An HTTP API integration times out at 30 s, so the API function must finish sooner.
     api: FunctionSettings = FunctionSettings(memory_mb=512, timeout_seconds=29)
     intake: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=30)

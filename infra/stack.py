@@ -32,7 +32,7 @@ class RagIngestStack(Stack):
         self.config = config
         Tags.of(self).add("project", "rag-ingest")
 
-        layer = SharedLayer(self, "Layer")
+        layer = SharedLayer(self, "Layer", config.functions.architecture)
         self.storage = Storage(self, "Storage", config=config)
         factory = FunctionFactory(
             config=config, layer=layer.layer, documents_table_name=self.storage.documents_table.table_name

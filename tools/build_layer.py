@@ -1,8 +1,9 @@
 """Build the shared Lambda layer into ``.build/layer/python/`` without Docker.
 
 The layer holds the domain package (``layers/common/python/rag_ingest``) and its third-party
-dependencies (``layers/common/requirements.txt``) as manylinux x86_64 wheels for CPython 3.13,
-so pip on any host resolves the same binaries the Lambda runtime loads.
+dependencies (``layers/common/requirements.txt``) as manylinux wheels for CPython 3.13 on the
+functions' architecture (``cdk.json`` ``functions.architecture``: x86_64 or arm64), so pip on any
+host resolves the same binaries the Lambda runtime loads.
 
 The build is idempotent: a stamp holds a hash of the inputs, and only the part that changed is
 redone (the dependencies when the requirements or pip arguments change, the domain package when
@@ -23,6 +24,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_DIR = ROOT / ".build"
@@ -32,17 +34,42 @@ STAMP_FILE = BUILD_DIR / "layer.stamp.json"
 LOCK_FILE = BUILD_DIR / "layer.lock"
 PACKAGE_SRC = ROOT / "layers" / "common" / "python" / "rag_ingest"
 REQUIREMENTS = ROOT / "layers" / "common" / "requirements.txt"
+CDK_JSON = ROOT / "cdk.json"
 
-# The Lambda runtime (python3.13, x86_64) these wheels must load in.
-PIP_PLATFORM_ARGS: tuple[str, ...] = (
-    "--platform",
-    "manylinux2014_x86_64",
-    "--implementation",
-    "cp",
-    "--python-version",
-    "3.13",
-    "--only-binary=:all:",
-)
+# The wheel platform of each Lambda architecture (infra/config.py FunctionsConfig.architecture).
+WHEEL_PLATFORMS = {"x86_64": "manylinux2014_x86_64", "arm64": "manylinux2014_aarch64"}
+DEFAULT_ARCHITECTURE = "x86_64"
+
+
+def pip_platform_args(architecture: str = DEFAULT_ARCHITECTURE) -> tuple[str, ...]:
+    """pip's target: the Lambda runtime (python3.13 on ``architecture``) these wheels must load in."""
+    if architecture not in WHEEL_PLATFORMS:
+        raise LayerBuildError(f"unknown architecture {architecture!r}: use one of {', '.join(WHEEL_PLATFORMS)}")
+    return (
+        "--platform",
+        WHEEL_PLATFORMS[architecture],
+        "--implementation",
+        "cp",
+        "--python-version",
+        "3.13",
+        "--only-binary=:all:",
+    )
+
+
+def configured_architecture(cdk_json: Path = CDK_JSON) -> str:
+    """``functions.architecture`` of cdk.json's ``rag-ingest`` context (x86_64 when unset)."""
+    try:
+        context: Any = json.loads(cdk_json.read_text()).get("context", {}).get("rag-ingest", {})
+    except (OSError, ValueError):
+        return DEFAULT_ARCHITECTURE
+    functions = context.get("functions", {}) if isinstance(context, dict) else {}
+    return (
+        str(functions.get("architecture", DEFAULT_ARCHITECTURE))
+        if isinstance(functions, dict)
+        else DEFAULT_ARCHITECTURE
+    )
+
+
 # Bytecode compiled by the host interpreter (3.11) would be ignored by 3.13, so skip it; no
 # compilation also keeps the asset hash stable across rebuilds.
 PIP_EXTRA_ARGS: tuple[str, ...] = ("--no-compile", "--disable-pip-version-check", "--no-input", "--quiet")
@@ -63,10 +90,10 @@ def _iter_source_files(root: Path) -> Iterator[Path]:
             yield path
 
 
-def deps_hash() -> str:
+def deps_hash(architecture: str = DEFAULT_ARCHITECTURE) -> str:
     digest = hashlib.sha256()
     digest.update(BUILD_LOGIC_VERSION.encode())
-    digest.update("\0".join(PIP_PLATFORM_ARGS + RUNTIME_PROVIDED).encode())
+    digest.update("\0".join(pip_platform_args(architecture) + RUNTIME_PROVIDED).encode())
     digest.update(REQUIREMENTS.read_bytes())
     return digest.hexdigest()
 
@@ -99,13 +126,13 @@ def _locked() -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _install_dependencies(target: Path) -> None:
+def _install_dependencies(target: Path, architecture: str) -> None:
     command = [
         sys.executable,
         "-m",
         "pip",
         "install",
-        *PIP_PLATFORM_ARGS,
+        *pip_platform_args(architecture),
         *PIP_EXTRA_ARGS,
         "--target",
         str(target),
@@ -135,18 +162,23 @@ def layer_size_bytes(path: Path = LAYER_DIR) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def build_layer(force: bool = False) -> Path:
-    """Bring ``.build/layer`` up to date with its inputs and return its path."""
+def build_layer(force: bool = False, architecture: str | None = None) -> Path:
+    """Bring ``.build/layer`` up to date with its inputs and return its path.
+
+    ``architecture`` defaults to cdk.json's ``functions.architecture``; the stamp records it, and
+    synth refuses a layer built for another architecture than the functions'.
+    """
+    architecture = architecture or configured_architecture()
     with _locked():
         stamp = {} if force else _read_stamp()
-        wanted = {"deps": deps_hash(), "source": source_hash()}
+        wanted = {"deps": deps_hash(architecture), "source": source_hash(), "architecture": architecture}
         if stamp == wanted and SITE_DIR.is_dir():
             return LAYER_DIR
         if stamp.get("deps") != wanted["deps"] or not SITE_DIR.is_dir():
             # Build beside the old layer and swap, so a failed pip run leaves no half layer.
             staging = BUILD_DIR / "layer.staging"
             shutil.rmtree(staging, ignore_errors=True)
-            _install_dependencies(staging / "python")
+            _install_dependencies(staging / "python", architecture)
             _copy_package(staging / "python")
             STAMP_FILE.unlink(missing_ok=True)
             shutil.rmtree(LAYER_DIR, ignore_errors=True)
@@ -160,10 +192,13 @@ def build_layer(force: bool = False) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--force", action="store_true", help="rebuild even if the inputs did not change")
+    parser.add_argument(
+        "--architecture", choices=sorted(WHEEL_PLATFORMS), help="default: cdk.json functions.architecture"
+    )
     args = parser.parse_args(argv)
     started = time.monotonic()
     try:
-        path = build_layer(force=args.force)
+        path = build_layer(force=args.force, architecture=args.architecture)
     except LayerBuildError as error:
         print(f"build_layer: {error}", file=sys.stderr)
         return 1

@@ -15,7 +15,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.config import FunctionSettings, RagIngestConfig
-from infra.constructs.layer import SOURCE_METADATA_KEY
+from infra.constructs.layer import LAMBDA_ARCHITECTURES, SOURCE_METADATA_KEY
 from infra.nag import acknowledge
 from infra.paths import FUNCTIONS_DIR, relative
 
@@ -123,8 +123,8 @@ class FunctionFactory:
             construct_id,
             description=description,
             runtime=RUNTIME,
-            # The layer's binaries (pydantic-core, tokenizers, cryptography) are manylinux x86_64.
-            architecture=lambda_.Architecture.X86_64,
+            # The layer's binaries (pydantic-core, tokenizers, cryptography) are built for this one.
+            architecture=LAMBDA_ARCHITECTURES[self.config.functions.architecture],
             code=self.code(code_dir),
             handler=handler,
             layers=[self.layer],
