@@ -14,6 +14,7 @@ help:
 	@echo "make bench-peers - rag-ingest vs LangChain and LlamaIndex on the same 315 pages (docs/benchmarks.md)"
 	@echo "make eval   - retrieval quality (recall@1/5, MRR) of k-NN, BM25 and hybrid vs a naive baseline"
 	@echo "make burst  - 200 uploads with 10 % injected faults: READY, lost, duplicates, DLQ"
+	@echo "make cost   - AWS cost per 1,000 pages from a measured local-stack run and cdk.json (docs/cost.md)"
 	@echo "make deploy - deploy to AWS with the CDK CLI (needs AWS credentials)"
 
 # The Python venv only: synth and deploy need nothing more than Python and Node.
@@ -116,6 +117,13 @@ clean: stack-down opensearch-stop
 .PHONY: eval
 eval: synth opensearch
 	$(PY) -m eval
+
+# The AWS cost per 1,000 pages (docs/cost.md): measures one local-stack run on the sample PDFs when
+# bench/results/cost-measurement.json is missing (COST_ARGS=--measure measures again; the run needs
+# OpenSearch: make opensearch, or OPENSEARCH_URL), then prices it with cdk.json's configuration.
+.PHONY: cost
+cost: synth
+	$(PY) -m bench.cost $(COST_ARGS)
 
 # After `make deploy`: sign a test user in, upload a sample PDF, wait for READY, search, delete, each
 # step timed (docs/cli.md). Needs AWS credentials allowed to administer the stack's user pool.

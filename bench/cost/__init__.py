@@ -1,0 +1,1 @@
+"""make cost: the AWS cost model (measure, prices, model, report)."""

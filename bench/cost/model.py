@@ -1,0 +1,287 @@
+"""The cost arithmetic: measured usage, the configuration and prices give dollars per 1,000 pages.
+
+Pure functions of their inputs (no I/O), so the unit tests pin them with known figures. The usage
+comes from one measured run (``bench.cost.measure``); the configuration is the validated
+``cdk.json`` context (memory per function, architecture, chunk size, batch size, dimension).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from bench.cost import prices
+
+Architecture = Literal["x86_64", "arm64"]
+PER_PAGES = 1000
+
+# The documents table's two GSIs project ALL attributes (infra/constructs/storage.py), so a write
+# is also written to each index: by_status's sort key (updated_at) changes on every update, which
+# DynamoDB bills as a delete plus a put there; by_tenant's keys never change after the first put.
+DOCUMENTS_PUT_WRITES = 1 + 1 + 1  # table, by_status, by_tenant
+DOCUMENTS_UPDATE_WRITES = 1 + 2 + 1
+DYNAMODB_WRITE_UNIT_BYTES = 1024
+DYNAMODB_READ_UNIT_BYTES = 4096
+# SQS: the S3 notification's SendMessage, the event source mapping's ReceiveMessage that returns
+# it and its DeleteMessageBatch, per upload (upper bound: a batch of 10 shares one receive and one
+# delete). The mapping's idle polling is a fixed monthly cost, not a per-page one.
+SQS_REQUESTS_PER_DOCUMENT = 3
+# Events the pipeline publishes to EventBridge per document (DocumentReady or DocumentFailed).
+EVENTS_PER_DOCUMENT = 1
+# Live status in AWS (not run locally): each status write reaches the pusher function through the
+# table's stream and becomes one WebSocket message per connected page. Assumed, not measured.
+PUSHER_MS_PER_STATUS_WRITE = 100.0
+
+
+@dataclass(frozen=True)
+class DocumentUsage:
+    """One document of the measured run."""
+
+    pages: int
+    chunks: int
+    chunk_tokens: int
+    state_transitions: int
+    stored_bytes: int  # the PDF and every artifact, as stored after the run
+    embedding_bytes: int  # the part of stored_bytes that is embedding checkpoints
+
+
+@dataclass(frozen=True)
+class RunUsage:
+    """What a measured run used, summed over its documents."""
+
+    documents: tuple[DocumentUsage, ...]
+    lambda_ms: Mapping[str, float]  # function (display name) -> summed invocation milliseconds
+    lambda_invocations: Mapping[str, int]
+    s3_write_requests: int
+    s3_read_requests: int
+    dynamodb_puts: int  # PutItem on the documents table
+    dynamodb_updates: int  # UpdateItem on the documents table
+    dynamodb_other_writes: int  # other tables (idempotency): small items, one unit each
+    dynamodb_read_units: float
+    status_item_bytes: int  # mean size of a document's status item
+    log_bytes: int
+    embedding_dimension: int  # of the embedder that produced embedding_bytes
+
+    @property
+    def pages(self) -> int:
+        return sum(d.pages for d in self.documents)
+
+
+@dataclass(frozen=True)
+class CostSettings:
+    """The configuration the cost depends on."""
+
+    memory_mb: Mapping[str, int]  # function (display name) -> configured memory
+    architecture: Architecture = "x86_64"
+    embedding_dimension: int = 1024
+    workflow_type: Literal["STANDARD", "EXPRESS"] = "STANDARD"
+    # Express only: the workflow's billed memory (64 MB steps) and duration per document.
+    express_memory_mb: int = 64
+    express_seconds_per_document: float = 0.0
+    pusher_memory_mb: int = 256
+    storage_months: float = 1.0
+
+
+@dataclass(frozen=True)
+class CostLine:
+    item: str
+    usd: float  # for the whole measured run
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class CostTable:
+    lines: tuple[CostLine, ...]
+    pages: int
+    documents: int
+
+    @property
+    def total_usd(self) -> float:
+        return sum(line.usd for line in self.lines)
+
+    def per_thousand_pages(self, usd: float) -> float:
+        return usd * PER_PAGES / self.pages if self.pages else 0.0
+
+    @property
+    def total_per_thousand_pages(self) -> float:
+        return self.per_thousand_pages(self.total_usd)
+
+    def line(self, item: str) -> CostLine:
+        return next(line for line in self.lines if line.item == item)
+
+
+def lambda_gb_seconds(ms: float, memory_mb: int) -> float:
+    """Lambda bills duration times configured memory (GB = 1,024 MB)."""
+    return ms / 1000 * memory_mb / 1024
+
+
+def dynamodb_write_units(item_bytes: int, writes_per_request: int) -> int:
+    return max(1, math.ceil(item_bytes / DYNAMODB_WRITE_UNIT_BYTES)) * writes_per_request
+
+
+def express_billed_gb_seconds(memory_mb: int, seconds: float) -> float:
+    """Express workflows bill memory in 64 MB steps and duration in 100 ms steps."""
+    billed_mb = max(64, math.ceil(memory_mb / 64) * 64)
+    billed_seconds = max(0.1, math.ceil(round(seconds * 10, 6)) / 10)
+    return billed_mb / 1024 * billed_seconds
+
+
+def cost_table(usage: RunUsage, settings: CostSettings) -> CostTable:
+    """Every cost line of the measured run under ``settings``."""
+    documents = len(usage.documents)
+    lines: list[CostLine] = []
+
+    gb_seconds = sum(lambda_gb_seconds(ms, settings.memory_mb[function]) for function, ms in usage.lambda_ms.items())
+    gb_second = prices.LAMBDA_GB_SECOND[settings.architecture]
+    lines.append(
+        CostLine("Lambda duration", gb_seconds * gb_second.usd, f"{gb_seconds:.1f} GB-s, {settings.architecture}")
+    )
+    invocations = sum(usage.lambda_invocations.values())
+    lines.append(CostLine("Lambda requests", invocations * prices.LAMBDA_REQUEST.usd, f"{invocations} invocations"))
+
+    transitions = sum(d.state_transitions for d in usage.documents)
+    if settings.workflow_type == "STANDARD":
+        lines.append(
+            CostLine(
+                "Step Functions (Standard)",
+                transitions * prices.SFN_STANDARD_TRANSITION.usd,
+                f"{transitions} state transitions",
+            )
+        )
+    else:
+        express = express_billed_gb_seconds(settings.express_memory_mb, settings.express_seconds_per_document)
+        usd = documents * (prices.SFN_EXPRESS_REQUEST.usd + express * prices.SFN_EXPRESS_GB_SECOND.usd)
+        lines.append(CostLine("Step Functions (Express)", usd, f"{documents} requests, {express:.3f} GB-s each"))
+
+    tokens = sum(d.chunk_tokens for d in usage.documents)
+    lines.append(
+        CostLine("Bedrock Titan v2 input tokens", tokens * prices.TITAN_V2_INPUT_TOKEN.usd, f"{tokens} tokens")
+    )
+
+    s3_requests = (
+        usage.s3_write_requests * prices.S3_WRITE_REQUEST.usd + usage.s3_read_requests * prices.S3_READ_REQUEST.usd
+    )
+    lines.append(
+        CostLine(
+            "S3 requests", s3_requests, f"{usage.s3_write_requests} PUT/POST/LIST, {usage.s3_read_requests} GET/HEAD"
+        )
+    )
+    stored = stored_bytes(usage, settings.embedding_dimension)
+    storage = stored / prices.GIB * prices.S3_STORAGE_GB_MONTH.usd * settings.storage_months
+    lines.append(CostLine("S3 storage", storage, f"{stored / 1e6:.2f} MB for {settings.storage_months:g} month"))
+
+    write_units = (
+        usage.dynamodb_puts * dynamodb_write_units(usage.status_item_bytes, DOCUMENTS_PUT_WRITES)
+        + usage.dynamodb_updates * dynamodb_write_units(usage.status_item_bytes, DOCUMENTS_UPDATE_WRITES)
+        + usage.dynamodb_other_writes
+    )
+    dynamodb = write_units * prices.DYNAMODB_WRITE_UNIT.usd + usage.dynamodb_read_units * prices.DYNAMODB_READ_UNIT.usd
+    lines.append(CostLine("DynamoDB on-demand", dynamodb, f"{write_units} WRU, {usage.dynamodb_read_units:g} RRU"))
+
+    sqs = documents * SQS_REQUESTS_PER_DOCUMENT
+    lines.append(CostLine("SQS", sqs * prices.SQS_REQUEST.usd, f"{sqs} requests"))
+    lines.append(
+        CostLine(
+            "CloudWatch Logs (incl. EMF metrics)",
+            usage.log_bytes / prices.GIB * prices.CLOUDWATCH_LOGS_INGESTED_GB.usd,
+            f"{usage.log_bytes / 1e6:.2f} MB ingested",
+        )
+    )
+    events = documents * EVENTS_PER_DOCUMENT
+    lines.append(CostLine("EventBridge", events * prices.EVENTBRIDGE_EVENT.usd, f"{events} events"))
+    lines.append(
+        CostLine(
+            "X-Ray traces (upper bound)", invocations * prices.XRAY_TRACE.usd, f"{invocations} traces, all sampled"
+        )
+    )
+    status_writes = usage.dynamodb_puts + usage.dynamodb_updates
+    pusher_gb_seconds = lambda_gb_seconds(status_writes * PUSHER_MS_PER_STATUS_WRITE, settings.pusher_memory_mb)
+    live = (
+        status_writes * (prices.LAMBDA_REQUEST.usd + prices.WEBSOCKET_MESSAGE.usd) + pusher_gb_seconds * gb_second.usd
+    )
+    lines.append(CostLine("Live status push (estimate)", live, f"{status_writes} status writes pushed"))
+    return CostTable(tuple(lines), pages=usage.pages, documents=documents)
+
+
+def stored_bytes(usage: RunUsage, dimension: int) -> int:
+    """Bytes kept in S3, the embedding checkpoints scaled from the measured dimension to ``dimension``."""
+    scale = dimension / usage.embedding_dimension
+    return sum(d.stored_bytes - d.embedding_bytes + round(d.embedding_bytes * scale) for d in usage.documents)
+
+
+# -- the knobs ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChunkingChange:
+    """Re-chunk the measured text at another size: tokens billed, chunks and batches follow."""
+
+    measured_tokens: int
+    measured_overlap: int
+    tokens: int
+    overlap: int
+
+    def token_factor(self) -> float:
+        # Each chunk repeats `overlap` tokens of its neighbour: the text's own tokens are the
+        # billed tokens * (size - overlap) / size, and re-chunking scales them by the inverse.
+        measured = self.measured_tokens / (self.measured_tokens - self.measured_overlap)
+        return (self.tokens / (self.tokens - self.overlap)) / measured
+
+    def chunk_factor(self) -> float:
+        return (self.measured_tokens - self.measured_overlap) / (self.tokens - self.overlap)
+
+
+def rechunked(usage: RunUsage, change: ChunkingChange, embed_batch_size: int, measured_batch_size: int) -> RunUsage:
+    """The run as it would be with another chunk size and embedding batch size.
+
+    Bedrock tokens scale with the overlap share; the embedding checkpoints (one S3 PUT in Embed, one
+    HEAD and one GET in Index, per batch) scale with the number of batches. Durations are kept.
+    """
+    documents = tuple(
+        replace(
+            d,
+            chunks=max(1, round(d.chunks * change.chunk_factor())),
+            chunk_tokens=round(d.chunk_tokens * change.token_factor()),
+        )
+        for d in usage.documents
+    )
+    batches_before = sum(math.ceil(d.chunks / measured_batch_size) for d in usage.documents)
+    batches_after = sum(math.ceil(d.chunks / embed_batch_size) for d in documents)
+    delta = batches_after - batches_before
+    return replace(
+        usage,
+        documents=documents,
+        s3_write_requests=max(0, usage.s3_write_requests + delta),
+        s3_read_requests=max(0, usage.s3_read_requests + 2 * delta),
+    )
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str
+    change: str
+    per_thousand_pages: float
+    delta_percent: float
+
+
+@dataclass
+class KnobStudy:
+    base: CostTable
+    knobs: list[Knob] = field(default_factory=list)
+
+    def add(self, name: str, change: str, table: CostTable) -> None:
+        base = self.base.total_per_thousand_pages
+        value = table.total_per_thousand_pages
+        self.knobs.append(Knob(name, change, value, 100 * (value - base) / base if base else 0.0))
+
+
+def scaled_memory(
+    memory_mb: Mapping[str, int], factor: float, functions: Sequence[str] | None = None
+) -> dict[str, int]:
+    """Memory times ``factor`` (within Lambda's 128-10,240 MB) for ``functions`` (all when None)."""
+    return {
+        name: min(10240, max(128, round(mb * factor))) if functions is None or name in functions else mb
+        for name, mb in memory_mb.items()
+    }

@@ -1,0 +1,275 @@
+"""The cost model's arithmetic on known inputs, its readers of a measured run, and its price sources."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from dataclasses import replace
+from datetime import date
+
+import pytest
+
+from bench.cost import prices
+from bench.cost.measure import PROBE_USER_AGENT, classify_request, count_requests, invocation_durations, log_bytes
+from bench.cost.model import (
+    ChunkingChange,
+    CostSettings,
+    DocumentUsage,
+    RunUsage,
+    cost_table,
+    dynamodb_write_units,
+    express_billed_gb_seconds,
+    lambda_gb_seconds,
+    rechunked,
+    stored_bytes,
+)
+from bench.cost.report import (
+    STAGE_FUNCTIONS,
+    settings_from_config,
+    state_transitions,
+    usage_from_measurement,
+    with_bedrock_embed,
+)
+from infra.config import parse_config
+
+pytestmark = pytest.mark.unit
+
+DOCUMENT = DocumentUsage(
+    pages=10, chunks=10, chunk_tokens=10_000, state_transitions=8, stored_bytes=prices.GIB, embedding_bytes=0
+)
+USAGE = RunUsage(
+    documents=(DOCUMENT,),
+    lambda_ms={"Workflow/ParseFunction": 2000.0},
+    lambda_invocations={"Workflow/ParseFunction": 3},
+    s3_write_requests=10,
+    s3_read_requests=20,
+    dynamodb_puts=1,
+    dynamodb_updates=10,
+    dynamodb_other_writes=2,
+    dynamodb_read_units=2.0,
+    status_item_bytes=800,
+    log_bytes=prices.GIB // 2,
+    embedding_dimension=384,
+)
+SETTINGS = CostSettings(memory_mb={"Workflow/ParseFunction": 1024}, pusher_memory_mb=256)
+
+
+def test_lambda_gb_seconds_are_duration_times_memory() -> None:
+    assert lambda_gb_seconds(1000, 1024) == 1.0
+    assert lambda_gb_seconds(500, 2048) == 1.0
+    assert lambda_gb_seconds(250, 128) == pytest.approx(0.03125)
+
+
+def test_each_line_of_a_known_run() -> None:
+    table = cost_table(USAGE, SETTINGS)
+    usd = {line.item: line.usd for line in table.lines}
+    assert usd["Lambda duration"] == pytest.approx(2 * 0.0000166667)
+    assert usd["Lambda requests"] == pytest.approx(3 * 0.2e-6)
+    assert usd["Step Functions (Standard)"] == pytest.approx(8 * 0.000025)
+    assert usd["Bedrock Titan v2 input tokens"] == pytest.approx(10_000 * 0.00002 / 1000)
+    assert usd["S3 requests"] == pytest.approx(10 * 0.005 / 1000 + 20 * 0.0004 / 1000)
+    assert usd["S3 storage"] == pytest.approx(0.023)
+    # A put writes the table and both GSIs (3), an update also deletes from by_status (4); 800 B = 1 unit.
+    assert usd["DynamoDB on-demand"] == pytest.approx((3 + 10 * 4 + 2) * 0.625e-6 + 2 * 0.125e-6)
+    assert usd["SQS"] == pytest.approx(3 * 0.4e-6)
+    assert usd["CloudWatch Logs (incl. EMF metrics)"] == pytest.approx(0.25)
+    assert usd["EventBridge"] == pytest.approx(1e-6)
+    assert usd["X-Ray traces (upper bound)"] == pytest.approx(3 * 5e-6)
+    assert usd["Live status push (estimate)"] == pytest.approx(11 * (0.2e-6 + 1e-6) + 11 * 0.1 * 0.25 * 0.0000166667)
+    assert table.pages == 10
+    assert table.total_usd == pytest.approx(sum(usd.values()))
+    assert table.total_per_thousand_pages == pytest.approx(table.total_usd * 100)
+
+
+def test_arm64_cuts_only_the_gb_second_price() -> None:
+    x86 = cost_table(USAGE, SETTINGS)
+    arm = cost_table(USAGE, replace(SETTINGS, architecture="arm64"))
+    ratio = arm.line("Lambda duration").usd / x86.line("Lambda duration").usd
+    assert ratio == pytest.approx(0.0000133334 / 0.0000166667)
+    assert ratio == pytest.approx(0.8, abs=0.001)
+    assert arm.line("Lambda requests").usd == x86.line("Lambda requests").usd
+
+
+def test_dynamodb_units_round_each_kilobyte_up() -> None:
+    assert dynamodb_write_units(100, 3) == 3
+    assert dynamodb_write_units(1024, 1) == 1
+    assert dynamodb_write_units(1025, 4) == 8
+
+
+def test_express_bills_64_mb_and_100_ms_steps() -> None:
+    assert express_billed_gb_seconds(100, 0.25) == pytest.approx(128 / 1024 * 0.3)
+    assert express_billed_gb_seconds(64, 0.01) == pytest.approx(64 / 1024 * 0.1)
+    table = cost_table(USAGE, replace(SETTINGS, workflow_type="EXPRESS", express_seconds_per_document=2.0))
+    assert table.line("Step Functions (Express)").usd == pytest.approx(1e-6 + 64 / 1024 * 2.0 * 0.00001667)
+
+
+def test_transitions_are_states_entered_plus_retries() -> None:
+    history = {
+        "ExecutionStarted": 1,
+        "TaskStateEntered": 6,
+        "MapStateEntered": 1,
+        "SucceedStateEntered": 1,
+        "LambdaFunctionScheduled": 8,  # two tasks were retried once
+        "TaskStateExited": 6,
+    }
+    assert state_transitions(history) == 8 + 2
+
+
+def test_rechunking_scales_tokens_by_the_overlap_share_and_batches_by_the_batch_size() -> None:
+    no_overlap = ChunkingChange(measured_tokens=300, measured_overlap=60, tokens=300, overlap=0)
+    assert no_overlap.token_factor() == pytest.approx(0.8)  # 300/240 of the text was billed, now 1
+    assert no_overlap.chunk_factor() == pytest.approx(0.8)
+    same = ChunkingChange(300, 60, 300, 60)
+    doubled_batches = rechunked(USAGE, same, embed_batch_size=5, measured_batch_size=10)
+    assert doubled_batches.documents == USAGE.documents
+    # 10 chunks: 1 batch of 10 -> 2 of 5: one more PUT in Embed, one more HEAD and GET in Index.
+    assert doubled_batches.s3_write_requests == USAGE.s3_write_requests + 1
+    assert doubled_batches.s3_read_requests == USAGE.s3_read_requests + 2
+
+
+def test_stored_embeddings_scale_with_the_dimension() -> None:
+    usage = replace(USAGE, documents=(replace(DOCUMENT, stored_bytes=1000, embedding_bytes=384),))
+    assert stored_bytes(usage, 384) == 1000
+    assert stored_bytes(usage, 1024) == 1000 - 384 + 1024
+
+
+def test_bedrock_embed_time_is_one_call_per_chunk_four_in_flight() -> None:
+    usage = with_bedrock_embed(USAGE, call_ms=200.0)
+    assert usage.lambda_ms[STAGE_FUNCTIONS["EMBED"]] == 3 * 200.0  # ceil(10 / 4) rounds of calls
+    assert usage.lambda_ms["Workflow/ParseFunction"] == 2000.0
+
+
+def test_settings_follow_the_configuration() -> None:
+    config = parse_config({"functions": {"architecture": "arm64", "stages": {"parse": {"memoryMb": 3008}}}})
+    settings = settings_from_config(config)
+    assert settings.architecture == "arm64"
+    assert settings.memory_mb["Workflow/ParseFunction"] == 3008
+    assert settings.memory_mb["Workflow/EmbedFunction"] == config.functions.stages.embed.memory_mb
+    assert settings.embedding_dimension == config.embedding.dimension
+
+
+def test_a_measurement_becomes_the_model_inputs() -> None:
+    measurement = {
+        "documents": [
+            {
+                "file": "a.pdf",
+                "pdf_bytes": 100,
+                "pages": 4,
+                "chunks": 6,
+                "chunk_tokens": 1200,
+                "timings_ms": {"PARSE": 300, "EMBED": 900},
+                "status_item_bytes": 700,
+                "artifacts": [
+                    {"key": "artifacts/a/v/pages.json", "bytes": 50},
+                    {"key": "artifacts/a/v/embeddings/000000.json", "bytes": 384},
+                ],
+                "history_event_types": {"TaskStateEntered": 6, "MapStateEntered": 1, "SucceedStateEntered": 1},
+            }
+        ],
+        "invocation_ms": {"Api/ApiFunction": [10.0, 20.0], "Workflow/ParseFunction": [5000.0]},
+        "requests": {
+            "s3": {"PUT": 3, "POST": 1, "GET": 4, "HEAD": 2, "DELETE": 1},
+            "dynamodb": {
+                "PutItem:StorageDocumentsTableF859B0E6": 1,
+                "UpdateItem:StorageDocumentsTableF859B0E6": 9,
+                "PutItem:StorageIdempotencyTable5D6E4193": 1,
+                "GetItem:StorageDocumentsTableF859B0E6+consistent": 2,
+                "GetItem:StorageIdempotencyTable5D6E4193": 2,
+            },
+        },
+        "log_bytes": 2048,
+    }
+    usage = usage_from_measurement(measurement)
+    (document,) = usage.documents
+    assert (document.pages, document.chunks, document.chunk_tokens, document.state_transitions) == (4, 6, 1200, 8)
+    assert (document.stored_bytes, document.embedding_bytes) == (534, 384)
+    # Stage functions are charged their stage timer, the others their invocations.
+    assert usage.lambda_ms["Workflow/ParseFunction"] == 300.0
+    assert usage.lambda_ms["Workflow/EmbedFunction"] == 900.0
+    assert usage.lambda_ms["Api/ApiFunction"] == 30.0
+    assert usage.lambda_invocations == {"Api/ApiFunction": 2, "Workflow/ParseFunction": 1}
+    assert (usage.s3_write_requests, usage.s3_read_requests) == (4, 6)
+    assert (usage.dynamodb_puts, usage.dynamodb_updates, usage.dynamodb_other_writes) == (1, 9, 1)
+    assert usage.dynamodb_read_units == 2 * 1.0 + 2 * 0.5
+    assert usage.status_item_bytes == 700
+    assert usage.log_bytes == 2048
+
+
+def _recorded(headers: dict[str, str], method: str = "POST", url: str = "/", body: object = "") -> dict[str, object]:
+    raw = json.dumps(body).encode() if isinstance(body, dict) else str(body).encode()
+    return {
+        "headers": headers,
+        "method": method,
+        "url": url,
+        "body": base64.b64encode(raw).decode(),
+        "body_encoded": True,
+    }
+
+
+def _auth(service: str) -> dict[str, str]:
+    return {"Authorization": f"AWS4-HMAC-SHA256 Credential=AKID/20261201/us-east-1/{service}/aws4_request, ..."}
+
+
+def test_recorded_requests_are_classified_by_service_and_operation() -> None:
+    dynamodb = {**_auth("dynamodb"), "X-Amz-Target": "DynamoDB_20120810.UpdateItem"}
+    table = "RagIngest-StorageDocumentsTableF859B0E6-ABC"
+    assert classify_request(_recorded(dynamodb, body={"TableName": table})) == (
+        "dynamodb",
+        "UpdateItem:StorageDocumentsTableF859B0E6",
+    )
+    consistent = {**_auth("dynamodb"), "X-Amz-Target": "DynamoDB_20120810.GetItem"}
+    assert classify_request(_recorded(consistent, body={"TableName": table, "ConsistentRead": True})) == (
+        "dynamodb",
+        "GetItem:StorageDocumentsTableF859B0E6+consistent",
+    )
+    sqs = {**_auth("sqs"), "X-Amz-Target": "AmazonSQS.DeleteMessageBatch"}
+    assert classify_request(_recorded(sqs)) == ("sqs", "DeleteMessageBatch")
+    assert classify_request(_recorded(_auth("s3"), "PUT", "/bucket/artifacts/a/v/chunks.json")) == ("s3", "PUT")
+    assert classify_request(_recorded(_auth("s3"), "GET", "/bucket?list-type=2&prefix=a")) == ("s3", "LIST")
+    assert classify_request(_recorded({}, "POST", "/bucket")) == ("s3", "POST")  # a presigned POST upload
+    invoke = _recorded(_auth("lambda"), "POST", "/2015-03-31/functions/f/invocations")
+    assert classify_request(invoke) == ("lambda", "Invoke")
+    probe = {**_auth("s3"), "User-Agent": f"Boto3/1.40 {PROBE_USER_AGENT}"}
+    assert classify_request(_recorded(probe, "GET", "/bucket/key")) is None
+
+
+def test_a_recording_is_counted_per_service_and_operation() -> None:
+    lines = [
+        json.dumps(_recorded(_auth("s3"), "PUT", "/b/k")),
+        json.dumps(_recorded(_auth("s3"), "PUT", "/b/k2")),
+        "",
+        json.dumps(_recorded(_auth("s3"), "HEAD", "/b/k")),
+    ]
+    assert count_requests("\n".join(lines)) == {"s3": {"HEAD": 1, "PUT": 2}}
+
+
+STACK_LOG = """\
+2026-12-01 13:34:28,813 INFO    local.lambda.Workflow/ParseFunction: {"level":"INFO","message":"stage finished"}
+2026-12-01 13:34:29,006 INFO    local.lambda.Workflow/ParseFunction: END RequestId: f5 Duration: 48980.8 ms Status: ok
+2026-12-01 13:34:29,314 INFO    local.runtime.lambda: stopped 1 idle worker(s)
+2026-12-01 13:34:30,006 INFO    local.lambda.Api/ApiFunction: END RequestId: a1 Duration: 12.5 ms Status: ok
+"""
+
+
+def test_invocation_durations_and_log_bytes_come_from_the_stack_log() -> None:
+    assert invocation_durations(STACK_LOG) == {"Workflow/ParseFunction": [48980.8], "Api/ApiFunction": [12.5]}
+    function_lines = [line.split(": ", 1)[1] for line in STACK_LOG.splitlines() if "local.lambda." in line]
+    assert log_bytes(STACK_LOG) == sum(len(line) + 1 for line in function_lines)
+
+
+def test_every_price_names_its_aws_pricing_page_and_the_date_it_was_recorded() -> None:
+    every = prices.all_prices()
+    assert {"LAMBDA_GB_SECOND[x86_64]", "LAMBDA_GB_SECOND[arm64]", "SFN_STANDARD_TRANSITION"} <= set(every)
+    assert {"TITAN_V2_INPUT_TOKEN", "S3_WRITE_REQUEST", "DYNAMODB_WRITE_UNIT", "OPENSEARCH_SERVERLESS_OCU_HOUR"} <= set(
+        every
+    )
+    for name, price in every.items():
+        assert price.usd > 0, name
+        assert re.search(r"^(AWS|Amazon) .*Pricing.* \(aws\.amazon\.com/[a-z0-9/-]+\)", price.source), (
+            name,
+            price.source,
+        )
+        assert price.unit, name
+    assert date.fromisoformat(prices.PRICES_RECORDED) <= date.today()
+    assert prices.REGION == "us-east-1"
