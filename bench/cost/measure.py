@@ -114,13 +114,41 @@ def log_bytes(log_text: str) -> int:
     return sum(len(match.group(1).encode()) + 1 for match in _FUNCTION_LOG_LINE.finditer(log_text))
 
 
+def recorded_entries(recording: str) -> tuple[list[dict[str, Any]], int]:
+    """The recorded requests, and how many bytes of the recording could not be read.
+
+    moto's server writes the recording from one thread per request without a lock, so two requests
+    can land on one line; each line is read as a sequence of JSON objects, and what is not one is
+    skipped and counted (the report says so) rather than failing a long measured run.
+    """
+    decoder = json.JSONDecoder()
+    entries: list[dict[str, Any]] = []
+    unread = 0
+    for line in recording.splitlines():
+        position = 0
+        while position < len(line):
+            if line[position].isspace():
+                position += 1
+                continue
+            try:
+                entry, position = decoder.raw_decode(line, position)
+            except ValueError:
+                next_object = line.find('{"headers"', position + 1)
+                end = next_object if next_object != -1 else len(line)
+                unread += end - position
+                position = end
+                continue
+            if isinstance(entry, dict):
+                entries.append(entry)
+    return entries, unread
+
+
 def count_requests(recording: str) -> dict[str, dict[str, int]]:
     """Requests per service and operation in moto's recording (one JSON object per line)."""
     counts: dict[str, Counter[str]] = defaultdict(Counter)
-    for line in recording.splitlines():
-        if not line.strip():
-            continue
-        kind = classify_request(json.loads(line))
+    entries, _unread = recorded_entries(recording)
+    for entry in entries:
+        kind = classify_request(entry)
         if kind is not None:
             counts[kind[0]][kind[1]] += 1
     return {service: dict(sorted(operations.items())) for service, operations in sorted(counts.items())}
@@ -251,13 +279,15 @@ def measure(pdfs: Sequence[Path], timeout: float = 1800) -> dict[str, Any]:
             with process.log_path.open(errors="replace") as log:
                 log.seek(log_offset)
                 log_text = log.read()
+            recorded = recording.read_text(errors="replace") if recording.exists() else ""
             documents = [_document_measurement(outputs, items[d], files[d], clients) for d in files]
             return {
                 "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
                 "wall_seconds": round(wall_seconds, 1),
                 "load_average_before": load_before,
                 "documents": documents,
-                "requests": count_requests(recording.read_text() if recording.exists() else ""),
+                "requests": count_requests(recorded),
+                "recording_unread_bytes": recorded_entries(recorded)[1],
                 "invocation_ms": invocation_durations(log_text),
                 "log_bytes": log_bytes(log_text),
                 "load_average_after": os.getloadavg(),

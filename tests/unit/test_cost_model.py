@@ -11,7 +11,14 @@ from datetime import date
 import pytest
 
 from bench.cost import prices
-from bench.cost.measure import PROBE_USER_AGENT, classify_request, count_requests, invocation_durations, log_bytes
+from bench.cost.measure import (
+    PROBE_USER_AGENT,
+    classify_request,
+    count_requests,
+    invocation_durations,
+    log_bytes,
+    recorded_entries,
+)
 from bench.cost.model import (
     ChunkingChange,
     CostSettings,
@@ -242,6 +249,18 @@ def test_a_recording_is_counted_per_service_and_operation() -> None:
         json.dumps(_recorded(_auth("s3"), "HEAD", "/b/k")),
     ]
     assert count_requests("\n".join(lines)) == {"s3": {"HEAD": 1, "PUT": 2}}
+
+
+def test_requests_written_onto_one_line_by_two_threads_are_all_counted() -> None:
+    put = json.dumps(_recorded(_auth("s3"), "PUT", "/b/k"))
+    head = json.dumps(_recorded(_auth("s3"), "HEAD", "/b/k"))
+    entries, unread = recorded_entries(f"{put}{head}\n{head}")
+    assert [entry["method"] for entry in entries] == ["PUT", "HEAD", "HEAD"]
+    assert unread == 0
+    torn = put[: len(put) // 2]
+    entries, unread = recorded_entries(f"{torn}{head}\n")
+    assert [entry["method"] for entry in entries] == ["HEAD"]
+    assert unread == len(torn)
 
 
 STACK_LOG = """\
