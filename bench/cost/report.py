@@ -234,7 +234,9 @@ def vector_store_monthly(config: RagIngestConfig) -> list[tuple[str, float, str]
 
 
 def _money(usd: float) -> str:
-    return f"${usd:.5f}" if usd < 0.01 else f"${usd:.4f}"
+    if usd >= 0.01:
+        return f"${usd:.4f}"
+    return f"${usd:.5f}" if usd >= 0.0001 else f"${usd:.7f}"
 
 
 def render(data: Mapping[str, Any], config: RagIngestConfig, call_ms: float = ASSUMED_BEDROCK_CALL_MS) -> str:
@@ -255,7 +257,8 @@ def render(data: Mapping[str, Any], config: RagIngestConfig, call_ms: float = AS
     )
     out.append("")
     out.append(
-        "| item | per document | per 1,000 pages, Embed as measured here | per 1,000 pages, Embed on Bedrock | what |"
+        "| item | per document, Embed on Bedrock | per 1,000 pages, Embed as measured here "
+        "| per 1,000 pages, Embed on Bedrock | what |"
     )
     out.append("|---|---|---|---|---|")
     for line in modelled.lines:
