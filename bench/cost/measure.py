@@ -222,8 +222,11 @@ def _document_measurement(
     document_id = str(record["document_id"])
     bucket = outputs["BucketName"]
     artifacts = _artifacts(clients["s3"], bucket, document_id)
-    chunks_key = next(a["key"] for a in artifacts if a["key"].endswith("/chunks.json"))
-    chunks = json.loads(clients["s3"].get_object(Bucket=bucket, Key=chunks_key)["Body"].read())
+    chunks_keys = [a["key"] for a in artifacts if a["key"].endswith("/chunks.json")]
+    # A document that failed before Chunk has no chunks: nothing was sent to Bedrock for it.
+    chunks = (
+        json.loads(clients["s3"].get_object(Bucket=bucket, Key=chunks_keys[0])["Body"].read()) if chunks_keys else []
+    )
     history = _execution_history(clients["stepfunctions"], str(record["execution_arn"]))
     return {
         "document_id": document_id,
@@ -248,6 +251,13 @@ def measure(pdfs: Sequence[Path], timeout: float = 1800) -> dict[str, Any]:
     source = REPO_ROOT / "cdk.out" / f"{stack_name_from_cdk_json(REPO_ROOT)}.template.json"
     if not source.is_file():
         raise SystemExit(f"{source} not found: synthesize first (make synth)")
+    opensearch_url = os.environ.get("OPENSEARCH_URL") or DEFAULT_OPENSEARCH_URL
+    try:
+        requests.get(opensearch_url, timeout=10).raise_for_status()
+    except requests.RequestException as error:
+        raise SystemExit(
+            f"OpenSearch does not answer at {opensearch_url} ({error}): make opensearch, or OPENSEARCH_URL"
+        ) from None
     index_name = f"rag-cost-{uuid.uuid4().hex[:8]}"
     with tempfile.TemporaryDirectory(prefix="rag-cost-") as work:
         template = Path(work) / "template.json"
@@ -258,7 +268,6 @@ def measure(pdfs: Sequence[Path], timeout: float = 1800) -> dict[str, Any]:
         )
         print(f"starting a local stack (index {index_name}) ...", flush=True)
         outputs = process.start(timeout=300)
-        opensearch_url = process.env.get("OPENSEARCH_URL") or DEFAULT_OPENSEARCH_URL
         store = vector_store_for(opensearch_url, index_name, 384)
         try:
             client = LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=f"cost-{uuid.uuid4().hex[:8]}")

@@ -255,6 +255,9 @@ def render(data: Mapping[str, Any], config: RagIngestConfig, call_ms: float = AS
         f"{_load(data.get('load_average_after'))} after, "
         f"on {_cores()} cores). Prices: {prices.REGION}, recorded {prices.PRICES_RECORDED}."
     )
+    not_ready = [f"{doc['file']} ({doc['status']})" for doc in data["documents"] if doc["status"] != "READY"]
+    if not_ready:
+        out.append(f"Not READY at the end of the run (their work so far is counted): {', '.join(not_ready)}.")
     out.append("")
     out.append(
         "| item | per document, Embed on Bedrock | per 1,000 pages, Embed as measured here "
