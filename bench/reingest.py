@@ -46,6 +46,7 @@ class Step:
     cache_misses: int
     embed_seconds: float
     duplicate_of: str | None
+    stage_ms: dict[str, int]  # the status record's timings_ms (Embed: summed over its tasks)
 
     @property
     def hit_rate(self) -> float:
@@ -91,6 +92,7 @@ def ingest(client: LocalStackClient, name: str, form: dict[str, Any], document_i
         cache_misses=int(cache["misses"]),
         embed_seconds=int(state["timings_ms"].get("EMBED", 0)) / 1000,
         duplicate_of=state.get("duplicate_of"),
+        stage_ms={stage: int(ms) for stage, ms in state["timings_ms"].items()},
     )
 
 
@@ -149,6 +151,9 @@ def main(argv: list[str] | None = None) -> None:
             f"{first.seconds / step.seconds:>6.1f}x {step.embed_seconds:>7.1f} {step.hit_rate:>8.1%} "
             f"{step.cache_misses:>8}  {step.duplicate_of or '-'}"
         )
+    print("stage times (worker seconds; Embed summed over its tasks):")
+    for step in steps:
+        print(f"  {step.name}: " + ", ".join(f"{stage.lower()} {ms / 1000:.1f}" for stage, ms in step.stage_ms.items()))
     RESULTS.mkdir(parents=True, exist_ok=True)
     report = RESULTS / f"reingest-{time.strftime('%Y%m%dT%H%M%S')}.json"
     report.write_text(json.dumps([asdict(step) | {"hit_rate": step.hit_rate} for step in steps], indent=2))
