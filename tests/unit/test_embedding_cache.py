@@ -3,6 +3,7 @@ Embed stage's use of it over in-memory fakes (lookup before the model, write aft
 
 from __future__ import annotations
 
+import json
 import struct
 from collections.abc import Sequence
 
@@ -17,6 +18,7 @@ from rag_ingest.embedding_cache import (
 )
 from rag_ingest.models import Chunk, DocumentJob, EmbedTask
 from rag_ingest.pipeline import Pipeline, StageDependencies, texts_to_embed
+from rag_ingest.telemetry import CloudTelemetry
 from rag_ingest.tokens import count_tokens
 
 from tests.support.fakes import (
@@ -212,3 +214,25 @@ def test_a_copy_in_flight_is_not_named(world: World) -> None:
     copy = world.through_chunk(world.upload(sample("sourdough.pdf")))
     record = world.documents.get(copy.document_id)
     assert record is not None and record.duplicate_of is None and first.document_id != copy.document_id
+
+
+# -- metrics --------------------------------------------------------------------------------------
+def test_the_cache_counts_are_emf_metrics_with_the_document_as_metadata(capsys: pytest.CaptureFixture[str]) -> None:
+    CloudTelemetry(events=RecordingEvents(), namespace="RagIngestTest").embedding_cache_used("doc-1", 337, 18)
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    names = ("EmbeddingCacheHits", "EmbeddingCacheMisses")
+    values = {name: line[name] for line in lines for name in names if name in line}
+    assert values == {"EmbeddingCacheHits": [337.0], "EmbeddingCacheMisses": [18.0]}
+    for line in lines:
+        assert line["document_id"] == "doc-1"
+        [directive] = line["_aws"]["CloudWatchMetrics"]
+        assert directive["Namespace"] == "RagIngestTest"
+        assert all("document_id" not in dimensions for dimensions in directive["Dimensions"])  # not a dimension
+
+
+class RecordingEvents:
+    def __init__(self) -> None:
+        self.published: list[tuple[str, dict[str, object]]] = []
+
+    def publish(self, detail_type: str, detail: dict[str, object]) -> None:
+        self.published.append((detail_type, detail))
