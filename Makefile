@@ -12,6 +12,7 @@ help:
 	@echo "make test   - set up everything, run lint and every test suite (starts and stops servers)"
 	@echo "make bench  - per-stage and end-to-end throughput on the sample corpus"
 	@echo "make bench-peers - rag-ingest vs LangChain and LlamaIndex on the same 315 pages (docs/benchmarks.md)"
+	@echo "make bench-reingest - a 10 %-edited new version and a copy of a 113-page PDF: speedup, cache hit rate"
 	@echo "make eval   - retrieval quality (recall@1/5, MRR) of k-NN, BM25 and hybrid vs a naive baseline"
 	@echo "make burst  - 200 uploads with 10 % injected faults: READY, lost, duplicates, DLQ"
 	@echo "make cost   - AWS cost per 1,000 pages from a measured local-stack run and cdk.json (docs/cost.md)"
@@ -86,6 +87,12 @@ test: synth local-tools chromium
 
 bench: stack-up
 	$(PY) -m bench
+
+# A new version of a 113-page document (10 % of pages edited) and a copy of it, through a fresh local
+# stack: times, speedup, embedding-cache hit rate, chunks embedded (docs/embedding-cache.md).
+.PHONY: bench-reingest
+bench-reingest: synth opensearch
+	$(PY) -m bench.reingest
 
 # rag-ingest against LangChain and LlamaIndex on bench/corpus (docs/benchmarks.md). The peers live in
 # their own venv, .venv-peers, never in the product's; the embedder there is rag-ingest's own code.

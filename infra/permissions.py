@@ -20,8 +20,10 @@ PUT = "dynamodb:PutItem"
 UPDATE = "dynamodb:UpdateItem"
 DELETE = "dynamodb:DeleteItem"
 QUERY = "dynamodb:Query"
+BATCH_GET = "dynamodb:BatchGetItem"
 
-# Index access is keyed by the GSI's name (infra/constructs/storage.py STATUS_INDEX, TENANT_INDEX).
+# Index access is keyed by the GSI's name (infra/constructs/storage.py STATUS_INDEX, TENANT_INDEX,
+# CONTENT_INDEX).
 
 STAGE_FUNCTIONS = ("Validate", "Parse", "Chunk", "Embed", "Index", "Finalize", "MarkFailed")
 
@@ -50,10 +52,15 @@ DOCUMENTS_TABLE: Mapping[str, TableAccess] = MappingProxyType(
         "Redrive": _access(GET, UPDATE, by_status=frozenset({QUERY})),
         # Stuck documents by status, then re-driven or FAILED (STUCK).
         "Reaper": _access(GET, UPDATE, by_status=frozenset({QUERY})),
-        # Every stage records its progress in the document's status record.
-        **dict.fromkeys(STAGE_FUNCTIONS, _access(GET, UPDATE)),
+        # Every stage records its progress in the document's status record; Parse finds the tenant's
+        # earlier READY upload of the same bytes (the stages share one code asset, so one grant).
+        **dict.fromkeys(STAGE_FUNCTIONS, _access(GET, UPDATE, by_content=frozenset({QUERY}))),
     }
 )
+
+# The embedding cache (rag_ingest.adapters.embedding_cache_table): only Embed looks vectors up
+# (BatchGetItem) and writes the ones it paid for (PutItem).
+EMBEDDING_CACHE_TABLE: Mapping[str, TableAccess] = MappingProxyType({"Embed": _access(BATCH_GET, PUT)})
 
 # The idempotency table: Powertools' DynamoDBPersistenceLayer (get, put-if-absent, update, delete
 # of a record whose call failed).

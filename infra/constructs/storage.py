@@ -12,10 +12,11 @@ from rag_ingest.layout import ARTIFACTS_PREFIX
 from infra.config import RagIngestConfig
 from infra.constructs.function import removal_policy
 from infra.nag import acknowledge
-from infra.permissions import DOCUMENTS_TABLE, IDEMPOTENCY_TABLE, TableAccess
+from infra.permissions import DOCUMENTS_TABLE, EMBEDDING_CACHE_TABLE, IDEMPOTENCY_TABLE, TableAccess
 
 STATUS_INDEX = "by_status"
 TENANT_INDEX = "by_tenant"
+CONTENT_INDEX = "by_content"
 
 
 class Storage(Construct):
@@ -103,6 +104,29 @@ class Storage(Construct):
             projection_type=dynamodb.ProjectionType.ALL,
         )
 
+        # Parse: the tenant's earlier upload of the same bytes (tenant#sha256), keys only (it re-reads).
+        self.documents_table.add_global_secondary_index(
+            index_name=CONTENT_INDEX,
+            partition_key=dynamodb.Attribute(name="content_key", type=dynamodb.AttributeType.STRING),
+            projection_type=dynamodb.ProjectionType.KEYS_ONLY,
+        )
+
+        # Vectors by tenant + model + dimension + sha256 of the text embedded (docs/embedding-cache.md).
+        self.embedding_cache_table = dynamodb.Table(
+            self,
+            "EmbeddingCacheTable",
+            partition_key=dynamodb.Attribute(name="cache_key", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            removal_policy=policy,
+        )
+        acknowledge(
+            self.embedding_cache_table,
+            "AwsSolutions-DDB3",
+            "The embedding cache holds only what the model can compute again: losing it costs embeddings, "
+            "never data, so point-in-time recovery would pay to back up a cache.",
+        )
+
         self.idempotency_table = dynamodb.Table(
             self,
             "IdempotencyTable",
@@ -123,6 +147,9 @@ class Storage(Construct):
         CfnOutput(self, "DocumentsTableName", value=self.documents_table.table_name).override_logical_id(
             "DocumentsTableName"
         )
+        CfnOutput(self, "EmbeddingCacheTableName", value=self.embedding_cache_table.table_name).override_logical_id(
+            "EmbeddingCacheTableName"
+        )
         CfnOutput(self, "IdempotencyTableName", value=self.idempotency_table.table_name).override_logical_id(
             "IdempotencyTableName"
         )
@@ -133,6 +160,9 @@ class Storage(Construct):
 
     def grant_idempotency(self, role: iam.IRole, function: str) -> None:
         _grant_table(role, self.idempotency_table, IDEMPOTENCY_TABLE[function])
+
+    def grant_embedding_cache(self, role: iam.IRole, function: str) -> None:
+        _grant_table(role, self.embedding_cache_table, EMBEDDING_CACHE_TABLE[function])
 
 
 def _grant_table(role: iam.IRole, table: dynamodb.ITable, access: TableAccess) -> None:

@@ -83,6 +83,7 @@ class Workflow(Construct):
             "CHUNK_TOKENS": str(config.chunking.chunk_tokens),
             "CHUNK_OVERLAP_TOKENS": str(config.chunking.chunk_overlap_tokens),
             "EVENT_BUS_NAME": EVENT_BUS_NAME,
+            "EMBEDDING_CACHE_TABLE": storage.embedding_cache_table.table_name,
         }
         self.functions: dict[str, lambda_.Function] = {}
         for spec in (*STAGES, MARK_FAILED):
@@ -138,6 +139,7 @@ class Workflow(Construct):
             self._search.grant_index_access(role, spec.name)
         if spec.embeds:
             self._search.grant_embedding(role)
+            self._storage.grant_embedding_cache(role, spec.name)
         if spec.publishes:
             bus_arn = Stack.of(self).format_arn(service="events", resource="event-bus", resource_name=EVENT_BUS_NAME)
             role.add_to_principal_policy(iam.PolicyStatement(actions=["events:PutEvents"], resources=[bus_arn]))

@@ -14,7 +14,7 @@ import pytest
 
 from infra.config import RagIngestConfig
 from infra.paths import ROOT
-from infra.permissions import DOCUMENTS_TABLE, IDEMPOTENCY_TABLE, OPENSEARCH_ACCESS
+from infra.permissions import DOCUMENTS_TABLE, EMBEDDING_CACHE_TABLE, IDEMPOTENCY_TABLE, OPENSEARCH_ACCESS
 from tests.infra.template_tools import SynthResult
 
 pytestmark = pytest.mark.infra
@@ -136,9 +136,14 @@ def test_the_permissions_table_lists_the_declared_table_and_index_access() -> No
     )
     wrong = []
     for function, row in rows.items():
-        tables = [DOCUMENTS_TABLE[function], *([IDEMPOTENCY_TABLE[function]] if function in IDEMPOTENCY_TABLE else [])]
+        tables = [
+            DOCUMENTS_TABLE[function],
+            *([IDEMPOTENCY_TABLE[function]] if function in IDEMPOTENCY_TABLE else []),
+            *([EMBEDDING_CACHE_TABLE[function]] if function in EMBEDDING_CACHE_TABLE else []),
+        ]
         declared = {a.split(":")[1] for t in tables for a in t.table | {a for s in t.indexes.values() for a in s}}
-        documented = set(re.findall(r"\b(GetItem|PutItem|UpdateItem|DeleteItem|Query|Scan|BatchWriteItem)\b", row[2]))
+        actions = r"\b(GetItem|PutItem|UpdateItem|DeleteItem|Query|Scan|BatchGetItem|BatchWriteItem)\b"
+        documented = set(re.findall(actions, row[2]))
         if documented != declared:
             wrong.append(f"{function} DynamoDB: doc {sorted(documented)}, infra/permissions.py {sorted(declared)}")
         indexes = {i for t in tables for i in t.indexes}

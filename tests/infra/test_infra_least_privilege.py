@@ -28,7 +28,14 @@ from pathlib import Path
 import pytest
 
 from infra.paths import FUNCTIONS_DIR, ROOT
-from infra.permissions import DOCUMENTS_TABLE, IDEMPOTENCY_TABLE, STAGE_FUNCTIONS, VECTOR_STORE_CALLS, TableAccess
+from infra.permissions import (
+    DOCUMENTS_TABLE,
+    EMBEDDING_CACHE_TABLE,
+    IDEMPOTENCY_TABLE,
+    STAGE_FUNCTIONS,
+    VECTOR_STORE_CALLS,
+    TableAccess,
+)
 from tests.infra.template_tools import SynthResult, as_list, render_token
 
 pytestmark = pytest.mark.infra
@@ -63,6 +70,9 @@ FUNCTION_PATHS = {
     "Reaper": "Operations/ReaperFunction",
     **{name: f"Workflow/{name}Function" for name in STAGE_FUNCTIONS},
 }
+
+# The adapter class of each table besides the documents table (whose adapter is every other class).
+EMBEDDING_CACHE_ADAPTER = "EmbeddingCacheTable"
 
 # (resource, action): resource is "table" or "index/<name>".
 Access = frozenset[tuple[str, str]]
@@ -232,13 +242,16 @@ def _adapter_classes() -> tuple[AdapterClass, ...]:
     return tuple(classes)
 
 
-def _called_by(function: str) -> dict[tuple[str, str], list[str]]:
-    """(resource, action) -> the adapter methods that need it, for one function's code."""
+def _called_by(function: str, *, cache_table: bool = False) -> dict[tuple[str, str], list[str]]:
+    """(resource, action) -> the adapter methods that need it, for one function's code: on the
+    documents table, or on the embedding cache's (``cache_table``)."""
     files = _reachable_files(FUNCTION_CODE[function])
     names = _used_names(FUNCTIONS_DIR / FUNCTION_CODE[function] / "app.py", files)
     needed: dict[tuple[str, str], list[str]] = {}
     for adapter in _adapter_classes():
         if adapter.file not in files or adapter.name not in names:
+            continue
+        if (adapter.name == EMBEDDING_CACHE_ADAPTER) != cache_table:
             continue
         for method in adapter.direct:
             if method in names:
@@ -267,6 +280,25 @@ def test_the_permissions_table_is_what_the_code_calls(function: str) -> None:
     unused = {f"{action} on {resource}" for resource, action in declared - set(called)}
     assert not missing, f"{function}: its code calls, but infra/permissions.py DOCUMENTS_TABLE lacks: {sorted(missing)}"
     assert not unused, f"{function}: infra/permissions.py grants what its code never calls: {sorted(unused)}"
+
+
+@pytest.mark.parametrize("function", sorted(FUNCTION_CODE))
+def test_the_embedding_cache_grants_are_what_the_code_calls(function: str) -> None:
+    # The stages share one code asset, so every stage's code can reach the cache: only Embed may be
+    # granted it (the others never run the Embed stage), and Embed exactly what the adapter calls.
+    called = set(_called_by(function, cache_table=True))
+    if function == "Embed":
+        assert (
+            called
+            == _as_pairs(EMBEDDING_CACHE_TABLE["Embed"])
+            == {
+                ("table", "dynamodb:BatchGetItem"),
+                ("table", "dynamodb:PutItem"),
+            }
+        )
+    else:
+        assert function not in EMBEDDING_CACHE_TABLE
+        assert called == set() or function in STAGE_FUNCTIONS, function
 
 
 def test_the_idempotency_table_is_what_powertools_calls() -> None:
@@ -308,6 +340,8 @@ def test_each_role_is_granted_exactly_the_declared_table_actions(synth: SynthRes
     assert _table_grants(synth, path, "Storage/DocumentsTable") == _as_pairs(DOCUMENTS_TABLE[function]), function
     expected = _as_pairs(IDEMPOTENCY_TABLE[function]) if function in IDEMPOTENCY_TABLE else frozenset()
     assert _table_grants(synth, path, "Storage/IdempotencyTable") == expected, function
+    expected = _as_pairs(EMBEDDING_CACHE_TABLE[function]) if function in EMBEDDING_CACHE_TABLE else frozenset()
+    assert _table_grants(synth, path, "Storage/EmbeddingCacheTable") == expected, function
     # Nothing on any other table, and never a Scan or a batch write.
     actions = {a for s in synth.role_statements(path) for a in as_list(s["Action"]) if a.startswith("dynamodb:")}
     assert not actions & {"dynamodb:Scan", "dynamodb:BatchWriteItem", "dynamodb:DeleteItem"} or function == "Intake"
@@ -324,6 +358,7 @@ def test_every_function_with_table_access_has_an_entry(synth: SynthResult) -> No
         for table_path, declared in (
             ("Storage/DocumentsTable", DOCUMENTS_TABLE),
             ("Storage/IdempotencyTable", IDEMPOTENCY_TABLE),
+            ("Storage/EmbeddingCacheTable", EMBEDDING_CACHE_TABLE),
         ):
             # Stream reads (a stream consumer) are not item access: they are not in the table.
             grants = {(r, a) for r, a in _table_grants(synth, path, table_path) if not r.startswith("stream/")}

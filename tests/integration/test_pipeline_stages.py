@@ -26,6 +26,7 @@ from rag_ingest.tokens import count_tokens
 from rag_ingest.wiring import vector_store_for
 
 from tests.support.aws import moto_server
+from tests.support.operations import create_documents_table
 
 pytestmark = pytest.mark.integration
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
@@ -53,12 +54,7 @@ def world() -> Iterator[dict[str, Any]]:
         s3 = boto3.client("s3")
         s3.create_bucket(Bucket=bucket)
         s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
-        boto3.client("dynamodb").create_table(
-            TableName=table,
-            KeySchema=[{"AttributeName": "document_id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "document_id", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_documents_table(table)  # with its GSIs: Parse queries by_content for a copy of the upload
         env = StagesEnv.from_env(
             {
                 "DOCUMENTS_TABLE": table,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from rag_ingest.embedding_cache import KEY_ATTRIBUTE, CacheKey, decode_entry, encode_entry
 from rag_ingest.errors import ErrorCode, PermanentError, StaleWriteError
 from rag_ingest.ids import chunk_id, version_hash
 from rag_ingest.models import (
@@ -29,13 +30,16 @@ from rag_ingest.models import (
     SearchHit,
     Stage,
     awaiting_upload_item,
+    content_key,
+    embed_cache_part,
 )
 
 _IN_FLIGHT = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
 # What a new version clears (DocumentsTable.mark_queued's REMOVE clause).
 _CLEARED_BY_NEW_VERSION = (
     "stage", "embedded_parts", "embed_total", "error_code", "error_detail", "page_count", "chunk_count",
-    "failed_pages", "execution_arn", "replays", "last_error_code",
+    "failed_pages", "execution_arn", "replays", "last_error_code", "embed_cache_parts", "content_sha256",
+    "content_key", "duplicate_of",
 )  # fmt: skip
 
 
@@ -168,10 +172,27 @@ class InMemoryDocuments:
         item = self._transition(document_id, version, _IN_FLIGHT)
         item["embed_total"] = total_chunks
         item.pop("embedded_parts", None)
+        item.pop("embed_cache_parts", None)
 
-    def record_embedded_part(self, document_id: str, version: str, task: int, chunks: int) -> None:
+    def record_embedded_part(
+        self, document_id: str, version: str, task: int, chunks: int, *, cache_hits: int = 0, cache_misses: int = 0
+    ) -> None:
         item = self._transition(document_id, version, _IN_FLIGHT)
         item.setdefault("embedded_parts", set()).add(f"{task}:{chunks}")
+        item.setdefault("embed_cache_parts", set()).add(embed_cache_part(task, cache_hits, cache_misses))
+
+    def find_ready_copy(self, *, tenant_id: str, content_sha256: str, document_id: str) -> str | None:
+        wanted = content_key(tenant_id, content_sha256)
+        for item in sorted(self.items.values(), key=lambda i: i["created_at"]):
+            if (
+                item.get("content_key") == wanted
+                and item["document_id"] != document_id
+                and item["tenant_id"] == tenant_id
+                and item["status"] == DocumentStatus.READY
+                and item.get("content_sha256") == content_sha256
+            ):
+                return str(item["document_id"])
+        return None
 
     def mark_ready(self, document_id: str, version: str) -> None:
         item = self._transition(document_id, version, (DocumentStatus.PROCESSING,))
@@ -418,6 +439,25 @@ class CountingEmbedder:
         return [[float((len(text) + i) % 7) / 7 for i in range(self.dimension)] for text in texts]
 
 
+class InMemoryEmbeddingCache:
+    """The EmbeddingCache port: entries encoded as the DynamoDB adapter stores them, so a test can
+    corrupt one (``entries[key.id]``) and see it ignored."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, dict[str, Any]] = {}
+        self.lookups: list[int] = []  # keys asked for, per call (batch lookups, not one call per chunk)
+
+    def lookup(self, keys: Sequence[CacheKey]) -> dict[CacheKey, list[float]]:
+        self.lookups.append(len(keys))
+        found = {key: decode_entry(key, self.entries.get(key.id)) for key in keys}
+        return {key: vector for key, vector in found.items() if vector is not None}
+
+    def store(self, entries: Mapping[CacheKey, Sequence[float]]) -> None:
+        for key, vector in entries.items():
+            entry = encode_entry(key, vector)
+            self.entries[entry[KEY_ATTRIBUTE]] = entry
+
+
 @dataclass
 class RecordingTelemetry:
     """The Telemetry port, remembering what it was told."""
@@ -426,6 +466,10 @@ class RecordingTelemetry:
     finished: list[Stage] = field(default_factory=list)
     ready: list[dict[str, Any]] = field(default_factory=list)
     failed: list[tuple[ErrorCode, dict[str, Any]]] = field(default_factory=list)
+    cache_lookups: list[tuple[str, int, int]] = field(default_factory=list)  # (document_id, hits, misses)
+
+    def embedding_cache_used(self, document_id: str, hits: int, misses: int) -> None:
+        self.cache_lookups.append((document_id, hits, misses))
 
     def stage_started(self, stage: Stage) -> None:
         self.started.append(stage)

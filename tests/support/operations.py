@@ -27,6 +27,7 @@ def create_documents_table(name: str) -> None:
             {"AttributeName": "updated_at", "AttributeType": "S"},
             {"AttributeName": "tenant_id", "AttributeType": "S"},
             {"AttributeName": "created_at", "AttributeType": "S"},
+            {"AttributeName": "content_key", "AttributeType": "S"},
         ],
         GlobalSecondaryIndexes=[
             {
@@ -45,7 +46,22 @@ def create_documents_table(name: str) -> None:
                 ],
                 "Projection": {"ProjectionType": "ALL"},
             },
+            {
+                "IndexName": "by_content",
+                "KeySchema": [{"AttributeName": "content_key", "KeyType": "HASH"}],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            },
         ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
+def create_embedding_cache_table(name: str) -> None:
+    """The embedding cache table as the stack defines it (infra/constructs/storage.py)."""
+    boto3.client("dynamodb").create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "cache_key", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "cache_key", "AttributeType": "S"}],
         BillingMode="PAY_PER_REQUEST",
     )
 

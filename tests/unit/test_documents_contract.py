@@ -170,3 +170,48 @@ def test_listing_a_tenant_pages_newest_first_without_deleted(documents: Document
     assert end is None and sorted(listed) == sorted(ids) and gone not in listed
     created = [record.created_at for record in [*first, *rest]]
     assert created == sorted(created, reverse=True)
+
+
+def test_embed_cache_counts_add_up_per_task_and_a_retry_counts_once(documents: Documents) -> None:
+    document_id = queued(documents)
+    documents.start_stage(document_id, "v1", Stage.EMBED)
+    documents.record_embed_plan(document_id, "v1", 10)
+    documents.record_embedded_part(document_id, "v1", 0, 6, cache_hits=4, cache_misses=2)
+    documents.record_embedded_part(document_id, "v1", 0, 6, cache_hits=4, cache_misses=2)  # a retried task
+    documents.record_embedded_part(document_id, "v1", 1, 4, cache_hits=0, cache_misses=4)
+    record = documents.get(document_id)
+    assert record is not None and record.embedding_cache is not None
+    assert (record.embedding_cache.hits, record.embedding_cache.misses) == (4, 6)
+    with pytest.raises(StaleWriteError):
+        documents.record_embedded_part(document_id, "v0", 2, 1, cache_hits=1)
+    # A new version starts with no counts, no hash and no copy.
+    documents.record_stage(document_id, "v1", Stage.EMBED, 1, accumulate=True, content_sha256="ab", duplicate_of="x")
+    result = documents.mark_queued(
+        document_id=document_id, tenant_id="acme", ref=ref("v2", document_id), event_time="t2", size_bytes=9
+    )
+    fresh = result.record
+    assert fresh is not None and (fresh.embedding_cache, fresh.content_sha256, fresh.duplicate_of) == (None, None, None)
+
+
+def ready_with_bytes(documents: Documents, sha256: str, *, tenant: str = "acme") -> str:
+    document_id = queued(documents, tenant=tenant)
+    documents.start_stage(document_id, "v1", Stage.PARSE)
+    documents.record_stage(
+        document_id, "v1", Stage.PARSE, 1, content_sha256=sha256, content_key=f"{tenant}#{sha256}"
+    )
+    documents.mark_ready(document_id, "v1")
+    return document_id
+
+
+def test_a_copy_is_the_same_tenants_ready_document_with_the_same_bytes(documents: Documents) -> None:
+    sha = uuid.uuid4().hex
+    original = ready_with_bytes(documents, sha)
+    ready_with_bytes(documents, sha, tenant="globex")  # another tenant's upload of the same bytes
+    newcomer = queued(documents)
+    assert documents.find_ready_copy(tenant_id="acme", content_sha256=sha, document_id=newcomer) == original
+    assert documents.find_ready_copy(tenant_id="acme", content_sha256=sha, document_id=original) is None  # itself
+    assert documents.find_ready_copy(tenant_id="acme", content_sha256=uuid.uuid4().hex, document_id=newcomer) is None
+    assert documents.find_ready_copy(tenant_id="initech", content_sha256=sha, document_id=newcomer) is None
+    # Deleted, it is no copy any more.
+    documents.mark_deleting(original, "acme")
+    assert documents.find_ready_copy(tenant_id="acme", content_sha256=sha, document_id=newcomer) is None

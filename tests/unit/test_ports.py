@@ -10,17 +10,25 @@ from pathlib import Path
 import pytest
 from rag_ingest import ports
 from rag_ingest.adapters.documents_table import DocumentsTable
+from rag_ingest.adapters.embedding_cache_table import EmbeddingCacheTable
 from rag_ingest.adapters.object_store import ObjectStore
 from rag_ingest.adapters.object_versions import ObjectVersions
 from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.adapters.workflow import WorkflowStarter
 
-from tests.support.fakes import InMemoryChunkIndex, InMemoryDocuments, InMemoryObjects, InMemoryWorkflow
+from tests.support.fakes import (
+    InMemoryChunkIndex,
+    InMemoryDocuments,
+    InMemoryEmbeddingCache,
+    InMemoryObjects,
+    InMemoryWorkflow,
+)
 
 pytestmark = pytest.mark.unit
 PACKAGE = Path(ports.__file__).parent
 DOMAIN_MODULES = (
     "pipeline", "intake", "documents", "deletion", "search", "reaper", "redrive", "replay", "live", "telemetry",
+    "embedding_cache",
 )  # fmt: skip
 OUTSIDE = ("boto3", "botocore", "opensearchpy", "rag_ingest.adapters")
 
@@ -38,6 +46,7 @@ IMPLEMENTATIONS: dict[type, tuple[type, type]] = {
     ports.ChunkEraser: (VectorStore, InMemoryChunkIndex),
     ports.PassageRetriever: (VectorStore, InMemoryChunkIndex),
     ports.ExecutionStarter: (WorkflowStarter, InMemoryWorkflow),
+    ports.EmbeddingCache: (EmbeddingCacheTable, InMemoryEmbeddingCache),
 }
 
 

@@ -112,6 +112,8 @@ class StagesEnv(CommonEnv, BucketEnv, SearchEnv):
     embed_batch_size: int = Field(default=16, gt=0, le=256)
     embed_task_chunks: int = Field(default=256, gt=0, le=10_000)
     event_bus_name: str = Field(default="default", min_length=1)
+    # The content-addressed embedding cache's table; unset, every chunk is embedded (no cache).
+    embedding_cache_table: str | None = Field(default=None, min_length=1)
 
     @property
     def batches_per_embed_task(self) -> int:

@@ -75,6 +75,10 @@ class DocumentView(BaseModel):
     page_count: int | None
     failed_pages: list[int]
     chunk_count: int | None
+    # Chunks whose vectors came from the embedding cache (hits) and chunks embedded (misses).
+    embedding_cache: dict[str, int] | None
+    # The tenant's earlier READY document with the same bytes, when this upload is a copy of it.
+    duplicate_of: str | None
     timings_ms: dict[str, int]
     created_at: str
     updated_at: str
@@ -93,6 +97,8 @@ class DocumentView(BaseModel):
             page_count=record.page_count,
             failed_pages=record.failed_pages,
             chunk_count=record.chunk_count,
+            embedding_cache=record.embedding_cache.model_dump() if record.embedding_cache else None,
+            duplicate_of=record.duplicate_of,
             timings_ms=record.timings_ms,
             created_at=record.created_at,
             updated_at=record.updated_at,

@@ -60,6 +60,8 @@ class ParsedDocument(BaseModel):
     page_count: int = Field(ge=0)
     pages: list[PageText]
     failed_pages: list[int] = Field(default_factory=list)
+    # sha256 of the uploaded bytes (hex): the same bytes uploaded again are the same document's copy.
+    content_sha256: str | None = None
 
 
 class Chunk(BaseModel):
@@ -96,6 +98,7 @@ class DocumentJob(BaseModel):
     chunks_key: str | None = None
     embeddings_prefix: str | None = None
     embed_tasks: list[int] = Field(default_factory=list)  # Map items: one Embed task each
+    content_sha256: str | None = None
     indexed_count: int | None = None
     stale_chunks_deleted: int | None = None
 
@@ -121,6 +124,23 @@ class FailedJob(DocumentJob):
 class Progress(BaseModel):
     done: int = 0
     total: int = 0
+
+
+class CacheCounts(BaseModel):
+    """The Embed stage's embedding-cache lookups for a document version: chunks found, chunks embedded."""
+
+    hits: int = 0
+    misses: int = 0
+
+
+def embed_cache_part(task: int, hits: int, misses: int) -> str:
+    """One Embed task's cache counts as stored in the record's set (a retried task adds the same element)."""
+    return f"{task}:{hits}:{misses}"
+
+
+def content_key(tenant_id: str, content_sha256: str) -> str:
+    """The content index's partition: a tenant's uploads with the same bytes, never another tenant's."""
+    return f"{tenant_id}#{content_sha256}"
 
 
 def awaiting_upload_item(
@@ -157,6 +177,12 @@ class DocumentRecord(BaseModel):
     # Embed tasks done, as "task:chunks" (a set, so a retried task is counted once), of embed_total.
     embedded_parts: set[str] = Field(default_factory=set)
     embed_total: int | None = None
+    # Embed tasks' cache counts as "task:hits:misses" (a set, like embedded_parts). Batches a retry
+    # resumed from their checkpoints are in neither count: they were looked up by the attempt that failed.
+    embed_cache_parts: set[str] = Field(default_factory=set)
+    # sha256 of this version's bytes, and the tenant's earlier READY document with the same bytes.
+    content_sha256: str | None = None
+    duplicate_of: str | None = None
     attempts: dict[str, int] = Field(default_factory=dict)
     error_code: ErrorCode | None = None
     error_detail: str | None = None
@@ -177,6 +203,13 @@ class DocumentRecord(BaseModel):
             return None
         done = sum(int(part.partition(":")[2] or 0) for part in self.embedded_parts)
         return Progress(done=done, total=self.embed_total)
+
+    @property
+    def embedding_cache(self) -> CacheCounts | None:
+        if not self.embed_cache_parts:
+            return None
+        counts = [part.split(":") for part in self.embed_cache_parts]
+        return CacheCounts(hits=sum(int(c[1]) for c in counts), misses=sum(int(c[2]) for c in counts))
 
 
 class QueueOutcome(StrEnum):

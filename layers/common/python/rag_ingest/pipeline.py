@@ -9,26 +9,43 @@ a retry after a failure in Index does not pay for embeddings again.
 from __future__ import annotations
 
 import functools
+import hashlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from rag_ingest.chunking import chunk_pages
 from rag_ingest.config import StagesEnv
+from rag_ingest.embedding_cache import CacheKey, NoEmbeddingCache
 from rag_ingest.embeddings.base import Embedder
-from rag_ingest.errors import ErrorCode, PermanentError, StaleWriteError, parse_failure
+from rag_ingest.errors import ErrorCode, PermanentError, StaleWriteError, TransientError, parse_failure
 from rag_ingest.layout import CHUNKS_ARTIFACT, EMBEDDINGS_FOLDER, PAGES_ARTIFACT, artifact_key, embedding_batch_key
 from rag_ingest.logs import logger, run_keys
-from rag_ingest.models import Chunk, DocumentJob, DocumentStatus, EmbedTask, FailedJob, ParsedDocument, Stage
+from rag_ingest.models import (
+    Chunk,
+    DocumentJob,
+    DocumentStatus,
+    EmbedTask,
+    FailedJob,
+    ParsedDocument,
+    Stage,
+    content_key,
+)
 from rag_ingest.pdf import parse_pdf, validate_pdf_header
-from rag_ingest.ports import ChunkIndex, PipelineDocuments, StageObjects
+from rag_ingest.ports import ChunkIndex, EmbeddingCache, PipelineDocuments, StageObjects
 from rag_ingest.telemetry import NoTelemetry, Telemetry
 
 PDF_HEADER_BYTES = 1024
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def texts_to_embed(chunks: Sequence[Chunk]) -> list[str]:
+    """What the model embeds for each chunk, in order: the one place that says so. The embedding
+    cache is keyed on exactly these texts, so changing them here changes the keys with them."""
+    return [chunk.text for chunk in chunks]
 
 
 def _logged(stage: Stage | None) -> Callable[[_Method], _Method]:
@@ -57,6 +74,7 @@ class StageDependencies:
     embedder: Callable[[], Embedder]  # lazy: loading a model is only Embed's cost
     count_tokens: Callable[[str], int]
     telemetry: Telemetry = field(default_factory=NoTelemetry)
+    embedding_cache: EmbeddingCache = field(default_factory=NoEmbeddingCache)
 
 
 class Pipeline:
@@ -87,12 +105,29 @@ class Pipeline:
             else:
                 data = self._deps.objects.read(job.object_ref)
                 parsed = parse_pdf(data, max_bytes=self._env.max_file_bytes, max_pages=self._env.max_pages)
+                # The bytes are in hand here anyway: their hash finds the same upload under another name.
+                parsed.content_sha256 = hashlib.sha256(data).hexdigest()
                 self._deps.objects.put_json(self._env.bucket_name, pages_key, parsed.model_dump())
             job.page_count = parsed.page_count
             job.failed_pages = parsed.failed_pages
             job.pages_key = pages_key
+            job.content_sha256 = parsed.content_sha256
             record.update(page_count=parsed.page_count, failed_pages=parsed.failed_pages)
+            if parsed.content_sha256:
+                record.update(self._content_fields(job, parsed.content_sha256))
         return job
+
+    def _content_fields(self, job: DocumentJob, sha256: str) -> dict[str, Any]:
+        """The bytes' hash on the record (the content index's key), and the tenant's earlier READY
+        document with the same bytes. It is named only: the cache makes the copy embed nothing."""
+        fields: dict[str, Any] = {"content_sha256": sha256, "content_key": content_key(job.tenant_id, sha256)}
+        duplicate_of = self._deps.status.find_ready_copy(
+            tenant_id=job.tenant_id, content_sha256=sha256, document_id=job.document_id
+        )
+        if duplicate_of:
+            fields["duplicate_of"] = duplicate_of
+            logger.info("duplicate upload", extra={"duplicate_of": duplicate_of})
+        return fields
 
     @_logged(Stage.CHUNK)
     def chunk(self, job: DocumentJob) -> DocumentJob:
@@ -127,7 +162,11 @@ class Pipeline:
     @_logged(Stage.EMBED)
     def embed(self, item: EmbedTask) -> dict[str, int]:
         """One Embed Map task: its slice of batches, each checkpointed, so a retry resumes at the
-        first batch not yet embedded and never pays for the same tokens twice."""
+        first batch not yet embedded and never pays for the same tokens twice.
+
+        Before the model is called, the task's texts are looked up in the embedding cache in one
+        batch; only the misses are embedded, and their vectors are written to the cache after the
+        model returned them (a failed call leaves no entry)."""
         job = item.job
         prefix = self._require(job.embeddings_prefix, "embeddings_prefix")
         batch_size = self._env.embed_batch_size
@@ -135,19 +174,59 @@ class Pipeline:
         with self._stage(job, Stage.EMBED, accumulate=True):
             chunks = self._load_chunks(job)
             embedded = 0
-            embedder: Embedder | None = None
+            pending: dict[int, list[str]] = {}  # batch number -> its texts, for batches not checkpointed
             for number in range(first_batch, first_batch + self._env.batches_per_embed_task):
                 batch = chunks[number * batch_size : (number + 1) * batch_size]
                 if not batch:
                     break
-                batch_key = embedding_batch_key(prefix, number)
-                if not self._deps.objects.exists(self._env.bucket_name, batch_key):
-                    embedder = embedder or self._deps.embedder()
-                    vectors = embedder.embed([chunk.text for chunk in batch])
-                    self._deps.objects.put_json(self._env.bucket_name, batch_key, vectors)
                 embedded += len(batch)
-            self._deps.status.record_embedded_part(job.document_id, job.version, item.task, embedded)
+                if not self._deps.objects.exists(self._env.bucket_name, embedding_batch_key(prefix, number)):
+                    pending[number] = texts_to_embed(batch)
+            keys = {text: self._cache_key(job, text) for texts in pending.values() for text in texts}
+            cached = self._look_up_cache(list(dict.fromkeys(keys.values()))) if keys else {}
+            hits = misses = 0
+            embedder: Embedder | None = None
+            for number, texts in pending.items():
+                found = [cached.get(keys[text]) for text in texts]
+                # A text the batch repeats (a page printed twice) is paid for once.
+                missing = list(dict.fromkeys(text for text, vector in zip(texts, found, strict=True) if vector is None))
+                fresh: dict[str, list[float]] = {}
+                if missing:
+                    embedder = embedder or self._deps.embedder()
+                    fresh = dict(zip(missing, embedder.embed(missing), strict=True))
+                vectors = [fresh[text] if vector is None else vector for text, vector in zip(texts, found, strict=True)]
+                self._deps.objects.put_json(self._env.bucket_name, embedding_batch_key(prefix, number), vectors)
+                self._store_in_cache({keys[text]: vector for text, vector in fresh.items()})
+                hits += len(texts) - len(missing)
+                misses += len(missing)
+            self._deps.status.record_embedded_part(
+                job.document_id, job.version, item.task, embedded, cache_hits=hits, cache_misses=misses
+            )
+            self._deps.telemetry.embedding_cache_used(job.document_id, hits, misses)
         return {"task": item.task, "chunks": embedded}
+
+    def _cache_key(self, job: DocumentJob, text: str) -> CacheKey:
+        return CacheKey.of(job.tenant_id, self._env.embedding_model_id, self._env.embedding_dimension, text)
+
+    def _look_up_cache(self, keys: list[CacheKey]) -> dict[CacheKey, list[float]]:
+        """The cache saves money, it is never needed: a lookup that fails is all misses."""
+        try:
+            return self._deps.embedding_cache.lookup(keys)
+        except TransientError as exc:
+            logger.warning("embedding cache lookup failed: embedding every text", extra={"error": str(exc)})
+            return {}
+
+    def _store_in_cache(self, entries: dict[CacheKey, list[float]]) -> None:
+        """Vectors the model just returned (and the batch checkpoint already holds). A write that
+        fails costs a later document its hits, not this one its progress."""
+        if not entries:
+            return
+        try:
+            self._deps.embedding_cache.store(
+                {key: vector for key, vector in entries.items() if len(vector) == key.dimension}
+            )
+        except TransientError as exc:
+            logger.warning("embedding cache write failed", extra={"error": str(exc), "entries": len(entries)})
 
     @_logged(Stage.INDEX)
     def index(self, job: DocumentJob) -> DocumentJob:

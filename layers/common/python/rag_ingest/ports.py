@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from rag_ingest.embedding_cache import CacheKey
 from rag_ingest.errors import ErrorCode
 from rag_ingest.models import (
     Chunk,
@@ -55,7 +56,13 @@ class PipelineDocuments(DocumentReader, Protocol):
 
     def record_embed_plan(self, document_id: str, version: str, total_chunks: int) -> None: ...
 
-    def record_embedded_part(self, document_id: str, version: str, task: int, chunks: int) -> None: ...
+    def record_embedded_part(
+        self, document_id: str, version: str, task: int, chunks: int, *, cache_hits: int = 0, cache_misses: int = 0
+    ) -> None: ...
+
+    def find_ready_copy(self, *, tenant_id: str, content_sha256: str, document_id: str) -> str | None:
+        """The tenant's other READY document with these bytes (never another tenant's), if any."""
+        ...
 
     def mark_ready(self, document_id: str, version: str) -> None: ...
 
@@ -151,6 +158,19 @@ class UploadPresigner(Protocol):
         content_disposition: str,
         expires_in: int,
     ) -> str: ...
+
+
+# -- the embedding cache (rag_ingest.embedding_cache) ----------------------------------------------
+class EmbeddingCache(Protocol):
+    """Vectors by what was embedded (``CacheKey``), per tenant. Both calls take many keys at once."""
+
+    def lookup(self, keys: Sequence[CacheKey]) -> dict[CacheKey, list[float]]:
+        """The intact entries among ``keys``; a missing, partial or corrupt entry is left out (a miss)."""
+        ...
+
+    def store(self, entries: Mapping[CacheKey, Sequence[float]]) -> None:
+        """Keep each vector under its key (overwriting): called only with vectors the model returned."""
+        ...
 
 
 # -- the chunk index (OpenSearch), by caller ------------------------------------------------------

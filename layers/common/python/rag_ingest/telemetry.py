@@ -22,6 +22,7 @@ class Telemetry(Protocol):
     def stage_finished(self, stage: Stage, elapsed_ms: int) -> None: ...
     def document_ready(self, detail: dict[str, Any]) -> None: ...
     def document_failed(self, code: ErrorCode, detail: dict[str, Any]) -> None: ...
+    def embedding_cache_used(self, document_id: str, hits: int, misses: int) -> None: ...
 
 
 class NoTelemetry:
@@ -39,6 +40,9 @@ class NoTelemetry:
     def document_failed(self, code: ErrorCode, detail: dict[str, Any]) -> None:
         return None
 
+    def embedding_cache_used(self, document_id: str, hits: int, misses: int) -> None:
+        return None
+
 
 class CloudTelemetry:
     """EMF metrics on stdout (CloudWatch Logs turns them into metrics) and EventBridge events."""
@@ -47,10 +51,14 @@ class CloudTelemetry:
         self._events = events
         self._namespace = namespace or os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE)
 
-    def _metric(self, name: str, unit: MetricUnit, value: float, **dimensions: str) -> None:
+    def _metric(
+        self, name: str, unit: MetricUnit, value: float, metadata: dict[str, str] | None = None, **dimensions: str
+    ) -> None:
         with single_metric(name=name, unit=unit, value=value, namespace=self._namespace) as metric:
             for key, dimension_value in dimensions.items():
                 metric.add_dimension(name=key, value=dimension_value)
+            for key, metadata_value in (metadata or {}).items():
+                metric.add_metadata(key=key, value=metadata_value)
 
     def stage_started(self, stage: Stage) -> None:
         self._metric("StageStarted", MetricUnit.Count, 1, Stage=stage.value)
@@ -65,3 +73,10 @@ class CloudTelemetry:
     def document_failed(self, code: ErrorCode, detail: dict[str, Any]) -> None:
         self._events.publish("DocumentFailed", detail)
         self._metric("DocumentsFailed", MetricUnit.Count, 1, ErrorCode=code.value)
+
+    def embedding_cache_used(self, document_id: str, hits: int, misses: int) -> None:
+        # The document id rides as EMF metadata (searchable in the log line), not as a dimension:
+        # one metric stream per document would be unbounded cardinality.
+        metadata = {"document_id": document_id}
+        self._metric("EmbeddingCacheHits", MetricUnit.Count, hits, metadata)
+        self._metric("EmbeddingCacheMisses", MetricUnit.Count, misses, metadata)

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from rag_ingest.adapters import aws
 from rag_ingest.adapters.documents_table import DocumentsTable
+from rag_ingest.adapters.embedding_cache_table import EmbeddingCacheTable
 from rag_ingest.adapters.events import EventPublisher
 from rag_ingest.adapters.executions import Executions
 from rag_ingest.adapters.object_store import ObjectStore
@@ -25,6 +26,7 @@ from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.config import ApiEnv, IndexParamsEnv, IntakeEnv, ReaperEnv, RedriveEnv, SearchEnv, StagesEnv
 from rag_ingest.deletion import DocumentDeletion
 from rag_ingest.documents import DocumentService
+from rag_ingest.embedding_cache import NoEmbeddingCache
 from rag_ingest.embeddings.base import Embedder, create_embedder
 from rag_ingest.intake import IntakeService
 from rag_ingest.pipeline import Pipeline, StageDependencies
@@ -95,6 +97,9 @@ def build_pipeline(env: StagesEnv) -> Pipeline:
             embedder=cache(lambda: embedder_for(env)),  # loading a model is only Embed's cost
             count_tokens=count_tokens,
             telemetry=CloudTelemetry(EventPublisher(env.event_bus_name)),
+            embedding_cache=(
+                EmbeddingCacheTable(env.embedding_cache_table) if env.embedding_cache_table else NoEmbeddingCache()
+            ),
         )
     )
 

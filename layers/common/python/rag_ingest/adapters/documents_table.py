@@ -31,12 +31,16 @@ from rag_ingest.models import (
     QueueResult,
     Stage,
     awaiting_upload_item,
+    content_key,
+    embed_cache_part,
 )
 from rag_ingest.tracing import traced
 
-# The documents table's GSIs (infra/constructs/storage.py): GET /documents, and status + updated_at.
+# The documents table's GSIs (infra/constructs/storage.py): GET /documents, status + updated_at, and
+# tenant + sha256 of the uploaded bytes (keys only: a duplicate upload finds the earlier document).
 TENANT_INDEX = "by_tenant"
 STATUS_INDEX = "by_status"
+CONTENT_INDEX = "by_content"
 
 
 def utc_now() -> str:
@@ -47,6 +51,8 @@ _IN_FLIGHT = (DocumentStatus.QUEUED.value, DocumentStatus.PROCESSING.value)
 # GET /documents reads at most this many index pages per request: a tenant with a long run of
 # DELETED documents gets a short page and a cursor, never an unbounded loop.
 _MAX_LIST_READS = 5
+# Copies of one upload a duplicate check re-reads at most (one READY copy is all it needs to name).
+_MAX_COPY_CANDIDATES = 10
 
 
 @traced
@@ -156,7 +162,8 @@ class DocumentsTable:
                     "created_at = if_not_exists(created_at, :now), updated_at = :now "
                     # A new version starts clean: no replays or errors inherited from the last one.
                     "REMOVE stage, embedded_parts, embed_total, error_code, error_detail, page_count, "
-                    "chunk_count, failed_pages, execution_arn, replays, last_error_code"
+                    "chunk_count, failed_pages, execution_arn, replays, last_error_code, embed_cache_parts, "
+                    "content_sha256, content_key, duplicate_of"
                 ),
                 ConditionExpression=(
                     "attribute_not_exists(document_id) OR "
@@ -242,20 +249,52 @@ class DocumentsTable:
         self._transition(
             document_id,
             version,
-            "SET embed_total = :total, updated_at = :now REMOVE embedded_parts",
+            "SET embed_total = :total, updated_at = :now REMOVE embedded_parts, embed_cache_parts",
             {":total": total_chunks},
             allowed=_IN_FLIGHT,
         )
 
-    def record_embedded_part(self, document_id: str, version: str, task: int, chunks: int) -> None:
-        """Progress of the Embed Map: adding to a set is idempotent, so a retried task counts once."""
+    def record_embedded_part(
+        self, document_id: str, version: str, task: int, chunks: int, *, cache_hits: int = 0, cache_misses: int = 0
+    ) -> None:
+        """Progress of the Embed Map and its cache hits and misses: adding to a set is idempotent,
+        so a retried task counts once."""
         self._transition(
             document_id,
             version,
-            "SET updated_at = :now ADD embedded_parts :part",
-            {":part": {f"{task}:{chunks}"}},
+            "SET updated_at = :now ADD embedded_parts :part, embed_cache_parts :cache_part",
+            {":part": {f"{task}:{chunks}"}, ":cache_part": {embed_cache_part(task, cache_hits, cache_misses)}},
             allowed=_IN_FLIGHT,
         )
+
+    def find_ready_copy(self, *, tenant_id: str, content_sha256: str, document_id: str) -> str | None:
+        """Another of the tenant's READY documents whose current version has these bytes, if any.
+
+        A query on the tenant+sha256 partition of the content index (keys only, eventually
+        consistent), each candidate then re-read: only a READY record of the same tenant with the
+        same sha256 counts.
+        """
+        try:
+            page = self._table.query(
+                IndexName=CONTENT_INDEX,
+                KeyConditionExpression=Key("content_key").eq(content_key(tenant_id, content_sha256)),
+                Limit=_MAX_COPY_CANDIDATES,
+            )
+        except ClientError as exc:
+            raise translate(exc, "find a copy of the document") from exc
+        for item in page.get("Items", []):
+            candidate_id = str(item["document_id"])
+            if candidate_id == document_id:
+                continue
+            candidate = self.get(candidate_id)
+            if (
+                candidate is not None
+                and candidate.tenant_id == tenant_id
+                and candidate.status == DocumentStatus.READY
+                and candidate.content_sha256 == content_sha256
+            ):
+                return candidate_id
+        return None
 
     def mark_ready(self, document_id: str, version: str) -> None:
         self._transition(
