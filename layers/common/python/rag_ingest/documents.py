@@ -74,6 +74,7 @@ class DocumentView(BaseModel):
     error_detail: str | None
     page_count: int | None
     failed_pages: list[int]
+    ocr_pages: int | None
     chunk_count: int | None
     timings_ms: dict[str, int]
     created_at: str
@@ -92,6 +93,7 @@ class DocumentView(BaseModel):
             error_detail=record.error_detail,
             page_count=record.page_count,
             failed_pages=record.failed_pages,
+            ocr_pages=record.ocr_pages,
             chunk_count=record.chunk_count,
             timings_ms=record.timings_ms,
             created_at=record.created_at,

@@ -22,6 +22,7 @@ from rag_ingest.errors import ErrorCode, PermanentError, StaleWriteError, parse_
 from rag_ingest.layout import CHUNKS_ARTIFACT, EMBEDDINGS_FOLDER, PAGES_ARTIFACT, artifact_key, embedding_batch_key
 from rag_ingest.logs import logger, run_keys
 from rag_ingest.models import Chunk, DocumentJob, DocumentStatus, EmbedTask, FailedJob, ParsedDocument, Stage
+from rag_ingest.ocr import OcrEngine, PageOcr
 from rag_ingest.pdf import parse_pdf, validate_pdf_header
 from rag_ingest.ports import ChunkIndex, PipelineDocuments, StageObjects
 from rag_ingest.telemetry import NoTelemetry, Telemetry
@@ -57,6 +58,8 @@ class StageDependencies:
     embedder: Callable[[], Embedder]  # lazy: loading a model is only Embed's cost
     count_tokens: Callable[[str], int]
     telemetry: Telemetry = field(default_factory=NoTelemetry)
+    # Reads pages without a text layer (None: OCR off, such pages are failed pages).
+    ocr_engine: OcrEngine | None = None
 
 
 class Pipeline:
@@ -86,12 +89,14 @@ class Pipeline:
                 logger.info("parse checkpoint reused", extra={"key": pages_key})
             else:
                 data = self._deps.objects.read(job.object_ref)
-                parsed = parse_pdf(data, max_bytes=self._env.max_file_bytes, max_pages=self._env.max_pages)
+                engine = self._deps.ocr_engine
+                ocr = PageOcr(engine, self._env.max_ocr_pages, self._env.ocr_dpi) if engine is not None else None
+                parsed = parse_pdf(data, max_bytes=self._env.max_file_bytes, max_pages=self._env.max_pages, ocr=ocr)
                 self._deps.objects.put_json(self._env.bucket_name, pages_key, parsed.model_dump())
             job.page_count = parsed.page_count
             job.failed_pages = parsed.failed_pages
             job.pages_key = pages_key
-            record.update(page_count=parsed.page_count, failed_pages=parsed.failed_pages)
+            record.update(page_count=parsed.page_count, failed_pages=parsed.failed_pages, ocr_pages=parsed.ocr_pages)
         return job
 
     @_logged(Stage.CHUNK)
