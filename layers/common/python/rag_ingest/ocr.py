@@ -18,12 +18,10 @@ retryable service errors are ``TransientError`` (the stage is retried).
 
 from __future__ import annotations
 
-import io
+import struct
+import zlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:  # pypdfium2 is imported where a page is rasterised: parsing text PDFs never needs it
-    from PIL.Image import Image
+from typing import Protocol
 
 #: Resolution pages are rasterised at for OCR. 200 dpi gave the lowest character error rate per
 #: second on the generated scans (docs/ocr.md): 150 loses small type, 300 costs twice the time.
@@ -70,29 +68,36 @@ class PageOcr:
 
 
 def render_page_png(pdf: bytes, page_index: int, dpi: int = OCR_DPI) -> bytes:
-    """The page (0-based ``page_index``) of ``pdf`` rendered in greyscale at ``dpi``, as PNG.
+    """The page (0-based ``page_index``) of ``pdf`` rendered in 8-bit greyscale at ``dpi``, as PNG.
 
     pdfium applies the page's ``/Rotate``, so the image is upright as a reader sees it.
     """
-    return _png(render_page_image(pdf, page_index, dpi))
-
-
-def render_page_image(pdf: bytes, page_index: int, dpi: int = OCR_DPI) -> Image:
-    import pypdfium2 as pdfium
+    import pypdfium2 as pdfium  # only pages that need OCR pay for loading pdfium
 
     document = pdfium.PdfDocument(pdf)
     try:
         page = document[page_index]
         try:
             bitmap = page.render(scale=dpi / 72, grayscale=True)
-            return bitmap.to_pil()
+            if bitmap.n_channels != 1:  # pragma: no cover - pdfium renders greyscale as one channel
+                raise ValueError(f"expected a greyscale bitmap, got {bitmap.mode}")
+            return grey_png(memoryview(bitmap.buffer).cast("B"), bitmap.width, bitmap.height, bitmap.stride)
         finally:
             page.close()
     finally:
         document.close()
 
 
-def _png(image: Image) -> bytes:
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG", optimize=False, compress_level=1)  # fast: the engine decodes it at once
-    return buffer.getvalue()
+def grey_png(pixels: memoryview | bytes, width: int, height: int, stride: int) -> bytes:
+    """An 8-bit greyscale PNG of ``height`` rows of ``width`` pixels, ``stride`` bytes apart.
+
+    Written here (zlib and the PNG chunk layout) so the Lambda layer needs no imaging library:
+    Pillow's current wheels do not cover the layer's platform.
+    """
+    rows = b"".join(b"\x00" + bytes(pixels[row * stride : row * stride + width]) for row in range(height))
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)  # 8-bit, greyscale, no interlace
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows, 3)) + chunk(b"IEND", b"")
