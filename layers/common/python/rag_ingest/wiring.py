@@ -20,6 +20,7 @@ from rag_ingest.adapters.object_store import ObjectStore
 from rag_ingest.adapters.object_versions import ObjectVersions
 from rag_ingest.adapters.presigner import S3Presigner
 from rag_ingest.adapters.queues import Queues
+from rag_ingest.adapters.textract import TextractEngine
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
 from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.config import ApiEnv, IndexParamsEnv, IntakeEnv, ReaperEnv, RedriveEnv, SearchEnv, StagesEnv
@@ -27,6 +28,8 @@ from rag_ingest.deletion import DocumentDeletion
 from rag_ingest.documents import DocumentService
 from rag_ingest.embeddings.base import Embedder, create_embedder
 from rag_ingest.intake import IntakeService
+from rag_ingest.ocr import OcrEngine
+from rag_ingest.ocr_local import local_engine
 from rag_ingest.pipeline import Pipeline, StageDependencies
 from rag_ingest.reaper import Reaper, ReaperSettings
 from rag_ingest.redrive import DeadLetterRedrive, Recovery
@@ -80,6 +83,15 @@ def embedder_for(env: SearchEnv) -> Embedder:
     return create_embedder(env.embedding_provider, env.embedding_model_id, env.embedding_dimension, bedrock)
 
 
+def ocr_engine_for(env: StagesEnv) -> OcrEngine | None:
+    """The OCR engine OCR_ENGINE names (made at cold start: a missing tesseract fails loudly)."""
+    if env.ocr_engine == "textract":
+        return TextractEngine()
+    if env.ocr_engine == "local":
+        return local_engine()
+    return None
+
+
 def documents_table(table_name: str, clients: AwsClients = DEFAULT_AWS) -> DocumentsTable:
     return DocumentsTable(table_name, table=clients.resource("dynamodb").Table(table_name))
 
@@ -95,6 +107,7 @@ def build_pipeline(env: StagesEnv) -> Pipeline:
             embedder=cache(lambda: embedder_for(env)),  # loading a model is only Embed's cost
             count_tokens=count_tokens,
             telemetry=CloudTelemetry(EventPublisher(env.event_bus_name)),
+            ocr_engine=ocr_engine_for(env),
         )
     )
 
