@@ -42,11 +42,12 @@ class StageSpec:
     search: bool = False  # the OpenSearch index
     embeds: bool = False  # the Bedrock embedding model
     publishes: bool = False  # DocumentReady / DocumentFailed events on the default event bus
+    ocr: bool = False  # Textract DetectDocumentText on pages without a text layer (rag_ingest.adapters.textract)
 
 
 STAGES = (
     StageSpec("Validate", "app.validate", reads_raw=True),
-    StageSpec("Parse", "app.parse", reads_raw=True, artifacts=True),
+    StageSpec("Parse", "app.parse", reads_raw=True, artifacts=True, ocr=True),
     StageSpec("Chunk", "app.chunk", artifacts=True),
     StageSpec("Embed", "app.embed", artifacts=True, embeds=True),
     StageSpec("Index", "app.index", artifacts=True, search=True),
@@ -83,6 +84,9 @@ class Workflow(Construct):
             "CHUNK_TOKENS": str(config.chunking.chunk_tokens),
             "CHUNK_OVERLAP_TOKENS": str(config.chunking.chunk_overlap_tokens),
             "EVENT_BUS_NAME": EVENT_BUS_NAME,
+            # Pages without a text layer: Textract in AWS (the local stack runs Tesseract instead).
+            "OCR_ENGINE": "textract",
+            "MAX_OCR_PAGES": str(config.limits.max_ocr_pages),
         }
         self.functions: dict[str, lambda_.Function] = {}
         for spec in (*STAGES, MARK_FAILED):
@@ -141,6 +145,16 @@ class Workflow(Construct):
         if spec.publishes:
             bus_arn = Stack.of(self).format_arn(service="events", resource="event-bus", resource_name=EVENT_BUS_NAME)
             role.add_to_principal_policy(iam.PolicyStatement(actions=["events:PutEvents"], resources=[bus_arn]))
+        if spec.ocr:
+            # DetectDocumentText on image bytes touches no resource: Textract has no resource-level
+            # permissions for it, so '*' is the only resource IAM accepts.
+            role.add_to_principal_policy(iam.PolicyStatement(actions=["textract:DetectDocumentText"], resources=["*"]))
+            acknowledge(
+                role,
+                "AwsSolutions-IAM5",
+                "textract:DetectDocumentText has no resource-level permissions (IAM requires '*'); the only action.",
+                "Resource::*",
+            )
         if findings:
             acknowledge(
                 role,

@@ -72,4 +72,3 @@ def test_the_sample_drawing_without_text_stays_no_text_layer(engine: TesseractEn
     with pytest.raises(PermanentError) as caught:
         parse_pdf(data, **LIMITS, ocr=PageOcr(engine))
     assert caught.value.code is ErrorCode.NO_TEXT_LAYER
-
