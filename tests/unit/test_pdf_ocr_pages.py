@@ -157,3 +157,18 @@ def test_the_artifact_round_trips_sources_confidences_and_reasons() -> None:
     again = ParsedDocument.model_validate_json(parsed.model_dump_json())
     assert again == parsed
     assert again.failure_reasons == {2: "OCR failed: damaged"}
+
+
+@pytest.mark.parametrize("angle", [90, 180, 270])
+def test_a_text_layer_drawn_rotated_is_read_in_its_own_orientation_without_ocr(angle: int) -> None:
+    """pypdf extracts text drawn at 0/90/180/270 degrees (its default orientations): no OCR needed."""
+    pdf = FPDF()
+    pdf.set_font("helvetica", size=12)
+    pdf.add_page()
+    with pdf.rotation(angle, x=105, y=148):
+        pdf.set_xy(60, 140)
+        pdf.cell(0, 8, TEXT[:60])
+    engine = ScriptedEngine([])
+    parsed = parse(bytes(pdf.output()), engine)
+    assert parsed.pages[0].text == TEXT[:60].strip()
+    assert parsed.pages[0].source is TextSource.TEXT_LAYER and engine.images == []
