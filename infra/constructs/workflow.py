@@ -12,6 +12,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 from rag_ingest.layout import ARTIFACTS_PREFIX, RAW_PREFIX
+from rag_ingest.ocr import OCR_DPI
 
 from infra.config import FunctionSettings, RagIngestConfig
 from infra.constructs.function import FunctionFactory, new_log_group
@@ -87,6 +88,7 @@ class Workflow(Construct):
             # Pages without a text layer: Textract in AWS (the local stack runs Tesseract instead).
             "OCR_ENGINE": "textract",
             "MAX_OCR_PAGES": str(config.limits.max_ocr_pages),
+            "OCR_DPI": str(OCR_DPI),
         }
         self.functions: dict[str, lambda_.Function] = {}
         for spec in (*STAGES, MARK_FAILED):
