@@ -35,7 +35,7 @@ _IN_FLIGHT = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
 # What a new version clears (DocumentsTable.mark_queued's REMOVE clause).
 _CLEARED_BY_NEW_VERSION = (
     "stage", "embedded_parts", "embed_total", "error_code", "error_detail", "page_count", "chunk_count",
-    "failed_pages", "execution_arn", "replays", "last_error_code",
+    "failed_pages", "ocr_pages", "execution_arn", "replays", "last_error_code",
 )  # fmt: skip
 
 

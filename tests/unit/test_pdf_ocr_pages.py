@@ -172,3 +172,37 @@ def test_a_text_layer_drawn_rotated_is_read_in_its_own_orientation_without_ocr(a
     parsed = parse(bytes(pdf.output()), engine)
     assert parsed.pages[0].text == TEXT[:60].strip()
     assert parsed.pages[0].source is TextSource.TEXT_LAYER and engine.images == []
+
+
+def test_the_parse_stage_records_ocr_pages_and_failed_pages_in_the_status() -> None:
+    from datetime import UTC, datetime
+
+    from rag_ingest.models import DocumentJob
+    from rag_ingest.pipeline import Pipeline, StageDependencies
+    from rag_ingest.tokens import count_tokens
+
+    from tests.support.fakes import CountingEmbedder, InMemoryChunkIndex, InMemoryDocuments, InMemoryObjects
+    from tests.unit.test_pipeline_stages_fast import BUCKET, ENV
+
+    documents, objects = InMemoryDocuments(), InMemoryObjects()
+    pipeline = Pipeline(
+        StageDependencies(
+            env=ENV.model_copy(update={"max_ocr_pages": 1}),
+            status=documents,
+            objects=objects,
+            vector_store=InMemoryChunkIndex,
+            embedder=CountingEmbedder,
+            count_tokens=count_tokens,
+            ocr_engine=ScriptedEngine(["the scanned page, read"]),
+        )
+    )
+    data = make_pdf(["text", "scan", "scan"])
+    ref = objects.upload(BUCKET, "raw/acme/doc-1/a.pdf", "v1", data)
+    documents.mark_queued(
+        document_id="doc-1", tenant_id="acme", ref=ref, event_time=datetime.now(UTC).isoformat(), size_bytes=len(data)
+    )
+    job = DocumentJob(document_id="doc-1", tenant_id="acme", bucket=BUCKET, key=ref.key, version="v1")
+    job = pipeline.parse(pipeline.validate(job))
+    record = documents.get("doc-1")
+    assert record is not None
+    assert (record.ocr_pages, record.failed_pages, job.failed_pages) == (1, [3], [3])
