@@ -72,3 +72,25 @@ def test_the_sample_drawing_without_text_stays_no_text_layer(engine: TesseractEn
     with pytest.raises(PermanentError) as caught:
         parse_pdf(data, **LIMITS, ocr=PageOcr(engine))
     assert caught.value.code is ErrorCode.NO_TEXT_LAYER
+
+
+def test_a_scan_stored_sideways_with_a_page_rotation_is_read_upright(engine: TesseractEngine) -> None:
+    """A scanner that stores the page sideways and sets /Rotate 90: pdfium renders it upright for OCR."""
+    import io
+
+    from PIL import Image
+    from pypdf import PdfReader, PdfWriter
+
+    style = next(style for style in STYLES if style.name == "clean-sans-200")
+    data, truths = generate_style(style)
+    upright = Image.open(io.BytesIO(render_page_png(data, 0, style.dpi)))
+    sideways = io.BytesIO()
+    upright.rotate(90, expand=True).save(sideways, format="PDF", resolution=style.dpi)  # stored 90° anticlockwise
+    writer = PdfWriter()
+    for page in PdfReader(io.BytesIO(sideways.getvalue())).pages:
+        writer.add_page(page.rotate(90))  # shown 90° clockwise: upright
+    rotated = io.BytesIO()
+    writer.write(rotated)
+    parsed = parse_pdf(rotated.getvalue(), **LIMITS, ocr=PageOcr(engine))
+    assert parsed.pages[0].source is TextSource.OCR
+    assert character_error_rate(parsed.pages[0].text, truths[0]) <= CLEAN_GOAL
