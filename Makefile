@@ -40,6 +40,14 @@ chromium:
 	@test -x /usr/bin/chromium && test -x /usr/bin/chromedriver || { \
 	  echo "installing Chromium and chromedriver (apt)"; bash tools/apt_install.sh chromium chromium-driver; }
 
+# OCR of pages without a text layer, offline (docs/ocr.md): Debian's Tesseract 5 and its English model,
+# and the DejaVu fonts the scanned test corpus (eval/scans) is typeset in. Nothing downloads a model at run time.
+.PHONY: ocr-tools
+ocr-tools:
+	@command -v tesseract >/dev/null && test -f /usr/share/tesseract-ocr/5/tessdata/eng.traineddata \
+	  && test -f /usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf || { \
+	  echo "installing Tesseract and DejaVu fonts (apt)"; bash tools/apt_install.sh tesseract-ocr tesseract-ocr-eng fonts-dejavu-core; }
+
 layer: install
 	$(PY) tools/build_layer.py
 
@@ -53,7 +61,7 @@ opensearch: install local-tools
 opensearch-stop:
 	-$(PY) -m local.opensearch stop
 
-stack-up: synth opensearch
+stack-up: synth opensearch ocr-tools
 	$(PY) -m local.runtime up
 
 stack-down:
@@ -81,7 +89,7 @@ infra: layer
 	.venv/bin/pytest -m infra -q
 
 # One pytest run over every suite; the servers the suites need are started before and stopped after.
-test: synth local-tools chromium
+test: synth local-tools chromium ocr-tools
 	$(PY) -m local.opensearch install
 	bash tools/run_tests.sh
 
@@ -122,7 +130,7 @@ clean: stack-down opensearch-stop
 # Retrieval quality on eval/corpus (recall@1/@5, MRR): ours through a local stack started on free
 # ports, against a naive baseline; every index it creates is deleted at the end.
 .PHONY: eval
-eval: synth opensearch
+eval: synth opensearch ocr-tools
 	$(PY) -m eval
 
 # The AWS cost per 1,000 pages (docs/cost.md): measures one local-stack run on the sample PDFs when

@@ -23,6 +23,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from rag_ingest.config import REAPER_MAX_DOCUMENTS_PER_RUN, REAPER_MAX_REDRIVES, REAPER_STUCK_AFTER_MINUTES
 from rag_ingest.embeddings.bedrock import TITAN_V2_DIMENSIONS, TITAN_V2_MODEL_ID
+from rag_ingest.ocr import DEFAULT_MAX_OCR_PAGES
 
 CONTEXT_KEY = "rag-ingest"
 
@@ -115,6 +116,9 @@ class UploadConfig(_Model):
 class LimitsConfig(_Model):
     max_file_bytes: int = Field(default=50 * 1024 * 1024, ge=1024)
     max_pages: int = Field(default=500, ge=1)
+    # Pages without a text layer OCR'd per document (Textract, ~1-2 s each inside the Parse function's
+    # 600 s timeout); the rest become failed pages with the reason (docs/ocr.md).
+    max_ocr_pages: int = Field(default=DEFAULT_MAX_OCR_PAGES, ge=0, le=300)
 
 
 class ChunkingConfig(_Model):

@@ -12,6 +12,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 from rag_ingest.layout import ARTIFACTS_PREFIX, RAW_PREFIX
+from rag_ingest.ocr import OCR_DPI
 
 from infra.config import FunctionSettings, RagIngestConfig
 from infra.constructs.function import FunctionFactory, new_log_group
@@ -42,11 +43,12 @@ class StageSpec:
     search: bool = False  # the OpenSearch index
     embeds: bool = False  # the Bedrock embedding model
     publishes: bool = False  # DocumentReady / DocumentFailed events on the default event bus
+    ocr: bool = False  # Textract DetectDocumentText on pages without a text layer (rag_ingest.adapters.textract)
 
 
 STAGES = (
     StageSpec("Validate", "app.validate", reads_raw=True),
-    StageSpec("Parse", "app.parse", reads_raw=True, artifacts=True),
+    StageSpec("Parse", "app.parse", reads_raw=True, artifacts=True, ocr=True),
     StageSpec("Chunk", "app.chunk", artifacts=True),
     StageSpec("Embed", "app.embed", artifacts=True, embeds=True),
     StageSpec("Index", "app.index", artifacts=True, search=True),
@@ -84,6 +86,10 @@ class Workflow(Construct):
             "CHUNK_OVERLAP_TOKENS": str(config.chunking.chunk_overlap_tokens),
             "EVENT_BUS_NAME": EVENT_BUS_NAME,
             "EMBEDDING_CACHE_TABLE": storage.embedding_cache_table.table_name,
+            # Pages without a text layer: Textract in AWS (the local stack runs Tesseract instead).
+            "OCR_ENGINE": "textract",
+            "MAX_OCR_PAGES": str(config.limits.max_ocr_pages),
+            "OCR_DPI": str(OCR_DPI),
         }
         self.functions: dict[str, lambda_.Function] = {}
         for spec in (*STAGES, MARK_FAILED):
@@ -143,6 +149,16 @@ class Workflow(Construct):
         if spec.publishes:
             bus_arn = Stack.of(self).format_arn(service="events", resource="event-bus", resource_name=EVENT_BUS_NAME)
             role.add_to_principal_policy(iam.PolicyStatement(actions=["events:PutEvents"], resources=[bus_arn]))
+        if spec.ocr:
+            # DetectDocumentText on image bytes touches no resource: Textract has no resource-level
+            # permissions for it, so '*' is the only resource IAM accepts.
+            role.add_to_principal_policy(iam.PolicyStatement(actions=["textract:DetectDocumentText"], resources=["*"]))
+            acknowledge(
+                role,
+                "AwsSolutions-IAM5",
+                "textract:DetectDocumentText has no resource-level permissions (IAM requires '*'); the only action.",
+                "Resource::*",
+            )
         if findings:
             acknowledge(
                 role,

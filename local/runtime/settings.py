@@ -161,14 +161,16 @@ class RuntimeSettings:
     def local_lambda_overrides(self) -> dict[str, str | None]:
         """Where a local function's environment differs from the template (None = unset).
 
-        In AWS these come from the stack (OpenSearch domain endpoint, Bedrock model); offline
-        the stack uses the local OpenSearch and the local ONNX embedding model instead.
+        In AWS these come from the stack (OpenSearch domain endpoint, Bedrock model, Textract); offline
+        the stack uses the local OpenSearch, the local ONNX embedding model and Tesseract instead.
         """
         return {
             "OPENSEARCH_ENDPOINT": self.opensearch_url,
             "EMBEDDING_PROVIDER": "local",
             "EMBEDDING_MODEL_ID": LOCAL_EMBEDDING_MODEL_ID,
             "EMBEDDING_DIMENSION": str(LOCAL_EMBEDDING_DIMENSION),
+            # Pages without a text layer: offline Tesseract instead of Textract (docs/ocr.md).
+            "OCR_ENGINE": "local",
             # No X-Ray daemon locally.
             "POWERTOOLS_TRACE_DISABLED": "true",
             # POWERTOOLS_DEV changes logging and tracing behaviour: run as in AWS.

@@ -28,6 +28,8 @@ STAR_ONLY_ACTIONS = {
     "xray:GetSamplingTargets",
     # The pusher's DynamoDB-stream event source (the stream reads themselves are on the stream ARN).
     "dynamodb:ListStreams",
+    # Parse's OCR of image bytes (rag_ingest.adapters.textract): no resource-level permissions exist.
+    "textract:DetectDocumentText",
 }
 FUNCTIONS = [
     "Api/ApiFunction",
@@ -204,3 +206,14 @@ def test_api_may_search_the_chunk_index_and_not_write_it(synth: SynthResult) -> 
     assert any(fnmatch(search_path, pattern) for pattern in _allows(statements, "es:ESHttpPost"))
     for action in ("es:ESHttpPut", "es:ESHttpDelete", "es:ESHttpGet", "es:ESHttpPatch"):
         assert _allows(statements, action) == [], action
+
+
+def test_only_parse_may_call_textract_and_only_detect_document_text(synth: SynthResult) -> None:
+    callers = {
+        path: sorted({action for s in synth.role_statements(path) for action in as_list(s["Action"])})
+        for path in FUNCTIONS
+    }
+    textract = {path: [a for a in actions if a.startswith("textract:")] for path, actions in callers.items()}
+    assert {path: actions for path, actions in textract.items() if actions} == {
+        "Workflow/ParseFunction": ["textract:DetectDocumentText"]
+    }

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rag_ingest.errors import ConfigurationError
 from rag_ingest.layout import ARTIFACTS_PREFIX, RAW_PREFIX
+from rag_ingest.ocr import DEFAULT_MAX_OCR_PAGES, OCR_DPI
 
 
 class EnvModel(BaseModel):
@@ -114,6 +115,11 @@ class StagesEnv(CommonEnv, BucketEnv, SearchEnv):
     event_bus_name: str = Field(default="default", min_length=1)
     # The content-addressed embedding cache's table; unset, every chunk is embedded (no cache).
     embedding_cache_table: str | None = Field(default=None, min_length=1)
+    # Pages without a text layer (rag_ingest.ocr): "textract" in AWS, "local" (Tesseract) in the
+    # local stack, "off" reads text layers only (such pages become failed pages).
+    ocr_engine: Literal["off", "local", "textract"] = "off"
+    max_ocr_pages: int = Field(default=DEFAULT_MAX_OCR_PAGES, ge=0, le=3000)
+    ocr_dpi: int = Field(default=OCR_DPI, ge=72, le=600)
 
     @property
     def batches_per_embed_task(self) -> int:

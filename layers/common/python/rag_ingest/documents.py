@@ -74,6 +74,7 @@ class DocumentView(BaseModel):
     error_detail: str | None
     page_count: int | None
     failed_pages: list[int]
+    ocr_pages: int | None
     chunk_count: int | None
     # Chunks whose vectors came from the embedding cache (hits) and chunks embedded (misses).
     embedding_cache: dict[str, int] | None
@@ -96,6 +97,7 @@ class DocumentView(BaseModel):
             error_detail=record.error_detail,
             page_count=record.page_count,
             failed_pages=record.failed_pages,
+            ocr_pages=record.ocr_pages,
             chunk_count=record.chunk_count,
             embedding_cache=record.embedding_cache.model_dump() if record.embedding_cache else None,
             duplicate_of=record.duplicate_of,

@@ -49,19 +49,44 @@ class ObjectRef(BaseModel):
     version: str
 
 
+class TextSource(StrEnum):
+    """How a page's text was obtained."""
+
+    TEXT_LAYER = "text_layer"  # extracted from the PDF's own text operators
+    OCR = "ocr"  # recognised on an image of the page (it has no usable text layer)
+
+
 class PageText(BaseModel):
-    """Text of one PDF page; ``page_number`` is 1-based as a reader counts."""
+    """Text of one PDF page; ``page_number`` is 1-based as a reader counts.
+
+    ``ocr_confidence`` is the OCR engine's mean confidence over the page's lines (0..1), only
+    for ``source == ocr``.
+    """
 
     page_number: int = Field(ge=1)
     text: str
+    source: TextSource = TextSource.TEXT_LAYER
+    ocr_confidence: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
 class ParsedDocument(BaseModel):
+    """The Parse stage's artifact (stored in S3; Step Functions only carries its key and counts).
+
+    ``failure_reasons`` says why a page in ``failed_pages`` failed, where a reason is known
+    (e.g. over the OCR page cap).
+    """
+
     page_count: int = Field(ge=0)
     pages: list[PageText]
     failed_pages: list[int] = Field(default_factory=list)
     # sha256 of the uploaded bytes (hex): the same bytes uploaded again are the same document's copy.
     content_sha256: str | None = None
+    failure_reasons: dict[int, str] = Field(default_factory=dict)
+
+    @property
+    def ocr_pages(self) -> int:
+        """Pages whose text came from OCR."""
+        return sum(1 for page in self.pages if page.source is TextSource.OCR)
 
 
 class Chunk(BaseModel):
@@ -188,6 +213,8 @@ class DocumentRecord(BaseModel):
     error_detail: str | None = None
     page_count: int | None = None
     failed_pages: list[int] = Field(default_factory=list)
+    # Pages read by OCR (they had no text layer); set by Parse.
+    ocr_pages: int | None = None
     chunk_count: int | None = None
     size_bytes: int | None = None
     timings_ms: dict[str, int] = Field(default_factory=dict)

@@ -8,8 +8,16 @@ Empty versus no text layer (both mean "nothing to index"):
 
 - ``EMPTY_DOCUMENT``: the PDF has zero pages, or none of its pages draws anything (no text,
   image, shading or path painting operator in any content stream): there is nothing to read.
-- ``NO_TEXT_LAYER``: at least one page draws something, but no page yields text: a scan or a
-  drawing, which only OCR could read.
+- ``NO_TEXT_LAYER``: at least one page draws something, but no page yields text, even by OCR
+  (or OCR is off): a drawing, or a scan OCR could not read.
+
+Pages without a text layer (:mod:`rag_ingest.ocr`): a page whose text layer holds fewer than
+``MIN_TEXT_LAYER_CHARS`` letters and digits but which draws an image (an image or form XObject,
+or an inline image) *needs OCR*. With an :class:`~rag_ingest.ocr.PageOcr` such pages are
+rasterised and read by its engine (at most ``max_pages`` of them per document: the rest are
+failed pages, with the reason in ``failure_reasons``); each page records how its text was
+obtained (``PageText.source``) and, for OCR, the engine's mean confidence. Without one they
+are failed pages ("no text layer, OCR off"), never silently empty.
 
 Cleanup (:func:`clean_pages`) works on the whole document, because two of its rules need
 evidence from every page:
@@ -62,7 +70,8 @@ from pypdf.generic import ArrayObject, StreamObject
 
 from rag_ingest.errors import ErrorCode, PermanentError
 from rag_ingest.logs import logger
-from rag_ingest.models import PageText, ParsedDocument
+from rag_ingest.models import PageText, ParsedDocument, TextSource
+from rag_ingest.ocr import MIN_TEXT_LAYER_CHARS, OcrPageError, PageOcr, render_page_png
 from rag_ingest.tokens import is_vocabulary_word
 
 PDF_MAGIC = b"%PDF-"
@@ -119,6 +128,9 @@ _MARKING_OPERATORS = frozenset(
     {b"Tj", b"TJ", b"'", b'"', b"Do", b"BI", b"INLINE IMAGE", b"sh"}
     | {b"f", b"F", b"f*", b"S", b"s", b"B", b"B*", b"b", b"b*"}
 )
+# Operators that draw an XObject (an image, or a form that may hold one) or an inline image.
+_IMAGE_OPERATORS = frozenset({b"Do", b"BI", b"INLINE IMAGE"})
+_ALPHANUMERIC = re.compile(r"[^\W_]")
 
 
 _T = TypeVar("_T")
@@ -334,15 +346,23 @@ class _HyphenationEvidence:
 
 
 def parse_pdf(
-    data: bytes, *, max_bytes: int, max_pages: int, clean: bool = True, budget: ParseBudget = DEFAULT_BUDGET
+    data: bytes,
+    *,
+    max_bytes: int,
+    max_pages: int,
+    clean: bool = True,
+    budget: ParseBudget = DEFAULT_BUDGET,
+    ocr: PageOcr | None = None,
 ) -> ParsedDocument:
     """Extract the text of every page of the PDF in ``data``, cleaned by :func:`clean_pages`
-    (``clean=False`` keeps pypdf's raw text: for baselines and benchmarks).
+    (``clean=False`` keeps pypdf's raw text: for baselines and benchmarks). Pages that need OCR
+    are read by ``ocr`` (see the module docstring).
 
     Raises ``PermanentError`` with FILE_TOO_LARGE, UNSUPPORTED_TYPE, CORRUPT_PDF, ENCRYPTED_PDF,
     TOO_MANY_PAGES, PDF_TOO_COMPLEX, EMPTY_DOCUMENT or NO_TEXT_LAYER. A page whose extraction
     fails or goes over ``budget`` is listed in ``failed_pages`` (1-based) and kept with empty text;
-    if every page fails, the PDF is corrupt (or too complex, when a budget failed a page).
+    if every page fails, the PDF is corrupt (or too complex, when a budget failed a page). The
+    OCR engine's ``TransientError`` (throttling) propagates: the stage is retried.
     """
     validate_pdf_header(data[:PDF_MAGIC_WINDOW_BYTES], len(data), max_bytes=max_bytes)
     reader = _open_reader(data)
@@ -387,10 +407,48 @@ def parse_pdf(
                 ErrorCode.PDF_TOO_COMPLEX,
                 f"more than {budget.document_text_chars} characters of text by page {page_number} of {page_count}",
             )
-    texts = clean_pages(raw_texts) if clean else raw_texts
-    pages = [PageText(page_number=number, text=text) for number, text in enumerate(texts, start=1)]
+    extraction_failures = len(failed_pages)
+    needs_ocr = [
+        number
+        for number, raw_text in enumerate(raw_texts, start=1)
+        if number not in failed_pages
+        and len(_ALPHANUMERIC.findall(raw_text)) < MIN_TEXT_LAYER_CHARS
+        and _draws_image(reader.pages[number - 1], budget)
+    ]
+    sources: dict[int, TextSource] = {}
+    confidences: dict[int, float] = {}
+    failure_reasons: dict[int, str] = {}
+    for position, page_number in enumerate(needs_ocr):
+        if ocr is None:
+            failure_reasons[page_number] = "no text layer (OCR is off)"
+        elif position >= ocr.max_pages:
+            failure_reasons[page_number] = f"no text layer, over the OCR limit of {ocr.max_pages} pages per document"
+        else:
+            try:
+                result = ocr.engine.recognize(render_page_png(data, page_number - 1, ocr.dpi))
+            except OcrPageError as error:
+                failure_reasons[page_number] = f"OCR failed: {error}"
+            else:
+                raw_texts[page_number - 1] = result.text
+                sources[page_number] = TextSource.OCR
+                confidences[page_number] = result.confidence
+                continue
+        logger.warning("page %d: %s", page_number, failure_reasons[page_number])
+        raw_texts[page_number - 1] = ""
+    failed_pages = sorted({*failed_pages, *failure_reasons})
 
-    if len(failed_pages) == page_count:
+    texts = clean_pages(raw_texts) if clean else raw_texts
+    pages = [
+        PageText(
+            page_number=number,
+            text=text,
+            source=sources.get(number, TextSource.TEXT_LAYER),
+            ocr_confidence=confidences.get(number),
+        )
+        for number, text in enumerate(texts, start=1)
+    ]
+
+    if extraction_failures == page_count:
         if over_budget:
             raise PermanentError(
                 ErrorCode.PDF_TOO_COMPLEX,
@@ -400,12 +458,28 @@ def parse_pdf(
         raise PermanentError(ErrorCode.CORRUPT_PDF, f"text extraction failed on all {page_count} pages")
     if not any(page.text.strip() for page in pages):
         if _any_page_has_marks(reader, budget):
+            how = "OCR is off" if ocr is None else f"{len(sources)} read by OCR, {len(failure_reasons)} failed"
             raise PermanentError(
                 ErrorCode.NO_TEXT_LAYER,
-                f"none of the {page_count} pages has extractable text (scanned or drawn; OCR needed)",
+                f"none of the {page_count} pages has extractable text (scanned or drawn; {len(needs_ocr)} "
+                f"need OCR: {how})",
             )
         raise PermanentError(ErrorCode.EMPTY_DOCUMENT, f"all {page_count} pages are blank")
-    return ParsedDocument(page_count=page_count, pages=pages, failed_pages=failed_pages)
+    return ParsedDocument(
+        page_count=page_count, pages=pages, failed_pages=failed_pages, failure_reasons=failure_reasons
+    )
+
+
+def _draws_image(page: PageObject, budget: ParseBudget) -> bool:
+    """True when the page's content stream draws an XObject (image or form) or an inline image."""
+    try:
+        contents = page.get_contents()
+        if contents is None:
+            return False
+        operations = _within_budget(budget.page_seconds, partial(getattr, contents, "operations"))
+    except Exception:  # unparsable: it stays a page without text, as before OCR
+        return False
+    return any(operator in _IMAGE_OPERATORS for _operands, operator in operations)
 
 
 def _extract_page(page: PageObject, budget: ParseBudget) -> str:

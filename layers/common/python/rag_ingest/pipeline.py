@@ -33,6 +33,7 @@ from rag_ingest.models import (
     Stage,
     content_key,
 )
+from rag_ingest.ocr import OcrEngine, PageOcr
 from rag_ingest.pdf import parse_pdf, validate_pdf_header
 from rag_ingest.ports import ChunkIndex, EmbeddingCache, PipelineDocuments, StageObjects
 from rag_ingest.telemetry import NoTelemetry, Telemetry
@@ -75,6 +76,8 @@ class StageDependencies:
     count_tokens: Callable[[str], int]
     telemetry: Telemetry = field(default_factory=NoTelemetry)
     embedding_cache: EmbeddingCache = field(default_factory=NoEmbeddingCache)
+    # Reads pages without a text layer (None: OCR off, such pages are failed pages).
+    ocr_engine: OcrEngine | None = None
 
 
 class Pipeline:
@@ -104,7 +107,9 @@ class Pipeline:
                 logger.info("parse checkpoint reused", extra={"key": pages_key})
             else:
                 data = self._deps.objects.read(job.object_ref)
-                parsed = parse_pdf(data, max_bytes=self._env.max_file_bytes, max_pages=self._env.max_pages)
+                engine = self._deps.ocr_engine
+                ocr = PageOcr(engine, self._env.max_ocr_pages, self._env.ocr_dpi) if engine is not None else None
+                parsed = parse_pdf(data, max_bytes=self._env.max_file_bytes, max_pages=self._env.max_pages, ocr=ocr)
                 # The bytes are in hand here anyway: their hash finds the same upload under another name.
                 parsed.content_sha256 = hashlib.sha256(data).hexdigest()
                 self._deps.objects.put_json(self._env.bucket_name, pages_key, parsed.model_dump())
@@ -112,7 +117,7 @@ class Pipeline:
             job.failed_pages = parsed.failed_pages
             job.pages_key = pages_key
             job.content_sha256 = parsed.content_sha256
-            record.update(page_count=parsed.page_count, failed_pages=parsed.failed_pages)
+            record.update(page_count=parsed.page_count, failed_pages=parsed.failed_pages, ocr_pages=parsed.ocr_pages)
             if parsed.content_sha256:
                 record.update(self._content_fields(job, parsed.content_sha256))
         return job

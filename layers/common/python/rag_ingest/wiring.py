@@ -21,6 +21,7 @@ from rag_ingest.adapters.object_store import ObjectStore
 from rag_ingest.adapters.object_versions import ObjectVersions
 from rag_ingest.adapters.presigner import S3Presigner
 from rag_ingest.adapters.queues import Queues
+from rag_ingest.adapters.textract import TextractEngine
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
 from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.config import ApiEnv, IndexParamsEnv, IntakeEnv, ReaperEnv, RedriveEnv, SearchEnv, StagesEnv
@@ -29,6 +30,8 @@ from rag_ingest.documents import DocumentService
 from rag_ingest.embedding_cache import NoEmbeddingCache
 from rag_ingest.embeddings.base import Embedder, create_embedder
 from rag_ingest.intake import IntakeService
+from rag_ingest.ocr import OcrEngine
+from rag_ingest.ocr_local import local_engine
 from rag_ingest.pipeline import Pipeline, StageDependencies
 from rag_ingest.reaper import Reaper, ReaperSettings
 from rag_ingest.redrive import DeadLetterRedrive, Recovery
@@ -82,6 +85,15 @@ def embedder_for(env: SearchEnv) -> Embedder:
     return create_embedder(env.embedding_provider, env.embedding_model_id, env.embedding_dimension, bedrock)
 
 
+def ocr_engine_for(env: StagesEnv) -> OcrEngine | None:
+    """The OCR engine OCR_ENGINE names (made at cold start: a missing tesseract fails loudly)."""
+    if env.ocr_engine == "textract":
+        return TextractEngine()
+    if env.ocr_engine == "local":
+        return local_engine()
+    return None
+
+
 def documents_table(table_name: str, clients: AwsClients = DEFAULT_AWS) -> DocumentsTable:
     return DocumentsTable(table_name, table=clients.resource("dynamodb").Table(table_name))
 
@@ -100,6 +112,7 @@ def build_pipeline(env: StagesEnv) -> Pipeline:
             embedding_cache=(
                 EmbeddingCacheTable(env.embedding_cache_table) if env.embedding_cache_table else NoEmbeddingCache()
             ),
+            ocr_engine=ocr_engine_for(env),
         )
     )
 

@@ -1,0 +1,103 @@
+"""OCR of pages without a text layer: the engine port, page rasterising, and the engines' choice.
+
+A page *needs OCR* when its text layer yields (almost) no text but its content stream draws an
+image (``pdf.parse_pdf`` decides, page by page: a mixed document OCRs only those pages). Such a
+page is rasterised with pdfium (``pypdfium2``, which ships its own binary) at ``OCR_DPI`` and the
+image (PNG) is handed to an :class:`OcrEngine`:
+
+- ``local``: an offline engine on this machine (``rag_ingest.ocr_local``, Tesseract 5 through its
+  command line; docs/ocr.md has the measurements that chose it);
+- ``textract``: Amazon Textract's synchronous ``DetectDocumentText``, one call per page image
+  (``rag_ingest.adapters.textract``; docs/ocr.md compares it with the asynchronous API).
+
+The engine is chosen by the ``OCR_ENGINE`` environment variable (``rag_ingest.config.StagesEnv``),
+validated at cold start. Engines raise ``OcrPageError`` for a page they cannot read (an image the
+service rejects): that page is a failed page, not a failed document. Throttling and other
+retryable service errors are ``TransientError`` (the stage is retried).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Protocol
+
+#: Resolution pages are rasterised at for OCR. 200 dpi gave the lowest character error rate per
+#: second on the generated scans (docs/ocr.md): 150 loses small type, 300 costs twice the time.
+OCR_DPI = 200
+#: A page with fewer letters and digits than this in its text layer has no usable text layer
+#: (a scan often carries a stray page number or a scanner's stamp).
+MIN_TEXT_LAYER_CHARS = 16
+
+
+@dataclass(frozen=True)
+class OcrResult:
+    """What an engine read on one page image: its text (lines in reading order) and the mean
+    confidence of its lines, 0..1 (0 when nothing was read)."""
+
+    text: str
+    confidence: float
+
+
+class OcrPageError(Exception):
+    """The engine cannot read this page image (unsupported or damaged): a per-page failure."""
+
+
+class OcrEngine(Protocol):
+    """Reads the text on one page image (PNG bytes)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def recognize(self, png: bytes) -> OcrResult: ...
+
+
+#: OCR'd pages per document unless configured (MAX_OCR_PAGES): OCR is the costliest step per page.
+DEFAULT_MAX_OCR_PAGES = 50
+
+
+@dataclass(frozen=True)
+class PageOcr:
+    """How Parse reads pages without a text layer: the engine, at most ``max_pages`` pages per
+    document (the rest are failed pages), rasterised at ``dpi``."""
+
+    engine: OcrEngine
+    max_pages: int = DEFAULT_MAX_OCR_PAGES
+    dpi: int = OCR_DPI
+
+
+def render_page_png(pdf: bytes, page_index: int, dpi: int = OCR_DPI) -> bytes:
+    """The page (0-based ``page_index``) of ``pdf`` rendered in 8-bit greyscale at ``dpi``, as PNG.
+
+    pdfium applies the page's ``/Rotate``, so the image is upright as a reader sees it.
+    """
+    import pypdfium2 as pdfium  # only pages that need OCR pay for loading pdfium
+
+    document = pdfium.PdfDocument(pdf)
+    try:
+        page = document[page_index]
+        try:
+            bitmap = page.render(scale=dpi / 72, grayscale=True)
+            if bitmap.n_channels != 1:  # pragma: no cover - pdfium renders greyscale as one channel
+                raise ValueError(f"expected a greyscale bitmap, got {bitmap.mode}")
+            return grey_png(memoryview(bitmap.buffer).cast("B"), bitmap.width, bitmap.height, bitmap.stride)
+        finally:
+            page.close()
+    finally:
+        document.close()
+
+
+def grey_png(pixels: memoryview | bytes, width: int, height: int, stride: int) -> bytes:
+    """An 8-bit greyscale PNG of ``height`` rows of ``width`` pixels, ``stride`` bytes apart.
+
+    Written here (zlib and the PNG chunk layout) so the Lambda layer needs no imaging library:
+    Pillow's current wheels do not cover the layer's platform.
+    """
+    rows = b"".join(b"\x00" + bytes(pixels[row * stride : row * stride + width]) for row in range(height))
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)  # 8-bit, greyscale, no interlace
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows, 3)) + chunk(b"IEND", b"")
