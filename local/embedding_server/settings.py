@@ -33,8 +33,9 @@ def _non_negative_float(environ: Mapping[str, str], name: str, default: float) -
 class EmbeddingServerSettings:
     # onnxruntime intra-op threads of the one session (measured on 2 cores: docs/benchmarks.md).
     intra_op_threads: int = 2
-    # Requests embedded together in one ONNX run, at most.
-    max_batch: int = 32
+    # Requests embedded together in one ONNX run, at most. The run's memory grows with batch x length:
+    # peak RSS 0.7 GiB at 8 x 300 tokens, 1.2 GiB at 16 or 32 (docs/benchmarks.md).
+    max_batch: int = 8
     # How long the batcher waits for more requests after the first one of a batch.
     max_wait_ms: float = 5.0
     # Requests accepted at once (queued or running); one more is answered ThrottlingException.

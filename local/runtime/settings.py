@@ -31,6 +31,13 @@ DEFAULT_STACK_NAME = "RagIngest"
 DEFAULT_OPENSEARCH_URL = "http://127.0.0.1:9200"
 LOCAL_EMBEDDING_MODEL_ID = LOCAL_MODEL_ID
 LOCAL_EMBEDDING_DIMENSION = MINILM_DIMENSION
+# Worker processes per function (Lambda execution environments), at most. Each costs ~100 MB of RSS;
+# the handlers are CPU-bound on this machine's cores except Embed and Index, which wait on the
+# embedding server and OpenSearch, and two Embed workers with 16 texts in flight each keep the
+# server's batches full (docs/benchmarks.md). A function's reserved concurrency lowers it further.
+DEFAULT_LAMBDA_MAX_WORKERS = 2
+# Idle workers are stopped after this, so a stage that is done for now gives its memory back.
+DEFAULT_LAMBDA_IDLE_SECONDS = 30.0
 # LOCAL_EMBEDDING: "server" (the default) runs the local embedding server and the functions call it
 # through the Bedrock embedder; "in-process" loads a model in every embedding worker instead (the
 # layout before the server, kept to compare against it).
@@ -140,9 +147,9 @@ class RuntimeSettings:
             opensearch_url=env.get("OPENSEARCH_URL") or DEFAULT_OPENSEARCH_URL,
             retry_scale=retry_scale,
             alarm_period_scale=alarm_period_scale,
-            lambda_max_workers=max(1, _int_env(env, "LOCAL_LAMBDA_MAX_WORKERS", 4)),
+            lambda_max_workers=max(1, _int_env(env, "LOCAL_LAMBDA_MAX_WORKERS", DEFAULT_LAMBDA_MAX_WORKERS)),
             lambda_init_timeout_seconds=_float_env(env, "LOCAL_LAMBDA_INIT_TIMEOUT", 60.0),
-            lambda_idle_seconds=_float_env(env, "LOCAL_LAMBDA_IDLE_SECONDS", 600.0),
+            lambda_idle_seconds=_float_env(env, "LOCAL_LAMBDA_IDLE_SECONDS", DEFAULT_LAMBDA_IDLE_SECONDS),
             poller_default_concurrency=max(1, _int_env(env, "LOCAL_POLLER_CONCURRENCY", 2)),
             poller_interval_seconds=max(0.02, _float_env(env, "LOCAL_POLLER_INTERVAL", 0.2)),
             ready_timeout_seconds=_float_env(env, "LOCAL_READY_TIMEOUT", 180.0),
