@@ -1,6 +1,6 @@
 """The local embedding server: Bedrock Runtime's InvokeModel wire format, batching across callers,
 throttling. In-process on a loopback port, with a stand-in model (vectors from word counts) so the
-tests need no ONNX run; tests/integration/test_embedding_server.py serves the real MiniLM."""
+tests need no ONNX run; tests/integration/test_embedding_server_boto3.py serves the real MiniLM."""
 
 from __future__ import annotations
 
