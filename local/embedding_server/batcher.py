@@ -20,6 +20,10 @@ LOG = logging.getLogger("local.embedding_server")
 EmbedFunction = Callable[[Sequence[str]], list[list[float]]]
 
 
+class QueueTimeout(Exception):
+    """The text waited in the queue past its deadline: its caller is given up on, so it is not embedded."""
+
+
 @dataclass
 class BatcherStats:
     batches: int = 0
@@ -28,6 +32,7 @@ class BatcherStats:
     # Batch size -> how many batches had it.
     batch_sizes: dict[int, int] = field(default_factory=dict)
     embed_seconds: float = 0.0
+    expired: int = 0
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -37,6 +42,7 @@ class BatcherStats:
             "mean_batch": round(self.texts / self.batches, 2) if self.batches else 0.0,
             "batch_sizes": {str(size): count for size, count in sorted(self.batch_sizes.items())},
             "embed_seconds": round(self.embed_seconds, 3),
+            "expired": self.expired,
         }
 
 
@@ -49,7 +55,7 @@ class DynamicBatcher:
         self._embed = embed
         self.max_batch = max_batch
         self.max_wait_seconds = max_wait_seconds
-        self._queue: queue.Queue[tuple[str, Future[list[float]]] | None] = queue.Queue()
+        self._queue: queue.Queue[tuple[str, float, Future[list[float]]] | None] = queue.Queue()
         self._stats = BatcherStats()
         self._stats_lock = threading.Lock()
         # Cleared to hold batches back (tests use it to make requests pile up deterministically).
@@ -58,9 +64,11 @@ class DynamicBatcher:
         self._thread = threading.Thread(target=self._loop, name="embedding-batcher", daemon=True)
         self._thread.start()
 
-    def submit(self, text: str) -> Future[list[float]]:
+    def submit(self, text: str, deadline: float = float("inf")) -> Future[list[float]]:
+        """Queue ``text``; if no batch has taken it by ``deadline`` (``time.monotonic()``), its
+        future fails with :class:`QueueTimeout` instead, so no run is spent on a caller gone."""
         future: Future[list[float]] = Future()
-        self._queue.put((text, future))
+        self._queue.put((text, deadline, future))
         return future
 
     def pause(self) -> None:
@@ -105,8 +113,21 @@ class DynamicBatcher:
             if closing:
                 return
 
-    def _run(self, batch: list[tuple[str, Future[list[float]]]]) -> None:
-        live = [(text, future) for text, future in batch if future.set_running_or_notify_cancel()]
+    def _run(self, batch: list[tuple[str, float, Future[list[float]]]]) -> None:
+        now = time.monotonic()
+        live: list[tuple[str, Future[list[float]]]] = []
+        expired = 0
+        for text, deadline, future in batch:
+            if not future.set_running_or_notify_cancel():
+                continue
+            if now > deadline:
+                future.set_exception(QueueTimeout(f"waited {now - deadline:.1f} s past its deadline"))
+                expired += 1
+            else:
+                live.append((text, future))
+        if expired:
+            with self._stats_lock:
+                self._stats.expired += expired
         if not live:
             return
         started = time.perf_counter()

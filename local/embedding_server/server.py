@@ -6,6 +6,7 @@ Wire format (botocore's ``bedrock-runtime`` service model, rest-json):
 - Errors carry the code in ``x-amzn-ErrorType`` and ``{"message"}`` in the body, with the service
   model's status: ``ValidationException`` 400, ``ResourceNotFoundException`` 404 (a model id it
   does not serve), ``ThrottlingException`` 429 (more than ``max_in_flight`` requests at once),
+  ``ModelTimeoutException`` 408 (a request that waited ``queue_timeout_seconds`` for a batch),
   ``InternalServerException`` 500. botocore turns them into ``ClientError`` with that code.
 
 Besides Bedrock's route: ``GET /ping`` (ready) and ``GET /_local/stats`` (requests, throttles and
@@ -27,7 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
 
-from local.embedding_server.batcher import DynamicBatcher, EmbedFunction
+from local.embedding_server.batcher import DynamicBatcher, EmbedFunction, QueueTimeout
 from local.embedding_server.settings import EmbeddingServerSettings
 
 LOG = logging.getLogger("local.embedding_server")
@@ -115,6 +116,7 @@ class EmbeddingServer:
                 "max_batch": self.settings.max_batch,
                 "max_wait_ms": self.settings.max_wait_ms,
                 "max_in_flight": self.settings.max_in_flight,
+                "queue_timeout_seconds": self.settings.queue_timeout_seconds,
             },
             **counters,
             "batcher": self.batcher.stats(),
@@ -146,7 +148,13 @@ class EmbeddingServer:
                     f"400 Bad Request: Too many input tokens. Max input tokens: {self.model.max_input_tokens}, "
                     f"request input token count: {tokens}"
                 )
-            embedding = self.batcher.submit(text).result()
+            deadline = time.monotonic() + self.settings.queue_timeout_seconds
+            try:
+                embedding = self.batcher.submit(text, deadline).result()
+            except QueueTimeout as timeout:
+                raise BedrockError(
+                    HTTPStatus.REQUEST_TIMEOUT, "ModelTimeoutException", f"The model did not answer in time: {timeout}"
+                ) from None
         finally:
             with self._lock:
                 self._in_flight -= 1

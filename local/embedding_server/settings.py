@@ -40,6 +40,10 @@ class EmbeddingServerSettings:
     max_wait_ms: float = 5.0
     # Requests accepted at once (queued or running); one more is answered ThrottlingException.
     max_in_flight: int = 128
+    # A request not taken into a batch within this is answered ModelTimeoutException (Bedrock's 408)
+    # and never embedded: below the functions' boto3 read timeout (30 s), so on an overloaded machine
+    # the client gets an answer it retries, instead of timing out while the server still does the work.
+    queue_timeout_seconds: float = 20.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> EmbeddingServerSettings:
@@ -49,4 +53,5 @@ class EmbeddingServerSettings:
             max_batch=_positive_int(env, "LOCAL_EMBEDDING_MAX_BATCH", cls.max_batch),
             max_wait_ms=_non_negative_float(env, "LOCAL_EMBEDDING_MAX_WAIT_MS", cls.max_wait_ms),
             max_in_flight=_positive_int(env, "LOCAL_EMBEDDING_MAX_IN_FLIGHT", cls.max_in_flight, minimum=0),
+            queue_timeout_seconds=_non_negative_float(env, "LOCAL_EMBEDDING_QUEUE_TIMEOUT", cls.queue_timeout_seconds),
         )

@@ -206,6 +206,25 @@ def test_a_throttled_call_succeeds_on_the_sdk_retry(make_server: ServerFactory) 
         assert held.result(timeout=10)[0] == 200
 
 
+def test_a_request_left_waiting_past_the_queue_timeout_is_not_embedded(make_server: ServerFactory) -> None:
+    # On an overloaded machine the server answers ModelTimeoutException before the client's read
+    # timeout, and spends no model run on it; the embedder makes it a TransientError (retried).
+    server, model = make_server(queue_timeout_seconds=0.05)
+    server.batcher.pause()
+    embedder = BedrockTitanEmbedder(bedrock_client(server), model_id=LOCAL_MODEL_ID, dimension=DIMENSION)
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(embedder.embed, ["too late"])
+        wait_until(lambda: server.in_flight() == 1)
+        time.sleep(0.1)  # past the 0.05 s deadline
+        server.batcher.resume()
+        with pytest.raises(TransientError, match="ModelTimeoutException"):
+            waiting.result(timeout=10)
+
+    assert model.batches == []
+    assert server.stats()["batcher"]["expired"] == 1
+    assert embedder.embed(["in time"])[0][0] == 2.0
+
+
 def test_an_unknown_model_id_is_resource_not_found(make_server: ServerFactory) -> None:
     server, model = make_server()
     client = bedrock_client(server)
@@ -264,7 +283,13 @@ def test_stats_and_ping(make_server: ServerFactory) -> None:
     post(server, invoke_path(), json.dumps({"inputText": "one"}).encode())
     with urllib.request.urlopen(server.url + "/_local/stats", timeout=5) as response:
         stats = json.loads(response.read())
-    assert stats["settings"] == {"intra_op_threads": 1, "max_batch": 7, "max_wait_ms": 2, "max_in_flight": 9}
+    assert stats["settings"] == {
+        "intra_op_threads": 1,
+        "max_batch": 7,
+        "max_wait_ms": 2,
+        "max_in_flight": 9,
+        "queue_timeout_seconds": 20.0,
+    }
     assert (stats["requests"], stats["throttled"], stats["in_flight"]) == (1, 0, 0)
     assert stats["batcher"]["texts"] == 1
 
@@ -276,9 +301,12 @@ def test_settings_from_the_environment() -> None:
             "LOCAL_EMBEDDING_MAX_BATCH": "8",
             "LOCAL_EMBEDDING_MAX_WAIT_MS": "2.5",
             "LOCAL_EMBEDDING_MAX_IN_FLIGHT": "0",
+            "LOCAL_EMBEDDING_QUEUE_TIMEOUT": "3",
         }
     )
-    assert settings == EmbeddingServerSettings(intra_op_threads=1, max_batch=8, max_wait_ms=2.5, max_in_flight=0)
+    assert settings == EmbeddingServerSettings(
+        intra_op_threads=1, max_batch=8, max_wait_ms=2.5, max_in_flight=0, queue_timeout_seconds=3.0
+    )
     assert EmbeddingServerSettings.from_env({}) == EmbeddingServerSettings()
     with pytest.raises(ValueError, match="LOCAL_EMBEDDING_MAX_BATCH"):
         EmbeddingServerSettings.from_env({"LOCAL_EMBEDDING_MAX_BATCH": "0"})
