@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rag_ingest.adapters.stack_resources import LOCAL_OUTPUTS
-from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
+from rag_ingest.embeddings.base import LOCAL_MODEL_ID, MINILM_DIMENSION
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,6 +31,19 @@ DEFAULT_STACK_NAME = "RagIngest"
 DEFAULT_OPENSEARCH_URL = "http://127.0.0.1:9200"
 LOCAL_EMBEDDING_MODEL_ID = LOCAL_MODEL_ID
 LOCAL_EMBEDDING_DIMENSION = MINILM_DIMENSION
+# Worker processes per function (Lambda execution environments), at most. Each costs ~100 MB of RSS;
+# the handlers are CPU-bound on this machine's cores except Embed and Index, which wait on the
+# embedding server and OpenSearch, and two Embed workers with 16 texts in flight each keep the
+# server's batches full (docs/benchmarks.md). A function's reserved concurrency lowers it further.
+DEFAULT_LAMBDA_MAX_WORKERS = 2
+# Idle workers are stopped after this, so a stage that is done for now gives its memory back.
+DEFAULT_LAMBDA_IDLE_SECONDS = 30.0
+# LOCAL_EMBEDDING: "server" (the default) runs the local embedding server and the functions call it
+# through the Bedrock embedder; "in-process" loads a model in every embedding worker instead (the
+# layout before the server, kept to compare against it).
+EMBEDDING_SERVER = "server"
+EMBEDDING_IN_PROCESS = "in-process"
+EMBEDDING_MODES = (EMBEDDING_SERVER, EMBEDDING_IN_PROCESS)
 
 
 def _int_env(environ: Mapping[str, str], name: str, default: int) -> int:
@@ -91,6 +104,10 @@ class RuntimeSettings:
     poller_interval_seconds: float
     ready_timeout_seconds: float
     passthrough_env: tuple[str, ...] = field(default_factory=tuple)
+    embedding_mode: str = EMBEDDING_SERVER
+    # The embedding server's port (0: a free one) and, once it listens, its URL (set by the stack).
+    embedding_port: int = 0
+    embedding_endpoint: str | None = None
     # The local identity provider's RSA key (PEM); None: generated at start. Tests set it to sign
     # tokens the provider would not issue (wrong issuer or audience).
     oidc_signing_key_file: Path | None = None
@@ -109,6 +126,9 @@ class RuntimeSettings:
         alarm_period_scale = _float_env(env, "LOCAL_ALARM_PERIOD_SCALE", 0.05)
         if not 0 < alarm_period_scale <= 1:
             raise ValueError(f"LOCAL_ALARM_PERIOD_SCALE must be in (0, 1], got {alarm_period_scale}")
+        embedding_mode = env.get("LOCAL_EMBEDDING", "").strip() or EMBEDDING_SERVER
+        if embedding_mode not in EMBEDDING_MODES:
+            raise ValueError(f"LOCAL_EMBEDDING must be one of {', '.join(EMBEDDING_MODES)}, got {embedding_mode!r}")
         passthrough = tuple(
             name.strip() for name in env.get("LOCAL_LAMBDA_PASSTHROUGH_ENV", "").split(",") if name.strip()
         )
@@ -127,13 +147,15 @@ class RuntimeSettings:
             opensearch_url=env.get("OPENSEARCH_URL") or DEFAULT_OPENSEARCH_URL,
             retry_scale=retry_scale,
             alarm_period_scale=alarm_period_scale,
-            lambda_max_workers=max(1, _int_env(env, "LOCAL_LAMBDA_MAX_WORKERS", 4)),
+            lambda_max_workers=max(1, _int_env(env, "LOCAL_LAMBDA_MAX_WORKERS", DEFAULT_LAMBDA_MAX_WORKERS)),
             lambda_init_timeout_seconds=_float_env(env, "LOCAL_LAMBDA_INIT_TIMEOUT", 60.0),
-            lambda_idle_seconds=_float_env(env, "LOCAL_LAMBDA_IDLE_SECONDS", 600.0),
+            lambda_idle_seconds=_float_env(env, "LOCAL_LAMBDA_IDLE_SECONDS", DEFAULT_LAMBDA_IDLE_SECONDS),
             poller_default_concurrency=max(1, _int_env(env, "LOCAL_POLLER_CONCURRENCY", 2)),
             poller_interval_seconds=max(0.02, _float_env(env, "LOCAL_POLLER_INTERVAL", 0.2)),
             ready_timeout_seconds=_float_env(env, "LOCAL_READY_TIMEOUT", 180.0),
             passthrough_env=passthrough,
+            embedding_mode=embedding_mode,
+            embedding_port=_int_env(env, "LOCAL_EMBEDDING_PORT", 0),
             oidc_signing_key_file=Path(env["LOCAL_OIDC_SIGNING_KEY"]) if env.get("LOCAL_OIDC_SIGNING_KEY") else None,
             live_keepalive_seconds=max(0.1, _float_env(env, "LOCAL_LIVE_KEEPALIVE_SECONDS", 15.0)),
         )
@@ -162,11 +184,18 @@ class RuntimeSettings:
         """Where a local function's environment differs from the template (None = unset).
 
         In AWS these come from the stack (OpenSearch domain endpoint, Bedrock model, Textract); offline
-        the stack uses the local OpenSearch, the local ONNX embedding model and Tesseract instead.
+        the stack uses the local OpenSearch, Tesseract and the local MiniLM model instead: through the local
+        embedding server with the same Bedrock client code (boto3 honours the service-specific
+        ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME`` over ``AWS_ENDPOINT_URL``, which points at moto), or,
+        with ``LOCAL_EMBEDDING=in-process``, a model loaded in each worker.
         """
+        via_server = self.embedding_mode == EMBEDDING_SERVER
+        if via_server and self.embedding_endpoint is None:
+            raise RuntimeError("the embedding server's endpoint is not known yet: start the server first")
         return {
             "OPENSEARCH_ENDPOINT": self.opensearch_url,
-            "EMBEDDING_PROVIDER": "local",
+            "EMBEDDING_PROVIDER": "bedrock" if via_server else "local",
+            "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": self.embedding_endpoint if via_server else None,
             "EMBEDDING_MODEL_ID": LOCAL_EMBEDDING_MODEL_ID,
             "EMBEDDING_DIMENSION": str(LOCAL_EMBEDDING_DIMENSION),
             # Pages without a text layer: offline Tesseract instead of Textract (docs/ocr.md).

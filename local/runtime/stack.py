@@ -1,7 +1,9 @@
-"""The ``serve`` process: moto, the Lambda runner, the SQS pollers and the API adapter together."""
+"""The ``serve`` process: moto, the Lambda runner, the SQS pollers and the API adapter together,
+with the local embedding server (Bedrock's stand-in) as its child process."""
 
 from __future__ import annotations
 
+import dataclasses
 import faulthandler
 import json
 import logging
@@ -15,6 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from moto.server import ThreadedMotoServer
 
+from local.embedding_server.process import EmbeddingServerProcess
 from local.runtime.alarms import HANDLED_TYPES, AlarmEvaluator
 from local.runtime.api_server import ApiServer
 from local.runtime.aws import moto_client
@@ -25,7 +28,7 @@ from local.runtime.live_status import LiveStatusHub, LiveStatusUnavailable
 from local.runtime.moto_lambda_seam import install_moto_seam
 from local.runtime.moto_server import PortInUseError, configure_moto, ensure_port_free, start_moto_server
 from local.runtime.provision import ProvisionedStack, Provisioner, ProvisioningError, api_function_name
-from local.runtime.settings import LIVE_PATH, RuntimeSettings
+from local.runtime.settings import EMBEDDING_SERVER, LIVE_PATH, RuntimeSettings
 from local.runtime.sqs_poller import SqsPoller
 from local.runtime.template import CloudFormationTemplate, TemplateError
 
@@ -53,6 +56,7 @@ class LocalStack:
         self.runner: LambdaRunner | None = None
         self.pollers: list[SqsPoller] = []
         self.alarms: AlarmEvaluator | None = None
+        self.embedding_server: EmbeddingServerProcess | None = None
         self._moto: ThreadedMotoServer | None = None
         self._uninstall_seam: Any = None
         self._outputs: dict[str, Any] = {}
@@ -84,6 +88,15 @@ class LocalStack:
         ensure_port_free(settings.host, settings.moto_port, "LOCAL_MOTO_PORT")
         self.api.start()
         LOG.info("API adapter on %s (control endpoints under /_local/)", settings.api_url)
+
+        if settings.embedding_mode == EMBEDDING_SERVER:
+            # Before the Lambda runner: the functions' environment carries the server's URL.
+            self.phase = "starting the embedding server"
+            self.embedding_server = EmbeddingServerProcess(settings.host, settings.embedding_port)
+            self.embedding_server.start()
+            self.settings = settings = dataclasses.replace(settings, embedding_endpoint=self.embedding_server.url)
+        else:
+            LOG.info("LOCAL_EMBEDDING=%s: each embedding worker loads its own model", settings.embedding_mode)
 
         self.phase = "starting moto"
         configure_moto(settings.moto_port, verbose=bool(os.environ.get("LOCAL_MOTO_VERBOSE")))
@@ -148,6 +161,8 @@ class LocalStack:
             self._moto.stop()
         if self._uninstall_seam is not None:
             self._uninstall_seam()
+        if self.embedding_server is not None:
+            self.embedding_server.stop()
         # The outputs describe resources that exist only while this process runs.
         self.settings.outputs_path.unlink(missing_ok=True)
         self.phase = "stopped"
@@ -265,6 +280,7 @@ class LocalStack:
                 "AccountId": self.settings.account_id,
                 "StackName": self.settings.stack_name,
                 "OpenSearchUrl": self.settings.opensearch_url,
+                "EmbeddingEndpoint": self.settings.embedding_endpoint,
                 "Resources": provisioned.physical_ids,
                 "Functions": {function.logical_id: function.name for function in provisioned.functions},
                 "Alarms": {alarm.logical_id: alarm.name for alarm in (self.alarms.alarms if self.alarms else [])},
@@ -330,4 +346,9 @@ class LocalStack:
             "faults_injected": self.runner.faults.injected() if self.runner else {},
             "skipped": provisioned.skipped if provisioned else {},
             "alarms": self.alarms.status() if self.alarms else [],
+            "embedding_server": (
+                {"url": self.embedding_server.url, "pid": self.embedding_server.pid}
+                if self.embedding_server is not None and self.embedding_server.port is not None
+                else None
+            ),
         }

@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol
 
+import boto3
+from botocore.config import Config
+
 from rag_ingest.adapters import aws
 from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.embedding_cache_table import EmbeddingCacheTable
@@ -29,6 +32,7 @@ from rag_ingest.deletion import DocumentDeletion
 from rag_ingest.documents import DocumentService
 from rag_ingest.embedding_cache import NoEmbeddingCache
 from rag_ingest.embeddings.base import Embedder, create_embedder
+from rag_ingest.embeddings.bedrock import SERVED_MODELS
 from rag_ingest.intake import IntakeService
 from rag_ingest.ocr import OcrEngine
 from rag_ingest.ocr_local import local_engine
@@ -80,8 +84,16 @@ def lazy_vector_store(env: SearchEnv) -> Callable[[], VectorStore]:
     return cache(lambda: vector_store_for(env.opensearch_endpoint, env.opensearch_index, env.embedding_dimension, env))
 
 
+def bedrock_runtime_client() -> Any:
+    """The embedder's client: the default chain and endpoint (locally ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``,
+    the local embedding server), with a connection per text the embedder sends at once."""
+    connections = max(model.default_concurrency for model in SERVED_MODELS.values())
+    config = aws.BOTO_CONFIG.merge(Config(max_pool_connections=connections))
+    return boto3.client("bedrock-runtime", config=config)  # type: ignore[call-overload]
+
+
 def embedder_for(env: SearchEnv) -> Embedder:
-    bedrock = aws.client("bedrock-runtime") if env.embedding_provider == "bedrock" else None
+    bedrock = bedrock_runtime_client() if env.embedding_provider == "bedrock" else None
     return create_embedder(env.embedding_provider, env.embedding_model_id, env.embedding_dimension, bedrock)
 
 

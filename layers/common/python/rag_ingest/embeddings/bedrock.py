@@ -1,5 +1,9 @@
 """Amazon Titan Text Embeddings V2 on Amazon Bedrock (an adapter: it calls a boto3 client).
 
+The same code serves the local stack: its embedding server (``local/embedding_server``) speaks
+Bedrock Runtime's ``InvokeModel`` wire format on loopback and serves the local MiniLM under its own
+model id, so only the client's endpoint and the model id differ (``SERVED_MODELS``).
+
 The API embeds one text per ``InvokeModel`` call, so texts are sent concurrently on a small
 thread pool (boto3 clients are thread-safe) and the results put back in input order. Error
 mapping: throttling, unavailability, 5xx, timeouts and connection errors are ``TransientError``
@@ -12,11 +16,13 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
+from rag_ingest.embeddings.base import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.errors import ErrorCode, PermanentError, TransientError
 from rag_ingest.tokens import count_tokens as minilm_count_tokens
 from rag_ingest.tracing import traced
@@ -26,6 +32,46 @@ TITAN_V2_DIMENSIONS = (256, 512, 1024)
 TITAN_V2_MAX_INPUT_TOKENS = 8192
 TITAN_V2_MAX_INPUT_CHARS = 50_000
 DEFAULT_MAX_CONCURRENCY = 4
+# MiniLM's 512 positions less [CLS] and [SEP] (rag_ingest.tokens), counted like the chunker counts.
+LOCAL_MAX_INPUT_TOKENS = 510
+# Texts in flight per embed() call against the local server: it batches concurrent requests into
+# one ONNX run, so one call's whole Embed batch (16) in flight at once fills a batch (docs/benchmarks.md).
+LOCAL_CLIENT_CONCURRENCY = 16
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """A model this embedder can call: its vector sizes, its input limits, and how many texts one
+    ``embed`` call sends at once by default."""
+
+    model_id: str
+    dimensions: tuple[int, ...]
+    max_input_tokens: int
+    max_input_chars: int
+    default_concurrency: int
+
+
+SERVED_MODELS: dict[str, ServedModel] = {
+    model.model_id: model
+    for model in (
+        # Bedrock's quota is per account: 4 in flight per call, the Map's MaxConcurrency bounds the calls.
+        ServedModel(
+            TITAN_V2_MODEL_ID,
+            TITAN_V2_DIMENSIONS,
+            TITAN_V2_MAX_INPUT_TOKENS,
+            TITAN_V2_MAX_INPUT_CHARS,
+            DEFAULT_MAX_CONCURRENCY,
+        ),
+        # The local embedding server's model (offline only).
+        ServedModel(
+            LOCAL_MODEL_ID,
+            (MINILM_DIMENSION,),
+            LOCAL_MAX_INPUT_TOKENS,
+            TITAN_V2_MAX_INPUT_CHARS,
+            LOCAL_CLIENT_CONCURRENCY,
+        ),
+    )
+}
 
 _TRANSIENT_ERROR_CODES = frozenset(
     {
@@ -42,7 +88,8 @@ _TOO_LONG_MESSAGE = re.compile(r"too (many|long)|max(imum)? input|exceed", re.IG
 
 @traced
 class BedrockTitanEmbedder:
-    """Titan V2 embeddings, normalised, of 256, 512 or 1024 floats."""
+    """Titan V2 embeddings, normalised, of 256, 512 or 1024 floats; or, offline, the local
+    embedding server's MiniLM (384 floats) through the same wire format."""
 
     def __init__(
         self,
@@ -50,20 +97,24 @@ class BedrockTitanEmbedder:
         *,
         model_id: str = TITAN_V2_MODEL_ID,
         dimension: int = 1024,
-        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        max_concurrency: int | None = None,
         count_tokens: Callable[[str], int] = minilm_count_tokens,
     ) -> None:
         """``client`` is a boto3 ``bedrock-runtime`` client. ``count_tokens`` only guards the input
-        limit: WordPiece counts run above Titan's own for English, so it errs on the safe side."""
-        if model_id != TITAN_V2_MODEL_ID:
-            raise ValueError(f"the bedrock embedder supports {TITAN_V2_MODEL_ID!r}, not {model_id!r}")
-        if dimension not in TITAN_V2_DIMENSIONS:
-            raise ValueError(f"{model_id} dimension must be one of {TITAN_V2_DIMENSIONS}, not {dimension}")
+        limit: WordPiece counts run above Titan's own for English, so it errs on the safe side.
+        ``max_concurrency`` defaults to the model's (``SERVED_MODELS``)."""
+        model = SERVED_MODELS.get(model_id)
+        if model is None:
+            raise ValueError(f"the bedrock embedder supports {sorted(SERVED_MODELS)}, not {model_id!r}")
+        if dimension not in model.dimensions:
+            raise ValueError(f"{model_id} dimension must be one of {model.dimensions}, not {dimension}")
+        max_concurrency = model.default_concurrency if max_concurrency is None else max_concurrency
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be at least 1, not {max_concurrency}")
         self.model_id = model_id
         self.dimension = dimension
-        self.max_input_tokens = TITAN_V2_MAX_INPUT_TOKENS
+        self.max_input_tokens = model.max_input_tokens
+        self.max_input_chars = model.max_input_chars
         self.max_concurrency = max_concurrency
         self._client = client
         self._count_tokens = count_tokens
@@ -89,16 +140,16 @@ class BedrockTitanEmbedder:
     def _check_input(self, index: int, text: str) -> None:
         if not text.strip():
             raise PermanentError(ErrorCode.INVALID_REQUEST, f"text {index} is empty")
-        if len(text) > TITAN_V2_MAX_INPUT_CHARS:
+        if len(text) > self.max_input_chars:
             raise PermanentError(
                 ErrorCode.INPUT_TOO_LONG,
-                f"text {index} has {len(text)} characters; {self.model_id} accepts {TITAN_V2_MAX_INPUT_CHARS}",
+                f"text {index} has {len(text)} characters; {self.model_id} accepts {self.max_input_chars}",
             )
         tokens = self._count_tokens(text)
-        if tokens > TITAN_V2_MAX_INPUT_TOKENS:
+        if tokens > self.max_input_tokens:
             raise PermanentError(
                 ErrorCode.INPUT_TOO_LONG,
-                f"text {index} has {tokens} tokens; {self.model_id} accepts {TITAN_V2_MAX_INPUT_TOKENS}",
+                f"text {index} has {tokens} tokens; {self.model_id} accepts {self.max_input_tokens}",
             )
 
     def _embed_one(self, text: str) -> list[float]:

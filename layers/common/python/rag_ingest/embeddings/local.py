@@ -16,15 +16,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from rag_ingest.embeddings.base import LOCAL_MODEL_ID as LOCAL_MODEL_ID  # re-exported: callers import it from here
+from rag_ingest.embeddings.base import MINILM_DIMENSION as MINILM_DIMENSION
 from rag_ingest.errors import ConfigurationError, ErrorCode, PermanentError
 from rag_ingest.tokens import MODEL_MAX_SEQUENCE_TOKENS, SPECIAL_TOKENS_PER_TEXT, load_tokenizer
 
 DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
-#: The id the local stack configures (its functions' EMBEDDING_MODEL_ID) and tests, bench and eval embed with.
-LOCAL_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+#: LOCAL_MODEL_ID (from base) is the id the local stack configures and tests, bench and eval embed with.
 #: Ids this embedder answers to; all name the same vectors (int8 export, cosine >= 0.997 to fp32).
 LOCAL_MODEL_IDS = frozenset({DEFAULT_MODEL_ID, "all-MiniLM-L6-v2", LOCAL_MODEL_ID})
-MINILM_DIMENSION = 384
 DEFAULT_BATCH_SIZE = 16
 # 2 intra-op threads measured fastest on the 2-core target (DESIGN.md: ~10.5 vs ~6 chunks/s).
 DEFAULT_INTRA_OP_THREADS = 2

@@ -1,0 +1,268 @@
+"""The HTTP side: Bedrock Runtime's ``InvokeModel`` for Titan Text Embeddings v2, one model, on loopback.
+
+Wire format (botocore's ``bedrock-runtime`` service model, rest-json):
+- ``POST /model/{modelId}/invoke`` with ``{"inputText", "dimensions", "normalize"}``; the answer is
+  ``{"embedding": [...], "inputTextTokenCount": n}`` with Bedrock's ``X-Amzn-Bedrock-*`` headers.
+- Errors carry the code in ``x-amzn-ErrorType`` and ``{"message"}`` in the body, with the service
+  model's status: ``ValidationException`` 400, ``ResourceNotFoundException`` 404 (a model id it
+  does not serve), ``ThrottlingException`` 429 (more than ``max_in_flight`` requests at once),
+  ``ModelTimeoutException`` 408 (a request that waited ``queue_timeout_seconds`` for a batch),
+  ``InternalServerException`` 500. botocore turns them into ``ClientError`` with that code.
+
+Besides Bedrock's route: ``GET /ping`` (ready) and ``GET /_local/stats`` (requests, throttles and
+the batcher's counters, for tests and the benchmark).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import unquote
+
+from local.embedding_server.batcher import DynamicBatcher, EmbedFunction, QueueTimeout
+from local.embedding_server.settings import EmbeddingServerSettings
+
+LOG = logging.getLogger("local.embedding_server")
+
+_INVOKE_PATH = re.compile(r"^/model/(?P<model_id>.+)/invoke$")
+# Titan v2's request keys; Bedrock refuses any other ("extraneous key").
+_REQUEST_KEYS = frozenset({"inputText", "dimensions", "normalize"})
+# Titan v2 accepts up to 50,000 characters of inputText.
+MAX_INPUT_CHARS = 50_000
+MAX_BODY_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """The one model the server serves: its id, vector size, input limit in tokens, and functions."""
+
+    model_id: str
+    dimension: int
+    max_input_tokens: int
+    count_tokens: Callable[[str], int]
+    # Unit vectors, one per text; the batcher calls it with a whole batch.
+    embed: EmbedFunction
+
+
+class BedrockError(Exception):
+    def __init__(self, status: HTTPStatus, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def validation_error(message: str) -> BedrockError:
+    return BedrockError(HTTPStatus.BAD_REQUEST, "ValidationException", message)
+
+
+class EmbeddingServer:
+    """Serves ``model`` over HTTP on ``host:port`` (0 = a free port), batching across callers."""
+
+    def __init__(
+        self, model: ServedModel, settings: EmbeddingServerSettings, *, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
+        self.model = model
+        self.settings = settings
+        self.host = host
+        self.batcher = DynamicBatcher(
+            model.embed, max_batch=settings.max_batch, max_wait_seconds=settings.max_wait_ms / 1000
+        )
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._requests = 0
+        self._throttled = 0
+        self._httpd = ThreadingHTTPServer((host, port), _handler_class(self))
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="embedding-http", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self.batcher.close()
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return self._in_flight
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            counters = {"requests": self._requests, "throttled": self._throttled, "in_flight": self._in_flight}
+        return {
+            "model_id": self.model.model_id,
+            "settings": {
+                "intra_op_threads": self.settings.intra_op_threads,
+                "max_batch": self.settings.max_batch,
+                "max_wait_ms": self.settings.max_wait_ms,
+                "max_in_flight": self.settings.max_in_flight,
+                "queue_timeout_seconds": self.settings.queue_timeout_seconds,
+            },
+            **counters,
+            "batcher": self.batcher.stats(),
+        }
+
+    def invoke(self, model_id: str, body: bytes) -> tuple[dict[str, Any], int]:
+        """One ``InvokeModel``: the response body and the input's token count, or a BedrockError."""
+        if model_id != self.model.model_id:
+            raise BedrockError(
+                HTTPStatus.NOT_FOUND,
+                "ResourceNotFoundException",
+                f"Model {model_id} not found: this local server serves {self.model.model_id}",
+            )
+        with self._lock:
+            self._requests += 1
+            if self._in_flight >= self.settings.max_in_flight:
+                self._throttled += 1
+                raise BedrockError(
+                    HTTPStatus.TOO_MANY_REQUESTS,
+                    "ThrottlingException",
+                    "Too many requests, please wait before trying again.",
+                )
+            self._in_flight += 1
+        try:
+            text = self._parse(body)
+            tokens = self.model.count_tokens(text)
+            if tokens > self.model.max_input_tokens:
+                raise validation_error(
+                    f"400 Bad Request: Too many input tokens. Max input tokens: {self.model.max_input_tokens}, "
+                    f"request input token count: {tokens}"
+                )
+            deadline = time.monotonic() + self.settings.queue_timeout_seconds
+            try:
+                embedding = self.batcher.submit(text, deadline).result()
+            except QueueTimeout as timeout:
+                raise BedrockError(
+                    HTTPStatus.REQUEST_TIMEOUT, "ModelTimeoutException", f"The model did not answer in time: {timeout}"
+                ) from None
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+        # MiniLM's vectors are unit length by construction (sentence-transformers ends the model with a
+        # Normalize layer), so "normalize": false gets the same vector.
+        return {"embedding": embedding, "inputTextTokenCount": tokens}, tokens
+
+    def _parse(self, body: bytes) -> str:
+        try:
+            request = json.loads(body)
+        except ValueError:
+            raise validation_error("Malformed input request, please reformat your input and try again.") from None
+        if not isinstance(request, dict):
+            raise validation_error("Malformed input request: expected type: JSONObject, please reformat your input.")
+        extraneous = sorted(set(request) - _REQUEST_KEYS)
+        if extraneous:
+            raise validation_error(f"Malformed input request: extraneous key [{extraneous[0]}] is not permitted")
+        text = request.get("inputText")
+        if not isinstance(text, str):
+            raise validation_error("Malformed input request: required key [inputText] not found")
+        if not text:
+            raise validation_error("Malformed input request: expected minLength: 1, actual: 0")
+        if len(text) > MAX_INPUT_CHARS:
+            raise validation_error(
+                f"Malformed input request: expected maxLength: {MAX_INPUT_CHARS}, actual: {len(text)}, "
+                "please reformat your input and try again."
+            )
+        dimensions = request.get("dimensions", self.model.dimension)
+        if dimensions != self.model.dimension or isinstance(dimensions, bool):
+            raise validation_error(
+                f"Malformed input request: dimensions {dimensions!r} is not valid for {self.model.model_id}: "
+                f"{self.model.dimension} only"
+            )
+        if not isinstance(request.get("normalize", True), bool):
+            raise validation_error("Malformed input request: normalize must be a boolean")
+        return text
+
+
+def _handler_class(server: EmbeddingServer) -> type[BaseHTTPRequestHandler]:
+    class BedrockRuntimeHandler(BaseHTTPRequestHandler):
+        # Keep-alive: boto3 reuses its pooled connections.
+        protocol_version = "HTTP/1.1"
+        server_version = "local-bedrock-runtime"
+
+        def do_POST(self) -> None:
+            request_id = str(uuid.uuid4())
+            started = time.perf_counter()
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+                if length > MAX_BODY_BYTES:
+                    raise validation_error(f"request body of {length} bytes is too large")
+                body = self.rfile.read(length)
+                match = _INVOKE_PATH.match(self.path.split("?", 1)[0])
+                if match is None:
+                    raise BedrockError(
+                        HTTPStatus.NOT_FOUND, "UnknownOperationException", f"no operation at {self.path}"
+                    )
+                payload, tokens = server.invoke(unquote(match["model_id"]), body)
+            except BedrockError as error:
+                self._send_error(error, request_id)
+                return
+            except Exception:  # a bug here must reach the client as Bedrock's 500, not a dropped connection
+                LOG.exception("InvokeModel failed")
+                self._send_error(
+                    BedrockError(HTTPStatus.INTERNAL_SERVER_ERROR, "InternalServerException", "internal error"),
+                    request_id,
+                )
+                return
+            latency_ms = int((time.perf_counter() - started) * 1000)
+            self._send(
+                HTTPStatus.OK,
+                payload,
+                {
+                    "x-amzn-RequestId": request_id,
+                    "X-Amzn-Bedrock-Input-Token-Count": str(tokens),
+                    "X-Amzn-Bedrock-Invocation-Latency": str(latency_ms),
+                },
+            )
+
+        def do_GET(self) -> None:
+            if self.path == "/ping":
+                self._send(HTTPStatus.OK, {"status": "healthy"}, {})
+            elif self.path == "/_local/stats":
+                self._send(HTTPStatus.OK, server.stats(), {})
+            else:
+                self._send(HTTPStatus.NOT_FOUND, {"message": f"no resource at {self.path}"}, {})
+
+        def _send_error(self, error: BedrockError, request_id: str) -> None:
+            self._send(
+                error.status,
+                {"message": error.message},
+                {
+                    "x-amzn-ErrorType": f"{error.code}:http://internal.amazon.com/coral/com.amazon.bedrock/",
+                    "x-amzn-RequestId": request_id,
+                },
+            )
+
+        def _send(self, status: HTTPStatus, payload: dict[str, Any], headers: dict[str, str]) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            LOG.debug("%s " + format, self.address_string(), *args)
+
+    return BedrockRuntimeHandler
