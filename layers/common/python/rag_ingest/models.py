@@ -60,6 +60,8 @@ class ParsedDocument(BaseModel):
     page_count: int = Field(ge=0)
     pages: list[PageText]
     failed_pages: list[int] = Field(default_factory=list)
+    #: The PDF's metadata title as written (often empty or a placeholder; see retrieval_text).
+    metadata_title: str | None = None
 
 
 class Chunk(BaseModel):
@@ -73,6 +75,8 @@ class Chunk(BaseModel):
     char_start: int = Field(ge=0)
     char_end: int = Field(ge=0)
     token_count: int = Field(ge=0)
+    #: The document's title (retrieval_text.document_title): part of the text it is found by.
+    document_title: str = ""
 
 
 class DocumentJob(BaseModel):

@@ -405,7 +405,18 @@ def parse_pdf(
                 f"none of the {page_count} pages has extractable text (scanned or drawn; OCR needed)",
             )
         raise PermanentError(ErrorCode.EMPTY_DOCUMENT, f"all {page_count} pages are blank")
-    return ParsedDocument(page_count=page_count, pages=pages, failed_pages=failed_pages)
+    return ParsedDocument(
+        page_count=page_count, pages=pages, failed_pages=failed_pages, metadata_title=_metadata_title(reader)
+    )
+
+
+def _metadata_title(reader: PdfReader) -> str | None:
+    """The document information dictionary's /Title, or None when absent or unreadable."""
+    try:
+        title = reader.metadata.title if reader.metadata is not None else None
+    except Exception:  # a broken info dictionary must not fail a readable document
+        return None
+    return str(title) if title else None
 
 
 def _extract_page(page: PageObject, budget: ParseBudget) -> str:

@@ -19,11 +19,19 @@ from rag_ingest.chunking import chunk_pages
 from rag_ingest.config import StagesEnv
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.errors import ErrorCode, PermanentError, StaleWriteError, parse_failure
-from rag_ingest.layout import CHUNKS_ARTIFACT, EMBEDDINGS_FOLDER, PAGES_ARTIFACT, artifact_key, embedding_batch_key
+from rag_ingest.layout import (
+    CHUNKS_ARTIFACT,
+    EMBEDDINGS_FOLDER,
+    PAGES_ARTIFACT,
+    artifact_key,
+    embedding_batch_key,
+    filename_of,
+)
 from rag_ingest.logs import logger, run_keys
 from rag_ingest.models import Chunk, DocumentJob, DocumentStatus, EmbedTask, FailedJob, ParsedDocument, Stage
 from rag_ingest.pdf import parse_pdf, validate_pdf_header
 from rag_ingest.ports import ChunkIndex, PipelineDocuments, StageObjects
+from rag_ingest.retrieval_text import document_title, indexed_text
 from rag_ingest.telemetry import NoTelemetry, Telemetry
 
 PDF_HEADER_BYTES = 1024
@@ -112,6 +120,8 @@ class Pipeline:
                 )
                 if not chunks:
                     raise PermanentError(ErrorCode.EMPTY_DOCUMENT, "the document has no text to chunk")
+                title = document_title(parsed.metadata_title, filename_of(job.key))
+                chunks = [chunk.model_copy(update={"document_title": title}) for chunk in chunks]
                 self._deps.objects.put_json(self._env.bucket_name, chunks_key, [chunk.model_dump() for chunk in chunks])
                 chunk_count = len(chunks)
             job.chunks_key = chunks_key
@@ -143,7 +153,7 @@ class Pipeline:
                 batch_key = embedding_batch_key(prefix, number)
                 if not self._deps.objects.exists(self._env.bucket_name, batch_key):
                     embedder = embedder or self._deps.embedder()
-                    vectors = embedder.embed([chunk.text for chunk in batch])
+                    vectors = embedder.embed([indexed_text(chunk) for chunk in batch])
                     self._deps.objects.put_json(self._env.bucket_name, batch_key, vectors)
                 embedded += len(batch)
             self._deps.status.record_embedded_part(job.document_id, job.version, item.task, embedded)
