@@ -32,6 +32,7 @@ from eval.retrieval import (
     Scores,
     SplitCorpus,
     in_process_index,
+    langchain_default_chunks,
     load_questions,
     load_splits,
     naive_chunks,
@@ -47,6 +48,7 @@ DEFAULT_OPENSEARCH = "http://127.0.0.1:9200"
 CHUNK_TOKENS = 300
 CHUNK_OVERLAP_TOKENS = 60
 NAIVE_NAME = "naive (raw text, 1000 chars)"
+LANGCHAIN_NAME = "LangChain default (recursive 300/60)"
 
 Row = tuple[str, int, int, dict[SearchMode, Scores]]
 
@@ -88,7 +90,7 @@ def evaluate_split(
 
         name, chunk_count, results = evaluate_through_local_stack(pdfs, questions, MODES, timeout)
         # The stack's chunks are the Chunk stage's: the same function, the same parameters (cdk.json).
-        chunk_chars = sum(len(chunk.text) for pdf in pdfs for chunk in our_chunker(pdf.read_bytes()))
+        chunk_chars = sum(len(chunk.text) for pdf in pdfs for chunk in our_chunker(pdf))
         rows.append((name, chunk_count, chunk_chars, {mode: score(questions, results[mode]) for mode in MODES}))
     print(f"{corpus.name}: ours done after {time.monotonic() - started:.0f}s", flush=True)
 
@@ -98,6 +100,25 @@ def evaluate_split(
     with naive_index as naive:
         rows.append((NAIVE_NAME, naive.chunk_count, naive.chunk_chars, evaluate_index(naive, questions)))
     print(f"{corpus.name}: baseline done after {time.monotonic() - started:.0f}s", flush=True)
+
+    try:
+        langchain = langchain_default_chunks(pdfs)
+    except FileNotFoundError as missing:
+        print(f"{corpus.name}: no LangChain row: {missing}", flush=True)
+        return rows
+    langchain_index = in_process_index(
+        endpoint,
+        embedder,
+        name_prefix=f"rag-eval-langchain-{corpus.name}",
+        chunker=lambda pdf: langchain[pdf.name],
+        pdfs=pdfs,
+        truncate=True,
+    )
+    with langchain_index as index:
+        # k-NN only: LangChain's default retriever is the vector store's similarity search.
+        knn = score(questions, run_questions(questions, partial(index.search, mode=SearchMode.KNN)))
+        rows.append((LANGCHAIN_NAME, index.chunk_count, index.chunk_chars, {SearchMode.KNN: knn}))
+    print(f"{corpus.name}: LangChain done after {time.monotonic() - started:.0f}s", flush=True)
     return rows
 
 
