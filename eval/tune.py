@@ -83,9 +83,10 @@ def min_max_fusion(ranked_lists: Sequence[Sequence[SearchHit]], shares: Sequence
     return [replace(hits[chunk], score=scores[chunk]) for chunk in order]
 
 
-def evaluate(
-    questions: Sequence[Question], legs: Legs, depth: int, fuse: Callable[[list[SearchHit], list[SearchHit]], list]
-) -> Scores:
+Fuse = Callable[[list[SearchHit], list[SearchHit]], list[SearchHit]]
+
+
+def evaluate(questions: Sequence[Question], legs: Legs, depth: int, fuse: Fuse) -> Scores:
     results: dict[str, list[Passage]] = {}
     for question in questions:
         bm25, knn = legs[question.id]
@@ -100,15 +101,17 @@ def rrf(bm25_weight: float, rank_constant: int, bm25: list[SearchHit], knn: list
     )
 
 
+def min_max(bm25_share: float, bm25: list[SearchHit], knn: list[SearchHit]) -> list[SearchHit]:
+    return min_max_fusion([bm25, knn], (bm25_share, 1 - bm25_share))
+
+
 def grid(questions: Sequence[Question], legs: Legs) -> list[Point]:
     points = []
     for bm25_weight, rank_constant, depth in product(BM25_WEIGHTS, RANK_CONSTANTS, DEPTHS):
         scores = evaluate(questions, legs, depth, partial(rrf, bm25_weight, rank_constant))
         points.append(Point("rrf", f"bm25 weight {bm25_weight:g}, k-NN 1, constant {rank_constant}", depth, scores))
     for share, depth in product(MINMAX_BM25_SHARES, DEPTHS):
-        scores = evaluate(
-            questions, legs, depth, lambda bm25, knn, share=share: min_max_fusion([bm25, knn], (share, 1 - share))
-        )
+        scores = evaluate(questions, legs, depth, partial(min_max, share))
         points.append(Point("min-max", f"bm25 share {share:g}", depth, scores))
     return points
 
@@ -138,7 +141,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{point.method:<8} {point.setting:<42} {point.depth:>5} "
             f"{s.recall_at_1:>6.3f} {s.recall_at_5:>6.3f} {s.mrr_at_10:>6.3f}"
         )
-    for leg, pick in (("bm25 alone", lambda bm25, knn: bm25), ("k-NN alone", lambda bm25, knn: knn)):
+    legs_alone: tuple[tuple[str, Fuse], ...] = (
+        ("bm25 alone", lambda bm25, knn: bm25),
+        ("k-NN alone", lambda bm25, knn: knn),
+    )
+    for leg, pick in legs_alone:
         alone = evaluate(corpus.questions, legs, HYBRID_MAX_CANDIDATES, pick)
         print(f"{leg:<51} {alone.recall_at_1:>6.3f} {alone.recall_at_5:>6.3f} {alone.mrr_at_10:>6.3f}")
     return 0
