@@ -1,4 +1,4 @@
-"""make eval: retrieval quality on the evaluation corpus, ours against a naive baseline.
+"""make eval: retrieval quality on the evaluation corpus, ours against two baselines.
 
 The corpus is split by document into dev and test (``eval/corpus/manifest.json``); tuning looks
 at dev only. Each split is evaluated as a corpus of its own and gets its own table; ``--split``
@@ -9,7 +9,13 @@ uploaded through the API as a browser would, ingested by the real pipeline, sear
 ``POST /search`` in each mode. ``--in-process`` runs the same parse and chunk functions and the
 same search code in this process instead (faster, for iterating). The naive baseline (raw text,
 fixed 1,000-character windows, the same embedder and search code) is always indexed in process,
-in a temporary index of its own. Every index made here is deleted at the end.
+in a temporary index of its own. So is LangChain's default chunking (PyPDFLoader and the
+recursive splitter, 300/60 tokens: ``eval.langchain_chunks``, run in the benchmark environment
+``.venv-peers``; the row is skipped, with the reason printed, when that environment is absent),
+searched by k-NN only as LangChain's vector store does. Every index made here is deleted at the end.
+
+Fusion is tuned with ``python -m eval.tune`` (dev split only); ``python -m eval.ablation``
+switches each cleanup rule and retrieval feature off in turn (test split by default).
 """
 
 from __future__ import annotations

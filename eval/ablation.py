@@ -25,6 +25,7 @@ from rag_ingest.pdf import ALL_CLEANUP_RULES, CleanupRules
 from rag_ingest.search import DEFAULT_FUSION, FusionSettings, SearchMode
 
 from eval.retrieval import (
+    REPO_DIR,
     SPLITS,
     MemoEmbedder,
     Scores,
@@ -38,6 +39,8 @@ from eval.retrieval import (
 )
 
 DEFAULT_OPENSEARCH = "http://127.0.0.1:9200"
+#: Vectors of texts embedded by earlier runs (.local/ is ignored by git).
+EMBEDDINGS_CACHE = REPO_DIR / ".local" / "eval-embeddings.jsonl"
 #: What search did before issue 14: unweighted RRF with the paper's constant.
 UNTUNED_FUSION = FusionSettings(bm25_weight=1.0, knn_weight=1.0, rank_constant=60)
 MODES = (SearchMode.KNN, SearchMode.BM25, SearchMode.HYBRID)
@@ -49,6 +52,7 @@ class Variant:
     rules: CleanupRules = ALL_CLEANUP_RULES
     contextual: bool = True
     with_title: bool = True
+    embed_context: bool = True
     fusion: FusionSettings = DEFAULT_FUSION
 
 
@@ -59,6 +63,7 @@ def variants() -> list[Variant]:
         Variant("shipped (all on)"),
         Variant("untuned fusion (RRF 1:1, 60)", fusion=UNTUNED_FUSION),
         Variant("no contextual text", contextual=False),
+        Variant("contextual text for BM25 only (plain text embedded)", embed_context=False),
         Variant("contextual text without the title", with_title=False),
         *(
             Variant(f"cleanup: no {rule.replace('_', ' ')}", rules=replace(ALL_CLEANUP_RULES, **{rule: False}))
@@ -74,12 +79,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     endpoint = os.environ.get("OPENSEARCH_URL", "").strip() or DEFAULT_OPENSEARCH
     corpus = split_corpus(args.split, load_splits(), load_questions())
-    embedder = MemoEmbedder(create_embedder("local", LOCAL_MODEL_ID, MINILM_DIMENSION))
+    embedder = MemoEmbedder(create_embedder("local", LOCAL_MODEL_ID, MINILM_DIMENSION), EMBEDDINGS_CACHE)
     print(f"ablation on the {corpus.name} split: {len(corpus.pdfs)} documents, {len(corpus.questions)} questions")
     results: list[tuple[str, dict[SearchMode, Scores]]] = []
     for variant in variants():
         chunker = partial(
-            pipeline_chunks, chunk_tokens=300, overlap_tokens=60, rules=variant.rules,
+            pipeline_chunks,
+            chunk_tokens=300,
+            overlap_tokens=60,
+            rules=variant.rules,
             contextual=variant.contextual,
             with_title=variant.with_title,
         )
@@ -90,6 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             chunker=chunker,
             pdfs=corpus.pdfs,
             fusion=variant.fusion,
+            embed_context=variant.embed_context,
         )
         with index as opened:
             by_mode = {

@@ -8,6 +8,7 @@ of questions answered within the first k passages; MRR@10 averages 1/r over the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import uuid
@@ -231,20 +232,38 @@ def passages_of(hits: Sequence[SearchHit]) -> list[Passage]:
 
 
 class MemoEmbedder:
-    """An embedder that embeds each distinct text once (the ablation's variants share most chunks)."""
+    """An embedder that embeds each distinct text once (the ablation's variants share most chunks),
+    remembered across runs in ``path`` (JSON lines of text hash and vector) when given."""
 
-    def __init__(self, embedder: Embedder) -> None:
+    def __init__(self, embedder: Embedder, path: Path | None = None) -> None:
         self.model_id = embedder.model_id
         self.dimension = embedder.dimension
         self.max_input_tokens = embedder.max_input_tokens
         self._embedder = embedder
+        self._path = path
         self._vectors: dict[str, list[float]] = {}
+        if path is not None and path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                key, vector = json.loads(line)
+                self._vectors[key] = vector
+
+    def _key(self, text: str) -> str:
+        return hashlib.sha256(f"{self.model_id}\n{text}".encode()).hexdigest()
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        missing = list(dict.fromkeys(text for text in texts if text not in self._vectors))
+        keys = [self._key(text) for text in texts]
+        missing = dict.fromkeys(
+            key_text for key_text in zip(keys, texts, strict=True) if key_text[0] not in self._vectors
+        )
         if missing:
-            self._vectors.update(zip(missing, self._embedder.embed(missing), strict=True))
-        return [self._vectors[text] for text in texts]
+            vectors = self._embedder.embed([text for _key, text in missing])
+            new = dict(zip((key for key, _text in missing), vectors, strict=True))
+            self._vectors.update(new)
+            if self._path is not None:
+                self._path.parent.mkdir(parents=True, exist_ok=True)
+                with self._path.open("a", encoding="utf-8") as cache:
+                    cache.writelines(json.dumps([key, vector]) + "\n" for key, vector in new.items())
+        return [self._vectors[key] for key in keys]
 
 
 class InProcessIndex:
@@ -262,11 +281,13 @@ class InProcessIndex:
         self.chunk_count = 0
         self.chunk_chars = 0
 
-    def add(self, filename: str, chunks: Sequence[Chunk], *, truncate: bool = False) -> None:
+    def add(
+        self, filename: str, chunks: Sequence[Chunk], *, truncate: bool = False, embed_context: bool = True
+    ) -> None:
         """Embed and index ``chunks`` (their indexed text, as the Embed stage does). ``truncate`` cuts
         texts over the model's input limit for the embedding only (what naive pipelines do
         silently); ours never needs it."""
-        texts = [indexed_text(chunk) for chunk in chunks]
+        texts = [indexed_text(chunk) if embed_context else chunk.text for chunk in chunks]
         if truncate:
             texts = [truncate_to_tokens(text, self.embedder.max_input_tokens) for text in texts]
         vectors = self.embedder.embed(texts)
@@ -307,13 +328,15 @@ def in_process_index(
     pdfs: Sequence[Path],
     truncate: bool = False,
     fusion: FusionSettings = DEFAULT_FUSION,
+    embed_context: bool = True,
 ) -> Iterator[InProcessIndex]:
-    """An index holding ``chunker``'s chunks of every PDF; deleted on exit."""
+    """An index holding ``chunker``'s chunks of every PDF; deleted on exit. ``embed_context=False``
+    embeds the plain text while BM25 still indexes the contextual text (an ablation variant)."""
     index = InProcessIndex(endpoint, embedder, name_prefix=name_prefix, fusion=fusion)
     try:
         index.store.ensure_index()
         for pdf in pdfs:
-            index.add(pdf.name, chunker(pdf), truncate=truncate)
+            index.add(pdf.name, chunker(pdf), truncate=truncate, embed_context=embed_context)
         yield index
     finally:
         index.delete()
