@@ -32,8 +32,10 @@ from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.search import SearchMode
 
 from eval.retrieval import (
+    EMBEDDINGS_CACHE,
     SPLITS,
     InProcessIndex,
+    MemoEmbedder,
     Question,
     Scores,
     SplitCorpus,
@@ -144,7 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     questions = load_questions()
     splits = load_splits()
     corpora = [split_corpus(name, splits, questions) for name in SPLITS if args.split in (name, "all")]
-    embedder = create_embedder("local", LOCAL_MODEL_ID, MINILM_DIMENSION)
+    # Vectors of texts embedded by earlier runs are reused (the same model, the same text).
+    embedder = MemoEmbedder(create_embedder("local", LOCAL_MODEL_ID, MINILM_DIMENSION), EMBEDDINGS_CACHE)
     print(f"OpenSearch {endpoint}", flush=True)
     tables: list[tuple[SplitCorpus, list[Row]]] = []
     for corpus in corpora:

@@ -25,7 +25,7 @@ from rag_ingest.pdf import ALL_CLEANUP_RULES, CleanupRules
 from rag_ingest.search import DEFAULT_FUSION, FusionSettings, SearchMode
 
 from eval.retrieval import (
-    REPO_DIR,
+    EMBEDDINGS_CACHE,
     SPLITS,
     MemoEmbedder,
     Scores,
@@ -39,8 +39,6 @@ from eval.retrieval import (
 )
 
 DEFAULT_OPENSEARCH = "http://127.0.0.1:9200"
-#: Vectors of texts embedded by earlier runs (.local/ is ignored by git).
-EMBEDDINGS_CACHE = REPO_DIR / ".local" / "eval-embeddings.jsonl"
 #: What search did before issue 14: unweighted RRF with the paper's constant.
 UNTUNED_FUSION = FusionSettings(bm25_weight=1.0, knn_weight=1.0, rank_constant=60)
 MODES = (SearchMode.KNN, SearchMode.BM25, SearchMode.HYBRID)
@@ -52,7 +50,7 @@ class Variant:
     rules: CleanupRules = ALL_CLEANUP_RULES
     contextual: bool = True
     with_title: bool = True
-    embed_context: bool = True
+    embed_context: bool = False
     fusion: FusionSettings = DEFAULT_FUSION
 
 
@@ -63,7 +61,7 @@ def variants() -> list[Variant]:
         Variant("shipped (all on)"),
         Variant("untuned fusion (RRF 1:1, 60)", fusion=UNTUNED_FUSION),
         Variant("no contextual text", contextual=False),
-        Variant("contextual text for BM25 only (plain text embedded)", embed_context=False),
+        Variant("contextual text embedded too (not only BM25)", embed_context=True),
         Variant("contextual text without the title", with_title=False),
         *(
             Variant(f"cleanup: no {rule.replace('_', ' ')}", rules=replace(ALL_CLEANUP_RULES, **{rule: False}))

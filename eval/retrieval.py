@@ -32,6 +32,8 @@ EVAL_DIR = Path(__file__).resolve().parent
 REPO_DIR = EVAL_DIR.parent
 #: The benchmark environment with LangChain (make bench-peers); never the product's.
 PEERS_PYTHON = REPO_DIR / ".venv-peers" / "bin" / "python"
+#: Vectors of texts embedded by earlier runs (.local/ is ignored by git).
+EMBEDDINGS_CACHE = REPO_DIR / ".local" / "eval-embeddings.jsonl"
 CORPUS_DIR = EVAL_DIR / "corpus"
 QUESTIONS_PATH = EVAL_DIR / "questions.json"
 #: Which split (dev or test) each corpus document belongs to; fixed once, never changed.
@@ -282,9 +284,9 @@ class InProcessIndex:
         self.chunk_chars = 0
 
     def add(
-        self, filename: str, chunks: Sequence[Chunk], *, truncate: bool = False, embed_context: bool = True
+        self, filename: str, chunks: Sequence[Chunk], *, truncate: bool = False, embed_context: bool = False
     ) -> None:
-        """Embed and index ``chunks`` (their indexed text, as the Embed stage does). ``truncate`` cuts
+        """Embed (the plain text, as the Embed stage does) and index ``chunks``. ``truncate`` cuts
         texts over the model's input limit for the embedding only (what naive pipelines do
         silently); ours never needs it."""
         texts = [indexed_text(chunk) if embed_context else chunk.text for chunk in chunks]
@@ -328,10 +330,11 @@ def in_process_index(
     pdfs: Sequence[Path],
     truncate: bool = False,
     fusion: FusionSettings = DEFAULT_FUSION,
-    embed_context: bool = True,
+    embed_context: bool = False,
 ) -> Iterator[InProcessIndex]:
-    """An index holding ``chunker``'s chunks of every PDF; deleted on exit. ``embed_context=False``
-    embeds the plain text while BM25 still indexes the contextual text (an ablation variant)."""
+    """An index holding ``chunker``'s chunks of every PDF; deleted on exit. Like the pipeline, the
+    plain text is embedded and BM25 indexes the contextual text; ``embed_context=True`` embeds the
+    contextual text too (an ablation variant)."""
     index = InProcessIndex(endpoint, embedder, name_prefix=name_prefix, fusion=fusion)
     try:
         index.store.ensure_index()

@@ -31,7 +31,7 @@ from rag_ingest.logs import logger, run_keys
 from rag_ingest.models import Chunk, DocumentJob, DocumentStatus, EmbedTask, FailedJob, ParsedDocument, Stage
 from rag_ingest.pdf import parse_pdf, validate_pdf_header
 from rag_ingest.ports import ChunkIndex, PipelineDocuments, StageObjects
-from rag_ingest.retrieval_text import document_title, indexed_text
+from rag_ingest.retrieval_text import document_title
 from rag_ingest.telemetry import NoTelemetry, Telemetry
 
 PDF_HEADER_BYTES = 1024
@@ -153,7 +153,7 @@ class Pipeline:
                 batch_key = embedding_batch_key(prefix, number)
                 if not self._deps.objects.exists(self._env.bucket_name, batch_key):
                     embedder = embedder or self._deps.embedder()
-                    vectors = embedder.embed([indexed_text(chunk) for chunk in batch])
+                    vectors = embedder.embed([chunk.text for chunk in batch])
                     self._deps.objects.put_json(self._env.bucket_name, batch_key, vectors)
                 embedded += len(batch)
             self._deps.status.record_embedded_part(job.document_id, job.version, item.task, embedded)

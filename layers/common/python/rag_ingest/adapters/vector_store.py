@@ -10,7 +10,7 @@ reindex module and on OpenSearch Serverless alike.
 Two retrievers, both filtered by tenant inside the query (never after it, so a tenant always
 gets its own top k): :meth:`VectorStore.knn_search` (lucene HNSW on the embedding) and
 :meth:`VectorStore.bm25_search` (``match`` on ``indexed_text``: the chunk's text after its
-document title and heading path, see rag_ingest.retrieval_text; the embedding is of the same
+document title and heading path, see rag_ingest.retrieval_text; the embedding is of the plain
 text). Both return highlighted fragments of the plain ``text``, through a ``highlight_query`` on
 the query's words (a vector query has no terms, and BM25's matched another field), so a title or
 heading never shows up as a passage's words. Fragments are HTML-escaped, terms wrapped in ``<em>``.
