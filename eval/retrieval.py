@@ -246,7 +246,10 @@ class MemoEmbedder:
         self._vectors: dict[str, list[float]] = {}
         if path is not None and path.is_file():
             for line in path.read_text(encoding="utf-8").splitlines():
-                key, vector = json.loads(line)
+                try:
+                    key, vector = json.loads(line)
+                except ValueError:
+                    continue  # a line cut short (a run stopped while writing): embed that text again
                 self._vectors[key] = vector
 
     def _key(self, text: str) -> str:
@@ -263,8 +266,10 @@ class MemoEmbedder:
             self._vectors.update(new)
             if self._path is not None:
                 self._path.parent.mkdir(parents=True, exist_ok=True)
-                with self._path.open("a", encoding="utf-8") as cache:
-                    cache.writelines(json.dumps([key, vector]) + "\n" for key, vector in new.items())
+                lines = "".join(json.dumps([key, vector]) + "\n" for key, vector in new.items())
+                # One unbuffered append per batch: runs sharing the file never interleave inside a line.
+                with self._path.open("ab", buffering=0) as cache:
+                    cache.write(lines.encode())
         return [self._vectors[key] for key in keys]
 
 
