@@ -1,4 +1,4 @@
-"""make eval: retrieval quality on the evaluation corpus, ours against a naive baseline.
+"""make eval: retrieval quality on the evaluation corpus, ours against two baselines.
 
 The corpus is split by document into dev and test (``eval/corpus/manifest.json``); tuning looks
 at dev only. Each split is evaluated as a corpus of its own and gets its own table; ``--split``
@@ -9,7 +9,13 @@ uploaded through the API as a browser would, ingested by the real pipeline, sear
 ``POST /search`` in each mode. ``--in-process`` runs the same parse and chunk functions and the
 same search code in this process instead (faster, for iterating). The naive baseline (raw text,
 fixed 1,000-character windows, the same embedder and search code) is always indexed in process,
-in a temporary index of its own. Every index made here is deleted at the end.
+in a temporary index of its own. So is LangChain's default chunking (PyPDFLoader and the
+recursive splitter, 300/60 tokens: ``eval.langchain_chunks``, run in the benchmark environment
+``.venv-peers``; the row is skipped, with the reason printed, when that environment is absent),
+searched by k-NN only as LangChain's vector store does. Every index made here is deleted at the end.
+
+Fusion is tuned with ``python -m eval.tune`` (dev split only); ``python -m eval.ablation``
+switches each cleanup rule and retrieval feature off in turn (test split by default).
 """
 
 from __future__ import annotations
@@ -26,12 +32,15 @@ from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.search import SearchMode
 
 from eval.retrieval import (
+    EMBEDDINGS_CACHE,
     SPLITS,
     InProcessIndex,
+    MemoEmbedder,
     Question,
     Scores,
     SplitCorpus,
     in_process_index,
+    langchain_default_chunks,
     load_questions,
     load_splits,
     naive_chunks,
@@ -47,6 +56,7 @@ DEFAULT_OPENSEARCH = "http://127.0.0.1:9200"
 CHUNK_TOKENS = 300
 CHUNK_OVERLAP_TOKENS = 60
 NAIVE_NAME = "naive (raw text, 1000 chars)"
+LANGCHAIN_NAME = "LangChain default (recursive 300/60)"
 
 Row = tuple[str, int, int, dict[SearchMode, Scores]]
 
@@ -88,7 +98,7 @@ def evaluate_split(
 
         name, chunk_count, results = evaluate_through_local_stack(pdfs, questions, MODES, timeout)
         # The stack's chunks are the Chunk stage's: the same function, the same parameters (cdk.json).
-        chunk_chars = sum(len(chunk.text) for pdf in pdfs for chunk in our_chunker(pdf.read_bytes()))
+        chunk_chars = sum(len(chunk.text) for pdf in pdfs for chunk in our_chunker(pdf))
         rows.append((name, chunk_count, chunk_chars, {mode: score(questions, results[mode]) for mode in MODES}))
     print(f"{corpus.name}: ours done after {time.monotonic() - started:.0f}s", flush=True)
 
@@ -98,6 +108,25 @@ def evaluate_split(
     with naive_index as naive:
         rows.append((NAIVE_NAME, naive.chunk_count, naive.chunk_chars, evaluate_index(naive, questions)))
     print(f"{corpus.name}: baseline done after {time.monotonic() - started:.0f}s", flush=True)
+
+    try:
+        langchain = langchain_default_chunks(pdfs)
+    except FileNotFoundError as missing:
+        print(f"{corpus.name}: no LangChain row: {missing}", flush=True)
+        return rows
+    langchain_index = in_process_index(
+        endpoint,
+        embedder,
+        name_prefix=f"rag-eval-langchain-{corpus.name}",
+        chunker=lambda pdf: langchain[pdf.name],
+        pdfs=pdfs,
+        truncate=True,
+    )
+    with langchain_index as index:
+        # k-NN only: LangChain's default retriever is the vector store's similarity search.
+        knn = score(questions, run_questions(questions, partial(index.search, mode=SearchMode.KNN)))
+        rows.append((LANGCHAIN_NAME, index.chunk_count, index.chunk_chars, {SearchMode.KNN: knn}))
+    print(f"{corpus.name}: LangChain done after {time.monotonic() - started:.0f}s", flush=True)
     return rows
 
 
@@ -117,7 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     questions = load_questions()
     splits = load_splits()
     corpora = [split_corpus(name, splits, questions) for name in SPLITS if args.split in (name, "all")]
-    embedder = create_embedder("local", LOCAL_MODEL_ID, MINILM_DIMENSION)
+    # Vectors of texts embedded by earlier runs are reused (the same model, the same text).
+    embedder = MemoEmbedder(create_embedder("local", LOCAL_MODEL_ID, MINILM_DIMENSION), EMBEDDINGS_CACHE)
     print(f"OpenSearch {endpoint}", flush=True)
     tables: list[tuple[SplitCorpus, list[Row]]] = []
     for corpus in corpora:

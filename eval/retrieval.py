@@ -8,7 +8,9 @@ of questions answered within the first k passages; MRR@10 averages 1/r over the 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -19,13 +21,19 @@ from pathlib import Path
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
 from rag_ingest.chunking import chunk_pages, document_text
 from rag_ingest.embeddings.base import Embedder
-from rag_ingest.models import Chunk, SearchHit
-from rag_ingest.pdf import parse_pdf
-from rag_ingest.search import SearchMode, search_passages
+from rag_ingest.models import Chunk, PageText, SearchHit
+from rag_ingest.pdf import ALL_CLEANUP_RULES, CleanupRules, clean_pages, parse_pdf
+from rag_ingest.retrieval_text import document_title, indexed_text
+from rag_ingest.search import DEFAULT_FUSION, FusionSettings, SearchMode, search_passages
 from rag_ingest.tokens import count_tokens, load_tokenizer
 from tokenizers import Tokenizer
 
 EVAL_DIR = Path(__file__).resolve().parent
+REPO_DIR = EVAL_DIR.parent
+#: The benchmark environment with LangChain (make bench-peers); never the product's.
+PEERS_PYTHON = REPO_DIR / ".venv-peers" / "bin" / "python"
+#: Vectors of texts embedded by earlier runs (.local/ is ignored by git).
+EMBEDDINGS_CACHE = REPO_DIR / ".local" / "eval-embeddings.jsonl"
 CORPUS_DIR = EVAL_DIR / "corpus"
 QUESTIONS_PATH = EVAL_DIR / "questions.json"
 #: Which split (dev or test) each corpus document belongs to; fixed once, never changed.
@@ -118,20 +126,35 @@ def score(questions: Sequence[Question], results: Mapping[str, Sequence[Passage]
     )
 
 
-def pipeline_chunks(data: bytes, *, chunk_tokens: int, overlap_tokens: int) -> list[Chunk]:
-    """What the Parse and Chunk stages make of a PDF (cleanup, headings, token-aware chunks)."""
-    parsed = parse_pdf(data, max_bytes=MAX_BYTES, max_pages=MAX_PAGES)
-    return chunk_pages(
-        parsed.pages, count_tokens=count_tokens, target_tokens=chunk_tokens, overlap_tokens=overlap_tokens
-    )
+def pipeline_chunks(
+    pdf: Path,
+    *,
+    chunk_tokens: int,
+    overlap_tokens: int,
+    rules: CleanupRules = ALL_CLEANUP_RULES,
+    contextual: bool = True,
+    with_title: bool = True,
+) -> list[Chunk]:
+    """What the Parse and Chunk stages make of a PDF (cleanup, headings, token-aware chunks, the
+    document's title on each chunk). ``rules``, ``contextual`` and ``with_title`` are for the
+    ablation: with ``contextual=False`` chunks carry no title and no heading path, so they are
+    indexed as their text; ``with_title=False`` leaves the title out but keeps the heading path."""
+    parsed = parse_pdf(pdf.read_bytes(), max_bytes=MAX_BYTES, max_pages=MAX_PAGES, clean=False)
+    texts = clean_pages([page.text for page in parsed.pages], rules)
+    pages = [PageText(page_number=page.page_number, text=text) for page, text in zip(parsed.pages, texts, strict=True)]
+    chunks = chunk_pages(pages, count_tokens=count_tokens, target_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
+    if not contextual:
+        return [chunk.model_copy(update={"heading_path": []}) for chunk in chunks]
+    title = document_title(parsed.metadata_title, pdf.name) if with_title else ""
+    return [chunk.model_copy(update={"document_title": title}) for chunk in chunks]
 
 
-def naive_chunks(data: bytes, *, chunk_chars: int = NAIVE_CHUNK_CHARS) -> list[Chunk]:
+def naive_chunks(pdf: Path, *, chunk_chars: int = NAIVE_CHUNK_CHARS) -> list[Chunk]:
     """The baseline: pypdf's raw text (no cleanup), cut every ``chunk_chars`` characters, no overlap.
 
     The page span of a window is computed from its offsets, so it is scored like ours.
     """
-    pages = parse_pdf(data, max_bytes=MAX_BYTES, max_pages=MAX_PAGES, clean=False).pages
+    pages = parse_pdf(pdf.read_bytes(), max_bytes=MAX_BYTES, max_pages=MAX_PAGES, clean=False).pages
     text = document_text(pages)
     page_ends: list[tuple[int, int]] = []  # (end offset, page number)
     offset = 0
@@ -162,6 +185,38 @@ def naive_chunks(data: bytes, *, chunk_chars: int = NAIVE_CHUNK_CHARS) -> list[C
     return chunks
 
 
+def langchain_default_chunks(pdfs: Sequence[Path], peers_python: Path = PEERS_PYTHON) -> dict[str, list[Chunk]]:
+    """LangChain's default chunks of each PDF (``eval.langchain_chunks``, run in the peers'
+    environment), by file name. Raises FileNotFoundError when that environment is absent."""
+    if not peers_python.is_file():
+        raise FileNotFoundError(f"{peers_python} not found: create it with make bench-peers")
+    completed = subprocess.run(
+        [str(peers_python), "-m", "eval.langchain_chunks", *map(str, pdfs)],
+        cwd=REPO_DIR,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(f"eval.langchain_chunks failed ({completed.returncode}): {completed.stderr[-2000:]}")
+    by_document: dict[str, list[Chunk]] = {pdf.name: [] for pdf in pdfs}
+    for item in json.loads(completed.stdout):
+        chunks = by_document[item["document"]]
+        text = item["text"]
+        chunks.append(
+            Chunk(
+                chunk_index=len(chunks),
+                text=text,
+                page_start=item["page"],
+                page_end=item["page"],
+                char_start=0,  # offsets into the page are not needed for scoring
+                char_end=len(text),
+                token_count=count_tokens(text),
+            )
+        )
+    return by_document
+
+
 def truncate_to_tokens(text: str, limit: int) -> str:
     encoding = _tokenizer().encode(text, add_special_tokens=False)
     if len(encoding.ids) <= limit:
@@ -178,22 +233,68 @@ def passages_of(hits: Sequence[SearchHit]) -> list[Passage]:
     return [Passage(hit.filename or "", hit.page_start, hit.page_end) for hit in hits]
 
 
+class MemoEmbedder:
+    """An embedder that embeds each distinct text once (the ablation's variants share most chunks),
+    remembered across runs in ``path`` (JSON lines of text hash and vector) when given."""
+
+    def __init__(self, embedder: Embedder, path: Path | None = None) -> None:
+        self.model_id = embedder.model_id
+        self.dimension = embedder.dimension
+        self.max_input_tokens = embedder.max_input_tokens
+        self._embedder = embedder
+        self._path = path
+        self._vectors: dict[str, list[float]] = {}
+        if path is not None and path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    key, vector = json.loads(line)
+                except ValueError:
+                    continue  # a line cut short (a run stopped while writing): embed that text again
+                self._vectors[key] = vector
+
+    def _key(self, text: str) -> str:
+        return hashlib.sha256(f"{self.model_id}\n{text}".encode()).hexdigest()
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        keys = [self._key(text) for text in texts]
+        missing = dict.fromkeys(
+            key_text for key_text in zip(keys, texts, strict=True) if key_text[0] not in self._vectors
+        )
+        if missing:
+            vectors = self._embedder.embed([text for _key, text in missing])
+            new = dict(zip((key for key, _text in missing), vectors, strict=True))
+            self._vectors.update(new)
+            if self._path is not None:
+                self._path.parent.mkdir(parents=True, exist_ok=True)
+                lines = "".join(json.dumps([key, vector]) + "\n" for key, vector in new.items())
+                # One unbuffered append per batch: runs sharing the file never interleave inside a line.
+                with self._path.open("ab", buffering=0) as cache:
+                    cache.write(lines.encode())
+        return [self._vectors[key] for key in keys]
+
+
 class InProcessIndex:
     """A temporary index of its own: chunks embedded here, searched with rag_ingest.search."""
 
-    def __init__(self, endpoint: str, embedder: Embedder, *, name_prefix: str) -> None:
+    def __init__(
+        self, endpoint: str, embedder: Embedder, *, name_prefix: str, fusion: FusionSettings = DEFAULT_FUSION
+    ) -> None:
         self.tenant_id = f"eval-{uuid.uuid4().hex[:8]}"
         self.embedder = embedder
+        self.fusion = fusion
         self.store = VectorStore(
             connect(endpoint), IndexSettings(name=f"{name_prefix}-{uuid.uuid4().hex[:8]}", dimension=embedder.dimension)
         )
         self.chunk_count = 0
         self.chunk_chars = 0
 
-    def add(self, filename: str, chunks: Sequence[Chunk], *, truncate: bool = False) -> None:
-        """Embed and index ``chunks``. ``truncate`` cuts texts over the model's input limit for the
-        embedding only (what naive pipelines do silently); ours never needs it."""
-        texts = [chunk.text for chunk in chunks]
+    def add(
+        self, filename: str, chunks: Sequence[Chunk], *, truncate: bool = False, embed_context: bool = False
+    ) -> None:
+        """Embed (the plain text, as the Embed stage does) and index ``chunks``. ``truncate`` cuts
+        texts over the model's input limit for the embedding only (what naive pipelines do
+        silently); ours never needs it."""
+        texts = [indexed_text(chunk) if embed_context else chunk.text for chunk in chunks]
         if truncate:
             texts = [truncate_to_tokens(text, self.embedder.max_input_tokens) for text in texts]
         vectors = self.embedder.embed(texts)
@@ -210,7 +311,13 @@ class InProcessIndex:
 
     def search(self, query: str, mode: SearchMode) -> list[Passage]:
         hits = search_passages(
-            self.store, self.embedder, tenant_id=self.tenant_id, query=query, k=RESULTS_PER_QUESTION, mode=mode
+            self.store,
+            self.embedder,
+            tenant_id=self.tenant_id,
+            query=query,
+            k=RESULTS_PER_QUESTION,
+            mode=mode,
+            fusion=self.fusion,
         )
         return passages_of(hits)
 
@@ -224,16 +331,20 @@ def in_process_index(
     embedder: Embedder,
     *,
     name_prefix: str,
-    chunker: Callable[[bytes], list[Chunk]],
+    chunker: Callable[[Path], list[Chunk]],
     pdfs: Sequence[Path],
     truncate: bool = False,
+    fusion: FusionSettings = DEFAULT_FUSION,
+    embed_context: bool = False,
 ) -> Iterator[InProcessIndex]:
-    """An index holding ``chunker``'s chunks of every PDF; deleted on exit."""
-    index = InProcessIndex(endpoint, embedder, name_prefix=name_prefix)
+    """An index holding ``chunker``'s chunks of every PDF; deleted on exit. Like the pipeline, the
+    plain text is embedded and BM25 indexes the contextual text; ``embed_context=True`` embeds the
+    contextual text too (an ablation variant)."""
+    index = InProcessIndex(endpoint, embedder, name_prefix=name_prefix, fusion=fusion)
     try:
         index.store.ensure_index()
         for pdf in pdfs:
-            index.add(pdf.name, chunker(pdf.read_bytes()), truncate=truncate)
+            index.add(pdf.name, chunker(pdf), truncate=truncate, embed_context=embed_context)
         yield index
     finally:
         index.delete()

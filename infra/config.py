@@ -24,6 +24,7 @@ from pydantic.alias_generators import to_camel
 from rag_ingest.config import REAPER_MAX_DOCUMENTS_PER_RUN, REAPER_MAX_REDRIVES, REAPER_STUCK_AFTER_MINUTES
 from rag_ingest.embeddings.bedrock import TITAN_V2_DIMENSIONS, TITAN_V2_MODEL_ID
 from rag_ingest.ocr import DEFAULT_MAX_OCR_PAGES
+from rag_ingest.search import DEFAULT_FUSION, HYBRID_MAX_CANDIDATES
 
 CONTEXT_KEY = "rag-ingest"
 
@@ -199,6 +200,24 @@ class OpenSearchConfig(_Model):
         return value
 
 
+class SearchConfig(_Model):
+    """Hybrid search: weighted reciprocal rank fusion of BM25 and k-NN, and the candidates each
+    leg fetches for k results (max(minCandidates, candidatesPerResult x k), at most 100). The
+    defaults are rag_ingest.search.DEFAULT_FUSION, tuned on the evaluation's dev split."""
+
+    bm25_weight: float = Field(default=DEFAULT_FUSION.bm25_weight, ge=0, le=100)
+    knn_weight: float = Field(default=DEFAULT_FUSION.knn_weight, ge=0, le=100)
+    rrf_rank_constant: int = Field(default=DEFAULT_FUSION.rank_constant, ge=0, le=1000)
+    min_candidates: int = Field(default=DEFAULT_FUSION.min_candidates, ge=1, le=HYBRID_MAX_CANDIDATES)
+    candidates_per_result: int = Field(default=DEFAULT_FUSION.candidates_per_result, ge=1, le=100)
+
+    @model_validator(mode="after")
+    def _one_weight_counts(self) -> Self:
+        if self.bm25_weight + self.knn_weight <= 0:
+            raise ValueError("search.bm25Weight and search.knnWeight cannot both be 0")
+        return self
+
+
 class IntakeConfig(_Model):
     batch_size: int = Field(default=10, ge=1, le=10000)
     max_batching_window_seconds: int = Field(default=5, ge=0, le=300)
@@ -356,6 +375,7 @@ class RagIngestConfig(_Model):
     chunking: ChunkingConfig = ChunkingConfig()
     embedding: EmbeddingConfig = EmbeddingConfig()
     opensearch: OpenSearchConfig = OpenSearchConfig()
+    search: SearchConfig = SearchConfig()
     intake: IntakeConfig = IntakeConfig()
     workflow: WorkflowConfig = WorkflowConfig()
     api: ApiConfig = ApiConfig()

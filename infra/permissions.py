@@ -76,9 +76,10 @@ OPENSEARCH_ACCESS: Mapping[str, IndexAccess] = MappingProxyType(
     {
         # POST /search (_search); DELETE /documents/{id}: exists (HEAD), refresh, find, bulk-delete by id.
         "Api": MappingProxyType({"es:ESHttpHead": ("",), "es:ESHttpPost": _FIND_AND_DELETE}),
-        # Create the index if missing (HEAD, PUT), bulk-write chunks; a superseded run withdraws its own.
+        # Create the index if missing (HEAD, PUT), or add a field to its mapping (PUT _mapping);
+        # bulk-write chunks; a superseded run withdraws its own.
         "Index": MappingProxyType(
-            {"es:ESHttpHead": ("",), "es:ESHttpPut": ("",), "es:ESHttpPost": _FIND_AND_DELETE}
+            {"es:ESHttpHead": ("",), "es:ESHttpPut": ("", "_mapping"), "es:ESHttpPost": _FIND_AND_DELETE}
         ),
         # Remove older versions' chunks: refresh, find, bulk-delete by id.
         "Finalize": MappingProxyType({"es:ESHttpPost": _FIND_AND_DELETE}),

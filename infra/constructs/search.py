@@ -317,4 +317,17 @@ class Search(Construct):
             "EMBEDDING_MODEL_ID": embedding.model_id,
             "EMBEDDING_DIMENSION": str(embedding.dimension),
             **self.index_parameters,
+            **self.fusion_parameters,
+        }
+
+    @property
+    def fusion_parameters(self) -> dict[str, str]:
+        """How hybrid search fuses its legs (rag_ingest.config.FusionEnv)."""
+        search = self._config.search
+        return {
+            "SEARCH_BM25_WEIGHT": str(search.bm25_weight),
+            "SEARCH_KNN_WEIGHT": str(search.knn_weight),
+            "SEARCH_RRF_RANK_CONSTANT": str(search.rrf_rank_constant),
+            "SEARCH_MIN_CANDIDATES": str(search.min_candidates),
+            "SEARCH_CANDIDATES_PER_RESULT": str(search.candidates_per_result),
         }

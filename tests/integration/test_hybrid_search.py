@@ -14,7 +14,7 @@ from rag_ingest.chunking import chunk_pages
 from rag_ingest.embeddings.base import Embedder, create_embedder
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.pdf import parse_pdf
-from rag_ingest.search import SearchMode, SearchRequest, SearchService, search_passages
+from rag_ingest.search import DEFAULT_FUSION, SearchMode, SearchRequest, SearchService, search_passages
 from rag_ingest.tokens import count_tokens
 
 pytestmark = pytest.mark.integration
@@ -75,7 +75,9 @@ def test_hybrid_fuses_both_retrievers_and_scores_by_reciprocal_rank(store: Vecto
     assert len(hits) == 5
     assert any(set(hit.retrieved_by) == {"bm25", "knn"} for hit in hits)
     assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
-    assert all(0 < hit.score <= 2 / 61 for hit in hits)  # RRF: at most 1/61 per retriever
+    # RRF: at most weight / (constant + 1) per retriever
+    best = (DEFAULT_FUSION.bm25_weight + DEFAULT_FUSION.knn_weight) / (DEFAULT_FUSION.rank_constant + 1)
+    assert all(0 < hit.score <= best for hit in hits)
 
 
 def test_highlights_mark_query_words_in_bm25_and_knn_hits(store: VectorStore, embedder: Embedder) -> None:

@@ -33,6 +33,7 @@ from rag_ingest.models import (
     content_key,
     embed_cache_part,
 )
+from rag_ingest.retrieval_text import indexed_text
 
 _IN_FLIGHT = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
 # What a new version clears (DocumentsTable.mark_queued's REMOVE clause).
@@ -421,8 +422,13 @@ class InMemoryChunkIndex:
         return self._hits(tenant_id, similarity, k, "knn")
 
     def bm25_search(self, *, tenant_id: str, query: str, k: int = 5) -> list[SearchHit]:
+        # Like the adapter, BM25 matches the chunk's indexed text (title, heading path, text).
         words = set(query.lower().split())
-        return self._hits(tenant_id, lambda s: float(len(words & set(s["chunk"].text.lower().split()))), k, "bm25")
+
+        def overlap(source: dict[str, Any]) -> float:
+            return float(len(words & set(indexed_text(source["chunk"]).lower().split())))
+
+        return self._hits(tenant_id, overlap, k, "bm25")
 
 
 class CountingEmbedder:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import re
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from pypdf import PdfReader, PdfWriter
 from pypdf.generic import NameObject, StreamObject
 from rag_ingest.models import ParsedDocument
-from rag_ingest.pdf import clean_pages, parse_pdf
+from rag_ingest.pdf import ALL_CLEANUP_RULES, clean_pages, parse_pdf
 
 pytestmark = pytest.mark.unit
 
@@ -170,3 +171,33 @@ def test_an_empty_compressed_content_stream_is_a_blank_page_not_a_failure() -> N
     document = parsed("amsldoc.pdf")
     assert document.pages[3].text == ""
     assert document.failed_pages == []
+
+
+def _synthetic_pages() -> list[str]:
+    """Four pages with a running header, a page number, a ligature, an invisible character,
+    a run of spaces and a word broken at a line end."""
+    first = "The e\ufb00ect of  the set\u00adting is exam-\nple one."
+    others = ["Lamps were lit at dusk.", "Keepers logged the weather.", "Ships steered by the beam."]
+    return [f"Chapter One: Setup\n{text}\n{number}" for number, text in enumerate([first, *others], start=1)]
+
+
+def test_all_rules_are_on_by_default() -> None:
+    assert clean_pages(_synthetic_pages()) == clean_pages(_synthetic_pages(), ALL_CLEANUP_RULES)
+    assert clean_pages(_synthetic_pages())[0] == "The effect of the setting is example one."
+
+
+@pytest.mark.parametrize(
+    ("rule", "kept"),
+    [
+        ("ligatures", "e\ufb00ect"),
+        ("invisible_chars", "set\u00adting"),
+        ("whitespace", "of  the"),
+        ("running_headers", "Chapter One: Setup"),
+        ("page_numbers", "\n1"),
+        ("dehyphenation", "exam-\nple"),
+    ],
+)
+def test_each_cleanup_rule_can_be_switched_off_alone(rule: str, kept: str) -> None:
+    without = clean_pages(_synthetic_pages(), replace(ALL_CLEANUP_RULES, **{rule: False}))[0]
+    assert kept in without
+    assert kept not in clean_pages(_synthetic_pages())[0]

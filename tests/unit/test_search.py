@@ -1,13 +1,16 @@
-"""Reciprocal rank fusion and the POST /search request model."""
+"""Reciprocal rank fusion (weighted), its settings, and the POST /search request model."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
-from rag_ingest.errors import PermanentError
+from rag_ingest.config import FusionEnv
+from rag_ingest.errors import ConfigurationError, PermanentError
 from rag_ingest.models import PassageCopy, SearchHit
 from rag_ingest.search import (
+    DEFAULT_FUSION,
     RRF_RANK_CONSTANT,
+    FusionSettings,
     PassageView,
     SearchMode,
     SearchRequest,
@@ -158,3 +161,99 @@ def test_the_api_view_lists_the_copies() -> None:
         {"chunk_id": "b:1", "document_id": "b", "filename": "b.pdf", "page_start": 1, "page_end": 2}
     ]
     assert PassageView.of(passage("c:1", "alone", "c")).model_dump()["copies"] == []
+
+
+def test_weighted_rrf_scales_each_lists_contribution() -> None:
+    bm25 = [hit("a", "bm25"), hit("b", "bm25")]
+    knn = [hit("b", "knn"), hit("a", "knn")]
+    fused = reciprocal_rank_fusion([bm25, knn], k=2, weights=(0.5, 2.0), rank_constant=10)
+    assert [h.chunk_id for h in fused] == ["b", "a"]
+    assert fused[0].score == pytest.approx(0.5 / 12 + 2.0 / 11)
+    assert fused[1].score == pytest.approx(0.5 / 11 + 2.0 / 12)
+
+
+def test_a_list_of_weight_zero_orders_nothing_but_still_adds_its_hits() -> None:
+    fused = reciprocal_rank_fusion([[hit("a", "bm25"), hit("b", "bm25")], [hit("c", "knn")]], k=3, weights=(0, 1))
+    assert [h.chunk_id for h in fused] == ["c", "a", "b"]
+    assert [h.score for h in fused[1:]] == [0.0, 0.0]
+
+
+def test_rrf_needs_one_weight_per_list() -> None:
+    with pytest.raises(ValueError, match="weights"):
+        reciprocal_rank_fusion([[hit("a", "bm25")], [hit("a", "knn")]], k=1, weights=(1.0,))
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"bm25_weight": -1.0},
+        {"bm25_weight": 0.0, "knn_weight": 0.0},
+        {"rank_constant": -1},
+        {"min_candidates": 0},
+        {"min_candidates": 101},
+        {"candidates_per_result": 0},
+    ],
+)
+def test_fusion_settings_refuse_what_cannot_rank(settings: dict[str, float]) -> None:
+    with pytest.raises(ValueError):
+        FusionSettings(**settings)  # type: ignore[arg-type]
+
+
+def test_fusion_settings_set_each_legs_depth() -> None:
+    fusion = FusionSettings(min_candidates=10, candidates_per_result=3)
+    assert [fusion.candidates_for(k) for k in (1, 5, 50)] == [10, 15, 100]
+    assert candidates_for(7) == DEFAULT_FUSION.candidates_for(7)
+
+
+class RecordingRetriever(DuplicatingRetriever):
+    def __init__(self) -> None:
+        super().__init__(distinct=3)
+        self.texts = ["alpha", "beta", "gamma"]
+
+    def knn_search(
+        self, *, tenant_id: str, vector: object, k: int = 5, highlight_text: str | None = None
+    ) -> list[SearchHit]:
+        return list(reversed(self._hits(k, "knn")))
+
+
+def test_hybrid_search_fuses_with_the_given_weights_and_depth() -> None:
+    store = RecordingRetriever()
+    knn_led = FusionSettings(bm25_weight=0.1, knn_weight=1.0, min_candidates=4, candidates_per_result=1)
+    hits = search_passages(store, CountingEmbedder(), tenant_id="t", query="q", k=2, fusion=knn_led)  # type: ignore[arg-type]
+    assert store.depths == [4, 4]
+    # k-NN's list is BM25's reversed: with BM25 weighted down, k-NN's order wins.
+    assert [h.text for h in hits] == ["beta", "alpha"]
+    bm25_led = FusionSettings(bm25_weight=1.0, knn_weight=0.1, min_candidates=4, candidates_per_result=1)
+    hits = search_passages(store, CountingEmbedder(), tenant_id="t", query="q", k=2, fusion=bm25_led)  # type: ignore[arg-type]
+    assert [h.text for h in hits] == ["alpha", "beta"]
+
+
+def test_fusion_comes_from_the_environment_with_the_tuned_defaults() -> None:
+    assert FusionEnv.from_env({}).fusion == DEFAULT_FUSION
+    env = FusionEnv.from_env(
+        {
+            "SEARCH_BM25_WEIGHT": "0.5",
+            "SEARCH_KNN_WEIGHT": "2",
+            "SEARCH_RRF_RANK_CONSTANT": "10",
+            "SEARCH_MIN_CANDIDATES": "30",
+            "SEARCH_CANDIDATES_PER_RESULT": "3",
+        }
+    )
+    assert env.fusion == FusionSettings(
+        bm25_weight=0.5, knn_weight=2.0, rank_constant=10, min_candidates=30, candidates_per_result=3
+    )
+
+
+@pytest.mark.parametrize(
+    ("environ", "named"),
+    [
+        ({"SEARCH_BM25_WEIGHT": "-1"}, "SEARCH_BM25_WEIGHT"),
+        ({"SEARCH_KNN_WEIGHT": "heavy"}, "SEARCH_KNN_WEIGHT"),
+        ({"SEARCH_BM25_WEIGHT": "0", "SEARCH_KNN_WEIGHT": "0"}, "cannot both be 0"),
+        ({"SEARCH_RRF_RANK_CONSTANT": "-5"}, "SEARCH_RRF_RANK_CONSTANT"),
+        ({"SEARCH_MIN_CANDIDATES": "500"}, "SEARCH_MIN_CANDIDATES"),
+    ],
+)
+def test_a_bad_fusion_environment_fails_naming_the_variable(environ: dict[str, str], named: str) -> None:
+    with pytest.raises(ConfigurationError, match=named):
+        FusionEnv.from_env(environ)

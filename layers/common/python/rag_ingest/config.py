@@ -6,11 +6,12 @@ import os
 from collections.abc import Mapping
 from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rag_ingest.errors import ConfigurationError
 from rag_ingest.layout import ARTIFACTS_PREFIX, RAW_PREFIX
 from rag_ingest.ocr import DEFAULT_MAX_OCR_PAGES, OCR_DPI
+from rag_ingest.search import DEFAULT_FUSION, HYBRID_MAX_CANDIDATES, FusionSettings
 
 
 class EnvModel(BaseModel):
@@ -82,8 +83,35 @@ class ChunkIndexEnv(EnvModel):
     embedding_dimension: int = Field(gt=0)
 
 
-class SearchEnv(ChunkIndexEnv, IndexParamsEnv):
-    """POST /search (in the API function): the index and the embedder that embeds the query."""
+class FusionEnv(EnvModel):
+    """How hybrid search fuses BM25 and k-NN (weighted RRF) and how many candidates each leg
+    fetches; all optional, the defaults are rag_ingest.search.DEFAULT_FUSION (tuned on dev)."""
+
+    search_bm25_weight: float = Field(default=DEFAULT_FUSION.bm25_weight, ge=0, le=100)
+    search_knn_weight: float = Field(default=DEFAULT_FUSION.knn_weight, ge=0, le=100)
+    search_rrf_rank_constant: int = Field(default=DEFAULT_FUSION.rank_constant, ge=0, le=1000)
+    search_min_candidates: int = Field(default=DEFAULT_FUSION.min_candidates, ge=1, le=HYBRID_MAX_CANDIDATES)
+    search_candidates_per_result: int = Field(default=DEFAULT_FUSION.candidates_per_result, ge=1, le=100)
+
+    @model_validator(mode="after")
+    def _one_weight_counts(self) -> Self:
+        if self.search_bm25_weight + self.search_knn_weight <= 0:
+            raise ValueError("SEARCH_BM25_WEIGHT and SEARCH_KNN_WEIGHT cannot both be 0")
+        return self
+
+    @property
+    def fusion(self) -> FusionSettings:
+        return FusionSettings(
+            bm25_weight=self.search_bm25_weight,
+            knn_weight=self.search_knn_weight,
+            rank_constant=self.search_rrf_rank_constant,
+            min_candidates=self.search_min_candidates,
+            candidates_per_result=self.search_candidates_per_result,
+        )
+
+
+class SearchEnv(ChunkIndexEnv, IndexParamsEnv, FusionEnv):
+    """POST /search (in the API function): the index, the embedder that embeds the query, fusion."""
 
     embedding_provider: Literal["bedrock", "local"]
     embedding_model_id: str = Field(min_length=1)

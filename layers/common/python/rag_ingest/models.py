@@ -81,6 +81,8 @@ class ParsedDocument(BaseModel):
     failed_pages: list[int] = Field(default_factory=list)
     # sha256 of the uploaded bytes (hex): the same bytes uploaded again are the same document's copy.
     content_sha256: str | None = None
+    #: The PDF's metadata title as written (often empty or a placeholder; see retrieval_text).
+    metadata_title: str | None = None
     failure_reasons: dict[int, str] = Field(default_factory=dict)
 
     @property
@@ -100,6 +102,8 @@ class Chunk(BaseModel):
     char_start: int = Field(ge=0)
     char_end: int = Field(ge=0)
     token_count: int = Field(ge=0)
+    #: The document's title (retrieval_text.document_title): part of the text it is found by.
+    document_title: str = ""
 
 
 class DocumentJob(BaseModel):

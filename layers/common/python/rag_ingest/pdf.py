@@ -231,28 +231,48 @@ def clean_page_text(text: str) -> str:
     return clean_pages([text])[0]
 
 
-def clean_pages(texts: Sequence[str]) -> list[str]:
+@dataclass(frozen=True)
+class CleanupRules:
+    """Which cleanup rules :func:`clean_pages` applies (all by default); the evaluation's
+    ablation turns them off one at a time (``python -m eval.ablation``)."""
+
+    ligatures: bool = True
+    invisible_chars: bool = True
+    whitespace: bool = True
+    running_headers: bool = True  # running header and footer lines other than page numbers
+    page_numbers: bool = True
+    dehyphenation: bool = True
+
+
+ALL_CLEANUP_RULES = CleanupRules()
+
+
+def clean_pages(texts: Sequence[str], rules: CleanupRules = ALL_CLEANUP_RULES) -> list[str]:
     """Normalise the extracted text of a document's pages (see the module docstring).
 
     Line breaks are kept (a paragraph break stays one blank line); runs of other whitespace
     become one space. Returns one text per page, in order; an empty page stays empty.
     """
-    pages_lines = [_normalise_characters(text).split("\n") for text in texts]
-    pages_lines = _drop_running_lines(pages_lines)
+    pages_lines = [_normalise_characters(text, rules).split("\n") for text in texts]
+    pages_lines = _drop_running_lines(pages_lines, rules)
     pages = ["\n".join(lines) for lines in pages_lines]
     hyphenation = _HyphenationEvidence(pages)
     cleaned = []
     for page in pages:
-        page = _LINE_END_HYPHEN.sub(hyphenation.resolve, page)
+        if rules.dehyphenation:
+            page = _LINE_END_HYPHEN.sub(hyphenation.resolve, page)
         cleaned.append(_BLANK_LINES.sub("\n\n", page).strip())
     return cleaned
 
 
-def _normalise_characters(text: str) -> str:
+def _normalise_characters(text: str, rules: CleanupRules = ALL_CLEANUP_RULES) -> str:
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    text = text.translate(_LIGATURE_TABLE)
-    text = _INVISIBLE_CHARS.sub("", text)
-    text = _HORIZONTAL_SPACE.sub(" ", text)
+    if rules.ligatures:
+        text = text.translate(_LIGATURE_TABLE)
+    if rules.invisible_chars:
+        text = _INVISIBLE_CHARS.sub("", text)
+    if rules.whitespace:
+        text = _HORIZONTAL_SPACE.sub(" ", text)
     return "\n".join(line.strip() for line in text.split("\n"))
 
 
@@ -275,7 +295,9 @@ def _zone_key(zone: int, signature: str) -> tuple[int, str]:
     return (_PAGE_NUMBER_ZONE if page_number else zone, signature)
 
 
-def _drop_running_lines(pages_lines: list[list[str]]) -> list[list[str]]:
+def _drop_running_lines(
+    pages_lines: list[list[str]], rules: CleanupRules = ALL_CLEANUP_RULES
+) -> list[list[str]]:
     """Remove running headers and footers (page numbers included) from every page."""
     pages_with_text = sum(1 for lines in pages_lines if any(lines))
     if pages_with_text < 2:
@@ -293,6 +315,8 @@ def _drop_running_lines(pages_lines: list[list[str]]) -> list[list[str]]:
         if sum(ch.isalpha() for ch in signature) < 3 and "#" not in signature:
             return False  # too little to tell a header from a stray symbol
         key = _zone_key(zone, signature)
+        if not (rules.page_numbers if key[0] == _PAGE_NUMBER_ZONE else rules.running_headers):
+            return False
         pages = occurrences[key]
         if len(pages) >= (RUNNING_LINE_MIN_PAGES if key[0] == _PAGE_NUMBER_ZONE else min_pages):
             return True
@@ -466,7 +490,11 @@ def parse_pdf(
             )
         raise PermanentError(ErrorCode.EMPTY_DOCUMENT, f"all {page_count} pages are blank")
     return ParsedDocument(
-        page_count=page_count, pages=pages, failed_pages=failed_pages, failure_reasons=failure_reasons
+        page_count=page_count,
+        pages=pages,
+        failed_pages=failed_pages,
+        failure_reasons=failure_reasons,
+        metadata_title=_metadata_title(reader),
     )
 
 
@@ -480,6 +508,15 @@ def _draws_image(page: PageObject, budget: ParseBudget) -> bool:
     except Exception:  # unparsable: it stays a page without text, as before OCR
         return False
     return any(operator in _IMAGE_OPERATORS for _operands, operator in operations)
+
+
+def _metadata_title(reader: PdfReader) -> str | None:
+    """The document information dictionary's /Title, or None when absent or unreadable."""
+    try:
+        title = reader.metadata.title if reader.metadata is not None else None
+    except Exception:  # a broken info dictionary must not fail a readable document
+        return None
+    return str(title) if title else None
 
 
 def _extract_page(page: PageObject, budget: ParseBudget) -> str:

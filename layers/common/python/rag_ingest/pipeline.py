@@ -21,7 +21,14 @@ from rag_ingest.config import StagesEnv
 from rag_ingest.embedding_cache import CacheKey, NoEmbeddingCache
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.errors import ErrorCode, PermanentError, StaleWriteError, TransientError, parse_failure
-from rag_ingest.layout import CHUNKS_ARTIFACT, EMBEDDINGS_FOLDER, PAGES_ARTIFACT, artifact_key, embedding_batch_key
+from rag_ingest.layout import (
+    CHUNKS_ARTIFACT,
+    EMBEDDINGS_FOLDER,
+    PAGES_ARTIFACT,
+    artifact_key,
+    embedding_batch_key,
+    filename_of,
+)
 from rag_ingest.logs import logger, run_keys
 from rag_ingest.models import (
     Chunk,
@@ -36,6 +43,7 @@ from rag_ingest.models import (
 from rag_ingest.ocr import OcrEngine, PageOcr
 from rag_ingest.pdf import parse_pdf, validate_pdf_header
 from rag_ingest.ports import ChunkIndex, EmbeddingCache, PipelineDocuments, StageObjects
+from rag_ingest.retrieval_text import document_title
 from rag_ingest.telemetry import NoTelemetry, Telemetry
 
 PDF_HEADER_BYTES = 1024
@@ -152,6 +160,8 @@ class Pipeline:
                 )
                 if not chunks:
                     raise PermanentError(ErrorCode.EMPTY_DOCUMENT, "the document has no text to chunk")
+                title = document_title(parsed.metadata_title, filename_of(job.key))
+                chunks = [chunk.model_copy(update={"document_title": title}) for chunk in chunks]
                 self._deps.objects.put_json(self._env.bucket_name, chunks_key, [chunk.model_dump() for chunk in chunks])
                 chunk_count = len(chunks)
             job.chunks_key = chunks_key

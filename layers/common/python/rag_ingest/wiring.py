@@ -154,7 +154,9 @@ def build_api(env: ApiEnv, search_env: SearchEnv) -> ApiServices:
             bucket=env.bucket_name,
             artifacts_prefix=env.artifacts_prefix,
         ),
-        search=SearchService(store=vector_store, embedder=cache(lambda: embedder_for(search_env))),
+        search=SearchService(
+            store=vector_store, embedder=cache(lambda: embedder_for(search_env)), fusion=search_env.fusion
+        ),
     )
 
 

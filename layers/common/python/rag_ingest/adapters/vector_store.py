@@ -9,9 +9,14 @@ reindex module and on OpenSearch Serverless alike.
 
 Two retrievers, both filtered by tenant inside the query (never after it, so a tenant always
 gets its own top k): :meth:`VectorStore.knn_search` (lucene HNSW on the embedding) and
-:meth:`VectorStore.bm25_search` (``match`` on the text). Both return highlighted fragments of
-the text: BM25 from its own query; k-NN through a ``highlight_query`` on the query's words, since
-a vector query has no terms to highlight. Fragments are HTML-escaped, terms wrapped in ``<em>``.
+:meth:`VectorStore.bm25_search` (``match`` on ``indexed_text``: the chunk's text after its
+document title and heading path, see rag_ingest.retrieval_text; the embedding is of the plain
+text). Both return highlighted fragments of the plain ``text``, through a ``highlight_query`` on
+the query's words (a vector query has no terms, and BM25's matched another field), so a title or
+heading never shows up as a passage's words. Fragments are HTML-escaped, terms wrapped in ``<em>``.
+
+Chunks written before ``indexed_text`` existed have only ``text``: BM25 matches ``text`` for
+those (until the document is reprocessed), and ``ensure_index`` adds the field to such an index.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from rag_ingest.adapters.aws import translate
 from rag_ingest.errors import TransientError
 from rag_ingest.ids import chunk_id, version_hash
 from rag_ingest.models import Chunk, SearchHit
+from rag_ingest.retrieval_text import indexed_text
 from rag_ingest.tracing import traced
 
 
@@ -56,16 +62,20 @@ HIGHLIGHT_FRAGMENT_CHARS = 160
 HIGHLIGHT_FRAGMENTS = 2
 
 
-def _highlight(query_text: str | None) -> dict[str, Any]:
-    highlight: dict[str, Any] = {
+#: The analysed field BM25 searches: title and heading path, then the chunk's text.
+INDEXED_TEXT_FIELD = "indexed_text"
+_INDEXED_TEXT_MAPPING = {INDEXED_TEXT_FIELD: {"type": "text"}}
+
+
+def _highlight(query_text: str) -> dict[str, Any]:
+    """Fragments of the plain ``text`` with ``query_text``'s words marked, whichever field matched."""
+    return {
         "encoder": "html",
         "pre_tags": ["<em>"],
         "post_tags": ["</em>"],
         "fields": {"text": {"fragment_size": HIGHLIGHT_FRAGMENT_CHARS, "number_of_fragments": HIGHLIGHT_FRAGMENTS}},
+        "highlight_query": {"match": {"text": query_text}},
     }
-    if query_text is not None:
-        highlight["highlight_query"] = {"match": {"text": query_text}}
-    return highlight
 
 
 def _require_tenant(tenant_id: str) -> None:
@@ -133,6 +143,7 @@ class VectorStore:
                     "heading_path": {"type": "keyword"},
                     "filename": {"type": "keyword"},
                     "text": {"type": "text"},
+                    **_INDEXED_TEXT_MAPPING,
                     "embedding": {
                         "type": "knn_vector",
                         "dimension": s.dimension,
@@ -151,6 +162,8 @@ class VectorStore:
     def ensure_index(self) -> None:
         try:
             if self._client.indices.exists(index=self.index_name):
+                # An index made before indexed_text existed: adding a field is allowed (and idempotent).
+                self._client.indices.put_mapping(index=self.index_name, body={"properties": _INDEXED_TEXT_MAPPING})
                 return
             self._client.indices.create(index=self.index_name, body=self.mapping())
         except TransportError as exc:
@@ -190,6 +203,7 @@ class VectorStore:
                     "heading_path": chunk.heading_path,
                     "filename": filename,
                     "text": chunk.text,
+                    INDEXED_TEXT_FIELD: indexed_text(chunk),
                     "embedding": list(vector),
                 },
             }
@@ -294,7 +308,7 @@ class VectorStore:
         _require_tenant(tenant_id)
         body: dict[str, Any] = {
             "size": k,
-            "_source": {"excludes": ["embedding"]},
+            "_source": {"excludes": ["embedding", INDEXED_TEXT_FIELD]},
             "query": {
                 "knn": {
                     "embedding": {
@@ -312,18 +326,25 @@ class VectorStore:
         return self._search(body, "knn")
 
     def bm25_search(self, *, tenant_id: str, query: str, k: int = 5) -> list[SearchHit]:
-        """The k chunks of one tenant that best match ``query``'s words (BM25), with highlights."""
+        """The k chunks of one tenant that best match ``query``'s words (BM25) in their indexed
+        text (title, heading path and text), with highlights of the plain text."""
         _require_tenant(tenant_id)
+        without_indexed_text = {"bool": {"must_not": [{"exists": {"field": INDEXED_TEXT_FIELD}}]}}
         body = {
             "size": k,
-            "_source": {"excludes": ["embedding"]},
+            "_source": {"excludes": ["embedding", INDEXED_TEXT_FIELD]},
             "query": {
                 "bool": {
-                    "must": [{"match": {"text": {"query": query}}}],
+                    # Each chunk is scored on one field: indexed_text, or text for chunks written before it.
+                    "should": [
+                        {"match": {INDEXED_TEXT_FIELD: {"query": query}}},
+                        {"bool": {"must": [{"match": {"text": {"query": query}}}], "filter": [without_indexed_text]}},
+                    ],
+                    "minimum_should_match": 1,
                     "filter": [{"term": {"tenant_id": tenant_id}}],
                 }
             },
-            "highlight": _highlight(None),
+            "highlight": _highlight(query),
         }
         return self._search(body, "bm25")
 

@@ -1,0 +1,125 @@
+"""Ablation: each cleanup rule and each retrieval feature off, one at a time.
+
+    python -m eval.ablation [--split test|dev]
+
+In process (the same parse, cleanup, chunk and search code as the pipeline, see ``eval``), on one
+split (default: test, as issue 14 asks: no rule ships unless it helps there). Each variant is
+the shipped configuration with one thing turned off: a cleanup rule of ``rag_ingest.pdf.
+CleanupRules``, all of the cleanup, the contextual text (title and heading path in what is
+embedded and BM25-indexed) or only its title, or the tuned fusion (back to unweighted RRF with
+the paper's constant, 60). Every variant's chunks are embedded once per distinct text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
+from functools import partial
+
+from rag_ingest.embeddings.base import create_embedder
+from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
+from rag_ingest.pdf import ALL_CLEANUP_RULES, CleanupRules
+from rag_ingest.search import DEFAULT_FUSION, FusionSettings, SearchMode
+
+from eval.retrieval import (
+    EMBEDDINGS_CACHE,
+    SPLITS,
+    MemoEmbedder,
+    Scores,
+    in_process_index,
+    load_questions,
+    load_splits,
+    pipeline_chunks,
+    run_questions,
+    score,
+    split_corpus,
+)
+
+DEFAULT_OPENSEARCH = "http://127.0.0.1:9200"
+#: What search did before issue 14: unweighted RRF with the paper's constant.
+UNTUNED_FUSION = FusionSettings(bm25_weight=1.0, knn_weight=1.0, rank_constant=60)
+MODES = (SearchMode.KNN, SearchMode.BM25, SearchMode.HYBRID)
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    rules: CleanupRules = ALL_CLEANUP_RULES
+    contextual: bool = True
+    with_title: bool = True
+    embed_context: bool = False
+    fusion: FusionSettings = DEFAULT_FUSION
+
+
+def variants() -> list[Variant]:
+    no_cleanup = CleanupRules(**{rule.name: False for rule in fields(CleanupRules)})
+    # Retrieval features first (the cleanup variants re-embed most chunks: the slow part).
+    return [
+        Variant("shipped (all on)"),
+        Variant("untuned fusion (RRF 1:1, 60)", fusion=UNTUNED_FUSION),
+        Variant("no contextual text", contextual=False),
+        Variant("contextual text embedded too (not only BM25)", embed_context=True),
+        Variant("contextual text without the title", with_title=False),
+        *(
+            Variant(f"cleanup: no {rule.replace('_', ' ')}", rules=replace(ALL_CLEANUP_RULES, **{rule: False}))
+            for rule in (field.name for field in fields(CleanupRules))
+        ),
+        Variant("cleanup: none at all", rules=no_cleanup),
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--split", choices=SPLITS, default="test")
+    args = parser.parse_args(argv)
+    endpoint = os.environ.get("OPENSEARCH_URL", "").strip() or DEFAULT_OPENSEARCH
+    corpus = split_corpus(args.split, load_splits(), load_questions())
+    embedder = MemoEmbedder(create_embedder("local", LOCAL_MODEL_ID, MINILM_DIMENSION), EMBEDDINGS_CACHE)
+    print(f"ablation on the {corpus.name} split: {len(corpus.pdfs)} documents, {len(corpus.questions)} questions")
+    results: list[tuple[str, dict[SearchMode, Scores]]] = []
+    for variant in variants():
+        chunker = partial(
+            pipeline_chunks,
+            chunk_tokens=300,
+            overlap_tokens=60,
+            rules=variant.rules,
+            contextual=variant.contextual,
+            with_title=variant.with_title,
+        )
+        index = in_process_index(
+            endpoint,
+            embedder,
+            name_prefix=f"rag-eval-ablation-{corpus.name}",
+            chunker=chunker,
+            pdfs=corpus.pdfs,
+            fusion=variant.fusion,
+            embed_context=variant.embed_context,
+        )
+        with index as opened:
+            by_mode = {
+                mode: score(corpus.questions, run_questions(corpus.questions, partial(opened.search, mode=mode)))
+                for mode in MODES
+            }
+        results.append((variant.name, by_mode))
+        print(f"  {table_row(variant.name, by_mode)}", flush=True)
+
+    print(f"\n| {corpus.name} split | k-NN MRR | BM25 MRR | hybrid R@1 | hybrid R@5 | hybrid MRR |")
+    print("|---|---|---|---|---|---|")
+    for name, by_mode in results:
+        print(table_row(name, by_mode))
+    return 0
+
+
+def table_row(name: str, by_mode: dict[SearchMode, Scores]) -> str:
+    knn, bm25, hybrid = (by_mode[mode] for mode in MODES)
+    return (
+        f"| {name} | {knn.mrr_at_10:.3f} | {bm25.mrr_at_10:.3f} | {hybrid.recall_at_1:.3f} | "
+        f"{hybrid.recall_at_5:.3f} | {hybrid.mrr_at_10:.3f} |"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
