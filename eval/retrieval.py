@@ -22,7 +22,7 @@ from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
 from rag_ingest.chunking import chunk_pages, document_text
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.models import Chunk, PageText, SearchHit
-from rag_ingest.pdf import ALL_CLEANUP_RULES, CleanupRules, clean_pages, parse_pdf
+from rag_ingest.pdf import SHIPPED_CLEANUP_RULES, CleanupRules, clean_pages, parse_pdf
 from rag_ingest.retrieval_text import document_title, indexed_text
 from rag_ingest.search import DEFAULT_FUSION, FusionSettings, SearchMode, search_passages
 from rag_ingest.tokens import count_tokens, load_tokenizer
@@ -131,7 +131,7 @@ def pipeline_chunks(
     *,
     chunk_tokens: int,
     overlap_tokens: int,
-    rules: CleanupRules = ALL_CLEANUP_RULES,
+    rules: CleanupRules = SHIPPED_CLEANUP_RULES,
     contextual: bool = True,
     with_title: bool = True,
 ) -> list[Chunk]:

@@ -13,7 +13,7 @@ import pytest
 from pypdf import PdfReader, PdfWriter
 from pypdf.generic import NameObject, StreamObject
 from rag_ingest.models import ParsedDocument
-from rag_ingest.pdf import ALL_CLEANUP_RULES, clean_pages, parse_pdf
+from rag_ingest.pdf import ALL_CLEANUP_RULES, SHIPPED_CLEANUP_RULES, clean_pages, parse_pdf
 
 pytestmark = pytest.mark.unit
 
@@ -27,35 +27,47 @@ def parsed(name: str, *, clean: bool = True) -> ParsedDocument:
     return parse_pdf((CORPUS / name).read_bytes(), clean=clean, max_bytes=MAX_BYTES, max_pages=MAX_PAGES)
 
 
+@cache
+def with_every_rule(name: str) -> list[str]:
+    """The page texts with running-header removal too (it is not shipped: SHIPPED_CLEANUP_RULES)."""
+    return clean_pages([page.text for page in parsed(name, clean=False).pages], ALL_CLEANUP_RULES)
+
+
 def lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-# --- running headers and footers --------------------------------------------------------------
+# --- running headers and footers (the rule exists for the ablation; parsing does not apply it) ---
+
+
+def test_parsing_keeps_running_headers_and_removes_page_numbers() -> None:
+    clean = parsed("hyperref-paper.pdf").pages
+    assert "PDF information and navigation elements 3" in lines(clean[2].text)
+    assert not any(re.fullmatch(r"\W*\d+\W*", line) for page in clean for line in lines(page.text)[-1:])
 
 
 def test_texinfo_chapter_headers_and_page_numbers_are_removed() -> None:
     raw = parsed("r-intro.pdf", clean=False).pages
-    clean = parsed("r-intro.pdf").pages
+    clean = with_every_rule("r-intro.pdf")
     assert "Chapter 1: Introduction and preliminaries 4" in lines(raw[9].text)
     assert lines(raw[13].text)[0] == "8"  # a chapter's first page: a bare page number on top
-    for page in clean:
-        assert not any(re.fullmatch(r"Chapter \d+: .* \d+", line) for line in lines(page.text)), page.page_number
-    assert lines(clean[13].text)[0] == "2 Simple manipulations; numbers and vectors"
+    for number, page in enumerate(clean, start=1):
+        assert not any(re.fullmatch(r"Chapter \d+: .* \d+", line) for line in lines(page)), number
+    assert lines(clean[13])[0] == "2 Simple manipulations; numbers and vectors"
     # Text that merely starts a page is kept.
-    assert lines(clean[9].text)[0].startswith("At this point you will be asked")
+    assert lines(clean[9])[0].startswith("At this point you will be asked")
 
 
 def test_alternating_header_and_constant_footer_are_removed_from_every_page() -> None:
     raw = parsed("hyperref-paper.pdf", clean=False).pages
     assert "2 PDF information and navigation elements" in lines(raw[1].text)  # even page: number first
     assert "PDF information and navigation elements 3" in lines(raw[2].text)
-    for page in parsed("hyperref-paper.pdf").pages:
-        header = re.compile(r"(\d+ )?PDF information and navigation elements( \d+)?")
-        assert not any(header.fullmatch(line) for line in lines(page.text)), page.page_number
-        assert "Proceedings" not in page.text, page.page_number
+    header = re.compile(r"(\d+ )?PDF information and navigation elements( \d+)?")
+    for number, page in enumerate(with_every_rule("hyperref-paper.pdf"), start=1):
+        assert not any(header.fullmatch(line) for line in lines(page)), number
+        assert "Proceedings" not in page, number
     # The title on page 1 says the same words, and stays.
-    assert lines(parsed("hyperref-paper.pdf").pages[0].text)[0].startswith("PDF information and navigation elements")
+    assert lines(with_every_rule("hyperref-paper.pdf")[0])[0].startswith("PDF information and navigation elements")
 
 
 def test_page_numbers_of_a_two_column_newsletter_are_removed() -> None:
@@ -67,9 +79,9 @@ def test_page_numbers_of_a_two_column_newsletter_are_removed() -> None:
 
 
 def test_watermark_and_draft_header_and_footer_lines_are_removed() -> None:
-    for page in parsed("tugboat-babelbib.pdf").pages:
-        assert "preliminary draft" not in page.text, page.page_number
-        assert "draft" not in lines(page.text)[:3], page.page_number
+    for number, page in enumerate(with_every_rule("tugboat-babelbib.pdf"), start=1):
+        assert "preliminary draft" not in page, number
+        assert "draft" not in lines(page)[:3], number
 
 
 # --- ligatures ------------------------------------------------------------------------------------
@@ -181,9 +193,11 @@ def _synthetic_pages() -> list[str]:
     return [f"Chapter One: Setup\n{text}\n{number}" for number, text in enumerate([first, *others], start=1)]
 
 
-def test_all_rules_are_on_by_default() -> None:
-    assert clean_pages(_synthetic_pages()) == clean_pages(_synthetic_pages(), ALL_CLEANUP_RULES)
-    assert clean_pages(_synthetic_pages())[0] == "The effect of the setting is example one."
+def test_every_rule_but_running_header_removal_ships() -> None:
+    assert SHIPPED_CLEANUP_RULES == replace(ALL_CLEANUP_RULES, running_headers=False)
+    assert clean_pages(_synthetic_pages()) == clean_pages(_synthetic_pages(), SHIPPED_CLEANUP_RULES)
+    assert clean_pages(_synthetic_pages())[0] == "Chapter One: Setup\nThe effect of the setting is example one."
+    assert clean_pages(_synthetic_pages(), ALL_CLEANUP_RULES)[0] == "The effect of the setting is example one."
 
 
 @pytest.mark.parametrize(
@@ -200,4 +214,4 @@ def test_all_rules_are_on_by_default() -> None:
 def test_each_cleanup_rule_can_be_switched_off_alone(rule: str, kept: str) -> None:
     without = clean_pages(_synthetic_pages(), replace(ALL_CLEANUP_RULES, **{rule: False}))[0]
     assert kept in without
-    assert kept not in clean_pages(_synthetic_pages())[0]
+    assert kept not in clean_pages(_synthetic_pages(), ALL_CLEANUP_RULES)[0]
