@@ -4,9 +4,10 @@
 
 In process (the same parse, cleanup, chunk and search code as the pipeline, see ``eval``), on one
 split (default: test, as issue 14 asks: no rule ships unless it helps there). Each variant is
-the shipped configuration with one thing switched: a cleanup rule of ``rag_ingest.pdf.
-CleanupRules`` (off, or on for a rule that does not ship), all of the cleanup, the contextual text (title and heading path in what is
-embedded and BM25-indexed) or only its title, or the tuned fusion (back to unweighted RRF with
+the shipped configuration with one thing switched: a cleanup rule of
+``rag_ingest.pdf.CleanupRules`` (off, or on for a rule that does not ship), all of the cleanup,
+the contextual text (title and heading path in what is BM25-indexed, or embedded too) or only
+its title, or the tuned fusion (back to unweighted RRF with
 the paper's constant, 60). Every variant's chunks are embedded once per distinct text.
 """
 
