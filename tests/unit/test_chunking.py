@@ -185,3 +185,13 @@ def test_invalid_sizes_are_rejected(target: int, overlap: int) -> None:
             target_tokens=target,
             overlap_tokens=overlap,
         )
+
+
+def test_a_word_the_tokenizer_reads_as_one_unknown_token_is_still_cut_to_an_embeddable_size() -> None:
+    # WordPiece maps any word over 100 characters to one [UNK]; Titan refuses texts over 50,000 characters.
+    word = "a" * 300_000
+    chunks = chunk_pages([PageText(page_number=1, text=word)], count_tokens=count_tokens)
+    assert count_tokens(word) == 1
+    assert len(chunks) > 1
+    assert max(len(chunk.text) for chunk in chunks) <= 300 * 16
+    assert "".join(chunk.text for chunk in chunks) == word

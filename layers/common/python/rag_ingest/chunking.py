@@ -119,6 +119,7 @@ def chunk_pages(
     if not 0 <= overlap_tokens < target_tokens:
         raise ValueError(f"overlap_tokens must be in [0, target_tokens), got {overlap_tokens}")
 
+    count_tokens = _bounded_by_length(count_tokens)
     text = document_text(pages)
     page_starts, page_numbers = _page_offsets(pages)
     headings = detect_headings(text)
@@ -174,6 +175,17 @@ def chunk_pages(
         first = _overlap_start(units, first, end, overlap_tokens=overlap_tokens, target_tokens=target_tokens)
         first_new = end
     return chunks
+
+
+def _bounded_by_length(count_tokens: Callable[[str], int]) -> Callable[[str], int]:
+    """Count at least one token per ``_MAX_CHARS_PER_TOKEN`` characters. WordPiece reads a word
+    over 100 characters as one [UNK]: without this bound a 300,000-letter word is a one-token
+    chunk that no embedding API accepts (Titan takes 50,000 characters)."""
+
+    def count(text: str) -> int:
+        return max(count_tokens(text), -(-len(text) // _MAX_CHARS_PER_TOKEN))
+
+    return count
 
 
 def _body_path(units: Sequence[_Unit]) -> tuple[str, ...]:
