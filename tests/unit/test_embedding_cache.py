@@ -17,19 +17,14 @@ from rag_ingest.embedding_cache import (
     encode_entry,
 )
 from rag_ingest.models import Chunk, DocumentJob, EmbedTask
-from rag_ingest.pipeline import Pipeline, StageDependencies, texts_to_embed
+from rag_ingest.pipeline import texts_to_embed
 from rag_ingest.telemetry import CloudTelemetry
-from rag_ingest.tokens import count_tokens
 
 from tests.support.fakes import (
     CountingEmbedder,
-    InMemoryChunkIndex,
-    InMemoryDocuments,
     InMemoryEmbeddingCache,
-    InMemoryObjects,
-    RecordingTelemetry,
 )
-from tests.unit.test_pipeline_stages_fast import ENV, World, sample
+from tests.unit.test_pipeline_stages_fast import ENV, World, build_world, sample
 
 pytestmark = pytest.mark.unit
 KEY = CacheKey.of("acme", "fake-embedder", 4, "a passage")
@@ -55,19 +50,7 @@ def cache() -> InMemoryEmbeddingCache:
 
 @pytest.fixture
 def world(cache: InMemoryEmbeddingCache) -> World:
-    documents, objects, index = InMemoryDocuments(), InMemoryObjects(), InMemoryChunkIndex()
-    embedder, telemetry = CountingEmbedder(), RecordingTelemetry()
-    deps = StageDependencies(
-        env=ENV,
-        status=documents,
-        objects=objects,
-        vector_store=lambda: index,
-        embedder=lambda: embedder,
-        count_tokens=count_tokens,
-        telemetry=telemetry,
-        embedding_cache=cache,
-    )
-    return World(Pipeline(deps), documents, objects, index, embedder, telemetry)
+    return build_world(embedding_cache=cache)
 
 
 # -- keys and entries -----------------------------------------------------------------------------

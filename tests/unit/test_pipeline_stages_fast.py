@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rag_ingest.config import StagesEnv
@@ -84,8 +85,8 @@ class World:
         return self.pipeline.finalize(self.pipeline.index(job))
 
 
-@pytest.fixture
-def world() -> World:
+def build_world(**extra_dependencies: Any) -> World:
+    """A pipeline over fresh fakes; ``extra_dependencies`` are further StageDependencies fields."""
     documents, objects, index = InMemoryDocuments(), InMemoryObjects(), InMemoryChunkIndex()
     embedder, telemetry = CountingEmbedder(), RecordingTelemetry()
     deps = StageDependencies(
@@ -96,8 +97,14 @@ def world() -> World:
         embedder=lambda: embedder,
         count_tokens=count_tokens,
         telemetry=telemetry,
+        **extra_dependencies,
     )
     return World(Pipeline(deps), documents, objects, index, embedder, telemetry)
+
+
+@pytest.fixture
+def world() -> World:
+    return build_world()
 
 
 def sample(name: str) -> bytes:
