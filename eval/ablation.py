@@ -6,9 +6,9 @@ In process (the same parse, cleanup, chunk and search code as the pipeline, see 
 split (default: test, as issue 14 asks: no rule ships unless it helps there). Each variant is
 the shipped configuration with one thing switched: a cleanup rule of
 ``rag_ingest.pdf.CleanupRules`` (off, or on for a rule that does not ship), all of the cleanup,
-the contextual text (title and heading path in what is BM25-indexed, or embedded too) or only
-its title, or the tuned fusion (back to unweighted RRF with
-the paper's constant, 60). Every variant's chunks are embedded once per distinct text.
+the contextual text (title and heading path before the text: BM25-indexed, without the title,
+or embedded too; none of it ships), or the tuned fusion (back to unweighted RRF with the paper's
+constant, 60). Every variant's chunks are embedded once per distinct text.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from functools import partial
 from rag_ingest.embeddings.base import create_embedder
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.pdf import SHIPPED_CLEANUP_RULES, CleanupRules
+from rag_ingest.retrieval_text import SHIPPED_CONTEXT_LINE
 from rag_ingest.search import DEFAULT_FUSION, FusionSettings, SearchMode
 
 from eval.retrieval import (
@@ -49,7 +50,7 @@ MODES = (SearchMode.KNN, SearchMode.BM25, SearchMode.HYBRID)
 class Variant:
     name: str
     rules: CleanupRules = SHIPPED_CLEANUP_RULES
-    contextual: bool = True
+    context_line: bool = SHIPPED_CONTEXT_LINE
     with_title: bool = True
     embed_context: bool = False
     fusion: FusionSettings = DEFAULT_FUSION
@@ -61,9 +62,9 @@ def variants() -> list[Variant]:
     return [
         Variant("shipped"),
         Variant("untuned fusion (RRF 1:1, 60)", fusion=UNTUNED_FUSION),
-        Variant("no contextual text", contextual=False),
-        Variant("contextual text embedded too (not only BM25)", embed_context=True),
-        Variant("contextual text without the title", with_title=False),
+        Variant("contextual text in BM25", context_line=True),
+        Variant("contextual text in BM25, without the title", context_line=True, with_title=False),
+        Variant("contextual text in BM25 and embedded", context_line=True, embed_context=True),
         *(_switched(rule) for rule in (field.name for field in fields(CleanupRules))),
         Variant("cleanup: none at all", rules=no_cleanup),
     ]
@@ -91,7 +92,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             chunk_tokens=300,
             overlap_tokens=60,
             rules=variant.rules,
-            contextual=variant.contextual,
             with_title=variant.with_title,
         )
         index = in_process_index(
@@ -102,6 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             pdfs=corpus.pdfs,
             fusion=variant.fusion,
             embed_context=variant.embed_context,
+            context_line=variant.context_line,
         )
         with index as opened:
             by_mode = {

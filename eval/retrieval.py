@@ -23,7 +23,7 @@ from rag_ingest.chunking import chunk_pages, document_text
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.models import Chunk, PageText, SearchHit
 from rag_ingest.pdf import SHIPPED_CLEANUP_RULES, CleanupRules, clean_pages, parse_pdf
-from rag_ingest.retrieval_text import document_title, indexed_text
+from rag_ingest.retrieval_text import SHIPPED_CONTEXT_LINE, document_title, indexed_text
 from rag_ingest.search import DEFAULT_FUSION, FusionSettings, SearchMode, search_passages
 from rag_ingest.tokens import count_tokens, load_tokenizer
 from tokenizers import Tokenizer
@@ -132,19 +132,15 @@ def pipeline_chunks(
     chunk_tokens: int,
     overlap_tokens: int,
     rules: CleanupRules = SHIPPED_CLEANUP_RULES,
-    contextual: bool = True,
     with_title: bool = True,
 ) -> list[Chunk]:
     """What the Parse and Chunk stages make of a PDF (cleanup, headings, token-aware chunks, the
-    document's title on each chunk). ``rules``, ``contextual`` and ``with_title`` are for the
-    ablation: with ``contextual=False`` chunks carry no title and no heading path, so they are
-    indexed as their text; ``with_title=False`` leaves the title out but keeps the heading path."""
+    document's title on each chunk). ``rules`` and ``with_title`` are for the ablation:
+    ``with_title=False`` leaves the title out of the contextual text but keeps the heading path."""
     parsed = parse_pdf(pdf.read_bytes(), max_bytes=MAX_BYTES, max_pages=MAX_PAGES, clean=False)
     texts = clean_pages([page.text for page in parsed.pages], rules)
     pages = [PageText(page_number=page.page_number, text=text) for page, text in zip(parsed.pages, texts, strict=True)]
     chunks = chunk_pages(pages, count_tokens=count_tokens, target_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
-    if not contextual:
-        return [chunk.model_copy(update={"heading_path": []}) for chunk in chunks]
     title = document_title(parsed.metadata_title, pdf.name) if with_title else ""
     return [chunk.model_copy(update={"document_title": title}) for chunk in chunks]
 
@@ -277,13 +273,20 @@ class InProcessIndex:
     """A temporary index of its own: chunks embedded here, searched with rag_ingest.search."""
 
     def __init__(
-        self, endpoint: str, embedder: Embedder, *, name_prefix: str, fusion: FusionSettings = DEFAULT_FUSION
+        self,
+        endpoint: str,
+        embedder: Embedder,
+        *,
+        name_prefix: str,
+        fusion: FusionSettings = DEFAULT_FUSION,
+        context_line: bool = SHIPPED_CONTEXT_LINE,
     ) -> None:
         self.tenant_id = f"eval-{uuid.uuid4().hex[:8]}"
         self.embedder = embedder
         self.fusion = fusion
+        name = f"{name_prefix}-{uuid.uuid4().hex[:8]}"
         self.store = VectorStore(
-            connect(endpoint), IndexSettings(name=f"{name_prefix}-{uuid.uuid4().hex[:8]}", dimension=embedder.dimension)
+            connect(endpoint), IndexSettings(name=name, dimension=embedder.dimension, context_line=context_line)
         )
         self.chunk_count = 0
         self.chunk_chars = 0
@@ -336,11 +339,12 @@ def in_process_index(
     truncate: bool = False,
     fusion: FusionSettings = DEFAULT_FUSION,
     embed_context: bool = False,
+    context_line: bool = SHIPPED_CONTEXT_LINE,
 ) -> Iterator[InProcessIndex]:
     """An index holding ``chunker``'s chunks of every PDF; deleted on exit. Like the pipeline, the
-    plain text is embedded and BM25 indexes the contextual text; ``embed_context=True`` embeds the
-    contextual text too (an ablation variant)."""
-    index = InProcessIndex(endpoint, embedder, name_prefix=name_prefix, fusion=fusion)
+    plain text is embedded and BM25 indexes the text; the ablation's variants switch on
+    ``context_line`` (BM25 indexes the contextual text) and ``embed_context`` (embeds it too)."""
+    index = InProcessIndex(endpoint, embedder, name_prefix=name_prefix, fusion=fusion, context_line=context_line)
     try:
         index.store.ensure_index()
         for pdf in pdfs:

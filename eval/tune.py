@@ -1,6 +1,6 @@
 """Tune hybrid fusion on the dev split only: ``python -m eval.tune [--top N]``.
 
-Indexes the dev split's documents as the pipeline does (in process, contextual chunks), asks
+Indexes the dev split's documents as the pipeline does (in process, the shipped chunks), asks
 each dev question once per leg at the deepest depth (100 candidates), and then fuses the two
 lists client-side for every point of a grid: weighted RRF (BM25 weight against k-NN's 1, rank
 constant, candidates per leg) and, for comparison, min-max score normalisation with a convex

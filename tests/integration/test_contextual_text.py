@@ -1,6 +1,8 @@
-"""BM25 searches a chunk's indexed text (document title and heading path, then the text), while the
-passage returned stays the plain text; an index made before that field existed keeps working.
-Real OpenSearch at ``$OPENSEARCH_URL``, an index of the test's own (deleted afterwards)."""
+"""With ``context_line`` on, BM25 searches a chunk's contextual text (document title and heading
+path, then the text), while the passage returned stays the plain text; with the shipped settings
+(off) it searches the text alone and writes no contextual field; an index made before that field
+existed keeps working. Real OpenSearch at ``$OPENSEARCH_URL``, an index of the test's own (deleted
+afterwards)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 from rag_ingest.adapters.vector_store import INDEXED_TEXT_FIELD, IndexSettings, VectorStore, connect
 from rag_ingest.models import Chunk
+from rag_ingest.retrieval_text import SHIPPED_CONTEXT_LINE
 
 pytestmark = pytest.mark.integration
 
@@ -37,13 +40,12 @@ RESTORE = chunk(0, "Stop the service, copy the saved files back and start it aga
 UNRELATED = chunk(1, "The service listens on port 8080 and logs to the journal.", ["2 Networking"])
 
 
-def new_store(name: str) -> VectorStore:
-    return VectorStore(connect(URL), IndexSettings(name=name, dimension=DIMENSION))
+def new_store(name: str, *, context_line: bool = True) -> VectorStore:
+    return VectorStore(connect(URL), IndexSettings(name=name, dimension=DIMENSION, context_line=context_line))
 
 
-@pytest.fixture
-def store() -> Iterator[VectorStore]:
-    store = new_store(f"test-context-{uuid.uuid4().hex[:8]}")
+def filled_store(*, context_line: bool) -> Iterator[VectorStore]:
+    store = new_store(f"test-context-{uuid.uuid4().hex[:8]}", context_line=context_line)
     store.ensure_index()
     try:
         store.write_chunks(
@@ -57,6 +59,27 @@ def store() -> Iterator[VectorStore]:
         yield store
     finally:
         store.drop_index()
+
+
+@pytest.fixture
+def store() -> Iterator[VectorStore]:
+    yield from filled_store(context_line=True)
+
+
+@pytest.fixture
+def shipped_store() -> Iterator[VectorStore]:
+    assert IndexSettings(name="x", dimension=DIMENSION).context_line is SHIPPED_CONTEXT_LINE
+    yield from filled_store(context_line=SHIPPED_CONTEXT_LINE)
+
+
+def test_with_the_shipped_settings_bm25_matches_the_text_alone(shipped_store: VectorStore) -> None:
+    assert SHIPPED_CONTEXT_LINE is False  # the ablation's decision (README, retrieval quality)
+    assert shipped_store.bm25_search(tenant_id=TENANT, query="backups", k=5) == []  # a heading word only
+    [hit] = shipped_store.bm25_search(tenant_id=TENANT, query="saved files", k=5)
+    assert hit.text == RESTORE.text
+    assert "<em>saved</em>" in " ".join(hit.highlights)
+    stored = connect(URL).get(index=shipped_store.index_name, id=hit.chunk_id)["_source"]
+    assert INDEXED_TEXT_FIELD not in stored  # nothing written twice
 
 
 def test_bm25_finds_a_chunk_by_a_heading_word_its_text_lacks(store: VectorStore) -> None:

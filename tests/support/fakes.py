@@ -33,7 +33,7 @@ from rag_ingest.models import (
     content_key,
     embed_cache_part,
 )
-from rag_ingest.retrieval_text import indexed_text
+from rag_ingest.retrieval_text import SHIPPED_CONTEXT_LINE, indexed_text
 
 _IN_FLIGHT = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
 # What a new version clears (DocumentsTable.mark_queued's REMOVE clause).
@@ -422,11 +422,14 @@ class InMemoryChunkIndex:
         return self._hits(tenant_id, similarity, k, "knn")
 
     def bm25_search(self, *, tenant_id: str, query: str, k: int = 5) -> list[SearchHit]:
-        # Like the adapter, BM25 matches the chunk's indexed text (title, heading path, text).
+        # Like the adapter with the shipped settings, BM25 matches the chunk's text (its contextual
+        # text, title and heading path first, only where that is switched on).
         words = set(query.lower().split())
 
         def overlap(source: dict[str, Any]) -> float:
-            return float(len(words & set(indexed_text(source["chunk"]).lower().split())))
+            chunk = source["chunk"]
+            text = indexed_text(chunk) if SHIPPED_CONTEXT_LINE else chunk.text
+            return float(len(words & set(text.lower().split())))
 
         return self._hits(tenant_id, overlap, k, "bm25")
 

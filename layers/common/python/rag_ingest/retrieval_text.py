@@ -1,15 +1,16 @@
-"""The text BM25 finds a chunk by: its document's title and heading path, then the chunk itself.
+"""The contextual text of a chunk: its document's title and heading path, then the chunk itself.
 
-A chunk's own text rarely says which document or section it belongs to: running headers such
-as "Chapter 3: Installation" are removed by the cleanup, and a section's second chunk does not
-repeat its heading. So the text that is BM25-indexed (the vector store's ``indexed_text`` field)
-starts with a context line, ``Admin guide > 4 Backups > Restoring a snapshot``, followed by the
-chunk's text. What people see (the passage and its highlights) stays the plain chunk text.
+A chunk's own text rarely says which document or section it belongs to: a section's second chunk
+does not repeat its heading. The contextual text starts with a context line,
+``Admin guide > 4 Backups > Restoring a snapshot``, followed by the chunk's text. What people see
+(the passage and its highlights) is always the plain chunk text.
 
-The Embed stage embeds the plain text, not this: on the evaluation's test split, embedding the
-context line too lowered k-NN's MRR from 0.833 to 0.776 and hybrid's from 0.915 to 0.886, while
-the context in BM25 alone gave hybrid 0.915 against 0.907 without any (``python -m eval.ablation``;
-README, retrieval quality).
+It does not ship (:data:`SHIPPED_CONTEXT_LINE`): measured by ``python -m eval.ablation`` with
+running headers kept by the cleanup, BM25-indexing the contextual text gave the test split's
+hybrid MRR 0.917 against 0.925 without it (dev 0.856 against 0.858), and embedding it too
+lowered test k-NN from 0.852 to 0.813 (README, retrieval quality). No retrieval rule ships unless
+it helps on the test split. The vector store can still index it (``IndexSettings.context_line``),
+for the ablation and for corpora where it is measured to help.
 
 The title is the PDF's metadata title when it is meaningful, else the file name made readable
 (:func:`document_title`). The context line is capped at :data:`MAX_CONTEXT_CHARS` characters.
@@ -22,6 +23,9 @@ from pathlib import PurePosixPath
 
 from rag_ingest.models import Chunk
 
+#: Whether BM25 indexes the contextual text (title and heading path before the chunk's text):
+#: off, because it did not help on the eval's test split (see the module docstring).
+SHIPPED_CONTEXT_LINE = False
 CONTEXT_SEPARATOR = " > "
 #: The context line's budget: about 40-60 WordPiece tokens of English.
 MAX_CONTEXT_CHARS = 200
@@ -70,6 +74,7 @@ def context_line(title: str, heading_path: list[str]) -> str:
 
 
 def indexed_text(chunk: Chunk) -> str:
-    """What ``chunk`` is BM25-indexed as: the context line, a blank line, its text."""
+    """``chunk``'s contextual text: the context line, a blank line, its text (what BM25 indexes
+    when the vector store's ``context_line`` is on)."""
     context = context_line(chunk.document_title, chunk.heading_path)
     return f"{context}\n\n{chunk.text}" if context else chunk.text

@@ -9,14 +9,13 @@ reindex module and on OpenSearch Serverless alike.
 
 Two retrievers, both filtered by tenant inside the query (never after it, so a tenant always
 gets its own top k): :meth:`VectorStore.knn_search` (lucene HNSW on the embedding) and
-:meth:`VectorStore.bm25_search` (``match`` on ``indexed_text``: the chunk's text after its
-document title and heading path, see rag_ingest.retrieval_text; the embedding is of the plain
-text). Both return highlighted fragments of the plain ``text``, through a ``highlight_query`` on
-the query's words (a vector query has no terms, and BM25's matched another field), so a title or
-heading never shows up as a passage's words. Fragments are HTML-escaped, terms wrapped in ``<em>``.
-
-Chunks written before ``indexed_text`` existed have only ``text``: BM25 matches ``text`` for
-those (until the document is reprocessed), and ``ensure_index`` adds the field to such an index.
+:meth:`VectorStore.bm25_search` (``match`` on ``text``, or on ``indexed_text`` where a chunk
+has it: its contextual text, the document title and heading path before its text, written only
+when ``IndexSettings.context_line`` is on, which does not ship: see rag_ingest.retrieval_text).
+The embedding is always of the plain text. Both return highlighted fragments of the plain
+``text``, through a ``highlight_query`` on the query's words (a vector query has no terms, and
+BM25's may have matched another field), so a title or heading never shows up as a passage's
+words. Fragments are HTML-escaped, terms wrapped in ``<em>``.
 """
 
 from __future__ import annotations
@@ -40,7 +39,7 @@ from rag_ingest.adapters.aws import translate
 from rag_ingest.errors import TransientError
 from rag_ingest.ids import chunk_id, version_hash
 from rag_ingest.models import Chunk, SearchHit
-from rag_ingest.retrieval_text import indexed_text
+from rag_ingest.retrieval_text import SHIPPED_CONTEXT_LINE, indexed_text
 from rag_ingest.tracing import traced
 
 
@@ -55,6 +54,8 @@ class IndexSettings:
     #: Replicas per shard: the node count minus one (capped) where the stack knows it; None keeps
     #: the cluster's default. A single node with a replica would stay yellow forever.
     replicas: int | None = None
+    #: Index each chunk's contextual text (title, heading path, text) for BM25 as well.
+    context_line: bool = SHIPPED_CONTEXT_LINE
 
 
 #: Highlighting: up to two fragments of ~160 characters, HTML-escaped, query terms in <em>.
@@ -62,7 +63,7 @@ HIGHLIGHT_FRAGMENT_CHARS = 160
 HIGHLIGHT_FRAGMENTS = 2
 
 
-#: The analysed field BM25 searches: title and heading path, then the chunk's text.
+#: The analysed field BM25 searches where a chunk has it: title and heading path, then its text.
 INDEXED_TEXT_FIELD = "indexed_text"
 _INDEXED_TEXT_MAPPING = {INDEXED_TEXT_FIELD: {"type": "text"}}
 
@@ -203,7 +204,7 @@ class VectorStore:
                     "heading_path": chunk.heading_path,
                     "filename": filename,
                     "text": chunk.text,
-                    INDEXED_TEXT_FIELD: indexed_text(chunk),
+                    **({INDEXED_TEXT_FIELD: indexed_text(chunk)} if self._settings.context_line else {}),
                     "embedding": list(vector),
                 },
             }
@@ -326,8 +327,8 @@ class VectorStore:
         return self._search(body, "knn")
 
     def bm25_search(self, *, tenant_id: str, query: str, k: int = 5) -> list[SearchHit]:
-        """The k chunks of one tenant that best match ``query``'s words (BM25) in their indexed
-        text (title, heading path and text), with highlights of the plain text."""
+        """The k chunks of one tenant that best match ``query``'s words (BM25) in their text (or
+        their contextual text, where it was indexed), with highlights of the plain text."""
         _require_tenant(tenant_id)
         without_indexed_text = {"bool": {"must_not": [{"exists": {"field": INDEXED_TEXT_FIELD}}]}}
         body = {
@@ -335,7 +336,7 @@ class VectorStore:
             "_source": {"excludes": ["embedding", INDEXED_TEXT_FIELD]},
             "query": {
                 "bool": {
-                    # Each chunk is scored on one field: indexed_text, or text for chunks written before it.
+                    # Each chunk is scored on one field: indexed_text where it was written, else text.
                     "should": [
                         {"match": {INDEXED_TEXT_FIELD: {"query": query}}},
                         {"bool": {"must": [{"match": {"text": {"query": query}}}], "filter": [without_indexed_text]}},
