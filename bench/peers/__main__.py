@@ -57,6 +57,8 @@ def run_peer(peer: str, documents: Sequence[CorpusDocument], peers_python: Path)
         "system": peer,
         **outcome,
         "peak_rss_bytes": usage.ru_maxrss * 1024,  # Linux reports KiB
+        # The whole child, model loading and PDF reading included (its own clock starts later).
+        "cpu_seconds_by_role": {"process": round(usage.ru_utime + usage.ru_stime, 1)},
         "load_average_before": load_before,
         "load_average_after": os.getloadavg(),
     }
@@ -79,6 +81,11 @@ def summarise(system: str, runs: list[dict[str, Any]], corpus_pages: int) -> dic
         "chunks": sorted({int(run["chunks"]) for run in runs}),
         "peak_rss_bytes": max(int(run["peak_rss_bytes"]) for run in runs),
     }
+    if all("cpu_seconds_by_role" in run for run in runs):
+        roles = dict.fromkeys(role for run in runs for role in run["cpu_seconds_by_role"])
+        summary["cpu_seconds_by_role_median"] = {
+            role: statistics.median(run["cpu_seconds_by_role"].get(role, 0.0) for run in runs) for role in roles
+        }
     if system == OURS:
         summary["opensearch_peak_rss_bytes"] = max(int(run["opensearch_peak_rss_bytes"]) for run in runs)
         summary["stage_seconds_total_median"] = {
@@ -113,6 +120,13 @@ def table(summaries: list[dict[str, Any]]) -> str:
             f"rag-ingest / best peer ({best['system']}), median pages/s: {ratio:.2f}x; "
             f"peak RSS: {ours['peak_rss_bytes'] / best['peak_rss_bytes']:.2f}x"
         )
+    profiled = [s for s in summaries if "cpu_seconds_by_role_median" in s]
+    if profiled:
+        lines += ["", "| system | CPU seconds (median), by process |", "|---|---|"]
+        for summary in profiled:
+            by_role = summary["cpu_seconds_by_role_median"]
+            parts = ", ".join(f"{role} {seconds:.1f}" for role, seconds in by_role.items())
+            lines.append(f"| {LABELS[summary['system']]} | {sum(by_role.values()):.1f}: {parts} |")
     return "\n".join(lines)
 
 

@@ -3,7 +3,8 @@
 Each run starts a fresh local stack on free ports with an index of its own (the template copy of
 ``eval.stack.eval_template``), so runs do not share warm workers or index state; starting it is
 not timed. The clock runs from the first upload request to the moment every document is READY,
-as a browser user would see it; the stack's process tree is sampled for RSS meanwhile.
+as a browser user would see it; the stack's process tree (and OpenSearch) is sampled for RSS and
+CPU time per process role meanwhile: the profile of where the run's core-seconds go.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ def ingest_through_local_stack(documents: Sequence[CorpusDocument], timeout: flo
                 "peak_rss_bytes": memory.peak_tree_bytes,
                 "peak_rss_processes": memory.peak_tree_processes,
                 "opensearch_peak_rss_bytes": memory.peak_separate_bytes,
+                "cpu_seconds_by_role": memory.cpu_seconds_by_role,
                 "rss_samples": memory.samples,
                 "stage_seconds_total": stage_seconds,
                 "load_average_before": load_before,

@@ -1,19 +1,29 @@
-"""Peak resident memory of process trees, sampled from /proc (Linux) in a background thread.
+"""Peak resident memory and CPU time of process trees, sampled from /proc (Linux) in a background thread.
 
 A local stack is one ``serve`` process and the Lambda worker processes it spawns: their summed
 RSS, sampled every ``interval`` seconds, is the stack's footprint at that instant; the maximum
 over a run is its peak. Pages shared between processes are counted once per process, as the
 kernel reports RSS, so the sum is an upper bound of what the tree really holds.
+
+CPU time (user + system) is accounted per *role* (the runtime process, the embedding server, each
+function's Lambda workers, OpenSearch): the profile of where a run's core-seconds go. A process's
+time is counted from the first sample that sees it (a process alive when sampling starts counts
+only what it uses afterwards) to the last (a worker that exits between two samples loses at most
+one interval).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Iterable
 from pathlib import Path
 
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+#: Lambda worker processes name their handler module ``rag_fn_<logical id>_<handler module>``.
+_WORKER_MODULE = re.compile(r"^rag_fn_(?P<logical_id>[A-Za-z0-9]+?)(?:[0-9A-F]{8})?_")
 
 
 def _parent_pids() -> dict[int, int]:
@@ -56,6 +66,33 @@ def rss_bytes(pids: Iterable[int]) -> int:
     return total
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds ``pid`` has used so far (None when it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (fields 14, 15 of stat)
+
+
+def process_role(pid: int, root_pid: int) -> str:
+    """What a process of a local stack is, from its command line."""
+    if pid == root_pid:
+        return "runtime (moto, Step Functions, SQS poller, API)"
+    try:
+        arguments = [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")]
+    except OSError:
+        return "other"
+    if "local.embedding_server" in arguments:
+        return "embedding server"
+    for argument in arguments:
+        match = _WORKER_MODULE.match(argument)
+        if match:
+            return f"worker {match.group('logical_id')}"
+    return "other"
+
+
 def pids_with_argument(argument: str) -> list[int]:
     """Processes whose command line has ``argument`` (e.g. OpenSearch's bootstrap class)."""
     found = []
@@ -82,6 +119,8 @@ class PeakRssSampler:
         self.peak_tree_processes = 0
         self.peak_separate_bytes = 0
         self.samples = 0
+        # pid -> (role, CPU seconds at the first sample that saw it, at the last)
+        self._cpu: dict[int, tuple[str, float, float]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
 
@@ -91,7 +130,26 @@ class PeakRssSampler:
         if tree_bytes > self.peak_tree_bytes:
             self.peak_tree_bytes, self.peak_tree_processes = tree_bytes, len(tree)
         self.peak_separate_bytes = max(self.peak_separate_bytes, rss_bytes(self.separate_pids))
+        for pid in (*tree, *self.separate_pids):
+            used = cpu_seconds(pid)
+            if used is None:
+                continue
+            known = self._cpu.get(pid)
+            if known is None:
+                role = "OpenSearch" if pid in self.separate_pids else process_role(pid, self.root_pid)
+                # A process born after the first sample started at zero; one alive then, at `used`.
+                self._cpu[pid] = (role, used if self.samples == 0 else 0.0, used)
+            else:
+                self._cpu[pid] = (known[0], known[1], used)
         self.samples += 1
+
+    @property
+    def cpu_seconds_by_role(self) -> dict[str, float]:
+        """CPU seconds used while sampling, per role, largest first."""
+        totals: dict[str, float] = {}
+        for role, first, last in self._cpu.values():
+            totals[role] = totals.get(role, 0.0) + (last - first)
+        return dict(sorted(((role, round(seconds, 1)) for role, seconds in totals.items()), key=lambda kv: -kv[1]))
 
     def _run(self) -> None:
         while not self._stop.is_set():
