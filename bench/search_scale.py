@@ -27,6 +27,7 @@ chunk it loaded) and its stack. Only measures: no test asserts a timing.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import os
@@ -44,7 +45,7 @@ import numpy as np
 from opensearchpy import OpenSearch, RequestsHttpConnection
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore
 from rag_ingest.config import FusionEnv, IndexParamsEnv
-from rag_ingest.embeddings.base import BEDROCK_PROVIDER, LOCAL_MODEL_ID, MINILM_DIMENSION, create_embedder
+from rag_ingest.embeddings.base import BEDROCK_PROVIDER, LOCAL_MODEL_ID, MINILM_DIMENSION, Embedder, create_embedder
 from rag_ingest.search import SearchMode, search_passages
 from rag_ingest.wiring import vector_store_for
 
@@ -56,6 +57,8 @@ from local.runtime.settings import DEFAULT_OPENSEARCH_URL, REPO_ROOT, stack_name
 
 RESULTS = REPO_ROOT / "bench" / "results"
 QUESTIONS = REPO_ROOT / "eval" / "questions.json"
+#: The real passages' vectors between runs (.local/ is the local stack's, never committed).
+VECTOR_CACHE = REPO_ROOT / ".local" / "bench-search"
 DEFAULT_CHUNKS = 100_000
 RESULTS_PER_QUERY = 10
 MODES = (SearchMode.KNN, SearchMode.BM25, SearchMode.HYBRID)
@@ -301,6 +304,19 @@ class Workload:
     query_vectors: Vectors  # row i embeds unique_queries[i] (in process, the stack's model)
 
 
+def cached_vectors(model: Embedder, texts: Sequence[str]) -> Vectors:
+    """``model``'s vectors of ``texts``, kept in VECTOR_CACHE by the texts' and the model's hash:
+    a few thousand passages take minutes on a busy 2-core machine, and a rerun needs the same ones."""
+    key = hashlib.sha256("\0".join([model.model_id, *texts]).encode()).hexdigest()[:16]
+    path = VECTOR_CACHE / f"passages-{key}.npy"
+    if path.is_file():
+        return np.asarray(np.load(path), dtype=np.float32)
+    vectors = np.asarray(model.embed(texts), dtype=np.float32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(path, vectors)
+    return vectors
+
+
 def prepare(options: Options) -> Workload:
     from rag_ingest.embeddings.local import LocalMiniLMEmbedder
 
@@ -309,7 +325,7 @@ def prepare(options: Options) -> Workload:
     queries = question_texts(options.queries)
     unique_queries = list(dict.fromkeys(queries))
     model = LocalMiniLMEmbedder()
-    passage_vectors = np.asarray(model.embed([p.text for p in passages]), dtype=np.float32)
+    passage_vectors = cached_vectors(model, [p.text for p in passages])
     query_vectors = np.asarray(model.embed(unique_queries), dtype=np.float32)
     taken: set[str] = set()
     tenant = f"scale-{uuid.uuid4().hex[:8]}"

@@ -31,6 +31,7 @@ from rag_ingest.ids import chunk_id, new_document_id, version_hash
 from rag_ingest.models import Chunk
 from rag_ingest.pdf import parse_pdf
 from rag_ingest.retrieval_text import document_title, indexed_text
+from rag_ingest.tokens import count_tokens
 
 from local.runtime.settings import REPO_ROOT
 
@@ -38,9 +39,10 @@ Vectors = npt.NDArray[np.float32]
 
 SAMPLE_TEXTS = REPO_ROOT / "samples" / "text"
 EVAL_CORPUS = REPO_ROOT / "eval" / "corpus"
-#: Sentences per base passage, and how far the window moves (half overlap): ~400-700 characters.
+#: Sentences per base passage (~500 characters), and how far the window moves: one sentence, so
+#: neighbouring passages overlap as neighbouring chunks do (and the corpus yields ~3,900 of them).
 SENTENCES_PER_PASSAGE = 4
-PASSAGE_STRIDE = 2
+PASSAGE_STRIDE = 1
 #: A chunk's vector: its own passage's weight, the mixed-in sentence's passage's, and the noise per dimension.
 OWN_WEIGHT = 0.85
 MIXED_WEIGHT = 0.15
@@ -49,6 +51,11 @@ NOISE_SIGMA = 0.015
 CHUNKS_PER_DOCUMENT = 50
 #: Floats are sent rounded to 6 decimals (about half the JSON); exact search uses the same rounded values.
 VECTOR_DECIMALS = 6
+
+MIN_SENTENCE_CHARS = 30
+MAX_SENTENCE_CHARS = 400
+#: A base passage is embedded, so it must fit the model (510 tokens); this leaves a margin.
+MAX_PASSAGE_TOKENS = 450
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(])")
 
@@ -61,9 +68,14 @@ class BasePassage:
 
 
 def _sentences(text: str) -> list[str]:
-    """Sentences of a page: at least 5 words and 30 characters, so a window reads like prose."""
+    """Sentences of a page: 5 words and 30 to 400 characters, so a window reads like prose (a longer
+    "sentence" is a table or code read as one line)."""
     flat = " ".join(text.split())
-    return [s for s in _SENTENCE_END.split(flat) if len(s) >= 30 and len(s.split()) >= 5]
+    return [
+        s
+        for s in _SENTENCE_END.split(flat)
+        if MIN_SENTENCE_CHARS <= len(s) <= MAX_SENTENCE_CHARS and len(s.split()) >= 5
+    ]
 
 
 def _source_texts() -> Iterator[tuple[str, list[str]]]:
@@ -83,7 +95,7 @@ def base_passages(count: int) -> list[BasePassage]:
     for name, sentences in _source_texts():
         for start in range(0, max(1, len(sentences) - SENTENCES_PER_PASSAGE + 1), PASSAGE_STRIDE):
             window = tuple(sentences[start : start + SENTENCES_PER_PASSAGE])
-            if len(window) >= 2:
+            if len(window) >= 2 and count_tokens(" ".join(window)) <= MAX_PASSAGE_TOKENS:
                 passages.append(BasePassage(" ".join(window), window, name))
         if len(passages) >= count:
             break
