@@ -15,7 +15,7 @@ from bench import search_scale
 pytestmark = pytest.mark.integration
 
 URL = os.environ.get("OPENSEARCH_URL", "").strip() or "http://127.0.0.1:9200"
-QUERIES = 20
+QUERIES = 12
 QUICK_RUN = ["--chunks", "2000", "--base-passages", "60", "--queries", str(QUERIES), "--warmup", "2", "--ef", "40"]
 
 
