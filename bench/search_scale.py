@@ -106,6 +106,8 @@ class TookRecordingClient(OpenSearch):
     """An OpenSearch client that keeps each search's ``took`` (ms, as OpenSearch measured it)."""
 
     def __init__(self, url: str) -> None:
+        if not url.startswith("http://"):
+            raise SystemExit(f"the benchmark runs against a local OpenSearch (http://host:port), not {url}")
         host, port = url.removeprefix("http://").rstrip("/").split(":")
         super().__init__(hosts=[{"host": host, "port": int(port)}], connection_class=RequestsHttpConnection, timeout=60)
         self.took_ms: list[int] = []
