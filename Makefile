@@ -13,6 +13,7 @@ help:
 	@echo "make bench  - per-stage and end-to-end throughput on the sample corpus"
 	@echo "make bench-peers - rag-ingest vs LangChain and LlamaIndex on the same 315 pages (docs/benchmarks.md)"
 	@echo "make bench-reingest - a 10 %-edited new version and a copy of a 113-page PDF: speedup, cache hit rate"
+	@echo "make bench-search - POST /search p50/p95/p99 per mode and k-NN recall@10 at 100,000 chunks (docs/benchmarks.md)"
 	@echo "make eval   - retrieval quality (recall@1/5, MRR) of k-NN, BM25 and hybrid vs a naive baseline"
 	@echo "make burst  - 200 uploads with 10 % injected faults: READY, lost, duplicates, DLQ"
 	@echo "make cost   - AWS cost per 1,000 pages from a measured local-stack run and cdk.json (docs/cost.md)"
@@ -101,6 +102,13 @@ bench: stack-up
 .PHONY: bench-reingest
 bench-reingest: synth opensearch
 	$(PY) -m bench.reingest
+
+# POST /search at 100,000 chunks (k-NN, BM25, hybrid: p50/p95/p99 through the API, OpenSearch's took, the
+# query embedding) and k-NN recall@10 against exact search, through a local stack on free ports with an
+# index of its own, deleted at the end (docs/benchmarks.md). SEARCH_ARGS="--chunks 2000 --queries 20": a quick run.
+.PHONY: bench-search
+bench-search: synth opensearch
+	$(PY) -m bench.search_scale $(SEARCH_ARGS)
 
 # rag-ingest against LangChain and LlamaIndex on bench/corpus (docs/benchmarks.md). The peers live in
 # their own venv, .venv-peers, never in the product's; the embedder there is rag-ingest's own code.

@@ -1,0 +1,525 @@
+"""make bench-search: POST /search latency and k-NN recall@10 at 100,000 chunks, through the local stack.
+
+1. Real texts and realistic vectors (bench.search_scale_data): windows of real sentences embedded
+   once with the local MiniLM, mixed and perturbed into ``--chunks`` chunks for one tenant and
+   ``--other-chunks`` (a tenth by default) for a second tenant, made from the same passages so that
+   a leaky tenant filter would show.
+2. A fresh local stack on free ports whose functions use an index of the benchmark's own (as
+   ``make eval`` does), created with the product's mapping (``VectorStore.ensure_index``) and the
+   API function's index parameters from the synthesized template; the chunks go in by bulk API in
+   the Index stage's document shape.
+3. ``POST /search`` (k=10) through the API as a signed-in user, for knn, bm25 and hybrid: a
+   warm-up, then ``--queries`` sequential requests per mode (the eval's questions, cycled); end-to-end
+   milliseconds per request. Every passage returned must belong to the caller's tenant (checked
+   for both tenants).
+4. The same queries in process through the product's search code (``search_passages``, the same
+   embedder client against the stack's embedding server, the same ``VectorStore``), to split a
+   request: OpenSearch's ``took`` (summed over a hybrid's two requests) and the query embedding.
+5. Recall@10 of the API's k-NN against exact search (numpy, cosine over the same stored vectors,
+   the same tenant filter), with the ``ef_search`` the API function is configured with, and for a
+   few other ``ef_search`` values (through ``VectorStore.knn_search``, as the API asks: k = the
+   candidates a 10-result search fetches).
+
+Prints the tables, writes bench/results/search-scale-<time>.json, and deletes its index (every
+chunk it loaded) and its stack. Only measures: no test asserts a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import boto3
+import numpy as np
+from opensearchpy import OpenSearch, RequestsHttpConnection
+from rag_ingest.adapters.vector_store import IndexSettings, VectorStore
+from rag_ingest.config import FusionEnv, IndexParamsEnv
+from rag_ingest.embeddings.base import BEDROCK_PROVIDER, LOCAL_MODEL_ID, MINILM_DIMENSION, Embedder, create_embedder
+from rag_ingest.search import SearchMode, search_passages
+from rag_ingest.wiring import vector_store_for
+
+from bench.search_scale_data import SyntheticChunks, Vectors, base_passages, bulk_load, check_shape, synthesize
+from eval.stack import eval_template
+from local.client import LocalStackClient
+from local.runtime.harness import LocalStackProcess
+from local.runtime.settings import DEFAULT_OPENSEARCH_URL, REPO_ROOT, stack_name_from_cdk_json
+
+RESULTS = REPO_ROOT / "bench" / "results"
+QUESTIONS = REPO_ROOT / "eval" / "questions.json"
+#: The real passages' vectors between runs (.local/ is the local stack's, never committed).
+VECTOR_CACHE = REPO_ROOT / ".local" / "bench-search"
+DEFAULT_CHUNKS = 100_000
+RESULTS_PER_QUERY = 10
+MODES = (SearchMode.KNN, SearchMode.BM25, SearchMode.HYBRID)
+#: ef_search values measured besides the configured one (lucene explores max(ef_search, k)).
+EF_SEARCH_SWEEP = (40, 100, 200, 400)
+#: Requests the second tenant makes per mode, only to check that it sees its own chunks only.
+OTHER_TENANT_QUERIES = 5
+
+
+@dataclass(frozen=True)
+class Options:
+    chunks: int
+    other_chunks: int
+    base_passages: int
+    queries: int
+    warmup: int
+    ef_values: tuple[int, ...]
+    seed: int
+    timeout: float
+
+
+def summary(values: Sequence[float]) -> dict[str, float]:
+    """Percentiles (ms) of ``values``; an empty list gives zeros (a mode with nothing to split)."""
+    data = np.asarray(values, dtype=np.float64) if values else np.zeros(1)
+    return {
+        "n": len(values),
+        "p50": round(float(np.percentile(data, 50)), 2),
+        "p95": round(float(np.percentile(data, 95)), 2),
+        "p99": round(float(np.percentile(data, 99)), 2),
+        "mean": round(float(data.mean()), 2),
+    }
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def question_texts(count: int) -> list[str]:
+    """``count`` queries: the eval's questions in order, cycled when ``count`` is larger."""
+    questions = [str(q["question"]) for q in json.loads(QUESTIONS.read_text())]
+    return list(itertools.islice(itertools.cycle(questions), count))
+
+
+class TookRecordingClient(OpenSearch):
+    """An OpenSearch client that keeps each search's ``took`` (ms, as OpenSearch measured it)."""
+
+    def __init__(self, url: str) -> None:
+        if not url.startswith("http://"):
+            raise SystemExit(f"the benchmark runs against a local OpenSearch (http://host:port), not {url}")
+        host, port = url.removeprefix("http://").rstrip("/").split(":")
+        super().__init__(hosts=[{"host": host, "port": int(port)}], connection_class=RequestsHttpConnection, timeout=60)
+        self.took_ms: list[int] = []
+
+    def search(self, body: Any = None, index: Any = None, params: Any = None, headers: Any = None) -> Any:
+        response = super().search(body=body, index=index, params=params, headers=headers)
+        self.took_ms.append(int(response["took"]))
+        return response
+
+
+class TimedEmbedder:
+    """Wraps the API's embedder (Bedrock's client against the local embedding server): seconds per call."""
+
+    def __init__(self, url: str) -> None:
+        bedrock = boto3.client(
+            "bedrock-runtime",
+            endpoint_url=url,
+            region_name="us-east-1",
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
+        )
+        self._inner = create_embedder(BEDROCK_PROVIDER, LOCAL_MODEL_ID, MINILM_DIMENSION, bedrock)
+        self.model_id = self._inner.model_id
+        self.dimension = self._inner.dimension
+        self.max_input_tokens = self._inner.max_input_tokens
+        self.seconds: list[float] = []
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        started = time.perf_counter()
+        vectors = self._inner.embed(texts)
+        self.seconds.append(time.perf_counter() - started)
+        return vectors
+
+
+def function_environment(template: dict[str, Any], variable: str) -> dict[str, str]:
+    """The (string) environment of the API function (the one that searches and takes uploads)
+    if it sets ``variable``."""
+    for resource in template.get("Resources", {}).values():
+        if resource.get("Type") != "AWS::Lambda::Function":
+            continue
+        variables = resource.get("Properties", {}).get("Environment", {}).get("Variables", {})
+        if variable in variables and "MAX_UPLOAD_BYTES" in variables:
+            return {name: value for name, value in variables.items() if isinstance(value, str)}
+    raise SystemExit(f"the API function in the template does not set {variable}: synthesize again (make synth)")
+
+
+def exact_top_ids(query_vectors: Vectors, chunks: SyntheticChunks, k: int) -> list[list[str]]:
+    """The exact k nearest chunks of one tenant by cosine (the vectors are unit length: a dot product)."""
+    scores = query_vectors @ chunks.vectors.T
+    top = np.argpartition(-scores, k, axis=1)[:, :k]
+    ordered = np.take_along_axis(top, np.argsort(-np.take_along_axis(scores, top, axis=1), axis=1), axis=1)
+    return [[chunks.ids[i] for i in row] for row in ordered]
+
+
+def unfiltered_hits_of_other_tenant(query_vectors: Vectors, main: SyntheticChunks, other: SyntheticChunks) -> int:
+    """Queries whose exact top 10 over both tenants, without a filter, holds a chunk of ``other``:
+    what a search that dropped the tenant filter would leak."""
+    scores = query_vectors @ np.vstack([main.vectors, other.vectors]).T
+    top = np.argpartition(-scores, RESULTS_PER_QUERY, axis=1)[:, :RESULTS_PER_QUERY]
+    return int(np.any(top >= len(main), axis=1).sum())
+
+
+def recall_at(found: Sequence[Sequence[str]], exact: Sequence[Sequence[str]]) -> float:
+    return float(np.mean([len(set(f) & set(e)) / len(e) for f, e in zip(found, exact, strict=True)]))
+
+
+def timed(call: Callable[[], Any]) -> tuple[float, Any]:
+    started = time.perf_counter()
+    result = call()
+    return (time.perf_counter() - started) * 1000, result
+
+
+def api_pass(client: LocalStackClient, queries: Sequence[str], warmup: int, own_ids: set[str]) -> dict[str, Any]:
+    """``POST /search`` per mode: end-to-end ms, the k-NN result ids, and passages of another tenant."""
+    report: dict[str, Any] = {"latency_ms": {}, "knn_ids": [], "passages_checked": 0, "foreign_passages": 0}
+    for mode in MODES:
+        for query in queries[:warmup]:
+            client.search(query, k=RESULTS_PER_QUERY, mode=mode.value).raise_for_status()
+        latencies: list[float] = []
+        for query in queries:
+            started = time.perf_counter()
+            response = client.search(query, k=RESULTS_PER_QUERY, mode=mode.value)
+            ms = (time.perf_counter() - started) * 1000
+            if response.status_code != 200:
+                raise RuntimeError(f"POST /search ({mode}) answered {response.status_code}: {response.text[:300]}")
+            latencies.append(ms)
+            passages = response.json()["passages"]
+            ids = [p["chunk_id"] for p in passages] + [c["chunk_id"] for p in passages for c in p["copies"]]
+            report["passages_checked"] += len(ids)
+            report["foreign_passages"] += sum(1 for i in ids if i not in own_ids)
+            if mode is SearchMode.KNN:
+                report["knn_ids"].append([p["chunk_id"] for p in passages])
+        report["latency_ms"][mode.value] = summary(latencies)
+        print(f"  API {mode.value}: {report['latency_ms'][mode.value]}", flush=True)
+    return report
+
+
+def isolation_of_other_tenant(client: LocalStackClient, queries: Sequence[str], own_ids: set[str]) -> dict[str, int]:
+    """The second tenant's searches see only its own chunks."""
+    checked = foreign = 0
+    for mode, query in itertools.product(MODES, queries):
+        response = client.search(query, k=RESULTS_PER_QUERY, mode=mode.value)
+        response.raise_for_status()
+        ids = [p["chunk_id"] for p in response.json()["passages"]]
+        checked += len(ids)
+        foreign += sum(1 for i in ids if i not in own_ids)
+    return {"passages_checked": checked, "foreign_passages": foreign}
+
+
+def direct_pass(
+    store: VectorStore,
+    took: TookRecordingClient,
+    embedder: TimedEmbedder,
+    tenant_id: str,
+    queries: Sequence[str],
+    warmup: int,
+    depth: int,
+) -> dict[str, Any]:
+    """The product's search code in process: OpenSearch's took and the query embedding, per request."""
+    report: dict[str, Any] = {}
+    for mode in MODES:
+        for query in queries[:warmup]:
+            search_passages(store, embedder, tenant_id=tenant_id, query=query, k=RESULTS_PER_QUERY, mode=mode)
+        took.took_ms.clear()
+        embedder.seconds.clear()
+        walls: list[float] = []
+        tooks: list[float] = []
+        for query in queries:
+            before = len(took.took_ms)
+            started = time.perf_counter()
+            search_passages(store, embedder, tenant_id=tenant_id, query=query, k=RESULTS_PER_QUERY, mode=mode)
+            walls.append((time.perf_counter() - started) * 1000)
+            tooks.append(float(sum(took.took_ms[before:])))
+        embed_ms = [s * 1000 for s in embedder.seconds]
+        report[mode.value] = {
+            "in_process_ms": summary(walls),
+            "opensearch_took_ms": summary(tooks),
+            "query_embedding_ms": summary(embed_ms),
+            "opensearch_requests_per_search": len(took.took_ms) / len(queries),
+        }
+        print(f"  in process {mode.value}: took {report[mode.value]['opensearch_took_ms']}", flush=True)
+    report["candidates_per_leg"] = depth
+    return report
+
+
+def ef_sweep(
+    settings: IndexSettings,
+    took: TookRecordingClient,
+    tenant_id: str,
+    query_vectors: Vectors,
+    exact: list[list[str]],
+    values: Sequence[int],
+    depth: int,
+) -> list[dict[str, Any]]:
+    """Recall@10 and took of the k-NN leg as the API asks it (k = ``depth``), per ``ef_search``."""
+    rows = []
+    for ef in values:
+        probe = VectorStore(took, replace(settings, ef_search=ef))
+        found: list[list[str]] = []
+        for vector in query_vectors[: min(5, len(query_vectors))]:  # warm-up of this setting
+            probe.knn_search(tenant_id=tenant_id, vector=vector.tolist(), k=depth)
+        took.took_ms.clear()
+        for vector in query_vectors:
+            hits = probe.knn_search(tenant_id=tenant_id, vector=vector.tolist(), k=depth)
+            found.append([hit.chunk_id for hit in hits[:RESULTS_PER_QUERY]])
+        rows.append(
+            {
+                "ef_search": ef,
+                "effective_ef": max(ef, depth),
+                "recall_at_10": round(recall_at(found, exact), 4),
+                "took_ms": summary([float(t) for t in took.took_ms]),
+            }
+        )
+        print(f"  ef_search {ef}: recall@10 {rows[-1]['recall_at_10']}, took {rows[-1]['took_ms']}", flush=True)
+    return rows
+
+
+def index_stats(client: OpenSearch, index: str) -> dict[str, Any]:
+    stats = client.indices.stats(index=index, metric="docs,store,segments")["indices"][index]["primaries"]
+    return {
+        "docs": int(stats["docs"]["count"]),
+        "segments": int(stats["segments"]["count"]),
+        "store_bytes": int(stats["store"]["size_in_bytes"]),
+    }
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the benchmark loads and asks: both tenants' chunks, the queries and their vectors."""
+
+    passages: int
+    main: SyntheticChunks
+    other: SyntheticChunks
+    queries: list[str]
+    unique_queries: list[str]
+    query_vectors: Vectors  # row i embeds unique_queries[i] (in process, the stack's model)
+
+
+def cached_vectors(model: Embedder, texts: Sequence[str]) -> Vectors:
+    """``model``'s vectors of ``texts``, kept in VECTOR_CACHE by the texts' and the model's hash:
+    a few thousand passages take minutes on a busy 2-core machine, and a rerun needs the same ones."""
+    key = hashlib.sha256("\0".join([model.model_id, *texts]).encode()).hexdigest()[:16]
+    path = VECTOR_CACHE / f"passages-{key}.npy"
+    if path.is_file():
+        return np.asarray(np.load(path), dtype=np.float32)
+    vectors = np.asarray(model.embed(texts), dtype=np.float32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(path, vectors)
+    return vectors
+
+
+def prepare(options: Options) -> Workload:
+    from rag_ingest.embeddings.local import LocalMiniLMEmbedder
+
+    rng = np.random.default_rng(options.seed)
+    passages = base_passages(options.base_passages)
+    queries = question_texts(options.queries)
+    unique_queries = list(dict.fromkeys(queries))
+    model = LocalMiniLMEmbedder()
+    passage_vectors = cached_vectors(model, [p.text for p in passages])
+    query_vectors = np.asarray(model.embed(unique_queries), dtype=np.float32)
+    taken: set[str] = set()
+    tenant = f"scale-{uuid.uuid4().hex[:8]}"
+    main = synthesize(rng, tenant, options.chunks, passages, passage_vectors, taken)
+    other = synthesize(rng, f"{tenant}-other", options.other_chunks, passages, passage_vectors, taken)
+    return Workload(len(passages), main, other, queries, unique_queries, query_vectors)
+
+
+def run(options: Options) -> dict[str, Any]:
+    source = REPO_ROOT / "cdk.out" / f"{stack_name_from_cdk_json(REPO_ROOT)}.template.json"
+    if not source.is_file():
+        raise SystemExit(f"{source} not found: synthesize first (make synth)")
+    loads: dict[str, list[float]] = {"start": load_average()}
+    phases: dict[str, float] = {}
+    template_json = json.loads(source.read_text())
+    api_env = function_environment(template_json, "OPENSEARCH_EF_SEARCH")
+    index_params = IndexParamsEnv.from_env(api_env)
+    depth = FusionEnv.from_env(api_env).fusion.candidates_for(RESULTS_PER_QUERY)
+    index_name = f"rag-bench-search-{uuid.uuid4().hex[:8]}"
+    with tempfile.TemporaryDirectory(prefix="rag-bench-search-") as work:
+        template = Path(work) / "template.json"
+        template.write_text(json.dumps(eval_template(source, index_name)))
+        process = LocalStackProcess(Path(work) / "state", template=template)
+        opensearch_url = process.env.get("OPENSEARCH_URL") or DEFAULT_OPENSEARCH_URL
+        store = vector_store_for(opensearch_url, index_name, MINILM_DIMENSION, index_params)
+        try:
+            # The stack starts while the texts are read and embedded (neither is timed).
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                starting = pool.submit(process.start, options.timeout)
+                started = time.perf_counter()
+                workload = prepare(options)
+                phases["texts_and_vectors_s"] = round(time.perf_counter() - started, 1)
+                outputs = starting.result()
+            main, other, queries = workload.main, workload.other, workload.queries
+            unique_queries, query_vectors = workload.unique_queries, workload.query_vectors
+            print(
+                f"{workload.passages} real passages embedded; {len(main)} + {len(other)} chunks made "
+                f"({phases['texts_and_vectors_s']} s)",
+                flush=True,
+            )
+            store.ensure_index()
+            check_shape(store.mapping(), main)
+            took_client = TookRecordingClient(opensearch_url)
+            loads["before_load"] = load_average()
+            load_ms, written = timed(lambda: bulk_load(took_client, index_name, [main, other]))
+            phases["bulk_load_s"] = round(load_ms / 1000, 1)
+            stats = index_stats(took_client, index_name)
+            print(f"loaded {written} chunks in {phases['bulk_load_s']} s: {stats}", flush=True)
+
+            loads["before_api"] = load_average()
+            client = LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=main.tenant_id)
+            api = api_pass(client, queries, options.warmup, set(main.ids))
+            other_client = LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=other.tenant_id)
+            other_isolation = isolation_of_other_tenant(
+                other_client, unique_queries[:OTHER_TENANT_QUERIES], set(other.ids)
+            )
+            loads["after_api"] = load_average()
+
+            status = process.control("GET", "/_local/status") or {}
+            embedding_url = (status.get("embedding_server") or {}).get("url")
+            if not embedding_url:
+                raise SystemExit("the local stack runs no embedding server (LOCAL_EMBEDDING=in-process?)")
+            embedder = TimedEmbedder(embedding_url)
+            settings = IndexSettings(
+                name=index_name,
+                dimension=MINILM_DIMENSION,
+                space_type=index_params.opensearch_space_type,
+                hnsw_m=index_params.opensearch_hnsw_m,
+                ef_construction=index_params.opensearch_ef_construction,
+                ef_search=index_params.opensearch_ef_search,
+                replicas=index_params.opensearch_replicas,
+            )
+            direct = direct_pass(
+                VectorStore(took_client, settings),
+                took_client,
+                embedder,
+                main.tenant_id,
+                queries,
+                options.warmup,
+                depth,
+            )
+
+            exact = exact_top_ids(query_vectors, main, RESULTS_PER_QUERY)
+            api_knn = {q: ids for q, ids in zip(queries, api["knn_ids"], strict=True)}
+            api_recall = recall_at([api_knn[q] for q in unique_queries], exact)
+            leak_chances = unfiltered_hits_of_other_tenant(query_vectors, main, other)
+            sweep = ef_sweep(
+                settings,
+                took_client,
+                main.tenant_id,
+                query_vectors,
+                exact,
+                sorted({*options.ef_values, settings.ef_search}),
+                depth,
+            )
+            loads["end"] = load_average()
+        finally:
+            process.stop()
+            store.drop_index()
+
+    knn_total = api["latency_ms"][SearchMode.KNN.value]["p50"]
+    embed_p50 = direct[SearchMode.KNN.value]["query_embedding_ms"]["p50"]
+    return {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "load_average_1_5_15": loads},
+        "options": asdict(options),
+        "index": stats | {"name": index_name, "tenants": {"main": len(main), "other": len(other)}},
+        "real_passages": workload.passages,
+        "index_parameters": index_params.model_dump(),
+        "ef_search_configured": settings.ef_search,
+        "candidates_per_knn_request": depth,
+        "phases_s": phases,
+        "api_latency_ms": api["latency_ms"],
+        "in_process": direct,
+        "query_embedding_share_of_knn_p50": round(embed_p50 / knn_total, 3) if knn_total else None,
+        "recall_at_10": {
+            "api_knn": round(api_recall, 4),
+            "ef_search": settings.ef_search,
+            "queries": len(unique_queries),
+            "sweep": sweep,
+        },
+        "tenant_isolation": {
+            "main": {"passages_checked": api["passages_checked"], "foreign_passages": api["foreign_passages"]},
+            "other": other_isolation,
+            "queries_whose_unfiltered_top10_holds_other_tenant_chunks": leak_chances,
+        },
+    }
+
+
+def print_report(result: dict[str, Any]) -> None:
+    print(
+        f"\n{result['index']['docs']} chunks indexed ({result['index']['tenants']}), "
+        f"{result['index']['segments']} segments; load average {result['machine']['load_average_1_5_15']}"
+    )
+    print(
+        f"{'mode':<7} {'n':>4} {'API p50':>8} {'p95':>7} {'p99':>7} | {'took p50':>8} {'p95':>6} {'p99':>6} | "
+        f"{'embed p50':>9}"
+    )
+    for mode in MODES:
+        api = result["api_latency_ms"][mode.value]
+        took = result["in_process"][mode.value]["opensearch_took_ms"]
+        embed = result["in_process"][mode.value]["query_embedding_ms"]
+        print(
+            f"{mode.value:<7} {api['n']:>4} {api['p50']:>8} {api['p95']:>7} {api['p99']:>7} | {took['p50']:>8} "
+            f"{took['p95']:>6} {took['p99']:>6} | {embed['p50'] if embed['n'] else '-':>9}"
+        )
+    recall = result["recall_at_10"]
+    print(f"query embedding: {result['query_embedding_share_of_knn_p50']:.0%} of the k-NN p50")
+    print(
+        f"recall@10 of the API's k-NN vs exact: {recall['api_knn']} (ef_search {recall['ef_search']}, "
+        f"k {result['candidates_per_knn_request']}, {recall['queries']} queries)"
+    )
+    for row in recall["sweep"]:
+        print(
+            f"  ef_search {row['ef_search']:>4}: recall@10 {row['recall_at_10']}, took p50 {row['took_ms']['p50']} "
+            f"p95 {row['took_ms']['p95']} ms"
+        )
+    print(f"tenant isolation: {result['tenant_isolation']}")
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--chunks", type=int, default=DEFAULT_CHUNKS, help="the main tenant's chunks")
+    parser.add_argument("--other-chunks", type=int, help="the second tenant's chunks (default: a tenth of --chunks)")
+    parser.add_argument("--base-passages", type=int, help="real passages embedded (default: chunks/20, 100-3000)")
+    parser.add_argument("--queries", type=int, default=200, help="timed requests per mode")
+    parser.add_argument("--warmup", type=int, default=20, help="untimed requests per mode first")
+    parser.add_argument("--ef", type=int, nargs="*", default=list(EF_SEARCH_SWEEP), help="ef_search values to measure")
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument(
+        "--output", type=Path, help="the results JSON (default: bench/results/search-scale-<time>.json)"
+    )
+    args = parser.parse_args(argv)
+    options = Options(
+        chunks=args.chunks,
+        other_chunks=args.other_chunks if args.other_chunks is not None else max(1, args.chunks // 10),
+        base_passages=args.base_passages or max(100, min(3000, args.chunks // 20)),
+        queries=args.queries,
+        warmup=args.warmup,
+        ef_values=tuple(args.ef),
+        seed=args.seed,
+        timeout=args.timeout,
+    )
+    result = run(options)
+    print_report(result)
+    output = args.output or RESULTS / f"search-scale-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(result, indent=2))
+    print(f"written: {output}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""make bench-search in quick mode (2,000 chunks): it runs end to end through a local stack and reports
+what it should. Only the shape of the report is asserted, never a timing."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from rag_ingest.adapters.vector_store import connect
+
+from bench import search_scale
+
+pytestmark = pytest.mark.integration
+
+URL = os.environ.get("OPENSEARCH_URL", "").strip() or "http://127.0.0.1:9200"
+QUERIES = 12
+QUICK_RUN = ["--chunks", "2000", "--base-passages", "60", "--queries", str(QUERIES), "--warmup", "2", "--ef", "40"]
+
+
+def test_a_quick_run_reports_latency_per_mode_recall_and_tenant_isolation(tmp_path: Path) -> None:
+    output = tmp_path / "search-scale.json"
+    result = search_scale.main([*QUICK_RUN, "--output", str(output)])
+
+    assert json.loads(output.read_text()) == json.loads(json.dumps(result))
+    assert result["index"]["docs"] == 2000 + 200  # the main tenant's and a tenth for the other tenant
+    for mode in ("knn", "bm25", "hybrid"):
+        api = result["api_latency_ms"][mode]
+        assert api["n"] == QUERIES
+        assert 0 < api["p50"] <= api["p95"] <= api["p99"]
+        took = result["in_process"][mode]["opensearch_took_ms"]
+        assert took["n"] == QUERIES and took["p50"] >= 0
+    # Only k-NN and hybrid embed the query; hybrid asks OpenSearch twice.
+    assert result["in_process"]["knn"]["query_embedding_ms"]["n"] == QUERIES
+    assert result["in_process"]["bm25"]["query_embedding_ms"]["n"] == 0
+    assert result["in_process"]["hybrid"]["opensearch_requests_per_search"] == 2
+
+    recall = result["recall_at_10"]
+    assert 0.0 <= recall["api_knn"] <= 1.0
+    assert recall["ef_search"] == result["ef_search_configured"] >= 1
+    assert [row["ef_search"] for row in recall["sweep"]] == sorted({40, recall["ef_search"]})
+    assert all(0.0 <= row["recall_at_10"] <= 1.0 for row in recall["sweep"])
+
+    isolation = result["tenant_isolation"]
+    assert isolation["main"]["passages_checked"] >= 3 * QUERIES * 10
+    assert isolation["other"]["passages_checked"] > 0
+    assert isolation["main"]["foreign_passages"] == 0
+    assert isolation["other"]["foreign_passages"] == 0
+    # The check means something: without the tenant filter, the other tenant's chunks would be found.
+    assert isolation["queries_whose_unfiltered_top10_holds_other_tenant_chunks"] > 0
+
+    # Everything it loaded is gone with its index.
+    assert not connect(URL).indices.exists(index=result["index"]["name"])
