@@ -251,6 +251,8 @@ def vector_store_monthly(config: RagIngestConfig) -> list[tuple[str, float, str]
 
 
 def _money(usd: float) -> str:
+    if usd == 0:
+        return "$0"
     if usd >= 0.01:
         return f"${usd:.4f}"
     return f"${usd:.5f}" if usd >= 0.0001 else f"${usd:.7f}"
