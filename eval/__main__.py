@@ -71,7 +71,7 @@ LANGCHAIN_NAME = "LangChain default (recursive 300/60)"
 #: (system, chunks, characters of chunk text or None when not known, scores per mode)
 Row = tuple[str, int, int | None, dict[SearchMode, Scores]]
 Results = dict[SearchMode, dict[str, list[Passage]]]
-#: A question's passages in the top 5 counted as answered (recall@5), for the text-vs-scanned misses.
+#: The rank within which a question counts as answered (recall@5) when listing text-vs-scanned differences.
 MISS_RANK = 5
 
 
