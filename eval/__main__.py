@@ -76,7 +76,7 @@ MISS_RANK = 5
 
 
 def _row(*cells: object) -> str:
-    widths = (34, 8, 11, 8, 10, 10, 8)
+    widths = (40, 8, 11, 8, 10, 10, 8)
     aligned = (f"{c!s:<{w}}" if i == 0 else f"{c!s:>{w}}" for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
     return "  ".join(aligned)
 
