@@ -136,10 +136,11 @@ clean: stack-down opensearch-stop
 	rm -rf cdk.out .build .pytest_cache .mypy_cache .ruff_cache
 
 # Retrieval quality on eval/corpus (recall@1/@5, MRR): ours through a local stack started on free
-# ports, against a naive baseline; every index it creates is deleted at the end.
+# ports, against a naive baseline, and ours on the corpus's scanned variant (answer pages scanned and
+# OCR'd by Tesseract: docs/ocr.md); every index it creates is deleted at the end.
 .PHONY: eval
 eval: synth opensearch ocr-tools
-	$(PY) -m eval
+	$(PY) -m eval --scanned
 
 # The AWS cost per 1,000 pages (docs/cost.md): measures one local-stack run on the sample PDFs when
 # bench/results/cost-measurement.json is missing (COST_ARGS=--measure measures again; the run needs

@@ -14,6 +14,12 @@ recursive splitter, 300/60 tokens: ``eval.langchain_chunks``, run in the benchma
 ``.venv-peers``; the row is skipped, with the reason printed, when that environment is absent),
 searched by k-NN only as LangChain's vector store does. Every index made here is deleted at the end.
 
+``--scanned`` also evaluates ours on the scanned variant of each split (``eval.scans.variant``: the
+pages that answer a question, and their neighbours, replaced by desk-scanner images of themselves,
+read back by the real OCR engine: Tesseract, in process or in the local stack's Parse stage), through
+the same path as the text version, and lists the questions one version answers within the top 5
+and the other does not.
+
 Fusion is tuned with ``python -m eval.tune`` (dev split only); ``python -m eval.ablation``
 switches each cleanup rule and retrieval feature off in turn (test split by default).
 """
@@ -24,11 +30,13 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
+from pathlib import Path
 
 from rag_ingest.embeddings.base import Embedder, create_embedder
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
+from rag_ingest.ocr import PageOcr
 from rag_ingest.search import SearchMode
 
 from eval.retrieval import (
@@ -36,9 +44,11 @@ from eval.retrieval import (
     SPLITS,
     InProcessIndex,
     MemoEmbedder,
+    Passage,
     Question,
     Scores,
     SplitCorpus,
+    answer_rank,
     in_process_index,
     langchain_default_chunks,
     load_questions,
@@ -58,23 +68,53 @@ CHUNK_OVERLAP_TOKENS = 60
 NAIVE_NAME = "naive (raw text, 1000 chars)"
 LANGCHAIN_NAME = "LangChain default (recursive 300/60)"
 
-Row = tuple[str, int, int, dict[SearchMode, Scores]]
+#: (system, chunks, characters of chunk text or None when not known, scores per mode)
+Row = tuple[str, int, int | None, dict[SearchMode, Scores]]
+Results = dict[SearchMode, dict[str, list[Passage]]]
+#: The rank within which a question counts as answered (recall@5) when listing text-vs-scanned differences.
+MISS_RANK = 5
 
 
 def _row(*cells: object) -> str:
-    widths = (34, 8, 11, 8, 10, 10, 8)
+    widths = (40, 8, 11, 8, 10, 10, 8)
     aligned = (f"{c!s:<{w}}" if i == 0 else f"{c!s:>{w}}" for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
     return "  ".join(aligned)
 
 
+def index_results(index: InProcessIndex, questions: Sequence[Question]) -> Results:
+    return {mode: run_questions(questions, partial(index.search, mode=mode)) for mode in MODES}
+
+
+def scores_of(questions: Sequence[Question], results: Results) -> dict[SearchMode, Scores]:
+    return {mode: score(questions, by_question) for mode, by_question in results.items()}
+
+
 def evaluate_index(index: InProcessIndex, questions: Sequence[Question]) -> dict[SearchMode, Scores]:
-    return {mode: score(questions, run_questions(questions, partial(index.search, mode=mode))) for mode in MODES}
+    return scores_of(questions, index_results(index, questions))
+
+
+def answered_within(question: Question, passages: Sequence[Passage], rank: int = MISS_RANK) -> bool:
+    found = answer_rank(question, passages)
+    return found is not None and found <= rank
+
+
+def print_differences(questions: Sequence[Question], text: Results, scanned: Results) -> None:
+    """Per mode, the questions answered within the top 5 on one version and not on the other."""
+    for mode in MODES:
+        on_text = {q.id for q in questions if answered_within(q, text[mode][q.id])}
+        on_scanned = {q.id for q in questions if answered_within(q, scanned[mode][q.id])}
+        lost = [q for q in questions if q.id in on_text - on_scanned]
+        won = [q for q in questions if q.id in on_scanned - on_text]
+        print(f"  {mode.value}: top 5 on text only: {len(lost)}, on scanned only: {len(won)}")
+        for label, group in (("text only", lost), ("scanned only", won)):
+            for question in group:
+                print(f"    {label}: {question.id} {question.document} p{question.page}: {question.question}")
 
 
 def print_table(rows: list[Row]) -> None:
     print(_row("system", "chunks", "mean chars", "mode", "recall@1", "recall@5", "MRR@10"))
     for name, chunk_count, chunk_chars, by_mode in rows:
-        mean = round(chunk_chars / chunk_count) if chunk_count else 0
+        mean: int | str = "n/a" if chunk_chars is None else round(chunk_chars / chunk_count) if chunk_count else 0
         for line, (mode, scores) in enumerate(by_mode.items()):
             system = (name, chunk_count, mean) if line == 0 else ("", "", "")
             recall_1, recall_5, mrr = (f"{v:.3f}" for v in (scores.recall_at_1, scores.recall_at_5, scores.mrr_at_10))
@@ -82,9 +122,16 @@ def print_table(rows: list[Row]) -> None:
 
 
 def evaluate_split(
-    corpus: SplitCorpus, endpoint: str, embedder: Embedder, *, in_process: bool, timeout: float
+    corpus: SplitCorpus,
+    endpoint: str,
+    embedder: Embedder,
+    *,
+    in_process: bool,
+    timeout: float,
+    scanned: Mapping[Path, Path] | None = None,
 ) -> list[Row]:
-    """Ours and the naive baseline on one split's documents and questions."""
+    """Ours and the naive baseline on one split's documents and questions; with ``scanned`` (each
+    PDF's scanned variant), ours on the scanned variant too, through the same path."""
     pdfs, questions = corpus.pdfs, corpus.questions
     rows: list[Row] = []
     started = time.monotonic()
@@ -92,15 +139,24 @@ def evaluate_split(
     if in_process:
         prefix = f"rag-eval-ours-{corpus.name}"
         with in_process_index(endpoint, embedder, name_prefix=prefix, chunker=our_chunker, pdfs=pdfs) as ours:
-            rows.append(("ours, in process", ours.chunk_count, ours.chunk_chars, evaluate_index(ours, questions)))
+            text_results = index_results(ours, questions)
+            rows.append(("ours, in process", ours.chunk_count, ours.chunk_chars, scores_of(questions, text_results)))
     else:
         from eval.stack import evaluate_through_local_stack
 
-        name, chunk_count, results = evaluate_through_local_stack(pdfs, questions, MODES, timeout)
+        name, chunk_count, text_results = evaluate_through_local_stack(pdfs, questions, MODES, timeout)
         # The stack's chunks are the Chunk stage's: the same function, the same parameters (cdk.json).
         chunk_chars = sum(len(chunk.text) for pdf in pdfs for chunk in our_chunker(pdf))
-        rows.append((name, chunk_count, chunk_chars, {mode: score(questions, results[mode]) for mode in MODES}))
+        rows.append((name, chunk_count, chunk_chars, scores_of(questions, text_results)))
     print(f"{corpus.name}: ours done after {time.monotonic() - started:.0f}s", flush=True)
+
+    if scanned is not None:
+        scanned_pdfs = [scanned[pdf] for pdf in pdfs]
+        scanned_results, row = evaluate_scanned(corpus, scanned_pdfs, endpoint, embedder, in_process, timeout)
+        rows.append(row)
+        print(f"{corpus.name}: scanned variant done after {time.monotonic() - started:.0f}s", flush=True)
+        print(f"{corpus.name}: text vs scanned variant ({rows[0][0]}):")
+        print_differences(questions, text_results, scanned_results)
 
     naive_index = in_process_index(
         endpoint, embedder, name_prefix=f"rag-eval-naive-{corpus.name}", chunker=naive_chunks, pdfs=pdfs, truncate=True
@@ -130,6 +186,40 @@ def evaluate_split(
     return rows
 
 
+def evaluate_scanned(
+    corpus: SplitCorpus,
+    scanned_pdfs: Sequence[Path],
+    endpoint: str,
+    embedder: Embedder,
+    in_process: bool,
+    timeout: float,
+) -> tuple[Results, Row]:
+    """Ours on the scanned variant: in process with the local OCR engine (Tesseract, as the local
+    stack's Parse runs it), or through a local stack of its own (its Parse stage OCRs)."""
+    questions = corpus.questions
+    if not in_process:
+        from eval.stack import evaluate_through_local_stack
+
+        name, chunk_count, results = evaluate_through_local_stack(scanned_pdfs, questions, MODES, timeout)
+        # Counting the characters would mean OCR-ing every page again here: not worth a table cell.
+        return results, (f"{name}, scanned variant", chunk_count, None, scores_of(questions, results))
+    from rag_ingest.ocr_local import local_engine
+
+    from eval.scans.variant import TimedOcrEngine
+
+    engine = TimedOcrEngine(local_engine())
+    chunker = partial(
+        pipeline_chunks, chunk_tokens=CHUNK_TOKENS, overlap_tokens=CHUNK_OVERLAP_TOKENS, ocr=PageOcr(engine)
+    )
+    prefix = f"rag-eval-scanned-{corpus.name}"
+    with in_process_index(endpoint, embedder, name_prefix=prefix, chunker=chunker, pdfs=scanned_pdfs) as index:
+        print(f"{corpus.name}: {engine.describe()}", flush=True)
+        results = index_results(index, questions)
+        scores = scores_of(questions, results)
+        row: Row = ("ours, scanned variant, in process", index.chunk_count, index.chunk_chars, scores)
+    return results, row
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--in-process", action="store_true", help="skip the local stack (parse, chunk, search here)")
@@ -140,6 +230,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="all",
         help="which split to evaluate (default: all, one table each)",
     )
+    parser.add_argument(
+        "--scanned",
+        action="store_true",
+        help="also evaluate ours on the scanned variant (answer pages scanned and OCR'd; eval.scans.variant)",
+    )
     args = parser.parse_args(argv)
 
     endpoint = os.environ.get("OPENSEARCH_URL", "").strip() or DEFAULT_OPENSEARCH
@@ -149,10 +244,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Vectors of texts embedded by earlier runs are reused (the same model, the same text).
     embedder = MemoEmbedder(create_embedder("local", LOCAL_MODEL_ID, MINILM_DIMENSION), EMBEDDINGS_CACHE)
     print(f"OpenSearch {endpoint}", flush=True)
+    scanned = None
+    if args.scanned:
+        from eval.scans.variant import build_scanned_corpus, scanned_page_counts
+
+        started = time.monotonic()
+        scanned = build_scanned_corpus([pdf for corpus in corpora for pdf in corpus.pdfs], questions)
+        pages = sum(scanned_page_counts(scanned).values())
+        print(f"scanned variant: {pages} pages scanned in {len(scanned)} PDFs ({time.monotonic() - started:.0f}s)")
     tables: list[tuple[SplitCorpus, list[Row]]] = []
     for corpus in corpora:
         print(f"{corpus.name} split: {len(corpus.pdfs)} documents, {len(corpus.questions)} questions", flush=True)
-        rows = evaluate_split(corpus, endpoint, embedder, in_process=args.in_process, timeout=args.timeout)
+        rows = evaluate_split(
+            corpus, endpoint, embedder, in_process=args.in_process, timeout=args.timeout, scanned=scanned
+        )
         tables.append((corpus, rows))
     for corpus, rows in tables:
         print(f"\n{corpus.name} split ({len(corpus.pdfs)} documents, {len(corpus.questions)} questions)")

@@ -22,6 +22,7 @@ from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
 from rag_ingest.chunking import chunk_pages, document_text
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.models import Chunk, PageText, SearchHit
+from rag_ingest.ocr import PageOcr
 from rag_ingest.pdf import SHIPPED_CLEANUP_RULES, CleanupRules, clean_pages, parse_pdf
 from rag_ingest.retrieval_text import SHIPPED_CONTEXT_LINE, document_title, indexed_text
 from rag_ingest.search import DEFAULT_FUSION, FusionSettings, SearchMode, search_passages
@@ -133,11 +134,13 @@ def pipeline_chunks(
     overlap_tokens: int,
     rules: CleanupRules = SHIPPED_CLEANUP_RULES,
     with_title: bool = True,
+    ocr: PageOcr | None = None,
 ) -> list[Chunk]:
     """What the Parse and Chunk stages make of a PDF (cleanup, headings, token-aware chunks, the
     document's title on each chunk). ``rules`` and ``with_title`` are for the ablation:
-    ``with_title=False`` leaves the title out of the contextual text but keeps the heading path."""
-    parsed = parse_pdf(pdf.read_bytes(), max_bytes=MAX_BYTES, max_pages=MAX_PAGES, clean=False)
+    ``with_title=False`` leaves the title out of the contextual text but keeps the heading path.
+    ``ocr`` reads the pages without a text layer, as Parse does (the scanned variant)."""
+    parsed = parse_pdf(pdf.read_bytes(), max_bytes=MAX_BYTES, max_pages=MAX_PAGES, clean=False, ocr=ocr)
     texts = clean_pages([page.text for page in parsed.pages], rules)
     pages = [PageText(page_number=page.page_number, text=text) for page, text in zip(parsed.pages, texts, strict=True)]
     chunks = chunk_pages(pages, count_tokens=count_tokens, target_tokens=chunk_tokens, overlap_tokens=overlap_tokens)

@@ -234,6 +234,7 @@ def _document_measurement(
         "pdf_bytes": pdf.stat().st_size,
         "status": record["status"],
         "pages": int(record.get("page_count") or 0),
+        "ocr_pages": int(record.get("ocr_pages") or 0),
         "chunks": len(chunks),
         "chunk_tokens": sum(count_tokens(chunk["text"]) for chunk in chunks),
         "chunk_characters": sum(len(chunk["text"]) for chunk in chunks),

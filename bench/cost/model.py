@@ -45,6 +45,9 @@ class DocumentUsage:
     state_transitions: int
     stored_bytes: int  # the PDF and every artifact, as stored after the run
     embedding_bytes: int  # the part of stored_bytes that is embedding checkpoints
+    # Pages without a text layer, read by OCR (Textract in AWS); a share of the pages is an expected
+    # count, so it need not be whole.
+    ocr_pages: float = 0
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,10 @@ class RunUsage:
     @property
     def pages(self) -> int:
         return sum(d.pages for d in self.documents)
+
+    @property
+    def ocr_pages(self) -> float:
+        return sum(d.ocr_pages for d in self.documents)
 
 
 @dataclass(frozen=True)
@@ -154,6 +161,16 @@ def cost_table(usage: RunUsage, settings: CostSettings) -> CostTable:
         express = express_billed_gb_seconds(settings.express_memory_mb, settings.express_seconds_per_document)
         usd = documents * (prices.SFN_EXPRESS_REQUEST.usd + express * prices.SFN_EXPRESS_GB_SECOND.usd)
         lines.append(CostLine("Step Functions (Express)", usd, f"{documents} requests, {express:.3f} GB-s each"))
+
+    ocr_pages = usage.ocr_pages
+    share = ocr_pages / usage.pages if usage.pages else 0.0
+    lines.append(
+        CostLine(
+            "Textract DetectDocumentText (OCR)",
+            ocr_pages * prices.TEXTRACT_DETECT_TEXT_PAGE.usd,
+            f"{ocr_pages:g} pages OCR'd ({share:.0%} of pages)",
+        )
+    )
 
     tokens = sum(d.chunk_tokens for d in usage.documents)
     lines.append(
@@ -256,6 +273,21 @@ def rechunked(usage: RunUsage, change: ChunkingChange, embed_batch_size: int, me
         s3_write_requests=max(0, usage.s3_write_requests + delta),
         s3_read_requests=max(0, usage.s3_read_requests + 2 * delta),
     )
+
+
+def with_scanned_share(usage: RunUsage, share: float, parse_function: str, ms_per_ocr_page: float) -> RunUsage:
+    """The run as if ``share`` (0..1) of every document's pages had no text layer.
+
+    Each such page is OCR'd (Textract bills it) and costs the Parse function ``ms_per_ocr_page``
+    more: rasterising it and waiting on the synchronous Textract call. Pages OCR'd in the measured
+    run already count; the text they yield is taken as the text layer's (same chunks and tokens).
+    """
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"share of scanned pages must be within 0..1, not {share}")
+    documents = tuple(replace(d, ocr_pages=d.pages * share) for d in usage.documents)
+    added = sum(d.ocr_pages for d in documents) - usage.ocr_pages
+    parse_ms = max(0.0, usage.lambda_ms.get(parse_function, 0.0) + added * ms_per_ocr_page)
+    return replace(usage, documents=documents, lambda_ms={**usage.lambda_ms, parse_function: parse_ms})
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ EVENTBRIDGE = "Amazon EventBridge Pricing (aws.amazon.com/eventbridge/pricing), 
 XRAY = "AWS X-Ray Pricing (aws.amazon.com/xray/pricing)"
 API_GATEWAY = "Amazon API Gateway Pricing (aws.amazon.com/api-gateway/pricing), WebSocket APIs"
 OPENSEARCH = "Amazon OpenSearch Service Pricing (aws.amazon.com/opensearch-service/pricing)"
+TEXTRACT = "Amazon Textract Pricing (aws.amazon.com/textract/pricing), Detect Document Text API"
 
 LAMBDA_GB_SECOND = {
     "x86_64": Price(0.0000166667, "GB-second, x86_64 (first 6 billion GB-s a month)", LAMBDA),
@@ -44,6 +45,12 @@ SFN_STANDARD_TRANSITION = Price(0.025 / 1000, "state transition, Standard workfl
 SFN_EXPRESS_REQUEST = Price(1.00 / 1_000_000, "request, Express workflow", STEP_FUNCTIONS)
 # Billed in 64 MB memory steps and 100 ms duration steps.
 SFN_EXPRESS_GB_SECOND = Price(0.00001667, "GB-second, Express workflow (first 1,000 GB-hours a month)", STEP_FUNCTIONS)
+
+# What the Parse stage calls for each page without a text layer (docs/ocr.md: synchronous, per page image).
+# Above a million pages a month the price falls to 0.60 USD per 1,000 pages; the model keeps the first tier.
+TEXTRACT_DETECT_TEXT_PAGE = Price(
+    1.50 / 1000, "page, DetectDocumentText (first 1 million pages a month; 0.60 per 1,000 after)", TEXTRACT
+)
 
 TITAN_V2_INPUT_TOKEN = Price(0.00002 / 1000, "input token, Titan Text Embeddings V2, on-demand", BEDROCK)
 

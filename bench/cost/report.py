@@ -21,6 +21,7 @@ from bench.cost.model import (
     lambda_gb_seconds,
     rechunked,
     scaled_memory,
+    with_scanned_share,
 )
 from infra.config import FunctionSettings, RagIngestConfig
 
@@ -38,6 +39,15 @@ STAGE_FUNCTIONS = {
 # Titan V2 embeds one text per InvokeModel call; this is the latency assumed for one call (not
 # measured here: this machine is offline). The Embed function keeps DEFAULT_MAX_CONCURRENCY in flight.
 ASSUMED_BEDROCK_CALL_MS = 200.0
+# A page without a text layer costs the Parse function the time to rasterise it (measured: pdfium at
+# OCR_DPI, 8-bit grey, PNG, CPU time per page over the 208 scanned pages of the eval corpus's scanned
+# variant, `python -m eval.scans.variant --rasterise`, 2026-12-01) and the time it waits on the
+# synchronous DetectDocumentText call (assumed, not measured: this machine is offline).
+MEASURED_RASTERISE_MS_PER_PAGE = 184.0
+ASSUMED_TEXTRACT_CALL_MS = 1500.0
+OCR_MS_PER_PAGE = MEASURED_RASTERISE_MS_PER_PAGE + ASSUMED_TEXTRACT_CALL_MS
+# The shares of scanned pages docs/cost.md shows (the knob "share of scanned pages").
+SCANNED_SHARES = (0.0, 0.01, 0.1, 0.5, 1.0)
 S3_WRITE_OPERATIONS = frozenset({"PUT", "POST", "LIST", "COPY"})
 S3_READ_OPERATIONS = frozenset({"GET", "HEAD"})
 
@@ -91,6 +101,7 @@ def usage_from_measurement(data: Mapping[str, Any]) -> RunUsage:
             state_transitions=state_transitions(doc["history_event_types"]),
             stored_bytes=int(doc["pdf_bytes"]) + sum(int(a["bytes"]) for a in doc["artifacts"]),
             embedding_bytes=sum(int(a["bytes"]) for a in doc["artifacts"] if "/embeddings/" in a["key"]),
+            ocr_pages=int(doc.get("ocr_pages", 0)),  # absent from measurements made before OCR
         )
         for doc in data["documents"]
     )
@@ -194,6 +205,12 @@ def knob_study(usage: RunUsage, config: RagIngestConfig) -> KnobStudy:
                 f"{settings.embedding_dimension} -> {dimension} (S3 checkpoints; Bedrock bills input tokens only)",
                 cost_table(usage, replace(settings, embedding_dimension=dimension)),
             )
+    for share in SCANNED_SHARES[1:]:
+        study.add(
+            "share of scanned pages (OCR by Textract; not a config option)",
+            f"{usage.ocr_pages / max(1, usage.pages):.0%} -> {share:.0%}",
+            cost_table(with_scanned_share(usage, share, STAGE_FUNCTIONS["PARSE"], OCR_MS_PER_PAGE), settings),
+        )
     # Express bills the execution's duration: about the sum of its stages (here, per document).
     seconds = sum(usage.lambda_ms[f] for f in STAGE_FUNCTIONS.values()) / 1000 / max(1, len(usage.documents))
     study.add(
@@ -234,6 +251,8 @@ def vector_store_monthly(config: RagIngestConfig) -> list[tuple[str, float, str]
 
 
 def _money(usd: float) -> str:
+    if usd == 0:
+        return "$0"
     if usd >= 0.01:
         return f"${usd:.4f}"
     return f"${usd:.5f}" if usd >= 0.0001 else f"${usd:.7f}"
@@ -284,6 +303,8 @@ def render(data: Mapping[str, Any], config: RagIngestConfig, call_ms: float = AS
         f"{'less' if saved > 0 else 'more'}."
     )
     out.append("")
+    out.extend(render_ocr_share(bedrock, settings))
+    out.append("")
     out.append("Lambda duration by function (the stage functions: their stage timers; API and intake: invocations):")
     out.append("")
     out.append("| function | memory MB | seconds, as measured | seconds, Embed on Bedrock | per 1,000 pages |")
@@ -323,6 +344,32 @@ def render(data: Mapping[str, Any], config: RagIngestConfig, call_ms: float = AS
     for option, monthly, how in vector_store_monthly(config):
         out.append(f"| {option} | ${monthly:.2f} | {how} |")
     return "\n".join(out)
+
+
+def render_ocr_share(usage: RunUsage, settings: CostSettings) -> list[str]:
+    """The OCR lines per 1,000 pages as the share of scanned pages grows (Embed on Bedrock)."""
+    parse = STAGE_FUNCTIONS["PARSE"]
+    memory = settings.memory_mb[parse]
+    out = [
+        f"Scanned pages (OCR by Textract `DetectDocumentText`): the same run as if a share of every document's "
+        f"pages had no text layer. Each such page adds {prices.TEXTRACT_DETECT_TEXT_PAGE.usd * 1000:.2f} USD per "
+        f"1,000 pages of Textract and {OCR_MS_PER_PAGE / 1000:.2f} s of Parse at {memory} MB "
+        f"({MEASURED_RASTERISE_MS_PER_PAGE:.0f} ms rasterising, measured; {ASSUMED_TEXTRACT_CALL_MS:.0f} ms "
+        "waiting on Textract, assumed):",
+        "",
+        "| share of scanned pages | Textract per 1,000 pages | Parse Lambda per 1,000 pages | total per 1,000 pages |",
+        "|---|---|---|---|",
+    ]
+    price = prices.LAMBDA_GB_SECOND[settings.architecture].usd
+    for share in SCANNED_SHARES:
+        scanned = with_scanned_share(usage, share, parse, OCR_MS_PER_PAGE)
+        table = cost_table(scanned, settings)
+        parse_usd = lambda_gb_seconds(scanned.lambda_ms[parse], memory) * price
+        out.append(
+            f"| {share:.0%} | {_money(table.per_thousand_pages(table.line('Textract DetectDocumentText (OCR)').usd))} "
+            f"| {_money(table.per_thousand_pages(parse_usd))} | {_money(table.total_per_thousand_pages)} |"
+        )
+    return out
 
 
 def render_prices() -> str:

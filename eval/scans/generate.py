@@ -135,6 +135,13 @@ def render_page(text: str, style: PageStyle, rng: random.Random) -> tuple[Image.
     drawing = ImageDraw.Draw(image)
     for index, line in enumerate(lines):
         drawing.text((margin, margin + index * line_height), line, font=font, fill=0)
+    return degrade(image, style, rng), lines
+
+
+def degrade(image: Image.Image, style: PageStyle, rng: random.Random) -> Image.Image:
+    """A clean greyscale page image as ``style``'s scanner leaves it: skewed, grey paper, blurred,
+    noisy, or thresholded to 1 bit (the JPEG of a lossy scan is applied when saving, by
+    :func:`encode_for_pdf`)."""
     if style.rotation_degrees:
         angle = style.rotation_degrees * rng.choice((-1, 1))
         image = image.rotate(angle, resample=Image.Resampling.BICUBIC, fillcolor=255)
@@ -147,10 +154,10 @@ def render_page(text: str, style: PageStyle, rng: random.Random) -> tuple[Image.
         image = Image.fromarray(np.clip(np.asarray(image, dtype=np.float32) + noise, 0, 255).astype(np.uint8))
     if style.fax:
         image = image.point(lambda value: 255 if value > 140 else 0).convert("1")
-    return image, lines
+    return image
 
 
-def _encode_for_pdf(image: Image.Image, style: PageStyle) -> Image.Image:
+def encode_for_pdf(image: Image.Image, style: PageStyle) -> Image.Image:
     if style.jpeg_quality is None:
         return image
     buffer = io.BytesIO()
@@ -173,7 +180,7 @@ def generate_style(style: PageStyle, *, seed: int = 12) -> tuple[bytes, list[str
     for index in range(PAGES_PER_STYLE):
         name, page = SOURCE_PAGES[(index + STYLES.index(style)) % len(SOURCE_PAGES)]
         image, lines = render_page(source_text(name, page), style, rng)
-        images.append(_encode_for_pdf(image, style))
+        images.append(encode_for_pdf(image, style))
         truths.append("\n".join(lines))
     return images_to_pdf(images, style.dpi), truths
 

@@ -30,9 +30,12 @@ from bench.cost.model import (
     lambda_gb_seconds,
     rechunked,
     stored_bytes,
+    with_scanned_share,
 )
 from bench.cost.report import (
+    OCR_MS_PER_PAGE,
     STAGE_FUNCTIONS,
+    knob_study,
     settings_from_config,
     state_transitions,
     usage_from_measurement,
@@ -60,6 +63,49 @@ USAGE = RunUsage(
     embedding_dimension=384,
 )
 SETTINGS = CostSettings(memory_mb={"Workflow/ParseFunction": 1024}, pusher_memory_mb=256)
+
+
+def test_ocr_pages_are_billed_per_page_by_textract() -> None:
+    assert cost_table(USAGE, SETTINGS).line("Textract DetectDocumentText (OCR)").usd == 0.0
+    scanned = replace(USAGE, documents=(replace(DOCUMENT, ocr_pages=4),))
+    line = cost_table(scanned, SETTINGS).line("Textract DetectDocumentText (OCR)")
+    assert line.usd == pytest.approx(4 * 1.50 / 1000)
+    assert "4 pages OCR'd (40% of pages)" in line.detail
+
+
+def test_a_share_of_scanned_pages_scales_textract_and_parse_time() -> None:
+    parse = "Workflow/ParseFunction"
+    half = with_scanned_share(USAGE, 0.5, parse, ms_per_ocr_page=2000.0)
+    assert half.ocr_pages == 5
+    assert half.lambda_ms[parse] == 2000.0 + 5 * 2000.0
+    assert half.documents[0].chunk_tokens == DOCUMENT.chunk_tokens  # OCR'd text is taken as the text layer's
+    table, base = cost_table(half, SETTINGS), cost_table(USAGE, SETTINGS)
+    assert table.line("Textract DetectDocumentText (OCR)").usd == pytest.approx(5 * 0.0015)
+    # 10 s more of Parse at 1,024 MB: 10 GB-s.
+    extra_lambda = table.line("Lambda duration").usd - base.line("Lambda duration").usd
+    assert extra_lambda == pytest.approx(10 * 0.0000166667)
+    assert table.total_usd - base.total_usd == pytest.approx(5 * 0.0015 + extra_lambda)
+    # Twice the share, twice the OCR cost; pages OCR'd in the measured run are not counted twice.
+    full = with_scanned_share(half, 1.0, parse, ms_per_ocr_page=2000.0)
+    assert full.ocr_pages == 10 and full.lambda_ms[parse] == 2000.0 + 10 * 2000.0
+    assert with_scanned_share(half, 0.0, parse, ms_per_ocr_page=2000.0).lambda_ms[parse] == 2000.0
+    with pytest.raises(ValueError, match=r"within 0\.\.1"):
+        with_scanned_share(USAGE, 1.5, parse, ms_per_ocr_page=2000.0)
+
+
+def test_the_knob_study_shows_the_share_of_scanned_pages() -> None:
+    config = parse_config(None)
+    memory = {name: 1024 for name in (*STAGE_FUNCTIONS.values(), "Api/ApiFunction")}
+    usage = replace(USAGE, lambda_ms={name: 1000.0 for name in memory})
+    study = knob_study(usage, config)
+    shares = [knob for knob in study.knobs if knob.name.startswith("share of scanned pages")]
+    assert [knob.change for knob in shares] == ["0% -> 1%", "0% -> 10%", "0% -> 50%", "0% -> 100%"]
+    deltas = [knob.per_thousand_pages - study.base.total_per_thousand_pages for knob in shares]
+    assert deltas == sorted(deltas) and deltas[0] > 0
+    parse_memory_gb = settings_from_config(config).memory_mb[STAGE_FUNCTIONS["PARSE"]] / 1024
+    gb_second = prices.LAMBDA_GB_SECOND[config.functions.architecture].usd
+    per_page = 1.50 / 1000 + OCR_MS_PER_PAGE / 1000 * parse_memory_gb * gb_second
+    assert deltas[-1] == pytest.approx(1000 * per_page, rel=1e-6)  # every page OCR'd: 1,000 OCR pages
 
 
 def test_lambda_gb_seconds_are_duration_times_memory() -> None:
@@ -163,6 +209,7 @@ def test_a_measurement_becomes_the_model_inputs() -> None:
                 "file": "a.pdf",
                 "pdf_bytes": 100,
                 "pages": 4,
+                "ocr_pages": 1,
                 "chunks": 6,
                 "chunk_tokens": 1200,
                 "timings_ms": {"PARSE": 300, "EMBED": 900},
@@ -191,6 +238,7 @@ def test_a_measurement_becomes_the_model_inputs() -> None:
     (document,) = usage.documents
     assert (document.pages, document.chunks, document.chunk_tokens, document.state_transitions) == (4, 6, 1200, 8)
     assert (document.stored_bytes, document.embedding_bytes) == (534, 384)
+    assert document.ocr_pages == 1
     # Stage functions are charged their stage timer, the others their invocations.
     assert usage.lambda_ms["Workflow/ParseFunction"] == 300.0
     assert usage.lambda_ms["Workflow/EmbedFunction"] == 900.0
