@@ -140,7 +140,7 @@ class Pipeline:
             record.update(page_count=first.page_count, failed_pages=first.failed_pages, ocr_pages=first.ocr_pages)
             if first.content_sha256:
                 record.update(self._content_fields(job, first.content_sha256))
-        self._deps.status.record_parsed_range(job.document_id, job.version, first.first_page, first.pages_parsed)
+            self._deps.status.record_parsed_range(job.document_id, job.version, first.first_page, first.pages_parsed)
         return job
 
     @_logged(Stage.PARSE)
@@ -165,7 +165,7 @@ class Pipeline:
                     "failed_pages": parsed.failed_pages,
                 },
             )
-        self._deps.status.record_parsed_range(job.document_id, job.version, parsed.first_page, parsed.pages_parsed)
+            self._deps.status.record_parsed_range(job.document_id, job.version, parsed.first_page, parsed.pages_parsed)
         return {"first_page": parsed.first_page, "pages": parsed.pages_parsed, "failed_pages": len(parsed.failed_pages)}
 
     def _parse_range(self, data: bytes, page_range: PageRange) -> ParsedRange:
