@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pypdf import PdfReader
 from rag_ingest.pdf import parse_pdf
 
 REPO = Path(__file__).resolve().parents[1]
@@ -162,11 +162,16 @@ def write_big_document(path: Path, pages: int = DEFAULT_PAGES) -> Path:
 
 # -- peak RSS: one Parse range against the whole document -------------------------------------------
 _RSS_CHILD = """
-import resource, sys
+import re, sys
 from pathlib import Path
 from rag_ingest.pdf import ParseBudget, parse_page_range, parse_pdf
+
+def memory_mb(field):
+    return int(re.search(field + r":\\s+(\\d+) kB", Path("/proc/self/status").read_text()).group(1)) / 1024
+
 data = Path(sys.argv[1]).read_bytes()
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+Path("/proc/self/clear_refs").write_text("5")  # the peak so far (imports) no longer counts: VmHWM = VmRSS
+before = memory_mb("VmRSS")
 if sys.argv[2] == "whole":
     # The document budgets (180 s, 5 M characters) would stop the whole-document parse: lifted here.
     unbounded = ParseBudget(document_seconds=1e6, document_text_chars=10**12)
@@ -175,23 +180,25 @@ else:
     first, last = int(sys.argv[2]), int(sys.argv[3])
     pages = len(parse_page_range(data, first_page=first, last_page=last, max_bytes=len(data) + 1,
                                  max_pages=100_000).pages)
-print(pages, before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+print(pages, before, memory_mb("VmHWM"))
 """
 
 
-def peak_rss_kb(pdf: Path, *what: str) -> tuple[int, int, int, float]:
-    """(pages parsed, RSS before parsing, peak RSS, seconds) of one parse in a fresh interpreter."""
+def peak_rss_mb(pdf: Path, *what: str) -> tuple[int, float, float, float]:
+    """(pages parsed, RSS before parsing (interpreter, imports, the PDF's bytes), peak RSS while
+    parsing, seconds) of one parse in a fresh interpreter. /proc/self/status, not getrusage:
+    ru_maxrss survives exec, so a child would report its parent's peak."""
     started = time.perf_counter()
     output = subprocess.run(
         [sys.executable, "-c", _RSS_CHILD, str(pdf), *what], check=True, capture_output=True, text=True
     ).stdout.split()
-    pages, before, peak = (int(value) for value in output[-3:])
-    return pages, before, peak, time.perf_counter() - started
+    return int(output[-3]), float(output[-2]), float(output[-1]), time.perf_counter() - started
 
 
-def measure_rss(pages: int) -> dict[str, Any]:
+def measure_rss(pages: int, pdf: Path | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="rag-big-") as work:
-        pdf = write_big_document(Path(work) / "big.pdf", pages)
+        pdf = pdf or write_big_document(Path(work) / "big.pdf", pages)
+        pages = len(PdfReader(pdf).pages)
         results: dict[str, Any] = {"pages": pages, "pdf_bytes": pdf.stat().st_size}
         last = min(pages, RANGE_PAGES)
         middle = max(1, pages // 2 // RANGE_PAGES * RANGE_PAGES + 1)
@@ -200,11 +207,11 @@ def measure_rss(pages: int) -> dict[str, Any]:
             ("middle range", (str(middle), str(min(pages, middle + RANGE_PAGES - 1)))),
             ("whole document", ("whole",)),
         ):
-            parsed, before, peak, seconds = peak_rss_kb(pdf, *what)
-            results[name] = {"pages": parsed, "rss_before_mb": before / 1024, "peak_rss_mb": peak / 1024,
-                             "seconds": round(seconds, 1)}  # fmt: skip
-            print(f"{name:<15} {parsed:>5} pages  peak RSS {peak / 1024:7.1f} MB "
-                  f"(interpreter and imports {before / 1024:.1f} MB)  {seconds:6.1f} s")  # fmt: skip
+            parsed, before, peak, seconds = peak_rss_mb(pdf, *what)
+            results[name] = {"pages": parsed, "rss_before_mb": round(before, 1), "peak_rss_mb": round(peak, 1),
+                             "parse_mb": round(peak - before, 1), "seconds": round(seconds, 1)}  # fmt: skip
+            print(f"{name:<15} {parsed:>5} pages  peak RSS {peak:7.1f} MB, {peak - before:6.1f} MB over the "
+                  f"{before:.1f} MB of interpreter, imports and PDF bytes  {seconds:6.1f} s")  # fmt: skip
         return results
 
 
@@ -350,6 +357,7 @@ def main(argv: list[str] | None = None) -> None:
     write.add_argument("--pages", type=int, default=DEFAULT_PAGES)
     rss = commands.add_parser("rss", help="peak RSS of one Parse range against the whole document")
     rss.add_argument("--pages", type=int, default=DEFAULT_PAGES)
+    rss.add_argument("--pdf", type=Path, help="an already written PDF (default: write one of --pages pages)")
     run = commands.add_parser("run", help="ingest it through a fresh local stack")
     run.add_argument("--pages", type=int, default=DEFAULT_PAGES)
     run.add_argument("--timeout", type=float, default=3600)
@@ -358,7 +366,9 @@ def main(argv: list[str] | None = None) -> None:
         path = write_big_document(args.path, args.pages)
         print(f"{path}: {args.pages} pages, {path.stat().st_size / 1e6:.1f} MB")
         return
-    results = measure_rss(args.pages) if args.command == "rss" else run_through_stack(args.pages, args.timeout)
+    results = (
+        measure_rss(args.pages, args.pdf) if args.command == "rss" else run_through_stack(args.pages, args.timeout)
+    )
     if args.command == "run":
         stopped = f" ({results['stopped']})" if results["stopped"] else ""
         print(f"{results['status']} after {results['wall_seconds']} s{stopped}: "
@@ -368,9 +378,8 @@ def main(argv: list[str] | None = None) -> None:
             + ", ".join(f"{stage.lower()} {ms / 1000:.1f}" for stage, ms in (results["timings_ms"] or {}).items())
         )
         print("peak RSS of the workers: " + ", ".join(f"{name} {mb} MB" for name, mb in results["peak_rss_mb"].items()))
-    results["machine_max_rss_self_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     RESULTS.mkdir(parents=True, exist_ok=True)
-    report = RESULTS / f"big-{args.command}-{args.pages}-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    report = RESULTS / f"big-{args.command}-{results['pages']}-{time.strftime('%Y%m%dT%H%M%S')}.json"
     report.write_text(json.dumps(results, indent=2))
     print(f"written: {report.relative_to(REPO)}")
 
