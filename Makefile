@@ -14,6 +14,7 @@ help:
 	@echo "make bench-peers - rag-ingest vs LangChain and LlamaIndex on the same 315 pages (docs/benchmarks.md)"
 	@echo "make bench-reingest - a 10 %-edited new version and a copy of a 113-page PDF: speedup, cache hit rate"
 	@echo "make bench-search - POST /search p50/p95/p99 per mode and k-NN recall@10 at 100,000 chunks (docs/benchmarks.md)"
+	@echo "make bench-big - a 2,000-page PDF through the local stack: progress, time to READY, parse memory"
 	@echo "make eval   - retrieval quality (recall@1/5, MRR) of k-NN, BM25 and hybrid vs a naive baseline"
 	@echo "make burst  - 200 uploads with 10 % injected faults: READY, lost, duplicates, DLQ"
 	@echo "make cost   - AWS cost per 1,000 pages from a measured local-stack run and cdk.json (docs/cost.md)"
@@ -109,6 +110,15 @@ bench-reingest: synth opensearch
 .PHONY: bench-search
 bench-search: synth opensearch
 	$(PY) -m bench.search_scale $(SEARCH_ARGS)
+
+# A 2,000-page PDF (bench/big_document.py, from the eval corpus's freely licensed text) through a fresh
+# local stack: progress lines, wall time to READY, history events, peak RSS of the Parse and Chunk
+# workers; then one Parse range's peak RSS against the whole document's (docs/architecture.md).
+.PHONY: bench-big
+BIG_PAGES ?= 2000
+bench-big: synth opensearch
+	$(PY) -m bench.big_document run --pages $(BIG_PAGES)
+	$(PY) -m bench.big_document rss --pages $(BIG_PAGES)
 
 # rag-ingest against LangChain and LlamaIndex on bench/corpus (docs/benchmarks.md). The peers live in
 # their own venv, .venv-peers, never in the product's; the embedder there is rag-ingest's own code.

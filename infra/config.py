@@ -23,6 +23,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from rag_ingest.config import REAPER_MAX_DOCUMENTS_PER_RUN, REAPER_MAX_REDRIVES, REAPER_STUCK_AFTER_MINUTES
 from rag_ingest.embeddings.bedrock import TITAN_V2_DIMENSIONS, TITAN_V2_MODEL_ID
+from rag_ingest.models import DEFAULT_PARSE_RANGE_PAGES
 from rag_ingest.ocr import DEFAULT_MAX_OCR_PAGES
 from rag_ingest.search import DEFAULT_FUSION, HYBRID_MAX_CANDIDATES
 
@@ -52,6 +53,9 @@ CLI_LOOPBACK_URL = "http://localhost:8765/callback"
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
 _DOMAIN_NAME = re.compile(r"^[a-z][a-z0-9-]{2,27}$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+# Page ranges of the largest document (maxPages / rangePages): 7 history events each (14 with a retry)
+# keeps one execution far below Step Functions' 25,000 events (docs/architecture.md, "Big documents").
+MAX_PARSE_RANGES = 500
 
 
 class ConfigError(ValueError):
@@ -116,10 +120,17 @@ class UploadConfig(_Model):
 
 class LimitsConfig(_Model):
     max_file_bytes: int = Field(default=50 * 1024 * 1024, ge=1024)
-    max_pages: int = Field(default=500, ge=1)
+    max_pages: int = Field(default=5000, ge=1)
     # Pages without a text layer OCR'd per document (Textract, ~1-2 s each inside the Parse function's
     # 600 s timeout); the rest become failed pages with the reason (docs/ocr.md).
     max_ocr_pages: int = Field(default=DEFAULT_MAX_OCR_PAGES, ge=0, le=300)
+
+
+class ParsingConfig(_Model):
+    # Pages per Parse task: a task's memory and time are its range's (docs/architecture.md, "Big documents").
+    range_pages: int = Field(default=DEFAULT_PARSE_RANGE_PAGES, ge=1, le=1000)
+    # Parse Map iterations at once: each reads the PDF (at most maxFileBytes) into its own function.
+    max_concurrency: int = Field(default=10, ge=1, le=40)
 
 
 class ChunkingConfig(_Model):
@@ -372,6 +383,7 @@ class RagIngestConfig(_Model):
     storage: StorageConfig = StorageConfig()
     upload: UploadConfig = UploadConfig()
     limits: LimitsConfig = LimitsConfig()
+    parsing: ParsingConfig = ParsingConfig()
     chunking: ChunkingConfig = ChunkingConfig()
     embedding: EmbeddingConfig = EmbeddingConfig()
     opensearch: OpenSearchConfig = OpenSearchConfig()
@@ -416,6 +428,16 @@ class RagIngestConfig(_Model):
     def _upload_within_file_limit(self) -> Self:
         if self.upload.max_upload_bytes > self.limits.max_file_bytes:
             raise ValueError("upload.maxUploadBytes must not exceed limits.maxFileBytes (Validate would reject it)")
+        return self
+
+    @model_validator(mode="after")
+    def _page_ranges_within_history(self) -> Self:
+        ranges = -(-self.limits.max_pages // self.parsing.range_pages)
+        if ranges > MAX_PARSE_RANGES:
+            raise ValueError(
+                f"limits.maxPages / parsing.rangePages is {ranges} page ranges, more than {MAX_PARSE_RANGES}: "
+                "raise parsing.rangePages (an execution's history holds at most 25,000 events)"
+            )
         return self
 
     @property

@@ -107,6 +107,7 @@ export class DocumentList {
         filename,
         stage: null,
         progress: null,
+        pages_parsed: null,
         attempts: {},
         error_code: null,
         error_detail: null,
@@ -147,13 +148,17 @@ export class DocumentList {
   renderRow(doc) {
     if (HIDDEN_STATUSES.has(doc.status)) return null;
     const row = el("tr", { dataset: { documentId: doc.document_id, status: doc.status } });
-    const progress = doc.progress && Number.isFinite(doc.progress.total) && doc.progress.total > 0 ? doc.progress : null;
+    // While Parse's page ranges run, pages parsed of the page count; from Chunk on, chunks embedded.
+    const parsing = doc.stage === "PARSE" && Number.isFinite(doc.pages_parsed) && doc.page_count > 0;
+    const chunks = doc.progress && Number.isFinite(doc.progress.total) && doc.progress.total > 0 ? doc.progress : null;
+    const progress = parsing ? { done: doc.pages_parsed, total: doc.page_count } : chunks;
+    const unit = parsing ? "pages" : "chunks";
     const done = progress ? Math.min(progress.done ?? 0, progress.total) : 0;
     const progressCell = progress
       ? el(
           "span",
           { className: "progress-cell" },
-          el("progress", { max: progress.total, value: done, "aria-label": `${doc.filename}: ${done} of ${progress.total} chunks` }),
+          el("progress", { max: progress.total, value: done, "aria-label": `${doc.filename}: ${done} of ${progress.total} ${unit}` }),
           el("span", { className: "muted" }, `${done}/${progress.total}`),
         )
       : doc.status === "READY"

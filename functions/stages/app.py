@@ -7,7 +7,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from rag_ingest.config import StagesEnv
 from rag_ingest.logs import logger
-from rag_ingest.models import DocumentJob, EmbedTask, FailedJob
+from rag_ingest.models import DocumentJob, EmbedTask, FailedJob, ParseTask
 from rag_ingest.tracing import tracer
 from rag_ingest.wiring import build_pipeline
 
@@ -28,6 +28,10 @@ def validate(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 def parse(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    # One function, two entry states: the Parse task gets the job (first range, plans the rest),
+    # each Parse Map iteration gets {"job", "range"} (one page range; its answer is discarded).
+    if "range" in event:
+        return pipeline.parse_range(ParseTask.model_validate(event))
     return _out(pipeline.parse(DocumentJob.model_validate(event)))
 
 

@@ -82,6 +82,7 @@ class Workflow(Construct):
             **search.environment,
             "MAX_FILE_BYTES": str(config.limits.max_file_bytes),
             "MAX_PAGES": str(config.limits.max_pages),
+            "PARSE_RANGE_PAGES": str(config.parsing.range_pages),
             "CHUNK_TOKENS": str(config.chunking.chunk_tokens),
             "CHUNK_OVERLAP_TOKENS": str(config.chunking.chunk_overlap_tokens),
             "EVENT_BUS_NAME": EVENT_BUS_NAME,
@@ -222,6 +223,25 @@ class Workflow(Construct):
         embed_map.item_processor(self._task("Embed", state_name="EmbedTask"))
         return embed_map
 
+    def _parse_map(self) -> sfn.Map:
+        """The page ranges after the first fan out over ``$.parse_tasks`` (planned by Parse's first task).
+
+        Each iteration parses one range in the Parse function, whose memory and time are then the
+        range's, not the document's; MaxConcurrency bounds the copies of the PDF being read at once.
+        Items are {first_page, last_page, max_ocr_pages} and results are discarded: page text stays
+        in S3, never in the state (256 KB).
+        """
+        parse_map = sfn.Map(
+            self,
+            "ParseRanges",
+            items_path="$.parse_tasks",
+            item_selector={"job.$": "$", "range.$": "$$.Map.Item.Value"},
+            max_concurrency=self._config.parsing.max_concurrency,
+            result_path=sfn.JsonPath.DISCARD,
+        )
+        parse_map.item_processor(self._task("Parse", state_name="ParseRangeTask"))
+        return parse_map
+
     def _state_machine(self) -> sfn.StateMachine:
         mark_failed = tasks.LambdaInvoke(
             self,
@@ -244,9 +264,14 @@ class Workflow(Construct):
 
         chain: sfn.Chain | None = None
         for spec in STAGES:
-            step = self._embed_map() if spec.name == "Embed" else self._task(spec.name)
-            step.add_catch(failed, errors=["States.ALL"], result_path="$.error")
-            chain = sfn.Chain.start(step) if chain is None else chain.next(step)
+            steps: list[sfn.TaskStateBase | sfn.Map] = [
+                self._embed_map() if spec.name == "Embed" else self._task(spec.name)
+            ]
+            if spec.name == "Parse":
+                steps.append(self._parse_map())
+            for step in steps:
+                step.add_catch(failed, errors=["States.ALL"], result_path="$.error")
+                chain = sfn.Chain.start(step) if chain is None else chain.next(step)
         assert chain is not None
         definition = chain.next(sfn.Succeed(self, "Succeeded"))
 
@@ -268,7 +293,7 @@ class Workflow(Construct):
             timeout=Duration.minutes(self._config.workflow.timeout_minutes),
             tracing_enabled=True,
             logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
-            comment="rag-ingest: Validate -> Parse -> Chunk -> Embed -> Index -> Finalize",
+            comment="rag-ingest: Validate -> Parse -> ParseRanges -> Chunk -> Embed -> Index -> Finalize",
         )
         acknowledge(
             state_machine.role,

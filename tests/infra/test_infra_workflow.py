@@ -11,6 +11,8 @@ from tests.infra.template_tools import SynthResult
 pytestmark = pytest.mark.infra
 
 STAGES = ["Validate", "Parse", "Chunk", "Embed", "Index", "Finalize"]
+# The top-level states in order: Parse's first task, then its Map over the other page ranges.
+STATES_IN_ORDER = ["Validate", "Parse", "ParseRanges", "Chunk", "Embed", "Index", "Finalize"]
 TRANSIENT = [
     "TransientError",
     "Lambda.ServiceException",
@@ -26,7 +28,10 @@ def definition(synth: SynthResult) -> dict[str, Any]:
 
 
 def task_state(definition: dict[str, Any], stage: str) -> dict[str, Any]:
-    """The Task of a stage: Embed's runs inside the Embed Map, once per embedding task."""
+    """The Task of a stage: Embed's runs inside the Embed Map, once per embedding task; a
+    ParseRanges iteration's is ParseRangeTask."""
+    if stage == "ParseRanges":
+        return dict(definition["States"]["ParseRanges"]["ItemProcessor"]["States"]["ParseRangeTask"])
     if stage == "Embed":
         processor = definition["States"]["Embed"]["ItemProcessor"]
         return dict(processor["States"][processor["StartAt"]])
@@ -50,7 +55,7 @@ def test_embed_fans_out_over_planned_tasks_with_bounded_concurrency(
 def test_stages_run_in_order_then_succeed(definition: dict[str, Any]) -> None:
     assert definition["StartAt"] == "Validate"
     states = definition["States"]
-    for current, following in zip(STAGES, [*STAGES[1:], "Succeeded"], strict=True):
+    for current, following in zip(STATES_IN_ORDER, [*STATES_IN_ORDER[1:], "Succeeded"], strict=True):
         assert states[current]["Next"] == following
     assert states["Succeeded"]["Type"] == "Succeed"
 
@@ -66,7 +71,7 @@ def test_each_task_invokes_its_own_function_directly(
     assert state["ResultPath"] == "$"
 
 
-@pytest.mark.parametrize("stage", STAGES)
+@pytest.mark.parametrize("stage", [*STAGES, "ParseRanges"])
 def test_retriers_permanent_first_then_transient_with_full_jitter(
     synth: SynthResult, definition: dict[str, Any], stage: str
 ) -> None:
@@ -85,7 +90,7 @@ def test_retriers_permanent_first_then_transient_with_full_jitter(
     assert len(retry) == 3
 
 
-@pytest.mark.parametrize("stage", STAGES)
+@pytest.mark.parametrize("stage", STATES_IN_ORDER)
 def test_every_stage_catches_into_mark_failed(definition: dict[str, Any], stage: str) -> None:
     assert definition["States"][stage]["Catch"] == [
         {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "MarkFailed"}

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.reliability
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 INVALID = SAMPLES / "invalid"
 # cdk.json limits (the local stack is synthesized from it).
-MAX_PAGES = 500
+MAX_PAGES = 5000
 MAX_FILE_BYTES = 52_428_800
 
 

@@ -38,7 +38,7 @@ from rag_ingest.retrieval_text import SHIPPED_CONTEXT_LINE, indexed_text
 _IN_FLIGHT = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
 # What a new version clears (DocumentsTable.mark_queued's REMOVE clause).
 _CLEARED_BY_NEW_VERSION = (
-    "stage", "embedded_parts", "embed_total", "error_code", "error_detail", "page_count", "chunk_count",
+    "stage", "parsed_parts", "embedded_parts", "embed_total", "error_code", "error_detail", "page_count", "chunk_count",
     "failed_pages", "ocr_pages", "execution_arn", "replays", "last_error_code", "embed_cache_parts",
     "content_sha256", "content_key", "duplicate_of",
 )  # fmt: skip
@@ -168,6 +168,10 @@ class InMemoryDocuments:
 
     def confirm_current(self, document_id: str, version: str) -> None:
         self._transition(document_id, version, _IN_FLIGHT)
+
+    def record_parsed_range(self, document_id: str, version: str, first_page: int, pages: int) -> None:
+        item = self._transition(document_id, version, _IN_FLIGHT)
+        item.setdefault("parsed_parts", set()).add(f"{first_page}:{pages}")
 
     def record_embed_plan(self, document_id: str, version: str, total_chunks: int) -> None:
         item = self._transition(document_id, version, _IN_FLIGHT)

@@ -36,6 +36,13 @@ def test_document_states() -> None:
     assert status_text({"status": "FAILED", "error_code": "ENCRYPTED_PDF"}) == "FAILED ENCRYPTED_PDF"
 
 
+def test_pages_parsed_while_parse_runs_then_chunks_embedded() -> None:
+    parsing = {"status": "PROCESSING", "stage": "PARSE", "pages_parsed": 150, "page_count": 2000, "progress": None}
+    assert status_text(parsing) == "PROCESSING PARSE 150/2000 pages"
+    embedding = {**parsing, "stage": "EMBED", "pages_parsed": 2000, "progress": {"done": 256, "total": 8953}}
+    assert status_text(embedding) == "PROCESSING EMBED 256/8953"
+
+
 def test_every_error_code_has_a_sentence() -> None:
     assert set(SENTENCES) == set(ErrorCode)
     assert sentence("ENCRYPTED_PDF") == "This PDF is password-protected."

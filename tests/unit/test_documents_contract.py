@@ -215,3 +215,22 @@ def test_a_copy_is_the_same_tenants_ready_document_with_the_same_bytes(documents
     # Deleted, it is no copy any more.
     documents.mark_deleting(original, "acme")
     assert documents.find_ready_copy(tenant_id="acme", content_sha256=sha, document_id=newcomer) is None
+
+
+def test_pages_parsed_add_up_per_range_a_retry_counts_once_and_a_new_version_starts_at_none(
+    documents: Documents,
+) -> None:
+    document_id = queued(documents)
+    documents.start_stage(document_id, "v1", Stage.PARSE)
+    assert (record := documents.get(document_id)) is not None and record.pages_parsed is None
+    documents.record_parsed_range(document_id, "v1", 1, 50)
+    documents.record_parsed_range(document_id, "v1", 101, 7)  # ranges finish in any order
+    documents.record_parsed_range(document_id, "v1", 101, 7)  # a retried range
+    documents.record_parsed_range(document_id, "v1", 51, 50)
+    assert (record := documents.get(document_id)) is not None and record.pages_parsed == 107
+    with pytest.raises(StaleWriteError):
+        documents.record_parsed_range(document_id, "v0", 108, 1)
+    result = documents.mark_queued(
+        document_id=document_id, tenant_id="acme", ref=ref("v2", document_id), event_time="t2", size_bytes=9
+    )
+    assert result.record is not None and result.record.pages_parsed is None

@@ -4,7 +4,7 @@ from rag_ingest.layout import (
     ARTIFACTS_PREFIX,
     CHUNKS_ARTIFACT,
     EMBEDDINGS_FOLDER,
-    PAGES_ARTIFACT,
+    PAGES_FOLDER,
     RAW_PREFIX,
     KeyOutsideUploadsError,
     NoTenantFolderError,
@@ -84,11 +84,11 @@ def test_artifacts_of_a_version_live_in_the_document_folder() -> None:
     document_id, version = new_document_id(), "3HL4kqtJvjVBH40Nrjfkd"
     folder = artifacts_folder(document_id)
     assert folder == f"{ARTIFACTS_PREFIX}{document_id}/"
-    keys = [artifact_key(document_id, version, name) for name in (PAGES_ARTIFACT, CHUNKS_ARTIFACT, EMBEDDINGS_FOLDER)]
-    assert keys == [f"{folder}{version_hash(version)}/{name}" for name in ("pages.json", "chunks.json", "embeddings/")]
+    keys = [artifact_key(document_id, version, name) for name in (PAGES_FOLDER, CHUNKS_ARTIFACT, EMBEDDINGS_FOLDER)]
+    assert keys == [f"{folder}{version_hash(version)}/{name}" for name in ("pages/", "chunks.json", "embeddings/")]
     assert embedding_batch_key(keys[2], 7) == f"{folder}{version_hash(version)}/embeddings/000007.json"
 
 
 def test_a_configured_artifacts_prefix_is_a_folder_with_or_without_its_slash() -> None:
     assert artifacts_folder("d", "stage-output") == artifacts_folder("d", "stage-output/") == "stage-output/d/"
-    assert artifact_key("d", "v1", PAGES_ARTIFACT, "stage-output") == f"stage-output/d/{version_hash('v1')}/pages.json"
+    assert artifact_key("d", "v1", PAGES_FOLDER, "stage-output") == f"stage-output/d/{version_hash('v1')}/pages/"

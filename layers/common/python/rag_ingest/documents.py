@@ -69,6 +69,8 @@ class DocumentView(BaseModel):
     filename: str | None
     stage: str | None
     progress: dict[str, int] | None
+    # Pages the Parse Map has parsed so far, of page_count (None before Parse started).
+    pages_parsed: int | None
     attempts: dict[str, int]
     error_code: str | None
     error_detail: str | None
@@ -92,6 +94,7 @@ class DocumentView(BaseModel):
             filename=record.filename,
             stage=record.stage.value if record.stage else None,
             progress=record.progress.model_dump() if record.progress else None,
+            pages_parsed=record.pages_parsed,
             attempts=record.attempts,
             error_code=record.error_code.value if record.error_code else None,
             error_detail=record.error_detail,

@@ -2,7 +2,7 @@
 
 - uploads: ``raw/{tenant_id}/{document_id}/{filename}`` from the API; an object put without the API
   (``raw/{tenant_id}/...`` of any depth) still belongs to the tenant of its first folder.
-- stage artifacts: ``artifacts/{document_id}/{version_hash}/{pages.json,chunks.json,embeddings/NNNNNN.json}``,
+- stage artifacts: ``artifacts/{document_id}/{version_hash}/{pages/NNNNNN.json,chunks.json,embeddings/NNNNNN.json}``,
   one folder per document version, so a replay reuses its own checkpoints and deletion removes the folder.
 
 Both prefixes are configurable per function (``RAW_PREFIX``, ``ARTIFACTS_PREFIX``); the constants here
@@ -19,7 +19,7 @@ from rag_ingest.ids import is_api_document_id, version_hash
 
 RAW_PREFIX = "raw/"
 ARTIFACTS_PREFIX = "artifacts/"
-PAGES_ARTIFACT = "pages.json"
+PAGES_FOLDER = "pages/"  # one artifact per parsed page range, named by its first page
 CHUNKS_ARTIFACT = "chunks.json"
 EMBEDDINGS_FOLDER = "embeddings/"
 
@@ -84,6 +84,11 @@ def artifacts_folder(document_id: str, artifacts_prefix: str = ARTIFACTS_PREFIX)
 def artifact_key(document_id: str, version: str, name: str, artifacts_prefix: str = ARTIFACTS_PREFIX) -> str:
     """One version's artifact ``name`` (a file, or a folder when it ends with ``/``)."""
     return f"{artifacts_folder(document_id, artifacts_prefix)}{version_hash(version)}/{name}"
+
+
+def page_range_key(pages_prefix: str, first_page: int) -> str:
+    """The checkpoint of one parsed page range (raw page texts), under a version's ``pages/`` folder."""
+    return f"{as_prefix(pages_prefix)}{first_page:06d}.json"
 
 
 def embedding_batch_key(embeddings_prefix: str, batch_number: int) -> str:

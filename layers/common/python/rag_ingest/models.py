@@ -91,6 +91,74 @@ class ParsedDocument(BaseModel):
         return sum(1 for page in self.pages if page.source is TextSource.OCR)
 
 
+class ParsedRange(BaseModel):
+    """One Parse Map task's artifact: the raw (not yet cleaned) text of a page range and what the
+    join needs for the document-level verdicts (``rag_ingest.pdf.join_page_ranges``)."""
+
+    page_count: int = Field(ge=1)  # the document's
+    first_page: int = Field(ge=1)
+    last_page: int = Field(ge=1)
+    pages: list[PageText]
+    failed_pages: list[int] = Field(default_factory=list)
+    failure_reasons: dict[int, str] = Field(default_factory=dict)
+    # Pages whose extraction failed (over budget or broken), before OCR: all of them failing is CORRUPT_PDF.
+    extraction_failures: int = Field(default=0, ge=0)
+    over_budget: list[str] = Field(default_factory=list)
+    ocr_requested: int = Field(default=0, ge=0)  # pages without a text layer that draw an image
+    ocr_on: bool = False
+    # Some page draws something (text, image, path): no text anywhere is then NO_TEXT_LAYER, not EMPTY_DOCUMENT.
+    draws_marks: bool = False
+    metadata_title: str | None = None  # read by the range holding page 1
+    # sha256 of the uploaded bytes (hex), on the first range: Parse's first task reads them whole.
+    content_sha256: str | None = None
+
+    @property
+    def ocr_pages(self) -> int:
+        return sum(1 for page in self.pages if page.source is TextSource.OCR)
+
+    @property
+    def pages_parsed(self) -> int:
+        return self.last_page - self.first_page + 1
+
+
+class PageRange(BaseModel):
+    """One item of the Parse Map (planned by Validate): pages ``first_page``..``last_page``
+    (1-based, inclusive) and how many of them may be OCR'd (its share of the document's cap)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    first_page: int = Field(ge=1)
+    last_page: int = Field(ge=1)
+    max_ocr_pages: int = Field(default=0, ge=0)
+
+    @property
+    def pages(self) -> int:
+        return self.last_page - self.first_page + 1
+
+
+#: Pages per Parse Map task unless configured (cdk.json parsing.rangePages, env PARSE_RANGE_PAGES).
+DEFAULT_PARSE_RANGE_PAGES = 50
+
+
+def plan_page_ranges(page_count: int, range_pages: int, max_ocr_pages: int) -> list[PageRange]:
+    """The Parse Map's items: ``page_count`` pages in ranges of ``range_pages`` (the last one
+    shorter), each with its share of the document's OCR cap, proportional to its pages and summing
+    to ``max_ocr_pages`` exactly (ranges run in parallel: none can know what the others used).
+
+    A document without pages gets one range of one page: parsing it reports EMPTY_DOCUMENT.
+    """
+    if range_pages < 1:
+        raise ValueError(f"range_pages must be at least 1, got {range_pages}")
+    if page_count < 1:
+        return [PageRange(first_page=1, last_page=1, max_ocr_pages=max_ocr_pages)]
+    ranges = []
+    for first in range(1, page_count + 1, range_pages):
+        last = min(first + range_pages - 1, page_count)
+        share = max_ocr_pages * last // page_count - max_ocr_pages * (first - 1) // page_count
+        ranges.append(PageRange(first_page=first, last_page=last, max_ocr_pages=share))
+    return ranges
+
+
 class Chunk(BaseModel):
     """A passage to embed and index, with its provenance in the document."""
 
@@ -122,6 +190,8 @@ class DocumentJob(BaseModel):
     size_bytes: int | None = None
     page_count: int | None = None
     failed_pages: list[int] = Field(default_factory=list)
+    # Map items of Parse, one per page range; the range artifacts are under pages_key (a folder).
+    parse_tasks: list[PageRange] = Field(default_factory=list)
     pages_key: str | None = None
     chunk_count: int | None = None
     chunks_key: str | None = None
@@ -141,6 +211,13 @@ class EmbedTask(BaseModel):
 
     job: DocumentJob
     task: int = Field(ge=0)
+
+
+class ParseTask(BaseModel):
+    """One iteration of the Parse Map: the job and which page range to parse."""
+
+    job: DocumentJob
+    range: PageRange
 
 
 class FailedJob(DocumentJob):
@@ -206,6 +283,8 @@ class DocumentRecord(BaseModel):
     # Embed tasks done, as "task:chunks" (a set, so a retried task is counted once), of embed_total.
     embedded_parts: set[str] = Field(default_factory=set)
     embed_total: int | None = None
+    # Parse ranges done, as "first_page:pages" (a set, so a retried range is counted once), of page_count.
+    parsed_parts: set[str] = Field(default_factory=set)
     # Embed tasks' cache counts as "task:hits:misses" (a set, like embedded_parts). Batches a retry
     # resumed from their checkpoints are in neither count: they were looked up by the attempt that failed.
     embed_cache_parts: set[str] = Field(default_factory=set)
@@ -234,6 +313,13 @@ class DocumentRecord(BaseModel):
             return None
         done = sum(int(part.partition(":")[2] or 0) for part in self.embedded_parts)
         return Progress(done=done, total=self.embed_total)
+
+    @property
+    def pages_parsed(self) -> int | None:
+        """Pages the Parse Map has parsed so far (of ``page_count``); None before it started."""
+        if not self.parsed_parts:
+            return None
+        return sum(int(part.partition(":")[2] or 0) for part in self.parsed_parts)
 
     @property
     def embedding_cache(self) -> CacheCounts | None:

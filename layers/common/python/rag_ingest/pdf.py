@@ -59,7 +59,7 @@ import threading
 import time
 import zlib
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -72,7 +72,7 @@ from pypdf.generic import ArrayObject, StreamObject
 
 from rag_ingest.errors import ErrorCode, PermanentError
 from rag_ingest.logs import logger
-from rag_ingest.models import PageText, ParsedDocument, TextSource
+from rag_ingest.models import PageText, ParsedDocument, ParsedRange, TextSource
 from rag_ingest.ocr import MIN_TEXT_LAYER_CHARS, OcrPageError, PageOcr, render_page_png
 from rag_ingest.tokens import is_vocabulary_word
 
@@ -301,9 +301,7 @@ def _zone_key(zone: int, signature: str) -> tuple[int, str]:
     return (_PAGE_NUMBER_ZONE if page_number else zone, signature)
 
 
-def _drop_running_lines(
-    pages_lines: list[list[str]], rules: CleanupRules = SHIPPED_CLEANUP_RULES
-) -> list[list[str]]:
+def _drop_running_lines(pages_lines: list[list[str]], rules: CleanupRules = SHIPPED_CLEANUP_RULES) -> list[list[str]]:
     """Remove running headers and footers (page numbers included) from every page."""
     pages_with_text = sum(1 for lines in pages_lines if any(lines))
     if pages_with_text < 2:
@@ -393,6 +391,48 @@ def parse_pdf(
     fails or goes over ``budget`` is listed in ``failed_pages`` (1-based) and kept with empty text;
     if every page fails, the PDF is corrupt (or too complex, when a budget failed a page). The
     OCR engine's ``TransientError`` (throttling) propagates: the stage is retried.
+
+    The whole document is one page range: :func:`parse_page_range` then :func:`join_page_ranges`,
+    as the workflow's Parse Map and Chunk do range by range.
+    """
+    whole = parse_page_range(
+        data, first_page=1, last_page=None, max_bytes=max_bytes, max_pages=max_pages, budget=budget, ocr=ocr
+    )
+    return join_page_ranges([whole], clean=clean)
+
+
+def count_pdf_pages(data: bytes, *, max_bytes: int, max_pages: int) -> int:
+    """The PDF's page count, read from its page tree only (no page is parsed).
+
+    Raises ``PermanentError`` as :func:`validate_pdf_header` does, CORRUPT_PDF or ENCRYPTED_PDF
+    when the PDF cannot be opened, and TOO_MANY_PAGES over ``max_pages``.
+    """
+    validate_pdf_header(data[:PDF_MAGIC_WINDOW_BYTES], len(data), max_bytes=max_bytes)
+    page_count = _count_pages(_open_reader(data))
+    if page_count > max_pages:
+        raise PermanentError(ErrorCode.TOO_MANY_PAGES, f"{page_count} pages exceeds the limit of {max_pages} pages")
+    return page_count
+
+
+def parse_page_range(
+    data: bytes,
+    *,
+    first_page: int,
+    last_page: int | None,
+    max_bytes: int,
+    max_pages: int,
+    budget: ParseBudget = DEFAULT_BUDGET,
+    ocr: PageOcr | None = None,
+    ocr_page_cap: int | None = None,
+) -> ParsedRange:
+    """The raw (not yet cleaned) text of pages ``first_page``..``last_page`` (1-based, inclusive;
+    ``None``: to the last page) of the PDF in ``data``.
+
+    Only the range's pages are parsed (pypdf resolves objects lazily), so the memory is the range's,
+    not the document's. The page and document budgets apply to the range (each range is one Parse
+    task with its own timeout). ``ocr_page_cap`` is how many of the range's pages may be OCR'd
+    (its share of ``ocr.max_pages``, the document's cap; default: all of it). Document-level
+    verdicts (every page failed, no text at all) need every range: :func:`join_page_ranges`.
     """
     validate_pdf_header(data[:PDF_MAGIC_WINDOW_BYTES], len(data), max_bytes=max_bytes)
     reader = _open_reader(data)
@@ -401,13 +441,16 @@ def parse_pdf(
         raise PermanentError(ErrorCode.TOO_MANY_PAGES, f"{page_count} pages exceeds the limit of {max_pages} pages")
     if page_count == 0:
         raise PermanentError(ErrorCode.EMPTY_DOCUMENT, "the PDF has no pages")
+    last = page_count if last_page is None else min(last_page, page_count)
+    if not 1 <= first_page <= last:
+        raise ValueError(f"page range {first_page}-{last_page} is outside the document's {page_count} pages")
 
     raw_texts: list[str] = []
     failed_pages: list[int] = []
     over_budget: list[str] = []  # why each over-budget page failed
     deadline = time.monotonic() + budget.document_seconds
     text_chars = 0
-    for page_number in range(1, page_count + 1):
+    for page_number in range(first_page, last + 1):
         if time.monotonic() > deadline:
             raise PermanentError(
                 ErrorCode.PDF_TOO_COMPLEX,
@@ -440,7 +483,7 @@ def parse_pdf(
     extraction_failures = len(failed_pages)
     needs_ocr = [
         number
-        for number, raw_text in enumerate(raw_texts, start=1)
+        for number, raw_text in enumerate(raw_texts, start=first_page)
         if number not in failed_pages
         and len(_ALPHANUMERIC.findall(raw_text)) < MIN_TEXT_LAYER_CHARS
         and _draws_image(reader.pages[number - 1], budget)
@@ -448,26 +491,28 @@ def parse_pdf(
     sources: dict[int, TextSource] = {}
     confidences: dict[int, float] = {}
     failure_reasons: dict[int, str] = {}
+    cap = ocr.max_pages if ocr is not None and ocr_page_cap is None else (ocr_page_cap or 0)
     for position, page_number in enumerate(needs_ocr):
         if ocr is None:
             failure_reasons[page_number] = "no text layer (OCR is off)"
-        elif position >= ocr.max_pages:
-            failure_reasons[page_number] = f"no text layer, over the OCR limit of {ocr.max_pages} pages per document"
+        elif position >= cap:
+            failure_reasons[page_number] = (
+                f"no text layer, over the OCR limit of {ocr.max_pages} pages per document"
+                + (f" ({cap} of them for pages {first_page}-{last})" if cap != ocr.max_pages else "")
+            )
         else:
             try:
                 result = ocr.engine.recognize(render_page_png(data, page_number - 1, ocr.dpi))
             except OcrPageError as error:
                 failure_reasons[page_number] = f"OCR failed: {error}"
             else:
-                raw_texts[page_number - 1] = result.text
+                raw_texts[page_number - first_page] = result.text
                 sources[page_number] = TextSource.OCR
                 confidences[page_number] = result.confidence
                 continue
         logger.warning("page %d: %s", page_number, failure_reasons[page_number])
-        raw_texts[page_number - 1] = ""
-    failed_pages = sorted({*failed_pages, *failure_reasons})
+        raw_texts[page_number - first_page] = ""
 
-    texts = clean_pages(raw_texts) if clean else raw_texts
     pages = [
         PageText(
             page_number=number,
@@ -475,10 +520,52 @@ def parse_pdf(
             source=sources.get(number, TextSource.TEXT_LAYER),
             ocr_confidence=confidences.get(number),
         )
-        for number, text in enumerate(texts, start=1)
+        for number, text in enumerate(raw_texts, start=first_page)
     ]
+    # Whether anything is drawn decides NO_TEXT_LAYER against EMPTY_DOCUMENT at the join. A page
+    # with text draws text; only a range without any text pays for reading its content streams.
+    draws_marks = any(text.strip() for text in raw_texts) or _any_page_has_marks(
+        (reader.pages[number - 1] for number in range(first_page, last + 1)), budget
+    )
+    return ParsedRange(
+        page_count=page_count,
+        first_page=first_page,
+        last_page=last,
+        pages=pages,
+        failed_pages=sorted({*failed_pages, *failure_reasons}),
+        failure_reasons=failure_reasons,
+        extraction_failures=extraction_failures,
+        over_budget=over_budget,
+        ocr_requested=len(needs_ocr),
+        ocr_on=ocr is not None,
+        draws_marks=draws_marks,
+        metadata_title=_metadata_title(reader) if first_page == 1 else None,
+    )
 
-    if extraction_failures == page_count:
+
+def join_page_ranges(ranges: Sequence[ParsedRange], *, clean: bool = True) -> ParsedDocument:
+    """The document from its parsed page ranges (in any order; together they must cover every
+    page once): the pages in order, cleaned as one document by :func:`clean_pages` (running lines
+    and hyphenation need every page), and the document-level verdicts of :func:`parse_pdf`.
+
+    Raises ``PermanentError`` PDF_TOO_COMPLEX or CORRUPT_PDF when no page could be extracted,
+    NO_TEXT_LAYER or EMPTY_DOCUMENT when no page has text.
+    """
+    if not ranges:
+        raise ValueError("no page ranges to join")
+    ordered = sorted(ranges, key=lambda parsed: parsed.first_page)
+    page_count = ordered[0].page_count
+    pages = [page for parsed in ordered for page in parsed.pages]
+    if [page.page_number for page in pages] != list(range(1, page_count + 1)):
+        raise ValueError(f"the page ranges do not cover the document's {page_count} pages exactly once")
+    failed_pages = sorted(number for parsed in ordered for number in parsed.failed_pages)
+    failure_reasons = {number: reason for parsed in ordered for number, reason in parsed.failure_reasons.items()}
+    over_budget = [reason for parsed in ordered for reason in parsed.over_budget]
+    if clean:
+        texts = clean_pages([page.text for page in pages])
+        pages = [page.model_copy(update={"text": text}) for page, text in zip(pages, texts, strict=True)]
+
+    if sum(parsed.extraction_failures for parsed in ordered) == page_count:
         if over_budget:
             raise PermanentError(
                 ErrorCode.PDF_TOO_COMPLEX,
@@ -487,12 +574,14 @@ def parse_pdf(
             )
         raise PermanentError(ErrorCode.CORRUPT_PDF, f"text extraction failed on all {page_count} pages")
     if not any(page.text.strip() for page in pages):
-        if _any_page_has_marks(reader, budget):
-            how = "OCR is off" if ocr is None else f"{len(sources)} read by OCR, {len(failure_reasons)} failed"
+        if any(parsed.draws_marks for parsed in ordered):
+            ocr_pages = sum(1 for page in pages if page.source is TextSource.OCR)
+            needs_ocr = sum(parsed.ocr_requested for parsed in ordered)
+            ocr_on = all(parsed.ocr_on for parsed in ordered)
+            how = f"{ocr_pages} read by OCR, {len(failure_reasons)} failed" if ocr_on else "OCR is off"
             raise PermanentError(
                 ErrorCode.NO_TEXT_LAYER,
-                f"none of the {page_count} pages has extractable text (scanned or drawn; {len(needs_ocr)} "
-                f"need OCR: {how})",
+                f"none of the {page_count} pages has extractable text (scanned or drawn; {needs_ocr} need OCR: {how})",
             )
         raise PermanentError(ErrorCode.EMPTY_DOCUMENT, f"all {page_count} pages are blank")
     return ParsedDocument(
@@ -500,7 +589,7 @@ def parse_pdf(
         pages=pages,
         failed_pages=failed_pages,
         failure_reasons=failure_reasons,
-        metadata_title=_metadata_title(reader),
+        metadata_title=ordered[0].metadata_title,
     )
 
 
@@ -619,9 +708,9 @@ def _flate_error(data: bytes, max_output: int) -> bool:
     return False
 
 
-def _any_page_has_marks(reader: PdfReader, budget: ParseBudget) -> bool:
+def _any_page_has_marks(pages: Iterable[PageObject], budget: ParseBudget) -> bool:
     """True when some page's content stream paints something (text, image, shading or path)."""
-    for page in reader.pages:
+    for page in pages:
         try:
             contents = page.get_contents()
             if contents is None:

@@ -24,10 +24,11 @@ from rag_ingest.errors import ErrorCode, PermanentError, StaleWriteError, Transi
 from rag_ingest.layout import (
     CHUNKS_ARTIFACT,
     EMBEDDINGS_FOLDER,
-    PAGES_ARTIFACT,
+    PAGES_FOLDER,
     artifact_key,
     embedding_batch_key,
     filename_of,
+    page_range_key,
 )
 from rag_ingest.logs import logger, run_keys
 from rag_ingest.models import (
@@ -36,12 +37,16 @@ from rag_ingest.models import (
     DocumentStatus,
     EmbedTask,
     FailedJob,
+    PageRange,
     ParsedDocument,
+    ParsedRange,
+    ParseTask,
     Stage,
     content_key,
+    plan_page_ranges,
 )
 from rag_ingest.ocr import OcrEngine, PageOcr
-from rag_ingest.pdf import parse_pdf, validate_pdf_header
+from rag_ingest.pdf import count_pdf_pages, join_page_ranges, parse_page_range, validate_pdf_header
 from rag_ingest.ports import ChunkIndex, EmbeddingCache, PipelineDocuments, StageObjects
 from rag_ingest.retrieval_text import document_title
 from rag_ingest.telemetry import NoTelemetry, Telemetry
@@ -62,11 +67,9 @@ def _logged(stage: Stage | None) -> Callable[[_Method], _Method]:
 
     def decorate(method: _Method) -> _Method:
         @functools.wraps(method)
-        def run(self: Pipeline, item: DocumentJob | EmbedTask) -> Any:
-            job = item.job if isinstance(item, EmbedTask) else item
-            with run_keys(
-                document_id=job.document_id, tenant_id=job.tenant_id, stage=stage.value if stage else None
-            ):
+        def run(self: Pipeline, item: DocumentJob | EmbedTask | ParseTask) -> Any:
+            job = item.job if isinstance(item, EmbedTask | ParseTask) else item
+            with run_keys(document_id=job.document_id, tenant_id=job.tenant_id, stage=stage.value if stage else None):
                 return method(self, item)
 
         return cast(_Method, run)
@@ -108,27 +111,85 @@ class Pipeline:
 
     @_logged(Stage.PARSE)
     def parse(self, job: DocumentJob) -> DocumentJob:
-        pages_key = self._artifact_key(job, PAGES_ARTIFACT)
+        """Parse's first task: open the PDF, count its pages, parse the first page range and plan
+        the others (``job.parse_tasks``, the Parse Map's items). A document of one range is done
+        here, and judged here as before (NO_TEXT_LAYER, EMPTY_DOCUMENT, ...); a longer one is
+        judged by Chunk, which joins the ranges."""
+        pages_prefix = self._artifact_key(job, PAGES_FOLDER)
+        first_key = page_range_key(pages_prefix, 1)
         with self._stage(job, Stage.PARSE) as record:
-            if self._deps.objects.exists(self._env.bucket_name, pages_key):
-                parsed = ParsedDocument.model_validate(self._deps.objects.get_json(self._env.bucket_name, pages_key))
-                logger.info("parse checkpoint reused", extra={"key": pages_key})
+            if self._deps.objects.exists(self._env.bucket_name, first_key):
+                first = ParsedRange.model_validate(self._deps.objects.get_json(self._env.bucket_name, first_key))
+                logger.info("parse checkpoint reused", extra={"key": first_key})
             else:
                 data = self._deps.objects.read(job.object_ref)
-                engine = self._deps.ocr_engine
-                ocr = PageOcr(engine, self._env.max_ocr_pages, self._env.ocr_dpi) if engine is not None else None
-                parsed = parse_pdf(data, max_bytes=self._env.max_file_bytes, max_pages=self._env.max_pages, ocr=ocr)
+                page_count = count_pdf_pages(data, max_bytes=self._env.max_file_bytes, max_pages=self._env.max_pages)
+                ranges = plan_page_ranges(page_count, self._env.parse_range_pages, self._env.max_ocr_pages)
+                first = self._parse_range(data, ranges[0])
                 # The bytes are in hand here anyway: their hash finds the same upload under another name.
-                parsed.content_sha256 = hashlib.sha256(data).hexdigest()
-                self._deps.objects.put_json(self._env.bucket_name, pages_key, parsed.model_dump())
-            job.page_count = parsed.page_count
-            job.failed_pages = parsed.failed_pages
-            job.pages_key = pages_key
-            job.content_sha256 = parsed.content_sha256
-            record.update(page_count=parsed.page_count, failed_pages=parsed.failed_pages, ocr_pages=parsed.ocr_pages)
-            if parsed.content_sha256:
-                record.update(self._content_fields(job, parsed.content_sha256))
+                first.content_sha256 = hashlib.sha256(data).hexdigest()
+                self._deps.objects.put_json(self._env.bucket_name, first_key, first.model_dump())
+            planned = plan_page_ranges(first.page_count, self._env.parse_range_pages, self._env.max_ocr_pages)
+            job.parse_tasks = planned[1:]
+            job.page_count = first.page_count
+            job.failed_pages = first.failed_pages
+            job.pages_key = pages_prefix
+            job.content_sha256 = first.content_sha256
+            if not job.parse_tasks:
+                join_page_ranges([first])  # the whole document: its verdict, as parse_pdf gives it
+            record.update(page_count=first.page_count, failed_pages=first.failed_pages, ocr_pages=first.ocr_pages)
+            if first.content_sha256:
+                record.update(self._content_fields(job, first.content_sha256))
+            self._deps.status.record_parsed_range(job.document_id, job.version, first.first_page, first.pages_parsed)
         return job
+
+    @_logged(Stage.PARSE)
+    def parse_range(self, item: ParseTask) -> dict[str, Any]:
+        """One Parse Map task: its page range, checkpointed under the version's ``pages/`` folder,
+        so a retry of this range redoes only this range (and nothing once its artifact exists).
+        Returns only counts: the Map discards them, and the state never carries page text."""
+        job = item.job
+        key = page_range_key(self._require(job.pages_key, "pages_key"), item.range.first_page)
+        with self._stage(job, Stage.PARSE, accumulate=True):
+            if self._deps.objects.exists(self._env.bucket_name, key):
+                parsed = ParsedRange.model_validate(self._deps.objects.get_json(self._env.bucket_name, key))
+                logger.info("parse checkpoint reused", extra={"key": key})
+            else:
+                parsed = self._parse_range(self._deps.objects.read(job.object_ref), item.range)
+                self._deps.objects.put_json(self._env.bucket_name, key, parsed.model_dump())
+            logger.info(
+                "page range parsed",
+                extra={
+                    "first_page": parsed.first_page,
+                    "last_page": parsed.last_page,
+                    "failed_pages": parsed.failed_pages,
+                },
+            )
+            self._deps.status.record_parsed_range(job.document_id, job.version, parsed.first_page, parsed.pages_parsed)
+        return {"first_page": parsed.first_page, "pages": parsed.pages_parsed, "failed_pages": len(parsed.failed_pages)}
+
+    def _parse_range(self, data: bytes, page_range: PageRange) -> ParsedRange:
+        engine = self._deps.ocr_engine
+        ocr = PageOcr(engine, self._env.max_ocr_pages, self._env.ocr_dpi) if engine is not None else None
+        return parse_page_range(
+            data,
+            first_page=page_range.first_page,
+            last_page=page_range.last_page,
+            max_bytes=self._env.max_file_bytes,
+            max_pages=self._env.max_pages,
+            ocr=ocr,
+            ocr_page_cap=page_range.max_ocr_pages,
+        )
+
+    def _joined_pages(self, job: DocumentJob) -> ParsedDocument:
+        """The document's pages from its range artifacts, in order, cleaned as one document."""
+        prefix = self._require(job.pages_key, "pages_key")
+        first_pages = [1, *(task.first_page for task in job.parse_tasks)]
+        ranges = [
+            ParsedRange.model_validate(self._deps.objects.get_json(self._env.bucket_name, page_range_key(prefix, page)))
+            for page in first_pages
+        ]
+        return join_page_ranges(ranges)
 
     def _content_fields(self, job: DocumentJob, sha256: str) -> dict[str, Any]:
         """The bytes' hash on the record (the content index's key), and the tenant's earlier READY
@@ -144,14 +205,17 @@ class Pipeline:
 
     @_logged(Stage.CHUNK)
     def chunk(self, job: DocumentJob) -> DocumentJob:
+        """Join the parsed page ranges (a heading or a sentence that crosses a range border is
+        chunked as if the document had been parsed whole), chunk them, and plan the Embed Map."""
         chunks_key = self._artifact_key(job, CHUNKS_ARTIFACT)
         with self._stage(job, Stage.CHUNK) as record:
+            parsed = self._joined_pages(job)
+            job.page_count = parsed.page_count
+            job.failed_pages = parsed.failed_pages
+            record.update(failed_pages=parsed.failed_pages, ocr_pages=parsed.ocr_pages)
             if self._deps.objects.exists(self._env.bucket_name, chunks_key):
                 chunk_count = len(self._deps.objects.get_json(self._env.bucket_name, chunks_key))
             else:
-                parsed = ParsedDocument.model_validate(
-                    self._deps.objects.get_json(self._env.bucket_name, self._require(job.pages_key, "pages_key"))
-                )
                 chunks = chunk_pages(
                     parsed.pages,
                     count_tokens=self._deps.count_tokens,

@@ -54,6 +54,10 @@ class PipelineDocuments(DocumentReader, Protocol):
 
     def confirm_current(self, document_id: str, version: str) -> None: ...
 
+    def record_parsed_range(self, document_id: str, version: str, first_page: int, pages: int) -> None:
+        """Progress of the Parse Map: a retried range counts once."""
+        ...
+
     def record_embed_plan(self, document_id: str, version: str, total_chunks: int) -> None: ...
 
     def record_embedded_part(

@@ -161,7 +161,7 @@ class DocumentsTable:
                     "timings_ms = :empty, event_time = :event_time, size_bytes = :size, "
                     "created_at = if_not_exists(created_at, :now), updated_at = :now "
                     # A new version starts clean: no replays or errors inherited from the last one.
-                    "REMOVE stage, embedded_parts, embed_total, error_code, error_detail, page_count, "
+                    "REMOVE stage, parsed_parts, embedded_parts, embed_total, error_code, error_detail, page_count, "
                     "chunk_count, failed_pages, ocr_pages, execution_arn, replays, last_error_code, "
                     "embed_cache_parts, content_sha256, content_key, duplicate_of"
                 ),
@@ -244,6 +244,17 @@ class DocumentsTable:
     def confirm_current(self, document_id: str, version: str) -> None:
         """Raise StaleWriteError unless ``version`` is still the document's in-flight version."""
         self._transition(document_id, version, "SET updated_at = :now", {}, allowed=_IN_FLIGHT)
+
+    def record_parsed_range(self, document_id: str, version: str, first_page: int, pages: int) -> None:
+        """Progress of the Parse Map, like Embed's: adding to a set is idempotent, so a retried
+        range counts once, and concurrent ranges never overwrite each other's count."""
+        self._transition(
+            document_id,
+            version,
+            "SET updated_at = :now ADD parsed_parts :part",
+            {":part": {f"{first_page}:{pages}"}},
+            allowed=_IN_FLIGHT,
+        )
 
     def record_embed_plan(self, document_id: str, version: str, total_chunks: int) -> None:
         self._transition(

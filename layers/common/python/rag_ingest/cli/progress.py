@@ -34,7 +34,8 @@ def human_bytes(n_bytes: float) -> str:
 
 
 def status_text(document: dict[str, Any]) -> str:
-    """``PROCESSING EMBED 12/40``, ``READY 3 pages 14 chunks``, ``FAILED ENCRYPTED_PDF``."""
+    """``PROCESSING PARSE 150/2000 pages``, ``PROCESSING EMBED 12/40``, ``READY 3 pages 14 chunks``,
+    ``FAILED ENCRYPTED_PDF``."""
     status = str(document.get("status", "?"))
     if status == "READY":
         return f"READY {document.get('page_count') or 0} pages {document.get('chunk_count') or 0} chunks"
@@ -44,7 +45,9 @@ def status_text(document: dict[str, Any]) -> str:
     if document.get("stage"):
         parts.append(str(document["stage"]))
     progress = document.get("progress") or {}
-    if progress.get("total"):
+    if document.get("stage") == "PARSE" and document.get("pages_parsed") is not None and document.get("page_count"):
+        parts.append(f"{document['pages_parsed']}/{document['page_count']} pages")
+    elif progress.get("total"):
         parts.append(f"{progress.get('done', 0)}/{progress['total']}")
     return " ".join(parts)
 
