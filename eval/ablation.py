@@ -6,8 +6,8 @@ In process (the same parse, cleanup, chunk and search code as the pipeline, see 
 split (default: test, as issue 14 asks: no rule ships unless it helps there). Each variant is
 the shipped configuration with one thing switched: a cleanup rule of
 ``rag_ingest.pdf.CleanupRules`` (off, or on for a rule that does not ship), all of the cleanup,
-the contextual text (title and heading path before the text: BM25-indexed, without the title,
-or embedded too; none of it ships), or the tuned fusion (back to unweighted RRF with the paper's
+the contextual text (title and heading path before the text, BM25-indexed as shipped: off,
+without the title, or embedded too), or the tuned fusion (back to unweighted RRF with the paper's
 constant, 60). Every variant's chunks are embedded once per distinct text.
 """
 
@@ -62,7 +62,7 @@ def variants() -> list[Variant]:
     return [
         Variant("shipped"),
         Variant("untuned fusion (RRF 1:1, 60)", fusion=UNTUNED_FUSION),
-        Variant("contextual text in BM25", context_line=True),
+        Variant("BM25 on the text alone (no contextual text)", context_line=False),
         Variant("contextual text in BM25, without the title", context_line=True, with_title=False),
         Variant("contextual text in BM25 and embedded", context_line=True, embed_context=True),
         *(_switched(rule) for rule in (field.name for field in fields(CleanupRules))),

@@ -9,9 +9,10 @@ reindex module and on OpenSearch Serverless alike.
 
 Two retrievers, both filtered by tenant inside the query (never after it, so a tenant always
 gets its own top k): :meth:`VectorStore.knn_search` (lucene HNSW on the embedding) and
-:meth:`VectorStore.bm25_search` (``match`` on ``text``, or on ``indexed_text`` where a chunk
-has it: its contextual text, the document title and heading path before its text, written only
-when ``IndexSettings.context_line`` is on, which does not ship: see rag_ingest.retrieval_text).
+:meth:`VectorStore.bm25_search` (``match`` on ``indexed_text`` where a chunk has it: its
+contextual text, the document title and heading path before its text, written when
+``IndexSettings.context_line`` is on, as shipped: see rag_ingest.retrieval_text; else on ``text``,
+as for chunks written before the field existed).
 The embedding is always of the plain text. Both return highlighted fragments of the plain
 ``text``, through a ``highlight_query`` on the query's words (a vector query has no terms, and
 BM25's may have matched another field), so a title or heading never shows up as a passage's
