@@ -5,44 +5,27 @@ the document-level verdicts after the join. Over in-memory fakes, in millisecond
 from __future__ import annotations
 
 import io
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from fpdf import FPDF
 from pypdf import PdfReader, PdfWriter
 from rag_ingest.chunking import chunk_pages
-from rag_ingest.config import StagesEnv
 from rag_ingest.errors import ErrorCode, PermanentError
-from rag_ingest.ids import new_document_id
 from rag_ingest.layout import page_range_key
-from rag_ingest.models import DocumentJob, PageRange, ParsedRange, ParseTask, Stage, plan_page_ranges
+from rag_ingest.models import PageRange, ParsedRange, ParseTask, Stage, plan_page_ranges
 from rag_ingest.pdf import join_page_ranges, parse_page_range, parse_pdf
-from rag_ingest.pipeline import Pipeline, StageDependencies
 from rag_ingest.tokens import count_tokens
 
-from tests.support.fakes import CountingEmbedder, InMemoryChunkIndex, InMemoryDocuments, InMemoryObjects
+from tests.unit.test_pipeline_stages_fast import ENV as FAST_STAGES_ENV
+from tests.unit.test_pipeline_stages_fast import World, build_world
 
 pytestmark = pytest.mark.unit
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 BUCKET = "docs"
 RANGE_PAGES = 2
-ENV = StagesEnv.from_env(
-    {
-        "DOCUMENTS_TABLE": "documents",
-        "BUCKET_NAME": BUCKET,
-        "OPENSEARCH_ENDPOINT": "http://127.0.0.1:9200",
-        "OPENSEARCH_INDEX": "chunks",
-        "EMBEDDING_PROVIDER": "local",
-        "EMBEDDING_MODEL_ID": "fake-embedder",
-        "EMBEDDING_DIMENSION": "4",
-        "MAX_FILE_BYTES": str(5 * 1024 * 1024),
-        "MAX_PAGES": "50",
-        "PARSE_RANGE_PAGES": str(RANGE_PAGES),
-        "CHUNK_TOKENS": "120",
-        "CHUNK_OVERLAP_TOKENS": "20",
-    }
-)
+#: The fast stage tests' environment, with ranges of RANGE_PAGES pages.
+ENV = FAST_STAGES_ENV.model_copy(update={"parse_range_pages": RANGE_PAGES})
 LIMITS = {"max_bytes": 5 * 1024 * 1024, "max_pages": 50}
 
 
@@ -186,32 +169,12 @@ def test_only_blank_ranges_are_an_empty_document() -> None:
 
 
 # -- the stages: Parse's first range, the Map's ranges, Chunk's join --------------------------------
-class RangedWorld:
-    def __init__(self) -> None:
-        self.documents, self.objects, self.index = InMemoryDocuments(), InMemoryObjects(), InMemoryChunkIndex()
-        self.embedder = CountingEmbedder()
-        self.pipeline = Pipeline(
-            StageDependencies(
-                env=ENV,
-                status=self.documents,
-                objects=self.objects,
-                vector_store=lambda: self.index,
-                embedder=lambda: self.embedder,
-                count_tokens=count_tokens,
-            )
-        )
-
-    def upload(self, data: bytes) -> DocumentJob:
-        document_id = new_document_id()
-        ref = self.objects.upload(BUCKET, f"raw/acme/{document_id}/a.pdf", "v1", data)
-        self.documents.mark_queued(
-            document_id=document_id, tenant_id="acme", ref=ref, event_time=datetime.now(UTC).isoformat(), size_bytes=1
-        )
-        return DocumentJob(document_id=document_id, tenant_id="acme", bucket=BUCKET, key=ref.key, version="v1")
+def ranged_world() -> World:
+    return build_world(env=ENV)
 
 
 def test_parse_plans_the_other_ranges_as_small_map_items_and_chunk_joins_them() -> None:
-    world = RangedWorld()
+    world = ranged_world()
     data = border_pdf()
     job = world.pipeline.parse(world.pipeline.validate(world.upload(data)))
     assert job.page_count == 5
@@ -233,7 +196,7 @@ def test_parse_plans_the_other_ranges_as_small_map_items_and_chunk_joins_them() 
 
 
 def test_a_retried_range_redoes_only_itself_and_counts_once() -> None:
-    world = RangedWorld()
+    world = ranged_world()
     job = world.pipeline.parse(world.pipeline.validate(world.upload(border_pdf())))
     second = ParseTask(job=job, range=job.parse_tasks[0])
     world.pipeline.parse_range(second)
@@ -250,7 +213,7 @@ def test_a_retried_range_redoes_only_itself_and_counts_once() -> None:
 
 
 def test_chunk_without_a_range_artifact_fails_instead_of_indexing_part_of_the_document() -> None:
-    world = RangedWorld()
+    world = ranged_world()
     job = world.pipeline.parse(world.pipeline.validate(world.upload(border_pdf())))
     world.pipeline.parse_range(ParseTask(job=job, range=job.parse_tasks[0]))  # the last range never ran
     with pytest.raises(KeyError):  # the fake's NoSuchKey
@@ -259,7 +222,7 @@ def test_chunk_without_a_range_artifact_fails_instead_of_indexing_part_of_the_do
 
 
 def test_a_document_of_many_ranges_with_no_text_fails_no_text_layer_at_the_join() -> None:
-    world = RangedWorld()
+    world = ranged_world()
     job = world.pipeline.parse(world.pipeline.validate(world.upload(blank_and_image_pages(3))))
     assert job.parse_tasks  # more than one range: Parse's first range gives no verdict
     for item in job.parse_tasks:
@@ -270,7 +233,7 @@ def test_a_document_of_many_ranges_with_no_text_fails_no_text_layer_at_the_join(
 
 
 def test_a_document_of_one_range_is_judged_by_parse_as_before() -> None:
-    world = RangedWorld()
+    world = ranged_world()
     job = world.pipeline.validate(world.upload((SAMPLES / "invalid" / "image-only.pdf").read_bytes()))
     with pytest.raises(PermanentError) as caught:
         world.pipeline.parse(job)
@@ -278,7 +241,7 @@ def test_a_document_of_one_range_is_judged_by_parse_as_before() -> None:
 
 
 def test_too_many_pages_fails_parse_before_any_range_is_planned() -> None:
-    world = RangedWorld()
+    world = ranged_world()
     job = world.pipeline.validate(world.upload(blank_and_image_pages(50)))
     with pytest.raises(PermanentError) as caught:
         world.pipeline.parse(job)

@@ -86,11 +86,13 @@ class World:
 
 
 def build_world(**extra_dependencies: Any) -> World:
-    """A pipeline over fresh fakes; ``extra_dependencies`` are further StageDependencies fields."""
+    """A pipeline over fresh fakes; ``extra_dependencies`` are further StageDependencies fields
+    (``env`` replaces this module's ENV)."""
     documents, objects, index = InMemoryDocuments(), InMemoryObjects(), InMemoryChunkIndex()
     embedder, telemetry = CountingEmbedder(), RecordingTelemetry()
+    env = extra_dependencies.pop("env", ENV)
     deps = StageDependencies(
-        env=ENV,
+        env=env,
         status=documents,
         objects=objects,
         vector_store=lambda: index,
