@@ -106,12 +106,15 @@ def test_routes_without_authorization_need_no_token(route_key: str, local_stack:
 
 
 def test_an_expired_token_from_the_provider_is_refused(client: LocalStackClient) -> None:
-    token, lifetime = client.sign_in(expires_in=1)
-    assert lifetime == 1
+    # exp is in whole seconds (as Cognito's): a token of 2 s issued at x.99 lives 1.01 s. Signing in
+    # at the start of a second gives the fresh request the whole lifetime.
+    time.sleep(1 - time.time() % 1)
+    token, lifetime = client.sign_in(expires_in=2)
+    assert lifetime == 2
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     fresh = requests.post(f"{client.api_url}/search", json={"query": "q"}, headers=headers, timeout=30)
     assert fresh.status_code == 200, fresh.text
-    time.sleep(2.1)
+    time.sleep(3.1)
     expired = requests.post(f"{client.api_url}/search", json={"query": "q"}, headers=headers, timeout=30)
     assert (expired.status_code, expired.json()) == (401, {"message": "Unauthorized"})
 
