@@ -205,42 +205,40 @@ class Workflow(Construct):
         )
         return task
 
-    def _embed_map(self) -> sfn.Map:
-        """Embed fans out over the embedding tasks Chunk planned (``$.embed_tasks``).
+    def _fan_out(
+        self, state_name: str, task_state_name: str, items_path: str, item_key: str, stage: str, max_concurrency: int
+    ) -> sfn.Map:
+        """A Map over ``items_path`` running ``stage``'s function once per item (``{job, <item_key>}``).
 
-        MaxConcurrency bounds the calls in flight to the embedding model: its quota is the
-        bottleneck, and retrying into a throttled model only makes it worse. Each task writes its
-        own checkpoints and returns nothing the workflow keeps (the job state stays small).
+        MaxConcurrency bounds the work in flight; each iteration writes its own checkpoints and its
+        result is discarded, so the job state stays pointers only (256 KB).
         """
-        embed_map = sfn.Map(
+        fan_out = sfn.Map(
             self,
-            "Embed",
-            items_path="$.embed_tasks",
-            item_selector={"job.$": "$", "task.$": "$$.Map.Item.Value"},
-            max_concurrency=self._config.embedding.max_concurrency,
+            state_name,
+            items_path=items_path,
+            item_selector={"job.$": "$", f"{item_key}.$": "$$.Map.Item.Value"},
+            max_concurrency=max_concurrency,
             result_path=sfn.JsonPath.DISCARD,
         )
-        embed_map.item_processor(self._task("Embed", state_name="EmbedTask"))
-        return embed_map
+        fan_out.item_processor(self._task(stage, state_name=task_state_name))
+        return fan_out
+
+    def _embed_map(self) -> sfn.Map:
+        """Embed over the embedding tasks Chunk planned: MaxConcurrency bounds the calls in flight to
+        the embedding model, whose quota is the bottleneck (retrying into a throttled model only
+        makes it worse)."""
+        return self._fan_out(
+            "Embed", "EmbedTask", "$.embed_tasks", "task", "Embed", self._config.embedding.max_concurrency
+        )
 
     def _parse_map(self) -> sfn.Map:
-        """The page ranges after the first fan out over ``$.parse_tasks`` (planned by Parse's first task).
-
-        Each iteration parses one range in the Parse function, whose memory and time are then the
-        range's, not the document's; MaxConcurrency bounds the copies of the PDF being read at once.
-        Items are {first_page, last_page, max_ocr_pages} and results are discarded: page text stays
-        in S3, never in the state (256 KB).
-        """
-        parse_map = sfn.Map(
-            self,
-            "ParseRanges",
-            items_path="$.parse_tasks",
-            item_selector={"job.$": "$", "range.$": "$$.Map.Item.Value"},
-            max_concurrency=self._config.parsing.max_concurrency,
-            result_path=sfn.JsonPath.DISCARD,
+        """The page ranges after the first (planned by Parse's first task), each in the Parse function,
+        whose memory and time are then the range's; MaxConcurrency bounds the copies of the PDF read
+        at once. Items are {first_page, last_page, max_ocr_pages}: page text stays in S3."""
+        return self._fan_out(
+            "ParseRanges", "ParseRangeTask", "$.parse_tasks", "range", "Parse", self._config.parsing.max_concurrency
         )
-        parse_map.item_processor(self._task("Parse", state_name="ParseRangeTask"))
-        return parse_map
 
     def _state_machine(self) -> sfn.StateMachine:
         mark_failed = tasks.LambdaInvoke(
