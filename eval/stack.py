@@ -20,7 +20,7 @@ from rag_ingest.search import SearchMode
 
 from eval.retrieval import RESULTS_PER_QUESTION, Passage, Question
 from local.client import LocalStackClient
-from local.runtime.harness import LocalStackProcess
+from local.runtime.harness import LocalStackProcess, template_with_environment
 from local.runtime.settings import REPO_ROOT, stack_name_from_cdk_json
 
 SYSTEM_NAME = "ours, through the local stack"
@@ -28,17 +28,7 @@ SYSTEM_NAME = "ours, through the local stack"
 
 def eval_template(source: Path, index_name: str) -> dict[str, Any]:
     """The synthesized template with every function's OPENSEARCH_INDEX set to ``index_name``."""
-    template = json.loads(source.read_text())
-    for resource in template.get("Resources", {}).values():
-        metadata = resource.get("Metadata", {})
-        asset = metadata.get("aws:asset:path")
-        if isinstance(asset, str) and not Path(asset).is_absolute():
-            metadata["aws:asset:path"] = str((source.parent / asset).resolve())
-        if resource.get("Type") == "AWS::Lambda::Function":
-            variables = resource.get("Properties", {}).get("Environment", {}).get("Variables", {})
-            if "OPENSEARCH_INDEX" in variables:
-                variables["OPENSEARCH_INDEX"] = index_name
-    return dict(template)
+    return template_with_environment(source, {"OPENSEARCH_INDEX": index_name})
 
 
 def evaluate_through_local_stack(

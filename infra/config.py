@@ -23,7 +23,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from rag_ingest.config import REAPER_MAX_DOCUMENTS_PER_RUN, REAPER_MAX_REDRIVES, REAPER_STUCK_AFTER_MINUTES
 from rag_ingest.embeddings.bedrock import TITAN_V2_DIMENSIONS, TITAN_V2_MODEL_ID
-from rag_ingest.models import DEFAULT_PARSE_RANGE_PAGES
+from rag_ingest.models import DEFAULT_BULK_ABOVE_PAGES, DEFAULT_PARSE_RANGE_PAGES
 from rag_ingest.ocr import DEFAULT_MAX_OCR_PAGES
 from rag_ingest.search import DEFAULT_FUSION, HYBRID_MAX_CANDIDATES
 
@@ -131,6 +131,23 @@ class ParsingConfig(_Model):
     range_pages: int = Field(default=DEFAULT_PARSE_RANGE_PAGES, ge=1, le=1000)
     # Parse Map iterations at once: each reads the PDF (at most maxFileBytes) into its own function.
     max_concurrency: int = Field(default=10, ge=1, le=40)
+
+
+class LanesConfig(_Model):
+    """Documents of more than ``bulkAbovePages`` pages run in the bulk lane: their own copies of the
+    Parse, Chunk, Embed and Index functions (own concurrency, own metrics) and their own Map
+    concurrency, so a 2,000-page manual never holds the workers small uploads need
+    (docs/architecture.md, "Lanes"). The lane is chosen once the page count is known (Parse's first task)."""
+
+    bulk_above_pages: int = Field(default=DEFAULT_BULK_ABOVE_PAGES, ge=1)
+    # Page ranges of one bulk document parsed at once, and its Embed tasks in flight at once (the
+    # embedding model's quota is shared with the standard lane: the bulk lane takes the smaller share).
+    bulk_parse_max_concurrency: int = Field(default=5, ge=1, le=40)
+    bulk_embed_max_concurrency: int = Field(default=2, ge=1, le=40)
+    # Reserved concurrency of each bulk function: a hard cap on the bulk lane across documents. Off by
+    # default: a reservation is taken from the account's unreserved pool, which Lambda keeps at 100 or
+    # more, so on a new account (limit 10) any reservation fails the deploy.
+    bulk_reserved_concurrency: int | None = Field(default=None, ge=1, le=1000)
 
 
 class ChunkingConfig(_Model):
@@ -384,6 +401,7 @@ class RagIngestConfig(_Model):
     upload: UploadConfig = UploadConfig()
     limits: LimitsConfig = LimitsConfig()
     parsing: ParsingConfig = ParsingConfig()
+    lanes: LanesConfig = LanesConfig()
     chunking: ChunkingConfig = ChunkingConfig()
     embedding: EmbeddingConfig = EmbeddingConfig()
     opensearch: OpenSearchConfig = OpenSearchConfig()

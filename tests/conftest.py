@@ -4,6 +4,7 @@ unit, infra and integration tests never start them."""
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Iterator
@@ -18,11 +19,17 @@ from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.wiring import vector_store_for
 
 from local.client import LocalStackClient
-from local.runtime.harness import LocalStackProcess
+from local.runtime.harness import LocalStackProcess, template_with_environment
+from local.runtime.settings import REPO_ROOT, stack_name_from_cdk_json
 from tests.support.tokens import TokenForge, new_key, write_key
 
 # The live-status stream's keep-alive comment interval in the session's stack (15 s by default).
 LIVE_KEEPALIVE_SECONDS = 1
+# The session stack's page ranges and bulk-lane threshold (50 and 200 pages in cdk.json), small enough
+# that a generated 14-page PDF takes the bulk lane over three ranges in seconds. The samples the
+# suites upload have at most 5 pages: one range in the standard lane, as with the defaults.
+SESSION_RANGE_PAGES = 6
+SESSION_BULK_ABOVE_PAGES = 6
 
 
 @pytest.fixture(scope="session")
@@ -39,8 +46,13 @@ def stack_process(
     so a stack left running by `make demo` is not disturbed."""
     state_dir = tmp_path_factory.mktemp("local-stack")
     key_file = write_key(signing_key, tmp_path_factory.mktemp("oidc") / "signing-key.pem")
+    source = REPO_ROOT / "cdk.out" / f"{stack_name_from_cdk_json(REPO_ROOT)}.template.json"
+    template = state_dir / "template.json"
+    variables = {"PARSE_RANGE_PAGES": str(SESSION_RANGE_PAGES), "BULK_ABOVE_PAGES": str(SESSION_BULK_ABOVE_PAGES)}
+    template.write_text(json.dumps(template_with_environment(source, variables)))
     process = LocalStackProcess(
         state_dir,
+        template=template,
         env={"LOCAL_OIDC_SIGNING_KEY": str(key_file), "LOCAL_LIVE_KEEPALIVE_SECONDS": str(LIVE_KEEPALIVE_SECONDS)},
     )
     try:

@@ -108,6 +108,7 @@ export class DocumentList {
         stage: null,
         progress: null,
         pages_parsed: null,
+        lane: null,
         attempts: {},
         error_code: null,
         error_detail: null,
@@ -147,7 +148,7 @@ export class DocumentList {
 
   renderRow(doc) {
     if (HIDDEN_STATUSES.has(doc.status)) return null;
-    const row = el("tr", { dataset: { documentId: doc.document_id, status: doc.status } });
+    const row = el("tr", { dataset: { documentId: doc.document_id, status: doc.status, lane: doc.lane || "" } });
     // While Parse's page ranges run, pages parsed of the page count; from Chunk on, chunks embedded.
     const parsing = doc.stage === "PARSE" && Number.isFinite(doc.pages_parsed) && doc.page_count > 0;
     const chunks = doc.progress && Number.isFinite(doc.progress.total) && doc.progress.total > 0 ? doc.progress : null;
@@ -194,7 +195,15 @@ export class DocumentList {
       el("td", { className: "status", dataset: { label: "Status" } }, el("span", { className: `badge status-${doc.status.toLowerCase()}` }, STATUS_LABELS[doc.status] || doc.status)),
       el("td", { className: "stage", dataset: { label: "Stage" } }, doc.status === "PROCESSING" || doc.status === "FAILED" ? (doc.stage || "").toLowerCase() : ""),
       el("td", { className: "progress", dataset: { label: "Progress" } }, progressCell),
-      el("td", { className: "num pages", dataset: { label: "Pages" } }, doc.page_count ?? ""),
+      el(
+        "td",
+        { className: "num pages", dataset: { label: "Pages" } },
+        doc.page_count ?? "",
+        // Big documents run in their own lane (their own workers): say so where the page count is.
+        doc.lane === "bulk"
+          ? el("span", { className: "lane muted", title: "Big documents run in the bulk lane, beside small ones, never ahead of them" }, " bulk lane")
+          : null,
+      ),
       el("td", { className: "num chunks", dataset: { label: "Chunks" } }, doc.chunk_count ?? ""),
       el("td", { className: "created", dataset: { label: "Created" } }, el("time", { dateTime: doc.created_at }, formatDate(doc.created_at))),
       el("td", { className: "num duration", dataset: { label: "Duration" } }, formatDuration(duration)),

@@ -105,6 +105,7 @@ class FunctionFactory:
         settings: FunctionSettings,
         environment: dict[str, str],
         description: str,
+        reserved_concurrency: int | None = None,
     ) -> lambda_.Function:
         """A function with its own role and log group (siblings named ``<id>Role``, ``<id>LogGroup``).
 
@@ -131,6 +132,7 @@ class FunctionFactory:
             role=role,
             memory_size=settings.memory_mb,
             timeout=Duration.seconds(settings.timeout_seconds),
+            reserved_concurrent_executions=reserved_concurrency,
             tracing=lambda_.Tracing.ACTIVE,
             log_group=log_group,
             # JSON lines (Powertools Logger writes JSON; the runtime's own START/END/REPORT lines

@@ -1,10 +1,16 @@
-"""The ingestion workflow: seven stage functions (one code asset) and the Step Functions state machine."""
+"""The ingestion workflow: the stage functions (one code asset) and the Step Functions state machine.
+
+Two lanes: after Parse's first task (the page count is known there), a Choice sends documents of more
+than ``lanes.bulkAbovePages`` pages through bulk copies of Parse, Chunk, Embed and Index, so their
+page ranges and Embed tasks never take the workers, the concurrency or the Map slots small uploads
+need. Both lanes end in the same Finalize.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import CfnOutput, Duration, Stack, Tags
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
@@ -12,6 +18,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 from rag_ingest.layout import ARTIFACTS_PREFIX, RAW_PREFIX
+from rag_ingest.models import LANE_TAG, Lane
 from rag_ingest.ocr import OCR_DPI
 
 from infra.config import FunctionSettings, RagIngestConfig
@@ -56,6 +63,13 @@ STAGES = (
 )
 MARK_FAILED = StageSpec("MarkFailed", "app.mark_failed", publishes=True)
 EVENT_BUS_NAME = "default"
+# The stages whose work grows with the page count: the bulk lane has its own copy of each.
+BULK_LANE_STAGES = ("Parse", "Chunk", "Embed", "Index")
+
+
+def bulk(name: str) -> str:
+    """The bulk lane's copy of a stage: its function key and state names (``Parse`` -> ``ParseBulk``)."""
+    return f"{name}Bulk"
 
 
 class Workflow(Construct):
@@ -83,6 +97,7 @@ class Workflow(Construct):
             "MAX_FILE_BYTES": str(config.limits.max_file_bytes),
             "MAX_PAGES": str(config.limits.max_pages),
             "PARSE_RANGE_PAGES": str(config.parsing.range_pages),
+            "BULK_ABOVE_PAGES": str(config.lanes.bulk_above_pages),
             "CHUNK_TOKENS": str(config.chunking.chunk_tokens),
             "CHUNK_OVERLAP_TOKENS": str(config.chunking.chunk_overlap_tokens),
             "EVENT_BUS_NAME": EVENT_BUS_NAME,
@@ -94,7 +109,10 @@ class Workflow(Construct):
         }
         self.functions: dict[str, lambda_.Function] = {}
         for spec in (*STAGES, MARK_FAILED):
-            self.functions[spec.name] = self._stage_function(spec, self._settings(spec))
+            self.functions[spec.name] = self._stage_function(spec, self._settings(spec), Lane.STANDARD)
+        for spec in STAGES:
+            if spec.name in BULK_LANE_STAGES:
+                self.functions[bulk(spec.name)] = self._stage_function(spec, self._settings(spec), Lane.BULK)
 
         self.state_machine = self._state_machine()
         CfnOutput(self, "StateMachineArn", value=self.state_machine.state_machine_arn).override_logical_id(
@@ -113,17 +131,22 @@ class Workflow(Construct):
             "MarkFailed": stages.mark_failed,
         }[spec.name]
 
-    def _stage_function(self, spec: StageSpec, settings: FunctionSettings) -> lambda_.Function:
+    def _stage_function(self, spec: StageSpec, settings: FunctionSettings, lane: Lane) -> lambda_.Function:
+        """The stage's function in ``lane``: the bulk copy has the same code, memory, timeout and
+        access (its metrics share the stage's service name), and the lane's reserved concurrency."""
+        is_bulk = lane is Lane.BULK
         function = self._factory.create(
             self,
-            f"{spec.name}Function",
+            f"{bulk(spec.name) if is_bulk else spec.name}Function",
             code_dir="stages",
             handler=spec.handler,
             service=f"rag-ingest-{spec.name.lower()}",
             settings=settings,
             environment=self.environment,
-            description=f"rag-ingest workflow stage: {spec.name}",
+            description=f"rag-ingest workflow stage: {spec.name}" + (" (bulk lane)" if is_bulk else ""),
+            reserved_concurrency=self._config.lanes.bulk_reserved_concurrency if is_bulk else None,
         )
+        Tags.of(function).add(LANE_TAG, lane.value)
         role = function.role
         assert role is not None
         bucket = self._storage.bucket
@@ -224,21 +247,33 @@ class Workflow(Construct):
         fan_out.item_processor(self._task(stage, state_name=task_state_name))
         return fan_out
 
-    def _embed_map(self) -> sfn.Map:
+    def _embed_map(self, lane: Lane) -> sfn.Map:
         """Embed over the embedding tasks Chunk planned: MaxConcurrency bounds the calls in flight to
         the embedding model, whose quota is the bottleneck (retrying into a throttled model only
-        makes it worse)."""
-        return self._fan_out(
-            "Embed", "EmbedTask", "$.embed_tasks", "task", "Embed", self._config.embedding.max_concurrency
-        )
+        makes it worse). The bulk lane takes the smaller share of that quota."""
+        if lane is Lane.BULK:
+            concurrency = self._config.lanes.bulk_embed_max_concurrency
+            return self._fan_out(bulk("Embed"), "EmbedBulkTask", "$.embed_tasks", "task", bulk("Embed"), concurrency)
+        concurrency = self._config.embedding.max_concurrency
+        return self._fan_out("Embed", "EmbedTask", "$.embed_tasks", "task", "Embed", concurrency)
 
-    def _parse_map(self) -> sfn.Map:
+    def _parse_map(self, lane: Lane) -> sfn.Map:
         """The page ranges after the first (planned by Parse's first task), each in the Parse function,
         whose memory and time are then the range's; MaxConcurrency bounds the copies of the PDF read
         at once. Items are {first_page, last_page, max_ocr_pages}: page text stays in S3."""
-        return self._fan_out(
-            "ParseRanges", "ParseRangeTask", "$.parse_tasks", "range", "Parse", self._config.parsing.max_concurrency
-        )
+        if lane is Lane.BULK:
+            concurrency = self._config.lanes.bulk_parse_max_concurrency
+            return self._fan_out(
+                "ParseRangesBulk", "ParseRangeBulkTask", "$.parse_tasks", "range", bulk("Parse"), concurrency
+            )
+        concurrency = self._config.parsing.max_concurrency
+        return self._fan_out("ParseRanges", "ParseRangeTask", "$.parse_tasks", "range", "Parse", concurrency)
+
+    def _lane_steps(self, lane: Lane) -> list[sfn.TaskStateBase | sfn.Map]:
+        """The steps between Parse's first task and Finalize, in ``lane``'s functions."""
+        if lane is Lane.BULK:
+            return [self._parse_map(lane), self._task(bulk("Chunk")), self._embed_map(lane), self._task(bulk("Index"))]
+        return [self._parse_map(lane), self._task("Chunk"), self._embed_map(lane), self._task("Index")]
 
     def _state_machine(self) -> sfn.StateMachine:
         mark_failed = tasks.LambdaInvoke(
@@ -260,18 +295,25 @@ class Workflow(Construct):
             sfn.Fail(self, "Failed", error="DocumentFailed", cause="The document is FAILED: see its status record.")
         )
 
-        chain: sfn.Chain | None = None
-        for spec in STAGES:
-            steps: list[sfn.TaskStateBase | sfn.Map] = [
-                self._embed_map() if spec.name == "Embed" else self._task(spec.name)
-            ]
-            if spec.name == "Parse":
-                steps.append(self._parse_map())
+        def chained(steps: list[sfn.TaskStateBase | sfn.Map]) -> sfn.Chain:
+            chain: sfn.Chain | None = None
             for step in steps:
                 step.add_catch(failed, errors=["States.ALL"], result_path="$.error")
                 chain = sfn.Chain.start(step) if chain is None else chain.next(step)
-        assert chain is not None
-        definition = chain.next(sfn.Succeed(self, "Succeeded"))
+            assert chain is not None
+            return chain
+
+        finalize = chained([self._task("Finalize")]).next(sfn.Succeed(self, "Succeeded"))
+        # One Choice (one state transition a document) once Parse's first task has set $.lane.
+        lane_choice = (
+            sfn.Choice(self, "Lane", comment="Documents above lanes.bulkAbovePages pages run in the bulk lane.")
+            .when(
+                sfn.Condition.string_equals("$.lane", Lane.BULK.value),
+                chained(self._lane_steps(Lane.BULK)).next(finalize),
+            )
+            .otherwise(chained(self._lane_steps(Lane.STANDARD)).next(finalize))
+        )
+        definition = chained([self._task("Validate"), self._task("Parse")]).next(lane_choice)
 
         stack_name = Stack.of(self).stack_name
         # /aws/vendedlogs/ keeps the log group out of the size-limited CloudWatch Logs resource policy;
@@ -291,7 +333,10 @@ class Workflow(Construct):
             timeout=Duration.minutes(self._config.workflow.timeout_minutes),
             tracing_enabled=True,
             logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
-            comment="rag-ingest: Validate -> Parse -> ParseRanges -> Chunk -> Embed -> Index -> Finalize",
+            comment=(
+                "rag-ingest: Validate -> Parse -> Lane -> ParseRanges -> Chunk -> Embed -> Index -> Finalize "
+                "(the bulk lane: the same steps in the *Bulk functions)"
+            ),
         )
         acknowledge(
             state_machine.role,

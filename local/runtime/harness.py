@@ -11,10 +11,27 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from local.runtime.settings import REPO_ROOT
+
+
+def template_with_environment(source: Path, variables: Mapping[str, str]) -> dict[str, Any]:
+    """The synthesized template at ``source``, runnable from anywhere (asset paths made absolute),
+    with each of ``variables`` set in every function whose environment has it: a benchmark's own
+    index, or a test stack's smaller page ranges and bulk-lane threshold."""
+    template = json.loads(source.read_text())
+    for resource in template.get("Resources", {}).values():
+        metadata = resource.get("Metadata", {})
+        asset = metadata.get("aws:asset:path")
+        if isinstance(asset, str) and not Path(asset).is_absolute():
+            metadata["aws:asset:path"] = str((source.parent / asset).resolve())
+        if resource.get("Type") == "AWS::Lambda::Function":
+            environment = resource.get("Properties", {}).get("Environment", {}).get("Variables", {})
+            environment.update({name: value for name, value in variables.items() if name in environment})
+    return dict(template)
 
 
 def free_port() -> int:

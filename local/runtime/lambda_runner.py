@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from rag_ingest.models import Lane
+
 from local.runtime.faults import Fault, FaultInjector
 from local.runtime.lambda_worker_pool import WorkerInitError, WorkerPool, utc_timestamp, worker_environment
 from local.runtime.provision import FunctionDefinition
@@ -66,6 +68,7 @@ class LambdaRunner:
                     environment=worker_environment(function, self.settings),
                     max_size=max_size,
                     init_timeout=self.settings.lambda_init_timeout_seconds,
+                    nice=self.settings.bulk_lane_nice if function.lane == Lane.BULK else 0,
                 )
 
     @property

@@ -69,10 +69,11 @@ def _exit_description(returncode: int | None) -> str:
 class Worker:
     """One worker process (one Lambda execution environment) of a function."""
 
-    def __init__(self, function: FunctionDefinition, environment: dict[str, str], index: int) -> None:
+    def __init__(self, function: FunctionDefinition, environment: dict[str, str], index: int, nice: int = 0) -> None:
         self.function = function
         self.environment = environment
         self.index = index
+        self.nice = nice
         self.last_used = time.monotonic()
         self._process: subprocess.Popen[bytes] | None = None
         self._connection: Connection | None = None
@@ -101,8 +102,10 @@ class Worker:
             + re.sub(r"\W", "_", self.function.handler.rpartition(".")[0])
         )
         try:
+            # coreutils' nice execs the interpreter: the worker's pid is still the Python process's.
+            niced = ["nice", "-n", str(self.nice)] if self.nice else []
             self._process = subprocess.Popen(
-                [sys.executable, "-P", str(WORKER_SCRIPT), str(child_socket.fileno()), module_name],
+                [*niced, sys.executable, "-P", str(WORKER_SCRIPT), str(child_socket.fileno()), module_name],
                 pass_fds=(child_socket.fileno(),),
                 env=self.environment,
                 cwd=self.function.code_dir,
@@ -273,6 +276,8 @@ class WorkerPool:
     environment: dict[str, str]
     max_size: int
     init_timeout: float
+    # Niceness of the pool's processes (the bulk lane's run at a lower CPU priority).
+    nice: int = 0
     _idle: list[Worker] = field(default_factory=list)
     _busy: set[Worker] = field(default_factory=set)
     _started: int = 0
@@ -294,7 +299,7 @@ class WorkerPool:
                     worker.kill()  # died while idle: release its connection
                 if len(self._busy) < self.max_size:
                     self._started += 1
-                    worker = Worker(self.function, self.environment, self._started)
+                    worker = Worker(self.function, self.environment, self._started, nice=self.nice)
                     self._busy.add(worker)
                     break
                 self._condition.wait()

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rag_ingest.models import LANE_TAG
+
 from local.runtime.aws import moto_client
 from local.runtime.settings import LIVE_PATH, RuntimeSettings
 from local.runtime.template import (
@@ -155,6 +157,12 @@ class FunctionDefinition:
     environment: Mapping[str, str]
     cdk_path: str | None = None
     reserved_concurrency: int | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def lane(self) -> str | None:
+        """The workflow lane of a stage function (its ``rag-ingest:lane`` tag), None for the others."""
+        return self.tags.get(LANE_TAG)
 
     @property
     def display_name(self) -> str:
@@ -641,6 +649,7 @@ class Provisioner:
         )
         arn = response["FunctionArn"]
         reserved = props.get("ReservedConcurrentExecutions")
+        tags = {str(tag["Key"]): _attribute_text(tag["Value"]) for tag in props.get("Tags") or []}
         self.stack.functions.append(
             FunctionDefinition(
                 logical_id=resource.logical_id,
@@ -654,6 +663,7 @@ class Provisioner:
                 environment=environment,
                 cdk_path=resource.cdk_path,
                 reserved_concurrency=int(reserved) if reserved is not None else None,
+                tags=tags,
             )
         )
         self.resolver.set_resource(resource.logical_id, name, {"Arn": arn})

@@ -36,6 +36,10 @@ LOCAL_EMBEDDING_DIMENSION = MINILM_DIMENSION
 # embedding server and OpenSearch, and two Embed workers with 16 texts in flight each keep the
 # server's batches full (docs/benchmarks.md). A function's reserved concurrency lowers it further.
 DEFAULT_LAMBDA_MAX_WORKERS = 2
+# Niceness of the bulk lane's workers (functions tagged rag-ingest:lane=bulk): in AWS each lane has its
+# own functions and concurrency; here both share two cores, so small documents' stages get the CPU first
+# and the bulk lane runs on what is left (nice 10: about a tenth of a contended core's share).
+DEFAULT_BULK_LANE_NICE = 10
 # Idle workers are stopped after this, so a stage that is done for now gives its memory back.
 DEFAULT_LAMBDA_IDLE_SECONDS = 30.0
 # LOCAL_EMBEDDING: "server" (the default) runs the local embedding server and the functions call it
@@ -113,6 +117,8 @@ class RuntimeSettings:
     oidc_signing_key_file: Path | None = None
     # Seconds between keep-alive comments on the live-status stream.
     live_keepalive_seconds: float = 15.0
+    # Niceness of the bulk lane's worker processes (0: the same priority as the standard lane's).
+    bulk_lane_nice: int = DEFAULT_BULK_LANE_NICE
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RuntimeSettings:
@@ -158,6 +164,7 @@ class RuntimeSettings:
             embedding_port=_int_env(env, "LOCAL_EMBEDDING_PORT", 0),
             oidc_signing_key_file=Path(env["LOCAL_OIDC_SIGNING_KEY"]) if env.get("LOCAL_OIDC_SIGNING_KEY") else None,
             live_keepalive_seconds=max(0.1, _float_env(env, "LOCAL_LIVE_KEEPALIVE_SECONDS", 15.0)),
+            bulk_lane_nice=min(19, max(0, _int_env(env, "LOCAL_BULK_LANE_NICE", DEFAULT_BULK_LANE_NICE))),
         )
 
     @property

@@ -361,3 +361,27 @@ def test_page_config_and_sign_in_form_say_local_sign_in_is_for_development_only(
         assert_no_console_errors(page)
     finally:
         driver.quit()
+
+
+def test_a_bulk_lane_document_says_so_beside_its_page_count(page: Page) -> None:
+    cells = page.js(
+        """return import('./documents.js').then(m => {
+             const elements = {body: document.createElement('tbody'), empty: document.createElement('p'),
+                               loadMore: document.createElement('button'), error: document.createElement('p')};
+             const list = new m.DocumentList({api: {}, elements, announce: () => {}, confirmDelete: () => false,
+                                              onError: () => {}});
+             const base = {status: 'PROCESSING', stage: 'PARSE', pages_parsed: 150, page_count: 2000, progress: null,
+                           attempts: {}, failed_pages: [], timings_ms: {}, created_at: '2026-12-01T10:00:00Z',
+                           updated_at: '2026-12-01T10:00:01Z'};
+             list.apply({...base, document_id: 'big', filename: 'manual.pdf', lane: 'bulk'}, {announce: false});
+             list.apply({...base, document_id: 'small', filename: 'note.pdf', page_count: 5, pages_parsed: 5,
+                         lane: 'standard'}, {announce: false});
+             const row = (id) => list.rows.get(id);
+             return {big: row('big').querySelector('td.pages').textContent, bigLane: row('big').dataset.lane,
+                     small: row('small').querySelector('td.pages').textContent, smallLane: row('small').dataset.lane,
+                     progress: row('big').querySelector('td.progress').textContent};
+           })"""
+    )
+    assert cells["big"] == "2000 bulk lane" and cells["bigLane"] == "bulk"
+    assert cells["small"] == "5" and cells["smallLane"] == "standard"
+    assert cells["progress"] == "150/2000"  # pages parsed while Parse runs, in either lane

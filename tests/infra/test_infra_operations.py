@@ -12,7 +12,11 @@ from tests.infra.template_tools import SynthResult, as_list, render_token
 
 pytestmark = pytest.mark.infra
 
-STAGES = ["Validate", "Parse", "Chunk", "Embed", "Index", "Finalize"]
+# The stage functions of both lanes (the bulk lane's copies: infra/constructs/workflow.py).
+STAGES = [
+    *("Validate", "Parse", "Chunk", "Embed", "Index", "Finalize"),
+    *("ParseBulk", "ChunkBulk", "EmbedBulk", "IndexBulk"),
+]
 FUNCTIONS = {
     "Api": "Api/ApiFunction",
     "Intake": "Intake/IntakeFunction",

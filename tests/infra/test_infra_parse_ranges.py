@@ -37,7 +37,9 @@ def test_parse_ranges_is_a_map_over_the_planned_ranges_with_bounded_concurrency(
 
 def test_parse_runs_the_first_range_before_the_map_and_chunk_after_it(definition: dict[str, Any]) -> None:
     states = definition["States"]
-    assert (states["Parse"]["Next"], states["ParseRanges"]["Next"]) == ("ParseRanges", "Chunk")
+    # Parse's first task, then the Lane choice, then the lane's Map over the other ranges.
+    assert states["Parse"]["Next"] == "Lane"
+    assert (states["ParseRanges"]["Next"], states["ParseRangesBulk"]["Next"]) == ("Chunk", "ChunkBulk")
 
 
 def test_the_stages_get_the_range_size_and_the_page_limit(synth: SynthResult) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -11,8 +12,13 @@ from tests.infra.template_tools import SynthResult
 pytestmark = pytest.mark.infra
 
 STAGES = ["Validate", "Parse", "Chunk", "Embed", "Index", "Finalize"]
-# The top-level states in order: Parse's first task, then its Map over the other page ranges.
-STATES_IN_ORDER = ["Validate", "Parse", "ParseRanges", "Chunk", "Embed", "Index", "Finalize"]
+# The bulk lane's copies of the stages whose work grows with the page count.
+BULK_STAGES = ["ParseBulk", "ChunkBulk", "EmbedBulk", "IndexBulk"]
+# The top-level states of each lane in order: Parse's first task, the Lane choice, the Map over the
+# other page ranges, and on to the shared Finalize.
+STANDARD_LANE = ["Validate", "Parse", "Lane", "ParseRanges", "Chunk", "Embed", "Index", "Finalize"]
+BULK_LANE = ["Validate", "Parse", "Lane", "ParseRangesBulk", "ChunkBulk", "EmbedBulk", "IndexBulk", "Finalize"]
+TASK_AND_MAP_STATES = sorted({*STANDARD_LANE, *BULK_LANE} - {"Lane"})
 TRANSIENT = [
     "TransientError",
     "Lambda.ServiceException",
@@ -30,10 +36,8 @@ def definition(synth: SynthResult) -> dict[str, Any]:
 def task_state(definition: dict[str, Any], stage: str) -> dict[str, Any]:
     """The Task of a stage: Embed's runs inside the Embed Map, once per embedding task; a
     ParseRanges iteration's is ParseRangeTask."""
-    if stage == "ParseRanges":
-        return dict(definition["States"]["ParseRanges"]["ItemProcessor"]["States"]["ParseRangeTask"])
-    if stage == "Embed":
-        processor = definition["States"]["Embed"]["ItemProcessor"]
+    if stage in ("ParseRanges", "ParseRangesBulk", "Embed", "EmbedBulk"):
+        processor = definition["States"][stage]["ItemProcessor"]
         return dict(processor["States"][processor["StartAt"]])
     return dict(definition["States"][stage])
 
@@ -55,9 +59,45 @@ def test_embed_fans_out_over_planned_tasks_with_bounded_concurrency(
 def test_stages_run_in_order_then_succeed(definition: dict[str, Any]) -> None:
     assert definition["StartAt"] == "Validate"
     states = definition["States"]
-    for current, following in zip(STATES_IN_ORDER, [*STATES_IN_ORDER[1:], "Succeeded"], strict=True):
-        assert states[current]["Next"] == following
+    for lane in (STANDARD_LANE, BULK_LANE):
+        for current, following in zip(lane, [*lane[1:], "Succeeded"], strict=True):
+            if current != "Lane":
+                assert states[current]["Next"] == following, (current, following)
     assert states["Succeeded"]["Type"] == "Succeed"
+
+
+def test_the_lane_choice_sends_bulk_documents_to_the_bulk_copies_and_the_rest_to_the_standard_ones(
+    synth: SynthResult, definition: dict[str, Any]
+) -> None:
+    lane = definition["States"]["Lane"]
+    assert lane["Type"] == "Choice"
+    assert lane["Choices"] == [{"Variable": "$.lane", "StringEquals": "bulk", "Next": "ParseRangesBulk"}]
+    assert lane["Default"] == "ParseRanges"
+    lanes = synth.config.lanes
+    assert definition["States"]["ParseRangesBulk"]["MaxConcurrency"] == lanes.bulk_parse_max_concurrency
+    assert definition["States"]["EmbedBulk"]["MaxConcurrency"] == lanes.bulk_embed_max_concurrency
+    assert definition["States"]["ParseRanges"]["MaxConcurrency"] == synth.config.parsing.max_concurrency
+    for stage in ("ParseRanges", "Chunk", "Embed", "Index"):
+        standard, bulk = task_state(definition, stage), task_state(definition, f"{stage}Bulk")
+        function = "Parse" if stage == "ParseRanges" else stage
+        assert standard["Resource"] == f"${{{synth.logical_id(f'Workflow/{function}Function')}.Arn}}"
+        assert bulk["Resource"] == f"${{{synth.logical_id(f'Workflow/{function}BulkFunction')}.Arn}}"
+        # The same retriers in both lanes.
+        assert standard["Retry"] == bulk["Retry"]
+
+
+def test_bulk_copies_are_their_stage_function_with_a_lane_tag(synth: SynthResult) -> None:
+    for stage in ("Parse", "Chunk", "Embed", "Index"):
+        standard = synth.resource(f"Workflow/{stage}Function")["Properties"]
+        bulk = synth.resource(f"Workflow/{stage}BulkFunction")["Properties"]
+        same = ("Handler", "MemorySize", "Timeout", "Runtime", "Architectures", "Environment", "Layers")
+        assert {key: bulk.get(key) for key in same} == {key: standard.get(key) for key in same}, stage
+        assert {"Key": "rag-ingest:lane", "Value": "bulk"} in bulk["Tags"]
+        assert {"Key": "rag-ingest:lane", "Value": "standard"} in standard["Tags"]
+        # No reservation by default: it would fail the deploy on an account whose limit is 10.
+        assert "ReservedConcurrentExecutions" not in bulk and "ReservedConcurrentExecutions" not in standard
+    env = synth.resource("Workflow/ParseFunction")["Properties"]["Environment"]["Variables"]
+    assert env["BULK_ABOVE_PAGES"] == str(synth.config.lanes.bulk_above_pages) == "200"
 
 
 @pytest.mark.parametrize("stage", [*STAGES, "MarkFailed"])
@@ -71,7 +111,7 @@ def test_each_task_invokes_its_own_function_directly(
     assert state["ResultPath"] == "$"
 
 
-@pytest.mark.parametrize("stage", [*STAGES, "ParseRanges"])
+@pytest.mark.parametrize("stage", TASK_AND_MAP_STATES)
 def test_retriers_permanent_first_then_transient_with_full_jitter(
     synth: SynthResult, definition: dict[str, Any], stage: str
 ) -> None:
@@ -90,7 +130,7 @@ def test_retriers_permanent_first_then_transient_with_full_jitter(
     assert len(retry) == 3
 
 
-@pytest.mark.parametrize("stage", STATES_IN_ORDER)
+@pytest.mark.parametrize("stage", TASK_AND_MAP_STATES)
 def test_every_stage_catches_into_mark_failed(definition: dict[str, Any], stage: str) -> None:
     assert definition["States"][stage]["Catch"] == [
         {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "MarkFailed"}
@@ -131,4 +171,15 @@ def test_state_machine_role_invokes_only_the_stage_functions(synth: SynthResult)
         for s in statements
         for resource in s["Resource"]
     }
-    assert targets == {synth.logical_id(f"Workflow/{name}Function") for name in [*STAGES, "MarkFailed"]}
+    names = [*STAGES, *BULK_STAGES, "MarkFailed"]
+    assert targets == {synth.logical_id(f"Workflow/{name}Function") for name in names}
+
+
+def test_bulk_copies_have_exactly_their_stage_functions_access(synth: SynthResult) -> None:
+    for stage in ("Parse", "Chunk", "Embed", "Index"):
+        standard = json.dumps(synth.role_statements(f"Workflow/{stage}Function"), sort_keys=True)
+        bulk = json.dumps(synth.role_statements(f"Workflow/{stage}BulkFunction"), sort_keys=True)
+        # Each writes to its own log group; every other statement is the same.
+        own, twin = (synth.logical_id(f"Workflow/{name}FunctionLogGroup") for name in (f"{stage}Bulk", stage))
+        assert own in bulk and twin not in bulk
+        assert bulk.replace(own, twin) == standard, stage

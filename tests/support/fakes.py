@@ -39,7 +39,7 @@ _IN_FLIGHT = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
 # What a new version clears (DocumentsTable.mark_queued's REMOVE clause).
 _CLEARED_BY_NEW_VERSION = (
     "stage", "parsed_parts", "embedded_parts", "embed_total", "error_code", "error_detail", "page_count", "chunk_count",
-    "failed_pages", "ocr_pages", "execution_arn", "replays", "last_error_code", "embed_cache_parts",
+    "failed_pages", "ocr_pages", "lane", "execution_arn", "replays", "last_error_code", "embed_cache_parts",
     "content_sha256", "content_key", "duplicate_of",
 )  # fmt: skip
 

@@ -41,6 +41,8 @@ def test_pages_parsed_while_parse_runs_then_chunks_embedded() -> None:
     assert status_text(parsing) == "PROCESSING PARSE 150/2000 pages"
     embedding = {**parsing, "stage": "EMBED", "pages_parsed": 2000, "progress": {"done": 256, "total": 8953}}
     assert status_text(embedding) == "PROCESSING EMBED 256/8953"
+    assert status_text({**embedding, "lane": "bulk"}) == "PROCESSING EMBED 256/8953 (bulk lane)"
+    assert status_text({**embedding, "lane": "standard"}) == "PROCESSING EMBED 256/8953"
 
 
 def test_every_error_code_has_a_sentence() -> None:

@@ -14,7 +14,7 @@ import pytest
 from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.errors import ErrorCode, StaleWriteError
 from rag_ingest.ids import new_document_id
-from rag_ingest.models import DocumentStatus, ObjectRef, QueueOutcome, Stage
+from rag_ingest.models import DocumentStatus, Lane, ObjectRef, QueueOutcome, Stage
 
 from tests.support.aws import moto_server
 from tests.support.fakes import InMemoryDocuments
@@ -234,3 +234,14 @@ def test_pages_parsed_add_up_per_range_a_retry_counts_once_and_a_new_version_sta
         document_id=document_id, tenant_id="acme", ref=ref("v2", document_id), event_time="t2", size_bytes=9
     )
     assert result.record is not None and result.record.pages_parsed is None
+
+
+def test_the_lane_parse_records_is_read_back_and_a_new_version_clears_it(documents: Documents) -> None:
+    document_id = queued(documents)
+    documents.start_stage(document_id, "v1", Stage.PARSE)
+    documents.record_stage(document_id, "v1", Stage.PARSE, 12, page_count=2000, lane=Lane.BULK.value)
+    assert (record := documents.get(document_id)) is not None and record.lane is Lane.BULK
+    result = documents.mark_queued(
+        document_id=document_id, tenant_id="acme", ref=ref("v2", document_id), event_time="t2", size_bytes=9
+    )
+    assert result.record is not None and result.record.lane is None

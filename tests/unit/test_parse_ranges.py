@@ -11,9 +11,10 @@ import pytest
 from fpdf import FPDF
 from pypdf import PdfReader, PdfWriter
 from rag_ingest.chunking import chunk_pages
+from rag_ingest.documents import DocumentView
 from rag_ingest.errors import ErrorCode, PermanentError
 from rag_ingest.layout import page_range_key
-from rag_ingest.models import PageRange, ParsedRange, ParseTask, Stage, plan_page_ranges
+from rag_ingest.models import Lane, PageRange, ParsedRange, ParseTask, Stage, lane_for, plan_page_ranges
 from rag_ingest.pdf import join_page_ranges, parse_page_range, parse_pdf
 from rag_ingest.tokens import count_tokens
 
@@ -247,3 +248,32 @@ def test_too_many_pages_fails_parse_before_any_range_is_planned() -> None:
         world.pipeline.parse(job)
     assert caught.value.code is ErrorCode.TOO_MANY_PAGES
     assert world.objects.artifact_puts == []
+
+
+# -- lanes -----------------------------------------------------------------------------------------
+def test_lane_for_is_bulk_only_above_the_threshold() -> None:
+    assert lane_for(200, 200) is Lane.STANDARD
+    assert lane_for(201, 200) is Lane.BULK
+    assert lane_for(0, 1) is Lane.STANDARD
+
+
+@pytest.mark.parametrize(("bulk_above_pages", "lane"), [(4, Lane.BULK), (5, Lane.STANDARD)])
+def test_parse_chooses_the_lane_from_the_page_count_and_the_status_shows_it(bulk_above_pages: int, lane: Lane) -> None:
+    world = build_world(env=ENV.model_copy(update={"bulk_above_pages": bulk_above_pages}))
+    job = world.pipeline.parse(world.pipeline.validate(world.upload(border_pdf())))
+    assert job.page_count == 5 and job.lane is lane
+    # The workflow's Choice reads the lane from the job state, as Step Functions serialises it.
+    assert job.model_dump(mode="json")["lane"] == lane.value
+    record = world.documents.get(job.document_id)
+    assert record is not None and record.lane is lane
+    assert DocumentView.of(record).lane == lane.value
+
+
+def test_a_new_version_forgets_the_lane_until_parse_counts_its_pages_again() -> None:
+    world = build_world(env=ENV.model_copy(update={"bulk_above_pages": 1}))
+    job = world.pipeline.parse(world.pipeline.validate(world.upload(border_pdf())))
+    record = world.documents.get(job.document_id)
+    assert record is not None and record.lane is Lane.BULK
+    world.upload(border_pdf(), document_id=job.document_id, version="v2")
+    record = world.documents.get(job.document_id)
+    assert record is not None and record.lane is None and DocumentView.of(record).lane is None

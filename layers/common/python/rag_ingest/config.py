@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rag_ingest.errors import ConfigurationError
 from rag_ingest.layout import ARTIFACTS_PREFIX, RAW_PREFIX
-from rag_ingest.models import DEFAULT_PARSE_RANGE_PAGES
+from rag_ingest.models import DEFAULT_BULK_ABOVE_PAGES, DEFAULT_PARSE_RANGE_PAGES
 from rag_ingest.ocr import DEFAULT_MAX_OCR_PAGES, OCR_DPI
 from rag_ingest.search import DEFAULT_FUSION, HYBRID_MAX_CANDIDATES, FusionSettings
 
@@ -139,6 +139,8 @@ class StagesEnv(CommonEnv, BucketEnv, SearchEnv):
     max_pages: int = Field(gt=0)
     # Pages per Parse Map task (cdk.json parsing.rangePages): a task's memory and time are its range's.
     parse_range_pages: int = Field(default=DEFAULT_PARSE_RANGE_PAGES, ge=1, le=1000)
+    # Documents of more pages run in the bulk lane (cdk.json lanes.bulkAbovePages).
+    bulk_above_pages: int = Field(default=DEFAULT_BULK_ABOVE_PAGES, ge=1)
     chunk_tokens: int = Field(ge=16, le=8192)
     chunk_overlap_tokens: int = Field(ge=0)
     embed_batch_size: int = Field(default=16, gt=0, le=256)

@@ -77,6 +77,8 @@ class DocumentView(BaseModel):
     page_count: int | None
     failed_pages: list[int]
     ocr_pages: int | None
+    # "standard" or "bulk" (documents above lanes.bulkAbovePages pages); None before Parse counted the pages.
+    lane: str | None
     chunk_count: int | None
     # Chunks whose vectors came from the embedding cache (hits) and chunks embedded (misses).
     embedding_cache: dict[str, int] | None
@@ -101,6 +103,7 @@ class DocumentView(BaseModel):
             page_count=record.page_count,
             failed_pages=record.failed_pages,
             ocr_pages=record.ocr_pages,
+            lane=record.lane.value if record.lane else None,
             chunk_count=record.chunk_count,
             embedding_cache=record.embedding_cache.model_dump() if record.embedding_cache else None,
             duplicate_of=record.duplicate_of,

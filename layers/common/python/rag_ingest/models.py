@@ -138,6 +138,24 @@ class PageRange(BaseModel):
 
 #: Pages per Parse Map task unless configured (cdk.json parsing.rangePages, env PARSE_RANGE_PAGES).
 DEFAULT_PARSE_RANGE_PAGES = 50
+#: Documents of more pages go to the bulk lane unless configured (cdk.json lanes.bulkAbovePages, env BULK_ABOVE_PAGES).
+DEFAULT_BULK_ABOVE_PAGES = 200
+
+
+class Lane(StrEnum):
+    """Which copies of the heavy stage functions run a document (docs/architecture.md, "Lanes")."""
+
+    STANDARD = "standard"
+    BULK = "bulk"
+
+
+# The tag naming a stage function's lane: cost allocation per lane in AWS; the local runtime runs
+# the bulk lane's workers at a lower CPU priority (both lanes share the machine's cores there).
+LANE_TAG = "rag-ingest:lane"
+
+
+def lane_for(page_count: int, bulk_above_pages: int) -> Lane:
+    return Lane.BULK if page_count > bulk_above_pages else Lane.STANDARD
 
 
 def plan_page_ranges(page_count: int, range_pages: int, max_ocr_pages: int) -> list[PageRange]:
@@ -192,6 +210,8 @@ class DocumentJob(BaseModel):
     failed_pages: list[int] = Field(default_factory=list)
     # Map items of Parse, one per page range; the range artifacts are under pages_key (a folder).
     parse_tasks: list[PageRange] = Field(default_factory=list)
+    # Set by Parse's first task from the page count; the workflow's Lane choice reads it.
+    lane: Lane = Lane.STANDARD
     pages_key: str | None = None
     chunk_count: int | None = None
     chunks_key: str | None = None
@@ -298,6 +318,8 @@ class DocumentRecord(BaseModel):
     failed_pages: list[int] = Field(default_factory=list)
     # Pages read by OCR (they had no text layer); set by Parse.
     ocr_pages: int | None = None
+    # The lane the workflow runs the document in; set by Parse once the page count is known.
+    lane: Lane | None = None
     chunk_count: int | None = None
     size_bytes: int | None = None
     timings_ms: dict[str, int] = Field(default_factory=dict)

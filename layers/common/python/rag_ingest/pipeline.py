@@ -43,6 +43,7 @@ from rag_ingest.models import (
     ParseTask,
     Stage,
     content_key,
+    lane_for,
     plan_page_ranges,
 )
 from rag_ingest.ocr import OcrEngine, PageOcr
@@ -132,12 +133,18 @@ class Pipeline:
             planned = plan_page_ranges(first.page_count, self._env.parse_range_pages, self._env.max_ocr_pages)
             job.parse_tasks = planned[1:]
             job.page_count = first.page_count
+            job.lane = lane_for(first.page_count, self._env.bulk_above_pages)
             job.failed_pages = first.failed_pages
             job.pages_key = pages_prefix
             job.content_sha256 = first.content_sha256
             if not job.parse_tasks:
                 join_page_ranges([first])  # the whole document: its verdict, as parse_pdf gives it
-            record.update(page_count=first.page_count, failed_pages=first.failed_pages, ocr_pages=first.ocr_pages)
+            record.update(
+                page_count=first.page_count,
+                failed_pages=first.failed_pages,
+                ocr_pages=first.ocr_pages,
+                lane=job.lane.value,
+            )
             if first.content_sha256:
                 record.update(self._content_fields(job, first.content_sha256))
             self._deps.status.record_parsed_range(job.document_id, job.version, first.first_page, first.pages_parsed)

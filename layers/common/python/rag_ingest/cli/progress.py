@@ -34,8 +34,8 @@ def human_bytes(n_bytes: float) -> str:
 
 
 def status_text(document: dict[str, Any]) -> str:
-    """``PROCESSING PARSE 150/2000 pages``, ``PROCESSING EMBED 12/40``, ``READY 3 pages 14 chunks``,
-    ``FAILED ENCRYPTED_PDF``."""
+    """``PROCESSING PARSE 150/2000 pages (bulk lane)``, ``PROCESSING EMBED 12/40``, ``READY 3 pages
+    14 chunks``, ``FAILED ENCRYPTED_PDF``."""
     status = str(document.get("status", "?"))
     if status == "READY":
         return f"READY {document.get('page_count') or 0} pages {document.get('chunk_count') or 0} chunks"
@@ -49,6 +49,8 @@ def status_text(document: dict[str, Any]) -> str:
         parts.append(f"{document['pages_parsed']}/{document['page_count']} pages")
     elif progress.get("total"):
         parts.append(f"{progress.get('done', 0)}/{progress['total']}")
+    if document.get("lane") == "bulk":
+        parts.append("(bulk lane)")
     return " ".join(parts)
 
 
