@@ -209,7 +209,7 @@ class OpenSearchConfig(_Model):
     space_type: Literal["cosinesimil", "l2", "innerproduct"] = "cosinesimil"
     hnsw_m: int = Field(default=16, ge=2, le=100)
     ef_construction: int = Field(default=128, ge=2, le=4096)
-    ef_search: int = Field(default=100, ge=1, le=10_000)
+    ef_search: int = Field(default=200, ge=1, le=10_000)
 
     @field_validator("endpoint")
     @classmethod

@@ -70,7 +70,7 @@ class IndexParamsEnv(EnvModel):
     opensearch_space_type: Literal["cosinesimil", "l2", "innerproduct"] = "cosinesimil"
     opensearch_hnsw_m: int = Field(default=16, ge=2, le=100)
     opensearch_ef_construction: int = Field(default=128, ge=2, le=4096)
-    opensearch_ef_search: int = Field(default=100, ge=1, le=10_000)
+    opensearch_ef_search: int = Field(default=200, ge=1, le=10_000)
     # Replicas per shard, set where the stack knows the node count (a lone node gets 0); unset keeps
     # the cluster's default. Applies when the index is created.
     opensearch_replicas: int | None = Field(default=None, ge=0, le=15)

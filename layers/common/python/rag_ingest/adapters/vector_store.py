@@ -51,7 +51,7 @@ class IndexSettings:
     space_type: str = "cosinesimil"
     hnsw_m: int = 16
     ef_construction: int = 128
-    ef_search: int = 100
+    ef_search: int = 200
     #: Replicas per shard: the node count minus one (capped) where the stack knows it; None keeps
     #: the cluster's default. A single node with a replica would stay yellow forever.
     replicas: int | None = None
