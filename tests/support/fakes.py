@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -352,9 +352,9 @@ class InMemoryChunkIndex:
         version: str,
         filename: str | None,
         chunks: Sequence[Chunk],
-        vectors: Sequence[Sequence[float]],
+        vectors: Iterable[Sequence[float]],
     ) -> int:
-        if len(chunks) != len(vectors):
+        if isinstance(vectors, Sequence) and len(chunks) != len(vectors):
             raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
         for chunk, vector in zip(chunks, vectors, strict=True):
             self.chunks[chunk_id(document_id, version, chunk.chunk_index)] = {

@@ -15,6 +15,7 @@ import pytest
 from rag_ingest.config import StagesEnv
 from rag_ingest.errors import ErrorCode, PermanentError, StaleWriteError
 from rag_ingest.ids import new_document_id
+from rag_ingest.layout import embedding_batch_key
 from rag_ingest.models import DocumentJob, DocumentStatus, EmbedTask, FailedJob, ObjectRef, Stage
 from rag_ingest.pipeline import Pipeline, StageDependencies
 from rag_ingest.tokens import count_tokens
@@ -189,6 +190,22 @@ def test_an_index_retry_never_embeds_again(world: World) -> None:
         world.pipeline.index(job)
     indexed = world.pipeline.index(job)  # the retry
     assert indexed.indexed_count == job.chunk_count and world.embedder.texts_embedded == paid
+
+
+def test_index_reads_the_checkpoints_batch_by_batch_and_refuses_a_short_one(world: World) -> None:
+    world = build_world(env=ENV.model_copy(update={"embed_batch_size": 2}))
+    job = world.through_chunk(world.upload(sample("lighthouses.pdf")))
+    world.embed_all(job)
+    assert job.chunk_count is not None and job.chunk_count > 2  # several checkpoints of 2 vectors
+    indexed = world.pipeline.index(job)
+    assert indexed.indexed_count == job.chunk_count
+    # A checkpoint that lost a vector (a bug, never a partial write: each is one PUT) fails Index
+    # with the checkpoint named, instead of shifting every later vector onto the wrong chunk.
+    last = embedding_batch_key(job.embeddings_prefix or "", (job.chunk_count - 1) // 2)
+    vectors = world.objects.get_json(BUCKET, last)
+    world.objects.put_json(BUCKET, last, vectors[:-1])
+    with pytest.raises(ValueError, match="expected"):
+        world.pipeline.index(job)
 
 
 def test_a_finalize_retry_after_ready_changes_nothing(world: World) -> None:

@@ -15,7 +15,7 @@ credits a function with a DynamoDB or OpenSearch action by the method names its 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rag_ingest.embedding_cache import CacheKey
@@ -191,8 +191,11 @@ class ChunkIndex(Protocol):
         version: str,
         filename: str | None,
         chunks: Sequence[Chunk],
-        vectors: Sequence[Sequence[float]],
-    ) -> int: ...
+        vectors: Iterable[Sequence[float]],
+    ) -> int:
+        """Index ``chunks`` with ``vectors`` (one each, in order; read as they are written, so a big
+        document's vectors never have to be in memory at once). Raises ValueError if the counts differ."""
+        ...
 
     def delete_version(self, document_id: str, version: str) -> int: ...
 

@@ -21,7 +21,7 @@ words. Fragments are HTML-escaped, terms wrapped in ``<em>``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
@@ -187,9 +187,9 @@ class VectorStore:
         version: str,
         filename: str | None,
         chunks: Sequence[Chunk],
-        vectors: Sequence[Sequence[float]],
+        vectors: Iterable[Sequence[float]],
     ) -> int:
-        if len(chunks) != len(vectors):
+        if isinstance(vectors, Sequence) and len(chunks) != len(vectors):
             raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
         actions = (
             {
@@ -218,9 +218,13 @@ class VectorStore:
                 chunk_size=200,
                 max_retries=3,
                 raise_on_error=False,
-                refresh="wait_for",
                 index=self.index_name,
             )
+            # One refresh for the document, not one wait_for per 200-chunk request: each of those
+            # waited for the next scheduled refresh (up to 1 s), about 45 s for a 9,000-chunk manual.
+            self._client.indices.refresh(index=self.index_name)
+        except ValueError:
+            raise  # more or fewer vectors than chunks (zip strict): a bug, not an OpenSearch error
         except Exception as exc:
             raise translate(exc, "OpenSearch bulk index", transient=_is_transient) from exc
         if errors:
