@@ -8,12 +8,13 @@ batch is full or ``max_wait`` has passed since that first text, and embeds the l
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 LOG = logging.getLogger("local.embedding_server")
 
@@ -46,8 +47,25 @@ class BatcherStats:
         }
 
 
+class Lane(StrEnum):
+    """Whose text it is: the bulk lane's Embed workers call the server under ``/lanes/bulk``."""
+
+    STANDARD = "standard"
+    BULK = "bulk"
+
+
+_Item = tuple[str, float, "Future[list[float]]"]
+
+
 class DynamicBatcher:
-    """Embeds submitted texts in shared batches of at most ``max_batch``, on one thread."""
+    """Embeds submitted texts in shared batches of at most ``max_batch``, on one thread.
+
+    Two queues: a batch takes the standard lane's texts first and fills what is left with the bulk
+    lane's, which always gets at least one slot while it has texts waiting (so it slows down behind
+    small documents but never stops: its callers' deadlines still hold). In AWS the lanes share the
+    Bedrock quota by their Map concurrency; here the one model's CPU is the shared resource, and
+    this is its lane priority, like the bulk workers' niceness.
+    """
 
     def __init__(self, embed: EmbedFunction, *, max_batch: int, max_wait_seconds: float) -> None:
         if max_batch < 1:
@@ -55,7 +73,9 @@ class DynamicBatcher:
         self._embed = embed
         self.max_batch = max_batch
         self.max_wait_seconds = max_wait_seconds
-        self._queue: queue.Queue[tuple[str, float, Future[list[float]]] | None] = queue.Queue()
+        self._queues: dict[Lane, deque[_Item]] = {Lane.STANDARD: deque(), Lane.BULK: deque()}
+        self._available = threading.Condition()
+        self._closing = False
         self._stats = BatcherStats()
         self._stats_lock = threading.Lock()
         # Cleared to hold batches back (tests use it to make requests pile up deterministically).
@@ -64,11 +84,13 @@ class DynamicBatcher:
         self._thread = threading.Thread(target=self._loop, name="embedding-batcher", daemon=True)
         self._thread.start()
 
-    def submit(self, text: str, deadline: float = float("inf")) -> Future[list[float]]:
+    def submit(self, text: str, deadline: float = float("inf"), lane: Lane = Lane.STANDARD) -> Future[list[float]]:
         """Queue ``text``; if no batch has taken it by ``deadline`` (``time.monotonic()``), its
         future fails with :class:`QueueTimeout` instead, so no run is spent on a caller gone."""
         future: Future[list[float]] = Future()
-        self._queue.put((text, deadline, future))
+        with self._available:
+            self._queues[lane].append((text, deadline, future))
+            self._available.notify()
         return future
 
     def pause(self) -> None:
@@ -78,8 +100,9 @@ class DynamicBatcher:
     def resume(self) -> None:
         self._running.set()
 
-    def queued(self) -> int:
-        return self._queue.qsize()
+    def queued(self, lane: Lane | None = None) -> int:
+        with self._available:
+            return sum(len(q) for name, q in self._queues.items() if lane is None or name is lane)
 
     def stats(self) -> dict[str, object]:
         with self._stats_lock:
@@ -87,31 +110,38 @@ class DynamicBatcher:
 
     def close(self) -> None:
         self._running.set()
-        self._queue.put(None)
+        with self._available:
+            self._closing = True
+            self._available.notify()
         self._thread.join(timeout=10)
+
+    def _take(self, count: int) -> list[_Item]:
+        """Up to ``count`` queued texts, standard first; one slot is the bulk lane's if it waits.
+        The caller holds ``_available``."""
+        standard, bulk = self._queues[Lane.STANDARD], self._queues[Lane.BULK]
+        bulk_share = 1 if bulk and count > 1 else 0
+        taken = [standard.popleft() for _ in range(min(len(standard), count - bulk_share))]
+        taken += [bulk.popleft() for _ in range(min(len(bulk), count - len(taken)))]
+        return taken
 
     def _loop(self) -> None:
         while True:
-            first = self._queue.get()
-            if first is None:
-                return
+            with self._available:
+                while not self._closing and not any(self._queues.values()):
+                    self._available.wait()
+                if self._closing and not any(self._queues.values()):
+                    return
+                batch = self._take(1)
             self._running.wait()
-            batch = [first]
             deadline = time.monotonic() + self.max_wait_seconds
-            closing = False
-            while len(batch) < self.max_batch:
-                remaining = deadline - time.monotonic()
-                try:
-                    item = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    closing = True
-                    break
-                batch.append(item)
+            with self._available:
+                while len(batch) < self.max_batch and not self._closing:
+                    batch += self._take(self.max_batch - len(batch))
+                    remaining = deadline - time.monotonic()
+                    if len(batch) >= self.max_batch or remaining <= 0:
+                        break
+                    self._available.wait(timeout=remaining)
             self._run(batch)
-            if closing:
-                return
 
     def _run(self, batch: list[tuple[str, float, Future[list[float]]]]) -> None:
         now = time.monotonic()

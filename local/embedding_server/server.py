@@ -28,12 +28,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
 
-from local.embedding_server.batcher import DynamicBatcher, EmbedFunction, QueueTimeout
+from local.embedding_server.batcher import DynamicBatcher, EmbedFunction, Lane, QueueTimeout
 from local.embedding_server.settings import EmbeddingServerSettings
 
 LOG = logging.getLogger("local.embedding_server")
 
-_INVOKE_PATH = re.compile(r"^/model/(?P<model_id>.+)/invoke$")
+# Bedrock's route, optionally under /lanes/<lane>: the local runtime points the bulk lane's Embed
+# workers at <server>/lanes/bulk (botocore keeps an endpoint URL's path), whose texts then wait
+# behind the standard lane's in the batcher (batcher.DynamicBatcher).
+_INVOKE_PATH = re.compile(r"^(?:/lanes/(?P<lane>standard|bulk))?/model/(?P<model_id>.+)/invoke$")
 # Titan v2's request keys; Bedrock refuses any other ("extraneous key").
 _REQUEST_KEYS = frozenset({"inputText", "dimensions", "normalize"})
 # Titan v2 accepts up to 50,000 characters of inputText.
@@ -80,6 +83,7 @@ class EmbeddingServer:
         self._lock = threading.Lock()
         self._in_flight = 0
         self._requests = 0
+        self._requests_by_lane = dict.fromkeys(Lane, 0)
         self._throttled = 0
         self._httpd = ThreadingHTTPServer((host, port), _handler_class(self))
         self._httpd.daemon_threads = True
@@ -108,7 +112,12 @@ class EmbeddingServer:
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
-            counters = {"requests": self._requests, "throttled": self._throttled, "in_flight": self._in_flight}
+            counters = {
+                "requests": self._requests,
+                "requests_by_lane": {lane.value: count for lane, count in self._requests_by_lane.items()},
+                "throttled": self._throttled,
+                "in_flight": self._in_flight,
+            }
         return {
             "model_id": self.model.model_id,
             "settings": {
@@ -122,7 +131,7 @@ class EmbeddingServer:
             "batcher": self.batcher.stats(),
         }
 
-    def invoke(self, model_id: str, body: bytes) -> tuple[dict[str, Any], int]:
+    def invoke(self, model_id: str, body: bytes, lane: Lane = Lane.STANDARD) -> tuple[dict[str, Any], int]:
         """One ``InvokeModel``: the response body and the input's token count, or a BedrockError."""
         if model_id != self.model.model_id:
             raise BedrockError(
@@ -132,6 +141,7 @@ class EmbeddingServer:
             )
         with self._lock:
             self._requests += 1
+            self._requests_by_lane[lane] += 1
             if self._in_flight >= self.settings.max_in_flight:
                 self._throttled += 1
                 raise BedrockError(
@@ -150,7 +160,7 @@ class EmbeddingServer:
                 )
             deadline = time.monotonic() + self.settings.queue_timeout_seconds
             try:
-                embedding = self.batcher.submit(text, deadline).result()
+                embedding = self.batcher.submit(text, deadline, lane).result()
             except QueueTimeout as timeout:
                 raise BedrockError(
                     HTTPStatus.REQUEST_TIMEOUT, "ModelTimeoutException", f"The model did not answer in time: {timeout}"
@@ -212,7 +222,7 @@ def _handler_class(server: EmbeddingServer) -> type[BaseHTTPRequestHandler]:
                     raise BedrockError(
                         HTTPStatus.NOT_FOUND, "UnknownOperationException", f"no operation at {self.path}"
                     )
-                payload, tokens = server.invoke(unquote(match["model_id"]), body)
+                payload, tokens = server.invoke(unquote(match["model_id"]), body, Lane(match["lane"] or Lane.STANDARD))
             except BedrockError as error:
                 self._send_error(error, request_id)
                 return

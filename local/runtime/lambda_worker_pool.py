@@ -27,12 +27,15 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import IO, Any
 
+from rag_ingest.models import Lane
+
 from local.runtime.faults import Fault
 from local.runtime.lambda_worker import LOG_END_MARKER
 from local.runtime.provision import FunctionDefinition
 from local.runtime.settings import LOCAL_CREDENTIALS, RuntimeSettings
 
 WORKER_SCRIPT = Path(__file__).with_name("lambda_worker.py")
+BEDROCK_ENDPOINT_VARIABLE = "AWS_ENDPOINT_URL_BEDROCK_RUNTIME"
 # Host environment a worker inherits (everything else comes from the template).
 _HOST_ENV_PASSTHROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SYSTEMROOT")
 
@@ -376,4 +379,8 @@ def worker_environment(function: FunctionDefinition, settings: RuntimeSettings) 
             environment.pop(name, None)
         else:
             environment[name] = value
+    endpoint = environment.get(BEDROCK_ENDPOINT_VARIABLE)
+    if endpoint and function.lane == Lane.BULK:
+        # The embedding server serves the bulk lane's texts after the standard lane's (its batcher).
+        environment[BEDROCK_ENDPOINT_VARIABLE] = f"{endpoint.rstrip('/')}/lanes/{Lane.BULK.value}"
     return environment

@@ -5,7 +5,9 @@ threshold (tests/conftest.py), so a 14-page PDF is a bulk document of three rang
 
 from __future__ import annotations
 
+import json
 import os
+import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from rag_ingest.embeddings.base import Embedder
 from rag_ingest.search import search_passages
 
 from local.client import LocalStackClient
+from local.runtime.harness import LocalStackProcess
 from local.runtime.settings import DEFAULT_BULK_LANE_NICE
 from tests.conftest import SESSION_BULK_ABOVE_PAGES, SESSION_RANGE_PAGES
 
@@ -82,8 +85,11 @@ def test_a_big_document_runs_in_the_bulk_lane_and_a_small_one_beside_it_in_the_s
     local_stack: dict[str, Any],
     vector_store: VectorStore,
     embedder: Embedder,
+    stack_process: LocalStackProcess,
     tmp_path: Path,
 ) -> None:
+    embedding_url = (stack_process.control("GET", "/_local/status") or {})["embedding_server"]["url"]
+    bulk_requests_before = embedding_requests(embedding_url)["bulk"]
     assert BULK_PAGES > SESSION_BULK_ABOVE_PAGES and BULK_PAGES > 2 * SESSION_RANGE_PAGES
     big = client.upload(bulk_pdf(tmp_path / "harbour-manual.pdf"))
     small = client.upload(SAMPLES / "sourdough.pdf")
@@ -117,3 +123,11 @@ def test_a_big_document_runs_in_the_bulk_lane_and_a_small_one_beside_it_in_the_s
     assert set(bulk_niceness) == {min(19, base + DEFAULT_BULK_LANE_NICE)}
     standard_niceness = worker_niceness("WorkflowChunkFunction") + worker_niceness("WorkflowIndexFunction")
     assert set(standard_niceness) <= {base}
+    # The bulk Embed workers call the embedding server under /lanes/bulk: its texts wait behind the
+    # standard lane's there. (Some of the big document's chunks may come from the embedding cache.)
+    assert embedding_requests(embedding_url)["bulk"] > bulk_requests_before
+
+
+def embedding_requests(url: str) -> dict[str, int]:
+    with urllib.request.urlopen(f"{url}/_local/stats", timeout=10) as response:
+        return dict(json.loads(response.read())["requests_by_lane"])

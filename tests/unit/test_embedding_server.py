@@ -21,6 +21,7 @@ from rag_ingest.embeddings.base import LOCAL_MODEL_ID
 from rag_ingest.embeddings.bedrock import TITAN_V2_MODEL_ID, BedrockTitanEmbedder
 from rag_ingest.errors import ErrorCode, PermanentError, TransientError
 
+from local.embedding_server.batcher import Lane
 from local.embedding_server.server import EmbeddingServer, ServedModel
 from local.embedding_server.settings import EmbeddingServerSettings
 
@@ -310,3 +311,45 @@ def test_settings_from_the_environment() -> None:
     assert EmbeddingServerSettings.from_env({}) == EmbeddingServerSettings()
     with pytest.raises(ValueError, match="LOCAL_EMBEDDING_MAX_BATCH"):
         EmbeddingServerSettings.from_env({"LOCAL_EMBEDDING_MAX_BATCH": "0"})
+
+
+# -- lanes -------------------------------------------------------------------------------------------
+def test_the_bulk_lane_fills_what_the_standard_lane_leaves_and_always_gets_one_slot(
+    make_server: ServerFactory,
+) -> None:
+    server, model = make_server(max_batch=8, max_wait_ms=200)
+    batcher = server.batcher
+    batcher.pause()
+    futures = [batcher.submit("s0")]  # the batcher thread holds it while paused
+    wait_until(lambda: batcher.queued() == 0)
+    futures += [batcher.submit(f"b{i}", lane=Lane.BULK) for i in range(1, 6)]
+    futures += [batcher.submit(f"s{i}") for i in range(1, 11)]
+    assert (batcher.queued(Lane.BULK), batcher.queued(Lane.STANDARD)) == (5, 10)
+    batcher.resume()
+    for future in futures:
+        future.result(timeout=10)
+    # Standard texts first, one slot for the waiting bulk lane; the next batch takes the rest.
+    assert model.batches == [
+        ["s0", "s1", "s2", "s3", "s4", "s5", "s6", "b1"],
+        ["s7", "s8", "s9", "s10", "b2", "b3", "b4", "b5"],
+    ]
+
+
+def test_the_bulk_lane_is_bedrocks_route_under_lanes_bulk_through_boto3(make_server: ServerFactory) -> None:
+    server, _ = make_server()
+    bulk = BedrockTitanEmbedder(
+        boto3.client(
+            "bedrock-runtime",
+            endpoint_url=f"{server.url}/lanes/bulk",  # as the local runtime sets it for the bulk lane's workers
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        ),
+        model_id=LOCAL_MODEL_ID,
+        dimension=DIMENSION,
+    )
+    assert [vector[0] for vector in bulk.embed(["one two", "three"])] == [2.0, 1.0]
+    BedrockTitanEmbedder(bedrock_client(server), model_id=LOCAL_MODEL_ID, dimension=DIMENSION).embed(["x"])
+    assert server.stats()["requests_by_lane"] == {"standard": 1, "bulk": 2}
+    status, _, body = post(server, "/lanes/express" + invoke_path(), b"{}")
+    assert status == 404 and "no operation" in body["message"]
