@@ -17,8 +17,8 @@ big one too) or after ``--timeout`` seconds: a document still in flight then is 
 
 Prints, per phase, n, how many are READY, failed and stuck, p50/p95/max latency of the READY ones,
 the ratio p95(with big) / p95(alone) and whether it meets the goal (<= 1.5, every document READY),
-and the big document's state when the small ones were done: status, stage, pages parsed, chunks
-embedded, and its ``lane`` when the API shows one. Writes everything, each document's latency
+and the big document's state when the wait ended: status, stage, pages parsed, chunks embedded,
+and its ``lane`` when the API shows one. Writes everything, each document's latency
 included, to bench/results/isolation-<time>.json.
 
     .venv/bin/python -m bench.isolation run                         # 50 small, 2,000 pages (make bench-isolation)
@@ -82,6 +82,7 @@ class Outcome:
     status: str  # the last status seen (UPLOAD_FAILED: no record); not terminal = stuck
     seconds: float | None  # upload request to READY/FAILED, from the status record; None while in flight
     lane: str = NO_LANE
+    stage: str | None = None  # where a stuck document was when the wait ended
     error: str | None = None
 
     @property
@@ -299,6 +300,7 @@ def outcomes_of(
                 status=str(item.get("status", "no record")),
                 seconds=latencies.get(upload.document_id),
                 lane=lanes.get(upload.document_id, NO_LANE),
+                stage=item.get("stage"),
                 error=f"{error}: {item.get('error_detail')}" if error else None,
             )
         )
@@ -449,13 +451,13 @@ def report(results: dict[str, Any]) -> str:
                      f"{phase['load_average_before'][0]} -> {phase['load_average_after'][0]}")  # fmt: skip
         for document in phase["documents"]:
             if document["status"] != READY:
-                lines.append(f"  {document['name']} {document['document_id'] or ''}: {document['status']}"
-                             f"{' ' + document['error'] if document['error'] else ''}")  # fmt: skip
+                detail = " ".join(filter(None, (document["status"], document["stage"], document["error"])))
+                lines.append(f"  {document['name']} {document['document_id'] or ''}: {detail}")
         if big := phase.get("big"):
             stage = f" {big['stage']}" if big["stage"] else ""
             pages = big["pages"] or results["big_pages"]
             lines.append(
-                f"  big document ({pages} pages) when the small ones were done: {big['status']}{stage}, "
+                f"  big document ({pages} pages) when the wait ended: {big['status']}{stage}, "
                 f"pages parsed {big['pages_parsed'] or 0}/{pages}, chunks embedded "
                 f"{big['chunks_embedded'] or 0}/{big['chunks'] or '?'}, lane {big['lane']}"
                 + (f", READY after {big['seconds']} s" if big["status"] == READY and big["seconds"] else "")

@@ -4,7 +4,9 @@ counted, never dropped), the verdict against issue 11's 1.5x goal, and the small
 from __future__ import annotations
 
 import hashlib
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pypdf import PdfReader
@@ -20,6 +22,7 @@ from bench.isolation import (
     lane_counts,
     outcomes_of,
     percentile,
+    report,
     summarize,
     table,
     verdict,
@@ -131,19 +134,59 @@ def test_outcomes_keep_every_upload_and_read_lanes() -> None:
     items = {
         "doc-a": {"status": "READY"},
         "doc-b": {"status": "FAILED", "error_code": "PARSE_FAILED", "error_detail": "no text"},
+        "doc-d": {"status": "PROCESSING", "stage": "EMBED"},
     }
-    outcomes = outcomes_of(uploads, {"doc-a": 12.5, "doc-b": 3.0}, items, {"doc-a": "standard"})
+    uploads.append(Upload("d.pdf", 101.5, "doc-d"))
+    outcomes = outcomes_of(uploads, {"doc-a": 12.5, "doc-b": 3.0}, items, {"doc-a": "standard", "doc-d": "bulk"})
     assert outcomes == [
         Outcome("a.pdf", "doc-a", "READY", 12.5, lane="standard"),
         Outcome("b.pdf", "doc-b", "FAILED", 3.0, lane=NO_LANE, error="PARSE_FAILED: no text"),
         Outcome("c.pdf", None, UPLOAD_FAILED, None, error="HTTPError: 500"),
+        Outcome("d.pdf", "doc-d", "PROCESSING", None, lane="bulk", stage="EMBED"),
     ]
-    assert lane_counts(outcomes) == "- 2, standard 1"
+    assert [(o.ready, o.failed, o.stuck) for o in outcomes] == [
+        (True, False, False),
+        (False, True, False),
+        (False, True, False),
+        (False, False, True),
+    ]
+    assert lane_counts(outcomes) == "- 2, bulk 1, standard 1"
 
 
 def test_record_times_are_read_to_the_millisecond() -> None:
     later = epoch_seconds("2026-12-01T20:03:49.123+00:00")
     assert later - epoch_seconds("2026-12-01T20:03:40.000+00:00") == pytest.approx(9.123)
+
+
+def _phase(name: str, outcomes: list[Outcome], **extra: Any) -> dict[str, Any]:
+    """A phase as run_phase returns it."""
+    return {
+        "phase": name,
+        "summary": asdict(summarize(name, outcomes)),
+        "lanes": lane_counts(outcomes),
+        "load_average_before": [1.0, 1.0, 1.0],
+        "load_average_after": [2.0, 2.0, 2.0],
+        "documents": [asdict(outcome) for outcome in outcomes],
+        **extra,
+    }
+
+
+def test_report_names_every_document_not_ready_and_the_big_ones_state() -> None:
+    alone = [_ready(10.0, "a.pdf"), _ready(12.0, "b.pdf")]
+    with_big = [_ready(11.0, "a.pdf"), Outcome("b.pdf", "doc-b", "PROCESSING", None, stage="EMBED")]
+    big = {"pages": None, "status": "PROCESSING", "stage": "PARSE", "pages_parsed": 350, "chunks_embedded": None,
+           "chunks": None, "lane": "bulk", "seconds": None}  # fmt: skip
+    results = {
+        "big_pages": 2000,
+        "phases": [_phase("alone", alone), _phase("with big", with_big, big=big)],
+        "verdict": asdict(verdict(summarize("alone", alone), summarize("with big", with_big))),
+    }
+    printed = report(results).splitlines()
+    assert printed[2].split() == ["with", "big", "2", "1", "0", "1", "11.0", "11.0", "11.0"]
+    assert "  b.pdf doc-b: PROCESSING EMBED" in printed
+    assert any("big document (2000 pages)" in line and "PROCESSING PARSE, pages parsed 350/2000" in line
+               and line.endswith("lane bulk") for line in printed)  # fmt: skip
+    assert printed[-1].endswith("not met (with big: 1 of 2 not READY)")
 
 
 # -- the small PDFs ----------------------------------------------------------------------------------
