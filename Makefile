@@ -15,6 +15,7 @@ help:
 	@echo "make bench-reingest - a 10 %-edited new version and a copy of a 113-page PDF: speedup, cache hit rate"
 	@echo "make bench-search - POST /search p50/p95/p99 per mode and k-NN recall@10 at 100,000 chunks (docs/benchmarks.md)"
 	@echo "make bench-big - a 2,000-page PDF through the local stack: progress, time to READY, parse memory"
+	@echo "make bench-isolation - fifty 5-page PDFs alone, then right behind a 2,000-page one: p50/p95 latency, the ratio"
 	@echo "make eval   - retrieval quality (recall@1/5, MRR) of k-NN, BM25 and hybrid vs a naive baseline"
 	@echo "make burst  - 200 uploads with 10 % injected faults: READY, lost, duplicates, DLQ"
 	@echo "make cost   - AWS cost per 1,000 pages from a measured local-stack run and cdk.json (docs/cost.md)"
@@ -119,6 +120,14 @@ BIG_PAGES ?= 2000
 bench-big: synth opensearch
 	$(PY) -m bench.big_document run --pages $(BIG_PAGES)
 	$(PY) -m bench.big_document rss --pages $(BIG_PAGES)
+
+# Issue 11's isolation goal: fifty distinct 5-page PDFs uploaded alone, then right behind a 2,000-page one,
+# each phase through a fresh local stack: p50/p95/max from upload to READY per phase, failed and stuck
+# documents, p95(with)/p95(alone) against 1.5 (docs/benchmarks.md). ISOLATION_ARGS="--small 3 --big-pages 120":
+# a quick run; --wait-big also waits for the big one; --timeout bounds each phase's wait.
+.PHONY: bench-isolation
+bench-isolation: synth opensearch
+	$(PY) -m bench.isolation run $(ISOLATION_ARGS)
 
 # rag-ingest against LangChain and LlamaIndex on bench/corpus (docs/benchmarks.md). The peers live in
 # their own venv, .venv-peers, never in the product's; the embedder there is rag-ingest's own code.

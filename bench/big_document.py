@@ -8,6 +8,23 @@ the next page (page 50 is such a page: a heading that crosses a Parse range bord
 arguments always give the same bytes. Nothing is committed: the file goes to a temporary folder
 (or the path given).
 
+Every page's text is distinct: the sources hold about 1,250 chunks' worth of text, so a long
+document passes over each source several times, and the embedding cache (keyed on the chunk's text)
+would otherwise serve every pass after the first and flatter Embed's time. A paragraph taken on the
+cursor's n-th pass over its source (n >= 1) is printed as its n-th revision (``revised``): a
+"Revision n." marker, then its clauses (text up to . ! ? : or ;) in an order shuffled with n as the
+seed. Every clause stays real text. The marker keeps a paragraph distinct even where the order
+cannot change (one clause). A shuffle rather than a rotation, because the sources' paragraphs are
+about a page long and a chunk is a run of consecutive clauses: a rotation keeps all but one of a
+paragraph's joins, so most chunks inside it came back unchanged. Distinct chunk texts at 2,000
+pages (the generator's page texts chunked in process): 1,248 of 9,020 without revisions, 6,137 of
+8,946 with rotated sentences, 8,800 of 8,921 with shuffled clauses; the chunks still repeated are
+code listings with no clause border to shuffle at.
+
+``small_documents`` draws short documents (the isolation benchmark's 5-page PDFs) from the same
+kind of stream, no two alike: the n-th from the n-th source (round robin), each with a title of its
+own, starting where that source's previous document stopped.
+
     .venv/bin/python -m bench.big_document write /tmp/big.pdf --pages 2000
     .venv/bin/python -m bench.big_document rss --pages 2000        # peak RSS: one range vs the whole document
     .venv/bin/python -m bench.big_document run --pages 2000        # through a fresh local stack (make bench-big)
@@ -22,6 +39,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -29,7 +48,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -59,6 +78,9 @@ PAGE_CHARACTERS = 2400  # a typical page of a manual
 PAGES_PER_SECTION = 4
 PAGES_PER_CHAPTER = 40
 HEADING_AT_PAGE_END_EVERY = 10
+SMALL_DOCUMENT_PAGES = 5
+# A clause ends at . ! ? : or ; and a space, except after an abbreviation such as "e.g." ("2.1" has no space).
+_CLAUSE_BORDER = re.compile(r"(?<=[.!?:;])(?<!\b[A-Za-z]\.[A-Za-z]\.)\s+")
 RANGE_PAGES = 50  # cdk.json parsing.rangePages: the range the rss command measures
 
 
@@ -73,42 +95,56 @@ def _latin1(text: str) -> str:
 
 
 def load_sources() -> list[Source]:
-    """Each source PDF's paragraphs (cleaned page text split at blank lines), in reading order."""
+    """Each source PDF's paragraphs (cleaned page text split at blank lines), in reading order; a
+    paragraph printed more than once (a running header, a repeated notice) is kept only the first time."""
     sources = []
+    seen: set[str] = set()
     for name in SOURCES:
         data = (CORPUS / name).read_bytes()
         parsed = parse_pdf(data, max_bytes=len(data) + 1, max_pages=10_000)
-        paragraphs = tuple(
-            _latin1(" ".join(paragraph.split()))
-            for page in parsed.pages
-            for paragraph in page.text.split("\n\n")
-            if len(paragraph) >= 80
-        )
-        sources.append(Source(title=Path(name).stem.replace("-", " ").title(), paragraphs=paragraphs))
+        paragraphs = []
+        for page in parsed.pages:
+            for paragraph in page.text.split("\n\n"):
+                text = _latin1(" ".join(paragraph.split()))
+                if len(paragraph) >= 80 and text not in seen:
+                    seen.add(text)
+                    paragraphs.append(text)
+        sources.append(Source(title=Path(name).stem.replace("-", " ").title(), paragraphs=tuple(paragraphs)))
     return sources
+
+
+def revised(paragraph: str, revision: int) -> str:
+    """``paragraph`` as its ``revision``-th revision: itself for 0, else "Revision n." and its clauses
+    shuffled with n as the seed (the module docstring says why)."""
+    if revision == 0:
+        return paragraph
+    clauses = _CLAUSE_BORDER.split(paragraph)
+    random.Random(revision).shuffle(clauses)  # an int seed: the same order on every run and platform
+    return " ".join([f"Revision {revision}.", *clauses])
 
 
 @dataclass
 class _Cursor:
-    """Where the text stream is: which source, which paragraph."""
+    """Where the text stream is: which source, and how many paragraphs each source has given so far
+    (a source taken up again continues where it stopped; past its end, it gives revisions)."""
 
     sources: list[Source]
     source: int = 0
-    paragraph: int = 0
-    used: Counter[int] = field(default_factory=Counter)
+    taken: Counter[int] = field(default_factory=Counter)
 
     def next_source(self) -> Source:
-        self.source, self.paragraph = (self.source + 1) % len(self.sources), 0
+        self.source = (self.source + 1) % len(self.sources)
         return self.sources[self.source]
 
     def take(self, characters: int) -> str:
-        """About ``characters`` of whole paragraphs from the current source (wrapping around)."""
+        """About ``characters`` of whole paragraphs from the current source, none ever given before."""
         source = self.sources[self.source]
-        taken: list[str] = []
-        while sum(len(p) for p in taken) < characters:
-            taken.append(source.paragraphs[self.paragraph % len(source.paragraphs)])
-            self.paragraph += 1
-        return "\n\n".join(taken)
+        paragraphs: list[str] = []
+        while sum(len(p) for p in paragraphs) < characters:
+            revision, index = divmod(self.taken[self.source], len(source.paragraphs))
+            paragraphs.append(revised(source.paragraphs[index], revision))
+            self.taken[self.source] += 1
+        return "\n\n".join(paragraphs)
 
 
 def page_texts(pages: int, sources: list[Source] | None = None) -> Iterator[tuple[str | None, str, str | None]]:
@@ -135,15 +171,41 @@ def page_texts(pages: int, sources: list[Source] | None = None) -> Iterator[tupl
         yield top, body, bottom
 
 
-def write_big_document(path: Path, pages: int = DEFAULT_PAGES) -> Path:
+def small_documents(
+    count: int, pages: int = SMALL_DOCUMENT_PAGES, sources: list[Source] | None = None
+) -> Iterator[tuple[str, list[tuple[str | None, str, str | None]]]]:
+    """(title, pages as ``page_texts`` gives them) of ``count`` short documents, no two alike: the n-th
+    is the n-th source's (round robin) next ``pages`` pages of text, its title on the first page."""
+    cursor = _Cursor(sources or load_sources())
+    for number in range(1, count + 1):
+        cursor.source = (number - 1) % len(cursor.sources)
+        title = f"Note {number}: {cursor.sources[cursor.source].title}"
+        yield title, [(title if page == 0 else None, cursor.take(PAGE_CHARACTERS), None) for page in range(pages)]
+
+
+def write_small_documents(
+    folder: Path, count: int, pages: int = SMALL_DOCUMENT_PAGES, sources: list[Source] | None = None
+) -> list[Path]:
+    """Write ``small_documents`` as ``note-001.pdf`` ... in ``folder`` (deterministic, like the big one)."""
+    return [
+        _write_pdf(folder / f"note-{number:03d}.pdf", title, texts)
+        for number, (title, texts) in enumerate(small_documents(count, pages, sources), start=1)
+    ]
+
+
+def write_big_document(path: Path, pages: int = DEFAULT_PAGES, sources: list[Source] | None = None) -> Path:
     """Write the ``pages``-page PDF to ``path`` (deterministic: the same pages give the same bytes)."""
+    return _write_pdf(path, f"A {pages}-page manual from freely licensed text", page_texts(pages, sources))
+
+
+def _write_pdf(path: Path, title: str, pages: Iterable[tuple[str | None, str, str | None]]) -> Path:
     from fpdf import FPDF  # a dev dependency: only the benchmarks and tests write PDFs
 
     pdf = FPDF(format="A4")
     pdf.set_auto_page_break(auto=False)
     pdf.set_creation_date(datetime(2026, 1, 1, tzinfo=UTC))  # fixed, so the bytes are too
-    pdf.set_title(f"A {pages}-page manual from freely licensed text")
-    for top, body, bottom in page_texts(pages):
+    pdf.set_title(title)
+    for top, body, bottom in pages:
         pdf.add_page()
         if top:
             pdf.set_font("Helvetica", style="B", size=13)
