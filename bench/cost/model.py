@@ -24,6 +24,9 @@ DOCUMENTS_PUT_WRITES = 1 + 1 + 1  # table, by_status, by_tenant
 DOCUMENTS_UPDATE_WRITES = 1 + 2 + 1
 DYNAMODB_WRITE_UNIT_BYTES = 1024
 DYNAMODB_READ_UNIT_BYTES = 4096
+# An embedding cache entry besides its vector: key id (tenant, model, dimension, sha256: ~120 bytes),
+# checksum (64), dimension, attribute names.
+EMBEDDING_CACHE_ENTRY_OVERHEAD_BYTES = 220
 # SQS: the S3 notification's SendMessage, the event source mapping's ReceiveMessage that returns
 # it and its DeleteMessageBatch, per upload (upper bound: a batch of 10 shares one receive and one
 # delete). The mapping's idle polling is a fixed monthly cost, not a per-page one.
@@ -62,10 +65,14 @@ class RunUsage:
     dynamodb_puts: int  # PutItem on the documents table
     dynamodb_updates: int  # UpdateItem on the documents table
     dynamodb_other_writes: int  # other tables (idempotency): small items, one unit each
-    dynamodb_read_units: float
+    dynamodb_read_units: float  # the documents and idempotency tables' reads
     status_item_bytes: int  # mean size of a document's status item
     log_bytes: int
     embedding_dimension: int  # of the embedder that produced embedding_bytes
+    # The embedding cache table: entries written (PutItem, one per chunk embedded) and keys looked
+    # up (BatchGetItem items). Priced at the entry's size for the configured dimension.
+    embedding_cache_writes: int = 0
+    embedding_cache_lookups: int = 0
 
     @property
     def pages(self) -> int:
@@ -189,13 +196,22 @@ def cost_table(usage: RunUsage, settings: CostSettings) -> CostTable:
     storage = stored / prices.GIB * prices.S3_STORAGE_GB_MONTH.usd * settings.storage_months
     lines.append(CostLine("S3 storage", storage, f"{stored / 1e6:.2f} MB for {settings.storage_months:g} month"))
 
+    cache_writes, cache_reads = embedding_cache_units(usage, settings.embedding_dimension)
     write_units = (
         usage.dynamodb_puts * dynamodb_write_units(usage.status_item_bytes, DOCUMENTS_PUT_WRITES)
         + usage.dynamodb_updates * dynamodb_write_units(usage.status_item_bytes, DOCUMENTS_UPDATE_WRITES)
         + usage.dynamodb_other_writes
+        + cache_writes
     )
-    dynamodb = write_units * prices.DYNAMODB_WRITE_UNIT.usd + usage.dynamodb_read_units * prices.DYNAMODB_READ_UNIT.usd
-    lines.append(CostLine("DynamoDB on-demand", dynamodb, f"{write_units} WRU, {usage.dynamodb_read_units:g} RRU"))
+    read_units = usage.dynamodb_read_units + cache_reads
+    dynamodb = write_units * prices.DYNAMODB_WRITE_UNIT.usd + read_units * prices.DYNAMODB_READ_UNIT.usd
+    lines.append(
+        CostLine(
+            "DynamoDB on-demand",
+            dynamodb,
+            f"{write_units} WRU ({cache_writes} of them embedding-cache entries), {read_units:g} RRU",
+        )
+    )
 
     sqs = documents * SQS_REQUESTS_PER_DOCUMENT
     lines.append(CostLine("SQS", sqs * prices.SQS_REQUEST.usd, f"{sqs} requests"))
@@ -220,6 +236,22 @@ def cost_table(usage: RunUsage, settings: CostSettings) -> CostTable:
     )
     lines.append(CostLine("Live status push (estimate)", live, f"{status_writes} status writes pushed"))
     return CostTable(tuple(lines), pages=usage.pages, documents=documents)
+
+
+def embedding_cache_entry_bytes(dimension: int) -> int:
+    """A cache entry's DynamoDB item size: the float32 vector, the sha256 key id and checksum, the
+    dimension, and the attribute names (rag_ingest.embedding_cache.encode_entry)."""
+    return 4 * dimension + EMBEDDING_CACHE_ENTRY_OVERHEAD_BYTES
+
+
+def embedding_cache_units(usage: RunUsage, dimension: int) -> tuple[int, float]:
+    """(write units, read units) of the embedding cache: each entry written once, each key looked
+    up once with an eventually consistent BatchGetItem (half a unit per 4 KB, the entry's size
+    counted even for a miss: an upper bound)."""
+    entry = embedding_cache_entry_bytes(dimension)
+    writes = usage.embedding_cache_writes * dynamodb_write_units(entry, 1)
+    reads = usage.embedding_cache_lookups * 0.5 * max(1, math.ceil(entry / DYNAMODB_READ_UNIT_BYTES))
+    return writes, reads
 
 
 def stored_bytes(usage: RunUsage, dimension: int) -> int:

@@ -119,14 +119,20 @@ def usage_from_measurement(data: Mapping[str, Any]) -> RunUsage:
         return sum(
             count
             for key, count in dynamodb.items()
-            if key.split(":")[0] == operation and ("DocumentsTable" in key) == documents_table
+            if key.split(":")[0] == operation
+            and ("DocumentsTable" in key) == documents_table
+            and "EmbeddingCacheTable" not in key
         )
 
     # Reads: a status item is under 4 KB, so one unit per strongly consistent read, half otherwise.
+    # The embedding cache's BatchGetItems are priced per key from the chunk counts (model.py).
     read_units = sum(
         count * (1.0 if key.endswith("+consistent") else 0.5)
         for key, count in dynamodb.items()
-        if key.split(":")[0] in ("GetItem", "Query", "BatchGetItem")
+        if key.split(":")[0] in ("GetItem", "Query")
+    )
+    cache_writes = sum(
+        count for key, count in dynamodb.items() if key.split(":")[0] == "PutItem" and "EmbeddingCacheTable" in key
     )
     items = [int(doc["status_item_bytes"]) for doc in data["documents"]]
     return RunUsage(
@@ -144,6 +150,9 @@ def usage_from_measurement(data: Mapping[str, Any]) -> RunUsage:
         status_item_bytes=round(sum(items) / len(items)) if items else 0,
         log_bytes=int(data.get("log_bytes", 0)),
         embedding_dimension=MEASURED_EMBEDDING_DIMENSION,
+        embedding_cache_writes=cache_writes,
+        # Embed looks every chunk up once before it embeds (a run before the cache looked nothing up).
+        embedding_cache_lookups=sum(d.chunks for d in documents) if cache_writes else 0,
     )
 
 
@@ -202,7 +211,8 @@ def knob_study(usage: RunUsage, config: RagIngestConfig) -> KnobStudy:
         if dimension != settings.embedding_dimension:
             study.add(
                 "embedding.dimension",
-                f"{settings.embedding_dimension} -> {dimension} (S3 checkpoints; Bedrock bills input tokens only)",
+                f"{settings.embedding_dimension} -> {dimension} "
+                "(S3 checkpoints, cache entries; Bedrock bills input tokens only)",
                 cost_table(usage, replace(settings, embedding_dimension=dimension)),
             )
     for share in SCANNED_SHARES[1:]:

@@ -340,3 +340,20 @@ def test_every_price_names_its_aws_pricing_page_and_the_date_it_was_recorded() -
         assert price.unit, name
     assert date.fromisoformat(prices.PRICES_RECORDED) <= date.today()
     assert prices.REGION == "us-east-1"
+
+
+def test_embedding_cache_entries_are_priced_at_their_size_for_the_configured_dimension() -> None:
+    from bench.cost.model import embedding_cache_entry_bytes, embedding_cache_units
+
+    assert embedding_cache_entry_bytes(1024) == 4096 + 220  # float32 vector + key, checksum, names
+    cached = replace(USAGE, embedding_cache_writes=100, embedding_cache_lookups=100)
+    writes, reads = embedding_cache_units(cached, 1024)
+    assert writes == 100 * 5  # 4.2 KB: five 1 KB write units each
+    assert reads == 100 * 0.5 * 2  # eventually consistent, two 4 KB units each
+    assert embedding_cache_units(cached, 256)[0] == 100 * 2  # 1,244 bytes
+    base = cost_table(USAGE, SETTINGS).line("DynamoDB on-demand")
+    line = cost_table(cached, SETTINGS).line("DynamoDB on-demand")
+    dimension = SETTINGS.embedding_dimension
+    extra_writes, extra_reads = embedding_cache_units(cached, dimension)
+    assert line.usd == pytest.approx(base.usd + extra_writes * 0.625e-6 + extra_reads * 0.125e-6)
+    assert f"({extra_writes} of them embedding-cache entries)" in line.detail
