@@ -207,6 +207,9 @@ def _handler_class(server: EmbeddingServer) -> type[BaseHTTPRequestHandler]:
     class BedrockRuntimeHandler(BaseHTTPRequestHandler):
         # Keep-alive: boto3 reuses its pooled connections.
         protocol_version = "HTTP/1.1"
+        # Headers and body go out in two writes: with Nagle's algorithm on, the body waited for the
+        # client's delayed ACK of the headers, 40 ms a request (60 ms per text against 7 in process).
+        disable_nagle_algorithm = True
         server_version = "local-bedrock-runtime"
 
         def do_POST(self) -> None:
