@@ -171,6 +171,10 @@ class EmbeddingConfig(_Model):
     # the Lambda timeout, while the Map's MaxConcurrency keeps the total rate under the Bedrock quota.
     task_chunks: int = Field(default=256, ge=1, le=10_000)
     max_concurrency: int = Field(default=4, ge=1, le=40)
+    # The content-addressed embedding cache (docs/embedding-cache.md). An entry costs about 70 % of
+    # embedding its chunk (5 DynamoDB write units at 1,024 dimensions): off suits a corpus ingested
+    # once; on pays when documents come back as new versions or copies.
+    cache: bool = True
 
     @field_validator("model_id")
     @classmethod

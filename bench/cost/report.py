@@ -215,6 +215,12 @@ def knob_study(usage: RunUsage, config: RagIngestConfig) -> KnobStudy:
                 "(S3 checkpoints, cache entries; Bedrock bills input tokens only)",
                 cost_table(usage, replace(settings, embedding_dimension=dimension)),
             )
+    if config.embedding.cache and usage.embedding_cache_writes:
+        study.add(
+            "embedding.cache",
+            "true -> false (no lookup, no entry: a corpus ingested once; re-uploads then embed everything)",
+            cost_table(replace(usage, embedding_cache_writes=0, embedding_cache_lookups=0), settings),
+        )
     for share in SCANNED_SHARES[1:]:
         study.add(
             "share of scanned pages (OCR by Textract; not a config option)",

@@ -101,7 +101,8 @@ class Workflow(Construct):
             "CHUNK_TOKENS": str(config.chunking.chunk_tokens),
             "CHUNK_OVERLAP_TOKENS": str(config.chunking.chunk_overlap_tokens),
             "EVENT_BUS_NAME": EVENT_BUS_NAME,
-            "EMBEDDING_CACHE_TABLE": storage.embedding_cache_table.table_name,
+            # Unset, Embed embeds every chunk (embedding.cache false): no lookup, no entry written.
+            **({"EMBEDDING_CACHE_TABLE": storage.embedding_cache_table.table_name} if config.embedding.cache else {}),
             # Pages without a text layer: Textract in AWS (the local stack runs Tesseract instead).
             "OCR_ENGINE": "textract",
             "MAX_OCR_PAGES": str(config.limits.max_ocr_pages),
@@ -169,7 +170,8 @@ class Workflow(Construct):
             self._search.grant_index_access(role, spec.name)
         if spec.embeds:
             self._search.grant_embedding(role)
-            self._storage.grant_embedding_cache(role, spec.name)
+            if self._config.embedding.cache:
+                self._storage.grant_embedding_cache(role, spec.name)
         if spec.publishes:
             bus_arn = Stack.of(self).format_arn(service="events", resource="event-bus", resource_name=EVENT_BUS_NAME)
             role.add_to_principal_policy(iam.PolicyStatement(actions=["events:PutEvents"], resources=[bus_arn]))

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from infra.cdk_app import create_app
+from infra.config import CONTEXT_KEY
 from tests.infra.template_tools import SynthResult
 
 pytestmark = pytest.mark.infra
@@ -183,3 +186,26 @@ def test_bulk_copies_have_exactly_their_stage_functions_access(synth: SynthResul
         own, twin = (synth.logical_id(f"Workflow/{name}FunctionLogGroup") for name in (f"{stage}Bulk", stage))
         assert own in bulk and twin not in bulk
         assert bulk.replace(own, twin) == standard, stage
+
+
+def test_with_the_embedding_cache_off_embed_has_neither_the_table_nor_its_grant(
+    synth: SynthResult, tmp_path: Path
+) -> None:
+    # On by default: the Embed functions of both lanes get the table and the grant.
+    for name in ("Embed", "EmbedBulk"):
+        variables = synth.resource(f"Workflow/{name}Function")["Properties"]["Environment"]["Variables"]
+        assert "EMBEDDING_CACHE_TABLE" in variables
+    app, stack, config = create_app(context={CONTEXT_KEY: {"embedding": {"cache": False}}}, outdir=str(tmp_path))
+    assert config.embedding.cache is False
+    app.synth()  # cdk-nag runs as a validation plugin: a finding fails the synth
+    resources = json.loads((tmp_path / stack.template_file).read_text())["Resources"]
+    cache_table = next(
+        logical_id
+        for logical_id, resource in resources.items()
+        if resource.get("Metadata", {}).get("aws:cdk:path", "").endswith("/Storage/EmbeddingCacheTable/Resource")
+    )
+    for logical_id, resource in resources.items():
+        if resource["Type"] == "AWS::Lambda::Function":
+            assert "EMBEDDING_CACHE_TABLE" not in resource["Properties"].get("Environment", {}).get("Variables", {})
+        if resource["Type"] == "AWS::IAM::Policy":
+            assert cache_table not in json.dumps(resource["Properties"]["PolicyDocument"]), logical_id

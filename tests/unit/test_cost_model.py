@@ -357,3 +357,17 @@ def test_embedding_cache_entries_are_priced_at_their_size_for_the_configured_dim
     extra_writes, extra_reads = embedding_cache_units(cached, dimension)
     assert line.usd == pytest.approx(base.usd + extra_writes * 0.625e-6 + extra_reads * 0.125e-6)
     assert f"({extra_writes} of them embedding-cache entries)" in line.detail
+
+
+def test_the_cache_knob_removes_the_cache_entries_and_lookups_from_the_bill() -> None:
+    from bench.cost.report import STAGE_FUNCTIONS, knob_study
+
+    config = parse_config({})
+    measured = replace(USAGE, lambda_ms=dict.fromkeys(STAGE_FUNCTIONS.values(), 1000.0))
+    cached = replace(measured, embedding_cache_writes=100, embedding_cache_lookups=100)
+    study = knob_study(cached, config)
+    [knob] = [knob for knob in study.knobs if knob.name == "embedding.cache"]
+    without_cache = knob_study(measured, config)
+    assert knob.per_thousand_pages == pytest.approx(without_cache.base.total_per_thousand_pages)
+    assert knob.per_thousand_pages < study.base.total_per_thousand_pages
+    assert not [knob for knob in without_cache.knobs if knob.name == "embedding.cache"]
