@@ -249,33 +249,35 @@ class Workflow(Construct):
         fan_out.item_processor(self._task(stage, state_name=task_state_name))
         return fan_out
 
-    def _embed_map(self, lane: Lane) -> sfn.Map:
-        """Embed over the embedding tasks Chunk planned: MaxConcurrency bounds the calls in flight to
-        the embedding model, whose quota is the bottleneck (retrying into a throttled model only
-        makes it worse). The bulk lane takes the smaller share of that quota."""
-        if lane is Lane.BULK:
-            concurrency = self._config.lanes.bulk_embed_max_concurrency
-            return self._fan_out(bulk("Embed"), "EmbedBulkTask", "$.embed_tasks", "task", bulk("Embed"), concurrency)
-        concurrency = self._config.embedding.max_concurrency
-        return self._fan_out("Embed", "EmbedTask", "$.embed_tasks", "task", "Embed", concurrency)
-
-    def _parse_map(self, lane: Lane) -> sfn.Map:
-        """The page ranges after the first (planned by Parse's first task), each in the Parse function,
-        whose memory and time are then the range's; MaxConcurrency bounds the copies of the PDF read
-        at once. Items are {first_page, last_page, max_ocr_pages}: page text stays in S3."""
-        if lane is Lane.BULK:
-            concurrency = self._config.lanes.bulk_parse_max_concurrency
-            return self._fan_out(
-                "ParseRangesBulk", "ParseRangeBulkTask", "$.parse_tasks", "range", bulk("Parse"), concurrency
-            )
-        concurrency = self._config.parsing.max_concurrency
-        return self._fan_out("ParseRanges", "ParseRangeTask", "$.parse_tasks", "range", "Parse", concurrency)
-
     def _lane_steps(self, lane: Lane) -> list[sfn.TaskStateBase | sfn.Map]:
-        """The steps between Parse's first task and Finalize, in ``lane``'s functions."""
-        if lane is Lane.BULK:
-            return [self._parse_map(lane), self._task(bulk("Chunk")), self._embed_map(lane), self._task(bulk("Index"))]
-        return [self._parse_map(lane), self._task("Chunk"), self._embed_map(lane), self._task("Index")]
+        """The steps between Parse's first task and Finalize, in ``lane``'s functions.
+
+        ParseRanges: the page ranges after the first (planned by Parse's first task), each in the
+        Parse function, whose memory and time are then the range's; MaxConcurrency bounds the copies
+        of the PDF read at once. Items are {first_page, last_page, max_ocr_pages}: text stays in S3.
+        Embed: the embedding tasks Chunk planned; MaxConcurrency bounds the calls in flight to the
+        embedding model, whose quota is the bottleneck (retrying into a throttled model only makes
+        it worse). The bulk lane takes the smaller share of both.
+        """
+        in_bulk = lane is Lane.BULK
+
+        def named(stage: str) -> str:
+            return bulk(stage) if in_bulk else stage
+
+        lanes = self._config.lanes
+        parse_concurrency = lanes.bulk_parse_max_concurrency if in_bulk else self._config.parsing.max_concurrency
+        embed_concurrency = lanes.bulk_embed_max_concurrency if in_bulk else self._config.embedding.max_concurrency
+        return [
+            self._fan_out(
+                named("ParseRanges"), f"{named('ParseRange')}Task", "$.parse_tasks", "range", named("Parse"),
+                parse_concurrency,
+            ),
+            self._task(named("Chunk")),
+            self._fan_out(
+                named("Embed"), f"{named('Embed')}Task", "$.embed_tasks", "task", named("Embed"), embed_concurrency
+            ),
+            self._task(named("Index")),
+        ]
 
     def _state_machine(self) -> sfn.StateMachine:
         mark_failed = tasks.LambdaInvoke(
