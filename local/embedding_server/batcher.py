@@ -3,6 +3,7 @@
 One thread owns the model. It blocks for the first queued text, then keeps collecting until the
 batch is full or ``max_wait`` has passed since that first text, and embeds the lot in one call
 (the embedder sorts by length, so padding stays small). Each caller waits on its own future.
+Search queries (the query lane) do not wait for company: they run at once, in batches of their own.
 """
 
 from __future__ import annotations
@@ -48,8 +49,11 @@ class BatcherStats:
 
 
 class Lane(StrEnum):
-    """Whose text it is: the bulk lane's Embed workers call the server under ``/lanes/bulk``."""
+    """Whose text it is, from the path the caller was pointed at (the local runtime sets it):
+    the API function's search queries come under ``/lanes/query``, the bulk document lane's Embed
+    workers under ``/lanes/bulk``, every other caller at the root (standard)."""
 
+    QUERY = "query"
     STANDARD = "standard"
     BULK = "bulk"
 
@@ -60,11 +64,13 @@ _Item = tuple[str, float, "Future[list[float]]"]
 class DynamicBatcher:
     """Embeds submitted texts in shared batches of at most ``max_batch``, on one thread.
 
-    Two queues: a batch takes the standard lane's texts first and fills what is left with the bulk
-    lane's, which always gets at least one slot while it has texts waiting (so it slows down behind
-    small documents but never stops: its callers' deadlines still hold). In AWS the lanes share the
-    Bedrock quota by their Map concurrency; here the one model's CPU is the shared resource, and
-    this is its lane priority, like the bulk workers' niceness.
+    Three queues. Queries run first, at once and in batches of their own (a query that arrives
+    while a batch of passages is collecting ends its window). A batch of passages takes the
+    standard lane's texts first and fills what is left with the bulk lane's, which always gets at
+    least one slot while it has texts waiting (so it slows down behind small documents but never
+    stops: its callers' deadlines still hold). In AWS the
+    lanes share the Bedrock quota by their Map concurrency; here the one model's CPU is the shared
+    resource, and this is its lane priority, like the bulk workers' niceness.
     """
 
     def __init__(self, embed: EmbedFunction, *, max_batch: int, max_wait_seconds: float) -> None:
@@ -73,7 +79,7 @@ class DynamicBatcher:
         self._embed = embed
         self.max_batch = max_batch
         self.max_wait_seconds = max_wait_seconds
-        self._queues: dict[Lane, deque[_Item]] = {Lane.STANDARD: deque(), Lane.BULK: deque()}
+        self._queues: dict[Lane, deque[_Item]] = {lane: deque() for lane in Lane}
         self._available = threading.Condition()
         self._closing = False
         self._stats = BatcherStats()
@@ -116,13 +122,18 @@ class DynamicBatcher:
         self._thread.join(timeout=10)
 
     def _take(self, count: int) -> list[_Item]:
-        """Up to ``count`` queued texts, standard first; one slot is the bulk lane's if it waits.
-        The caller holds ``_available``."""
+        """Up to ``count`` queued document texts, standard first; one slot is the bulk lane's if it
+        waits. The caller holds ``_available``."""
         standard, bulk = self._queues[Lane.STANDARD], self._queues[Lane.BULK]
         bulk_share = 1 if bulk and count > 1 else 0
         taken = [standard.popleft() for _ in range(min(len(standard), count - bulk_share))]
         taken += [bulk.popleft() for _ in range(min(len(bulk), count - len(taken)))]
         return taken
+
+    def _take_queries(self, count: int) -> list[_Item]:
+        """Up to ``count`` queued queries. The caller holds ``_available``."""
+        queries = self._queues[Lane.QUERY]
+        return [queries.popleft() for _ in range(min(len(queries), count))]
 
     def _loop(self) -> None:
         while True:
@@ -131,14 +142,25 @@ class DynamicBatcher:
                     self._available.wait()
                 if self._closing and not any(self._queues.values()):
                     return
-                batch = self._take(1)
+                # Queries go first, in batches of their own and at once: a person waits on each, and
+                # a short query batched with long passages would be padded to their length.
+                batch = self._take_queries(self.max_batch)
+                is_query_batch = bool(batch)
+                if not is_query_batch:
+                    batch = self._take(1)
             self._running.wait()
+            if is_query_batch:
+                with self._available:
+                    batch += self._take_queries(self.max_batch - len(batch))
+                self._run(batch)
+                continue
             deadline = time.monotonic() + self.max_wait_seconds
             with self._available:
                 while len(batch) < self.max_batch and not self._closing:
                     batch += self._take(self.max_batch - len(batch))
                     remaining = deadline - time.monotonic()
-                    if len(batch) >= self.max_batch or remaining <= 0:
+                    # A query that arrives ends the window: this batch runs now and the query's next.
+                    if len(batch) >= self.max_batch or remaining <= 0 or self._queues[Lane.QUERY]:
                         break
                     self._available.wait(timeout=remaining)
             self._run(batch)

@@ -34,9 +34,10 @@ from local.embedding_server.settings import EmbeddingServerSettings
 LOG = logging.getLogger("local.embedding_server")
 
 # Bedrock's route, optionally under /lanes/<lane>: the local runtime points the bulk lane's Embed
-# workers at <server>/lanes/bulk (botocore keeps an endpoint URL's path), whose texts then wait
-# behind the standard lane's in the batcher (batcher.DynamicBatcher).
-_INVOKE_PATH = re.compile(r"^(?:/lanes/(?P<lane>standard|bulk))?/model/(?P<model_id>.+)/invoke$")
+# workers at <server>/lanes/bulk and the HTTP API's functions (search) at <server>/lanes/query
+# (botocore keeps an endpoint URL's path); the batcher serves queries first and the bulk lane's
+# texts behind the standard lane's (batcher.DynamicBatcher).
+_INVOKE_PATH = re.compile(r"^(?:/lanes/(?P<lane>query|standard|bulk))?/model/(?P<model_id>.+)/invoke$")
 # Titan v2's request keys; Bedrock refuses any other ("extraneous key").
 _REQUEST_KEYS = frozenset({"inputText", "dimensions", "normalize"})
 # Titan v2 accepts up to 50,000 characters of inputText.

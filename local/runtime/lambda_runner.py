@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +56,8 @@ class LambdaRunner:
         # Called with (function name, result, duration in ms): the alarm evaluator's Lambda metrics.
         self.invocation_observers: list[Callable[[str, InvocationResult, float], None]] = []
 
-    def register(self, functions: Iterable[FunctionDefinition]) -> None:
+    def register(self, functions: Iterable[FunctionDefinition], api_functions: Collection[str] = ()) -> None:
+        """Pools for ``functions``; ``api_functions`` (by name) serve the HTTP API's routes."""
         with self._lock:
             for function in functions:
                 self._functions[function.name] = function
@@ -65,7 +66,7 @@ class LambdaRunner:
                     max_size = min(max_size, function.reserved_concurrency)
                 self._pools[function.name] = WorkerPool(
                     function=function,
-                    environment=worker_environment(function, self.settings),
+                    environment=worker_environment(function, self.settings, serves_api=function.name in api_functions),
                     max_size=max_size,
                     init_timeout=self.settings.lambda_init_timeout_seconds,
                     nice=self.settings.bulk_lane_nice if function.lane == Lane.BULK else 0,

@@ -29,6 +29,7 @@ from typing import IO, Any
 
 from rag_ingest.models import Lane
 
+from local.embedding_server.batcher import Lane as EmbeddingLane
 from local.runtime.faults import Fault
 from local.runtime.lambda_worker import LOG_END_MARKER
 from local.runtime.provision import FunctionDefinition
@@ -347,9 +348,12 @@ class WorkerPool:
             return {"idle": len(self._idle), "busy": len(self._busy), "started": self._started}
 
 
-def worker_environment(function: FunctionDefinition, settings: RuntimeSettings) -> dict[str, str]:
+def worker_environment(
+    function: FunctionDefinition, settings: RuntimeSettings, *, serves_api: bool = False
+) -> dict[str, str]:
     """A worker's ``os.environ``: the template's environment, Lambda's reserved variables and
-    the documented local overrides (``RuntimeSettings.local_lambda_overrides``)."""
+    the documented local overrides (``RuntimeSettings.local_lambda_overrides``). ``serves_api``:
+    the function is behind the HTTP API (its embeddings are search queries)."""
     environment = {name: os.environ[name] for name in _HOST_ENV_PASSTHROUGH if name in os.environ}
     environment.update({name: os.environ[name] for name in settings.passthrough_env if name in os.environ})
     environment.update(function.environment)
@@ -380,7 +384,9 @@ def worker_environment(function: FunctionDefinition, settings: RuntimeSettings) 
         else:
             environment[name] = value
     endpoint = environment.get(BEDROCK_ENDPOINT_VARIABLE)
-    if endpoint and function.lane == Lane.BULK:
-        # The embedding server serves the bulk lane's texts after the standard lane's (its batcher).
-        environment[BEDROCK_ENDPOINT_VARIABLE] = f"{endpoint.rstrip('/')}/lanes/{Lane.BULK.value}"
+    # The embedding server's batcher serves queries first and at once, the bulk lane's texts after
+    # the standard lane's (local.embedding_server.batcher).
+    embedding_lane = EmbeddingLane.QUERY if serves_api else EmbeddingLane.BULK if function.lane == Lane.BULK else None
+    if endpoint and embedding_lane:
+        environment[BEDROCK_ENDPOINT_VARIABLE] = f"{endpoint.rstrip('/')}/lanes/{embedding_lane.value}"
     return environment

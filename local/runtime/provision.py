@@ -220,6 +220,11 @@ class ProvisionedStack:
     def function_named(self, name: str) -> FunctionDefinition | None:
         return next((function for function in self.functions if function.name == name), None)
 
+    @property
+    def api_function_names(self) -> frozenset[str]:
+        """The functions behind the HTTP API's routes: a person waits on each of their invocations."""
+        return frozenset(route.function_name for route in self.api_routes)
+
 
 def scale_retry_intervals(definition: dict[str, Any], scale: float) -> dict[str, Any]:
     """A copy of an ASL definition with every Retry's waits scaled (never its attempts).

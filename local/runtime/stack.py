@@ -25,7 +25,7 @@ from local.runtime.http_api import HttpApiDefinition
 from local.runtime.identity import OIDC_PATH, LocalIdentityProvider
 from local.runtime.lambda_runner import LambdaRunner
 from local.runtime.live_status import LiveStatusHub, LiveStatusUnavailable
-from local.runtime.moto_lambda_seam import install_moto_seam
+from local.runtime.moto_lambda_seam import install_moto_seam, invoke_in_process
 from local.runtime.moto_server import PortInUseError, configure_moto, ensure_port_free, start_moto_server
 from local.runtime.provision import ProvisionedStack, Provisioner, ProvisioningError, api_function_name
 from local.runtime.settings import EMBEDDING_SERVER, LIVE_PATH, RuntimeSettings
@@ -60,8 +60,6 @@ class LocalStack:
         self._moto: ThreadedMotoServer | None = None
         self._uninstall_seam: Any = None
         self._outputs: dict[str, Any] = {}
-        self._lambda_client: Any = None
-        self._lambda_client_lock = threading.Lock()
         self.identity = LocalIdentityProvider(f"{settings.api_url}{OIDC_PATH}", private_key=_signing_key(settings))
         self.live: LiveStatusHub | None = None
         self._page_config: dict[str, Any] | None = None
@@ -116,7 +114,7 @@ class LocalStack:
         self.provisioned = provisioned
         self.alarms = self._start_alarms(template, provisioner, provisioned)
         self._log_provisioned(provisioned)
-        self.runner.register(provisioned.functions)
+        self.runner.register(provisioned.functions, api_functions=provisioned.api_function_names)
         http_api = HttpApiDefinition.from_template(template, provisioner.resolver)
         self.api.set_routes(provisioned.api_routes, http_api)
         # The JWT authorizer's audience as the template resolves it locally (see docs/local-stack.md).
@@ -230,13 +228,7 @@ class LocalStack:
             pass
 
     def _invoke_through_moto(self, function_name: str, payload: bytes) -> tuple[int, str, bool]:
-        with self._lambda_client_lock:
-            if self._lambda_client is None:
-                self._lambda_client = moto_client(self.settings, "lambda", read_timeout=960)
-            client = self._lambda_client
-        response = client.invoke(FunctionName=function_name, InvocationType="RequestResponse", Payload=payload)
-        body = response["Payload"].read().decode("utf-8", errors="replace")
-        return int(response["StatusCode"]), body, bool(response.get("FunctionError"))
+        return invoke_in_process(self.settings.account_id, self.settings.region, function_name, payload)
 
     def _start_live_status(self, provisioned: ProvisionedStack) -> None:
         table = provisioned.outputs.get("DocumentsTableName")

@@ -57,6 +57,13 @@ def store(embedder: Embedder) -> Iterator[VectorStore]:
         store.drop_index()
 
 
+def test_the_vector_is_indexed_for_knn_but_not_kept_in_source(store: VectorStore, embedder: Embedder) -> None:
+    [hit] = store.knn_search(tenant_id=TENANT_A, vector=embedder.embed(["Fresnel lens"])[0], k=1)
+    stored = connect(URL).get(index=store.index_name, id=hit.chunk_id)["_source"]
+    assert "embedding" not in stored
+    assert stored["text"] == hit.text and stored["tenant_id"] == TENANT_A
+
+
 @pytest.mark.parametrize("mode", list(SearchMode))
 def test_each_mode_finds_the_page_that_answers(store: VectorStore, embedder: Embedder, mode: SearchMode) -> None:
     query = "How was the Fresnel lens made from rings of glass prisms?"

@@ -335,6 +335,33 @@ def test_the_bulk_lane_fills_what_the_standard_lane_leaves_and_always_gets_one_s
     ]
 
 
+def test_queries_run_first_in_batches_of_their_own(make_server: ServerFactory) -> None:
+    server, model = make_server(max_batch=8, max_wait_ms=200)
+    batcher = server.batcher
+    batcher.pause()
+    futures = [batcher.submit("q0", lane=Lane.QUERY)]  # the batcher thread holds it while paused
+    wait_until(lambda: batcher.queued() == 0)
+    futures += [batcher.submit("s1"), batcher.submit("b1", lane=Lane.BULK), batcher.submit("s2")]
+    futures += [batcher.submit("q1", lane=Lane.QUERY)]
+    batcher.resume()
+    for future in futures:
+        future.result(timeout=10)
+    # The queries, then a batch of passages: a short query is never padded to a passage's length.
+    assert model.batches == [["q0", "q1"], ["s1", "s2", "b1"]]
+
+
+def test_a_query_does_not_wait_for_the_batching_window(make_server: ServerFactory) -> None:
+    server, model = make_server(max_batch=8, max_wait_ms=30_000)
+    query = server.batcher.submit("alone", lane=Lane.QUERY)
+    assert query.result(timeout=10) == [1.0] + [0.0] * (DIMENSION - 1)
+    # A passage opens a 30 s window; a query arriving in it ends the window at once.
+    passage = server.batcher.submit("one passage")
+    wait_until(lambda: server.batcher.queued() == 0)
+    second = server.batcher.submit("second query", lane=Lane.QUERY)
+    assert passage.result(timeout=10)[0] == 2.0 and second.result(timeout=10)[0] == 2.0
+    assert model.batches == [["alone"], ["one passage"], ["second query"]]
+
+
 def test_the_bulk_lane_is_bedrocks_route_under_lanes_bulk_through_boto3(make_server: ServerFactory) -> None:
     server, _ = make_server()
     bulk = BedrockTitanEmbedder(
@@ -350,6 +377,6 @@ def test_the_bulk_lane_is_bedrocks_route_under_lanes_bulk_through_boto3(make_ser
     )
     assert [vector[0] for vector in bulk.embed(["one two", "three"])] == [2.0, 1.0]
     BedrockTitanEmbedder(bedrock_client(server), model_id=LOCAL_MODEL_ID, dimension=DIMENSION).embed(["x"])
-    assert server.stats()["requests_by_lane"] == {"standard": 1, "bulk": 2}
+    assert server.stats()["requests_by_lane"] == {"query": 0, "standard": 1, "bulk": 2}
     status, _, body = post(server, "/lanes/express" + invoke_path(), b"{}")
     assert status == 404 and "no operation" in body["message"]

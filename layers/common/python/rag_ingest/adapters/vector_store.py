@@ -70,8 +70,11 @@ _INDEXED_TEXT_MAPPING = {INDEXED_TEXT_FIELD: {"type": "text"}}
 
 
 def _highlight(query_text: str) -> dict[str, Any]:
-    """Fragments of the plain ``text`` with ``query_text``'s words marked, whichever field matched."""
+    """Fragments of the plain ``text`` with ``query_text``'s words marked, whichever field matched.
+    The plain highlighter: a chunk is a short text, which it re-analyses faster than the unified
+    highlighter does (docs/benchmarks.md, search at 100,000 chunks)."""
     return {
+        "type": "plain",
         "encoder": "html",
         "pre_tags": ["<em>"],
         "post_tags": ["</em>"],
@@ -135,6 +138,10 @@ class VectorStore:
             "settings": {"index": index_settings},
             "mappings": {
                 "dynamic": "strict",
+                # The vector is in the HNSW graph and its vector file; kept in _source as well it would
+                # double the disk and every hit a search returns would load and parse it (4-12 KB of
+                # JSON). Nothing reads it back: a replay rewrites whole documents, never updates them.
+                "_source": {"excludes": ["embedding"]},
                 "properties": {
                     "tenant_id": {"type": "keyword"},
                     "document_id": {"type": "keyword"},
