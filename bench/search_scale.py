@@ -7,13 +7,13 @@
 2. A fresh local stack on free ports whose functions use an index of the benchmark's own (as
    ``make eval`` does), created with the product's mapping (``VectorStore.ensure_index``) and the
    API function's index parameters from the synthesized template; the chunks go in by bulk API in
-   the Index stage's document shape.
+   the Index stage's document shape, and the benchmark waits for the merges the load started.
 3. ``POST /search`` (k=10) through the API as a signed-in user, for knn, bm25 and hybrid: a
    warm-up, then ``--queries`` sequential requests per mode (the eval's questions, cycled); end-to-end
    milliseconds per request. Every passage returned must belong to the caller's tenant (checked
    for both tenants).
 4. The same queries in process through the product's search code (``search_passages``, the same
-   embedder client against the stack's embedding server, the same ``VectorStore``), to split a
+   embedder client against the stack's embedding server's query lane, the same ``VectorStore``), to split a
    request: OpenSearch's ``took`` (summed over a hybrid's two requests) and the query embedding.
 5. Recall@10 of the API's k-NN against exact search (numpy, cosine over the same stored vectors,
    the same tenant filter), with the ``ef_search`` the API function is configured with, and for a
@@ -42,7 +42,7 @@ from typing import Any
 
 import boto3
 import numpy as np
-from opensearchpy import OpenSearch, RequestsHttpConnection
+from opensearchpy import OpenSearch, Urllib3HttpConnection
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore
 from rag_ingest.config import FusionEnv, IndexParamsEnv
 from rag_ingest.embeddings.base import BEDROCK_PROVIDER, LOCAL_MODEL_ID, MINILM_DIMENSION, Embedder, create_embedder
@@ -52,6 +52,7 @@ from rag_ingest.wiring import vector_store_for
 from bench.search_scale_data import SyntheticChunks, Vectors, base_passages, bulk_load, check_shape, synthesize
 from eval.stack import eval_template
 from local.client import LocalStackClient
+from local.embedding_server.batcher import Lane as EmbeddingLane
 from local.runtime.harness import LocalStackProcess
 from local.runtime.settings import DEFAULT_OPENSEARCH_URL, REPO_ROOT, stack_name_from_cdk_json
 
@@ -109,7 +110,7 @@ class TookRecordingClient(OpenSearch):
         if not url.startswith("http://"):
             raise SystemExit(f"the benchmark runs against a local OpenSearch (http://host:port), not {url}")
         host, port = url.removeprefix("http://").rstrip("/").split(":")
-        super().__init__(hosts=[{"host": host, "port": int(port)}], connection_class=RequestsHttpConnection, timeout=60)
+        super().__init__(hosts=[{"host": host, "port": int(port)}], connection_class=Urllib3HttpConnection, timeout=60)
         self.took_ms: list[int] = []
 
     def search(self, body: Any = None, index: Any = None, params: Any = None, headers: Any = None) -> Any:
@@ -285,6 +286,21 @@ def ef_sweep(
     return rows
 
 
+def wait_for_merges(client: OpenSearch, index: str, timeout: float) -> float:
+    """Seconds until ``index`` has no merge running (twice in a row, a second apart). A bulk load
+    leaves merges behind that rebuild HNSW graphs for minutes, on the same two cores as the
+    searches: measured through them, the latency is the load's, not the index's."""
+    started = time.monotonic()
+    idle = 0
+    while idle < 2:
+        if time.monotonic() - started > timeout:
+            raise SystemExit(f"{index} was still merging after {timeout:.0f} s")
+        stats = client.indices.stats(index=index, metric="merge")["indices"][index]["primaries"]
+        idle = idle + 1 if int(stats["merges"]["current"]) == 0 else 0
+        time.sleep(1)
+    return round(time.monotonic() - started, 1)
+
+
 def index_stats(client: OpenSearch, index: str) -> dict[str, Any]:
     stats = client.indices.stats(index=index, metric="docs,store,segments")["indices"][index]["primaries"]
     return {
@@ -374,8 +390,13 @@ def run(options: Options) -> dict[str, Any]:
             loads["before_load"] = load_average()
             load_ms, written = timed(lambda: bulk_load(took_client, index_name, [main, other]))
             phases["bulk_load_s"] = round(load_ms / 1000, 1)
+            phases["merges_settled_s"] = wait_for_merges(took_client, index_name, options.timeout)
             stats = index_stats(took_client, index_name)
-            print(f"loaded {written} chunks in {phases['bulk_load_s']} s: {stats}", flush=True)
+            print(
+                f"loaded {written} chunks in {phases['bulk_load_s']} s, merges settled after "
+                f"{phases['merges_settled_s']} s: {stats}",
+                flush=True,
+            )
 
             loads["before_api"] = load_average()
             client = LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=main.tenant_id)
@@ -390,7 +411,9 @@ def run(options: Options) -> dict[str, Any]:
             embedding_url = (status.get("embedding_server") or {}).get("url")
             if not embedding_url:
                 raise SystemExit("the local stack runs no embedding server (LOCAL_EMBEDDING=in-process?)")
-            embedder = TimedEmbedder(embedding_url)
+            # Where the API function's queries go: the server's query lane (local.runtime's worker
+            # environment points the HTTP API's functions at it).
+            embedder = TimedEmbedder(f"{embedding_url}/lanes/{EmbeddingLane.QUERY.value}")
             settings = IndexSettings(
                 name=index_name,
                 dimension=MINILM_DIMENSION,

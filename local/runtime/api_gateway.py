@@ -2,8 +2,9 @@
 
 Stands in for API Gateway's HTTP API in front of the API function. Routes are the template's
 ``AWS::ApiGatewayV2::Route`` route keys (most specific first; ``{param}``, ``{proxy+}``,
-``$default``); a request becomes a payload format 2.0 event, invoked through moto's Lambda Invoke
-API (so it runs in the Lambda runner), and the function's result becomes the response. Routes with
+``$default``); a request becomes a payload format 2.0 event, invoked through moto's Lambda backend
+in process (so it runs in the Lambda runner: ``moto_lambda_seam.invoke_in_process``), and the
+function's result becomes the response. Routes with
 ``AuthorizationType: JWT`` are authorized as the HTTP API's JWT authorizer does it: the
 ``Authorization: Bearer`` ID token is verified (issuer, audience, expiry, RS256 signature against
 the local identity provider's JWKS, :class:`rag_ingest.auth.TokenVerifier`), else

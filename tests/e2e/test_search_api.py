@@ -11,6 +11,7 @@ import pytest
 import requests
 
 from local.client import LocalStackClient
+from local.runtime.harness import LocalStackProcess
 
 pytestmark = pytest.mark.e2e
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
@@ -53,6 +54,23 @@ def test_search_finds_the_page_in_every_mode(client: LocalStackClient, urban_bir
     assert top["text"] and top["score"] > 0
     assert any("<em>" in fragment for fragment in top["highlights"])
     assert set(top["retrieved_by"]) <= {"bm25", "knn"}
+
+
+def test_the_query_is_embedded_in_the_embedding_servers_query_lane(
+    client: LocalStackClient, stack_process: LocalStackProcess, urban_birds: str
+) -> None:
+    # The API function's Bedrock endpoint is the server's /lanes/query: a person's query goes
+    # before the passages of documents being ingested (local.embedding_server.batcher).
+    embedding_url = (stack_process.control("GET", "/_local/status") or {})["embedding_server"]["url"]
+
+    def query_requests() -> int:
+        return int(requests.get(f"{embedding_url}/_local/stats", timeout=10).json()["requests_by_lane"]["query"])
+
+    before = query_requests()
+    response = post_search(client, {"query": "pigeons on window ledges", "mode": "knn"})
+    assert response.status_code == 200, response.text
+    assert response.json()["passages"]
+    assert query_requests() == before + 1
 
 
 def test_default_mode_is_hybrid_with_five_results(client: LocalStackClient, urban_birds: str) -> None:
