@@ -141,9 +141,10 @@ class VectorStore:
             "settings": {"index": index_settings},
             "mappings": {
                 "dynamic": "strict",
-                # The vector is in the HNSW graph and its vector file; kept in _source as well it would
-                # double the disk and every hit a search returns would load and parse it (4-12 KB of
-                # JSON). Nothing reads it back: a replay rewrites whole documents, never updates them.
+                # The vector is in the HNSW graph and its vector file; kept in _source as well, every hit
+                # a search returns would load and parse it (4-12 KB of JSON), and it would stay on disk
+                # (OpenSearch keeps the full source for recovery only until merges prune it). Nothing
+                # reads it back: a replay rewrites whole documents, never updates them.
                 "_source": {"excludes": ["embedding"]},
                 "properties": {
                     "tenant_id": {"type": "keyword"},
