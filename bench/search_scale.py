@@ -53,6 +53,7 @@ from bench.search_scale_data import SyntheticChunks, Vectors, base_passages, bul
 from eval.stack import eval_template
 from local.client import LocalStackClient
 from local.embedding_server.batcher import Lane as EmbeddingLane
+from local.embedding_server.server import lane_endpoint
 from local.runtime.harness import LocalStackProcess
 from local.runtime.settings import DEFAULT_OPENSEARCH_URL, REPO_ROOT, stack_name_from_cdk_json
 
@@ -413,7 +414,7 @@ def run(options: Options) -> dict[str, Any]:
                 raise SystemExit("the local stack runs no embedding server (LOCAL_EMBEDDING=in-process?)")
             # Where the API function's queries go: the server's query lane (local.runtime's worker
             # environment points the HTTP API's functions at it).
-            embedder = TimedEmbedder(f"{embedding_url}/lanes/{EmbeddingLane.QUERY.value}")
+            embedder = TimedEmbedder(lane_endpoint(embedding_url, EmbeddingLane.QUERY))
             settings = IndexSettings(
                 name=index_name,
                 dimension=MINILM_DIMENSION,

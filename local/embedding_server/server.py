@@ -37,7 +37,14 @@ LOG = logging.getLogger("local.embedding_server")
 # workers at <server>/lanes/bulk and the HTTP API's functions (search) at <server>/lanes/query
 # (botocore keeps an endpoint URL's path); the batcher serves queries first and the bulk lane's
 # texts behind the standard lane's (batcher.DynamicBatcher).
-_INVOKE_PATH = re.compile(r"^(?:/lanes/(?P<lane>query|standard|bulk))?/model/(?P<model_id>.+)/invoke$")
+_INVOKE_PATH = re.compile(
+    rf"^(?:/lanes/(?P<lane>{'|'.join(lane.value for lane in Lane)}))?/model/(?P<model_id>.+)/invoke$"
+)
+
+
+def lane_endpoint(endpoint: str, lane: Lane) -> str:
+    """The endpoint URL a Bedrock client uses for ``lane``'s texts (the server at ``endpoint``)."""
+    return f"{endpoint.rstrip('/')}/lanes/{lane.value}"
 # Titan v2's request keys; Bedrock refuses any other ("extraneous key").
 _REQUEST_KEYS = frozenset({"inputText", "dimensions", "normalize"})
 # Titan v2 accepts up to 50,000 characters of inputText.

@@ -30,6 +30,7 @@ from typing import IO, Any
 from rag_ingest.models import Lane
 
 from local.embedding_server.batcher import Lane as EmbeddingLane
+from local.embedding_server.server import lane_endpoint
 from local.runtime.faults import Fault
 from local.runtime.lambda_worker import LOG_END_MARKER
 from local.runtime.provision import FunctionDefinition
@@ -388,5 +389,5 @@ def worker_environment(
     # the standard lane's (local.embedding_server.batcher).
     embedding_lane = EmbeddingLane.QUERY if serves_api else EmbeddingLane.BULK if function.lane == Lane.BULK else None
     if endpoint and embedding_lane:
-        environment[BEDROCK_ENDPOINT_VARIABLE] = f"{endpoint.rstrip('/')}/lanes/{embedding_lane.value}"
+        environment[BEDROCK_ENDPOINT_VARIABLE] = lane_endpoint(endpoint, embedding_lane)
     return environment

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import faulthandler
+import functools
 import json
 import logging
 import os
@@ -68,7 +69,7 @@ class LocalStack:
             port=settings.api_port,
             account_id=settings.account_id,
             web_dir=settings.web_dir,
-            invoke=self._invoke_through_moto,
+            invoke=functools.partial(invoke_in_process, settings.account_id, settings.region),
             health=self.health,
             status=self.status,
             outputs=lambda: dict(self._outputs),
@@ -226,9 +227,6 @@ class LocalStack:
                 self.settings.pid_path.unlink()
         except FileNotFoundError:
             pass
-
-    def _invoke_through_moto(self, function_name: str, payload: bytes) -> tuple[int, str, bool]:
-        return invoke_in_process(self.settings.account_id, self.settings.region, function_name, payload)
 
     def _start_live_status(self, provisioned: ProvisionedStack) -> None:
         table = provisioned.outputs.get("DocumentsTableName")
