@@ -98,6 +98,26 @@ def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def cpu_times() -> list[int] | None:
+    """The machine's CPU time counters (the ``cpu`` line of /proc/stat), or None where there is none."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = stat.readline().split()
+    except OSError:
+        return None
+    return [int(field) for field in fields[1:]] if fields and fields[0] == "cpu" else None
+
+
+def steal_share(before: list[int] | None, after: list[int] | None) -> float | None:
+    """The share of CPU time the hypervisor gave to other guests between two ``cpu_times()``: on a
+    shared VM it stretches every request, so a latency figure is read with it."""
+    if before is None or after is None or min(len(before), len(after)) < 8:
+        return None
+    deltas = [later - earlier for earlier, later in zip(before[:8], after[:8], strict=True)]
+    total = sum(deltas)  # user, nice, system, idle, iowait, irq, softirq, steal (guest is in user)
+    return round(deltas[7] / total, 3) if total > 0 else None
+
+
 def question_texts(count: int) -> list[str]:
     """``count`` queries: the eval's questions in order, cycled when ``count`` is larger."""
     questions = [str(q["question"]) for q in json.loads(QUESTIONS.read_text())]
@@ -184,10 +204,17 @@ def timed(call: Callable[[], Any]) -> tuple[float, Any]:
 
 def api_pass(client: LocalStackClient, queries: Sequence[str], warmup: int, own_ids: set[str]) -> dict[str, Any]:
     """``POST /search`` per mode: end-to-end ms, the k-NN result ids, and passages of another tenant."""
-    report: dict[str, Any] = {"latency_ms": {}, "knn_ids": [], "passages_checked": 0, "foreign_passages": 0}
+    report: dict[str, Any] = {
+        "latency_ms": {},
+        "steal_share": {},
+        "knn_ids": [],
+        "passages_checked": 0,
+        "foreign_passages": 0,
+    }
     for mode in MODES:
         for query in queries[:warmup]:
             client.search(query, k=RESULTS_PER_QUERY, mode=mode.value).raise_for_status()
+        cpu_before = cpu_times()
         latencies: list[float] = []
         for query in queries:
             started = time.perf_counter()
@@ -203,7 +230,11 @@ def api_pass(client: LocalStackClient, queries: Sequence[str], warmup: int, own_
             if mode is SearchMode.KNN:
                 report["knn_ids"].append([p["chunk_id"] for p in passages])
         report["latency_ms"][mode.value] = summary(latencies)
-        print(f"  API {mode.value}: {report['latency_ms'][mode.value]}", flush=True)
+        report["steal_share"][mode.value] = steal_share(cpu_before, cpu_times())
+        print(
+            f"  API {mode.value}: {report['latency_ms'][mode.value]}, steal {report['steal_share'][mode.value]}",
+            flush=True,
+        )
     return report
 
 
@@ -465,6 +496,7 @@ def run(options: Options) -> dict[str, Any]:
         "candidates_per_knn_request": depth,
         "phases_s": phases,
         "api_latency_ms": api["latency_ms"],
+        "api_cpu_steal_share": api["steal_share"],
         "in_process": direct,
         "query_embedding_share_of_knn_p50": round(embed_p50 / knn_total, 3) if knn_total else None,
         "recall_at_10": {
@@ -488,7 +520,7 @@ def print_report(result: dict[str, Any]) -> None:
     )
     print(
         f"{'mode':<7} {'n':>4} {'API p50':>8} {'p95':>7} {'p99':>7} | {'took p50':>8} {'p95':>6} {'p99':>6} | "
-        f"{'embed p50':>9}"
+        f"{'embed p50':>9} | steal"
     )
     for mode in MODES:
         api = result["api_latency_ms"][mode.value]
@@ -496,7 +528,8 @@ def print_report(result: dict[str, Any]) -> None:
         embed = result["in_process"][mode.value]["query_embedding_ms"]
         print(
             f"{mode.value:<7} {api['n']:>4} {api['p50']:>8} {api['p95']:>7} {api['p99']:>7} | {took['p50']:>8} "
-            f"{took['p95']:>6} {took['p99']:>6} | {embed['p50'] if embed['n'] else '-':>9}"
+            f"{took['p95']:>6} {took['p99']:>6} | {embed['p50'] if embed['n'] else '-':>9} | "
+            f"{_percent(result['api_cpu_steal_share'][mode.value])}"
         )
     recall = result["recall_at_10"]
     print(f"query embedding: {result['query_embedding_share_of_knn_p50']:.0%} of the k-NN p50")
@@ -510,6 +543,10 @@ def print_report(result: dict[str, Any]) -> None:
             f"p95 {row['took_ms']['p95']} ms"
         )
     print(f"tenant isolation: {result['tenant_isolation']}")
+
+
+def _percent(share: float | None) -> str:
+    return "-" if share is None else f"{share:.1%}"
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

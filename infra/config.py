@@ -234,8 +234,9 @@ class OpenSearchConfig(_Model):
 
 class SearchConfig(_Model):
     """Hybrid search: weighted reciprocal rank fusion of BM25 and k-NN, and the candidates each
-    leg fetches for k results (max(minCandidates, candidatesPerResult x k), at most 100). The
-    defaults are rag_ingest.search.DEFAULT_FUSION, tuned on the evaluation's dev split."""
+    leg fetches first for k results (max(minCandidates, candidatesPerResult x k), at most 100; deeper
+    when folded copies leave fewer than k). The defaults are rag_ingest.search.DEFAULT_FUSION, tuned
+    on the evaluation's dev split."""
 
     bm25_weight: float = Field(default=DEFAULT_FUSION.bm25_weight, ge=0, le=100)
     knn_weight: float = Field(default=DEFAULT_FUSION.knn_weight, ge=0, le=100)

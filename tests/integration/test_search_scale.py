@@ -29,6 +29,8 @@ def test_a_quick_run_reports_latency_per_mode_recall_and_tenant_isolation(tmp_pa
         api = result["api_latency_ms"][mode]
         assert api["n"] == QUERIES
         assert 0 < api["p50"] <= api["p95"] <= api["p99"]
+        steal = result["api_cpu_steal_share"][mode]  # Linux has /proc/stat
+        assert steal is not None and 0.0 <= steal <= 1.0
         took = result["in_process"][mode]["opensearch_took_ms"]
         assert took["n"] == QUERIES and took["p50"] >= 0
     # Only k-NN and hybrid embed the query; hybrid asks OpenSearch twice.

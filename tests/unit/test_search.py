@@ -60,7 +60,8 @@ def test_rrf_keeps_highlights_from_whichever_retriever_has_them() -> None:
 
 def test_candidate_depth_grows_with_k_within_bounds() -> None:
     assert candidates_for(1) == 20
-    assert candidates_for(10) == 40
+    assert candidates_for(10) == 20
+    assert candidates_for(25) == 50
     assert candidates_for(50) == 100
 
 
@@ -119,18 +120,18 @@ def test_collapse_keeps_the_best_ranked_passage_of_a_text_and_names_the_others()
 
 
 class DuplicatingRetriever:
-    """Every passage is indexed twice (the same PDF uploaded under two names): ranks alternate copies."""
+    """Every passage is indexed ``copies`` times (the same PDF uploaded under other names): the
+    copies of a text rank next to each other."""
 
-    def __init__(self, distinct: int) -> None:
+    def __init__(self, distinct: int, copies: int = 2) -> None:
         self.texts = [f"passage number {i} about lighthouses" for i in range(distinct)]
+        self.documents = ["original", "renamed-copy", *(f"copy-{n}" for n in range(2, copies))]
         self.depths: list[int] = []
 
     def _hits(self, k: int, retriever: str) -> list[SearchHit]:
         self.depths.append(k)
         ranked = [
-            passage(f"{doc}:{i}", text, doc, retriever)
-            for i, text in enumerate(self.texts)
-            for doc in ("original", "renamed-copy")
+            passage(f"{doc}:{i}", text, doc, retriever) for i, text in enumerate(self.texts) for doc in self.documents
         ]
         return ranked[:k]
 
@@ -152,6 +153,31 @@ def test_every_mode_returns_k_distinct_texts_when_every_passage_has_a_copy(mode:
     assert all(h.document_id == "original" for h in hits)
     assert all([c.document_id for c in h.copies] == ["renamed-copy"] for h in hits)
     assert all(depth == candidates_for(5) for depth in store.depths)
+
+
+@pytest.mark.parametrize("mode", list(SearchMode))
+def test_a_search_looks_deeper_when_copies_leave_fewer_than_k_texts(mode: SearchMode) -> None:
+    store = DuplicatingRetriever(distinct=30, copies=5)
+    hits = search_passages(store, CountingEmbedder(), tenant_id="t", query="lighthouses", k=10, mode=mode)  # type: ignore[arg-type]
+    assert [h.text for h in hits] == store.texts[:10]
+    assert all(len(h.copies) == 4 for h in hits)
+    # 20 candidates hold 4 texts, 40 hold 8, 80 hold 16: each pass twice as deep, each leg alike.
+    legs = 2 if mode is SearchMode.HYBRID else 1
+    assert store.depths == [depth for depth in (20, 40, 80) for _ in range(legs)]
+
+
+def test_a_deeper_search_stops_at_the_maximum_depth() -> None:
+    store = DuplicatingRetriever(distinct=30, copies=10)
+    hits = search_passages(store, CountingEmbedder(), tenant_id="t", query="q", k=20, mode=SearchMode.KNN)  # type: ignore[arg-type]
+    assert store.depths == [40, 80, 100]
+    assert len(hits) == 10  # 100 candidates hold 10 texts: as many as there are, not an error
+
+
+def test_a_search_does_not_look_deeper_when_the_tenant_has_nothing_more() -> None:
+    store = DuplicatingRetriever(distinct=3, copies=2)
+    hits = search_passages(store, CountingEmbedder(), tenant_id="t", query="q", k=10)  # type: ignore[arg-type]
+    assert len(hits) == 3
+    assert store.depths == [20, 20]  # one pass: neither leg filled its 20
 
 
 def test_the_api_view_lists_the_copies() -> None:
