@@ -73,10 +73,19 @@ class DynamicBatcher:
     resource, and this is its lane priority, like the bulk workers' niceness.
     """
 
-    def __init__(self, embed: EmbedFunction, *, max_batch: int, max_wait_seconds: float) -> None:
+    def __init__(
+        self,
+        embed: EmbedFunction,
+        *,
+        max_batch: int,
+        max_wait_seconds: float,
+        embed_queries: EmbedFunction | None = None,
+    ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, not {max_batch}")
         self._embed = embed
+        # Query batches may have an embed function of their own (the same vectors, tuned for latency).
+        self._embed_queries = embed_queries or embed
         self.max_batch = max_batch
         self.max_wait_seconds = max_wait_seconds
         self._queues: dict[Lane, deque[_Item]] = {lane: deque() for lane in Lane}
@@ -152,7 +161,7 @@ class DynamicBatcher:
             if is_query_batch:
                 with self._available:
                     batch += self._take_queries(self.max_batch - len(batch))
-                self._run(batch)
+                self._run(batch, self._embed_queries)
                 continue
             deadline = time.monotonic() + self.max_wait_seconds
             with self._available:
@@ -163,9 +172,9 @@ class DynamicBatcher:
                     if len(batch) >= self.max_batch or remaining <= 0 or self._queues[Lane.QUERY]:
                         break
                     self._available.wait(timeout=remaining)
-            self._run(batch)
+            self._run(batch, self._embed)
 
-    def _run(self, batch: list[tuple[str, float, Future[list[float]]]]) -> None:
+    def _run(self, batch: list[tuple[str, float, Future[list[float]]]], embed: EmbedFunction) -> None:
         now = time.monotonic()
         live: list[tuple[str, Future[list[float]]]] = []
         expired = 0
@@ -184,7 +193,7 @@ class DynamicBatcher:
             return
         started = time.perf_counter()
         try:
-            vectors = self._embed([text for text, _ in live])
+            vectors = embed([text for text, _ in live])
         except Exception as error:  # every caller of the batch sees the failure
             LOG.exception("embedding a batch of %d failed", len(live))
             for _, future in live:

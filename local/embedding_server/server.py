@@ -45,6 +45,8 @@ _INVOKE_PATH = re.compile(
 def lane_endpoint(endpoint: str, lane: Lane) -> str:
     """The endpoint URL a Bedrock client uses for ``lane``'s texts (the server at ``endpoint``)."""
     return f"{endpoint.rstrip('/')}/lanes/{lane.value}"
+
+
 # Titan v2's request keys; Bedrock refuses any other ("extraneous key").
 _REQUEST_KEYS = frozenset({"inputText", "dimensions", "normalize"})
 # Titan v2 accepts up to 50,000 characters of inputText.
@@ -62,6 +64,9 @@ class ServedModel:
     count_tokens: Callable[[str], int]
     # Unit vectors, one per text; the batcher calls it with a whole batch.
     embed: EmbedFunction
+    # The same vectors for the query lane's batches, computed for latency instead of throughput;
+    # None: ``embed``.
+    embed_queries: EmbedFunction | None = None
 
 
 class BedrockError(Exception):
@@ -86,7 +91,10 @@ class EmbeddingServer:
         self.settings = settings
         self.host = host
         self.batcher = DynamicBatcher(
-            model.embed, max_batch=settings.max_batch, max_wait_seconds=settings.max_wait_ms / 1000
+            model.embed,
+            embed_queries=model.embed_queries,
+            max_batch=settings.max_batch,
+            max_wait_seconds=settings.max_wait_ms / 1000,
         )
         self._lock = threading.Lock()
         self._in_flight = 0

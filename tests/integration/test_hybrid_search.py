@@ -149,3 +149,31 @@ def test_the_same_pdf_uploaded_twice_is_returned_once_with_its_copy_named(
             [copy] = hit.copies
             assert {hit.document_id, copy.document_id} == {"lighthouses", "lighthouses-2"}, mode
             assert (copy.page_start, copy.page_end) == (hit.page_start, hit.page_end)
+
+
+def test_a_search_looks_deeper_when_copies_fill_its_first_candidates(store: VectorStore, embedder: Embedder) -> None:
+    """Eight uploads of one PDF: the first 20 candidates hold only two or three texts, so the search
+    asks again deeper and still returns k distinct passages, each naming copies found with it."""
+    tenant = f"tenant-d-{uuid.uuid4().hex[:6]}"
+    pages = parse_pdf((CORPUS / "grfguide.pdf").read_bytes(), max_bytes=50_000_000, max_pages=100).pages
+    chunks = chunk_pages(pages, count_tokens=count_tokens, target_tokens=300, overlap_tokens=60)
+    vectors = embedder.embed([chunk.text for chunk in chunks])
+    uploads = [f"grfguide-{n}" for n in range(8)]
+    for document_id in uploads:
+        store.write_chunks(
+            tenant_id=tenant,
+            document_id=document_id,
+            version="v1",
+            filename=f"{document_id}.pdf",
+            chunks=chunks,
+            vectors=vectors,
+        )
+    assert len({chunk.text for chunk in chunks}) >= 6
+    for mode in (SearchMode.KNN, SearchMode.HYBRID):
+        hits = search_passages(store, embedder, tenant_id=tenant, query="rotate the graph axes", k=5, mode=mode)
+        assert len({hit.text for hit in hits}) == 5, mode
+        for hit in hits:
+            documents = [hit.document_id, *(copy.document_id for copy in hit.copies)]
+            assert len(set(documents)) == len(documents) > 1 and set(documents) <= set(uploads), mode
+            if mode is SearchMode.KNN:  # 40 candidates: five texts, all eight uploads of each
+                assert sorted(documents) == uploads

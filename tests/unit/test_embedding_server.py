@@ -4,6 +4,7 @@ tests need no ONNX run; tests/integration/test_embedding_server_boto3.py serves 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -22,7 +23,7 @@ from rag_ingest.embeddings.bedrock import TITAN_V2_MODEL_ID, BedrockTitanEmbedde
 from rag_ingest.errors import ErrorCode, PermanentError, TransientError
 
 from local.embedding_server.batcher import Lane
-from local.embedding_server.server import EmbeddingServer, ServedModel
+from local.embedding_server.server import EmbeddingServer, ServedModel, lane_endpoint
 from local.embedding_server.settings import EmbeddingServerSettings
 
 pytestmark = pytest.mark.unit
@@ -360,6 +361,30 @@ def test_a_query_does_not_wait_for_the_batching_window(make_server: ServerFactor
     second = server.batcher.submit("second query", lane=Lane.QUERY)
     assert passage.result(timeout=10)[0] == 2.0 and second.result(timeout=10)[0] == 2.0
     assert model.batches == [["alone"], ["one passage"], ["second query"]]
+
+
+def test_query_batches_go_to_the_query_embed_function_and_passages_to_the_other() -> None:
+    passages, queries = StandInModel(), StandInModel()
+    served = dataclasses.replace(passages.served(), embed_queries=queries.embed)
+    server = EmbeddingServer(served, EmbeddingServerSettings(max_wait_ms=0))
+    server.start()
+    try:
+        client = bedrock_client(server)
+        BedrockTitanEmbedder(client, model_id=LOCAL_MODEL_ID, dimension=DIMENSION).embed(["a passage to index"])
+        query_client = boto3.client(
+            "bedrock-runtime",
+            endpoint_url=lane_endpoint(server.url, Lane.QUERY),
+            region_name="us-east-1",
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
+        )
+        query_embedder = BedrockTitanEmbedder(query_client, model_id=LOCAL_MODEL_ID, dimension=DIMENSION)
+        [vector] = query_embedder.embed(["what is indexed"])
+    finally:
+        server.stop()
+    assert vector[0] == 3.0
+    assert passages.batches == [["a passage to index"]]
+    assert queries.batches == [["what is indexed"]]
 
 
 def test_the_bulk_lane_is_bedrocks_route_under_lanes_bulk_through_boto3(make_server: ServerFactory) -> None:

@@ -63,6 +63,14 @@ def test_small_batches_give_the_same_vectors() -> None:
         assert cosine(left, right) > 0.99
 
 
+def test_a_spinning_session_gives_the_same_vectors(embedder: LocalMiniLMEmbedder) -> None:
+    # The embedding server's query lane runs a second session whose threads spin (latency);
+    # its vectors must be the ones the passages were indexed with.
+    spinning = LocalMiniLMEmbedder(spin_wait=True)
+    assert spinning._session is not embedder._session
+    assert np.allclose(spinning.embed(TEXTS), embedder.embed(TEXTS), atol=1e-6)
+
+
 def test_empty_input_gives_no_vectors(embedder: LocalMiniLMEmbedder) -> None:
     assert embedder.embed([]) == []
 

@@ -39,7 +39,7 @@ def _sha256_of(path: Path) -> str:
 
 
 @cache
-def _load_session(model_path: Path, expected_sha256: str, intra_op_threads: int) -> Any:
+def _load_session(model_path: Path, expected_sha256: str, intra_op_threads: int, spin_wait: bool = False) -> Any:
     """One verified session per model file and thread setting, shared by embedders in a process."""
     import onnxruntime as ort  # lazy: not in the Lambda layer
 
@@ -53,8 +53,10 @@ def _load_session(model_path: Path, expected_sha256: str, intra_op_threads: int)
     # Idle intra-op threads sleep instead of spinning: the cores are shared with parsing, the
     # runtime and OpenSearch, and spinning threads burn what those need. Measured on 2 busy cores
     # (load 6-8), 96 chunks: 6.6-7.0 CPU s and 5.1-5.2 chunks/s without spinning against 8.4-8.7
-    # CPU s and 4.7-4.8 chunks/s with it.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # CPU s and 4.7-4.8 chunks/s with it. A latency-bound caller (one search query at a time) is
+    # the other way round: ``spin_wait`` keeps the threads spinning between the graph's operators
+    # (a 15-token query: 7.1-8.2 ms p50 against 9.7-11.9 without spinning).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin_wait else "0")
     return ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
 
 
@@ -70,7 +72,10 @@ class LocalMiniLMEmbedder:
         intra_op_threads: int = DEFAULT_INTRA_OP_THREADS,
         model_path: Path | None = None,
         expected_sha256: str | None = None,
+        spin_wait: bool = False,
     ) -> None:
+        """``spin_wait``: a session whose idle threads spin instead of sleeping, for short texts
+        one at a time (faster, at the price of CPU burnt while waiting); same vectors either way."""
         if model_id not in LOCAL_MODEL_IDS:
             raise ValueError(f"the local embedder serves {sorted(LOCAL_MODEL_IDS)}, not {model_id!r}")
         if dimension != MINILM_DIMENSION:
@@ -86,7 +91,7 @@ class LocalMiniLMEmbedder:
         self.dimension = dimension
         self.max_input_tokens = MODEL_MAX_SEQUENCE_TOKENS - SPECIAL_TOKENS_PER_TEXT
         self.batch_size = batch_size
-        self._session = _load_session(Path(model_path).resolve(), expected_sha256, intra_op_threads)
+        self._session = _load_session(Path(model_path).resolve(), expected_sha256, intra_op_threads, spin_wait)
         self._input_names = {model_input.name for model_input in self._session.get_inputs()}
         self._tokenizer = load_tokenizer()
 
