@@ -16,9 +16,9 @@ Whatever the mode, a text is returned once: passages whose text is the same (aft
 white space) collapse into the best-ranked one, which lists the others in ``copies``. Each retriever
 first fetches ``candidates_for(k)`` hits; when collapsing copies leaves fewer than ``k`` distinct
 passages and a retriever may have more, the search asks again twice as deep (at most
-``HYBRID_MAX_CANDIDATES``). A shallow first pass keeps the common search cheap: the fetch phase
-(loading and highlighting each candidate) is most of OpenSearch's time for a 10-result k-NN
-search, and only a corpus full of copies pays for a deeper one.
+``HYBRID_MAX_CANDIDATES``). A shallow first pass keeps the common search cheap: loading and
+highlighting each candidate was about half of OpenSearch's time for a 10-result k-NN search at 40
+candidates (docs/benchmarks.md), and only a corpus full of copies pays for a deeper pass.
 """
 
 from __future__ import annotations
