@@ -74,10 +74,10 @@ def make_server() -> Iterator[ServerFactory]:
         server.stop()
 
 
-def bedrock_client(server: EmbeddingServer, *, attempts: int = 1) -> Any:
+def bedrock_client(server: EmbeddingServer, *, attempts: int = 1, lane: Lane | None = None) -> Any:
     return boto3.client(
         "bedrock-runtime",
-        endpoint_url=server.url,
+        endpoint_url=server.url if lane is None else lane_endpoint(server.url, lane),
         region_name="us-east-1",
         aws_access_key_id="testing",
         aws_secret_access_key="testing",
@@ -369,15 +369,9 @@ def test_query_batches_go_to_the_query_embed_function_and_passages_to_the_other(
     server = EmbeddingServer(served, EmbeddingServerSettings(max_wait_ms=0))
     server.start()
     try:
-        client = bedrock_client(server)
-        BedrockTitanEmbedder(client, model_id=LOCAL_MODEL_ID, dimension=DIMENSION).embed(["a passage to index"])
-        query_client = boto3.client(
-            "bedrock-runtime",
-            endpoint_url=lane_endpoint(server.url, Lane.QUERY),
-            region_name="us-east-1",
-            aws_access_key_id="local",
-            aws_secret_access_key="local",
-        )
+        passage_embedder = BedrockTitanEmbedder(bedrock_client(server), model_id=LOCAL_MODEL_ID, dimension=DIMENSION)
+        passage_embedder.embed(["a passage to index"])
+        query_client = bedrock_client(server, lane=Lane.QUERY)
         query_embedder = BedrockTitanEmbedder(query_client, model_id=LOCAL_MODEL_ID, dimension=DIMENSION)
         [vector] = query_embedder.embed(["what is indexed"])
     finally:

@@ -39,13 +39,20 @@ def _sha256_of(path: Path) -> str:
 
 
 @cache
-def _load_session(model_path: Path, expected_sha256: str, intra_op_threads: int, spin_wait: bool = False) -> Any:
-    """One verified session per model file and thread setting, shared by embedders in a process."""
-    import onnxruntime as ort  # lazy: not in the Lambda layer
-
+def _verify(model_path: Path, expected_sha256: str) -> None:
+    """Check the model file once per process, however many sessions are made of it."""
     actual_sha256 = _sha256_of(model_path)
     if actual_sha256 != expected_sha256:
         raise ConfigurationError(f"embedding model {model_path} has sha256 {actual_sha256}, expected {expected_sha256}")
+
+
+@cache
+def _load_session(model_path: Path, expected_sha256: str, intra_op_threads: int, spin_wait: bool = False) -> Any:
+    """One verified session per model file, thread setting and spin setting, shared by embedders
+    in a process."""
+    import onnxruntime as ort  # lazy: not in the Lambda layer
+
+    _verify(model_path, expected_sha256)
     options = ort.SessionOptions()
     options.intra_op_num_threads = intra_op_threads
     options.inter_op_num_threads = 1
@@ -55,7 +62,7 @@ def _load_session(model_path: Path, expected_sha256: str, intra_op_threads: int,
     # (load 6-8), 96 chunks: 6.6-7.0 CPU s and 5.1-5.2 chunks/s without spinning against 8.4-8.7
     # CPU s and 4.7-4.8 chunks/s with it. A latency-bound caller (one search query at a time) is
     # the other way round: ``spin_wait`` keeps the threads spinning between the graph's operators
-    # (a 15-token query: 7.8-8.5 ms p50 against 10.8-11.4 without spinning), and stops them when a
+    # (a 15-token query: 7.1-8.5 ms p50 against 9.7-11.9 without spinning), and stops them when a
     # run ends, or they would go on spinning through the OpenSearch search that follows the query.
     options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin_wait else "0")
     if spin_wait:
