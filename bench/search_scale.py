@@ -47,7 +47,7 @@ from rag_ingest.adapters.vector_store import IndexSettings, VectorStore
 from rag_ingest.config import FusionEnv, IndexParamsEnv
 from rag_ingest.embeddings.base import BEDROCK_PROVIDER, LOCAL_MODEL_ID, MINILM_DIMENSION, Embedder, create_embedder
 from rag_ingest.search import SearchMode, search_passages
-from rag_ingest.wiring import vector_store_for
+from rag_ingest.wiring import index_settings_for, vector_store_for
 
 from bench.search_scale_data import SyntheticChunks, Vectors, base_passages, bulk_load, check_shape, synthesize
 from eval.stack import eval_template
@@ -335,11 +335,24 @@ def wait_for_merges(client: OpenSearch, index: str, timeout: float) -> float:
 
 def index_stats(client: OpenSearch, index: str) -> dict[str, Any]:
     stats = client.indices.stats(index=index, metric="docs,store,segments")["indices"][index]["primaries"]
+    settings = client.indices.get_settings(index=index, include_defaults=True)[index]
+    # The index's own mode, else the cluster's (what decides whether segments are searched in parallel).
+    mode_path = ("index", "search", "concurrent_segment_search", "mode")
+    own, default = settings.get("settings", {}), settings.get("defaults", {})
     return {
         "docs": int(stats["docs"]["count"]),
         "segments": int(stats["segments"]["count"]),
         "store_bytes": int(stats["store"]["size_in_bytes"]),
+        "concurrent_segment_search": _nested(own, mode_path) or _nested(default, mode_path),
     }
+
+
+def _nested(settings: dict[str, Any], path: Sequence[str]) -> Any:
+    for key in path:
+        if not isinstance(settings, dict) or key not in settings:
+            return None
+        settings = settings[key]
+    return settings
 
 
 @dataclass(frozen=True)
@@ -446,15 +459,7 @@ def run(options: Options) -> dict[str, Any]:
             # Where the API function's queries go: the server's query lane (local.runtime's worker
             # environment points the HTTP API's functions at it).
             embedder = TimedEmbedder(lane_endpoint(embedding_url, EmbeddingLane.QUERY))
-            settings = IndexSettings(
-                name=index_name,
-                dimension=MINILM_DIMENSION,
-                space_type=index_params.opensearch_space_type,
-                hnsw_m=index_params.opensearch_hnsw_m,
-                ef_construction=index_params.opensearch_ef_construction,
-                ef_search=index_params.opensearch_ef_search,
-                replicas=index_params.opensearch_replicas,
-            )
+            settings = index_settings_for(index_name, MINILM_DIMENSION, index_params)
             direct = direct_pass(
                 VectorStore(took_client, settings),
                 took_client,
@@ -516,7 +521,8 @@ def run(options: Options) -> dict[str, Any]:
 def print_report(result: dict[str, Any]) -> None:
     print(
         f"\n{result['index']['docs']} chunks indexed ({result['index']['tenants']}), "
-        f"{result['index']['segments']} segments; load average {result['machine']['load_average_1_5_15']}"
+        f"{result['index']['segments']} segments (concurrent segment search: "
+        f"{result['index']['concurrent_segment_search']}); load average {result['machine']['load_average_1_5_15']}"
     )
     print(
         f"{'mode':<7} {'n':>4} {'API p50':>8} {'p95':>7} {'p99':>7} | {'took p50':>8} {'p95':>6} {'p99':>6} | "

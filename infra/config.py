@@ -214,6 +214,9 @@ class OpenSearchConfig(_Model):
     hnsw_m: int = Field(default=16, ge=2, le=100)
     ef_construction: int = Field(default=128, ge=2, le=4096)
     ef_search: int = Field(default=200, ge=1, le=10_000)
+    # The index's concurrent segment search mode (OpenSearch >= 2.17), at index creation; "cluster"
+    # sets nothing (an existing endpoint older than 2.17 refuses the setting).
+    concurrent_segment_search: Literal["auto", "all", "none", "cluster"] = "auto"
 
     @field_validator("endpoint")
     @classmethod

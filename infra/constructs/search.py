@@ -299,6 +299,7 @@ class Search(Construct):
             "OPENSEARCH_HNSW_M": str(opensearch.hnsw_m),
             "OPENSEARCH_EF_CONSTRUCTION": str(opensearch.ef_construction),
             "OPENSEARCH_EF_SEARCH": str(opensearch.ef_search),
+            "OPENSEARCH_CONCURRENT_SEGMENT_SEARCH": opensearch.concurrent_segment_search,
         }
         if self.domain is not None:
             # The stack knows the node count of the domain it creates; an existing cluster's index

@@ -49,6 +49,7 @@ def test_camel_case_keys_and_json_strings_are_accepted() -> None:
         ({"intake": {"batchSize": 100, "maxBatchingWindowSeconds": 0}}, "maxBatchingWindowSeconds"),
         ({"chunking": {"chunkTokens": 100, "chunkOverlapTokens": 100}}, "chunkOverlapTokens"),
         ({"opensearch": {"endpoint": "http://plain.example.com"}}, "https URL"),
+        ({"opensearch": {"concurrentSegmentSearch": "on"}}, "opensearch.concurrentSegmentSearch"),
         ({"logRetentionDays": 10}, "logRetentionDays must be one of"),
         ({"allowedOrigins": ["*"]}, "allowedOrigins"),
         ({"functions": {"api": {"timeoutSeconds": 60}}}, "29 s"),

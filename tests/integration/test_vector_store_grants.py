@@ -167,5 +167,21 @@ def test_a_single_node_index_has_no_replica_and_is_green(store: tuple[VectorStor
     client = vector_store._client
     settings = client.indices.get_settings(index=vector_store.index_name)[vector_store.index_name]["settings"]
     assert settings["index"]["number_of_replicas"] == "0"
+    # The shipped default: a k-NN query searches the shard's segments (an HNSW graph each) in parallel.
+    assert settings["index"]["search"]["concurrent_segment_search"]["mode"] == "auto"
     health = client.cluster.health(index=vector_store.index_name, wait_for_status="green", request_timeout=40)
     assert health["status"] == "green"
+
+
+@pytest.mark.parametrize(("variable", "mode"), [("none", "none"), ("all", "all"), ("cluster", None)])
+def test_the_concurrent_segment_search_mode_reaches_the_index(variable: str, mode: str | None) -> None:
+    params = IndexParamsEnv.from_env({"OPENSEARCH_REPLICAS": "0", "OPENSEARCH_CONCURRENT_SEGMENT_SEARCH": variable})
+    vector_store = vector_store_for(URL, f"test-css-{uuid.uuid4().hex[:8]}", DIMENSION, params)
+    try:
+        vector_store.ensure_index()
+        index = vector_store.index_name
+        settings = vector_store._client.indices.get_settings(index=index)[index]["settings"]["index"]
+        # "cluster": the index sets nothing and follows the cluster's setting.
+        assert settings.get("search", {}).get("concurrent_segment_search", {}).get("mode") == mode
+    finally:
+        vector_store.drop_index()

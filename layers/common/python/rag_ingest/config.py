@@ -63,14 +63,17 @@ class BucketEnv(EnvModel):
 class IndexParamsEnv(EnvModel):
     """k-NN index parameters (lucene HNSW), all optional: the defaults are IndexSettings'.
 
-    ``space_type``, ``m`` and ``ef_construction`` apply when the index is created (an existing
-    index keeps its own); ``ef_search`` applies to every query.
+    ``space_type``, ``m``, ``ef_construction`` and the concurrent segment search mode apply when
+    the index is created (an existing index keeps its own); ``ef_search`` applies to every query.
     """
 
     opensearch_space_type: Literal["cosinesimil", "l2", "innerproduct"] = "cosinesimil"
     opensearch_hnsw_m: int = Field(default=16, ge=2, le=100)
     opensearch_ef_construction: int = Field(default=128, ge=2, le=4096)
     opensearch_ef_search: int = Field(default=200, ge=1, le=10_000)
+    # The index's concurrent segment search mode (OpenSearch >= 2.17), at index creation: "auto"
+    # searches a k-NN query's segments in parallel; "cluster" leaves the setting to the cluster.
+    opensearch_concurrent_segment_search: Literal["auto", "all", "none", "cluster"] = "auto"
     # Replicas per shard, set where the stack knows the node count (a lone node gets 0); unset keeps
     # the cluster's default. Applies when the index is created.
     opensearch_replicas: int | None = Field(default=None, ge=0, le=15)

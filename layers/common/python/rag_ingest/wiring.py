@@ -65,9 +65,10 @@ DEFAULT_AWS = DefaultAwsClients()
 
 
 # -- adapters ------------------------------------------------------------------------------------
-def vector_store_for(endpoint: str, index: str, dimension: int, params: IndexParamsEnv | None = None) -> VectorStore:
+def index_settings_for(index: str, dimension: int, params: IndexParamsEnv | None = None) -> IndexSettings:
     params = params or IndexParamsEnv()
-    settings = IndexSettings(
+    mode = params.opensearch_concurrent_segment_search
+    return IndexSettings(
         name=index,
         dimension=dimension,
         space_type=params.opensearch_space_type,
@@ -75,8 +76,12 @@ def vector_store_for(endpoint: str, index: str, dimension: int, params: IndexPar
         ef_construction=params.opensearch_ef_construction,
         ef_search=params.opensearch_ef_search,
         replicas=params.opensearch_replicas,
+        concurrent_segment_search=None if mode == "cluster" else mode,
     )
-    return VectorStore(connect(endpoint), settings)
+
+
+def vector_store_for(endpoint: str, index: str, dimension: int, params: IndexParamsEnv | None = None) -> VectorStore:
+    return VectorStore(connect(endpoint), index_settings_for(index, dimension, params))
 
 
 def lazy_vector_store(env: SearchEnv) -> Callable[[], VectorStore]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlparse
 
 from opensearchpy import OpenSearch, Urllib3HttpConnection, helpers
@@ -43,6 +43,9 @@ from rag_ingest.models import Chunk, SearchHit
 from rag_ingest.retrieval_text import SHIPPED_CONTEXT_LINE, indexed_text
 from rag_ingest.tracing import traced
 
+#: Concurrent segment search modes of an index (OpenSearch's ``index.search.concurrent_segment_search.mode``).
+ConcurrentSegmentSearch = Literal["auto", "all", "none"]
+
 
 @dataclass(frozen=True)
 class IndexSettings:
@@ -57,6 +60,9 @@ class IndexSettings:
     replicas: int | None = None
     #: Index each chunk's contextual text (title, heading path, text) for BM25 as well.
     context_line: bool = SHIPPED_CONTEXT_LINE
+    #: The index's concurrent segment search mode (OpenSearch >= 2.17): ``auto`` lets the k-NN
+    #: query search the shard's segments (one HNSW graph each) in parallel; None keeps the cluster's.
+    concurrent_segment_search: ConcurrentSegmentSearch | None = "auto"
 
 
 #: Highlighting: up to two fragments of ~160 characters, HTML-escaped, query terms in <em>.
@@ -137,6 +143,8 @@ class VectorStore:
         index_settings: dict[str, Any] = {"knn": True}
         if s.replicas is not None:
             index_settings["number_of_replicas"] = s.replicas
+        if s.concurrent_segment_search is not None:
+            index_settings["search.concurrent_segment_search.mode"] = s.concurrent_segment_search
         return {
             "settings": {"index": index_settings},
             "mappings": {
