@@ -633,6 +633,41 @@ def test_poller_deletes_successes_and_the_poison_message_reaches_the_dlq(
     assert queue["ApproximateNumberOfMessagesNotVisible"] == "0"
 
 
+def test_an_idle_poller_sends_no_receive_and_still_picks_up_a_message(
+    stack: LocalStackProcess, clients: dict[str, Any]
+) -> None:
+    sqs, queue_url = clients["sqs"], stack.outputs["IngestQueueUrl"]
+
+    def poller() -> dict[str, Any]:
+        status = stack.control("GET", "/_local/status")
+        assert status is not None
+        [found] = [p for p in status["pollers"] if p["queue_url"] == queue_url]
+        return dict(found)
+
+    def queue_empty() -> bool:
+        attributes = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])["Attributes"]
+        return attributes["ApproximateNumberOfMessages"] == attributes["ApproximateNumberOfMessagesNotVisible"] == "0"
+
+    deadline = time.monotonic() + 60
+    while not queue_empty() and time.monotonic() < deadline:  # what earlier tests sent is done
+        time.sleep(0.5)
+    assert queue_empty()
+    before = poller()
+    time.sleep(2.0)  # ten polling intervals
+    idle = poller()
+    # An empty queue is looked at in moto's backend, never received from over HTTP.
+    assert idle["receive_calls"] == before["receive_calls"]
+
+    body = f"ok-{uuid.uuid4().hex[:6]}"
+    sqs.send_message(QueueUrl=queue_url, MessageBody=body)
+    while poller()["deleted"] == idle["deleted"] and time.monotonic() < deadline + 30:
+        time.sleep(0.2)
+    after = poller()
+    assert after["deleted"] == idle["deleted"] + 1
+    assert after["receive_calls"] > idle["receive_calls"]
+    assert queue_empty()
+
+
 def test_fault_injection_raise_and_crash_after(stack: LocalStackProcess, clients: dict[str, Any]) -> None:
     function = stack.outputs["Functions"]["EchoFunction"]
     stack.arm_fault("EchoFunction", "raise", error_type="TransientError", times=1)
