@@ -31,6 +31,7 @@ import hashlib
 import itertools
 import json
 import os
+import statistics
 import tempfile
 import time
 import uuid
@@ -116,6 +117,25 @@ def steal_share(before: list[int] | None, after: list[int] | None) -> float | No
     deltas = [later - earlier for earlier, later in zip(before[:8], after[:8], strict=True)]
     total = sum(deltas)  # user, nice, system, idle, iowait, irq, softirq, steal (guest is in user)
     return round(deltas[7] / total, 3) if total > 0 else None
+
+
+#: Iterations of the reference loop: about 10 ms of one core at this machine's best.
+REFERENCE_LOOP_ITERATIONS = 200_000
+
+
+def reference_loop_ms(repeats: int = 50) -> dict[str, float]:
+    """A fixed pure-Python loop, timed ``repeats`` times: its best and median milliseconds. On a
+    shared VM the same CPU work takes up to about twice its best time while steal stays near 0
+    (another guest on the vCPU's host core shows as slower execution, not as stolen time), and
+    every request of the pass after it is as much slower."""
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        total = 0
+        for number in range(REFERENCE_LOOP_ITERATIONS):
+            total += number * number
+        times.append((time.perf_counter() - started) * 1000)
+    return {"best": round(min(times), 2), "p50": round(statistics.median(times), 2)}
 
 
 def question_texts(count: int) -> list[str]:
@@ -207,6 +227,7 @@ def api_pass(client: LocalStackClient, queries: Sequence[str], warmup: int, own_
     report: dict[str, Any] = {
         "latency_ms": {},
         "steal_share": {},
+        "reference_loop_ms": {},
         "knn_ids": [],
         "passages_checked": 0,
         "foreign_passages": 0,
@@ -214,6 +235,7 @@ def api_pass(client: LocalStackClient, queries: Sequence[str], warmup: int, own_
     for mode in MODES:
         for query in queries[:warmup]:
             client.search(query, k=RESULTS_PER_QUERY, mode=mode.value).raise_for_status()
+        report["reference_loop_ms"][mode.value] = reference_loop_ms()
         cpu_before = cpu_times()
         latencies: list[float] = []
         for query in queries:
@@ -232,7 +254,8 @@ def api_pass(client: LocalStackClient, queries: Sequence[str], warmup: int, own_
         report["latency_ms"][mode.value] = summary(latencies)
         report["steal_share"][mode.value] = steal_share(cpu_before, cpu_times())
         print(
-            f"  API {mode.value}: {report['latency_ms'][mode.value]}, steal {report['steal_share'][mode.value]}",
+            f"  API {mode.value}: {report['latency_ms'][mode.value]}, steal {report['steal_share'][mode.value]}, "
+            f"reference loop before it {report['reference_loop_ms'][mode.value]} ms",
             flush=True,
         )
     return report
@@ -502,6 +525,7 @@ def run(options: Options) -> dict[str, Any]:
         "phases_s": phases,
         "api_latency_ms": api["latency_ms"],
         "api_cpu_steal_share": api["steal_share"],
+        "api_reference_loop_ms": api["reference_loop_ms"],
         "in_process": direct,
         "query_embedding_share_of_knn_p50": round(embed_p50 / knn_total, 3) if knn_total else None,
         "recall_at_10": {
@@ -526,16 +550,18 @@ def print_report(result: dict[str, Any]) -> None:
     )
     print(
         f"{'mode':<7} {'n':>4} {'API p50':>8} {'p95':>7} {'p99':>7} | {'took p50':>8} {'p95':>6} {'p99':>6} | "
-        f"{'embed p50':>9} | steal"
+        f"{'embed p50':>9} | steal | loop p50/best"
     )
     for mode in MODES:
         api = result["api_latency_ms"][mode.value]
         took = result["in_process"][mode.value]["opensearch_took_ms"]
         embed = result["in_process"][mode.value]["query_embedding_ms"]
+        loop = result["api_reference_loop_ms"][mode.value]
         print(
             f"{mode.value:<7} {api['n']:>4} {api['p50']:>8} {api['p95']:>7} {api['p99']:>7} | {took['p50']:>8} "
             f"{took['p95']:>6} {took['p99']:>6} | {embed['p50'] if embed['n'] else '-':>9} | "
-            f"{_percent(result['api_cpu_steal_share'][mode.value])}"
+            f"{_percent(result['api_cpu_steal_share'][mode.value]):>5} | "
+            f"{loop['p50']} / {loop['best']} ms"
         )
     recall = result["recall_at_10"]
     print(f"query embedding: {result['query_embedding_share_of_knn_p50']:.0%} of the k-NN p50")

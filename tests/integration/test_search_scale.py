@@ -32,6 +32,8 @@ def test_a_quick_run_reports_latency_per_mode_recall_and_tenant_isolation(tmp_pa
         assert 0 < api["p50"] <= api["p95"] <= api["p99"]
         steal = result["api_cpu_steal_share"][mode]  # Linux has /proc/stat
         assert steal is not None and 0.0 <= steal <= 1.0
+        loop = result["api_reference_loop_ms"][mode]
+        assert 0 < loop["best"] <= loop["p50"]
         took = result["in_process"][mode]["opensearch_took_ms"]
         assert took["n"] == QUERIES and took["p50"] >= 0
     # Only k-NN and hybrid embed the query; hybrid asks OpenSearch twice.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.search_scale import cpu_times, steal_share
+from bench.search_scale import cpu_times, reference_loop_ms, steal_share
 
 pytestmark = pytest.mark.unit
 
@@ -29,3 +29,9 @@ def test_this_machine_counts_its_cpu_time() -> None:
     times = cpu_times()
     assert times is not None and len(times) >= 8
     assert sum(times[:8]) > 0
+
+
+def test_the_reference_loop_reports_its_best_and_median_time() -> None:
+    loop = reference_loop_ms(repeats=5)
+    assert set(loop) == {"best", "p50"}
+    assert 0 < loop["best"] <= loop["p50"]
