@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
+from aws_xray_sdk.core.context import Context
+from aws_xray_sdk.core.exceptions.exceptions import SegmentNotFoundException
+from aws_xray_sdk.core.recorder import AWSXRayRecorder
+from aws_xray_sdk.sdk_config import SDKConfig
 from pydantic import ValidationError
 from rag_ingest.config import FusionEnv
-from rag_ingest.errors import ConfigurationError, PermanentError
+from rag_ingest.errors import ConfigurationError, PermanentError, TransientError
 from rag_ingest.models import PassageCopy, SearchHit
 from rag_ingest.search import (
     DEFAULT_FUSION,
@@ -19,6 +28,7 @@ from rag_ingest.search import (
     reciprocal_rank_fusion,
     search_passages,
 )
+from rag_ingest.tracing import in_callers_trace, tracer
 
 from tests.support.fakes import CountingEmbedder
 
@@ -283,3 +293,80 @@ def test_fusion_comes_from_the_environment_with_the_tuned_defaults() -> None:
 def test_a_bad_fusion_environment_fails_naming_the_variable(environ: dict[str, str], named: str) -> None:
     with pytest.raises(ConfigurationError, match=named):
         FusionEnv.from_env(environ)
+
+
+class OverlapProbe(DuplicatingRetriever):
+    """Each step waits (bounded) for the step that must already run when the legs overlap: BM25
+    for the embedding, the k-NN request for BM25. Run one after the other, each wait times out."""
+
+    WAIT_SECONDS = 5.0
+
+    def __init__(self) -> None:
+        super().__init__(distinct=30)
+        self.bm25_started = threading.Event()
+        self.knn_started = threading.Event()
+        self.bm25_saw_knn = False
+        self.threads: dict[str, str] = {}
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.threads["embed"] = threading.current_thread().name
+        self.bm25_started.wait(self.WAIT_SECONDS)
+        return CountingEmbedder().embed(texts)
+
+    def knn_search(
+        self, *, tenant_id: str, vector: object, k: int = 5, highlight_text: str | None = None
+    ) -> list[SearchHit]:
+        self.threads["knn"] = threading.current_thread().name
+        self.knn_started.set()
+        return super().knn_search(tenant_id=tenant_id, vector=vector, k=k, highlight_text=highlight_text)
+
+    def bm25_search(self, *, tenant_id: str, query: str, k: int = 5) -> list[SearchHit]:
+        self.threads["bm25"] = threading.current_thread().name
+        self.bm25_started.set()
+        self.bm25_saw_knn = self.knn_started.wait(self.WAIT_SECONDS)
+        return super().bm25_search(tenant_id=tenant_id, query=query, k=k)
+
+
+def test_a_hybrid_search_sends_bm25_while_the_query_is_embedded_and_knn_runs() -> None:
+    probe = OverlapProbe()
+    started = time.monotonic()
+    hits = search_passages(probe, probe, tenant_id="t", query="lighthouses", k=5)  # type: ignore[arg-type]
+    assert len(hits) == 5
+    assert probe.bm25_saw_knn  # BM25 was still running when the k-NN request went out
+    assert time.monotonic() - started < OverlapProbe.WAIT_SECONDS  # and no wait timed out
+    assert probe.threads["bm25"] != probe.threads["knn"] == probe.threads["embed"]
+
+
+def test_a_failing_bm25_leg_fails_the_hybrid_search_with_its_error() -> None:
+    class FailingBm25(DuplicatingRetriever):
+        def bm25_search(self, *, tenant_id: str, query: str, k: int = 5) -> list[SearchHit]:
+            raise TransientError("OpenSearch search: 503")
+
+    with pytest.raises(TransientError, match="503"):
+        search_passages(FailingBm25(distinct=3), CountingEmbedder(), tenant_id="t", query="q", k=2)  # type: ignore[arg-type]
+
+
+def test_a_thread_given_the_callers_trace_records_under_the_callers_subsegment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Powertools switches the SDK off outside Lambda (for the whole process): on for this test only.
+    monkeypatch.setattr(SDKConfig, "_SDKConfig__SDK_ENABLED", True)
+    recorder = AWSXRayRecorder()
+    recorder.configure(context=Context(), sampling=False, context_missing="RUNTIME_ERROR")
+    monkeypatch.setattr(tracer, "disabled", False)
+    monkeypatch.setattr(tracer, "provider", recorder)
+
+    def leg() -> str:
+        with recorder.in_subsegment("## bm25_search"):
+            return threading.current_thread().name
+
+    recorder.begin_segment("search")
+    caller = recorder.begin_subsegment("## search_passages")
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            thread = pool.submit(in_callers_trace(leg)).result()
+            # The SDK keeps the entity per thread: without it the other thread has none.
+            with pytest.raises(SegmentNotFoundException):
+                pool.submit(leg).result()
+    finally:
+        recorder.clear_trace_entities()
+    assert thread != threading.current_thread().name
+    assert [subsegment.name for subsegment in caller.subsegments] == ["## bm25_search"]

@@ -13,6 +13,7 @@ and tenant data). Tracing is off outside Lambda and when ``POWERTOOLS_TRACE_DISA
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from typing import TypeVar
 
 from aws_lambda_powertools import Tracer
@@ -20,6 +21,7 @@ from aws_lambda_powertools import Tracer
 tracer = Tracer()
 
 _Class = TypeVar("_Class", bound=type)
+_Result = TypeVar("_Result")
 
 
 def traced(cls: _Class) -> _Class:
@@ -30,3 +32,25 @@ def traced(cls: _Class) -> _Class:
             continue
         setattr(cls, name, tracer.capture_method(capture_response=False)(member))
     return cls
+
+
+def in_callers_trace(function: Callable[[], _Result]) -> Callable[[], _Result]:
+    """``function``, to be called in another thread inside the calling thread's current X-Ray
+    entity. The SDK keeps the current entity per thread: without this, the other thread's
+    subsegments would hang off a facade segment of their own instead of the caller's subsegment.
+    Call it in the calling thread (it reads the entity there); with tracing off it is ``function``."""
+    if tracer.disabled:
+        return function
+    recorder = tracer.provider
+    entity = recorder.get_trace_entity()
+    if entity is None:  # no segment to carry (the SDK logged that the context is missing)
+        return function
+
+    def run() -> _Result:
+        recorder.set_trace_entity(entity)
+        try:
+            return function()
+        finally:
+            recorder.clear_trace_entities()
+
+    return run
