@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from aws_lambda_powertools import Tracer
 
@@ -41,7 +41,8 @@ def in_callers_trace(function: Callable[[], _Result]) -> Callable[[], _Result]:
     Call it in the calling thread (it reads the entity there); with tracing off it is ``function``."""
     if tracer.disabled:
         return function
-    recorder = tracer.provider
+    # Typed as Powertools' BaseProvider; it is the X-Ray SDK's recorder (Tracer's default provider).
+    recorder: Any = tracer.provider
     entity = recorder.get_trace_entity()
     if entity is None:  # no segment to carry (the SDK logged that the context is missing)
         return function
