@@ -358,24 +358,15 @@ def wait_for_merges(client: OpenSearch, index: str, timeout: float) -> float:
 
 def index_stats(client: OpenSearch, index: str) -> dict[str, Any]:
     stats = client.indices.stats(index=index, metric="docs,store,segments")["indices"][index]["primaries"]
-    settings = client.indices.get_settings(index=index, include_defaults=True)[index]
-    # The index's own mode, else the cluster's (what decides whether segments are searched in parallel).
-    mode_path = ("index", "search", "concurrent_segment_search", "mode")
-    own, default = settings.get("settings", {}), settings.get("defaults", {})
+    settings = client.indices.get_settings(index=index, include_defaults=True, flat_settings=True)[index]
+    # The index's own mode, else the default it follows: whether its segments are searched in parallel.
+    mode = "index.search.concurrent_segment_search.mode"
     return {
         "docs": int(stats["docs"]["count"]),
         "segments": int(stats["segments"]["count"]),
         "store_bytes": int(stats["store"]["size_in_bytes"]),
-        "concurrent_segment_search": _nested(own, mode_path) or _nested(default, mode_path),
+        "concurrent_segment_search": settings["settings"].get(mode) or settings.get("defaults", {}).get(mode),
     }
-
-
-def _nested(settings: dict[str, Any], path: Sequence[str]) -> Any:
-    for key in path:
-        if not isinstance(settings, dict) or key not in settings:
-            return None
-        settings = settings[key]
-    return settings
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,12 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
-from rag_ingest.config import REAPER_MAX_DOCUMENTS_PER_RUN, REAPER_MAX_REDRIVES, REAPER_STUCK_AFTER_MINUTES
+from rag_ingest.config import (
+    REAPER_MAX_DOCUMENTS_PER_RUN,
+    REAPER_MAX_REDRIVES,
+    REAPER_STUCK_AFTER_MINUTES,
+    ConcurrentSegmentSearchSetting,
+)
 from rag_ingest.embeddings.bedrock import TITAN_V2_DIMENSIONS, TITAN_V2_MODEL_ID
 from rag_ingest.models import DEFAULT_BULK_ABOVE_PAGES, DEFAULT_PARSE_RANGE_PAGES
 from rag_ingest.ocr import DEFAULT_MAX_OCR_PAGES
@@ -216,7 +221,7 @@ class OpenSearchConfig(_Model):
     ef_search: int = Field(default=200, ge=1, le=10_000)
     # The index's concurrent segment search mode (OpenSearch >= 2.17), at index creation; "cluster"
     # sets nothing (an existing endpoint older than 2.17 refuses the setting).
-    concurrent_segment_search: Literal["auto", "all", "none", "cluster"] = "auto"
+    concurrent_segment_search: ConcurrentSegmentSearchSetting = "auto"
 
     @field_validator("endpoint")
     @classmethod

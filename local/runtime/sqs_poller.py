@@ -122,8 +122,8 @@ class SqsPoller:
     queue as it is. While the queue has no visible message, the receiver only looks at moto's
     backend in this process (``visible_messages_waiting``) and sends no ReceiveMessage: an empty
     receive through botocore and moto's HTTP server costs a few ms of this process's GIL, which
-    the API adapter's requests share (at five empty receives a second per poller it set the
-    k-NN search's p95 in bench-search). A batch is only collected when an invoker is free, so
+    the API adapter's requests share (an idle ``serve`` process went from 6.5 to 3.2 % of a core
+    with the look). A batch is only collected when an invoker is free, so
     received messages never wait for a slot while their visibility timeout runs.
     """
 

@@ -60,6 +60,12 @@ class BucketEnv(EnvModel):
         return value if value.endswith("/") else value + "/"
 
 
+#: What configuration may say of the index's concurrent segment search: a mode (``auto``, ``all``,
+#: ``none``), or ``cluster`` to set nothing on the index (an endpoint older than OpenSearch 2.17
+#: refuses the setting). The stack's cdk.json and the functions' environment take the same values.
+ConcurrentSegmentSearchSetting = Literal["auto", "all", "none", "cluster"]
+
+
 class IndexParamsEnv(EnvModel):
     """k-NN index parameters (lucene HNSW), all optional: the defaults are IndexSettings'.
 
@@ -73,7 +79,7 @@ class IndexParamsEnv(EnvModel):
     opensearch_ef_search: int = Field(default=200, ge=1, le=10_000)
     # The index's concurrent segment search mode (OpenSearch >= 2.17), at index creation: "auto"
     # searches a k-NN query's segments in parallel; "cluster" leaves the setting to the cluster.
-    opensearch_concurrent_segment_search: Literal["auto", "all", "none", "cluster"] = "auto"
+    opensearch_concurrent_segment_search: ConcurrentSegmentSearchSetting = "auto"
     # Replicas per shard, set where the stack knows the node count (a lone node gets 0); unset keeps
     # the cluster's default. Applies when the index is created.
     opensearch_replicas: int | None = Field(default=None, ge=0, le=15)

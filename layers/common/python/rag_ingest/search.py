@@ -127,7 +127,7 @@ def search_passages(
         raise PermanentError(ErrorCode.INVALID_REQUEST, f"unknown mode {mode!r}: expected one of {modes}") from None
 
     depth = fusion.candidates_for(k)
-    bm25_leg = _start_bm25_leg(store, tenant_id, query, depth) if mode is SearchMode.HYBRID else None
+    bm25_leg = _start_bm25_leg(store, mode, tenant_id, query, depth)
     vector = None if mode is SearchMode.BM25 else embedder.embed([query])[0]
     while True:
         hits, more_exist = _candidates(store, mode, tenant_id, query, vector, depth, fusion, bm25_leg)
@@ -135,11 +135,16 @@ def search_passages(
         if len(passages) >= k or not more_exist or depth >= HYBRID_MAX_CANDIDATES:
             return passages[:k]
         depth = min(HYBRID_MAX_CANDIDATES, 2 * depth)
-        bm25_leg = _start_bm25_leg(store, tenant_id, query, depth) if mode is SearchMode.HYBRID else None
+        bm25_leg = _start_bm25_leg(store, mode, tenant_id, query, depth)
 
 
-def _start_bm25_leg(store: PassageRetriever, tenant_id: str, query: str, depth: int) -> Future[list[SearchHit]]:
-    """A hybrid search's BM25 request, sent from another thread (its subsegment under the caller's)."""
+def _start_bm25_leg(
+    store: PassageRetriever, mode: SearchMode, tenant_id: str, query: str, depth: int
+) -> Future[list[SearchHit]] | None:
+    """A hybrid pass's BM25 request, sent from another thread (its subsegment under the caller's);
+    None for the other modes."""
+    if mode is not SearchMode.HYBRID:
+        return None
     return _BM25_LEGS.submit(in_callers_trace(lambda: store.bm25_search(tenant_id=tenant_id, query=query, k=depth)))
 
 
