@@ -11,14 +11,20 @@ subscribers) as CloudWatch's notification JSON. The evaluation of one alarm is
 What it can observe locally:
 
 - ``AWS/SQS`` ``ApproximateNumberOfMessagesVisible`` / ``...NotVisible`` / ``...Delayed``
-  (GetQueueAttributes on moto) and ``ApproximateAgeOfOldestMessage``: SQS has no API that reads
-  a message without receiving it (a receive would change the very receive counts and visibility
-  the pipeline depends on), so the age is read from moto's in-process SQS backend: the oldest
-  ``sent_timestamp`` of the queue's not-deleted messages (``verify_sqs_age_seam`` checks it);
+  (the counts GetQueueAttributes answers) and ``ApproximateAgeOfOldestMessage``: SQS has no API
+  that reads a message without receiving it (a receive would change the very receive counts and
+  visibility the pipeline depends on), so the age is read from moto's in-process SQS backend: the
+  oldest ``sent_timestamp`` of the queue's not-deleted messages (``verify_sqs_age_seam`` checks it);
 - ``AWS/Lambda`` ``Invocations``, ``Errors``, ``Throttles``, ``Duration`` from the Lambda runner
   (``LambdaRunner.invocation_observers``); the runner queues an invocation instead of throttling
   it, so ``Throttles`` counts only invocations answered ``TooManyRequestsException`` (a fault);
-- ``AWS/States`` execution end states (``ExecutionsTimedOut``, ...) from moto's executions;
+- ``AWS/States`` execution end states (``ExecutionsTimedOut``, ...) from moto's executions.
+
+The queue counts and the executions are read from moto's backends in this process (the server
+runs here), as ListExecutions and GetQueueAttributes read them, not through boto3 and moto's HTTP
+server: every tick (0.75 s by default) made one request per watched queue and per watched state
+machine and status, each holding this process's GIL for a few ms in botocore and in moto's
+server, and the local HTTP API answers from this process too (docs/benchmarks.md);
 - every custom metric the functions emit as CloudWatch EMF (``{"_aws": ...}`` lines of their
   output, as captured by the runner).
 
@@ -28,8 +34,10 @@ Alarms on anything else (OpenSearch domain, API Gateway, DynamoDB, Lambda iterat
 Periods are scaled by ``LOCAL_ALARM_PERIOD_SCALE`` (default 0.05: a 60 s period lasts 3 s), so
 tests see transitions in seconds; thresholds (ages in seconds included) are never scaled.
 """
+
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import math
@@ -205,6 +213,47 @@ def verify_sqs_age_seam() -> None:
         or "sent_timestamp" not in Message.__init__.__code__.co_names
     ):
         raise RuntimeError("moto.sqs.models.Queue._messages / Message.sent_timestamp moved: queue age unobservable")
+
+
+def queue_message_counts(account_id: str, region: str, queue_name: str) -> dict[str, int] | None:
+    """GetQueueAttributes' three message counts of moto's queue in this process (by their
+    attribute names); None for an unknown queue."""
+    from moto.sqs.models import sqs_backends
+
+    queue = sqs_backends[account_id][region].queues.get(queue_name)
+    if queue is None:
+        return None
+    with queue._messages_lock:
+        return {
+            "ApproximateNumberOfMessages": queue.approximate_number_of_messages,
+            "ApproximateNumberOfMessagesNotVisible": queue.approximate_number_of_messages_not_visible,
+            "ApproximateNumberOfMessagesDelayed": queue.approximate_number_of_messages_delayed,
+        }
+
+
+def ended_executions(
+    account_id: str, region: str, state_machine_arn: str, status: str
+) -> list[tuple[str, float | None]]:
+    """(execution ARN, stop time in epoch seconds or None) of the state machine's executions in
+    ``status``, from the Step Functions backend moto's ListExecutions reads in this process."""
+    from moto.stepfunctions.responses import get_backend
+
+    backend = get_backend(account_id, region)
+    found: list[tuple[str, float | None]] = []
+    next_token: str | None = None
+    while True:
+        executions, next_token = backend.list_executions(
+            state_machine_arn, status_filter=status, max_results=1000, next_token=next_token
+        )
+        for execution in executions:
+            stopped = getattr(execution, "stop_date", None)
+            if isinstance(stopped, datetime.datetime) and stopped.tzinfo is None:
+                stopped = stopped.replace(tzinfo=datetime.UTC)  # moto's utcnow() is naive UTC
+            found.append(
+                (str(execution.execution_arn), stopped.timestamp() if isinstance(stopped, datetime.datetime) else None)
+            )
+        if not next_token:
+            return found
 
 
 def oldest_message_age_seconds(account_id: str, region: str, queue_name: str, now: float) -> float | None:
@@ -437,20 +486,15 @@ class AlarmEvaluator:
             for namespace, name, dimensions in alarm.metric.watched() if alarm.metric else []:
                 if namespace == "AWS/States" and name in STATES_METRICS and dimensions:
                     watched.add((dimensions["StateMachineArn"], name))
-        stepfunctions = self._client("stepfunctions")
         for arn, name in watched:
             counted = self._counted_executions.setdefault((arn, name), set())
-            pages = stepfunctions.get_paginator("list_executions").paginate(
-                stateMachineArn=arn, statusFilter=STATES_METRICS[name]
-            )
-            for page in pages:
-                for execution in page["executions"]:
-                    if execution["executionArn"] in counted:
-                        continue
-                    counted.add(execution["executionArn"])
-                    stopped = execution.get("stopDate")
-                    at = stopped.timestamp() if stopped is not None else time.time()
-                    self.store.put("AWS/States", name, {"StateMachineArn": arn}, 1, at)
+            for execution_arn, stopped_at in ended_executions(
+                self.settings.account_id, self.settings.region, arn, STATES_METRICS[name]
+            ):
+                if execution_arn in counted:
+                    continue
+                counted.add(execution_arn)
+                self.store.put("AWS/States", name, {"StateMachineArn": arn}, 1, stopped_at or time.time())
 
     def sample_queues(self, now: float) -> None:
         watched: dict[str, set[str]] = {}
@@ -460,16 +504,13 @@ class AlarmEvaluator:
             for namespace, name, dimensions in alarm.metric.watched():
                 if namespace == "AWS/SQS" and dimensions and dimensions.get("QueueName") in self._queues:
                     watched.setdefault(dimensions["QueueName"], set()).add(name)
-        sqs = self._client("sqs")
         for queue_name, names in watched.items():
             dimensions = {"QueueName": queue_name}
             counts = [name for name in names if name in SQS_COUNT_ATTRIBUTES]
-            if counts:
-                attributes = sqs.get_queue_attributes(
-                    QueueUrl=self._queues[queue_name], AttributeNames=[SQS_COUNT_ATTRIBUTES[n] for n in counts]
-                )["Attributes"]
-                for name in counts:
-                    self.store.put("AWS/SQS", name, dimensions, float(attributes[SQS_COUNT_ATTRIBUTES[name]]), now)
+            values = queue_message_counts(self.settings.account_id, self.settings.region, queue_name)
+            for name in counts:
+                if values is not None:
+                    self.store.put("AWS/SQS", name, dimensions, float(values[SQS_COUNT_ATTRIBUTES[name]]), now)
             if SQS_AGE_METRIC in names and self._age_observable:
                 age = oldest_message_age_seconds(self.settings.account_id, self.settings.region, queue_name, now)
                 if age is not None:

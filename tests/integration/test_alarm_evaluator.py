@@ -15,7 +15,7 @@ import boto3
 import pytest
 from moto.core.config import default_user_config
 
-from local.runtime.alarms import AlarmEvaluator
+from local.runtime.alarms import SQS_COUNT_ATTRIBUTES, AlarmEvaluator, queue_message_counts
 from local.runtime.settings import RuntimeSettings
 from local.runtime.template import CloudFormationTemplate, IntrinsicResolver
 from tests.support.aws import moto_server
@@ -122,3 +122,28 @@ def test_a_timed_out_execution_fires_the_alarm_to_the_topic_and_it_clears(monkey
             assert state() == "OK"
         finally:
             evaluator.stop()
+
+
+def test_queue_counts_read_in_process_are_what_get_queue_attributes_answers() -> None:
+    """The evaluator reads a queue's counts from moto's backend in its own process (no request):
+    the same three numbers GetQueueAttributes gives, with a message visible, one received (in
+    flight) and one delayed; an unknown queue has none."""
+    with moto_server() as endpoint:
+        sqs = boto3.client("sqs", endpoint_url=endpoint, region_name="us-east-1")
+        url = sqs.create_queue(QueueName="counted")["QueueUrl"]
+        sqs.send_message(QueueUrl=url, MessageBody="received")
+        assert len(sqs.receive_message(QueueUrl=url, VisibilityTimeout=60).get("Messages", [])) == 1
+        sqs.send_message(QueueUrl=url, MessageBody="visible")
+        sqs.send_message(QueueUrl=url, MessageBody="delayed", DelaySeconds=60)
+        names = list(SQS_COUNT_ATTRIBUTES.values())
+        answered = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+
+        counts = queue_message_counts(ACCOUNT, "us-east-1", "counted")
+
+        assert counts == {name: int(answered[name]) for name in names}
+        assert counts == {
+            "ApproximateNumberOfMessages": 1,
+            "ApproximateNumberOfMessagesNotVisible": 1,
+            "ApproximateNumberOfMessagesDelayed": 1,
+        }
+        assert queue_message_counts(ACCOUNT, "us-east-1", "no-such-queue") is None
