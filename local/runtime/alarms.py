@@ -18,15 +18,15 @@ What it can observe locally:
 - ``AWS/Lambda`` ``Invocations``, ``Errors``, ``Throttles``, ``Duration`` from the Lambda runner
   (``LambdaRunner.invocation_observers``); the runner queues an invocation instead of throttling
   it, so ``Throttles`` counts only invocations answered ``TooManyRequestsException`` (a fault);
-- ``AWS/States`` execution end states (``ExecutionsTimedOut``, ...) from moto's executions.
-
-The queue counts and the executions are read from moto's backends in this process (the server
-runs here), as ListExecutions and GetQueueAttributes read them, not through boto3 and moto's HTTP
-server: every tick (0.75 s by default) made one request per watched queue and per watched state
-machine and status, each holding this process's GIL for a few ms in botocore and in moto's
-server, and the local HTTP API answers from this process too (docs/benchmarks.md);
+- ``AWS/States`` execution end states (``ExecutionsTimedOut``, ...) from moto's executions;
 - every custom metric the functions emit as CloudWatch EMF (``{"_aws": ...}`` lines of their
   output, as captured by the runner).
+
+The queue counts and the executions are read from moto's backends in this process (its server
+runs here), as GetQueueAttributes and ListExecutions read them, not through boto3 and moto's HTTP
+server: each tick (0.75 s by default) used to make one request per watched queue and per watched
+state machine and status, each holding this process's GIL for a few ms, and the local HTTP API
+answers from this process too (docs/benchmarks.md).
 
 Alarms on anything else (OpenSearch domain, API Gateway, DynamoDB, Lambda iterator age, ...) stay
 ``INSUFFICIENT_DATA``; they are listed at startup and in ``status``, with the reason.
@@ -508,8 +508,8 @@ class AlarmEvaluator:
             dimensions = {"QueueName": queue_name}
             counts = [name for name in names if name in SQS_COUNT_ATTRIBUTES]
             values = queue_message_counts(self.settings.account_id, self.settings.region, queue_name)
-            for name in counts:
-                if values is not None:
+            if counts and values is not None:
+                for name in counts:
                     self.store.put("AWS/SQS", name, dimensions, float(values[SQS_COUNT_ATTRIBUTES[name]]), now)
             if SQS_AGE_METRIC in names and self._age_observable:
                 age = oldest_message_age_seconds(self.settings.account_id, self.settings.region, queue_name, now)
