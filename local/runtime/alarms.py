@@ -215,12 +215,17 @@ def verify_sqs_age_seam() -> None:
         raise RuntimeError("moto.sqs.models.Queue._messages / Message.sent_timestamp moved: queue age unobservable")
 
 
+def _moto_queue(account_id: str, region: str, queue_name: str) -> Any:
+    """moto's SQS queue of that name in this process's backend, or None."""
+    from moto.sqs.models import sqs_backends
+
+    return sqs_backends[account_id][region].queues.get(queue_name)
+
+
 def queue_message_counts(account_id: str, region: str, queue_name: str) -> dict[str, int] | None:
     """GetQueueAttributes' three message counts of moto's queue in this process (by their
     attribute names); None for an unknown queue."""
-    from moto.sqs.models import sqs_backends
-
-    queue = sqs_backends[account_id][region].queues.get(queue_name)
+    queue = _moto_queue(account_id, region, queue_name)
     if queue is None:
         return None
     with queue._messages_lock:
@@ -259,9 +264,7 @@ def ended_executions(
 def oldest_message_age_seconds(account_id: str, region: str, queue_name: str, now: float) -> float | None:
     """ApproximateAgeOfOldestMessage without receiving: moto's in-process queue, every message not
     deleted (in flight too, as in SQS); 0 for an empty queue, None for an unknown one."""
-    from moto.sqs.models import sqs_backends
-
-    queue = sqs_backends[account_id][region].queues.get(queue_name)
+    queue = _moto_queue(account_id, region, queue_name)
     if queue is None:
         return None
     with queue._messages_lock:
@@ -504,15 +507,16 @@ class AlarmEvaluator:
             for namespace, name, dimensions in alarm.metric.watched():
                 if namespace == "AWS/SQS" and dimensions and dimensions.get("QueueName") in self._queues:
                     watched.setdefault(dimensions["QueueName"], set()).add(name)
+        account, region = self.settings.account_id, self.settings.region
         for queue_name, names in watched.items():
             dimensions = {"QueueName": queue_name}
             counts = [name for name in names if name in SQS_COUNT_ATTRIBUTES]
-            values = queue_message_counts(self.settings.account_id, self.settings.region, queue_name)
-            if counts and values is not None:
+            values = queue_message_counts(account, region, queue_name) if counts else None
+            if values is not None:
                 for name in counts:
                     self.store.put("AWS/SQS", name, dimensions, float(values[SQS_COUNT_ATTRIBUTES[name]]), now)
             if SQS_AGE_METRIC in names and self._age_observable:
-                age = oldest_message_age_seconds(self.settings.account_id, self.settings.region, queue_name, now)
+                age = oldest_message_age_seconds(account, region, queue_name, now)
                 if age is not None:
                     self.store.put("AWS/SQS", SQS_AGE_METRIC, dimensions, age, now)
 
