@@ -16,7 +16,9 @@ pytestmark = pytest.mark.integration
 
 URL = os.environ.get("OPENSEARCH_URL", "").strip() or "http://127.0.0.1:9200"
 QUERIES = 12
-QUICK_RUN = ["--chunks", "2000", "--base-passages", "60", "--queries", str(QUERIES), "--warmup", "2", "--ef", "40"]
+WARMUP = 2
+QUICK_RUN = ["--chunks", "2000", "--base-passages", "60", "--queries", str(QUERIES), "--ef", "40"]
+QUICK_RUN += ["--warmup", str(WARMUP), "--warmup-seconds", "0"]
 
 
 def test_a_quick_run_reports_latency_per_mode_recall_and_tenant_isolation(tmp_path: Path) -> None:
@@ -34,6 +36,8 @@ def test_a_quick_run_reports_latency_per_mode_recall_and_tenant_isolation(tmp_pa
         assert steal is not None and 0.0 <= steal <= 1.0
         loop = result["api_reference_loop_ms"][mode]
         assert 0 < loop["best"] <= loop["p50"]
+        warmup = result["api_warmup"][mode]  # no time asked for: the count alone
+        assert warmup["requests"] == WARMUP and warmup["first_p50"] > 0 and warmup["last_p50"] > 0
         took = result["in_process"][mode]["opensearch_took_ms"]
         assert took["n"] == QUERIES and took["p50"] >= 0
     # Only k-NN and hybrid embed the query; hybrid asks OpenSearch twice.
