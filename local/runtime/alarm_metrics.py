@@ -9,13 +9,13 @@ metric math over several, or a Metrics Insights query.
 from __future__ import annotations
 
 import ast
+import bisect
 import json
 import math
 import operator
 import re
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,38 +50,51 @@ def aggregate(values: Sequence[float], statistic: str) -> float | None:
 
 
 class MetricStore:
-    """Raw samples per series (namespace, name, dimensions), kept for ``retention_seconds``."""
+    """Raw samples per series (namespace, name, dimensions), kept for ``retention_seconds``.
+
+    Each series' samples are kept in timestamp order, so a period's samples are found by bisection:
+    the evaluator asks for every period of every alarm each tick, and a scan of whole series per
+    period grew with the traffic (thousands of Lambda and API samples in a window) while holding the
+    GIL of the process that also answers the local HTTP API.
+    """
 
     def __init__(self, retention_seconds: float) -> None:
         self.retention_seconds = retention_seconds
         self._lock = threading.Lock()
-        self._series: dict[tuple[str, str, Dimensions], deque[tuple[float, float]]] = {}
+        # (namespace, name) -> dimensions -> (timestamp, value), oldest first.
+        self._series: dict[tuple[str, str], dict[Dimensions, list[tuple[float, float]]]] = {}
 
     def put(self, namespace: str, name: str, dimensions: Mapping[str, str], value: float, timestamp: float) -> None:
-        key = (namespace, name, frozenset((str(k), str(v)) for k, v in dimensions.items()))
+        dimension_set = frozenset((str(k), str(v)) for k, v in dimensions.items())
+        sample = (timestamp, float(value))
         with self._lock:
-            samples = self._series.setdefault(key, deque())
-            samples.append((timestamp, float(value)))
-            horizon = time.time() - self.retention_seconds
-            while samples and samples[0][0] < horizon:
-                samples.popleft()
+            samples = self._series.setdefault((namespace, name), {}).setdefault(dimension_set, [])
+            if samples and timestamp < samples[-1][0]:
+                # EMF timestamps come from the lines' own clocks: a late line goes in its place.
+                bisect.insort_right(samples, sample)
+            else:
+                samples.append(sample)
+            expired = bisect.bisect_left(samples, (time.time() - self.retention_seconds, -math.inf))
+            if expired:
+                del samples[:expired]
 
     def samples(
         self, namespace: str, name: str, select: Callable[[Dimensions], bool], start: float, end: float
     ) -> list[float]:
         """Every sample in [start, end) of the series of this metric whose dimensions ``select`` accepts."""
+        found: list[float] = []
         with self._lock:
-            return [
-                value
-                for (series_namespace, series_name, dimensions), samples in self._series.items()
-                if series_namespace == namespace and series_name == name and select(dimensions)
-                for timestamp, value in samples
-                if start <= timestamp < end
-            ]
+            for dimensions, samples in self._series.get((namespace, name), {}).items():
+                if not select(dimensions):
+                    continue
+                first = bisect.bisect_left(samples, (start, -math.inf))
+                last = bisect.bisect_left(samples, (end, -math.inf), lo=first)
+                found.extend(value for _, value in samples[first:last])
+        return found
 
     def names(self) -> set[tuple[str, str]]:
         with self._lock:
-            return {(namespace, name) for namespace, name, _ in self._series}
+            return set(self._series)
 
 
 def parse_emf(line: str, received_at: float) -> list[tuple[str, str, dict[str, str], list[float], float]]:

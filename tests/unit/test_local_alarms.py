@@ -159,6 +159,27 @@ def test_evaluation_range_uses_complete_scaled_periods_and_exact_dimensions() ->
     assert evaluate(rule(1, 1, "notBreaching"), range_, OK).state == ALARM
 
 
+def test_the_store_finds_a_periods_samples_whatever_order_they_arrived_in_and_forgets_old_ones() -> None:
+    store = MetricStore(retention_seconds=60)
+    now = time.time()
+    # EMF lines carry their own timestamps: a worker's late line lands among newer samples.
+    for value, age in ((1, 50), (2, 30), (3, 10), (4, 40), (5, 30), (6, 100)):
+        store.put("RagIngest", "Searches", {"service": "api"}, value, now - age)
+    store.put("RagIngest", "Searches", {"service": "pipeline"}, 7, now - 30)
+    api = frozenset({("service", "api")})
+
+    def window(start: float, end: float) -> list[float]:
+        return store.samples("RagIngest", "Searches", lambda dims: dims == api, now - start, now - end)
+
+    assert sorted(window(45, 25)) == [2, 4, 5]  # [now-45, now-25): ages 40, 30, 30
+    assert sorted(window(30, 29)) == [2, 5]  # the start is inclusive
+    assert window(10, 0) == [3] and window(25, 10) == []  # the end is exclusive
+    assert window(200, 0) == [1, 4, 2, 5, 3]  # oldest first; the 100-second-old sample is gone
+    assert store.samples("RagIngest", "Searches", lambda dims: True, now - 200, now) == [1, 4, 2, 5, 3, 7]
+    assert store.samples("RagIngest", "Other", lambda dims: True, now - 200, now) == []
+    assert store.names() == {("RagIngest", "Searches")}
+
+
 EMF_LINE = json.dumps(
     {
         "_aws": {
