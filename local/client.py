@@ -38,6 +38,10 @@ class LocalStackClient:
     _token: str | None = field(default=None, init=False, repr=False)
     _token_renew_at: float = field(default=0.0, init=False, repr=False)
     _token_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    # One HTTP session per thread (requests' sessions are not thread-safe): its connections stay
+    # open between requests, as a browser keeps them, instead of one TCP connection (and one
+    # server thread) per request.
+    _sessions: threading.local = field(default_factory=threading.local, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.api_url = self.api_url.rstrip("/")
@@ -82,9 +86,15 @@ class LocalStackClient:
     def request(self, method: str, path: str, body: Any = None, *, timeout: float | None = None) -> requests.Response:
         """An authenticated API request; ``body`` is sent as JSON (a ``str`` or ``bytes`` as is)."""
         data = body if isinstance(body, str | bytes) or body is None else json.dumps(body)
-        return requests.request(
+        return self._session().request(
             method, f"{self.api_url}{path}", headers=self._headers(), data=data, timeout=timeout or self.timeout
         )
+
+    def _session(self) -> requests.Session:
+        session: requests.Session | None = getattr(self._sessions, "session", None)
+        if session is None:
+            session = self._sessions.session = requests.Session()
+        return session
 
     def live_url(self) -> str:
         """The live-status stream's URL for this user (Server-Sent Events; the token in the query)."""
