@@ -27,6 +27,7 @@ chunk it loaded) and its stack. Only measures: no test asserts a timing.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import itertools
 import json
@@ -238,9 +239,8 @@ def warm_up(send: Callable[[str], None], queries: Sequence[str], count: int, sec
     for query in itertools.cycle(queries):
         if len(latencies) >= count and time.monotonic() - started >= seconds:
             break
-        sent = time.perf_counter()
-        send(query)
-        latencies.append((time.perf_counter() - sent) * 1000)
+        ms, _ = timed(functools.partial(send, query))
+        latencies.append(ms)
     edge = max(1, min(WARMUP_EDGE, len(latencies) // 2))
     return {
         "requests": len(latencies),
