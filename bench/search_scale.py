@@ -88,6 +88,7 @@ class Options:
     ef_values: tuple[int, ...]
     seed: int
     timeout: float
+    merge_timeout: float
 
 
 def summary(values: Sequence[float]) -> dict[str, float]:
@@ -392,13 +393,19 @@ def wait_for_merges(client: OpenSearch, index: str, timeout: float) -> float:
 def index_stats(client: OpenSearch, index: str) -> dict[str, Any]:
     stats = client.indices.stats(index=index, metric="docs,store,segments")["indices"][index]["primaries"]
     settings = client.indices.get_settings(index=index, include_defaults=True, flat_settings=True)[index]
-    # The index's own mode, else the default it follows: whether its segments are searched in parallel.
-    mode = "index.search.concurrent_segment_search.mode"
+
+    def setting(name: str) -> Any:
+        # The index's own value, else the default it follows.
+        return settings["settings"].get(name) or settings.get("defaults", {}).get(name)
+
     return {
         "docs": int(stats["docs"]["count"]),
         "segments": int(stats["segments"]["count"]),
         "store_bytes": int(stats["store"]["size_in_bytes"]),
-        "concurrent_segment_search": settings["settings"].get(mode) or settings.get("defaults", {}).get(mode),
+        # Whether its segments (one HNSW graph each) are searched in parallel, and how far they merge.
+        "concurrent_segment_search": setting("index.search.concurrent_segment_search.mode"),
+        "merge_segments_per_tier": setting("index.merge.policy.segments_per_tier"),
+        "merge_floor_segment": setting("index.merge.policy.floor_segment"),
     }
 
 
@@ -482,7 +489,9 @@ def run(options: Options) -> dict[str, Any]:
             loads["before_load"] = load_average()
             load_ms, written = timed(lambda: bulk_load(took_client, index_name, [main, other]))
             phases["bulk_load_s"] = round(load_ms / 1000, 1)
-            phases["merges_settled_s"] = wait_for_merges(took_client, index_name, options.timeout)
+            phases["merges_settled_s"] = wait_for_merges(took_client, index_name, options.merge_timeout)
+            # A commit lets go of the segments the merges replaced (else counted until the next one).
+            took_client.indices.flush(index=index_name)
             stats = index_stats(took_client, index_name)
             print(
                 f"loaded {written} chunks in {phases['bulk_load_s']} s, merges settled after "
@@ -571,7 +580,9 @@ def print_report(result: dict[str, Any]) -> None:
     print(
         f"\n{result['index']['docs']} chunks indexed ({result['index']['tenants']}), "
         f"{result['index']['segments']} segments (concurrent segment search: "
-        f"{result['index']['concurrent_segment_search']}); load average {result['machine']['load_average_1_5_15']}"
+        f"{result['index']['concurrent_segment_search']}; merge policy: "
+        f"{result['index']['merge_segments_per_tier']} per tier, floor {result['index']['merge_floor_segment']}); "
+        f"load average {result['machine']['load_average_1_5_15']}"
     )
     print(
         f"{'mode':<7} {'n':>4} {'API p50':>8} {'p95':>7} {'p99':>7} | {'took p50':>8} {'p95':>6} {'p99':>6} | "
@@ -629,6 +640,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument(
+        "--merge-timeout",
+        type=float,
+        default=1800,
+        help="seconds the merges after the load may take (the merge policy makes a few large segments)",
+    )
+    parser.add_argument(
         "--output", type=Path, help="the results JSON (default: bench/results/search-scale-<time>.json)"
     )
     args = parser.parse_args(argv)
@@ -642,6 +659,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ef_values=tuple(args.ef),
         seed=args.seed,
         timeout=args.timeout,
+        merge_timeout=args.merge_timeout,
     )
     result = run(options)
     print_report(result)

@@ -50,6 +50,8 @@ def test_camel_case_keys_and_json_strings_are_accepted() -> None:
         ({"chunking": {"chunkTokens": 100, "chunkOverlapTokens": 100}}, "chunkOverlapTokens"),
         ({"opensearch": {"endpoint": "http://plain.example.com"}}, "https URL"),
         ({"opensearch": {"concurrentSegmentSearch": "on"}}, "opensearch.concurrentSegmentSearch"),
+        ({"opensearch": {"mergeSegmentsPerTier": 1}}, "opensearch.mergeSegmentsPerTier"),
+        ({"opensearch": {"mergeFloorSegmentMb": -1}}, "opensearch.mergeFloorSegmentMb"),
         ({"logRetentionDays": 10}, "logRetentionDays must be one of"),
         ({"allowedOrigins": ["*"]}, "allowedOrigins"),
         ({"functions": {"api": {"timeoutSeconds": 60}}}, "29 s"),

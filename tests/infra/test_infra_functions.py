@@ -127,6 +127,8 @@ def test_index_parameters_reach_every_function_that_creates_or_queries_the_index
         "OPENSEARCH_EF_CONSTRUCTION": str(opensearch.ef_construction),
         "OPENSEARCH_EF_SEARCH": str(opensearch.ef_search),
         "OPENSEARCH_CONCURRENT_SEGMENT_SEARCH": "auto",
+        "OPENSEARCH_MERGE_SEGMENTS_PER_TIER": "4",
+        "OPENSEARCH_MERGE_FLOOR_SEGMENT_MB": "256",
         # One node by default: no replica (it could never be assigned; the cluster would stay yellow).
         "OPENSEARCH_REPLICAS": "0",
     }

@@ -28,6 +28,7 @@ def test_a_quick_run_reports_latency_per_mode_recall_and_tenant_isolation(tmp_pa
     assert json.loads(output.read_text()) == json.loads(json.dumps(result))
     assert result["index"]["docs"] == 2000 + 200  # the main tenant's and a tenth for the other tenant
     assert result["index"]["concurrent_segment_search"] == "auto"  # the product's mapping, as shipped
+    assert (result["index"]["merge_segments_per_tier"], result["index"]["merge_floor_segment"]) == ("4", "256mb")
     for mode in ("knn", "bm25", "hybrid"):
         api = result["api_latency_ms"][mode]
         assert api["n"] == QUERIES

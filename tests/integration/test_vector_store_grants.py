@@ -185,3 +185,28 @@ def test_the_concurrent_segment_search_mode_reaches_the_index(variable: str, mod
         assert settings.get("search", {}).get("concurrent_segment_search", {}).get("mode") == mode
     finally:
         vector_store.drop_index()
+
+
+@pytest.mark.parametrize(
+    ("variables", "expected"),
+    [
+        ({}, {"segments_per_tier": "4", "floor_segment": "256mb"}),  # the shipped default
+        (
+            {"OPENSEARCH_MERGE_SEGMENTS_PER_TIER": "6", "OPENSEARCH_MERGE_FLOOR_SEGMENT_MB": "64"},
+            {"segments_per_tier": "6", "floor_segment": "64mb"},
+        ),
+        ({"OPENSEARCH_MERGE_SEGMENTS_PER_TIER": "0", "OPENSEARCH_MERGE_FLOOR_SEGMENT_MB": "0"}, {}),
+    ],
+)
+def test_the_merge_policy_reaches_the_index(variables: dict[str, str], expected: dict[str, str]) -> None:
+    params = IndexParamsEnv.from_env({"OPENSEARCH_REPLICAS": "0", **variables})
+    vector_store = vector_store_for(URL, f"test-merge-{uuid.uuid4().hex[:8]}", DIMENSION, params)
+    try:
+        vector_store.ensure_index()
+        index = vector_store.index_name
+        settings = vector_store._client.indices.get_settings(index=index)[index]["settings"]["index"]
+        policy = settings.get("merge", {}).get("policy", {})
+        # 0: the index sets nothing and follows the cluster's policy.
+        assert policy == expected
+    finally:
+        vector_store.drop_index()

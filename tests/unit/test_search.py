@@ -13,7 +13,7 @@ from aws_xray_sdk.core.exceptions.exceptions import SegmentNotFoundException
 from aws_xray_sdk.core.recorder import AWSXRayRecorder
 from aws_xray_sdk.sdk_config import SDKConfig
 from pydantic import ValidationError
-from rag_ingest.config import FusionEnv
+from rag_ingest.config import FusionEnv, IndexParamsEnv
 from rag_ingest.errors import ConfigurationError, PermanentError, TransientError
 from rag_ingest.models import PassageCopy, SearchHit
 from rag_ingest.search import (
@@ -293,6 +293,31 @@ def test_fusion_comes_from_the_environment_with_the_tuned_defaults() -> None:
 def test_a_bad_fusion_environment_fails_naming_the_variable(environ: dict[str, str], named: str) -> None:
     with pytest.raises(ConfigurationError, match=named):
         FusionEnv.from_env(environ)
+
+
+@pytest.mark.parametrize(
+    ("environ", "named"),
+    [
+        ({"OPENSEARCH_MERGE_SEGMENTS_PER_TIER": "1"}, "OPENSEARCH_MERGE_SEGMENTS_PER_TIER"),
+        ({"OPENSEARCH_MERGE_FLOOR_SEGMENT_MB": "-1"}, "OPENSEARCH_MERGE_FLOOR_SEGMENT_MB"),
+    ],
+)
+def test_a_bad_merge_policy_environment_fails_naming_the_variable(environ: dict[str, str], named: str) -> None:
+    with pytest.raises(ConfigurationError, match=named):
+        IndexParamsEnv.from_env(environ)
+
+
+def test_the_merge_policy_goes_into_a_new_index_and_zero_leaves_it_to_the_cluster() -> None:
+    from rag_ingest.adapters.vector_store import VectorStore
+    from rag_ingest.wiring import index_settings_for
+
+    shipped = VectorStore(None, index_settings_for("i", 4)).mapping()["settings"]["index"]  # type: ignore[arg-type]
+    assert shipped["merge.policy.segments_per_tier"] == 4 and shipped["merge.policy.floor_segment"] == "256mb"
+    params = IndexParamsEnv.from_env(
+        {"OPENSEARCH_MERGE_SEGMENTS_PER_TIER": "0", "OPENSEARCH_MERGE_FLOOR_SEGMENT_MB": "0"}
+    )
+    cluster = VectorStore(None, index_settings_for("i", 4, params)).mapping()["settings"]["index"]  # type: ignore[arg-type]
+    assert not any(name.startswith("merge.") for name in cluster)
 
 
 class OverlapProbe(DuplicatingRetriever):

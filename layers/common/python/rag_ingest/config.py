@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rag_ingest.errors import ConfigurationError
 from rag_ingest.layout import ARTIFACTS_PREFIX, RAW_PREFIX
@@ -66,11 +66,24 @@ class BucketEnv(EnvModel):
 ConcurrentSegmentSearchSetting = Literal["auto", "all", "none", "cluster"]
 
 
+def _segments_per_tier(value: int) -> int:
+    if value == 1:
+        raise ValueError("segments per tier must be 0 (the cluster's) or at least 2 (Lucene's minimum)")
+    return value
+
+
+#: The tiered merge policy's segments per tier (``index.merge.policy.segments_per_tier``), and its
+#: floor segment size in MB: 0 leaves either to the cluster (OpenSearch's 10 and 2 MB).
+MergeSegmentsPerTier = Annotated[int, Field(ge=0, le=50), AfterValidator(_segments_per_tier)]
+MergeFloorSegmentMb = Annotated[int, Field(ge=0, le=5120)]
+
+
 class IndexParamsEnv(EnvModel):
     """k-NN index parameters (lucene HNSW), all optional: the defaults are IndexSettings'.
 
-    ``space_type``, ``m``, ``ef_construction`` and the concurrent segment search mode apply when
-    the index is created (an existing index keeps its own); ``ef_search`` applies to every query.
+    ``space_type``, ``m``, ``ef_construction``, the concurrent segment search mode and the merge
+    policy apply when the index is created (an existing index keeps its own); ``ef_search``
+    applies to every query.
     """
 
     opensearch_space_type: Literal["cosinesimil", "l2", "innerproduct"] = "cosinesimil"
@@ -80,6 +93,10 @@ class IndexParamsEnv(EnvModel):
     # The index's concurrent segment search mode (OpenSearch >= 2.17), at index creation: "auto"
     # searches a k-NN query's segments in parallel; "cluster" leaves the setting to the cluster.
     opensearch_concurrent_segment_search: ConcurrentSegmentSearchSetting = "auto"
+    # The tiered merge policy at index creation: segments per tier and floor segment size (MB);
+    # 0 leaves either to the cluster. Fewer, larger segments: faster k-NN, more merging at ingest.
+    opensearch_merge_segments_per_tier: MergeSegmentsPerTier = 4
+    opensearch_merge_floor_segment_mb: MergeFloorSegmentMb = 256
     # Replicas per shard, set where the stack knows the node count (a lone node gets 0); unset keeps
     # the cluster's default. Applies when the index is created.
     opensearch_replicas: int | None = Field(default=None, ge=0, le=15)

@@ -77,6 +77,8 @@ def index_settings_for(index: str, dimension: int, params: IndexParamsEnv | None
         ef_search=params.opensearch_ef_search,
         replicas=params.opensearch_replicas,
         concurrent_segment_search=None if mode == "cluster" else mode,
+        merge_segments_per_tier=params.opensearch_merge_segments_per_tier or None,
+        merge_floor_segment_mb=params.opensearch_merge_floor_segment_mb or None,
     )
 
 
