@@ -490,8 +490,10 @@ def run(options: Options) -> dict[str, Any]:
             load_ms, written = timed(lambda: bulk_load(took_client, index_name, [main, other]))
             phases["bulk_load_s"] = round(load_ms / 1000, 1)
             phases["merges_settled_s"] = wait_for_merges(took_client, index_name, options.merge_timeout)
-            # A commit lets go of the segments the merges replaced (else counted until the next one).
+            # A commit lets go of the segments the merges replaced (else counted until the next one),
+            # and the policy looks again: the merges it starts then are waited for too.
             took_client.indices.flush(index=index_name)
+            phases["merges_settled_s"] += wait_for_merges(took_client, index_name, options.merge_timeout)
             stats = index_stats(took_client, index_name)
             print(
                 f"loaded {written} chunks in {phases['bulk_load_s']} s, merges settled after "
