@@ -494,6 +494,9 @@ def run(options: Options) -> dict[str, Any]:
             # and the policy looks again: the merges it starts then are waited for too.
             took_client.indices.flush(index=index_name)
             phases["merges_settled_s"] += wait_for_merges(took_client, index_name, options.merge_timeout)
+            # A shard nobody searched for 30 s skips its scheduled refreshes: without this one the
+            # segment count would be the pre-merge reader's until the warm-up's first search.
+            took_client.indices.refresh(index=index_name)
             stats = index_stats(took_client, index_name)
             print(
                 f"loaded {written} chunks in {phases['bulk_load_s']} s, merges settled after "
