@@ -489,11 +489,11 @@ def run(options: Options) -> dict[str, Any]:
             loads["before_load"] = load_average()
             load_ms, written = timed(lambda: bulk_load(took_client, index_name, [main, other]))
             phases["bulk_load_s"] = round(load_ms / 1000, 1)
-            phases["merges_settled_s"] = wait_for_merges(took_client, index_name, options.merge_timeout)
-            # A commit lets go of the segments the merges replaced (else counted until the next one),
-            # and the policy looks again: the merges it starts then are waited for too.
+            merges_s = wait_for_merges(took_client, index_name, options.merge_timeout)
+            # The commit lets the merge policy look again; the merges it starts then are waited for too.
             took_client.indices.flush(index=index_name)
-            phases["merges_settled_s"] += wait_for_merges(took_client, index_name, options.merge_timeout)
+            merges_s += wait_for_merges(took_client, index_name, options.merge_timeout)
+            phases["merges_settled_s"] = round(merges_s, 1)
             # A shard nobody searched for 30 s skips its scheduled refreshes: without this one the
             # segment count would be the pre-merge reader's until the warm-up's first search.
             took_client.indices.refresh(index=index_name)
