@@ -19,7 +19,9 @@ help:
 	@echo "make eval   - retrieval quality (recall@1/5, MRR) of k-NN, BM25 and hybrid vs a naive baseline"
 	@echo "make burst  - 200 uploads with 10 % injected faults: READY, lost, duplicates, DLQ"
 	@echo "make cost   - AWS cost per 1,000 pages from a measured local-stack run and cdk.json (docs/cost.md)"
-	@echo "make deploy - deploy to AWS with the CDK CLI (needs AWS credentials)"
+	@echo "make preflight - what the AWS account lacks for a deploy (credentials, bootstrap, Bedrock, quotas, ...)"
+	@echo "make deploy - preflight, then cdk deploy (needs AWS credentials; REGION=... picks the region)"
+	@echo "make diff / make destroy - cdk diff / cdk destroy through the same entry point"
 
 # The Python venv only: synth and deploy need nothing more than Python and Node.
 install: $(VENV_STAMP)
@@ -88,11 +90,11 @@ openapi: install
 unit: install
 	.venv/bin/pytest -m unit -q
 
-infra: layer
+infra: layer node-modules
 	.venv/bin/pytest -m infra -q
 
 # One pytest run over every suite; the servers the suites need are started before and stopped after.
-test: synth local-tools chromium ocr-tools
+test: synth node-modules local-tools chromium ocr-tools
 	$(PY) -m local.opensearch install
 	bash tools/run_tests.sh
 
@@ -147,9 +149,40 @@ burst: synth opensearch
 	mkdir -p bench/results
 	RELIABILITY_BURST=200 RELIABILITY_REPORT=bench/results/burst-200.json .venv/bin/pytest tests/reliability/test_burst.py -s
 
-deploy: synth
-	npm ci
-	npx cdk deploy --app "$(PY) app.py"
+# The pinned CDK CLI (package.json), installed again only when the lock file changes.
+.PHONY: node-modules node-version
+NODE_STAMP := node_modules/.installed-$(shell sha256sum package-lock.json | cut -c1-12)
+node-modules: $(NODE_STAMP)
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# Node 20 is end-of-life (jsii warns on every synth): the CDK CLI is tested on the LTS lines, 22 and 24.
+node-version:
+	@command -v node >/dev/null || { echo "Node.js is missing: install Node 22 or 24 LTS (docs/deploy.md)"; exit 1; }
+	@major=$$(node -p 'process.versions.node.split(".")[0]'); [ "$$major" -ge 22 ] || \
+	  echo "warning: Node $$(node --version) is end-of-life; use Node 22 or 24 LTS (docs/deploy.md)"
+
+# deploy, diff, destroy and preflight: one entry point, cdk.json's app (.venv/bin/python app.py, no
+# activation needed), which the CDK CLI binds to the credentials' account and region: the synth the
+# bound-synth infra tests check. REGION=eu-west-1 picks the region; CDK_ARGS passes more (e.g. --all).
+CDK := npx --no-install cdk
+CDK_ARGS ?=
+AWS_TARGET := $(if $(REGION),AWS_REGION=$(REGION) AWS_DEFAULT_REGION=$(REGION))
+.PHONY: diff destroy preflight
+preflight: install
+	$(AWS_TARGET) .venv/bin/rag-ingest preflight $(if $(REGION),--region $(REGION))
+
+deploy: layer node-modules node-version preflight
+	$(AWS_TARGET) $(CDK) deploy $(CDK_ARGS)
+
+diff: layer node-modules node-version
+	$(AWS_TARGET) $(CDK) diff $(CDK_ARGS)
+
+# Buckets, tables, the domain, log groups, the user pool and the key stay unless removalPolicy is
+# "destroy": docs/deploy.md#teardown says what keeps billing and how to delete it.
+destroy: layer node-modules node-version
+	$(AWS_TARGET) $(CDK) destroy $(CDK_ARGS)
 
 clean: stack-down opensearch-stop
 	rm -rf cdk.out .build .pytest_cache .mypy_cache .ruff_cache

@@ -29,10 +29,18 @@ def cdk_json_context(path: Path = CDK_JSON) -> dict[str, Any]:
     return context
 
 
+def cli_environment() -> Environment:
+    """The environment the CDK CLI resolved: ``cdk deploy``, ``diff`` and ``destroy`` always set
+    ``CDK_DEFAULT_ACCOUNT``/``CDK_DEFAULT_REGION`` from the credentials, so the stack is
+    environment-bound there; ``python app.py`` alone leaves both unset (environment-agnostic)."""
+    return Environment(account=os.environ.get("CDK_DEFAULT_ACCOUNT"), region=os.environ.get("CDK_DEFAULT_REGION"))
+
+
 def create_app(
-    context: dict[str, Any] | None = None, outdir: str | None = None
+    context: dict[str, Any] | None = None, outdir: str | None = None, env: Environment | None = None
 ) -> tuple[App, RagIngestStack, RagIngestConfig]:
-    """The app with the stack and AwsSolutions checks; ``context`` overrides cdk.json's keys.
+    """The app with the stack and AwsSolutions checks; ``context`` overrides cdk.json's keys, ``env``
+    the CLI's environment (tests synthesize bound to several regions as ``cdk deploy`` would).
 
     The CDK CLI passes cdk.json's context itself; ``python app.py`` alone does not, so cdk.json is
     read here as the base layer (the CLI's context, including ``-c``, still takes precedence).
@@ -51,8 +59,7 @@ def create_app(
         app,
         config.stack_name,
         config=config,
-        # Environment-agnostic unless the CLI resolved an account and region (cdk deploy does).
-        env=Environment(account=os.environ.get("CDK_DEFAULT_ACCOUNT"), region=os.environ.get("CDK_DEFAULT_REGION")),
+        env=env if env is not None else cli_environment(),
     )
     # cdk-nag v3 is a policy-validation plugin: synth fails on any finding not acknowledged
     # (acknowledgments sit next to the resources, each with its reason; see infra/nag.py). The

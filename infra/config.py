@@ -415,7 +415,13 @@ class RagIngestConfig(_Model):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     system_log_level: Literal["DEBUG", "INFO", "WARN"] = "INFO"
     log_retention_days: int = 30
-    allowed_origins: tuple[str, ...] = ("http://localhost:8000",)
+    # The page's own origin (CloudFront, or hosting.domainName) is added by the stack; list others
+    # here (a frontend of your own). Nothing by default: a localhost origin has no place in production.
+    allowed_origins: tuple[str, ...] = ()
+    # API Gateway's account-level CloudWatch Logs role, which the WebSocket stage's access logging
+    # needs (one per account and Region): "create" makes the role and sets it in the stack (kept after
+    # destroy, so other APIs' logging keeps working); "existing" relies on the one already set.
+    api_gateway_account_role: Literal["create", "existing"] = "create"
     functions: FunctionsConfig = FunctionsConfig()
     storage: StorageConfig = StorageConfig()
     upload: UploadConfig = UploadConfig()

@@ -7,7 +7,9 @@ so a new wildcard shows up as a new finding instead of hiding under an old suppr
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, CfnElement, Stack, Validations
+from dataclasses import dataclass
+
+from aws_cdk import Acknowledgment, CfnElement, Stack, Token, Validations
 from constructs import IConstruct
 
 
@@ -23,3 +25,32 @@ def arn_ref(element: IConstruct, attribute: str = "Arn") -> str:
     if not isinstance(cfn, CfnElement):
         raise TypeError(f"{element.node.path} has no CloudFormation resource")
     return f"<{Stack.of(cfn).get_logical_id(cfn)}.{attribute}>"
+
+
+@dataclass(frozen=True)
+class PseudoSpelling:
+    """How cdk-nag spells the stack's partition, region and account inside a finding id.
+
+    Environment-agnostic (``python app.py``, the tests' default) they are tokens, spelled
+    ``<AWS::Partition>``, ``<AWS::Region>``, ``<AWS::AccountId>``. ``cdk deploy`` resolves an account and
+    a region, so the stack is environment-bound and the same values are literals (``aws``,
+    ``eu-west-1``, ``123456789012``): an acknowledgment that wrote the token would no longer match its
+    finding and the synth would fail. Build finding ids from these fields, never from literals.
+    """
+
+    partition: str
+    region: str
+    account: str
+
+
+def pseudo_spelling(scope: IConstruct) -> PseudoSpelling:
+    stack = Stack.of(scope)
+
+    def spelled(value: str, token: str) -> str:
+        return f"<{token}>" if Token.is_unresolved(value) else value
+
+    return PseudoSpelling(
+        partition=spelled(stack.partition, "AWS::Partition"),
+        region=spelled(stack.region, "AWS::Region"),
+        account=spelled(stack.account, "AWS::AccountId"),
+    )

@@ -23,3 +23,20 @@ def stack_instance_suffix() -> str:
 def unique_name(prefix: str) -> str:
     """``<prefix><suffix>``: a token that resolves to a name unique to this stack's creation."""
     return Fn.join("", [prefix, stack_instance_suffix()])
+
+
+# CloudFront's OAC names allow 64 characters; the response headers policy's 128.
+_ACCOUNT_GLOBAL_STACK_CHARS = 28
+
+
+def account_global_name(stack_name: str, purpose: str) -> str:
+    """A name for a resource whose names are unique per *account*, across regions (CloudFront's
+    response headers policies and origin access controls): ``<stack>-<region>-<suffix>-<purpose>``.
+
+    CDK's default is built from the construct path alone, the same in every region, so the same
+    stack deployed to a second region fails with "already exists". At most 57 characters.
+    """
+    if len(purpose) > 7:
+        raise ValueError(f"purpose {purpose!r}: at most 7 characters (CloudFront's 64-character limit)")
+    start = f"{stack_name[:_ACCOUNT_GLOBAL_STACK_CHARS]}-"
+    return Fn.join("", [start, Aws.REGION, "-", stack_instance_suffix(), f"-{purpose}"])

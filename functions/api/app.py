@@ -248,7 +248,10 @@ def _tenant() -> str:
     """The caller's tenant from the JWT authorizer's claims, validated (InvalidTenantError → 403)."""
     authorizer = app.current_event.raw_event.get("requestContext", {}).get("authorizer") or {}
     claims = (authorizer.get("jwt") or {}).get("claims") or {}
-    return tenant_of(claims)
+    tenant = tenant_of(claims)
+    # The access log carries the caller's sub and the request id; this line's keys add the tenant.
+    logger.append_keys(tenant_id=tenant)
+    return tenant
 
 
 # -- routes ------------------------------------------------------------------------------------

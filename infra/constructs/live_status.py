@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import cast
 
-from aws_cdk import Aws, CfnElement, CfnOutput, Duration, Fn, Stack
+from aws_cdk import Aws, CfnElement, CfnOutput, Duration, Fn, RemovalPolicy, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
@@ -155,6 +155,8 @@ class LiveStatus(Construct):
                 apigw.AccessLogFormat.custom(json.dumps(_ACCESS_LOG_FORMAT)),
             ),
         )
+        if config.api_gateway_account_role == "create":
+            self.stage.node.add_dependency(self._api_gateway_account(config))
 
         self.pusher_function = factory.create(
             self,
@@ -255,6 +257,32 @@ class LiveStatus(Construct):
             f"/{STAGE_NAME}/POST/@connections/*",
             "Resource::*",
         )
+
+    def _api_gateway_account(self, config: RagIngestConfig) -> apigw.CfnAccount:
+        """API Gateway's account settings with a CloudWatch Logs role. A REST or WebSocket stage with
+        access logging fails to create without one ("CloudWatch Logs role ARN must be set in account
+        settings to enable logging"); an HTTP API stage does not need it. It is one setting per account
+        and Region, so both are retained on destroy: other APIs of the account may log through it."""
+        role = iam.Role(
+            self,
+            "ApiGatewayCloudWatchRole",
+            assumed_by=iam.ServicePrincipal("apigateway.amazonaws.com"),
+            description="API Gateway (account settings, this Region): writes stages' logs to CloudWatch Logs",
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AmazonAPIGatewayPushToCloudWatchLogs")
+            ],
+        )
+        role.apply_removal_policy(RemovalPolicy.RETAIN)
+        acknowledge(
+            role,
+            "AwsSolutions-IAM4",
+            "AWS's managed policy for API Gateway's account-level logging role is the documented one; API Gateway "
+            "itself (not this stack's code) creates and writes the log groups of every logging stage.",
+            "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs",
+        )
+        account = apigw.CfnAccount(self, "ApiGatewayAccount", cloud_watch_role_arn=role.role_arn)
+        account.apply_removal_policy(RemovalPolicy.RETAIN)
+        return account
 
     def _alarms(self, config: RagIngestConfig) -> None:
         minute = Duration.minutes(1)

@@ -41,7 +41,7 @@ _CLOUDWATCH = iam.ServicePrincipal("cloudwatch.amazonaws.com")
 # The failures of the system rather than of the file: the domain's list, as the metric dimension values.
 SYSTEM_ERROR_CODES = tuple(code.value for code in errors.SYSTEM_ERROR_CODES)
 # Metric names the functions emit (rag_ingest.telemetry, functions/reaper).
-DOCUMENTS_FAILED = "DocumentsFailed"  # dimension ErrorCode
+DOCUMENTS_FAILED = "DocumentsFailed"  # dimensions ErrorCode, Cause (system | input: errors.failure_cause)
 DOCUMENTS_READY = "DocumentsReady"
 DOCUMENTS_REAPED = "DocumentsReaped"  # dimension Action: Redriven | MarkedFailed
 STAGE_STARTED = "StageStarted"  # dimension Stage
@@ -49,8 +49,10 @@ STAGE_DURATION = "StageDuration"  # dimension Stage, milliseconds
 
 
 def system_failures_query() -> str:
-    codes = " OR ".join(f"ErrorCode = '{code}'" for code in SYSTEM_ERROR_CODES)
-    return f"SELECT SUM({DOCUMENTS_FAILED}) FROM {METRICS_NAMESPACE} WHERE {codes}"
+    # Metrics Insights' documented WHERE is `labelKey OPERATOR labelValue [AND ...]` with = and != only
+    # (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/cloudwatch-metrics-insights-querylanguage.html):
+    # the functions label each failure with its Cause, so one equality selects the system codes.
+    return f"SELECT SUM({DOCUMENTS_FAILED}) FROM {METRICS_NAMESPACE} WHERE Cause = 'system'"
 
 
 def _search(metric_name: str, statistic: str, period: Duration) -> str:

@@ -16,7 +16,7 @@ from infra.config import RagIngestConfig
 from infra.constructs.function import FunctionFactory
 from infra.constructs.storage import Storage
 from infra.constructs.workflow import EVENT_BUS_NAME
-from infra.nag import acknowledge, arn_ref
+from infra.nag import acknowledge, arn_ref, pseudo_spelling
 
 
 class Operations(Construct):
@@ -110,12 +110,13 @@ class Operations(Construct):
             targets=[targets.LambdaFunction(self.reaper_function, retry_attempts=0)],
         )
 
+        pseudo = pseudo_spelling(self)
         acknowledge(
             self,
             "AwsSolutions-IAM5",
             "Resource-scoped: the executions of the one ingestion state machine (execution ARNs are named per "
             "document, so they cannot be listed in advance).",
-            "Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
+            f"Resource::arn:{pseudo.partition}:states:{pseudo.region}:{pseudo.account}:execution:"
             f"{arn_ref(state_machine, 'Name')}:*",
         )
         for name, function in (("Redrive", self.redrive_function), ("Reaper", self.reaper_function)):

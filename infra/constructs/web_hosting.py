@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jsii
-from aws_cdk import Aws, CfnOutput, Duration, IStableStringProducer, Lazy
+from aws_cdk import Aws, CfnOutput, DefaultStackSynthesizer, Duration, IStableStringProducer, Lazy, Stack
 from aws_cdk import aws_certificatemanager as acm
 from aws_cdk import aws_cloudfront as cloudfront
 from aws_cdk import aws_cloudfront_origins as origins
@@ -28,7 +28,8 @@ from constructs import Construct
 
 from infra.config import RagIngestConfig
 from infra.constructs.function import new_log_group, removal_policy
-from infra.nag import acknowledge, arn_ref
+from infra.nag import acknowledge, arn_ref, pseudo_spelling
+from infra.naming import account_global_name
 from infra.paths import ROOT
 
 WEB_DIR = ROOT / "web"
@@ -93,6 +94,7 @@ class WebHosting(Construct):
         self.headers_policy = cloudfront.ResponseHeadersPolicy(
             self,
             "SecurityHeaders",
+            response_headers_policy_name=account_global_name(config.stack_name, "headers"),
             comment="rag-ingest page: security headers",
             security_headers_behavior=cloudfront.ResponseSecurityHeadersBehavior(
                 content_security_policy=cloudfront.ResponseHeadersContentSecurityPolicy(
@@ -142,7 +144,15 @@ class WebHosting(Construct):
             "Distribution",
             comment="rag-ingest page",
             default_behavior=cloudfront.BehaviorOptions(
-                origin=origins.S3BucketOrigin.with_origin_access_control(self.bucket),
+                origin=origins.S3BucketOrigin.with_origin_access_control(
+                    self.bucket,
+                    origin_access_control=cloudfront.S3OriginAccessControl(
+                        self,
+                        "OriginAccessControl",
+                        origin_access_control_name=account_global_name(config.stack_name, "oac"),
+                        description="rag-ingest page: CloudFront reads the private page bucket",
+                    ),
+                ),
                 viewer_protocol_policy=cloudfront.ViewerProtocolPolicy.REDIRECT_TO_HTTPS,
                 allowed_methods=cloudfront.AllowedMethods.ALLOW_GET_HEAD,
                 cache_policy=cloudfront.CachePolicy.CACHING_OPTIMIZED,
@@ -268,6 +278,9 @@ class WebHosting(Construct):
     def _acknowledge_deployment(self, deployment: s3deploy.BucketDeployment) -> None:
         # CDK's BucketDeployment runs one singleton function (and role) per stack.
         handler = deployment.handler_role
+        pseudo = pseudo_spelling(self)
+        # The CDK asset bucket is the bootstrap's: its qualifier is the synthesizer's (hnb659fds by default).
+        qualifier = Stack.of(self).synthesizer.bootstrap_qualifier or DefaultStackSynthesizer.DEFAULT_QUALIFIER
         acknowledge(
             handler,
             "AwsSolutions-IAM4",
@@ -286,7 +299,7 @@ class WebHosting(Construct):
             "Action::s3:List*",
             "Action::s3:Abort*",
             "Action::s3:DeleteObject*",
-            "Resource::arn:<AWS::Partition>:s3:::cdk-hnb659fds-assets-<AWS::AccountId>-<AWS::Region>/*",
+            f"Resource::arn:{pseudo.partition}:s3:::cdk-{qualifier}-assets-{pseudo.account}-{pseudo.region}/*",
             f"Resource::{arn_ref(self.bucket)}/*",
             "Resource::*",
         )

@@ -218,7 +218,7 @@ def test_a_system_failure_fires_the_emf_metrics_insights_alarm_until_it_ages_out
     alarm = wait_for(lambda: subscriber.notification(system_alarm, "ALARM"), "the system failures notification")
     assert alarm["OldStateValue"] == "OK"
     [query] = [metric for metric in alarm["Trigger"]["Metrics"] if metric.get("ReturnData", True)]
-    assert query["Expression"].startswith("SELECT SUM(DocumentsFailed) FROM RagIngest WHERE")
+    assert query["Expression"] == "SELECT SUM(DocumentsFailed) FROM RagIngest WHERE Cause = 'system'"
     assert alarm_state(cloudwatch, system_alarm) in ("ALARM", "OK")  # OK again once it ages out
     # No more failures: the datapoint leaves the evaluation range and the alarm clears itself.
     ok = wait_for(lambda: subscriber.notification(system_alarm, "OK"), "the system failures OK notification")

@@ -1,31 +1,37 @@
-"""Synthesizes the stack once per session (with cdk-nag) for every infra test."""
+"""Synthesizes the stack once per session (with cdk-nag) for every infra test: environment-agnostic,
+as ``python app.py`` does, and bound to an account in several regions, as ``cdk deploy`` does."""
 
 from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 # jsii prints a banner per kernel start on Node 20; silence it before aws_cdk loads.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 import pytest
+from aws_cdk import Environment
 from aws_cdk.assertions import Template
 
 from infra.cdk_app import create_app
 from tests.infra.template_tools import SynthResult
 from tools.build_layer import build_layer
 
+# `cdk deploy` binds the stack to the credentials' account and region: the synth it runs resolves
+# ARNs, bucket names and cdk-nag's finding ids that an agnostic synth leaves as tokens. Three
+# commercial regions, one outside the US, one in Asia Pacific.
+BOUND_ACCOUNT = "123456789012"
+BOUND_REGIONS = ("us-east-1", "eu-west-1", "ap-northeast-1")
 
-@pytest.fixture(scope="session")
-def synth(tmp_path_factory: pytest.TempPathFactory) -> SynthResult:
-    # Idempotent and a no-op when the inputs are unchanged; the stack refuses to synth without it.
-    build_layer()
-    outdir = tmp_path_factory.mktemp("cdk.out")
-    app, stack, config = create_app(outdir=str(outdir))
+
+def synthesize(outdir: Path, env: Environment | None = None) -> SynthResult:
+    """One synthesis with cdk-nag; a failing synth is reported in ``validation_error``, not raised."""
+    app, stack, config = create_app(outdir=str(outdir), env=env or Environment())
     error: str | None = None
     try:
         app.synth()
-    except RuntimeError as exc:  # cdk-nag findings fail the synth; test_infra_nag reports them
+    except RuntimeError as exc:  # cdk-nag findings fail the synth; the compliance tests report them
         error = str(exc)
     template_dict = json.loads((outdir / stack.template_file).read_text())
     report_file = outdir / "validation-report.json"
@@ -40,4 +46,20 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> SynthResult:
         validation_error=error,
         validation_report=json.loads(report_file.read_text()) if report_file.exists() else {},
         manifest=json.loads((outdir / "manifest.json").read_text()),
+        region=env.region if env is not None else None,
     )
+
+
+@pytest.fixture(scope="session")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> SynthResult:
+    # Idempotent and a no-op when the inputs are unchanged; the stack refuses to synth without it.
+    build_layer()
+    # Agnostic whatever the caller's shell holds (a CDK_DEFAULT_REGION exported by hand, say).
+    return synthesize(tmp_path_factory.mktemp("cdk.out"), None)
+
+
+@pytest.fixture(scope="session", params=BOUND_REGIONS)
+def bound_synth(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> SynthResult:
+    build_layer()
+    region = str(request.param)
+    return synthesize(tmp_path_factory.mktemp(f"cdk.out-{region}"), Environment(account=BOUND_ACCOUNT, region=region))

@@ -26,6 +26,7 @@ class SynthResult:
     validation_error: str | None = None
     validation_report: dict[str, Any] = field(default_factory=dict)
     manifest: dict[str, Any] = field(default_factory=dict)
+    region: str | None = None  # the region the stack was bound to; None: environment-agnostic
 
     @property
     def template_file(self) -> Path:

@@ -25,10 +25,6 @@ def test_cdk_json_spells_out_every_default() -> None:
     assert configured == RagIngestConfig().model_dump(by_alias=True, mode="json")
 
 
-def test_cdk_json_runs_the_app_with_python() -> None:
-    assert json.loads(Path("cdk.json").read_text())["app"] == "python3 app.py"
-
-
 def test_empty_context_gives_the_defaults() -> None:
     assert parse_config(None) == RagIngestConfig()
     assert parse_config({}) == RagIngestConfig()

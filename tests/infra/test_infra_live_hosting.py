@@ -99,8 +99,9 @@ def test_distribution_uses_origin_access_control_not_identity(synth: SynthResult
     assert origin["S3OriginConfig"] == {"OriginAccessIdentity": ""}
     oac_id, oac = _one(synth, "AWS::CloudFront::OriginAccessControl")
     assert origin["OriginAccessControlId"] == {"Fn::GetAtt": [oac_id, "Id"]}
-    assert oac["Properties"]["OriginAccessControlConfig"] | {"Name": None} == {
+    assert oac["Properties"]["OriginAccessControlConfig"] | {"Name": None, "Description": None} == {
         "Name": None,
+        "Description": None,
         "OriginAccessControlOriginType": "s3",
         "SigningBehavior": "always",
         "SigningProtocol": "sigv4",

@@ -104,7 +104,15 @@ def test_local_stack_targets_install_java_and_maven_first(rules: dict[str, Rule]
     assert "local-tools" in _reachable(rules, target), f"make {target} does not install Java/Maven"
 
 
-def test_deploy_uses_the_pinned_cdk_cli(rules: dict[str, Rule]) -> None:
-    recipe = rules["deploy"].recipe
-    assert "npm ci" in recipe
-    assert any(line.startswith("npx cdk deploy") for line in recipe), recipe
+@pytest.mark.parametrize("verb", ["deploy", "diff", "destroy"])
+def test_deploy_diff_and_destroy_share_one_entry_point(rules: dict[str, Rule], verb: str) -> None:
+    """The pinned CDK CLI (npm ci from the lock file) running cdk.json's app, the layer built first."""
+    assert rules[verb].recipe == ["$(AWS_TARGET) $(CDK) " + verb + " $(CDK_ARGS)"], rules[verb].recipe
+    reached = _reachable(rules, verb)
+    assert {"layer", "node-modules", "node-version"} <= reached, reached
+    assert any(line.startswith("npm ci") for target in reached for line in rules[target].recipe)
+
+
+def test_deploy_runs_the_preflight_first(rules: dict[str, Rule]) -> None:
+    assert "preflight" in rules["deploy"].prerequisites
+    assert any("rag-ingest preflight" in line for line in rules["preflight"].recipe)

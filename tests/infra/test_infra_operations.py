@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+from rag_ingest.errors import ErrorCode, failure_cause
 
 from tests.infra.template_tools import SynthResult, as_list, render_token
 
@@ -106,9 +107,9 @@ def test_system_failures_alarm_sums_documents_failed_over_system_codes_only(synt
     assert_pages_the_topic(synth, props, 0)
     [query] = props["Metrics"]
     expression = query["Expression"]
-    assert expression.startswith("SELECT SUM(DocumentsFailed) FROM RagIngest WHERE ")
-    codes = {part.split("'")[1] for part in expression.split(" WHERE ")[1].split(" OR ")}
-    assert codes == SYSTEM_CODES
+    assert expression == "SELECT SUM(DocumentsFailed) FROM RagIngest WHERE Cause = 'system'"
+    # Exactly the system codes carry that label (the functions' side of the contract).
+    assert {code.value for code in ErrorCode if failure_cause(code) == "system"} == SYSTEM_CODES
     assert query["ReturnData"] is True and query["Period"] == 300
 
 

@@ -155,9 +155,9 @@ def test_reaper_handler_emits_documents_reaped_by_action(
     assert [doc["UploadsExpired"] for doc in emitted if "UploadsExpired" in doc] == [[1.0]]
     assert [d["document_id"] for d in result["expired"]] == [never_uploaded]
     assert records.get(never_uploaded)["status"] == "EXPIRED"
-    # The stuck one is reported like MarkFailed's failures: DocumentsFailed{ErrorCode} and an event.
+    # The stuck one is reported like MarkFailed's failures: DocumentsFailed{ErrorCode, Cause} and an event.
     failed = [doc for doc in emitted if "DocumentsFailed" in doc]
-    assert [(doc["ErrorCode"], doc["DocumentsFailed"]) for doc in failed] == [("STUCK", [1.0])]
+    assert [(doc["ErrorCode"], doc["Cause"], doc["DocumentsFailed"]) for doc in failed] == [("STUCK", "system", [1.0])]
     for doc in emitted:
         directive = doc["_aws"]["CloudWatchMetrics"][0]
         assert directive["Namespace"] == "RagIngest"

@@ -187,13 +187,14 @@ EMF_LINE = json.dumps(
             "CloudWatchMetrics": [
                 {
                     "Namespace": "RagIngest",
-                    "Dimensions": [["service", "ErrorCode"]],
+                    "Dimensions": [["service", "ErrorCode", "Cause"]],
                     "Metrics": [{"Name": "DocumentsFailed", "Unit": "Count"}],
                 }
             ],
         },
         "service": "pipeline",
         "ErrorCode": "TIMEOUT",
+        "Cause": "system",
         "DocumentsFailed": [1.0, 1.0],
     }
 )
@@ -204,7 +205,7 @@ def test_emf_lines_become_metrics_and_other_lines_nothing() -> None:
     assert (namespace, name, dimensions, values) == (
         "RagIngest",
         "DocumentsFailed",
-        {"service": "pipeline", "ErrorCode": "TIMEOUT"},
+        {"service": "pipeline", "ErrorCode": "TIMEOUT", "Cause": "system"},
         [1.0, 1.0],
     )
     assert timestamp == 1_700_000_000
@@ -219,8 +220,10 @@ def test_the_templates_metrics_insights_query_sums_system_codes_over_every_serie
     for [(namespace, name, dimensions, values, _timestamp)] in (parse_emf(EMF_LINE, 0),):
         for value in values:
             store.put(namespace, name, dimensions, value, 10.0)
-    store.put("RagIngest", "DocumentsFailed", {"service": "other", "ErrorCode": SYSTEM_ERROR_CODES[0]}, 1, 11.0)
-    store.put("RagIngest", "DocumentsFailed", {"service": "pipeline", "ErrorCode": "ENCRYPTED_PDF"}, 1, 11.0)
+    system = {"service": "other", "ErrorCode": SYSTEM_ERROR_CODES[0], "Cause": "system"}
+    store.put("RagIngest", "DocumentsFailed", system, 1, 11.0)
+    user_caused = {"service": "pipeline", "ErrorCode": "ENCRYPTED_PDF", "Cause": "input"}
+    store.put("RagIngest", "DocumentsFailed", user_caused, 1, 11.0)
     assert query.value(store, 0, 20) == 3.0  # 2 TIMEOUT + 1 INTERNAL_ERROR, not the user's ENCRYPTED_PDF
     assert query.value(store, 20, 40) is None
 

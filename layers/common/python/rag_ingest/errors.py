@@ -49,6 +49,12 @@ SYSTEM_ERROR_CODES: tuple[ErrorCode, ...] = (
 )
 
 
+def failure_cause(code: ErrorCode) -> str:
+    """``system`` or ``input``: the ``Cause`` dimension of the DocumentsFailed metric, which the
+    SystemFailuresAlarm selects on (one equality; Metrics Insights documents no ``OR``)."""
+    return "system" if code in SYSTEM_ERROR_CODES else "input"
+
+
 class RagIngestError(Exception):
     """Base of the project's own errors."""
 

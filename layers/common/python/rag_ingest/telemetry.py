@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-from rag_ingest.errors import ErrorCode
+from rag_ingest.errors import ErrorCode, failure_cause
 from rag_ingest.models import Stage
 from rag_ingest.ports import EventSink
 
@@ -72,7 +72,7 @@ class CloudTelemetry:
 
     def document_failed(self, code: ErrorCode, detail: dict[str, Any]) -> None:
         self._events.publish("DocumentFailed", detail)
-        self._metric("DocumentsFailed", MetricUnit.Count, 1, ErrorCode=code.value)
+        self._metric("DocumentsFailed", MetricUnit.Count, 1, ErrorCode=code.value, Cause=failure_cause(code))
 
     def embedding_cache_used(self, document_id: str, hits: int, misses: int) -> None:
         # The document id rides as EMF metadata (searchable in the log line), not as a dimension:
