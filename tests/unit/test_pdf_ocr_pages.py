@@ -12,7 +12,7 @@ from fpdf import FPDF
 from PIL import Image, ImageDraw
 from rag_ingest.errors import ErrorCode, PermanentError, TransientError
 from rag_ingest.models import ParsedDocument, TextSource
-from rag_ingest.ocr import OcrPageError, OcrResult, PageOcr
+from rag_ingest.ocr import OcrPageError, OcrResult, OcrUnavailableError, PageOcr
 from rag_ingest.pdf import parse_pdf
 
 pytestmark = pytest.mark.unit
@@ -139,6 +139,16 @@ def test_a_page_the_engine_cannot_read_is_a_failed_page_and_the_rest_are_kept() 
     assert parsed.failed_pages == [1]
     assert "BadDocumentException" in parsed.failure_reasons[1]
     assert parsed.pages[1].text == "page two"
+
+
+def test_an_unavailable_engine_fails_every_scanned_page_with_its_reason_rasterising_only_one() -> None:
+    reason = "OCR unavailable: Amazon Textract is not offered in region xx-test-1"
+    engine = ScriptedEngine([OcrUnavailableError(reason)])  # a second call would find no answer
+    parsed = parse(make_pdf(["scan", "text", "scan", "scan"]), engine, max_ocr_pages=2)
+    assert len(engine.images) == 1
+    assert parsed.failed_pages == [1, 3, 4]
+    assert parsed.failure_reasons == {1: reason, 3: reason, 4: reason}  # the cap's reason gives way to it
+    assert "lighthouse keeper" in parsed.pages[1].text
 
 
 def test_an_image_only_document_ocr_reads_nothing_on_is_no_text_layer() -> None:

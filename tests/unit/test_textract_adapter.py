@@ -1,6 +1,7 @@
 """The Textract OCR engine against botocore's Stubber with DetectDocumentText's recorded response
 shape (moto does not emulate Textract's results): lines and confidence, throttling as
-TransientError, an unreadable image as a per-page failure, and parse_pdf with it."""
+TransientError, an unreadable image as a per-page failure, and parse_pdf with it; in a region
+Textract does not serve (botocore's endpoint data), pages fail without a network call."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ import pytest
 from botocore.stub import Stubber
 from fpdf import FPDF
 from PIL import Image
+from rag_ingest.adapters import textract as textract_module
 from rag_ingest.adapters.textract import TextractEngine
-from rag_ingest.errors import TransientError
+from rag_ingest.errors import ErrorCode, PermanentError, TransientError
 from rag_ingest.models import TextSource
-from rag_ingest.ocr import OcrPageError, PageOcr
+from rag_ingest.ocr import OcrPageError, OcrUnavailableError, PageOcr
 from rag_ingest.pdf import parse_pdf
 
 pytestmark = pytest.mark.unit
@@ -115,3 +117,109 @@ def test_parse_with_textract_keeps_the_readable_pages_and_fails_the_damaged_one(
     assert parsed.failed_pages == [1] and "BadDocumentException" in parsed.failure_reasons[1]
     assert parsed.pages[1].source is TextSource.OCR
     assert "Keepers logged every ship" in parsed.pages[1].text
+
+
+# -- regions Textract does not serve (botocore's endpoint data, offline) ---------------------------
+def _regions(service: str, partition: str = "aws") -> list[str]:
+    return boto3.session.Session().get_available_regions(service, partition_name=partition)
+
+
+#: A commercial region with S3 but without Textract, read from the botocore in use (not guessed).
+UNSERVED_REGION = sorted(set(_regions("s3")) - set(_regions("textract")))[0]
+SERVED_REGION = "us-east-1"
+
+
+def textract_client(region: str, **kwargs: Any) -> Any:
+    return boto3.client("textract", region_name=region, aws_access_key_id="x", aws_secret_access_key="x", **kwargs)
+
+
+def test_the_regions_are_read_from_botocore_data() -> None:
+    assert SERVED_REGION in _regions("textract")
+    assert UNSERVED_REGION in _regions("s3") and UNSERVED_REGION not in _regions("textract")
+
+
+def test_in_a_region_without_textract_a_page_fails_without_a_network_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    warnings: list[str] = []
+    monkeypatch.setattr(textract_module.logger, "warning", lambda message, **_: warnings.append(message))
+    client = textract_client(UNSERVED_REGION)
+    stub = Stubber(client)  # no response queued: any call would fail the test
+    engine = TextractEngine(client, environ={})
+    assert len(warnings) == 1  # once, at construction (cold start)
+    with stub:
+        for _ in range(3):
+            with pytest.raises(OcrUnavailableError) as caught:
+                engine.recognize(PNG)
+            assert isinstance(caught.value, OcrPageError) and not isinstance(caught.value, TransientError)
+    assert str(caught.value) == f"OCR unavailable: Amazon Textract is not offered in region {UNSERVED_REGION}"
+    assert len(warnings) == 1  # not per page
+    stub.assert_no_pending_responses()
+
+
+def test_in_a_served_region_the_client_is_called() -> None:
+    client = textract_client(SERVED_REGION)
+    engine = TextractEngine(client, environ={})
+    assert engine.unavailable_reason is None
+    with Stubber(client) as stub:
+        stub.add_response("detect_document_text", RECORDED_RESPONSE, {"Document": {"Bytes": PNG}})
+        assert "Keepers" in engine.recognize(PNG).text
+        stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {"AWS_ENDPOINT_URL_TEXTRACT": "http://127.0.0.1:4566"},
+        {"AWS_ENDPOINT_URL": "http://127.0.0.1:4566"},
+    ],
+)
+def test_a_configured_endpoint_skips_the_region_check(environ: dict[str, str]) -> None:
+    client = textract_client(UNSERVED_REGION)
+    engine = TextractEngine(client, environ=environ)
+    assert engine.unavailable_reason is None
+    with Stubber(client) as stub:
+        stub.add_response("detect_document_text", RECORDED_RESPONSE)
+        assert "Keepers" in engine.recognize(PNG).text
+
+
+def test_ignored_configured_endpoints_do_not_skip_the_region_check() -> None:
+    environ = {"AWS_ENDPOINT_URL": "http://127.0.0.1:4566", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS": "true"}
+    engine = TextractEngine(textract_client(UNSERVED_REGION), environ=environ)
+    assert engine.unavailable_reason is not None
+
+
+def test_a_client_built_for_another_endpoint_skips_the_region_check() -> None:
+    engine = TextractEngine(textract_client(UNSERVED_REGION, endpoint_url="http://127.0.0.1:4566"), environ={})
+    assert engine.unavailable_reason is None
+
+
+def test_fips_and_dualstack_endpoints_are_still_checked() -> None:
+    from botocore.config import Config
+
+    for config in (Config(use_fips_endpoint=True), Config(use_dualstack_endpoint=True)):
+        served = TextractEngine(textract_client(SERVED_REGION, config=config), environ={})
+        assert served.unavailable_reason is None
+    unserved = TextractEngine(textract_client(UNSERVED_REGION, config=Config(use_dualstack_endpoint=True)), environ={})
+    assert unserved.unavailable_reason is not None
+
+
+def test_the_region_check_uses_the_clients_partition() -> None:
+    session = boto3.session.Session()
+    checked = 0
+    for partition in session.get_available_partitions():
+        served = set(_regions("textract", partition))
+        for region in sorted(served)[:1]:
+            assert TextractEngine(textract_client(region), environ={}).unavailable_reason is None, region
+            checked += 1
+        for region in sorted(set(_regions("s3", partition)) - served)[:1]:
+            assert TextractEngine(textract_client(region), environ={}).unavailable_reason is not None, region
+            checked += 1
+    assert checked >= 3  # at least aws (both ways) and one other partition
+
+
+def test_an_image_only_document_in_a_region_without_textract_is_no_text_layer_not_transient() -> None:
+    """As when every OCR page fails today: nothing to index is NO_TEXT_LAYER, a permanent verdict."""
+    client = textract_client(UNSERVED_REGION)
+    with Stubber(client), pytest.raises(PermanentError) as caught:
+        parse_pdf(scanned_pdf(3), max_bytes=1 << 24, max_pages=10, ocr=PageOcr(TextractEngine(client, environ={})))
+    assert caught.value.code is ErrorCode.NO_TEXT_LAYER
+    assert "3 need OCR: 0 read by OCR, 3 failed" in caught.value.detail

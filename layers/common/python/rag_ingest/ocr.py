@@ -12,8 +12,10 @@ image (PNG) is handed to an :class:`OcrEngine`:
 
 The engine is chosen by the ``OCR_ENGINE`` environment variable (``rag_ingest.config.StagesEnv``),
 validated at cold start. Engines raise ``OcrPageError`` for a page they cannot read (an image the
-service rejects): that page is a failed page, not a failed document. Throttling and other
-retryable service errors are ``TransientError`` (the stage is retried).
+service rejects): that page is a failed page, not a failed document. An engine that cannot work
+at all where it runs (Textract in a region that does not offer it) raises ``OcrUnavailableError``,
+an ``OcrPageError`` for every page, decided at cold start without a network call. Throttling and
+other retryable service errors are ``TransientError`` (the stage is retried).
 """
 
 from __future__ import annotations
@@ -42,6 +44,13 @@ class OcrResult:
 
 class OcrPageError(Exception):
     """The engine cannot read this page image (unsupported or damaged): a per-page failure."""
+
+
+class OcrUnavailableError(OcrPageError):
+    """The engine cannot read any page in this deployment (e.g. Amazon Textract is not offered in
+    the function's region): every page that needs OCR is a failed page with this message as its
+    reason. Raised without calling any service, so nothing is retried; Parse stops rasterising
+    pages for an engine once it has raised it."""
 
 
 class OcrEngine(Protocol):

@@ -17,7 +17,9 @@ or an inline image) *needs OCR*. With an :class:`~rag_ingest.ocr.PageOcr` such p
 rasterised and read by its engine (at most ``max_pages`` of them per document: the rest are
 failed pages, with the reason in ``failure_reasons``); each page records how its text was
 obtained (``PageText.source``) and, for OCR, the engine's mean confidence. Without one they
-are failed pages ("no text layer, OCR off"), never silently empty.
+are failed pages ("no text layer, OCR off"), never silently empty. An engine that cannot work
+where it runs (``OcrUnavailableError``, e.g. Textract not offered in the region) fails its first
+page with that reason, and the range's other pages needing OCR with the same reason, unrasterised.
 
 Cleanup (:func:`clean_pages`) works on the whole document, because two of its rules need
 evidence from every page:
@@ -73,7 +75,7 @@ from pypdf.generic import ArrayObject, StreamObject
 from rag_ingest.errors import ErrorCode, PermanentError
 from rag_ingest.logs import logger
 from rag_ingest.models import PageText, ParsedDocument, ParsedRange, TextSource
-from rag_ingest.ocr import MIN_TEXT_LAYER_CHARS, OcrPageError, PageOcr, render_page_png
+from rag_ingest.ocr import MIN_TEXT_LAYER_CHARS, OcrPageError, OcrUnavailableError, PageOcr, render_page_png
 from rag_ingest.tokens import is_vocabulary_word
 
 PDF_MAGIC = b"%PDF-"
@@ -492,9 +494,12 @@ def parse_page_range(
     confidences: dict[int, float] = {}
     failure_reasons: dict[int, str] = {}
     cap = ocr.max_pages if ocr is not None and ocr_page_cap is None else (ocr_page_cap or 0)
+    unavailable: str | None = None  # the engine said it cannot read any page here: stop rasterising
     for position, page_number in enumerate(needs_ocr):
         if ocr is None:
             failure_reasons[page_number] = "no text layer (OCR is off)"
+        elif unavailable is not None:
+            failure_reasons[page_number] = unavailable
         elif position >= cap:
             failure_reasons[page_number] = (
                 f"no text layer, over the OCR limit of {ocr.max_pages} pages per document"
@@ -503,6 +508,8 @@ def parse_page_range(
         else:
             try:
                 result = ocr.engine.recognize(render_page_png(data, page_number - 1, ocr.dpi))
+            except OcrUnavailableError as error:
+                unavailable = failure_reasons[page_number] = str(error)
             except OcrPageError as error:
                 failure_reasons[page_number] = f"OCR failed: {error}"
             else:

@@ -13,16 +13,49 @@ only when every page is done). An image Textract refuses (``BadDocumentException
 ``UnsupportedDocumentException``, ``DocumentTooLargeException``, ``InvalidParameterException``)
 is ``OcrPageError``: that page fails, not the document. Anything else (e.g. access denied)
 propagates: it is the deployment's fault.
+
+Regions without Textract: Textract is not offered in every region, and where it is not, its
+endpoint ``textract.<region>.amazonaws.com`` does not resolve. botocore raises
+``EndpointConnectionError``, which is a connection error like any other, so it was retried as
+transient until the document ended ``TRANSIENT_RETRIES_EXHAUSTED``. The engine now decides at
+construction (cold start), offline, from botocore's endpoint data
+(``Session.get_available_regions("textract", <the client's partition>)``) whether the client's
+region is served. If it is not, one warning is logged and every ``recognize`` raises
+``OcrUnavailableError`` ("OCR unavailable: Amazon Textract is not offered in region X") without
+a network call: those pages are failed pages with that reason, the document keeps its other pages.
+
+Choices:
+
+- A DNS failure (``EndpointConnectionError`` around urllib3's ``NameResolutionError`` /
+  ``socket.gaierror``) stays ``TransientError``. It cannot tell "this region has no Textract" from
+  a resolver blip, and failing pages for good on a blip would lose text that a retry would have
+  read; the region list answers the first question without a network call.
+- The data is the botocore the function runs with (the Lambda runtime's, since the layer leaves
+  boto3 out). A region where Textract launched after that botocore was released reads as
+  unavailable until the runtime catches up; setting the endpoint explicitly
+  (``AWS_ENDPOINT_URL_TEXTRACT=https://textract.<region>.amazonaws.com``) skips the check.
+- The check is skipped whenever the endpoint is not AWS's own: ``AWS_ENDPOINT_URL_TEXTRACT`` or
+  ``AWS_ENDPOINT_URL`` is set (and ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`` is not true), or the
+  client's endpoint host is not ``textract[-fips].<region>.…`` (a local stand-in, a config-file
+  ``endpoint_url``, a client built with ``endpoint_url=``): whatever answers there is asked.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlparse
 
+import boto3
+import botocore
 from botocore.exceptions import ClientError
 
 from rag_ingest.adapters import aws
-from rag_ingest.ocr import OcrPageError, OcrResult
+from rag_ingest.logs import logger
+from rag_ingest.ocr import OcrPageError, OcrResult, OcrUnavailableError
+
+SERVICE = "textract"
 
 #: Textract's answers for an image it cannot read: a failure of that page only.
 PAGE_FAILURE_CODES = frozenset(
@@ -37,15 +70,55 @@ PAGE_FAILURE_CODES = frozenset(
 _TEXTRACT_TRANSIENT_CODES = frozenset({"ProvisionedThroughputExceededException", "LimitExceededException"})
 
 
+def endpoint_overridden(client: Any, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``client`` talks to an endpoint someone configured rather than AWS's own for its
+    region (then botocore's region list says nothing about it)."""
+    environ = os.environ if environ is None else environ
+    ignore_configured = environ.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").strip().lower() == "true"
+    if not ignore_configured and (environ.get("AWS_ENDPOINT_URL_TEXTRACT") or environ.get("AWS_ENDPOINT_URL")):
+        return True
+    host = urlparse(str(client.meta.endpoint_url)).hostname or ""
+    region = str(client.meta.region_name)
+    return not host.startswith((f"{SERVICE}.{region}.", f"{SERVICE}-fips.{region}."))
+
+
+def unavailable_reason(client: Any, environ: Mapping[str, str] | None = None) -> str | None:
+    """Why Textract cannot be used through ``client``, or None when it can (or cannot be told
+    offline: a configured endpoint). Reads botocore's bundled endpoint data; no network call."""
+    if endpoint_overridden(client, environ):
+        return None
+    region = str(client.meta.region_name)
+    partition = str(getattr(client.meta, "partition", "aws") or "aws")
+    if region in boto3.session.Session().get_available_regions(SERVICE, partition_name=partition):
+        return None
+    return f"OCR unavailable: Amazon Textract is not offered in region {region}"
+
+
 class TextractEngine:
-    """One ``DetectDocumentText`` call per page image (PNG bytes, at most 10 MB)."""
+    """One ``DetectDocumentText`` call per page image (PNG bytes, at most 10 MB).
+
+    Made at cold start: in a region Textract does not serve (botocore's endpoint data) it is an
+    *unavailable* engine whose ``recognize`` raises ``OcrUnavailableError`` without a network call.
+    """
 
     name = "textract"
 
-    def __init__(self, client: Any | None = None) -> None:
-        self._client = client if client is not None else aws.client("textract")
+    def __init__(self, client: Any | None = None, *, environ: Mapping[str, str] | None = None) -> None:
+        self._client = client if client is not None else aws.client(SERVICE)
+        self.unavailable_reason = unavailable_reason(self._client, environ)
+        if self.unavailable_reason is not None:
+            logger.warning(
+                "Amazon Textract is not offered in this region: pages without a text layer will be failed pages",
+                extra={
+                    "region": self._client.meta.region_name,
+                    "botocore_version": botocore.__version__,
+                    "reason": self.unavailable_reason,
+                },
+            )
 
     def recognize(self, png: bytes) -> OcrResult:
+        if self.unavailable_reason is not None:
+            raise OcrUnavailableError(self.unavailable_reason)
         try:
             response = self._client.detect_document_text(Document={"Bytes": png})
         except ClientError as error:
