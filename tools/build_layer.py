@@ -76,8 +76,30 @@ PIP_EXTRA_ARGS: tuple[str, ...] = ("--no-compile", "--disable-pip-version-check"
 # Provided by the Lambda runtime but dragged in by dependencies (aws-xray-sdk needs botocore):
 # dropping them saves ~90 MB of the 250 MB unzipped limit.
 RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer")
+# Distributions the requirements drag in that no function imports (~40 MB unzipped): tokenizers'
+# Hugging Face Hub client and what it needs (only Tokenizer.from_pretrained uses it; the functions
+# load the tokenizer from a file in the package), and opensearch-py 3's gRPC transport (the
+# functions speak HTTP). tests/unit/test_layer_contents.py imports every module the functions use
+# and fails if any of these is loaded; tests/infra checks the built layer holds none of them.
+UNIMPORTED_DISTRIBUTIONS = (
+    "huggingface_hub",
+    "hf_xet",
+    "fsspec",
+    "filelock",
+    "httpx2",
+    "httpcore2",
+    "h11",
+    "anyio",
+    "truststore",
+    "click",
+    "pyyaml",
+    "tqdm",
+    "opensearch_protobufs",
+    "grpcio",
+    "protobuf",
+)
 # Bump when the build logic changes so existing stamps are invalidated.
-BUILD_LOGIC_VERSION = "1"
+BUILD_LOGIC_VERSION = "2"
 
 
 class LayerBuildError(RuntimeError):
@@ -93,7 +115,7 @@ def _iter_source_files(root: Path) -> Iterator[Path]:
 def deps_hash(architecture: str = DEFAULT_ARCHITECTURE) -> str:
     digest = hashlib.sha256()
     digest.update(BUILD_LOGIC_VERSION.encode())
-    digest.update("\0".join(pip_platform_args(architecture) + RUNTIME_PROVIDED).encode())
+    digest.update("\0".join(pip_platform_args(architecture) + RUNTIME_PROVIDED + UNIMPORTED_DISTRIBUTIONS).encode())
     digest.update(REQUIREMENTS.read_bytes())
     return digest.hexdigest()
 
@@ -146,8 +168,32 @@ def _install_dependencies(target: Path, architecture: str) -> None:
         shutil.rmtree(target / name, ignore_errors=True)
         for info in target.glob(f"{name}-*.dist-info"):
             shutil.rmtree(info)
+    for name in UNIMPORTED_DISTRIBUTIONS:
+        _remove_distribution(target, name)
     # Console scripts carry this host's interpreter path in their shebang: useless in Lambda.
     shutil.rmtree(target / "bin", ignore_errors=True)
+
+
+def _remove_distribution(site: Path, name: str) -> None:
+    """Delete every file a distribution installed (its dist-info's RECORD), then the folders left
+    empty: a namespace folder shared with another distribution (``google/``) keeps the other's files."""
+    infos = [info for info in site.glob("*.dist-info") if info.name.split("-")[0].lower() == name.lower()]
+    for info in infos:
+        record = info / "RECORD"
+        files = [line.split(",")[0] for line in record.read_text().splitlines() if line] if record.exists() else []
+        folders: set[Path] = set()
+        for relative in files:
+            path = (site / relative).resolve()
+            if site.resolve() not in path.parents:
+                continue  # a RECORD entry outside the layer (../../bin/...) is not ours to delete
+            path.unlink(missing_ok=True)
+            folders.update(parent for parent in path.parents if site.resolve() in parent.parents)
+        for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
+            for cache in folder.glob("__pycache__"):
+                shutil.rmtree(cache, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when empty
+        shutil.rmtree(info, ignore_errors=True)
 
 
 def _copy_package(site: Path) -> None:

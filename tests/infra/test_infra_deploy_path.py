@@ -279,3 +279,19 @@ def test_access_log_formats_use_documented_context_variables(synth: SynthResult)
         variables = re.findall(r"\$context\.[\w.:]+", json.dumps(json.loads(log_format)))
         assert variables, logical_id
         assert not [v for v in variables if ":" in v], (logical_id, variables)
+
+
+# -- 6. the layer carries nothing no function imports --------------------------------------------------
+
+
+def test_the_built_layer_holds_no_dropped_distribution(synth: SynthResult) -> None:
+    """``synth`` built the layer; tests/unit/test_layer_contents.py proves nothing imports these."""
+    from tools.build_layer import SITE_DIR, UNIMPORTED_DISTRIBUTIONS, layer_size_bytes
+
+    installed = {info.name.split("-")[0].lower() for info in SITE_DIR.glob("*.dist-info")}
+    assert "tokenizers" in installed and "opensearch_py" in installed
+    assert installed.isdisjoint(name.lower() for name in UNIMPORTED_DISTRIBUTIONS)
+    for folder in ("huggingface_hub", "hf_xet", "grpc", "google", "opensearch", "yaml"):
+        assert not (SITE_DIR / folder).exists(), folder
+    # Lambda's limit is 250 MB unzipped for the function and its layers together; the layer stays far under.
+    assert layer_size_bytes() < 100_000_000
