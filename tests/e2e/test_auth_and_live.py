@@ -182,18 +182,26 @@ def test_config_json_has_the_local_shape(local_stack: dict[str, Any]) -> None:
     }
 
 
+def _preflight(client: LocalStackClient, origin: str) -> requests.Response:
+    return requests.options(
+        f"{client.api_url}/documents",
+        headers={
+            "Origin": origin,
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization,content-type",
+        },
+        timeout=10,
+    )
+
+
 def test_cors_follows_the_template_and_the_local_page_origin(client: LocalStackClient) -> None:
-    template_origin = "http://localhost:8000"  # cdk.json allowedOrigins
-    for origin in (template_origin, client.api_url):
-        preflight = requests.options(
-            f"{client.api_url}/documents",
-            headers={
-                "Origin": origin,
-                "Access-Control-Request-Method": "POST",
-                "Access-Control-Request-Headers": "authorization,content-type",
-            },
-            timeout=10,
-        )
+    configured = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]["rag-ingest"]["allowedOrigins"]
+    # An origin nobody configured (cdk.json lists none by default: no localhost reaches production).
+    foreign = "http://localhost:8000"
+    assert foreign not in configured
+    assert "Access-Control-Allow-Origin" not in _preflight(client, foreign).headers
+    for origin in (*configured, client.api_url):
+        preflight = _preflight(client, origin)
         assert preflight.status_code == 204
         assert preflight.headers["Access-Control-Allow-Origin"] == origin
         assert "POST" in preflight.headers["Access-Control-Allow-Methods"]
