@@ -2,8 +2,8 @@
 
 The local stack is the default target (its ``ApiUrl`` from ``.local/runtime/outputs.json``, tokens from
 its identity provider); ``--stack NAME`` targets a deployed stack (its CloudFormation outputs, Cognito
-sign-in). Exit codes: 0 success, 1 failure (a document FAILED, the API refused, the stack is
-unreachable), 2 bad usage. See docs/cli.md.
+sign-in); ``preflight`` checks an account before the first ``cdk deploy``. Exit codes: 0 success,
+1 failure (a document FAILED, the API refused, the stack is unreachable), 2 bad usage. See docs/cli.md.
 """
 
 from __future__ import annotations
@@ -75,6 +75,14 @@ def build_parser() -> argparse.ArgumentParser:
     smoke_parser.add_argument("--query", default=DEFAULT_QUERY, help=f"default {DEFAULT_QUERY!r}")
     smoke_parser.add_argument("--email", help="the test user's e-mail (default <user>@example.com)")
     smoke_parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for READY")
+    preflight_parser = commands.add_parser(
+        "preflight",
+        parents=[common],
+        help="before a first deploy: what this account and region lack for cdk deploy (read-only)",
+    )
+    preflight_parser.add_argument(
+        "--cdk-json", type=Path, default=Path("cdk.json"), help="the app's cdk.json (default ./cdk.json)"
+    )
     add_operator_commands(commands, common)
     return parser
 
@@ -110,6 +118,14 @@ def run_smoke(args: argparse.Namespace, console: Console, cache: TokenCache) -> 
     return smoke(console, options, sign_in=sign_in)
 
 
+def run_preflight(args: argparse.Namespace, console: Console) -> int:
+    from rag_ingest.adapters.account_preflight import AccountProbe
+    from rag_ingest.cli.preflight import read_settings, report, run_checks
+
+    settings = read_settings(args.cdk_json, stack_name=args.stack)
+    return report(console, run_checks(AccountProbe(args.region), settings))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -122,6 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_operator(args, parser, stack_name=args.stack, outputs=args.outputs)
         if args.command == "smoke":
             return run_smoke(args, console, cache)
+        if args.command == "preflight":
+            return run_preflight(args, console)
         return run_user_command(args, resolve_target(args, cache), console)
     except CliError as exc:
         console.note(f"error: {exc}")
