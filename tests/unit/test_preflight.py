@@ -124,13 +124,10 @@ def test_settings_follow_cdk_json_and_the_stack_option(tmp_path: Path) -> None:
     assert (from_string.stack_name, from_string.qualifier) == ("S", DEFAULT_QUALIFIER)
 
 
-def test_the_api_gateway_role_mode_and_its_other_spelling() -> None:
+def test_the_api_gateway_role_mode() -> None:
     assert settings_from_context({}).api_gateway_account_role == "create"
-    assert settings_from_context({"rag-ingest": {"apiGatewayCloudWatchRole": False}}).api_gateway_account_role == (
+    assert settings_from_context({"rag-ingest": {"apiGatewayAccountRole": "existing"}}).api_gateway_account_role == (
         "existing"
-    )
-    assert settings_from_context({"rag-ingest": {"apiGatewayCloudWatchRole": True}}).api_gateway_account_role == (
-        "create"
     )
     with pytest.raises(CliError, match="apiGatewayAccountRole must be one of create, existing"):
         settings_from_context({"rag-ingest": {"apiGatewayAccountRole": "maybe"}})

@@ -44,7 +44,7 @@ ACCOUNT_ROLE_MODES = ("create", "existing")
 # https://docs.aws.amazon.com/bedrock/latest/userguide/quotas-increase.html
 QUOTA_MODEL_NAMES = {TITAN_V2_MODEL_ID: "titan text embeddings v2"}
 
-# The demand assumptions (docs/preflight-section.md). One InvokeModel embeds one text; an Embed task
+# The demand assumptions (docs/deploy.md#preflight). One InvokeModel embeds one text; an Embed task
 # keeps DEFAULT_MAX_CONCURRENCY (4) calls in flight (rag_ingest.embeddings.bedrock) and a call is
 # assumed to take 200 ms, the figure docs/cost.md assumes for Titan V2 (not measured: no AWS here).
 ASSUMED_INVOKE_SECONDS = 0.2
@@ -101,10 +101,7 @@ def _str(section: dict[str, Any], key: str, default: str, where: str = "") -> st
 
 
 def _account_role_mode(raw: dict[str, Any]) -> str:
-    mode = raw.get("apiGatewayAccountRole")
-    if mode is None:
-        # The other spelling: `apiGatewayCloudWatchRole: false` means the stack leaves the account alone.
-        mode = "existing" if raw.get("apiGatewayCloudWatchRole") is False else "create"
+    mode = raw.get("apiGatewayAccountRole", "create")
     if mode not in ACCOUNT_ROLE_MODES:
         raise CliError(f"cdk.json: {CONTEXT_KEY}.apiGatewayAccountRole must be one of {', '.join(ACCOUNT_ROLE_MODES)}")
     return str(mode)
