@@ -14,9 +14,9 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from rag_ingest.chunking import chunk_pages
-from rag_ingest.models import Chunk, PageText
-from rag_ingest.tokens import count_tokens
+from rag_ingest.core.models import Chunk, PageText
+from rag_ingest.core.tokens import count_tokens
+from rag_ingest.ingest.chunking import chunk_pages
 
 from bench.versions import EDITED_FRACTION, SOURCE_PDF, edit_pages, pages_to_edit, source_pages
 

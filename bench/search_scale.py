@@ -46,9 +46,10 @@ import boto3
 import numpy as np
 from opensearchpy import OpenSearch, Urllib3HttpConnection
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore
-from rag_ingest.config import FusionEnv, IndexParamsEnv
-from rag_ingest.embeddings.base import BEDROCK_PROVIDER, LOCAL_MODEL_ID, MINILM_DIMENSION, Embedder, create_embedder
-from rag_ingest.search import SearchMode, search_passages
+from rag_ingest.core.config import FusionEnv, IndexParamsEnv
+from rag_ingest.embeddings.base import BEDROCK_PROVIDER, LOCAL_MODEL_ID, MINILM_DIMENSION, Embedder
+from rag_ingest.embeddings.factory import create_embedder
+from rag_ingest.retrieval.search import SearchMode, search_passages
 from rag_ingest.wiring import index_settings_for, vector_store_for
 
 from bench.search_scale_data import SyntheticChunks, Vectors, base_passages, bulk_load, check_shape, synthesize

@@ -27,11 +27,11 @@ import numpy as np
 import numpy.typing as npt
 from opensearchpy import OpenSearch, helpers
 from rag_ingest.adapters.vector_store import INDEXED_TEXT_FIELD
-from rag_ingest.ids import chunk_id, new_document_id, version_hash
-from rag_ingest.models import Chunk
-from rag_ingest.pdf import parse_pdf
-from rag_ingest.retrieval_text import document_title, indexed_text
-from rag_ingest.tokens import count_tokens
+from rag_ingest.core.ids import chunk_id, new_document_id, version_hash
+from rag_ingest.core.models import Chunk
+from rag_ingest.core.retrieval_text import document_title, indexed_text
+from rag_ingest.core.tokens import count_tokens
+from rag_ingest.ingest.pdf import parse_pdf
 
 from local.runtime.settings import REPO_ROOT
 

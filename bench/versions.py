@@ -16,8 +16,8 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from rag_ingest.models import PageText
-from rag_ingest.pdf import parse_pdf
+from rag_ingest.core.models import PageText
+from rag_ingest.ingest.pdf import parse_pdf
 
 SOURCE_PDF = Path("bench/corpus/r-intro-full.pdf")
 EDITED_FRACTION = 0.10

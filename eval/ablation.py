@@ -5,7 +5,7 @@
 In process (the same parse, cleanup, chunk and search code as the pipeline, see ``eval``), on one
 split (default: test, as issue 14 asks: no rule ships unless it helps there). Each variant is
 the shipped configuration with one thing switched: a cleanup rule of
-``rag_ingest.pdf.CleanupRules`` (off, or on for a rule that does not ship), all of the cleanup,
+``rag_ingest.ingest.pdf.CleanupRules`` (off, or on for a rule that does not ship), all of the cleanup,
 the contextual text (title and heading path before the text, BM25-indexed as shipped: off,
 without the title, or embedded too), or the tuned fusion (back to unweighted RRF with the paper's
 constant, 60). Every variant's chunks are embedded once per distinct text.
@@ -20,11 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from functools import partial
 
-from rag_ingest.embeddings.base import create_embedder
+from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE
+from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
-from rag_ingest.pdf import SHIPPED_CLEANUP_RULES, CleanupRules
-from rag_ingest.retrieval_text import SHIPPED_CONTEXT_LINE
-from rag_ingest.search import DEFAULT_FUSION, FusionSettings, SearchMode
+from rag_ingest.ingest.pdf import SHIPPED_CLEANUP_RULES, CleanupRules
+from rag_ingest.retrieval.search import DEFAULT_FUSION, FusionSettings, SearchMode
 
 from eval.retrieval import (
     EMBEDDINGS_CACHE,

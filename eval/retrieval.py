@@ -19,14 +19,14 @@ from functools import cache
 from pathlib import Path
 
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
-from rag_ingest.chunking import chunk_pages, document_text
+from rag_ingest.core.models import Chunk, PageText, SearchHit
+from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE, document_title, indexed_text
+from rag_ingest.core.tokens import count_tokens, load_tokenizer
 from rag_ingest.embeddings.base import Embedder
-from rag_ingest.models import Chunk, PageText, SearchHit
-from rag_ingest.ocr import PageOcr
-from rag_ingest.pdf import SHIPPED_CLEANUP_RULES, CleanupRules, clean_pages, parse_pdf
-from rag_ingest.retrieval_text import SHIPPED_CONTEXT_LINE, document_title, indexed_text
-from rag_ingest.search import DEFAULT_FUSION, FusionSettings, SearchMode, search_passages
-from rag_ingest.tokens import count_tokens, load_tokenizer
+from rag_ingest.ingest.chunking import chunk_pages, document_text
+from rag_ingest.ingest.ocr import PageOcr
+from rag_ingest.ingest.pdf import SHIPPED_CLEANUP_RULES, CleanupRules, clean_pages, parse_pdf
+from rag_ingest.retrieval.search import DEFAULT_FUSION, FusionSettings, SearchMode, search_passages
 from tokenizers import Tokenizer
 
 EVAL_DIR = Path(__file__).resolve().parent
@@ -273,7 +273,7 @@ class MemoEmbedder:
 
 
 class InProcessIndex:
-    """A temporary index of its own: chunks embedded here, searched with rag_ingest.search."""
+    """A temporary index of its own: chunks embedded here, searched with rag_ingest.retrieval.search."""
 
     def __init__(
         self,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_ingest.embeddings.local import MINILM_DIMENSION
-from rag_ingest.search import SearchMode
+from rag_ingest.retrieval.search import SearchMode
 
 from eval.retrieval import RESULTS_PER_QUESTION, Passage, Question
 from local.client import LocalStackClient

@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
-from rag_ingest.config import (
+from rag_ingest.core.config import (
     REAPER_MAX_DOCUMENTS_PER_RUN,
     REAPER_MAX_REDRIVES,
     REAPER_STUCK_AFTER_MINUTES,
@@ -29,10 +29,10 @@ from rag_ingest.config import (
     MergeFloorSegmentMb,
     MergeSegmentsPerTier,
 )
+from rag_ingest.core.models import DEFAULT_BULK_ABOVE_PAGES, DEFAULT_PARSE_RANGE_PAGES
 from rag_ingest.embeddings.bedrock import TITAN_V2_DIMENSIONS, TITAN_V2_MODEL_ID
-from rag_ingest.models import DEFAULT_BULK_ABOVE_PAGES, DEFAULT_PARSE_RANGE_PAGES
-from rag_ingest.ocr import DEFAULT_MAX_OCR_PAGES
-from rag_ingest.search import DEFAULT_FUSION, HYBRID_MAX_CANDIDATES
+from rag_ingest.ingest.ocr import DEFAULT_MAX_OCR_PAGES
+from rag_ingest.retrieval.search import DEFAULT_FUSION, HYBRID_MAX_CANDIDATES
 
 CONTEXT_KEY = "rag-ingest"
 
@@ -250,7 +250,7 @@ class OpenSearchConfig(_Model):
 class SearchConfig(_Model):
     """Hybrid search: weighted reciprocal rank fusion of BM25 and k-NN, and the candidates each
     leg fetches first for k results (max(minCandidates, candidatesPerResult x k), at most 100; deeper
-    when folded copies leave fewer than k). The defaults are rag_ingest.search.DEFAULT_FUSION, tuned
+    when folded copies leave fewer than k). The defaults are rag_ingest.retrieval.search.DEFAULT_FUSION, tuned
     on the evaluation's dev split."""
 
     bm25_weight: float = Field(default=DEFAULT_FUSION.bm25_weight, ge=0, le=100)

@@ -14,7 +14,8 @@ import boto3
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from rag_ingest.adapters.vector_store import VectorStore
-from rag_ingest.embeddings.base import Embedder, create_embedder
+from rag_ingest.embeddings.base import Embedder
+from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.wiring import vector_store_for
 

@@ -106,8 +106,17 @@ class LayerBuildError(RuntimeError):
     """The layer could not be built (pip failed, sources missing)."""
 
 
+# Parts of the domain package no function loads: the command line runs on people's machines
+# (pip install -e . gives it the rag-ingest script), never in Lambda. Left out of the layer and of
+# its source hash, so a CLI change neither rebuilds the layer nor changes the functions' asset.
+NOT_IN_LAYER = ("cli",)
+
+
 def _iter_source_files(root: Path) -> Iterator[Path]:
     for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root).parts
+        if relative and relative[0] in NOT_IN_LAYER:
+            continue
         if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
             yield path
 
@@ -201,7 +210,7 @@ def _copy_package(site: Path) -> None:
         raise LayerBuildError(f"domain package not found at {PACKAGE_SRC}")
     destination = site / PACKAGE_SRC.name
     shutil.rmtree(destination, ignore_errors=True)
-    shutil.copytree(PACKAGE_SRC, destination, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(PACKAGE_SRC, destination, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", *NOT_IN_LAYER))
 
 
 def layer_size_bytes(path: Path = LAYER_DIR) -> int:

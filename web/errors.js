@@ -1,4 +1,4 @@
-// A human sentence for each error code a document can fail with (rag_ingest/errors.py ErrorCode).
+// A human sentence for each error code a document can fail with (rag_ingest/core/errors.py ErrorCode).
 // A browser test checks that every code the domain package defines has its sentence here.
 export const ERROR_SENTENCES = Object.freeze({
   UNSUPPORTED_TYPE: "This file is not a PDF.",

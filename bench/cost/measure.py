@@ -27,7 +27,7 @@ from typing import Any
 import boto3
 import requests
 from botocore.config import Config
-from rag_ingest.tokens import count_tokens
+from rag_ingest.core.tokens import count_tokens
 
 from eval.stack import eval_template
 from local.client import LocalStackClient

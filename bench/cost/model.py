@@ -240,7 +240,7 @@ def cost_table(usage: RunUsage, settings: CostSettings) -> CostTable:
 
 def embedding_cache_entry_bytes(dimension: int) -> int:
     """A cache entry's DynamoDB item size: the float32 vector, the sha256 key id and checksum, the
-    dimension, and the attribute names (rag_ingest.embedding_cache.encode_entry)."""
+    dimension, and the attribute names (rag_ingest.ingest.embedding_cache.encode_entry)."""
     return 4 * dimension + EMBEDDING_CACHE_ENTRY_OVERHEAD_BYTES
 
 

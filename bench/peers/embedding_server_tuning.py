@@ -17,9 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import boto3
 from botocore.config import Config
+from rag_ingest.core.tokens import count_tokens
 from rag_ingest.embeddings.base import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.embeddings.bedrock import BedrockTitanEmbedder
-from rag_ingest.tokens import count_tokens
 
 from local.embedding_server.model import local_minilm
 from local.embedding_server.server import EmbeddingServer

@@ -40,8 +40,8 @@ class TruncatingMiniLM:
     """rag-ingest's local embedder, cutting each text to the model's input limit instead of refusing it."""
 
     def __init__(self) -> None:
+        from rag_ingest.core.tokens import load_tokenizer
         from rag_ingest.embeddings.local import LocalMiniLMEmbedder
-        from rag_ingest.tokens import load_tokenizer
 
         self.embedder = LocalMiniLMEmbedder(batch_size=EMBED_BATCH_SIZE, intra_op_threads=INTRA_OP_THREADS)
         self.tokenizer = load_tokenizer()

@@ -29,10 +29,13 @@ from aws_lambda_powertools.event_handler.openapi.types import (
     OpenAPIResponseContentSchema,
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from rag_ingest.auth import InvalidTenantError, tenant_of
-from rag_ingest.config import ApiEnv, SearchEnv
-from rag_ingest.deletion import DeletionReport
-from rag_ingest.documents import (
+from rag_ingest.core.auth import InvalidTenantError, tenant_of
+from rag_ingest.core.config import ApiEnv, SearchEnv
+from rag_ingest.core.errors import PermanentError, TransientError
+from rag_ingest.core.logs import logger
+from rag_ingest.core.tracing import tracer
+from rag_ingest.documents.deletion import DeletionReport
+from rag_ingest.documents.service import (
     DEFAULT_PAGE_SIZE,
     MAX_CURSOR_CHARS,
     MAX_PAGE_SIZE,
@@ -49,10 +52,7 @@ from rag_ingest.documents import (
     UploadTicket,
     is_document_id,
 )
-from rag_ingest.errors import PermanentError, TransientError
-from rag_ingest.logs import logger
-from rag_ingest.search import SearchRequest, SearchResponse
-from rag_ingest.tracing import tracer
+from rag_ingest.retrieval.search import SearchRequest, SearchResponse
 from rag_ingest.wiring import build_api
 
 OPENAPI_TITLE = "rag-ingest API"

@@ -18,10 +18,10 @@ from aws_lambda_powertools.utilities.idempotency import (
     idempotent_function,
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from rag_ingest.config import IntakeEnv
-from rag_ingest.intake import UploadedObject, parse_queue_message
-from rag_ingest.logs import logger
-from rag_ingest.tracing import tracer
+from rag_ingest.core.config import IntakeEnv
+from rag_ingest.core.logs import logger
+from rag_ingest.core.tracing import tracer
+from rag_ingest.documents.intake import UploadedObject, parse_queue_message
 from rag_ingest.wiring import build_intake
 
 ENV = IntakeEnv.from_env()

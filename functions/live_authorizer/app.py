@@ -10,11 +10,11 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from rag_ingest.adapters.jwks import CachedJwks, jwks_url_for
-from rag_ingest.auth import TokenVerifier
-from rag_ingest.config import LiveAuthorizerEnv
-from rag_ingest.live_connections import authorize_connect
-from rag_ingest.logs import logger
-from rag_ingest.tracing import tracer
+from rag_ingest.core.auth import TokenVerifier
+from rag_ingest.core.config import LiveAuthorizerEnv
+from rag_ingest.core.logs import logger
+from rag_ingest.core.tracing import tracer
+from rag_ingest.live.connections import authorize_connect
 
 ENV = LiveAuthorizerEnv.from_env()
 # The key set is fetched on first use and cached for the life of this execution environment.

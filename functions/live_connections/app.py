@@ -6,11 +6,11 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from rag_ingest.adapters.live_connections import DynamoConnectionStore
-from rag_ingest.auth import InvalidTenantError
-from rag_ingest.config import LiveConnectionsEnv
-from rag_ingest.live_connections import close_connection, open_connection
-from rag_ingest.logs import logger
-from rag_ingest.tracing import tracer
+from rag_ingest.core.auth import InvalidTenantError
+from rag_ingest.core.config import LiveConnectionsEnv
+from rag_ingest.core.logs import logger
+from rag_ingest.core.tracing import tracer
+from rag_ingest.live.connections import close_connection, open_connection
 
 ENV = LiveConnectionsEnv.from_env()
 store = DynamoConnectionStore(ENV.connections_table)

@@ -13,10 +13,10 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from rag_ingest.adapters.live_connections import DynamoConnectionStore, ManagementApiPoster
-from rag_ingest.config import LivePusherEnv
-from rag_ingest.live_connections import LivePusher
-from rag_ingest.logs import logger
-from rag_ingest.tracing import tracer
+from rag_ingest.core.config import LivePusherEnv
+from rag_ingest.core.logs import logger
+from rag_ingest.core.tracing import tracer
+from rag_ingest.live.connections import LivePusher
 
 ENV = LivePusherEnv.from_env()
 # Every failure is reported as a batch item failure, even when all records fail, so the mapping

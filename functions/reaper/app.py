@@ -11,10 +11,10 @@ from typing import Any
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from rag_ingest.config import ReaperEnv
-from rag_ingest.logs import logger
-from rag_ingest.reaper import ReapReport, ReapRequest
-from rag_ingest.tracing import tracer
+from rag_ingest.core.config import ReaperEnv
+from rag_ingest.core.logs import logger
+from rag_ingest.core.tracing import tracer
+from rag_ingest.operations.reaper import ReapReport, ReapRequest
 from rag_ingest.wiring import build_reaper
 
 ENV = ReaperEnv.from_env()

@@ -1,7 +1,7 @@
 """Redrive: move dead-lettered messages back to the ingest queue, or replay FAILED documents.
 
 Invoked by an operator: ``{"action": "redrive", ...}`` (the default) or ``{"action": "replay", ...}``;
-see rag_ingest.redrive and rag_ingest.replay for the fields and docs/operations.md for examples.
+see rag_ingest.operations.redrive and rag_ingest.operations.replay for the fields and docs/operations.md for examples.
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from rag_ingest.config import RedriveEnv
-from rag_ingest.logs import logger
-from rag_ingest.redrive import parse_operator_request
-from rag_ingest.tracing import tracer
+from rag_ingest.core.config import RedriveEnv
+from rag_ingest.core.logs import logger
+from rag_ingest.core.tracing import tracer
+from rag_ingest.operations.redrive import parse_operator_request
 from rag_ingest.wiring import build_recovery
 
 ENV = RedriveEnv.from_env()

@@ -1,14 +1,14 @@
-"""Step Functions task handlers: one per stage, all thin over rag_ingest.pipeline."""
+"""Step Functions task handlers: one per stage, all thin over rag_ingest.ingest.pipeline."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from rag_ingest.config import StagesEnv
-from rag_ingest.logs import logger
-from rag_ingest.models import DocumentJob, EmbedTask, FailedJob, ParseTask
-from rag_ingest.tracing import tracer
+from rag_ingest.core.config import StagesEnv
+from rag_ingest.core.logs import logger
+from rag_ingest.core.models import DocumentJob, EmbedTask, FailedJob, ParseTask
+from rag_ingest.core.tracing import tracer
 from rag_ingest.wiring import build_pipeline
 
 ENV = StagesEnv.from_env()  # fails the cold start, loudly, on a bad environment

@@ -30,7 +30,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
-from rag_ingest import errors
+from rag_ingest.core import errors
 
 from infra.config import RagIngestConfig
 from infra.constructs.function import METRICS_NAMESPACE, removal_policy
@@ -40,7 +40,7 @@ _CLOUDWATCH = iam.ServicePrincipal("cloudwatch.amazonaws.com")
 
 # The failures of the system rather than of the file: the domain's list, as the metric dimension values.
 SYSTEM_ERROR_CODES = tuple(code.value for code in errors.SYSTEM_ERROR_CODES)
-# Metric names the functions emit (rag_ingest.telemetry, functions/reaper).
+# Metric names the functions emit (rag_ingest.core.telemetry, functions/reaper).
 DOCUMENTS_FAILED = "DocumentsFailed"  # dimensions ErrorCode, Cause (system | input: errors.failure_cause)
 DOCUMENTS_READY = "DocumentsReady"
 DOCUMENTS_REAPED = "DocumentsReaped"  # dimension Action: Redriven | MarkedFailed

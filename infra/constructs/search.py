@@ -291,7 +291,7 @@ class Search(Construct):
 
     @property
     def index_parameters(self) -> dict[str, str]:
-        """The k-NN index parameters (rag_ingest.config.IndexParamsEnv), for every function that
+        """The k-NN index parameters (rag_ingest.core.config.IndexParamsEnv), for every function that
         creates or queries the index."""
         opensearch = self._config.opensearch
         parameters = {
@@ -311,7 +311,7 @@ class Search(Construct):
 
     @property
     def query_environment(self) -> dict[str, str]:
-        """What POST /search needs (rag_ingest.config.SearchEnv): the index and the query embedder."""
+        """What POST /search needs (rag_ingest.core.config.SearchEnv): the index and the query embedder."""
         embedding = self._config.embedding
         return {
             "OPENSEARCH_ENDPOINT": self.endpoint_url,
@@ -325,7 +325,7 @@ class Search(Construct):
 
     @property
     def fusion_parameters(self) -> dict[str, str]:
-        """How hybrid search fuses its legs (rag_ingest.config.FusionEnv)."""
+        """How hybrid search fuses its legs (rag_ingest.core.config.FusionEnv)."""
         search = self._config.search
         return {
             "SEARCH_BM25_WEIGHT": str(search.bm25_weight),

@@ -17,9 +17,9 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
-from rag_ingest.layout import ARTIFACTS_PREFIX, RAW_PREFIX
-from rag_ingest.models import LANE_TAG, Lane
-from rag_ingest.ocr import OCR_DPI
+from rag_ingest.core.layout import ARTIFACTS_PREFIX, RAW_PREFIX
+from rag_ingest.core.models import LANE_TAG, Lane
+from rag_ingest.ingest.ocr import OCR_DPI
 
 from infra.config import FunctionSettings, RagIngestConfig
 from infra.constructs.function import FunctionFactory, new_log_group
@@ -28,7 +28,7 @@ from infra.constructs.storage import Storage
 from infra.nag import acknowledge, arn_ref
 from infra.naming import unique_name
 
-# Retry/Catch match the Lambda errorType, i.e. the exception class name (rag_ingest.errors).
+# Retry/Catch match the Lambda errorType, i.e. the exception class name (rag_ingest.core.errors).
 PERMANENT_ERRORS = ["PermanentError"]
 TRANSIENT_ERRORS = [
     "TransientError",
@@ -41,7 +41,7 @@ TRANSIENT_ERRORS = [
 
 @dataclass(frozen=True)
 class StageSpec:
-    """A stage and the access its code needs (rag_ingest.pipeline), and nothing more."""
+    """A stage and the access its code needs (rag_ingest.ingest.pipeline), and nothing more."""
 
     name: str  # state name and construct id prefix: "Validate" -> Workflow/ValidateFunction
     handler: str

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from functools import cache
 from typing import TYPE_CHECKING
 
+from rag_ingest.core.tokens import count_tokens
 from rag_ingest.embeddings.base import LOCAL_MODEL_ID, MINILM_DIMENSION
-from rag_ingest.tokens import count_tokens
 
 from local.embedding_server.server import ServedModel
 from local.embedding_server.settings import EmbeddingServerSettings

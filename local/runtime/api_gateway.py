@@ -7,7 +7,7 @@ in process (so it runs in the Lambda runner: ``moto_lambda_seam.invoke_in_proces
 function's result becomes the response. Routes with
 ``AuthorizationType: JWT`` are authorized as the HTTP API's JWT authorizer does it: the
 ``Authorization: Bearer`` ID token is verified (issuer, audience, expiry, RS256 signature against
-the local identity provider's JWKS, :class:`rag_ingest.auth.TokenVerifier`), else
+the local identity provider's JWKS, :class:`rag_ingest.core.auth.TokenVerifier`), else
 ``401 {"message":"Unauthorized"}``; its claims reach the function in
 ``requestContext.authorizer.jwt.claims`` (every value a string, as API Gateway passes them).
 CORS follows the template's ``CorsConfiguration`` (see :mod:`local.runtime.http_api`).
@@ -27,7 +27,7 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
-from rag_ingest.auth import InvalidTokenError, TokenVerifier, bearer_token
+from rag_ingest.core.auth import InvalidTokenError, TokenVerifier, bearer_token
 
 from local.runtime.http_api import CorsPolicy, HttpApiDefinition, RouteAuthorization
 from local.runtime.http_response import HttpResponse, json_response

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from rag_ingest.auth import InvalidTenantError, InvalidTokenError, bearer_token, tenant_of
+from rag_ingest.core.auth import InvalidTenantError, InvalidTokenError, bearer_token, tenant_of
 
 from local.runtime.api_gateway import FORBIDDEN, UNAUTHORIZED, HttpApiGateway
 from local.runtime.fault_api import FaultApi

@@ -4,7 +4,7 @@ Stands in for the Cognito user pool (which the local stack does not create). It 
 tokens shaped like Cognito's (``iss``, ``aud``, ``exp``, ``iat``, ``sub``, ``token_use: "id"``,
 ``email``, ``cognito:username``, ``custom:tenant_id``) with an RSA key generated at start, and
 publishes the key set, so the local API server verifies tokens exactly as the HTTP API's JWT
-authorizer does (issuer, audience, expiry, signature; :class:`rag_ingest.auth.TokenVerifier`).
+authorizer does (issuer, audience, expiry, signature; :class:`rag_ingest.core.auth.TokenVerifier`).
 
 Endpoints (under ``/_local/oidc``, answered by :meth:`LocalIdentityProvider.handle`):
 
@@ -28,7 +28,7 @@ from typing import Any
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
-from rag_ingest.auth import TENANT_CLAIM, InvalidTenantError, TokenVerifier, validate_tenant_id
+from rag_ingest.core.auth import TENANT_CLAIM, InvalidTenantError, TokenVerifier, validate_tenant_id
 
 OIDC_PATH = "/_local/oidc"
 TOKEN_LIFETIME_SECONDS = 3600

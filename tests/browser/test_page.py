@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import requests
-from rag_ingest.errors import ErrorCode
+from rag_ingest.core.errors import ErrorCode
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys

@@ -17,7 +17,7 @@ from typing import Any
 import boto3
 import pytest
 import requests
-from rag_ingest.ids import document_id_for_object
+from rag_ingest.core.ids import document_id_for_object
 
 from local.client import LocalStackClient
 from local.runtime.harness import LocalStackProcess

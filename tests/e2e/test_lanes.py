@@ -16,7 +16,7 @@ import pytest
 from fpdf import FPDF
 from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.embeddings.base import Embedder
-from rag_ingest.search import search_passages
+from rag_ingest.retrieval.search import search_passages
 
 from local.client import LocalStackClient
 from local.runtime.harness import LocalStackProcess

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 from rag_ingest.adapters.vector_store import VectorStore
+from rag_ingest.core.ids import document_id_for_object
 from rag_ingest.embeddings.base import Embedder
-from rag_ingest.ids import document_id_for_object
-from rag_ingest.search import search_passages
+from rag_ingest.retrieval.search import search_passages
 
 from local.client import LocalStackClient
 

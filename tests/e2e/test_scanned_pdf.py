@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.embeddings.base import Embedder
-from rag_ingest.search import search_passages
+from rag_ingest.retrieval.search import search_passages
 
 from eval.scans.generate import STYLES, generate_style
 from local.client import LocalStackClient

@@ -295,3 +295,13 @@ def test_the_built_layer_holds_no_dropped_distribution(synth: SynthResult) -> No
         assert not (SITE_DIR / folder).exists(), folder
     # Lambda's limit is 250 MB unzipped for the function and its layers together; the layer stays far under.
     assert layer_size_bytes() < 100_000_000
+
+
+def test_the_layer_holds_the_domain_package_but_no_cli(synth: SynthResult) -> None:
+    from tools.build_layer import PACKAGE_SRC, SITE_DIR
+
+    layered = {path.relative_to(SITE_DIR / "rag_ingest").as_posix() for path in (SITE_DIR / "rag_ingest").rglob("*.py")}
+    source = {path.relative_to(PACKAGE_SRC).as_posix() for path in PACKAGE_SRC.rglob("*.py")}
+    cli = {name for name in source if name.startswith("cli/")}
+    assert cli and not {name for name in layered if name.startswith("cli/")}
+    assert layered == source - cli

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from aws_cdk.assertions import Template
-from rag_ingest.config import ApiEnv, EnvModel, IntakeEnv, ReaperEnv, RedriveEnv, SearchEnv, StagesEnv
+from rag_ingest.core.config import ApiEnv, EnvModel, IntakeEnv, ReaperEnv, RedriveEnv, SearchEnv, StagesEnv
 
 from infra.cdk_app import create_app
 from infra.config import CONTEXT_KEY

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from rag_ingest.errors import ErrorCode, failure_cause
+from rag_ingest.core.errors import ErrorCode, failure_cause
 
 from tests.infra.template_tools import SynthResult, as_list, render_token
 

@@ -11,9 +11,9 @@ from typing import Any
 import boto3
 import pytest
 import requests
+from rag_ingest.core.ids import execution_name, new_document_id
+from rag_ingest.core.models import DocumentStatus
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID
-from rag_ingest.ids import execution_name, new_document_id
-from rag_ingest.models import DocumentStatus
 
 from tests.support.aws import REPO, FakeLambdaContext, import_handler, moto_server
 from tests.support.operations import RecordWriter, create_documents_table, create_state_machine

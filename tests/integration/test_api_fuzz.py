@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import requests
-from rag_ingest.ids import new_document_id
+from rag_ingest.core.ids import new_document_id
 
 from local.client import LocalStackClient
 from tools import openapi as openapi_tool

@@ -24,8 +24,8 @@ from typing import Any
 import boto3
 import pytest
 from rag_ingest.cli import main
-from rag_ingest.errors import ERROR_SENTENCES, ErrorCode
-from rag_ingest.ids import new_document_id
+from rag_ingest.core.errors import ERROR_SENTENCES, ErrorCode
+from rag_ingest.core.ids import new_document_id
 
 from local.runtime.harness import LocalStackProcess
 from tests.support.aws import REPO, moto_server

@@ -12,8 +12,9 @@ from typing import Any
 import boto3
 import pytest
 from botocore.config import Config
-from rag_ingest.embeddings.base import LOCAL_MODEL_ID, MINILM_DIMENSION, create_embedder
+from rag_ingest.embeddings.base import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.embeddings.bedrock import BedrockTitanEmbedder
+from rag_ingest.embeddings.factory import create_embedder
 
 from local.embedding_server.process import EmbeddingServerProcess
 

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
-from rag_ingest.chunking import chunk_pages
-from rag_ingest.embeddings.base import Embedder, create_embedder
+from rag_ingest.core.tokens import count_tokens
+from rag_ingest.embeddings.base import Embedder
+from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
-from rag_ingest.pdf import parse_pdf
-from rag_ingest.search import DEFAULT_FUSION, SearchMode, SearchRequest, SearchService, search_passages
-from rag_ingest.tokens import count_tokens
+from rag_ingest.ingest.chunking import chunk_pages
+from rag_ingest.ingest.pdf import parse_pdf
+from rag_ingest.retrieval.search import DEFAULT_FUSION, SearchMode, SearchRequest, SearchService, search_passages
 
 pytestmark = pytest.mark.integration
 

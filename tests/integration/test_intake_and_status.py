@@ -12,9 +12,9 @@ from typing import Any
 import boto3
 import pytest
 from rag_ingest.adapters.documents_table import DocumentsTable
-from rag_ingest.errors import ErrorCode, StaleWriteError
-from rag_ingest.ids import new_document_id
-from rag_ingest.models import DocumentStatus, ObjectRef, QueueOutcome, Stage
+from rag_ingest.core.errors import ErrorCode, StaleWriteError
+from rag_ingest.core.ids import new_document_id
+from rag_ingest.core.models import DocumentStatus, ObjectRef, QueueOutcome, Stage
 
 from tests.support.aws import FakeLambdaContext, import_handler, moto_server
 

@@ -27,9 +27,9 @@ import boto3
 import pytest
 from pypdf import PdfReader, PdfWriter
 from rag_ingest.adapters.documents_table import DocumentsTable
+from rag_ingest.core.ids import new_document_id
+from rag_ingest.core.models import ObjectRef
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
-from rag_ingest.ids import new_document_id
-from rag_ingest.models import ObjectRef
 
 from local.runtime.lambda_worker_pool import Worker
 from local.runtime.provision import FunctionDefinition

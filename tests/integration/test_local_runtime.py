@@ -36,7 +36,7 @@ pytestmark = pytest.mark.integration
 HANDLERS = """
 import json, os, sys, time
 import boto3
-from rag_ingest.errors import ErrorCode, PermanentError, TransientError
+from rag_ingest.core.errors import ErrorCode, PermanentError, TransientError
 
 def _bump(name):
     path = os.path.join(os.environ["COUNTER_DIR"], name)

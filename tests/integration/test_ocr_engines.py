@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rag_ingest.errors import ErrorCode, PermanentError
-from rag_ingest.models import TextSource
-from rag_ingest.ocr import OCR_DPI, PageOcr, render_page_png
-from rag_ingest.ocr_local import TesseractEngine, local_engine
-from rag_ingest.pdf import parse_pdf
+from rag_ingest.core.errors import ErrorCode, PermanentError
+from rag_ingest.core.models import TextSource
+from rag_ingest.ingest.ocr import OCR_DPI, PageOcr, render_page_png
+from rag_ingest.ingest.ocr_local import TesseractEngine, local_engine
+from rag_ingest.ingest.pdf import parse_pdf
 
 from eval.scans.cer import character_error_rate, normalise
 from eval.scans.generate import STYLES, PageStyle, generate_mixed, generate_style

@@ -16,13 +16,14 @@ import pytest
 from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.object_store import ObjectStore
 from rag_ingest.adapters.vector_store import VectorStore
-from rag_ingest.config import StagesEnv
-from rag_ingest.embeddings.base import Embedder, create_embedder
+from rag_ingest.core.config import StagesEnv
+from rag_ingest.core.errors import ErrorCode, PermanentError
+from rag_ingest.core.models import DocumentJob, DocumentStatus, EmbedTask, FailedJob, ObjectRef
+from rag_ingest.core.tokens import count_tokens
+from rag_ingest.embeddings.base import Embedder
+from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
-from rag_ingest.errors import ErrorCode, PermanentError
-from rag_ingest.models import DocumentJob, DocumentStatus, EmbedTask, FailedJob, ObjectRef
-from rag_ingest.pipeline import Pipeline, StageDependencies
-from rag_ingest.tokens import count_tokens
+from rag_ingest.ingest.pipeline import Pipeline, StageDependencies
 from rag_ingest.wiring import vector_store_for
 
 from tests.support.aws import moto_server

@@ -14,10 +14,10 @@ import pytest
 from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.executions import Executions
 from rag_ingest.adapters.workflow import WorkflowStarter
-from rag_ingest.ids import execution_name, new_document_id
-from rag_ingest.models import ExecutionState, ObjectRef, QueueOutcome
-from rag_ingest.reaper import ReapAction, Reaper, ReaperSettings, ReapRequest
-from rag_ingest.replay import Replayer
+from rag_ingest.core.ids import execution_name, new_document_id
+from rag_ingest.core.models import ExecutionState, ObjectRef, QueueOutcome
+from rag_ingest.operations.reaper import ReapAction, Reaper, ReaperSettings, ReapRequest
+from rag_ingest.operations.replay import Replayer
 
 from tests.support.aws import FakeLambdaContext, import_handler, moto_server
 from tests.support.operations import RecordWriter, create_documents_table, create_state_machine

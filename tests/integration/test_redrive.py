@@ -12,10 +12,10 @@ from typing import Any
 
 import boto3
 import pytest
-from rag_ingest.errors import ErrorCode
-from rag_ingest.ids import execution_name, new_document_id
-from rag_ingest.redrive import Recovery, RedriveRequest
-from rag_ingest.replay import ReplayRequest
+from rag_ingest.core.errors import ErrorCode
+from rag_ingest.core.ids import execution_name, new_document_id
+from rag_ingest.operations.redrive import Recovery, RedriveRequest
+from rag_ingest.operations.replay import ReplayRequest
 from rag_ingest.wiring import recovery_for
 
 from tests.support.aws import moto_server

@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from rag_ingest.models import TextSource
-from rag_ingest.ocr import PageOcr
-from rag_ingest.ocr_local import local_engine
-from rag_ingest.pdf import parse_pdf
+from rag_ingest.core.models import TextSource
+from rag_ingest.ingest.ocr import PageOcr
+from rag_ingest.ingest.ocr_local import local_engine
+from rag_ingest.ingest.pdf import parse_pdf
 
 from eval.retrieval import CORPUS_DIR
 from eval.scans.variant import scanned_variant

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 from pypdf import PdfReader, PdfWriter
-from rag_ingest.errors import SYSTEM_ERROR_CODES, ErrorCode
-from rag_ingest.ids import document_id_for_object
-from rag_ingest.models import DocumentStatus
+from rag_ingest.core.errors import SYSTEM_ERROR_CODES, ErrorCode
+from rag_ingest.core.ids import document_id_for_object
+from rag_ingest.core.models import DocumentStatus
 
 from local.client import LocalStackClient
 from local.runtime.harness import LocalStackProcess

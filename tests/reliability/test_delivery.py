@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from rag_ingest.ids import document_id_for_object, version_hash
+from rag_ingest.core.ids import document_id_for_object, version_hash
 
 from local.client import LocalStackClient
 from local.runtime.harness import LocalStackProcess

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from urllib.parse import urlparse
 
 import pytest
-from rag_ingest.errors import ErrorCode
-from rag_ingest.models import DocumentStatus
+from rag_ingest.core.errors import ErrorCode
+from rag_ingest.core.models import DocumentStatus
 
 from local.runtime.harness import LocalStackProcess
 from tests.reliability.tcp_proxy import TcpProxy

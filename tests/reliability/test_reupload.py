@@ -4,8 +4,8 @@ ends READY on the new version, and the index never holds the chunks of both."""
 from __future__ import annotations
 
 import pytest
-from rag_ingest.ids import version_hash
-from rag_ingest.models import DocumentStatus, Stage
+from rag_ingest.core.ids import version_hash
+from rag_ingest.core.models import DocumentStatus, Stage
 
 from local.client import LocalStackClient
 from local.runtime.harness import LocalStackProcess

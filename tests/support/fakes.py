@@ -1,4 +1,4 @@
-"""In-memory implementations of rag_ingest.ports, for unit tests that run in milliseconds.
+"""In-memory implementations of rag_ingest.core.ports, for unit tests that run in milliseconds.
 
 Each fake keeps the contract of its adapter, not just its signature: the documents fake applies
 the same compare-and-set conditions as adapters.documents_table (a write the table would refuse
@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from rag_ingest.embedding_cache import KEY_ATTRIBUTE, CacheKey, decode_entry, encode_entry
-from rag_ingest.errors import ErrorCode, PermanentError, StaleWriteError
-from rag_ingest.ids import chunk_id, version_hash
-from rag_ingest.models import (
+from rag_ingest.core.errors import ErrorCode, PermanentError, StaleWriteError
+from rag_ingest.core.ids import chunk_id, version_hash
+from rag_ingest.core.models import (
+    CacheKey,
     Chunk,
     DocumentRecord,
     DocumentStatus,
@@ -33,7 +33,8 @@ from rag_ingest.models import (
     content_key,
     embed_cache_part,
 )
-from rag_ingest.retrieval_text import SHIPPED_CONTEXT_LINE, indexed_text
+from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE, indexed_text
+from rag_ingest.ingest.embedding_cache import KEY_ATTRIBUTE, decode_entry, encode_entry
 
 _IN_FLIGHT = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
 # What a new version clears (DocumentsTable.mark_queued's REMOVE clause).

@@ -19,10 +19,10 @@ import boto3
 import requests
 from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.vector_store import connect
+from rag_ingest.core.ids import version_hash
+from rag_ingest.core.layout import artifact_key
+from rag_ingest.core.models import DocumentRecord, DocumentStatus
 from rag_ingest.embeddings.local import MINILM_DIMENSION
-from rag_ingest.ids import version_hash
-from rag_ingest.layout import artifact_key
-from rag_ingest.models import DocumentRecord, DocumentStatus
 from rag_ingest.wiring import vector_store_for
 
 from local.client import LocalStackClient
@@ -214,7 +214,7 @@ class PipelineProbe:
         return [e for page in paginator.paginate(stateMachineArn=self.state_machine_arn) for e in page["executions"]]
 
     def executions_of(self, document_ids: Iterable[str]) -> list[dict[str, Any]]:
-        # Execution names are "<document_id>-<version hash>[-r<replay>]" (rag_ingest.ids.execution_name).
+        # Execution names are "<document_id>-<version hash>[-r<replay>]" (rag_ingest.core.ids.execution_name).
         prefixes = tuple(f"{i}-" for i in document_ids)
         return [e for e in self.executions() if e["name"].startswith(prefixes)]
 

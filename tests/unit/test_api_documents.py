@@ -14,8 +14,11 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from rag_ingest.adapters.presigner import S3Presigner
-from rag_ingest.config import ApiEnv
-from rag_ingest.documents import (
+from rag_ingest.core.config import ApiEnv
+from rag_ingest.core.errors import ErrorCode, PermanentError, StaleWriteError
+from rag_ingest.core.ids import document_id_for_object, new_document_id
+from rag_ingest.core.models import DocumentRecord, DocumentStatus
+from rag_ingest.documents.service import (
     DOWNLOAD_URL_SECONDS,
     MAX_RETRIES,
     DocumentNotFoundError,
@@ -26,9 +29,6 @@ from rag_ingest.documents import (
     encode_cursor,
     is_document_id,
 )
-from rag_ingest.errors import ErrorCode, PermanentError, StaleWriteError
-from rag_ingest.ids import document_id_for_object, new_document_id
-from rag_ingest.models import DocumentRecord, DocumentStatus
 
 pytestmark = pytest.mark.unit
 ENV = ApiEnv.from_env(

@@ -15,8 +15,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from rag_ingest.errors import TransientError
-from rag_ingest.ids import new_document_id
+from rag_ingest.core.errors import TransientError
+from rag_ingest.core.ids import new_document_id
 
 from tests.support.aws import FakeLambdaContext, import_handler
 from tools import openapi as openapi_tool
@@ -272,7 +272,7 @@ def test_bad_list_parameters_are_400(api: ModuleType, query: dict[str, str], cod
 # -- failures of the function itself -------------------------------------------------------------
 def test_an_unexpected_error_is_500_without_internals(api: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     def explode(*_: Any) -> Any:
-        raise RuntimeError("secret-internal-detail at /var/task/rag_ingest/documents.py")
+        raise RuntimeError("secret-internal-detail at /var/task/rag_ingest/documents/service.py")
 
     monkeypatch.setattr(api.service, "get", explode)
     status, _, payload = call(api, "GET", f"/documents/{new_document_id()}")

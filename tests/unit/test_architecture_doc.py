@@ -2,7 +2,7 @@
 
 Every backticked repository path (with a ``/``, ending in ``.py``, ``.js`` or ``.md``, or naming a
 folder) must exist, every backticked dotted name under one of the project's packages
-(``rag_ingest.pipeline.Pipeline.index``, ``functions.stages.app.validate``) must resolve to a
+(``rag_ingest.ingest.pipeline.Pipeline.index``, ``functions.stages.app.validate``) must resolve to a
 module and to the classes, functions and constants it goes on to name, and every relative link
 must lead to a file.
 """
@@ -99,12 +99,12 @@ def unresolved_part(reference: str) -> str | None:
 def test_the_extraction_finds_paths_and_names_and_skips_placeholders() -> None:
     sample = (
         "`functions/stages/app.py` `local/runtime/` `local/runtime` `raw/{tenant}/{file}` "
-        "`embeddings/NNNNNN.json` `application/json` `rag_ingest.ids.chunk_id` `aws_cdk.Stack` `CODE: detail`"
+        "`embeddings/NNNNNN.json` `application/json` `rag_ingest.core.ids.chunk_id` `aws_cdk.Stack` `CODE: detail`"
     )
     assert path_references(sample) == ["functions/stages/app.py", "local/runtime/", "local/runtime"]
-    assert dotted_references(sample) == ["rag_ingest.ids.chunk_id"]
-    assert unresolved_part("rag_ingest.pipeline.Pipeline.index") is None
-    assert unresolved_part("rag_ingest.pipeline.Pipeline.nothing") is not None
+    assert dotted_references(sample) == ["rag_ingest.core.ids.chunk_id"]
+    assert unresolved_part("rag_ingest.ingest.pipeline.Pipeline.index") is None
+    assert unresolved_part("rag_ingest.ingest.pipeline.Pipeline.nothing") is not None
     assert unresolved_part("rag_ingest.no_such_module") is not None
     assert not path_exists("functions/no_such_function/app.py")
 

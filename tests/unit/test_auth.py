@@ -8,7 +8,7 @@ from typing import Any
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
-from rag_ingest.auth import (
+from rag_ingest.core.auth import (
     InvalidTenantError,
     InvalidTokenError,
     TokenVerifier,

@@ -7,10 +7,10 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from rag_ingest.chunking import chunk_pages, detect_headings, document_text
-from rag_ingest.models import Chunk, PageText
-from rag_ingest.pdf import parse_pdf
-from rag_ingest.tokens import count_tokens
+from rag_ingest.core.models import Chunk, PageText
+from rag_ingest.core.tokens import count_tokens
+from rag_ingest.ingest.chunking import chunk_pages, detect_headings, document_text
+from rag_ingest.ingest.pdf import parse_pdf
 
 pytestmark = pytest.mark.unit
 

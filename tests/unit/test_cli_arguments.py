@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 from rag_ingest.cli import build_parser, duration, main, request_for
-from rag_ingest.errors import ErrorCode
-from rag_ingest.reaper import ReapRequest
-from rag_ingest.redrive import RedriveRequest
-from rag_ingest.replay import ReplayRequest
+from rag_ingest.core.errors import ErrorCode
+from rag_ingest.operations.reaper import ReapRequest
+from rag_ingest.operations.redrive import RedriveRequest
+from rag_ingest.operations.replay import ReplayRequest
 
 pytestmark = pytest.mark.unit
 

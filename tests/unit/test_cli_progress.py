@@ -7,7 +7,7 @@ import io
 import pytest
 from rag_ingest.cli.messages import SENTENCES, sentence
 from rag_ingest.cli.progress import ProgressBoard, bar, human_bytes, percent, status_text
-from rag_ingest.errors import ErrorCode
+from rag_ingest.core.errors import ErrorCode
 
 pytestmark = pytest.mark.unit
 

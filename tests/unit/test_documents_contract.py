@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 from rag_ingest.adapters.documents_table import DocumentsTable
-from rag_ingest.errors import ErrorCode, StaleWriteError
-from rag_ingest.ids import new_document_id
-from rag_ingest.models import DocumentStatus, Lane, ObjectRef, QueueOutcome, Stage
+from rag_ingest.core.errors import ErrorCode, StaleWriteError
+from rag_ingest.core.ids import new_document_id
+from rag_ingest.core.models import DocumentStatus, Lane, ObjectRef, QueueOutcome, Stage
 
 from tests.support.aws import moto_server
 from tests.support.fakes import InMemoryDocuments

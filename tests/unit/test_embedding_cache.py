@@ -1,4 +1,4 @@
-"""The content-addressed embedding cache: its keys and entries (rag_ingest.embedding_cache) and the
+"""The content-addressed embedding cache: its keys and entries (rag_ingest.ingest.embedding_cache) and the
 Embed stage's use of it over in-memory fakes (lookup before the model, write after it, per tenant)."""
 
 from __future__ import annotations
@@ -8,7 +8,9 @@ import struct
 from collections.abc import Sequence
 
 import pytest
-from rag_ingest.embedding_cache import (
+from rag_ingest.core.models import Chunk, DocumentJob, EmbedTask
+from rag_ingest.core.telemetry import CloudTelemetry
+from rag_ingest.ingest.embedding_cache import (
     CHECKSUM_ATTRIBUTE,
     DIMENSION_ATTRIBUTE,
     VECTOR_ATTRIBUTE,
@@ -16,9 +18,7 @@ from rag_ingest.embedding_cache import (
     decode_entry,
     encode_entry,
 )
-from rag_ingest.models import Chunk, DocumentJob, EmbedTask
-from rag_ingest.pipeline import texts_to_embed
-from rag_ingest.telemetry import CloudTelemetry
+from rag_ingest.ingest.pipeline import texts_to_embed
 
 from tests.support.fakes import (
     CountingEmbedder,

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 import boto3
 import pytest
 from rag_ingest.adapters.embedding_cache_table import MAX_KEYS_PER_READ, EmbeddingCacheTable
-from rag_ingest.embedding_cache import VECTOR_ATTRIBUTE, CacheKey, encode_entry
+from rag_ingest.core.models import CacheKey
+from rag_ingest.ingest.embedding_cache import VECTOR_ATTRIBUTE, encode_entry
 
 from tests.support.aws import moto_server
 from tests.support.fakes import InMemoryEmbeddingCache

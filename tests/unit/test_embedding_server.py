@@ -18,9 +18,9 @@ import boto3
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
+from rag_ingest.core.errors import ErrorCode, PermanentError, TransientError
 from rag_ingest.embeddings.base import LOCAL_MODEL_ID
 from rag_ingest.embeddings.bedrock import TITAN_V2_MODEL_ID, BedrockTitanEmbedder
-from rag_ingest.errors import ErrorCode, PermanentError, TransientError
 
 from local.embedding_server.batcher import Lane
 from local.embedding_server.server import EmbeddingServer, ServedModel, lane_endpoint

@@ -18,9 +18,9 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 from botocore.response import StreamingBody
 from botocore.stub import ANY, Stubber
-from rag_ingest.embeddings import create_embedder
+from rag_ingest.core.errors import ErrorCode, PermanentError, TransientError
 from rag_ingest.embeddings.bedrock import TITAN_V2_MODEL_ID, BedrockTitanEmbedder
-from rag_ingest.errors import ErrorCode, PermanentError, TransientError
+from rag_ingest.embeddings.factory import create_embedder
 
 pytestmark = pytest.mark.unit
 
@@ -233,7 +233,8 @@ def test_bedrock_path_never_imports_onnxruntime_or_numpy() -> None:
     # The Lambda layer ships neither: importing the package and the Bedrock embedder must not need them.
     code = (
         "import sys\n"
-        "import rag_ingest.embeddings, rag_ingest.embeddings.bedrock, rag_ingest.tokens, rag_ingest.chunking\n"
+        "import rag_ingest.embeddings.factory, rag_ingest.embeddings.bedrock\n"
+        "import rag_ingest.core.tokens, rag_ingest.ingest.chunking\n"
         "assert 'onnxruntime' not in sys.modules and 'numpy' not in sys.modules, sorted(sys.modules)\n"
     )
     environment = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "layers" / "common" / "python")}

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from rag_ingest.embeddings import Embedder, create_embedder
+from rag_ingest.core.errors import ConfigurationError, ErrorCode, PermanentError
+from rag_ingest.embeddings.base import Embedder
+from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.embeddings.local import DEFAULT_MODEL_ID, LocalMiniLMEmbedder
-from rag_ingest.errors import ConfigurationError, ErrorCode, PermanentError
 
 pytestmark = pytest.mark.unit
 

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from rag_ingest.errors import ERROR_SENTENCES, ErrorCode
+from rag_ingest.core.errors import ERROR_SENTENCES, ErrorCode
 
 pytestmark = pytest.mark.unit
 

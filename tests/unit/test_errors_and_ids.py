@@ -1,9 +1,9 @@
 import json
 
 import pytest
-from rag_ingest.config import StagesEnv
-from rag_ingest.errors import ConfigurationError, ErrorCode, PermanentError, parse_failure
-from rag_ingest.ids import chunk_id, execution_name, is_api_document_id, new_document_id
+from rag_ingest.core.config import StagesEnv
+from rag_ingest.core.errors import ConfigurationError, ErrorCode, PermanentError, parse_failure
+from rag_ingest.core.ids import chunk_id, execution_name, is_api_document_id, new_document_id
 
 pytestmark = pytest.mark.unit
 
@@ -68,7 +68,7 @@ def test_bad_environment_fails_with_every_problem_named() -> None:
 def test_the_alarmed_system_codes_are_the_domain_s_list() -> None:
     """The SystemFailuresAlarm (infra) counts exactly the codes the domain calls system failures:
     a new input code can never page by accident, nor a system code go unwatched."""
-    from rag_ingest.errors import SYSTEM_ERROR_CODES
+    from rag_ingest.core.errors import SYSTEM_ERROR_CODES
 
     from infra.constructs.monitoring import SYSTEM_ERROR_CODES as ALARMED
 

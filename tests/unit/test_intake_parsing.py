@@ -2,9 +2,9 @@ import json
 from pathlib import Path
 
 import pytest
-from rag_ingest.errors import ErrorCode
-from rag_ingest.ids import document_id_for_object
-from rag_ingest.intake import (
+from rag_ingest.core.errors import ErrorCode
+from rag_ingest.core.ids import document_id_for_object
+from rag_ingest.documents.intake import (
     IntakeService,
     PoisonMessageError,
     UnaddressableObjectError,

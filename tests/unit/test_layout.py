@@ -1,6 +1,6 @@
 import pytest
-from rag_ingest.ids import new_document_id, version_hash
-from rag_ingest.layout import (
+from rag_ingest.core.ids import new_document_id, version_hash
+from rag_ingest.core.layout import (
     ARTIFACTS_PREFIX,
     CHUNKS_ARTIFACT,
     EMBEDDINGS_FOLDER,

@@ -8,7 +8,7 @@ from http import HTTPStatus
 
 import jwt
 import pytest
-from rag_ingest.auth import InvalidTokenError, tenant_of
+from rag_ingest.core.auth import InvalidTokenError, tenant_of
 
 from local.runtime.api_gateway import claim_strings
 from local.runtime.http_api import CorsPolicy, HttpApiDefinition

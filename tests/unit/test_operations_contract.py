@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 from rag_ingest.adapters.documents_table import STATUS_INDEX
-from rag_ingest.errors import ErrorCode
-from rag_ingest.reaper import ReapAction
-from rag_ingest.redrive import parse_operator_request
-from rag_ingest.replay import SYSTEM_ERROR_CODES
+from rag_ingest.core.errors import ErrorCode
+from rag_ingest.operations.reaper import ReapAction
+from rag_ingest.operations.redrive import parse_operator_request
+from rag_ingest.operations.replay import SYSTEM_ERROR_CODES
 
 from infra.constructs import monitoring, storage
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from fpdf import FPDF
 from pypdf import PdfReader, PdfWriter
-from rag_ingest.chunking import chunk_pages
-from rag_ingest.documents import DocumentView
-from rag_ingest.errors import ErrorCode, PermanentError
-from rag_ingest.layout import page_range_key
-from rag_ingest.models import Lane, PageRange, ParsedRange, ParseTask, Stage, lane_for, plan_page_ranges
-from rag_ingest.pdf import join_page_ranges, parse_page_range, parse_pdf
-from rag_ingest.tokens import count_tokens
+from rag_ingest.core.errors import ErrorCode, PermanentError
+from rag_ingest.core.layout import page_range_key
+from rag_ingest.core.models import Lane, PageRange, ParsedRange, ParseTask, Stage, lane_for, plan_page_ranges
+from rag_ingest.core.tokens import count_tokens
+from rag_ingest.documents.service import DocumentView
+from rag_ingest.ingest.chunking import chunk_pages
+from rag_ingest.ingest.pdf import join_page_ranges, parse_page_range, parse_pdf
 
 from tests.unit.test_pipeline_stages_fast import ENV as FAST_STAGES_ENV
 from tests.unit.test_pipeline_stages_fast import World, build_world

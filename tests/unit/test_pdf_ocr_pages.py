@@ -10,10 +10,10 @@ from collections.abc import Sequence
 import pytest
 from fpdf import FPDF
 from PIL import Image, ImageDraw
-from rag_ingest.errors import ErrorCode, PermanentError, TransientError
-from rag_ingest.models import ParsedDocument, TextSource
-from rag_ingest.ocr import OcrPageError, OcrResult, OcrUnavailableError, PageOcr
-from rag_ingest.pdf import parse_pdf
+from rag_ingest.core.errors import ErrorCode, PermanentError, TransientError
+from rag_ingest.core.models import ParsedDocument, TextSource
+from rag_ingest.ingest.ocr import OcrPageError, OcrResult, OcrUnavailableError, PageOcr
+from rag_ingest.ingest.pdf import parse_pdf
 
 pytestmark = pytest.mark.unit
 LIMITS = {"max_bytes": 10 * 1024 * 1024, "max_pages": 100}
@@ -187,9 +187,9 @@ def test_a_text_layer_drawn_rotated_is_read_in_its_own_orientation_without_ocr(a
 def test_the_parse_stage_records_ocr_pages_and_failed_pages_in_the_status() -> None:
     from datetime import UTC, datetime
 
-    from rag_ingest.models import DocumentJob
-    from rag_ingest.pipeline import Pipeline, StageDependencies
-    from rag_ingest.tokens import count_tokens
+    from rag_ingest.core.models import DocumentJob
+    from rag_ingest.core.tokens import count_tokens
+    from rag_ingest.ingest.pipeline import Pipeline, StageDependencies
 
     from tests.support.fakes import CountingEmbedder, InMemoryChunkIndex, InMemoryDocuments, InMemoryObjects
     from tests.unit.test_pipeline_stages_fast import BUCKET, ENV

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rag_ingest.config import StagesEnv
-from rag_ingest.errors import ErrorCode, PermanentError, StaleWriteError
-from rag_ingest.ids import new_document_id
-from rag_ingest.layout import embedding_batch_key
-from rag_ingest.models import DocumentJob, DocumentStatus, EmbedTask, FailedJob, ObjectRef, Stage
-from rag_ingest.pipeline import Pipeline, StageDependencies
-from rag_ingest.tokens import count_tokens
+from rag_ingest.core.config import StagesEnv
+from rag_ingest.core.errors import ErrorCode, PermanentError, StaleWriteError
+from rag_ingest.core.ids import new_document_id
+from rag_ingest.core.layout import embedding_batch_key
+from rag_ingest.core.models import DocumentJob, DocumentStatus, EmbedTask, FailedJob, ObjectRef, Stage
+from rag_ingest.core.tokens import count_tokens
+from rag_ingest.ingest.pipeline import Pipeline, StageDependencies
 
 from tests.support.fakes import (
     CountingEmbedder,

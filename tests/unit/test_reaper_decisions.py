@@ -7,11 +7,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from rag_ingest.errors import ErrorCode, StaleWriteError
-from rag_ingest.models import DocumentRecord, DocumentStatus, ExecutionState
-from rag_ingest.reaper import ReapAction, Reaper, ReaperSettings, ReapRequest
-from rag_ingest.replay import ReplayedDocument
-from rag_ingest.telemetry import NoTelemetry
+from rag_ingest.core.errors import ErrorCode, StaleWriteError
+from rag_ingest.core.models import DocumentRecord, DocumentStatus, ExecutionState, ReplayedDocument
+from rag_ingest.core.telemetry import NoTelemetry
+from rag_ingest.operations.reaper import ReapAction, Reaper, ReaperSettings, ReapRequest
 
 pytestmark = pytest.mark.unit
 NOW = 1_800_000_000.0

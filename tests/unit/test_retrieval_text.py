@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from rag_ingest.models import Chunk
-from rag_ingest.retrieval_text import (
+from rag_ingest.core.models import Chunk
+from rag_ingest.core.retrieval_text import (
     CONTEXT_SEPARATOR,
     MAX_CONTEXT_CHARS,
     context_line,

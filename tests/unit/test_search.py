@@ -13,10 +13,11 @@ from aws_xray_sdk.core.exceptions.exceptions import SegmentNotFoundException
 from aws_xray_sdk.core.recorder import AWSXRayRecorder
 from aws_xray_sdk.sdk_config import SDKConfig
 from pydantic import ValidationError
-from rag_ingest.config import FusionEnv, IndexParamsEnv
-from rag_ingest.errors import ConfigurationError, PermanentError, TransientError
-from rag_ingest.models import PassageCopy, SearchHit
-from rag_ingest.search import (
+from rag_ingest.core.config import FusionEnv, IndexParamsEnv
+from rag_ingest.core.errors import ConfigurationError, PermanentError, TransientError
+from rag_ingest.core.models import PassageCopy, SearchHit
+from rag_ingest.core.tracing import in_callers_trace, tracer
+from rag_ingest.retrieval.search import (
     DEFAULT_FUSION,
     RRF_RANK_CONSTANT,
     FusionSettings,
@@ -28,7 +29,6 @@ from rag_ingest.search import (
     reciprocal_rank_fusion,
     search_passages,
 )
-from rag_ingest.tracing import in_callers_trace, tracer
 
 from tests.support.fakes import CountingEmbedder
 

@@ -15,10 +15,10 @@ from fpdf import FPDF
 from PIL import Image
 from rag_ingest.adapters import textract as textract_module
 from rag_ingest.adapters.textract import TextractEngine
-from rag_ingest.errors import ErrorCode, PermanentError, TransientError
-from rag_ingest.models import TextSource
-from rag_ingest.ocr import OcrPageError, OcrUnavailableError, PageOcr
-from rag_ingest.pdf import parse_pdf
+from rag_ingest.core.errors import ErrorCode, PermanentError, TransientError
+from rag_ingest.core.models import TextSource
+from rag_ingest.ingest.ocr import OcrPageError, OcrUnavailableError, PageOcr
+from rag_ingest.ingest.pdf import parse_pdf
 
 pytestmark = pytest.mark.unit
 PNG = b"\x89PNG\r\n\x1a\n-a-page-image"

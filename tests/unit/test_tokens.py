@@ -6,7 +6,7 @@ import hashlib
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from rag_ingest.tokens import MODEL_MAX_SEQUENCE_TOKENS, TOKENIZER_PATH, count_tokens, load_tokenizer
+from rag_ingest.core.tokens import MODEL_MAX_SEQUENCE_TOKENS, TOKENIZER_PATH, count_tokens, load_tokenizer
 
 pytestmark = pytest.mark.unit
 

@@ -10,9 +10,9 @@ from typing import Any
 import boto3
 import pytest
 from rag_ingest.adapters.presigner import S3Presigner
-from rag_ingest.config import ApiEnv
-from rag_ingest.documents import DocumentService, UploadRequest
-from rag_ingest.errors import ErrorCode, PermanentError
+from rag_ingest.core.config import ApiEnv
+from rag_ingest.core.errors import ErrorCode, PermanentError
+from rag_ingest.documents.service import DocumentService, UploadRequest
 
 pytestmark = pytest.mark.unit
 ENV = ApiEnv.from_env(

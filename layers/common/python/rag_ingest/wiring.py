@@ -12,9 +12,6 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol
 
-import boto3
-from botocore.config import Config
-
 from rag_ingest.adapters import aws
 from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.embedding_cache_table import EmbeddingCacheTable
@@ -27,22 +24,22 @@ from rag_ingest.adapters.queues import Queues
 from rag_ingest.adapters.textract import TextractEngine
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
 from rag_ingest.adapters.workflow import WorkflowStarter
-from rag_ingest.config import ApiEnv, IndexParamsEnv, IntakeEnv, ReaperEnv, RedriveEnv, SearchEnv, StagesEnv
-from rag_ingest.deletion import DocumentDeletion
-from rag_ingest.documents import DocumentService
-from rag_ingest.embedding_cache import NoEmbeddingCache
-from rag_ingest.embeddings.base import Embedder, create_embedder
-from rag_ingest.embeddings.bedrock import SERVED_MODELS
-from rag_ingest.intake import IntakeService
-from rag_ingest.ocr import OcrEngine
-from rag_ingest.ocr_local import local_engine
-from rag_ingest.pipeline import Pipeline, StageDependencies
-from rag_ingest.reaper import Reaper, ReaperSettings
-from rag_ingest.redrive import DeadLetterRedrive, Recovery
-from rag_ingest.replay import FailedDocumentReplay, Replayer
-from rag_ingest.search import SearchService
-from rag_ingest.telemetry import CloudTelemetry, Telemetry
-from rag_ingest.tokens import count_tokens
+from rag_ingest.core.config import ApiEnv, IndexParamsEnv, IntakeEnv, ReaperEnv, RedriveEnv, SearchEnv, StagesEnv
+from rag_ingest.core.telemetry import CloudTelemetry, Telemetry
+from rag_ingest.core.tokens import count_tokens
+from rag_ingest.documents.deletion import DocumentDeletion
+from rag_ingest.documents.intake import IntakeService
+from rag_ingest.documents.service import DocumentService
+from rag_ingest.embeddings.base import Embedder
+from rag_ingest.embeddings.factory import create_embedder
+from rag_ingest.ingest.embedding_cache import NoEmbeddingCache
+from rag_ingest.ingest.ocr import OcrEngine
+from rag_ingest.ingest.ocr_local import local_engine
+from rag_ingest.ingest.pipeline import Pipeline, StageDependencies
+from rag_ingest.operations.reaper import Reaper, ReaperSettings
+from rag_ingest.operations.redrive import DeadLetterRedrive, Recovery
+from rag_ingest.operations.replay import FailedDocumentReplay, Replayer
+from rag_ingest.retrieval.search import SearchService
 
 
 class AwsClients(Protocol):
@@ -91,16 +88,8 @@ def lazy_vector_store(env: SearchEnv) -> Callable[[], VectorStore]:
     return cache(lambda: vector_store_for(env.opensearch_endpoint, env.opensearch_index, env.embedding_dimension, env))
 
 
-def bedrock_runtime_client() -> Any:
-    """The embedder's client: the default chain and endpoint (locally ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``,
-    the local embedding server), with a connection per text the embedder sends at once."""
-    connections = max(model.default_concurrency for model in SERVED_MODELS.values())
-    config = aws.BOTO_CONFIG.merge(Config(max_pool_connections=connections))
-    return boto3.client("bedrock-runtime", config=config)  # type: ignore[call-overload]
-
-
 def embedder_for(env: SearchEnv) -> Embedder:
-    bedrock = bedrock_runtime_client() if env.embedding_provider == "bedrock" else None
+    bedrock = aws.bedrock_runtime_client() if env.embedding_provider == "bedrock" else None
     return create_embedder(env.embedding_provider, env.embedding_model_id, env.embedding_dimension, bedrock)
 
 

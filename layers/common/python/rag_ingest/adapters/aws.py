@@ -9,7 +9,8 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, ReadTimeoutError
 
-from rag_ingest.errors import TransientError
+from rag_ingest.core.errors import TransientError
+from rag_ingest.embeddings.bedrock import SERVED_MODELS
 
 # Adaptive retries inside one Lambda attempt; what survives becomes a TransientError for
 # Step Functions, whose Retry adds backoff with jitter on top.
@@ -77,3 +78,11 @@ def translate(exc: Exception, what: str, *, transient: Callable[[BaseException],
     if isinstance(exc, TransientError):
         return exc
     return TransientError(f"{what}: {type(exc).__name__}: {exc}") if transient(exc) else exc
+
+
+def bedrock_runtime_client() -> Any:
+    """The embedder's client: the default chain and endpoint (locally ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``,
+    the local embedding server), with a connection per text the embedder sends at once."""
+    connections = max(model.default_concurrency for model in SERVED_MODELS.values())
+    config = BOTO_CONFIG.merge(Config(max_pool_connections=connections))
+    return boto3.client("bedrock-runtime", config=config)  # type: ignore[call-overload]

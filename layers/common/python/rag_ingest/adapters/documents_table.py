@@ -8,7 +8,7 @@ Every transition is a compare-and-set, so a late or duplicate worker's write is 
   EXPIRED, → DELETING → DELETED) on the state read before it: status and version, plus
   ``updated_at`` or ``replays`` where a concurrent writer could slip in.
 
-Each caller sees it through its own port (rag_ingest.ports: PipelineDocuments, IntakeDocuments, ...).
+Each caller sees it through its own port (rag_ingest.core.ports: PipelineDocuments, IntakeDocuments, ...).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from boto3.dynamodb.conditions import Key
 from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import error_code, resource, translate
-from rag_ingest.errors import ErrorCode, StaleWriteError
-from rag_ingest.layout import filename_of
-from rag_ingest.models import (
+from rag_ingest.core.errors import ErrorCode, StaleWriteError
+from rag_ingest.core.layout import filename_of
+from rag_ingest.core.models import (
     DocumentRecord,
     DocumentStatus,
     ObjectRef,
@@ -34,7 +34,7 @@ from rag_ingest.models import (
     content_key,
     embed_cache_part,
 )
-from rag_ingest.tracing import traced
+from rag_ingest.core.tracing import traced
 
 # The documents table's GSIs (infra/constructs/storage.py): GET /documents, status + updated_at, and
 # tenant + sha256 of the uploaded bytes (keys only: a duplicate upload finds the earlier document).

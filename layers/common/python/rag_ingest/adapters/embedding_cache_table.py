@@ -12,8 +12,9 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import resource, translate
-from rag_ingest.embedding_cache import KEY_ATTRIBUTE, CacheKey, decode_entry, encode_entry
-from rag_ingest.tracing import traced
+from rag_ingest.core.models import CacheKey
+from rag_ingest.core.tracing import traced
+from rag_ingest.ingest.embedding_cache import KEY_ATTRIBUTE, decode_entry, encode_entry
 
 #: BatchGetItem's limit per request.
 MAX_KEYS_PER_READ = 100

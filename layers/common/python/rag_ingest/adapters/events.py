@@ -12,8 +12,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import client, translate
-from rag_ingest.errors import TransientError
-from rag_ingest.tracing import traced
+from rag_ingest.core.errors import TransientError
+from rag_ingest.core.tracing import traced
 
 EVENT_SOURCE = "rag-ingest"
 

@@ -15,7 +15,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rag_ingest.auth import InvalidTokenError
+from rag_ingest.core.auth import InvalidTokenError
 
 
 def jwks_url_for(issuer: str) -> str:
@@ -33,7 +33,7 @@ def _fetch_json(url: str, timeout_seconds: float) -> Mapping[str, Any]:
 
 
 class CachedJwks:
-    """A callable for :class:`rag_ingest.auth.TokenVerifier`'s ``jwks``."""
+    """A callable for :class:`rag_ingest.core.auth.TokenVerifier`'s ``jwks``."""
 
     def __init__(
         self,

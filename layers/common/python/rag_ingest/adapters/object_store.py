@@ -8,9 +8,9 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import client, error_code, translate
-from rag_ingest.errors import ErrorCode, PermanentError
-from rag_ingest.models import ETAG_VERSION_PREFIX, ObjectRef
-from rag_ingest.tracing import traced
+from rag_ingest.core.errors import ErrorCode, PermanentError
+from rag_ingest.core.models import ETAG_VERSION_PREFIX, ObjectRef
+from rag_ingest.core.tracing import traced
 
 _MISSING = frozenset({"NoSuchKey", "NoSuchVersion", "404", "NotFound", "NoSuchBucket", "PreconditionFailed", "412"})
 

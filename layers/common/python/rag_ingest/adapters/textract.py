@@ -52,8 +52,8 @@ import botocore
 from botocore.exceptions import ClientError
 
 from rag_ingest.adapters import aws
-from rag_ingest.logs import logger
-from rag_ingest.ocr import OcrPageError, OcrResult, OcrUnavailableError
+from rag_ingest.core.logs import logger
+from rag_ingest.ingest.ocr import OcrPageError, OcrResult, OcrUnavailableError
 
 SERVICE = "textract"
 

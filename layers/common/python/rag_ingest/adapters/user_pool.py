@@ -12,7 +12,7 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rag_ingest.adapters.aws import BOTO_CONFIG
-from rag_ingest.auth import TENANT_CLAIM
+from rag_ingest.core.auth import TENANT_CLAIM
 
 
 class UserPoolError(RuntimeError):

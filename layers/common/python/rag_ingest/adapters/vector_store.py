@@ -11,7 +11,7 @@ Two retrievers, both filtered by tenant inside the query (never after it, so a t
 gets its own top k): :meth:`VectorStore.knn_search` (lucene HNSW on the embedding) and
 :meth:`VectorStore.bm25_search` (``match`` on ``indexed_text`` where a chunk has it: its
 contextual text, the document title and heading path before its text, written when
-``IndexSettings.context_line`` is on, as shipped: see rag_ingest.retrieval_text; else on ``text``,
+``IndexSettings.context_line`` is on, as shipped: see rag_ingest.core.retrieval_text; else on ``text``,
 as for chunks written before the field existed).
 The embedding is always of the plain text. Both return highlighted fragments of the plain
 ``text``, through a ``highlight_query`` on the query's words (a vector query has no terms, and
@@ -37,11 +37,11 @@ from opensearchpy.exceptions import (
 )
 
 from rag_ingest.adapters.aws import translate
-from rag_ingest.errors import TransientError
-from rag_ingest.ids import chunk_id, version_hash
-from rag_ingest.models import Chunk, SearchHit
-from rag_ingest.retrieval_text import SHIPPED_CONTEXT_LINE, indexed_text
-from rag_ingest.tracing import traced
+from rag_ingest.core.errors import TransientError
+from rag_ingest.core.ids import chunk_id, version_hash
+from rag_ingest.core.models import Chunk, SearchHit
+from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE, indexed_text
+from rag_ingest.core.tracing import traced
 
 #: Concurrent segment search modes of an index (OpenSearch's ``index.search.concurrent_segment_search.mode``).
 ConcurrentSegmentSearch = Literal["auto", "all", "none"]

@@ -8,7 +8,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import client, error_code, translate
-from rag_ingest.tracing import traced
+from rag_ingest.core.tracing import traced
 
 
 @traced

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rag_ingest.errors import ERROR_SENTENCES
+from rag_ingest.core.errors import ERROR_SENTENCES
 
 SENTENCES: dict[str, str] = {code.value: text for code, text in ERROR_SENTENCES.items()}
 

@@ -24,12 +24,12 @@ from rag_ingest.adapters.stack_resources import (
     deployed_stack,
     local_stack,
 )
-from rag_ingest.config import REAPER_MAX_DOCUMENTS_PER_RUN, REAPER_MAX_REDRIVES, REAPER_STUCK_AFTER_MINUTES
-from rag_ingest.errors import ErrorCode
-from rag_ingest.reaper import ReaperSettings, ReapRequest
-from rag_ingest.redrive import RedriveRequest
-from rag_ingest.replay import ReplayReport, ReplayRequest
-from rag_ingest.telemetry import NoTelemetry
+from rag_ingest.core.config import REAPER_MAX_DOCUMENTS_PER_RUN, REAPER_MAX_REDRIVES, REAPER_STUCK_AFTER_MINUTES
+from rag_ingest.core.errors import ErrorCode
+from rag_ingest.core.telemetry import NoTelemetry
+from rag_ingest.operations.reaper import ReaperSettings, ReapRequest
+from rag_ingest.operations.redrive import RedriveRequest
+from rag_ingest.operations.replay import ReplayReport, ReplayRequest
 from rag_ingest.wiring import reaper_for, recovery_for
 
 # The deployed reaper's defaults; flags override them.

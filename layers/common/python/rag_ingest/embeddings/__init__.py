@@ -1,5 +1,5 @@
-"""Text embeddings behind one interface: a local ONNX MiniLM model offline, Amazon Bedrock in AWS."""
+"""Text embeddings behind one interface (``base.Embedder``): a local ONNX MiniLM model offline,
+Amazon Bedrock in AWS; ``factory.create_embedder`` builds the configured one.
 
-from rag_ingest.embeddings.base import BEDROCK_PROVIDER, LOCAL_PROVIDER, Embedder, create_embedder
-
-__all__ = ["BEDROCK_PROVIDER", "LOCAL_PROVIDER", "Embedder", "create_embedder"]
+May import: ``core``.
+"""

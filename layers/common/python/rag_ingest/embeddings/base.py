@@ -1,6 +1,6 @@
-"""The embedding interface and its factory.
+"""The embedding interface (the factory is ``factory.create_embedder``, which imports the embedders).
 
-``max_input_tokens`` is measured like :func:`rag_ingest.tokens.count_tokens` (no special
+``max_input_tokens`` is measured like :func:`rag_ingest.core.tokens.count_tokens` (no special
 tokens), so the chunker can be checked against any embedder with the same counter.
 onnxruntime is not in the Lambda layer: the local embedder's module is imported only when
 the "local" provider is asked for.
@@ -9,7 +9,7 @@ the "local" provider is asked for.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 LOCAL_PROVIDER = "local"
 BEDROCK_PROVIDER = "bedrock"
@@ -31,22 +31,3 @@ class Embedder(Protocol):
     max_input_tokens: int
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
-
-
-def create_embedder(provider: str, model_id: str, dimension: int, bedrock_client: Any | None = None) -> Embedder:
-    """Build the embedder for ``provider`` ("local" or "bedrock").
-
-    Raises ``ValueError`` for an unknown provider, a model id the provider does not serve, a
-    dimension the model cannot produce, or "bedrock" without a ``bedrock-runtime`` client.
-    """
-    if provider == LOCAL_PROVIDER:
-        from rag_ingest.embeddings.local import LocalMiniLMEmbedder  # lazy: needs onnxruntime
-
-        return LocalMiniLMEmbedder(model_id=model_id, dimension=dimension)
-    if provider == BEDROCK_PROVIDER:
-        from rag_ingest.embeddings.bedrock import BedrockTitanEmbedder
-
-        if bedrock_client is None:
-            raise ValueError("the bedrock embedding provider needs a bedrock-runtime client")
-        return BedrockTitanEmbedder(bedrock_client, model_id=model_id, dimension=dimension)
-    raise ValueError(f"unknown embedding provider {provider!r}: expected one of {', '.join(PROVIDERS)}")

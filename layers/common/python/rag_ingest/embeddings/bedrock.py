@@ -22,17 +22,17 @@ from typing import Any
 from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
+from rag_ingest.core.errors import ErrorCode, PermanentError, TransientError
+from rag_ingest.core.tokens import count_tokens as minilm_count_tokens
+from rag_ingest.core.tracing import traced
 from rag_ingest.embeddings.base import LOCAL_MODEL_ID, MINILM_DIMENSION
-from rag_ingest.errors import ErrorCode, PermanentError, TransientError
-from rag_ingest.tokens import count_tokens as minilm_count_tokens
-from rag_ingest.tracing import traced
 
 TITAN_V2_MODEL_ID = "amazon.titan-embed-text-v2:0"
 TITAN_V2_DIMENSIONS = (256, 512, 1024)
 TITAN_V2_MAX_INPUT_TOKENS = 8192
 TITAN_V2_MAX_INPUT_CHARS = 50_000
 DEFAULT_MAX_CONCURRENCY = 4
-# MiniLM's 512 positions less [CLS] and [SEP] (rag_ingest.tokens), counted like the chunker counts.
+# MiniLM's 512 positions less [CLS] and [SEP] (rag_ingest.core.tokens), counted like the chunker counts.
 LOCAL_MAX_INPUT_TOKENS = 510
 # Texts in flight per embed() call against the local server: it batches concurrent requests into
 # one ONNX run, so one call's whole Embed batch (16) in flight at once fills a batch (docs/benchmarks.md).

@@ -2,7 +2,7 @@
 
 Matches sentence-transformers: mean pooling over the attention mask, then L2 normalisation.
 Used offline (local stack, tests); onnxruntime is not in the Lambda layer, so this module is
-imported lazily by :func:`rag_ingest.embeddings.create_embedder`.
+imported lazily by :func:`rag_ingest.embeddings.factory.create_embedder`.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from rag_ingest.core.errors import ConfigurationError, ErrorCode, PermanentError
+from rag_ingest.core.tokens import MODEL_MAX_SEQUENCE_TOKENS, SPECIAL_TOKENS_PER_TEXT, load_tokenizer
 from rag_ingest.embeddings.base import LOCAL_MODEL_ID as LOCAL_MODEL_ID  # re-exported: callers import it from here
 from rag_ingest.embeddings.base import MINILM_DIMENSION as MINILM_DIMENSION
-from rag_ingest.errors import ConfigurationError, ErrorCode, PermanentError
-from rag_ingest.tokens import MODEL_MAX_SEQUENCE_TOKENS, SPECIAL_TOKENS_PER_TEXT, load_tokenizer
 
 DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 #: LOCAL_MODEL_ID (from base) is the id the local stack configures and tests, bench and eval embed with.

@@ -16,12 +16,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rag_ingest.clock import Clock, iso_before
-from rag_ingest.errors import SYSTEM_ERROR_CODES, ErrorCode, StaleWriteError
-from rag_ingest.ids import execution_name
-from rag_ingest.logs import logger
-from rag_ingest.models import DocumentJob, DocumentRecord, DocumentStatus
-from rag_ingest.ports import DocumentReplayer, DocumentsByStatus, ExecutionStarter, ReplayDocuments
+from rag_ingest.core.clock import Clock, iso_before
+from rag_ingest.core.errors import SYSTEM_ERROR_CODES, ErrorCode, StaleWriteError
+from rag_ingest.core.ids import execution_name
+from rag_ingest.core.logs import logger
+from rag_ingest.core.models import DocumentJob, DocumentRecord, DocumentStatus, ReplayedDocument
+from rag_ingest.core.ports import DocumentReplayer, DocumentsByStatus, ExecutionStarter, ReplayDocuments
 
 # Replay takes the system failures (SYSTEM_ERROR_CODES) by default: a user-caused code
 # (ENCRYPTED_PDF, ...) fails again on the same bytes, so replay takes those only when asked.
@@ -42,12 +42,6 @@ class ReplayRequest(BaseModel):
     max_documents: int = Field(default=100, ge=1, le=10_000)
 
 
-class ReplayedDocument(BaseModel):
-    document_id: str
-    replay: int
-    execution_name: str
-    execution_arn: str
-    previous_error_code: str | None = None
 
 
 class DocumentEntry(BaseModel):

@@ -11,9 +11,9 @@ Empty versus no text layer (both mean "nothing to index"):
 - ``NO_TEXT_LAYER``: at least one page draws something, but no page yields text, even by OCR
   (or OCR is off): a drawing, or a scan OCR could not read.
 
-Pages without a text layer (:mod:`rag_ingest.ocr`): a page whose text layer holds fewer than
+Pages without a text layer (:mod:`rag_ingest.ingest.ocr`): a page whose text layer holds fewer than
 ``MIN_TEXT_LAYER_CHARS`` letters and digits but which draws an image (an image or form XObject,
-or an inline image) *needs OCR*. With an :class:`~rag_ingest.ocr.PageOcr` such pages are
+or an inline image) *needs OCR*. With an :class:`~rag_ingest.ingest.ocr.PageOcr` such pages are
 rasterised and read by its engine (at most ``max_pages`` of them per document: the rest are
 failed pages, with the reason in ``failure_reasons``); each page records how its text was
 obtained (``PageText.source``) and, for OCR, the engine's mean confidence. Without one they
@@ -72,11 +72,11 @@ from pypdf import PageObject, PasswordType, PdfReader
 from pypdf.errors import DependencyError, LimitReachedError, PdfReadError
 from pypdf.generic import ArrayObject, StreamObject
 
-from rag_ingest.errors import ErrorCode, PermanentError
-from rag_ingest.logs import logger
-from rag_ingest.models import PageText, ParsedDocument, ParsedRange, TextSource
-from rag_ingest.ocr import MIN_TEXT_LAYER_CHARS, OcrPageError, OcrUnavailableError, PageOcr, render_page_png
-from rag_ingest.tokens import is_vocabulary_word
+from rag_ingest.core.errors import ErrorCode, PermanentError
+from rag_ingest.core.logs import logger
+from rag_ingest.core.models import PageText, ParsedDocument, ParsedRange, TextSource
+from rag_ingest.core.tokens import is_vocabulary_word
+from rag_ingest.ingest.ocr import MIN_TEXT_LAYER_CHARS, OcrPageError, OcrUnavailableError, PageOcr, render_page_png
 
 PDF_MAGIC = b"%PDF-"
 #: Acrobat accepts the header anywhere in the first 1024 bytes (some producers prepend junk).

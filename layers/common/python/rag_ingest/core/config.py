@@ -8,11 +8,16 @@ from typing import Annotated, Literal, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from rag_ingest.errors import ConfigurationError
-from rag_ingest.layout import ARTIFACTS_PREFIX, RAW_PREFIX
-from rag_ingest.models import DEFAULT_BULK_ABOVE_PAGES, DEFAULT_PARSE_RANGE_PAGES
-from rag_ingest.ocr import DEFAULT_MAX_OCR_PAGES, OCR_DPI
-from rag_ingest.search import DEFAULT_FUSION, HYBRID_MAX_CANDIDATES, FusionSettings
+from rag_ingest.core.errors import ConfigurationError
+from rag_ingest.core.layout import ARTIFACTS_PREFIX, RAW_PREFIX
+from rag_ingest.core.models import DEFAULT_BULK_ABOVE_PAGES, DEFAULT_PARSE_RANGE_PAGES
+from rag_ingest.core.settings import (
+    DEFAULT_FUSION,
+    DEFAULT_MAX_OCR_PAGES,
+    HYBRID_MAX_CANDIDATES,
+    OCR_DPI,
+    FusionSettings,
+)
 
 
 class EnvModel(BaseModel):
@@ -112,7 +117,7 @@ class ChunkIndexEnv(EnvModel):
 
 class FusionEnv(EnvModel):
     """How hybrid search fuses BM25 and k-NN (weighted RRF) and how many candidates each leg
-    fetches; all optional, the defaults are rag_ingest.search.DEFAULT_FUSION (tuned on dev)."""
+    fetches; all optional, the defaults are rag_ingest.retrieval.search.DEFAULT_FUSION (tuned on dev)."""
 
     search_bm25_weight: float = Field(default=DEFAULT_FUSION.bm25_weight, ge=0, le=100)
     search_knn_weight: float = Field(default=DEFAULT_FUSION.knn_weight, ge=0, le=100)
@@ -174,7 +179,7 @@ class StagesEnv(CommonEnv, BucketEnv, SearchEnv):
     event_bus_name: str = Field(default="default", min_length=1)
     # The content-addressed embedding cache's table; unset, every chunk is embedded (no cache).
     embedding_cache_table: str | None = Field(default=None, min_length=1)
-    # Pages without a text layer (rag_ingest.ocr): "textract" in AWS, "local" (Tesseract) in the
+    # Pages without a text layer (rag_ingest.ingest.ocr): "textract" in AWS, "local" (Tesseract) in the
     # local stack, "off" reads text layers only (such pages become failed pages).
     ocr_engine: Literal["off", "local", "textract"] = "off"
     max_ocr_pages: int = Field(default=DEFAULT_MAX_OCR_PAGES, ge=0, le=3000)

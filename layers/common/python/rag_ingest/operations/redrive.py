@@ -5,7 +5,7 @@ intake's idempotency (per object version) absorbs the duplicate. A second run fi
 to move.
 
 The Redrive function (and ``rag-ingest redrive|replay``) also takes replays of FAILED documents
-(rag_ingest.replay): ``parse_operator_request`` reads its payload and ``Recovery`` runs either.
+(rag_ingest.operations.replay): ``parse_operator_request`` reads its payload and ``Recovery`` runs either.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rag_ingest.clock import Clock
-from rag_ingest.errors import ErrorCode
-from rag_ingest.intake import PoisonMessageError, address_of, parse_queue_message
-from rag_ingest.logs import logger
-from rag_ingest.models import QueueMessage
-from rag_ingest.ports import DocumentReader, MessageQueues
-from rag_ingest.replay import FailedDocumentReplay, ReplayReport, ReplayRequest
+from rag_ingest.core.clock import Clock
+from rag_ingest.core.errors import ErrorCode
+from rag_ingest.core.logs import logger
+from rag_ingest.core.models import QueueMessage
+from rag_ingest.core.ports import DocumentReader, MessageQueues
+from rag_ingest.documents.intake import PoisonMessageError, address_of, parse_queue_message
+from rag_ingest.operations.replay import FailedDocumentReplay, ReplayReport, ReplayRequest
 
 
 class RedriveRequest(BaseModel):

@@ -21,12 +21,12 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rag_ingest.clock import Clock, iso_before
-from rag_ingest.errors import ErrorCode, StaleWriteError
-from rag_ingest.logs import logger, run_keys
-from rag_ingest.models import DocumentRecord, DocumentStatus, ExecutionState
-from rag_ingest.ports import DocumentReplayer, ExecutionLookup, ReaperDocuments
-from rag_ingest.telemetry import NoTelemetry, Telemetry
+from rag_ingest.core.clock import Clock, iso_before
+from rag_ingest.core.errors import ErrorCode, StaleWriteError
+from rag_ingest.core.logs import logger, run_keys
+from rag_ingest.core.models import DocumentRecord, DocumentStatus, ExecutionState
+from rag_ingest.core.ports import DocumentReplayer, ExecutionLookup, ReaperDocuments
+from rag_ingest.core.telemetry import NoTelemetry, Telemetry
 
 STUCK_STATUSES = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
 _LIVE = frozenset({ExecutionState.RUNNING, ExecutionState.PENDING_REDRIVE})

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rag_ingest.documents import DocumentView
-from rag_ingest.models import DocumentRecord
+from rag_ingest.core.models import DocumentRecord
+from rag_ingest.documents.service import DocumentView
 
 DOCUMENT_UPDATED = "document.updated"
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rag_ingest.auth import InvalidTenantError, validate_tenant_id
-from rag_ingest.ids import is_api_document_id, version_hash
+from rag_ingest.core.auth import InvalidTenantError, validate_tenant_id
+from rag_ingest.core.ids import is_api_document_id, version_hash
 
 RAW_PREFIX = "raw/"
 ARTIFACTS_PREFIX = "artifacts/"

@@ -10,12 +10,12 @@ from urllib.parse import unquote_plus
 from aws_lambda_powertools.utilities.data_classes.s3_event import S3Event, S3EventRecord
 from pydantic import BaseModel, ConfigDict, Field
 
-from rag_ingest.errors import ErrorCode
-from rag_ingest.ids import document_id_for_object, execution_name
-from rag_ingest.layout import RAW_PREFIX, KeyOutsideUploadsError, NoTenantFolderError, parse_upload_key
-from rag_ingest.logs import logger, run_keys
-from rag_ingest.models import ETAG_VERSION_PREFIX, DocumentJob, ObjectRef, QueueOutcome
-from rag_ingest.ports import ExecutionStarter, IntakeDocuments
+from rag_ingest.core.errors import ErrorCode
+from rag_ingest.core.ids import document_id_for_object, execution_name
+from rag_ingest.core.layout import RAW_PREFIX, KeyOutsideUploadsError, NoTenantFolderError, parse_upload_key
+from rag_ingest.core.logs import logger, run_keys
+from rag_ingest.core.models import ETAG_VERSION_PREFIX, DocumentJob, ObjectRef, QueueOutcome
+from rag_ingest.core.ports import ExecutionStarter, IntakeDocuments
 
 
 class PoisonMessageError(ValueError):

@@ -1,6 +1,6 @@
 """The API's domain: issue an upload (presigned POST), report, list, retry and download documents.
 
-Every operation takes the caller's tenant, already validated (``rag_ingest.auth.tenant_of``), and
+Every operation takes the caller's tenant, already validated (``rag_ingest.core.auth.tenant_of``), and
 answers another tenant's document exactly like a missing one.
 """
 
@@ -17,17 +17,17 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from rag_ingest.auth import TENANT_ID_PATTERN
-from rag_ingest.config import ApiEnv
-from rag_ingest.errors import ErrorCode, PermanentError, StaleWriteError
-from rag_ingest.ids import new_document_id
-from rag_ingest.layout import filename_of, upload_key
-from rag_ingest.models import DocumentRecord, DocumentStatus
-from rag_ingest.ports import ApiDocuments, DocumentReplayer, UploadPresigner
+from rag_ingest.core.auth import TENANT_ID_PATTERN
+from rag_ingest.core.config import ApiEnv
+from rag_ingest.core.errors import ErrorCode, PermanentError, StaleWriteError
+from rag_ingest.core.ids import new_document_id
+from rag_ingest.core.layout import filename_of, upload_key
+from rag_ingest.core.models import DocumentRecord, DocumentStatus
+from rag_ingest.core.ports import ApiDocuments, DocumentReplayer, UploadPresigner
 
 PDF_CONTENT_TYPE = "application/pdf"
 _UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._ -]")
-# A ULID from the API, or the id of an object put straight into the bucket (rag_ingest.ids).
+# A ULID from the API, or the id of an object put straight into the bucket (rag_ingest.core.ids).
 _DOCUMENT_ID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}|obj-[0-9a-f]{32}")
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100

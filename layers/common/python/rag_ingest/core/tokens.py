@@ -13,7 +13,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-TOKENIZER_PATH = Path(__file__).parent / "resources" / "minilm-tokenizer.json"
+# The package-data folder, rag_ingest/resources (pyproject.toml ships it with the package).
+TOKENIZER_PATH = Path(__file__).parents[1] / "resources" / "minilm-tokenizer.json"
 #: Positions the model accepts, including the [CLS] and [SEP] it adds.
 MODEL_MAX_SEQUENCE_TOKENS = 512
 #: Special tokens the post-processor adds around one text ([CLS] ... [SEP]).

@@ -1,9 +1,9 @@
 """The ports: what the domain needs from the world outside it, as Protocols.
 
 The domain modules (pipeline, intake, documents, deletion, search, reaper, redrive, replay) depend
-on these and on ``rag_ingest.models`` only. ``rag_ingest.adapters`` implements them over boto3 and
+on these and on ``rag_ingest.core.models`` only. ``rag_ingest.adapters`` implements them over boto3 and
 opensearch-py, ``rag_ingest.wiring`` chooses the adapters, and ``tests/support/fakes.py`` implements
-them in memory for the unit tests. ``Telemetry`` (rag_ingest.telemetry) and ``Embedder``
+them in memory for the unit tests. ``Telemetry`` (rag_ingest.core.telemetry) and ``Embedder``
 (rag_ingest.embeddings.base) are ports of the same kind, kept next to their implementations.
 
 The documents table is one adapter (``adapters.documents_table.DocumentsTable``), seen by each
@@ -16,11 +16,11 @@ credits a function with a DynamoDB or OpenSearch action by the method names its 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from rag_ingest.embedding_cache import CacheKey
-from rag_ingest.errors import ErrorCode
-from rag_ingest.models import (
+from rag_ingest.core.errors import ErrorCode
+from rag_ingest.core.models import (
+    CacheKey,
     Chunk,
     DocumentRecord,
     DocumentStatus,
@@ -28,12 +28,10 @@ from rag_ingest.models import (
     ObjectRef,
     QueueMessage,
     QueueResult,
+    ReplayedDocument,
     SearchHit,
     Stage,
 )
-
-if TYPE_CHECKING:  # replay.py depends on these ports
-    from rag_ingest.replay import ReplayedDocument
 
 
 # -- the documents table, by caller -------------------------------------------------------------
@@ -164,7 +162,7 @@ class UploadPresigner(Protocol):
     ) -> str: ...
 
 
-# -- the embedding cache (rag_ingest.embedding_cache) ----------------------------------------------
+# -- the embedding cache (rag_ingest.ingest.embedding_cache) ----------------------------------------------
 class EmbeddingCache(Protocol):
     """Vectors by what was embedded (``CacheKey``), per tenant. Both calls take many keys at once."""
 

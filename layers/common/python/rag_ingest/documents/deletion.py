@@ -12,12 +12,12 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from rag_ingest.documents import DocumentNotFoundError
-from rag_ingest.errors import StaleWriteError
-from rag_ingest.layout import artifacts_folder
-from rag_ingest.logs import logger
-from rag_ingest.models import DocumentStatus
-from rag_ingest.ports import ChunkEraser, DeletionDocuments, ObjectEraser
+from rag_ingest.core.errors import StaleWriteError
+from rag_ingest.core.layout import artifacts_folder
+from rag_ingest.core.logs import logger
+from rag_ingest.core.models import DocumentStatus
+from rag_ingest.core.ports import ChunkEraser, DeletionDocuments, ObjectEraser
+from rag_ingest.documents.service import DocumentNotFoundError
 
 
 class DeletionReport(BaseModel):

@@ -1,6 +1,6 @@
 """The one structured logger of a function: Powertools Logger, one JSON object per line.
 
-Every module of the domain and every handler logs through :data:`logger` (``from rag_ingest.logs
+Every module of the domain and every handler logs through :data:`logger` (``from rag_ingest.core.logs
 import logger``). Its service is ``POWERTOOLS_SERVICE_NAME`` (one per function, set by the
 template) and its level ``AWS_LAMBDA_LOG_LEVEL`` (the function's application log level) or
 ``POWERTOOLS_LOG_LEVEL``. A ``Logger()`` created elsewhere for the same service shares its

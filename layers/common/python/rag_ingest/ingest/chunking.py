@@ -34,7 +34,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from rag_ingest.models import Chunk, PageText
+from rag_ingest.core.models import Chunk, PageText
 
 PAGE_SEPARATOR = "\n\n"
 #: A chunk this full (fraction of the target) ends early rather than split the next paragraph.

@@ -5,12 +5,12 @@ image (``pdf.parse_pdf`` decides, page by page: a mixed document OCRs only those
 page is rasterised with pdfium (``pypdfium2``, which ships its own binary) at ``OCR_DPI`` and the
 image (PNG) is handed to an :class:`OcrEngine`:
 
-- ``local``: an offline engine on this machine (``rag_ingest.ocr_local``, Tesseract 5 through its
+- ``local``: an offline engine on this machine (``rag_ingest.ingest.ocr_local``, Tesseract 5 through its
   command line; docs/ocr.md has the measurements that chose it);
 - ``textract``: Amazon Textract's synchronous ``DetectDocumentText``, one call per page image
   (``rag_ingest.adapters.textract``; docs/ocr.md compares it with the asynchronous API).
 
-The engine is chosen by the ``OCR_ENGINE`` environment variable (``rag_ingest.config.StagesEnv``),
+The engine is chosen by the ``OCR_ENGINE`` environment variable (``rag_ingest.core.config.StagesEnv``),
 validated at cold start. Engines raise ``OcrPageError`` for a page they cannot read (an image the
 service rejects): that page is a failed page, not a failed document. An engine that cannot work
 at all where it runs (Textract in a region that does not offer it) raises ``OcrUnavailableError``,
@@ -25,9 +25,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Protocol
 
-#: Resolution pages are rasterised at for OCR. 200 dpi gave the lowest character error rate per
-#: second on the generated scans (docs/ocr.md): 150 loses small type, 300 costs twice the time.
-OCR_DPI = 200
+from rag_ingest.core.settings import DEFAULT_MAX_OCR_PAGES, OCR_DPI
+
 #: A page with fewer letters and digits than this in its text layer has no usable text layer
 #: (a scan often carries a stray page number or a scanner's stamp).
 MIN_TEXT_LAYER_CHARS = 16
@@ -62,8 +61,6 @@ class OcrEngine(Protocol):
     def recognize(self, png: bytes) -> OcrResult: ...
 
 
-#: OCR'd pages per document unless configured (MAX_OCR_PAGES): OCR is the costliest step per page.
-DEFAULT_MAX_OCR_PAGES = 50
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Offline OCR engines (the ``local`` engine of the local stack), behind ``rag_ingest.ocr.OcrEngine``.
+"""Offline OCR engines (the ``local`` engine of the local stack), behind ``rag_ingest.ingest.ocr.OcrEngine``.
 
 - :class:`TesseractEngine`: Debian's ``tesseract-ocr`` 5 (LSTM, English model from
   ``tesseract-ocr-eng``), run as a subprocess per page, its TSV output read for words, lines and
@@ -19,8 +19,8 @@ import subprocess
 from collections import defaultdict
 from typing import Any
 
-from rag_ingest.errors import ConfigurationError
-from rag_ingest.ocr import OCR_DPI, OcrPageError, OcrResult
+from rag_ingest.core.errors import ConfigurationError
+from rag_ingest.ingest.ocr import OCR_DPI, OcrPageError, OcrResult
 
 #: One page's OCR may take this long before it counts as a failed page (a 300-dpi A4 page takes ~2 s).
 TESSERACT_TIMEOUT_SECONDS = 60.0

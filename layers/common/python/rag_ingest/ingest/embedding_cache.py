@@ -10,7 +10,7 @@ entry that fails any check (wrong dimension, wrong length, bad checksum, missing
 the chunk is embedded again and its entry rewritten. Entries are written only after the model
 returned the vectors (the pipeline's Embed stage), never before.
 
-The store behind it is the ``EmbeddingCache`` port (rag_ingest.ports); the DynamoDB adapter is
+The store behind it is the ``EmbeddingCache`` port (rag_ingest.core.ports); the DynamoDB adapter is
 ``rag_ingest.adapters.embedding_cache_table`` (why DynamoDB and not S3: docs/embedding-cache.md).
 """
 
@@ -19,33 +19,15 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from rag_ingest.core.models import CacheKey
 
 #: The entry's attributes (the DynamoDB item's, and the in-memory fake's).
 KEY_ATTRIBUTE = "cache_key"
 VECTOR_ATTRIBUTE = "vector"
 DIMENSION_ATTRIBUTE = "dimension"
 CHECKSUM_ATTRIBUTE = "checksum"
-
-
-@dataclass(frozen=True)
-class CacheKey:
-    """Where one embedded text's vector lives for one tenant, model and dimension."""
-
-    tenant_id: str
-    model_id: str
-    dimension: int
-    text_sha256: str
-
-    @classmethod
-    def of(cls, tenant_id: str, model_id: str, dimension: int, text: str) -> CacheKey:
-        return cls(tenant_id, model_id, dimension, hashlib.sha256(text.encode("utf-8")).hexdigest())
-
-    @property
-    def id(self) -> str:
-        """The stored key: tenant first, so every entry sits in its tenant's key space."""
-        return f"{self.tenant_id}#{self.model_id}#{self.dimension}#{self.text_sha256}"
 
 
 def encode_entry(key: CacheKey, vector: Sequence[float]) -> dict[str, Any]:

@@ -10,9 +10,9 @@ from typing import Any, Protocol
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-from rag_ingest.errors import ErrorCode, failure_cause
-from rag_ingest.models import Stage
-from rag_ingest.ports import EventSink
+from rag_ingest.core.errors import ErrorCode, failure_cause
+from rag_ingest.core.models import Stage
+from rag_ingest.core.ports import EventSink
 
 NAMESPACE = "RagIngest"
 

@@ -5,13 +5,14 @@ Step Functions state (``DocumentJob``) stays small: ids, counts, S3 pointers.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rag_ingest.errors import ErrorCode
+from rag_ingest.core.errors import ErrorCode
 
 
 class DocumentStatus(StrEnum):
@@ -93,7 +94,7 @@ class ParsedDocument(BaseModel):
 
 class ParsedRange(BaseModel):
     """One Parse Map task's artifact: the raw (not yet cleaned) text of a page range and what the
-    join needs for the document-level verdicts (``rag_ingest.pdf.join_page_ranges``)."""
+    join needs for the document-level verdicts (``rag_ingest.ingest.pdf.join_page_ranges``)."""
 
     page_count: int = Field(ge=1)  # the document's
     first_page: int = Field(ge=1)
@@ -435,3 +436,32 @@ class QueueMessage:
     body: str
     receive_count: int
     sent_timestamp_ms: int
+
+
+# The embedding cache's key (rag_ingest.ingest.embedding_cache) and a replay's record
+# (rag_ingest.operations.replay): here because the ports name them.
+@dataclass(frozen=True)
+class CacheKey:
+    """Where one embedded text's vector lives for one tenant, model and dimension."""
+
+    tenant_id: str
+    model_id: str
+    dimension: int
+    text_sha256: str
+
+    @classmethod
+    def of(cls, tenant_id: str, model_id: str, dimension: int, text: str) -> CacheKey:
+        return cls(tenant_id, model_id, dimension, hashlib.sha256(text.encode("utf-8")).hexdigest())
+
+    @property
+    def id(self) -> str:
+        """The stored key: tenant first, so every entry sits in its tenant's key space."""
+        return f"{self.tenant_id}#{self.model_id}#{self.dimension}#{self.text_sha256}"
+
+
+class ReplayedDocument(BaseModel):
+    document_id: str
+    replay: int
+    execution_name: str
+    execution_arn: str
+    previous_error_code: str | None = None

@@ -16,12 +16,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-from rag_ingest.chunking import chunk_pages
-from rag_ingest.config import StagesEnv
-from rag_ingest.embedding_cache import CacheKey, NoEmbeddingCache
-from rag_ingest.embeddings.base import Embedder
-from rag_ingest.errors import ErrorCode, PermanentError, StaleWriteError, TransientError, parse_failure
-from rag_ingest.layout import (
+from rag_ingest.core.config import StagesEnv
+from rag_ingest.core.errors import ErrorCode, PermanentError, StaleWriteError, TransientError, parse_failure
+from rag_ingest.core.layout import (
     CHUNKS_ARTIFACT,
     EMBEDDINGS_FOLDER,
     PAGES_FOLDER,
@@ -30,8 +27,9 @@ from rag_ingest.layout import (
     filename_of,
     page_range_key,
 )
-from rag_ingest.logs import logger, run_keys
-from rag_ingest.models import (
+from rag_ingest.core.logs import logger, run_keys
+from rag_ingest.core.models import (
+    CacheKey,
     Chunk,
     DocumentJob,
     DocumentStatus,
@@ -46,11 +44,14 @@ from rag_ingest.models import (
     lane_for,
     plan_page_ranges,
 )
-from rag_ingest.ocr import OcrEngine, PageOcr
-from rag_ingest.pdf import count_pdf_pages, join_page_ranges, parse_page_range, validate_pdf_header
-from rag_ingest.ports import ChunkIndex, EmbeddingCache, PipelineDocuments, StageObjects
-from rag_ingest.retrieval_text import document_title
-from rag_ingest.telemetry import NoTelemetry, Telemetry
+from rag_ingest.core.ports import ChunkIndex, EmbeddingCache, PipelineDocuments, StageObjects
+from rag_ingest.core.retrieval_text import document_title
+from rag_ingest.core.telemetry import NoTelemetry, Telemetry
+from rag_ingest.embeddings.base import Embedder
+from rag_ingest.ingest.chunking import chunk_pages
+from rag_ingest.ingest.embedding_cache import NoEmbeddingCache
+from rag_ingest.ingest.ocr import OcrEngine, PageOcr
+from rag_ingest.ingest.pdf import count_pdf_pages, join_page_ranges, parse_page_range, validate_pdf_header
 
 PDF_HEADER_BYTES = 1024
 
