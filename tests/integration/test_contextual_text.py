@@ -63,7 +63,7 @@ def filled_store(*, context_line: bool) -> Iterator[VectorStore]:
 
 @pytest.fixture
 def store() -> Iterator[VectorStore]:
-    # The shipped settings (README, retrieval quality: the evaluation's decision).
+    # The shipped settings (docs/retrieval.md, the ablation: the evaluation's decision).
     assert SHIPPED_CONTEXT_LINE is True
     assert IndexSettings(name="x", dimension=DIMENSION).context_line is SHIPPED_CONTEXT_LINE
     yield from filled_store(context_line=SHIPPED_CONTEXT_LINE)
