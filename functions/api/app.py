@@ -34,8 +34,8 @@ from rag_ingest.core.config import ApiEnv, SearchEnv
 from rag_ingest.core.errors import PermanentError, TransientError
 from rag_ingest.core.logs import logger
 from rag_ingest.core.tracing import tracer
-from rag_ingest.documents.service.deletion import DeletionReport
-from rag_ingest.documents.service.service import (
+from rag_ingest.documents.deletion import DeletionReport
+from rag_ingest.documents.service import (
     DEFAULT_PAGE_SIZE,
     MAX_CURSOR_CHARS,
     MAX_PAGE_SIZE,

@@ -21,7 +21,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from rag_ingest.core.config import IntakeEnv
 from rag_ingest.core.logs import logger
 from rag_ingest.core.tracing import tracer
-from rag_ingest.documents.service.intake import UploadedObject, parse_queue_message
+from rag_ingest.documents.intake import UploadedObject, parse_queue_message
 from rag_ingest.wiring import build_intake
 
 ENV = IntakeEnv.from_env()

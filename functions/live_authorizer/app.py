@@ -14,7 +14,7 @@ from rag_ingest.core.auth import TokenVerifier
 from rag_ingest.core.config import LiveAuthorizerEnv
 from rag_ingest.core.logs import logger
 from rag_ingest.core.tracing import tracer
-from rag_ingest.live.updates.connections import authorize_connect
+from rag_ingest.live.connections import authorize_connect
 
 ENV = LiveAuthorizerEnv.from_env()
 # The key set is fetched on first use and cached for the life of this execution environment.

@@ -10,7 +10,7 @@ from rag_ingest.core.auth import InvalidTenantError
 from rag_ingest.core.config import LiveConnectionsEnv
 from rag_ingest.core.logs import logger
 from rag_ingest.core.tracing import tracer
-from rag_ingest.live.updates.connections import close_connection, open_connection
+from rag_ingest.live.connections import close_connection, open_connection
 
 ENV = LiveConnectionsEnv.from_env()
 store = DynamoConnectionStore(ENV.connections_table)

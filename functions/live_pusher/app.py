@@ -16,7 +16,7 @@ from rag_ingest.adapters.live_connections import DynamoConnectionStore, Manageme
 from rag_ingest.core.config import LivePusherEnv
 from rag_ingest.core.logs import logger
 from rag_ingest.core.tracing import tracer
-from rag_ingest.live.updates.connections import LivePusher
+from rag_ingest.live.connections import LivePusher
 
 ENV = LivePusherEnv.from_env()
 # Every failure is reported as a batch item failure, even when all records fail, so the mapping

@@ -3,7 +3,7 @@
 Why the DynamoDB stream and not EventBridge: the pipeline's events are only DocumentReady and
 DocumentFailed, while the page shows every stage and the embedding progress, which change only
 in the documents table. The stream carries every write to a document, in order per document,
-and its new image is exactly what ``GET /documents/{id}`` renders (``rag_ingest.live.updates.updates.update_for``).
+and its new image is exactly what ``GET /documents/{id}`` renders (``rag_ingest.live.updates.update_for``).
 
 - ``$connect`` behind a Lambda REQUEST authorizer (``?token=<ID token>``, verified against the
   user pool's JWKS), which puts the tenant in the connection's context; ``$connect`` and

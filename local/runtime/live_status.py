@@ -10,7 +10,7 @@ and a comment line every ``keepalive_seconds`` (15 s) so proxies and the browser
 connection. In AWS the WebSocket API is fed by the documents table's DynamoDB stream; here the
 same stream is read from moto (DescribeStream, GetShardIterator, GetRecords), each NewImage
 deserialized with boto3's TypeDeserializer and turned into the message by
-:func:`rag_ingest.live.updates.updates.update_for`, the function the AWS fan-out uses.
+:func:`rag_ingest.live.updates.update_for`, the function the AWS fan-out uses.
 
 One reader thread serves every subscriber. It reads only while someone is subscribed (moto keeps
 every shard iterator it hands out, so an idle reader would grow its memory), starting at the
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
-from rag_ingest.live.updates.updates import DOCUMENT_UPDATED, update_for
+from rag_ingest.live.updates import DOCUMENT_UPDATED, update_for
 
 LOG = logging.getLogger("local.runtime.live")
 

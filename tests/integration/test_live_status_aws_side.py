@@ -19,7 +19,7 @@ import pytest
 from botocore.stub import Stubber
 from rag_ingest.adapters.jwks import CachedJwks
 from rag_ingest.adapters.live_connections import DynamoConnectionStore, ManagementApiPoster
-from rag_ingest.live.updates.updates import update_for
+from rag_ingest.live.updates import update_for
 
 from local.runtime.provision import (
     DYNAMODB_STREAM_MAPPING_REASON,

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 from rag_ingest.core.errors import ErrorCode
 from rag_ingest.core.ids import document_id_for_object
-from rag_ingest.documents.service.intake import (
+from rag_ingest.documents.intake import (
     IntakeService,
     PoisonMessageError,
     UnaddressableObjectError,

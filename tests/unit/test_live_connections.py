@@ -17,7 +17,7 @@ from rag_ingest.adapters.jwks import CachedJwks, jwks_url_for
 from rag_ingest.adapters.live_connections import ManagementApiPoster
 from rag_ingest.core.auth import InvalidTenantError, InvalidTokenError, TokenVerifier
 from rag_ingest.core.errors import ConfigurationError, TransientError
-from rag_ingest.live.updates.connections import (
+from rag_ingest.live.connections import (
     MAX_CONNECTION_SECONDS,
     Connection,
     ConnectionGoneError,
@@ -29,7 +29,7 @@ from rag_ingest.live.updates.connections import (
     close_connection,
     open_connection,
 )
-from rag_ingest.live.updates.updates import update_for
+from rag_ingest.live.updates import update_for
 
 from tests.support.aws import FakeLambdaContext, import_handler
 

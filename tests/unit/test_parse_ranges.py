@@ -14,7 +14,7 @@ from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.layout import page_range_key
 from rag_ingest.core.models import Lane, PageRange, ParsedRange, ParseTask, Stage, lane_for, plan_page_ranges
 from rag_ingest.core.tokens import count_tokens
-from rag_ingest.documents.service.service import DocumentView
+from rag_ingest.documents.service import DocumentView
 from rag_ingest.ingest.chunking import chunk_pages
 from rag_ingest.ingest.pdf import join_page_ranges, parse_page_range, parse_pdf
 

@@ -12,7 +12,7 @@ import pytest
 from rag_ingest.adapters.presigner import S3Presigner
 from rag_ingest.core.config import ApiEnv
 from rag_ingest.core.errors import ErrorCode, PermanentError
-from rag_ingest.documents.service.service import DocumentService, UploadRequest
+from rag_ingest.documents.service import DocumentService, UploadRequest
 
 pytestmark = pytest.mark.unit
 ENV = ApiEnv.from_env(

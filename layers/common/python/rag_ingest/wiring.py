@@ -27,9 +27,9 @@ from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.core.config import ApiEnv, IndexParamsEnv, IntakeEnv, ReaperEnv, RedriveEnv, SearchEnv, StagesEnv
 from rag_ingest.core.telemetry import CloudTelemetry, Telemetry
 from rag_ingest.core.tokens import count_tokens
-from rag_ingest.documents.service.deletion import DocumentDeletion
-from rag_ingest.documents.service.intake import IntakeService
-from rag_ingest.documents.service.service import DocumentService
+from rag_ingest.documents.deletion import DocumentDeletion
+from rag_ingest.documents.intake import IntakeService
+from rag_ingest.documents.service import DocumentService
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.ingest.embedding_cache import NoEmbeddingCache

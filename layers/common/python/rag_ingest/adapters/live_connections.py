@@ -11,7 +11,7 @@ from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import BOTO_CONFIG, error_code, resource, translate
 from rag_ingest.core.tracing import traced
-from rag_ingest.live.updates.connections import Connection, ConnectionGoneError, PostThrottledError
+from rag_ingest.live.connections import Connection, ConnectionGoneError, PostThrottledError
 
 TENANT_INDEX = "by_tenant"
 

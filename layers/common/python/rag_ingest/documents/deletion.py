@@ -17,7 +17,7 @@ from rag_ingest.core.layout import artifacts_folder
 from rag_ingest.core.logs import logger
 from rag_ingest.core.models import DocumentStatus
 from rag_ingest.core.ports import ChunkEraser, DeletionDocuments, ObjectEraser
-from rag_ingest.documents.service.service import DocumentNotFoundError
+from rag_ingest.documents.service import DocumentNotFoundError
 
 
 class DeletionReport(BaseModel):

@@ -6,7 +6,7 @@
 - **Connections**: ``$connect`` stores (connection id, tenant, subject, expiry) and
   ``$disconnect`` deletes it; the expiry is a DynamoDB TTL two hours out, the longest a
   WebSocket connection to API Gateway lives, so a missed ``$disconnect`` cleans itself up.
-- **Push**: for every changed documents-table item, :func:`rag_ingest.live.updates.updates.update_for` builds the
+- **Push**: for every changed documents-table item, :func:`rag_ingest.live.updates.update_for` builds the
   one message shape and it is posted to each of that tenant's connections. A connection that
   is gone (410) is deleted; a throttled post is retried with backoff; any other failure fails
   the record, so the stream retries it (messages carry the whole document, so a subscriber
@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from rag_ingest.core.auth import InvalidTenantError, InvalidTokenError, TokenVerifier, tenant_of, validate_tenant_id
-from rag_ingest.live.updates.updates import LiveUpdate, update_for
+from rag_ingest.live.updates import LiveUpdate, update_for
 
 # API Gateway closes a WebSocket connection after two hours, whatever happens on it.
 MAX_CONNECTION_SECONDS = 2 * 60 * 60

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rag_ingest.core.models import DocumentRecord
-from rag_ingest.documents.service.service import DocumentView
+from rag_ingest.documents.service import DocumentView
 
 DOCUMENT_UPDATED = "document.updated"
 
