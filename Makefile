@@ -10,6 +10,7 @@ VENV_STAMP := .venv/.installed-$(shell cat requirements.txt requirements-dev.txt
 help:
 	@echo "make demo   - set up everything, run the local pipeline end to end on the sample PDFs"
 	@echo "make test   - set up everything, run lint and every test suite (starts and stops servers)"
+	@echo "make check  - the fast loop: lint, type check, unit and infra tests (a few minutes, no server)"
 	@echo "make bench  - per-stage and end-to-end throughput on the sample corpus"
 	@echo "make bench-peers - rag-ingest vs LangChain and LlamaIndex on the same 315 pages (docs/benchmarks.md)"
 	@echo "make bench-reingest - a 10 %-edited new version and a copy of a 113-page PDF: speedup, cache hit rate"
@@ -80,7 +81,7 @@ demo: stack-up
 
 lint: install
 	.venv/bin/ruff check .
-	.venv/bin/mypy app.py infra local functions layers/common/python/rag_ingest bench eval
+	.venv/bin/mypy app.py infra local functions layers/common/python/rag_ingest bench eval tools
 
 # docs/openapi.json from the API function's routes (tests/unit/test_api_handler.py fails when it is stale).
 .PHONY: openapi
@@ -88,10 +89,16 @@ openapi: install
 	$(PY) -m tools.openapi
 
 unit: install
-	.venv/bin/pytest -m unit -q
+	.venv/bin/pytest tests/unit -q
 
 infra: layer node-modules
-	.venv/bin/pytest -m infra -q
+	.venv/bin/pytest tests/infra -q
+
+# The fast loop while changing code (README, Contributing): lint, type check, and the unit and infra
+# tests on both cores (pytest-xdist), no server started. make test before pushing: it is what CI runs.
+.PHONY: check
+check: lint layer node-modules
+	.venv/bin/pytest tests/unit tests/infra -q -n 2 -p no:cacheprovider
 
 # One pytest run over every suite; the servers the suites need are started before and stopped after.
 test: synth node-modules local-tools chromium ocr-tools
