@@ -71,3 +71,8 @@ def test_the_check_finds_a_wrong_direction_a_cycle_and_a_client_outside_the_adap
     ]
     assert graph.cycles() == [["rag_ingest.core.models", "rag_ingest.ingest.pdf"]]
     assert "forbidden imports: 2" in report(graph) and "import cycles: 1" in report(graph)
+
+
+def test_docs_architecture_shows_the_graph_as_it_stands() -> None:
+    doc = (PACKAGE_DIR.parents[3] / "docs" / "architecture.md").read_text()
+    assert report(build()) in doc, "docs/architecture.md: paste the output of python -m tools.dependency_graph"
