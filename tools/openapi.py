@@ -38,13 +38,17 @@ PLACEHOLDER_ENV = {
 
 
 def generate() -> dict[str, Any]:
-    """The API function's OpenAPI document (a fresh import of functions/api/app.py, with the placeholders)."""
+    """The API function's OpenAPI document (a fresh import of functions/api/app.py and its routes/,
+    with the placeholders)."""
     saved = {name: os.environ.get(name) for name in PLACEHOLDER_ENV}
     for name, value in PLACEHOLDER_ENV.items():
         os.environ.setdefault(name, value)
     try:
-        # Fresh: the handler reads its environment at import, and one imported earlier had another.
-        sys.modules.pop(API_HANDLER_MODULE, None)
+        # Fresh, with its route modules: the handler reads its environment at import, and one
+        # imported earlier had another.
+        package = API_HANDLER_MODULE.rpartition(".")[0]
+        for cached in [name for name in sys.modules if name.startswith(f"{package}.")]:
+            sys.modules.pop(cached, None)
         module = importlib.import_module(API_HANDLER_MODULE)
         document: dict[str, Any] = module.openapi_schema()
         return document

@@ -1,9 +1,12 @@
 """HTTP API: documents (upload, list, status, retry, download, delete) and search, for the caller's tenant.
 
-The tenant comes from the verified JWT's claims and is validated before any use. Every 4xx/5xx
-this function answers has one body, ``{"error": {"code", "message"}}``: the routes' own errors,
-Powertools' validation (400), unknown paths (404) and methods (405), and anything unexpected
-(500, no internals). ``GET /openapi.json`` serves the OpenAPI 3 document of these routes.
+This module builds the resolver and maps errors; the routes live one group a module in ``routes/``
+(``documents``, ``search``, ``meta``), included here (``ROUTE_GROUPS``). The tenant comes from the
+verified JWT's claims and is validated before any use (``routes/common.py``). Every 4xx/5xx this
+function answers has one body, ``{"error": {"code", "message"}}``: the routes' own errors,
+Powertools' validation (400), unknown paths (404) and methods (405), bodies over 64 KB (413), and
+anything unexpected (500, no internals). ``GET /openapi.json`` serves the OpenAPI 3 document of these
+routes (``routes/meta.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import json
 import re
 from functools import cache
 from http import HTTPStatus
-from typing import Annotated, Any
+from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError, ServiceError
@@ -22,38 +25,25 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestValidationError,
 )
 from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
-from aws_lambda_powertools.event_handler.openapi.params import Path, Query
-from aws_lambda_powertools.event_handler.openapi.types import (
-    OpenAPIResponse,
-    OpenAPIResponseContentModel,
-    OpenAPIResponseContentSchema,
-)
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from rag_ingest.core.auth import InvalidTenantError, tenant_of
-from rag_ingest.core.config import ApiEnv, SearchEnv
+from rag_ingest.core.auth import InvalidTenantError
 from rag_ingest.core.errors import PermanentError, TransientError
 from rag_ingest.core.logs import logger
 from rag_ingest.core.tracing import tracer
-from rag_ingest.documents.deletion import DeletionReport
 from rag_ingest.documents.service import (
-    DEFAULT_PAGE_SIZE,
-    MAX_CURSOR_CHARS,
-    MAX_PAGE_SIZE,
     DocumentNotFoundError,
-    DocumentPage,
-    DocumentView,
-    DownloadLink,
     ErrorBody,
     ErrorDetail,
-    GatewayError,
     InvalidCursorError,
     NotRetryableError,
-    UploadRequest,
-    UploadTicket,
-    is_document_id,
 )
-from rag_ingest.retrieval.search import SearchRequest, SearchResponse
-from rag_ingest.wiring import build_api
+
+# Importing the route groups is the cold start's check: routes/common.py validates the environment
+# (ApiEnv, SearchEnv) and builds the services once per container.
+if __package__:  # functions.api.app: the tests, tools/openapi.py and mypy import it from the repository
+    from .routes import documents, meta, search
+else:  # Lambda (and the local stack's worker) import app.py as a top-level module, /var/task on sys.path
+    from routes import documents, meta, search  # type: ignore[no-redef]
 
 OPENAPI_TITLE = "rag-ingest API"
 OPENAPI_VERSION = "1.0.0"
@@ -62,8 +52,6 @@ SECURITY_SCHEME = "idToken"
 MAX_BODY_CHARS = 64 * 1024
 # JSON nesting beyond this is refused (Python's parser would otherwise hit its recursion limit).
 MAX_JSON_DEPTH = 32
-
-ENV = ApiEnv.from_env()
 
 
 def _strict_json(text: str) -> Any:
@@ -106,35 +94,17 @@ app.configure_openapi(
     security=[{SECURITY_SCHEME: []}],
 )
 
-SEARCH_ENV = SearchEnv.from_env()
-services = build_api(ENV, SEARCH_ENV)
-service, deletion, searcher = services.documents, services.deletion, services.search
+# The route groups, in the order their routes are matched and documented.
+ROUTE_GROUPS = (documents, search, meta)
+for group in ROUTE_GROUPS:
+    app.include_router(group.router)
+openapi_schema = meta.openapi_schema  # tools/openapi.py writes it to docs/openapi.json
 
 
 # -- errors ------------------------------------------------------------------------------------
 def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response[Any]:
     body = ErrorBody(error=ErrorDetail(code=code, message=message)).model_dump()
     return Response(status, content_types.APPLICATION_JSON, body, headers=headers)
-
-
-def _responses(success: int, *errors: int, authorized: bool = True) -> dict[int, OpenAPIResponse]:
-    """The OpenAPI responses of a route: its success (schema from the return annotation) and errors."""
-    responses: dict[int, OpenAPIResponse] = {success: {"description": HTTPStatus(success).phrase}}
-    gateway: dict[str, OpenAPIResponseContentModel | OpenAPIResponseContentSchema] = {
-        content_types.APPLICATION_JSON: {"model": GatewayError}
-    }
-    if authorized:
-        responses[401] = {"description": "No valid token (API Gateway's JWT authorizer)", "content": gateway}
-    responses[429] = {"description": "Throttled by the API stage (API Gateway)", "content": gateway}
-    for status in (*errors, 500):
-        responses[status] = {
-            "description": HTTPStatus(status).phrase,
-            "content": {content_types.APPLICATION_JSON: {"model": ErrorBody}},
-        }
-    return responses
-
-
-DocumentId = Annotated[str, Path(description="A document id as POST /documents returned it")]
 
 
 _NOT_AN_OBJECT = frozenset({"model_attributes_type", "model_type", "dict_type"})
@@ -242,141 +212,6 @@ def allowed_methods(path: str) -> tuple[str, ...]:
         if pattern.fullmatch(path):
             return methods
     return ()
-
-
-def _tenant() -> str:
-    """The caller's tenant from the JWT authorizer's claims, validated (InvalidTenantError → 403)."""
-    authorizer = app.current_event.raw_event.get("requestContext", {}).get("authorizer") or {}
-    claims = (authorizer.get("jwt") or {}).get("claims") or {}
-    tenant = tenant_of(claims)
-    # The access log carries the caller's sub and the request id; this line's keys add the tenant.
-    logger.append_keys(tenant_id=tenant)
-    return tenant
-
-
-# -- routes ------------------------------------------------------------------------------------
-@app.post(
-    "/documents",
-    summary="Start an upload",
-    description="Creates the document (AWAITING_UPLOAD) and returns a presigned POST for the PDF, straight to S3.",
-    responses=_responses(201, 400, 403),
-    tags=["documents"],
-    operation_id="createDocument",
-)
-def create_document(request: UploadRequest) -> Response[UploadTicket]:
-    ticket = service.create_upload(_tenant(), request)
-    return Response(201, content_types.APPLICATION_JSON, ticket)
-
-
-@app.get(
-    "/documents",
-    summary="List documents",
-    description="The tenant's documents, newest first; pass next_cursor back as cursor for the next page.",
-    responses=_responses(200, 400, 403),
-    tags=["documents"],
-    operation_id="listDocuments",
-)
-def list_documents(
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description="Page size")] = DEFAULT_PAGE_SIZE,
-    cursor: Annotated[str | None, Query(max_length=MAX_CURSOR_CHARS, description="The last page's next_cursor")] = None,
-) -> DocumentPage:
-    return service.list(_tenant(), limit=limit, cursor=cursor)
-
-
-@app.get(
-    "/documents/<document_id>",
-    summary="A document's state",
-    responses=_responses(200, 403, 404),
-    tags=["documents"],
-    operation_id="getDocument",
-)
-def get_document(document_id: DocumentId) -> DocumentView:
-    return service.get(_tenant(), document_id)
-
-
-@app.delete(
-    "/documents/<document_id>",
-    summary="Delete a document",
-    description="Removes the upload, its artifacts and its passages. Idempotent: a DELETED document answers the same.",
-    responses=_responses(200, 403, 404),
-    tags=["documents"],
-    operation_id="deleteDocument",
-)
-def delete_document(document_id: DocumentId) -> DeletionReport:
-    tenant = _tenant()
-    if not is_document_id(document_id):  # never a table key DynamoDB would refuse (e.g. over 2 KB)
-        raise DocumentNotFoundError(document_id)
-    return deletion.delete(tenant, document_id)
-
-
-@app.post(
-    "/documents/<document_id>/retry",
-    summary="Retry a FAILED document",
-    description="Replays the document from its first unfinished stage; 409 NOT_RETRYABLE unless it is FAILED.",
-    responses=_responses(202, 403, 404, 409),
-    tags=["documents"],
-    operation_id="retryDocument",
-)
-def retry_document(document_id: DocumentId) -> Response[DocumentView]:
-    view = service.retry(_tenant(), document_id)
-    return Response(202, content_types.APPLICATION_JSON, view)
-
-
-@app.get(
-    "/documents/<document_id>/download",
-    summary="Open the original PDF",
-    description="A short-lived presigned GET of the current version of the upload, shown inline as application/pdf.",
-    responses=_responses(200, 403, 404),
-    tags=["documents"],
-    operation_id="downloadDocument",
-)
-def download_document(document_id: DocumentId) -> DownloadLink:
-    return service.download(_tenant(), document_id)
-
-
-@app.post(
-    "/search",
-    summary="Search passages",
-    description="The tenant's passages for a query: hybrid (BM25 + k-NN fused by reciprocal rank), knn or bm25.",
-    responses=_responses(200, 400, 403),
-    tags=["search"],
-    operation_id="searchPassages",
-)
-def search(request: SearchRequest) -> SearchResponse:
-    return searcher.search(_tenant(), request)
-
-
-@app.get(
-    "/openapi.json",
-    summary="This OpenAPI document",
-    description="Needs no token.",
-    responses=_responses(200, authorized=False),
-    tags=["meta"],
-    operation_id="getOpenApiDocument",
-)
-def openapi_document() -> Response[dict[str, Any]]:
-    return Response(200, content_types.APPLICATION_JSON, openapi_schema())
-
-
-@cache
-def openapi_schema() -> dict[str, Any]:
-    """The OpenAPI 3 document of the routes above (also checked in as docs/openapi.json).
-
-    Powertools documents its validation failures as 422; this API answers them as 400 with the
-    one error body, so the 422 entries and their schemas are taken out, and the document itself
-    is marked as needing no token.
-    """
-    document: dict[str, Any] = json.loads(app.get_openapi_json_schema(title=OPENAPI_TITLE, version=OPENAPI_VERSION))
-    for path, item in document["paths"].items():
-        for operation in item.values():
-            operation["responses"].pop("422", None)
-            if path == "/openapi.json":
-                operation["security"] = []
-    schemas = document["components"]["schemas"]
-    for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
-        if f'"#/components/schemas/{name}"' not in json.dumps({**document, "components": {}}):
-            schemas.pop(name, None)
-    return document
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -5,10 +5,11 @@ What the code calls is read from the source, not from a list someone keeps:
 - every adapter method's DynamoDB calls (``<...table>.get_item(...)``, ``.query(IndexName=...)``), plus
   those of the methods it calls on ``self``;
 - for each function, the modules its handler imports (transitively, within ``rag_ingest``), and in
-  them the code it can run: the handler, the modules' top-level statements, and every top-level
-  function or class whose name that code uses (to a fixed point). An adapter method counts as called
-  when its class is named and its own name is used (``self._deps.status.mark_ready`` uses
-  ``mark_ready``). Over-approximate by name, never under: a method nobody names cannot be reached.
+  them the code it can run: the handler and its sibling modules (the API's routes/), the modules'
+  top-level statements, and every top-level function or class whose name that code uses (to a fixed
+  point). An adapter method counts as called when its class is named and its own name is used
+  (``self._deps.status.mark_ready`` uses ``mark_ready``). Over-approximate by name, never under: a
+  method nobody names cannot be reached.
 - Powertools' DynamoDB idempotency layer (intake) is read the same way, from the installed package.
 
 When a function starts calling something new (a GSI Query, a DeleteItem), the first test fails and
@@ -106,9 +107,10 @@ def _imported_modules(path: Path) -> Iterator[str]:
 
 @cache
 def _reachable_files(function_dir: str) -> frozenset[Path]:
-    handler = FUNCTIONS_DIR / function_dir / "app.py"
-    seen: set[Path] = {handler}
-    pending = [handler]
+    # The function's own code is every module in its folder: app.py and its siblings (the API's routes/).
+    own = sorted((FUNCTIONS_DIR / function_dir).rglob("*.py"))
+    seen: set[Path] = set(own)
+    pending = list(own)
     while pending:
         for name in _imported_modules(pending.pop()):
             file = _module_file(name)
@@ -131,16 +133,18 @@ def _names_in(node: ast.AST) -> set[str]:
 
 
 def _used_names(handler: Path, files: frozenset[Path]) -> set[str]:
-    """Names used by the code a handler can run: the handler module, every reachable module's top-level
-    statements, and (to a fixed point) each top-level function or class of those modules whose name is
-    used. A class counts whole (all its methods); a module's other classes only when named, so importing
-    one class of a module does not pull in its neighbours' calls."""
+    """Names used by the code a handler can run: the handler's modules (app.py and its siblings in the
+    function's folder, whose routes are reached by decorator, not by name), every reachable module's
+    top-level statements, and (to a fixed point) each top-level function or class of those modules whose
+    name is used. A class counts whole (all its methods); a module's other classes only when named, so
+    importing one class of a module does not pull in its neighbours' calls."""
     definitions: list[tuple[str, ast.AST]] = []
     used: set[str] = set()
     for file in files:
         tree = ast.parse(file.read_text())
         for statement in tree.body:
-            if file != handler and isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            own = file.is_relative_to(handler.parent)
+            if not own and isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 definitions.append((statement.name, statement))
             else:
                 used |= _names_in(statement)

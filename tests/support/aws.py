@@ -81,8 +81,10 @@ class FakeLambdaContext:
 def import_handler(function_dir: str, env: Mapping[str, str]) -> ModuleType:
     """A fresh import of ``functions/<dir>/app.py`` (``functions.<dir>.app``) with ``env`` set first:
     handlers validate their environment at import, like a Lambda cold start, so a cached module
-    would keep the environment of the test that imported it first."""
+    would keep the environment of the test that imported it first. Its sibling modules (the API's
+    ``routes``) are imported afresh with it, as in a new execution environment."""
     os.environ.update(env)
-    name = f"functions.{function_dir}.app"
-    sys.modules.pop(name, None)
-    return importlib.import_module(name)
+    package = f"functions.{function_dir}"
+    for cached in [module for module in sys.modules if module.startswith(f"{package}.")]:
+        sys.modules.pop(cached, None)
+    return importlib.import_module(f"{package}.app")

@@ -279,7 +279,7 @@ def test_an_unexpected_error_is_500_without_internals(api: ModuleType, monkeypat
     def explode(*_: Any) -> Any:
         raise RuntimeError("secret-internal-detail at /var/task/rag_ingest/documents/service.py")
 
-    monkeypatch.setattr(api.service, "get", explode)
+    monkeypatch.setattr(api.documents.service, "get", explode)
     status, _, payload = call(api, "GET", f"/documents/{new_document_id()}")
     assert status == 500
     message = assert_error(payload, "INTERNAL_ERROR")
@@ -290,7 +290,7 @@ def test_a_transient_failure_is_503_with_retry_after(api: ModuleType, monkeypatc
     def throttled(*_: Any) -> Any:
         raise TransientError("ProvisionedThroughputExceededException")
 
-    monkeypatch.setattr(api.service, "get", throttled)
+    monkeypatch.setattr(api.documents.service, "get", throttled)
     status, headers, payload = call(api, "GET", f"/documents/{new_document_id()}")
     assert status == 503 and headers["Retry-After"]
     assert_error(payload, "SERVICE_UNAVAILABLE")

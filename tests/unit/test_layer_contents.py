@@ -44,7 +44,7 @@ def _dropped_top_level_modules() -> set[str]:
 
 def _handler_imports() -> set[str]:
     modules: set[str] = set()
-    for handler in sorted((REPO / "functions").glob("*/*.py")):
+    for handler in sorted((REPO / "functions").glob("*/**/*.py")):  # app.py and its siblings (routes/)
         for node in ast.walk(ast.parse(handler.read_text())):
             if isinstance(node, ast.Import):
                 modules.update(alias.name for alias in node.names)

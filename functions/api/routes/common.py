@@ -1,0 +1,51 @@
+"""What the route groups share: the services (built once per container, from the environment
+validated at the cold start), the caller's tenant from the JWT claims, and a route's OpenAPI responses."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+from aws_lambda_powertools.event_handler import content_types
+from aws_lambda_powertools.event_handler.openapi.types import (
+    OpenAPIResponse,
+    OpenAPIResponseContentModel,
+    OpenAPIResponseContentSchema,
+)
+from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
+from rag_ingest.core.auth import tenant_of
+from rag_ingest.core.config import ApiEnv, SearchEnv
+from rag_ingest.core.logs import logger
+from rag_ingest.documents.service import ErrorBody, GatewayError
+from rag_ingest.wiring import build_api
+
+ENV = ApiEnv.from_env()
+SEARCH_ENV = SearchEnv.from_env()
+services = build_api(ENV, SEARCH_ENV)
+service, deletion, searcher = services.documents, services.deletion, services.search
+
+
+def tenant(event: BaseProxyEvent) -> str:
+    """The caller's tenant from the JWT authorizer's claims, validated (InvalidTenantError → 403)."""
+    authorizer = event.raw_event.get("requestContext", {}).get("authorizer") or {}
+    claims = (authorizer.get("jwt") or {}).get("claims") or {}
+    tenant = tenant_of(claims)
+    # The access log carries the caller's sub and the request id; this line's keys add the tenant.
+    logger.append_keys(tenant_id=tenant)
+    return tenant
+
+
+def responses(success: int, *errors: int, authorized: bool = True) -> dict[int, OpenAPIResponse]:
+    """The OpenAPI responses of a route: its success (schema from the return annotation) and errors."""
+    result: dict[int, OpenAPIResponse] = {success: {"description": HTTPStatus(success).phrase}}
+    gateway: dict[str, OpenAPIResponseContentModel | OpenAPIResponseContentSchema] = {
+        content_types.APPLICATION_JSON: {"model": GatewayError}
+    }
+    if authorized:
+        result[401] = {"description": "No valid token (API Gateway's JWT authorizer)", "content": gateway}
+    result[429] = {"description": "Throttled by the API stage (API Gateway)", "content": gateway}
+    for status in (*errors, 500):
+        result[status] = {
+            "description": HTTPStatus(status).phrase,
+            "content": {content_types.APPLICATION_JSON: {"model": ErrorBody}},
+        }
+    return result

@@ -1,0 +1,107 @@
+"""The document routes: start an upload, list, a document's state, retry, download, delete."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Path, Query
+from rag_ingest.documents.deletion import DeletionReport
+from rag_ingest.documents.service import (
+    DEFAULT_PAGE_SIZE,
+    MAX_CURSOR_CHARS,
+    MAX_PAGE_SIZE,
+    DocumentNotFoundError,
+    DocumentPage,
+    DocumentView,
+    DownloadLink,
+    UploadRequest,
+    UploadTicket,
+    is_document_id,
+)
+
+from .common import deletion, responses, service, tenant
+
+router = Router()
+
+DocumentId = Annotated[str, Path(description="A document id as POST /documents returned it")]
+
+
+@router.post(
+    "/documents",
+    summary="Start an upload",
+    description="Creates the document (AWAITING_UPLOAD) and returns a presigned POST for the PDF, straight to S3.",
+    responses=responses(201, 400, 403),
+    tags=["documents"],
+    operation_id="createDocument",
+)
+def create_document(request: UploadRequest) -> Response[UploadTicket]:
+    ticket = service.create_upload(tenant(router.current_event), request)
+    return Response(201, content_types.APPLICATION_JSON, ticket)
+
+
+@router.get(
+    "/documents",
+    summary="List documents",
+    description="The tenant's documents, newest first; pass next_cursor back as cursor for the next page.",
+    responses=responses(200, 400, 403),
+    tags=["documents"],
+    operation_id="listDocuments",
+)
+def list_documents(
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description="Page size")] = DEFAULT_PAGE_SIZE,
+    cursor: Annotated[str | None, Query(max_length=MAX_CURSOR_CHARS, description="The last page's next_cursor")] = None,
+) -> DocumentPage:
+    return service.list(tenant(router.current_event), limit=limit, cursor=cursor)
+
+
+@router.get(
+    "/documents/<document_id>",
+    summary="A document's state",
+    responses=responses(200, 403, 404),
+    tags=["documents"],
+    operation_id="getDocument",
+)
+def get_document(document_id: DocumentId) -> DocumentView:
+    return service.get(tenant(router.current_event), document_id)
+
+
+@router.delete(
+    "/documents/<document_id>",
+    summary="Delete a document",
+    description="Removes the upload, its artifacts and its passages. Idempotent: a DELETED document answers the same.",
+    responses=responses(200, 403, 404),
+    tags=["documents"],
+    operation_id="deleteDocument",
+)
+def delete_document(document_id: DocumentId) -> DeletionReport:
+    caller = tenant(router.current_event)
+    if not is_document_id(document_id):  # never a table key DynamoDB would refuse (e.g. over 2 KB)
+        raise DocumentNotFoundError(document_id)
+    return deletion.delete(caller, document_id)
+
+
+@router.post(
+    "/documents/<document_id>/retry",
+    summary="Retry a FAILED document",
+    description="Replays the document from its first unfinished stage; 409 NOT_RETRYABLE unless it is FAILED.",
+    responses=responses(202, 403, 404, 409),
+    tags=["documents"],
+    operation_id="retryDocument",
+)
+def retry_document(document_id: DocumentId) -> Response[DocumentView]:
+    view = service.retry(tenant(router.current_event), document_id)
+    return Response(202, content_types.APPLICATION_JSON, view)
+
+
+@router.get(
+    "/documents/<document_id>/download",
+    summary="Open the original PDF",
+    description="A short-lived presigned GET of the current version of the upload, shown inline as application/pdf.",
+    responses=responses(200, 403, 404),
+    tags=["documents"],
+    operation_id="downloadDocument",
+)
+def download_document(document_id: DocumentId) -> DownloadLink:
+    return service.download(tenant(router.current_event), document_id)
