@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 import jsii
-from aws_cdk import CfnResource, Duration, RemovalPolicy
+from aws_cdk import CfnResource, Duration, IgnoreMode, RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_iam as iam
@@ -87,10 +87,15 @@ class FunctionFactory:
             path = FUNCTIONS_DIR / code_dir
             if not (path / "app.py").is_file():
                 raise FunctionCodeMissingError(f"function code not found: {relative(path)}/app.py")
-            # __init__.py: the package marker that names the handler functions.<dir>.app in tests and
-            # mypy; Lambda imports app.py as a top-level module, so the asset does without it.
+            # /__init__.py: the package marker that names the handler functions.<dir>.app in tests and
+            # mypy; Lambda imports app.py as a top-level module, so the asset does without it. A
+            # subpackage's marker (functions/api/routes/) stays: without it the folder would be a
+            # namespace package, which any regular package of the same name on sys.path would shadow.
+            # Git's rules anchor "/__init__.py" to the asset's root.
             self._code[code_dir] = lambda_.Code.from_asset(
-                str(path), exclude=["__pycache__", "*.pyc", "tests", ".pytest_cache", "__init__.py"]
+                str(path),
+                exclude=["__pycache__", "*.pyc", "tests", ".pytest_cache", "/__init__.py"],
+                ignore_mode=IgnoreMode.GIT,
             )
         return self._code[code_dir]
 
