@@ -22,4 +22,5 @@ cleanup() {
 trap cleanup EXIT
 
 echo "== tests: unit, infra, integration, browser, e2e, reliability"
-.venv/bin/pytest tests "$@"
+# The slowest tests of every run, so where the time goes is always in the log (docs/benchmarks.md).
+.venv/bin/pytest tests --durations=40 "$@"
