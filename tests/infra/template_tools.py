@@ -77,6 +77,17 @@ class SynthResult:
         return render_definition(machine["Properties"]["DefinitionString"])
 
 
+def problem_annotations(manifest: dict[str, Any]) -> list[str]:
+    """The synth's warning and error annotations (``aws:cdk:warning``/``error``), one line each."""
+    return [
+        f"{entry['type']} at {path}: {entry['data']}"
+        for artifact in manifest["artifacts"].values()
+        for path, entries in artifact.get("metadata", {}).items()
+        for entry in entries
+        if entry["type"] in ("aws:cdk:warning", "aws:cdk:error")
+    ]
+
+
 def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from cfnlint.api import ManualArgs, lint_file
 
-from tests.infra.template_tools import SynthResult
+from tests.infra.template_tools import SynthResult, problem_annotations
 
 pytestmark = pytest.mark.infra
 
@@ -37,14 +37,7 @@ def test_no_unacknowledged_nag_finding(synth: SynthResult) -> None:
 
 
 def test_no_warning_or_error_annotations(synth: SynthResult) -> None:
-    messages = [
-        f"{entry['type']} at {path}: {entry['data']}"
-        for artifact in synth.manifest["artifacts"].values()
-        for path, entries in artifact.get("metadata", {}).items()
-        for entry in entries
-        if entry["type"] in ("aws:cdk:warning", "aws:cdk:error")
-    ]
-    assert messages == []
+    assert problem_annotations(synth.manifest) == []
 
 
 def test_acknowledgments_carry_reasons_in_the_template(synth: SynthResult) -> None:

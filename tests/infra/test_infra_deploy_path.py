@@ -20,7 +20,7 @@ from cfnlint.api import ManualArgs, lint_file
 
 from infra.paths import ROOT
 from tests.infra.conftest import BOUND_ACCOUNT, BOUND_REGIONS
-from tests.infra.template_tools import SynthResult
+from tests.infra.template_tools import SynthResult, problem_annotations
 from tests.infra.test_infra_compliance import CFN_LINT_IGNORED, _violations
 
 pytestmark = pytest.mark.infra
@@ -67,14 +67,7 @@ def test_bound_synth_resolves_the_environment(bound_synth: SynthResult) -> None:
 
 
 def test_bound_synth_has_no_warning_or_error_annotations(bound_synth: SynthResult) -> None:
-    messages = [
-        f"{entry['type']} at {path}: {entry['data']}"
-        for artifact in bound_synth.manifest["artifacts"].values()
-        for path, entries in artifact.get("metadata", {}).items()
-        for entry in entries
-        if entry["type"] in ("aws:cdk:warning", "aws:cdk:error")
-    ]
-    assert messages == []
+    assert problem_annotations(bound_synth.manifest) == []
 
 
 def test_bound_synth_is_cfn_lint_clean_in_its_region(bound_synth: SynthResult, tmp_path: Path) -> None:
