@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.documents.service import DocumentService, UploadRequest, decode_cursor
-from rag_ingest.retrieval.search import SearchRequest, SearchService
+from rag_ingest.retrieval.search import SearchMode, SearchRequest, SearchService
 
 from tests.support.fakes import CountingEmbedder, InMemoryChunkIndex, InMemoryDocuments
 from tests.unit.test_api_documents import ENV
@@ -173,7 +173,7 @@ def test_search_filters_both_legs() -> None:
     world.run(world.upload(sample("lighthouses.pdf")))  # no metadata
     index: InMemoryChunkIndex = world.index
     searcher = SearchService(lambda: index, CountingEmbedder)
-    for mode in ("hybrid", "knn", "bm25"):
+    for mode in SearchMode:
         everything = searcher.search("acme", SearchRequest(query="bread flour light", k=50, mode=mode))
         assert {p.document_id for p in everything.passages} != {document_id}
         where = {"equals": {"key": "customer", "value": "acme"}}
@@ -188,7 +188,7 @@ def test_search_narrows_by_page_span() -> None:
     world.run(world.upload(sample("sourdough.pdf")))
     searcher = SearchService(lambda: world.index, CountingEmbedder)
     where = {"equals": {"key": "page", "value": 1}}
-    passages = searcher.search("acme", SearchRequest(query="bread", k=50, mode="knn", filter=where)).passages
+    passages = searcher.search("acme", SearchRequest(query="bread", k=50, mode=SearchMode.KNN, filter=where)).passages
     assert passages and all(p.page_start <= 1 <= p.page_end for p in passages)
 
 
