@@ -416,3 +416,16 @@ def test_every_condition_operator_translates() -> None:
     }
     for op in CONDITION_OPS:
         assert filter_query(parse_filter({op: {"key": "k", "value": values.get(op, "x")}}))
+
+
+def test_offsets_past_eighteen_hours_are_no_date() -> None:
+    assert iso_datetime("2024-01-01T00:00+18:00") is not None
+    assert iso_datetime("2024-01-01T00:00+20:00") is None
+    assert type_of("2024-01-01T00:00-23:59") is MetadataType.STRING
+
+
+def test_each_value_of_an_in_list_counts_as_a_condition() -> None:
+    half = {"in": {"key": "a", "value": list(range(50))}}
+    assert parse_filter({"andAll": [half, half]})
+    with pytest.raises(FilterError, match="at most 100 conditions"):
+        parse_filter({"andAll": [half, half, {"equals": {"key": "b", "value": 1}}]})

@@ -38,7 +38,12 @@ METADATA_DYNAMIC_TEMPLATES: list[dict[str, Any]] = [
     {
         f"metadata_{suffix}": {
             "path_match": f"{METADATA_FIELD}.{suffix}.*",
-            "mapping": {"type": kind, **({"format": "strict_date_optional_time"} if kind == "date" else {})},
+            # A date the server cannot read is left out of the date field (kept as a string), never
+            # a failed Index stage: rag_ingest.core.metadata.iso_datetime means to admit only readable ones.
+            "mapping": {
+                "type": kind,
+                **({"format": "strict_date_optional_time", "ignore_malformed": True} if kind == "date" else {}),
+            },
         }
     }
     for suffix, kind in _TYPED.items()

@@ -100,8 +100,10 @@ Filter = Condition | Group
 
 
 def count_conditions(where: Filter) -> int:
+    """Conditions in all, each value of an ``in``/``notIn`` list counting as one (each is a clause
+    of the query: OpenSearch refuses more than 1,024 clauses in a query)."""
     if isinstance(where, Condition):
-        return 1
+        return len(where.value) if where.op in LIST_OPS else 1
     return sum(count_conditions(child) for child in where.filters)
 
 

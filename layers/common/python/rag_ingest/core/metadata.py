@@ -12,7 +12,7 @@ Rules (docs/api.md, "Metadata"):
   strings; all of it at most :data:`MAX_METADATA_BYTES` as compact JSON.
 - **A date is a string that parses as ISO 8601** (:func:`iso_datetime`): a calendar date
   ``YYYY-MM-DD`` or a date and time ``YYYY-MM-DDTHH:MM[:SS[.fraction]]`` with an optional ``Z`` or
-  ``±HH:MM`` (no offset: UTC). Such a string is both a string (``equals`` compares it as written)
+  ``±HH:MM`` up to ±18:00 (no offset: UTC). Such a string is both a string (``equals`` compares it as written)
   and a date (``greaterThan`` and the other comparisons compare instants). There is no way to keep
   a date-shaped string from being a date as well; nothing is lost by it.
 """
@@ -23,7 +23,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -54,6 +54,7 @@ RESERVED_KEYS = BUILTIN_KEYS | frozenset(
     }
 )
 
+_MAX_OFFSET = timedelta(hours=18)
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})?")
 
@@ -90,6 +91,9 @@ def iso_datetime(value: str) -> datetime | None:
             if fraction and len(fraction.group(1)) > 6:  # Python keeps microseconds only
                 text = value.replace(fraction.group(0), "." + fraction.group(1)[:6])
             moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            offset = moment.utcoffset()
+            if offset is not None and abs(offset) > _MAX_OFFSET:  # Java (OpenSearch) refuses those
+                return None
             return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
     except ValueError:
         return None
