@@ -196,6 +196,7 @@ def test_a_selective_filter_still_returns_k_from_both_legs(corpus: Corpus, k: in
         assert len(knn) == k and {hit.chunk_id for hit in knn} <= needles
     bm25 = corpus.store.bm25_search(tenant_id=TENANT, query="lease clause", k=k, where=where)
     assert len(bm25) == k and {hit.chunk_id for hit in bm25} <= needles
+    assert all(hit.metadata == _metadata(37) for hit in [*knn, *bm25])  # the passages carry it back
     # A post-filter would have found (almost) nothing: the unfiltered top k are mostly other chunks.
     unfiltered = corpus.store.knn_search(tenant_id=TENANT, vector=_vector(rng), k=k)
     assert len({hit.chunk_id for hit in unfiltered} - needles) >= k - 1

@@ -441,6 +441,7 @@ class InMemoryChunkIndex:
                 filename=s["filename"],
                 heading_path=tuple(s["chunk"].heading_path),
                 retrieved_by=(retriever,),
+                metadata=copy.deepcopy(s.get("metadata") or {}),
             )
             for value, i, s in mine[:k]
             if value > 0

@@ -179,6 +179,7 @@ def test_search_filters_both_legs() -> None:
         where = {"equals": {"key": "customer", "value": "acme"}}
         filtered = searcher.search("acme", SearchRequest(query="bread flour light", k=50, mode=mode, filter=where))
         assert filtered.passages and {p.document_id for p in filtered.passages} == {document_id}
+        assert all(p.metadata == {"customer": "acme"} for p in filtered.passages)
         nothing = {"equals": {"key": "customer", "value": "globex"}}
         assert not searcher.search("acme", SearchRequest(query="bread", mode=mode, filter=nothing)).passages
 

@@ -429,3 +429,11 @@ def test_each_value_of_an_in_list_counts_as_a_condition() -> None:
     assert parse_filter({"andAll": [half, half]})
     with pytest.raises(FilterError, match="at most 100 conditions"):
         parse_filter({"andAll": [half, half, {"equals": {"key": "b", "value": 1}}]})
+
+
+def test_a_chunks_metadata_reads_back_as_given() -> None:
+    from rag_ingest.adapters.opensearch_filters import metadata_of_chunk
+
+    metadata = DOCUMENT["metadata"]
+    assert metadata_of_chunk(chunk_metadata(metadata)) == metadata  # type: ignore[arg-type]
+    assert metadata_of_chunk(None) == {} and metadata_of_chunk({}) == {}

@@ -82,6 +82,14 @@ def chunk_metadata(metadata: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {suffix: fields for suffix, fields in typed.items() if fields}
 
 
+def metadata_of_chunk(typed: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A chunk's ``metadata`` (:func:`chunk_metadata`'s layout) as the document's metadata again:
+    strings and lists are in ``s`` as written (dates too), numbers in ``n``, booleans in ``b``."""
+    if not typed:
+        return {}
+    return {**typed.get("s", {}), **typed.get("n", {}), **typed.get("b", {})}
+
+
 def filter_query(where: Filter) -> dict[str, Any]:
     """``where`` as one query clause, for a ``bool.filter`` (BM25) or a k-NN query's ``filter``."""
     if isinstance(where, Group):

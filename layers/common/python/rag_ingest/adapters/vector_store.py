@@ -45,6 +45,7 @@ from rag_ingest.adapters.opensearch_filters import (
     TOTAL_FIELDS_LIMIT,
     chunk_metadata,
     filter_query,
+    metadata_of_chunk,
 )
 from rag_ingest.core.errors import TransientError
 from rag_ingest.core.filters import Filter
@@ -450,6 +451,7 @@ class VectorStore:
                 heading_path=tuple(hit["_source"].get("heading_path") or ()),
                 highlights=tuple(hit.get("highlight", {}).get("text", ())),
                 retrieved_by=(retriever,),
+                metadata=metadata_of_chunk(hit["_source"].get(METADATA_FIELD)),
             )
             for hit in hits
         ]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any
@@ -456,6 +456,8 @@ class SearchHit:
     retrieved_by: tuple[str, ...] = ()
     #: Lower-ranked passages with the same text, folded into this one (search never repeats a text).
     copies: tuple[PassageCopy, ...] = ()
+    #: The document's metadata as its chunk holds it (rag_ingest.core.metadata); None: none indexed.
+    metadata: Mapping[str, Any] | None = field(default=None, hash=False)
 
     def as_copy(self) -> PassageCopy:
         return PassageCopy(self.chunk_id, self.document_id, self.filename, self.page_start, self.page_end)

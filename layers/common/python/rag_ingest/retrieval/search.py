@@ -287,6 +287,8 @@ class PassageView(BaseModel):
     #: Other passages with the same text (another upload of the same PDF, a repeated page), folded
     #: into this result instead of repeating it.
     copies: list[PassageCopyView] = Field(default_factory=list)
+    #: The passage's document's metadata (as given at upload; {} when it has none).
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
     def of(cls, hit: SearchHit) -> PassageView:
@@ -302,6 +304,7 @@ class PassageView(BaseModel):
             highlights=list(hit.highlights),
             retrieved_by=list(hit.retrieved_by),
             copies=[PassageCopyView.of(copy) for copy in hit.copies],
+            metadata=dict(hit.metadata or {}),
         )
 
 
