@@ -32,6 +32,13 @@ def upload_with_metadata(client: LocalStackClient, path: Path, metadata: dict[st
 
 
 @pytest.fixture(scope="module")
+def client(local_stack: dict[str, Any]) -> LocalStackClient:
+    """A tenant of its own: the session's tenant is shared by tests that expect to be the only one
+    with these samples (tests/e2e/test_pipeline.py)."""
+    return LocalStackClient(api_url=local_stack["ApiUrl"], tenant_id=f"meta-{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture(scope="module")
 def documents(client: LocalStackClient) -> dict[str, str]:
     tagged = upload_with_metadata(client, SAMPLES / "lighthouses.pdf", {"customer": CUSTOMER, "year": 2024})
     other = upload_with_metadata(client, SAMPLES / "sourdough.pdf", {"customer": "someone-else", "year": 2019})
