@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 import boto3
 import pytest
 import requests
+from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.core.ids import execution_name, new_document_id
-from rag_ingest.core.models import DocumentStatus
+from rag_ingest.core.models import DocumentStatus, ObjectRef, QueueOutcome
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID
 
 from tests.support.aws import REPO, FakeLambdaContext, import_handler, moto_server
@@ -203,3 +205,70 @@ def test_no_download_before_upload_or_after_delete(world: dict[str, Any], status
     document_id = put(world, status, **fields)
     code, body = call(world, "GET", f"/documents/{document_id}/download")
     assert code == 404 and body["error"]["code"] == "NOT_FOUND"
+
+
+# -- metadata (issue 28): stored on the record in DynamoDB, shown, kept by a new version, filtered --
+def test_metadata_round_trips_through_dynamodb_with_its_types(world: dict[str, Any]) -> None:
+    metadata = {"customer": "acme", "year": 2024, "score": 0.1, "ratio": 2.0, "signed": False, "tags": ["a", "b"]}
+    status, ticket = call(
+        world, "POST", "/documents", tenant="meta-rt", body={"filename": "c.pdf", "metadata": metadata}
+    )
+    assert status == 201, ticket
+    stored = world["records"].get(ticket["document_id"])["metadata"]
+    assert stored["score"] == Decimal("0.1") and stored["year"] == 2024  # exact decimals, not binary floats
+    status, document = call(world, "GET", f"/documents/{ticket['document_id']}", tenant="meta-rt")
+    assert status == 200 and document["metadata"] == metadata
+    assert type(document["metadata"]["year"]) is int and type(document["metadata"]["ratio"]) is float
+    status, page = call(world, "GET", "/documents", tenant="meta-rt")
+    assert page["items"][0]["metadata"] == metadata
+
+
+def test_a_new_version_keeps_the_records_metadata(world: dict[str, Any]) -> None:
+    status, ticket = call(
+        world, "POST", "/documents", tenant="meta-v", body={"filename": "c.pdf", "metadata": {"k": 1}}
+    )
+    assert status == 201
+    documents = DocumentsTable(world["records"].table_name)
+    document_id = ticket["document_id"]
+    key = f"raw/meta-v/{document_id}/c.pdf"
+    for n, version in enumerate(("v1", "v2")):
+        result = documents.mark_queued(
+            document_id=document_id,
+            tenant_id="meta-v",
+            ref=ObjectRef(bucket=world["bucket"], key=key, version=version),
+            event_time=f"2026-12-01T05:0{n}:00Z",
+            size_bytes=10,
+        )
+        assert result.outcome is QueueOutcome.QUEUED
+        assert result.record is not None and result.record.metadata == {"k": 1}
+    record = documents.get(document_id)
+    assert record is not None and record.version == "v2" and record.metadata == {"k": 1}
+
+
+def test_the_listing_filters_on_metadata(world: dict[str, Any]) -> None:
+    tenant = "meta-list"
+    wanted = []
+    for n in range(7):
+        body = {"filename": f"d{n}.pdf", "metadata": {"customer": "acme" if n % 2 else "globex", "n": n}}
+        status, ticket = call(world, "POST", "/documents", tenant=tenant, body=body)
+        assert status == 201
+        if n % 2:
+            wanted.append(ticket["document_id"])
+    where = '{"equals":{"key":"customer","value":"acme"}}'
+    seen, cursor = [], None
+    for _ in range(10):
+        status, page = call(
+            world,
+            "GET",
+            "/documents",
+            tenant=tenant,
+            query=f"limit=2&filter={where}" + (f"&cursor={cursor}" if cursor else ""),
+        )
+        assert status == 200, page
+        seen += [item["document_id"] for item in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert sorted(seen) == sorted(wanted)
+    status, page = call(world, "GET", "/documents", tenant=tenant, query='filter={"equals":{"key":"page","value":1}}')
+    assert status == 400 and page["error"]["message"].startswith("filter.equals.key: ")

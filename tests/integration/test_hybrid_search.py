@@ -121,7 +121,7 @@ def test_search_service_answers_with_passage_views(store: VectorStore, embedder:
     top = response.passages[0].model_dump()
     assert set(top) == {
         "chunk_id", "document_id", "filename", "page_start", "page_end", "heading_path",
-        "score", "text", "highlights", "retrieved_by", "copies",
+        "score", "text", "highlights", "retrieved_by", "copies", "metadata",
     }  # fmt: skip
     assert top["filename"] == "grfguide.pdf"
     # BM25 alone never loads the embedding model.

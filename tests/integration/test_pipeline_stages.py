@@ -18,6 +18,7 @@ from rag_ingest.adapters.object_store import ObjectStore
 from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.core.config import StagesEnv
 from rag_ingest.core.errors import ErrorCode, PermanentError
+from rag_ingest.core.filters import parse_filter
 from rag_ingest.core.models import DocumentJob, DocumentStatus, EmbedTask, FailedJob, ObjectRef
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.embeddings.base import Embedder
@@ -211,3 +212,37 @@ def test_an_index_write_that_lands_after_a_newer_version_took_over_is_withdrawn(
     assert store.count(document_id=document_id, version=old.version) == 0
     current = status.get(document_id)
     assert current is not None and current.status is DocumentStatus.QUEUED
+
+
+def test_index_writes_the_records_metadata_and_a_new_version_inherits_it(world: dict[str, Any]) -> None:
+    """Metadata given at upload (the record in DynamoDB) is on every chunk in OpenSearch, for the
+    first version and the next one, and a filtered search finds exactly this document's passages."""
+    pipeline: Pipeline = world["pipeline"]
+    store: VectorStore = world["store"]
+    status: DocumentsTable = world["deps"].status
+    document_id = f"doc-{uuid.uuid4().hex[:8]}"
+    metadata = {"customer": f"c-{document_id}", "year": 2024, "signed": "2024-03-01", "tags": ["nda"]}
+    status.create_awaiting_upload(
+        document_id=document_id,
+        tenant_id="acme",
+        filename="sourdough.pdf",
+        bucket=world["env"].bucket_name,
+        key=f"raw/acme/{document_id}/sourdough.pdf",
+        metadata=metadata,
+    )
+    where = parse_filter(
+        {
+            "andAll": [
+                {"equals": {"key": "customer", "value": metadata["customer"]}},
+                {"greaterThan": {"key": "signed", "value": "2024-01-01"}},
+            ]
+        }
+    )
+    for sample in ("sourdough.pdf", "urban-birds.pdf"):
+        job = run_all(pipeline, upload(world, SAMPLES / sample, document_id))
+        assert job.chunk_count
+        hits = store.knn_search(tenant_id="acme", vector=[1.0] * MINILM_DIMENSION, k=500, where=where)
+        assert {hit.document_id for hit in hits} == {document_id}
+        assert len(hits) == store.count(document_id=document_id) == job.chunk_count
+        record = status.get(document_id)
+        assert record is not None and record.metadata == metadata

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rag_ingest.core.errors import ErrorCode, PermanentError, StaleWriteError
+from rag_ingest.core.filters import Filter, matches
 from rag_ingest.core.ids import chunk_id, version_hash
 from rag_ingest.core.models import (
     CacheKey,
@@ -98,14 +99,27 @@ class InMemoryDocuments:
 
     # -- an upload and its workflow --------------------------------------------------------------
     def create_awaiting_upload(
-        self, *, document_id: str, tenant_id: str, filename: str, bucket: str, key: str
+        self,
+        *,
+        document_id: str,
+        tenant_id: str,
+        filename: str,
+        bucket: str,
+        key: str,
+        metadata: Mapping[str, Any] | None = None,
     ) -> DocumentRecord:
         if document_id in self.items:
             # The table's put is conditional on attribute_not_exists; nothing in the domain catches it.
             raise ValueError(f"document {document_id} already exists")
         now = self._clock()
         self.items[document_id] = awaiting_upload_item(
-            document_id=document_id, tenant_id=tenant_id, filename=filename, bucket=bucket, key=key, now=now
+            document_id=document_id,
+            tenant_id=tenant_id,
+            filename=filename,
+            bucket=bucket,
+            key=key,
+            now=now,
+            metadata=copy.deepcopy(dict(metadata or {})),
         )
         return DocumentRecord.model_validate(copy.deepcopy(self.items[document_id]))
 
@@ -354,6 +368,8 @@ class InMemoryChunkIndex:
         filename: str | None,
         chunks: Sequence[Chunk],
         vectors: Iterable[Sequence[float]],
+        metadata: Mapping[str, Any] | None = None,
+        created_at: str | None = None,
     ) -> int:
         if isinstance(vectors, Sequence) and len(chunks) != len(vectors):
             raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
@@ -363,6 +379,9 @@ class InMemoryChunkIndex:
                 "document_id": document_id,
                 "version": version_hash(version),
                 "filename": filename,
+                "metadata": copy.deepcopy(dict(metadata or {})),
+                "created_at": created_at,
+                "content_type": "application/pdf",
                 "chunk": chunk,
                 "embedding": list(vector),
             }
@@ -396,11 +415,20 @@ class InMemoryChunkIndex:
         return counts
 
     def _hits(
-        self, tenant_id: str, score: Callable[[dict[str, Any]], float], k: int, retriever: str
+        self,
+        tenant_id: str,
+        score: Callable[[dict[str, Any]], float],
+        k: int,
+        retriever: str,
+        where: Filter | None = None,
     ) -> list[SearchHit]:
         if not tenant_id:
             raise ValueError("a tenant is required: search never crosses tenants")
-        mine = [(score(s), i, s) for i, s in self.chunks.items() if s["tenant_id"] == tenant_id]
+        mine = [
+            (score(s), i, s)
+            for i, s in self.chunks.items()
+            if s["tenant_id"] == tenant_id and (where is None or matches(where, _filter_fields(s)))
+        ]
         mine.sort(key=lambda hit: (-hit[0], hit[1]))
         return [
             SearchHit(
@@ -413,20 +441,27 @@ class InMemoryChunkIndex:
                 filename=s["filename"],
                 heading_path=tuple(s["chunk"].heading_path),
                 retrieved_by=(retriever,),
+                metadata=copy.deepcopy(s.get("metadata") or {}),
             )
             for value, i, s in mine[:k]
             if value > 0
         ]
 
     def knn_search(
-        self, *, tenant_id: str, vector: Sequence[float], k: int = 5, highlight_text: str | None = None
+        self,
+        *,
+        tenant_id: str,
+        vector: Sequence[float],
+        k: int = 5,
+        highlight_text: str | None = None,
+        where: Filter | None = None,
     ) -> list[SearchHit]:
         def similarity(source: dict[str, Any]) -> float:
             return 1 + sum(a * b for a, b in zip(vector, source["embedding"], strict=False))
 
-        return self._hits(tenant_id, similarity, k, "knn")
+        return self._hits(tenant_id, similarity, k, "knn", where)
 
-    def bm25_search(self, *, tenant_id: str, query: str, k: int = 5) -> list[SearchHit]:
+    def bm25_search(self, *, tenant_id: str, query: str, k: int = 5, where: Filter | None = None) -> list[SearchHit]:
         # Like the adapter with the shipped settings, BM25 matches the chunk's text (its contextual
         # text, title and heading path first, only where that is switched on).
         words = set(query.lower().split())
@@ -436,7 +471,20 @@ class InMemoryChunkIndex:
             text = indexed_text(chunk) if SHIPPED_CONTEXT_LINE else chunk.text
             return float(len(words & set(text.lower().split())))
 
-        return self._hits(tenant_id, overlap, k, "bm25")
+        return self._hits(tenant_id, overlap, k, "bm25", where)
+
+
+def _filter_fields(source: dict[str, Any]) -> dict[str, Any]:
+    """A stored chunk as rag_ingest.core.filters.matches reads it."""
+    return {
+        "document_id": source["document_id"],
+        "filename": source["filename"],
+        "created_at": source.get("created_at"),
+        "content_type": source.get("content_type"),
+        "page_start": source["chunk"].page_start,
+        "page_end": source["chunk"].page_end,
+        "metadata": source.get("metadata") or {},
+    }
 
 
 class CountingEmbedder:

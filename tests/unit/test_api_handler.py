@@ -323,3 +323,71 @@ def test_every_error_response_in_the_document_is_the_one_error_body() -> None:
                     continue
                 schema = response["content"]["application/json"]["schema"]
                 assert schema == {"$ref": "#/components/schemas/ErrorBody"}, f"{method} {path} {status}"
+
+
+# -- metadata and filters: 400 with the JSON path of the bad part, before any AWS call -----------
+@pytest.mark.parametrize(
+    ("metadata", "path"),
+    [
+        ({"filename": "x"}, "metadata.filename"),
+        ({"created_at": "2024-01-01"}, "metadata.created_at"),
+        ({"embedding": 1}, "metadata.embedding"),
+        ({"ok": {"nested": 1}}, "metadata.ok"),
+        ({"tags": ["a"] * 51}, "metadata.tags"),
+        ({f"k{i}": 1 for i in range(33)}, "metadata"),
+    ],
+)
+def test_bad_metadata_is_400_naming_the_key(api: ModuleType, metadata: dict[str, Any], path: str) -> None:
+    status, _, body = call(api, "POST", "/documents", json.dumps({"filename": "c.pdf", "metadata": metadata}))
+    assert status == 400
+    assert assert_error(body, "INVALID_REQUEST").startswith(f"{path}: ")
+
+
+def test_metadata_that_is_not_an_object_is_400(api: ModuleType) -> None:
+    status, _, body = call(api, "POST", "/documents", json.dumps({"filename": "c.pdf", "metadata": ["a"]}))
+    assert status == 400
+    assert "metadata" in assert_error(body, "INVALID_REQUEST")
+
+
+@pytest.mark.parametrize(
+    ("where", "path"),
+    [
+        (
+            {"andAll": [{"equals": {"key": "a", "value": 1}}, {"equals": {"key": "A", "value": 1}}]},
+            "filter.andAll[1].equals.key",
+        ),
+        ({"like": {"key": "a", "value": 1}}, "filter.like"),
+        ({"greaterThan": {"key": "a", "value": "tomorrow"}}, "filter.greaterThan.value"),
+        ({"orAll": [{"equals": {"key": "a", "value": 1}}]}, "filter.orAll"),
+        ({"in": {"key": "a", "value": ["x", [1]]}}, "filter.in.value[1]"),
+    ],
+)
+def test_a_bad_search_filter_is_400_naming_its_json_path(api: ModuleType, where: dict[str, Any], path: str) -> None:
+    status, _, body = call(api, "POST", "/search", json.dumps({"query": "rent", "filter": where}))
+    assert status == 400
+    assert assert_error(body, "INVALID_REQUEST").startswith(f"{path}: ")
+
+
+def test_a_too_deep_or_too_large_search_filter_is_400(api: ModuleType) -> None:
+    deep: dict[str, Any] = {"equals": {"key": "a", "value": 1}}
+    for _ in range(5):
+        deep = {"andAll": [deep, {"equals": {"key": "b", "value": 1}}]}
+    status, _, body = call(api, "POST", "/search", json.dumps({"query": "rent", "filter": deep}))
+    assert status == 400 and "nested deeper than 5 levels" in assert_error(body, "INVALID_REQUEST")
+    wide = {"orAll": [{"equals": {"key": "a", "value": i}} for i in range(101)]}
+    status, _, body = call(api, "POST", "/search", json.dumps({"query": "rent", "filter": wide}))
+    assert status == 400 and "at most 100" in assert_error(body, "INVALID_REQUEST")
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("{not json", "filter: not valid JSON"),
+        ('{"equals": {"key": "page", "value": 2}}', "filter.equals.key: "),
+        ('{"equals": {"key": "customer"}}', "filter.equals.value: missing"),
+    ],
+)
+def test_a_bad_listing_filter_is_400(api: ModuleType, raw: str, message: str) -> None:
+    status, _, body = call(api, "GET", "/documents", query={"filter": raw})
+    assert status == 400
+    assert assert_error(body, "INVALID_REQUEST").startswith(message)

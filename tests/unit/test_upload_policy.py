@@ -65,7 +65,7 @@ def test_policy_pins_key_type_size_and_expiry(service_and_status: tuple[Document
     assert 250 < remaining <= 300
     assert status.created == [
         {"document_id": ticket.document_id, "tenant_id": "acme", "filename": "Annual report 2026.pdf",
-         "bucket": "rag-docs", "key": key}
+         "bucket": "rag-docs", "key": key, "metadata": {}}
     ]  # fmt: skip
 
 

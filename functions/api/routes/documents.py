@@ -11,6 +11,7 @@ from rag_ingest.documents.deletion import DeletionReport
 from rag_ingest.documents.service import (
     DEFAULT_PAGE_SIZE,
     MAX_CURSOR_CHARS,
+    MAX_LIST_FILTER_CHARS,
     MAX_PAGE_SIZE,
     DocumentNotFoundError,
     DocumentPage,
@@ -44,7 +45,11 @@ def create_document(request: UploadRequest) -> Response[UploadTicket]:
 @router.get(
     "/documents",
     summary="List documents",
-    description="The tenant's documents, newest first; pass next_cursor back as cursor for the next page.",
+    description=(
+        "The tenant's documents, newest first; pass next_cursor back as cursor for the next page. With filter, "
+        "only documents whose metadata and built-ins match it (a page may then hold fewer than limit items and "
+        "still a next_cursor)."
+    ),
     responses=responses(200, 400, 403),
     tags=["documents"],
     operation_id="listDocuments",
@@ -52,8 +57,18 @@ def create_document(request: UploadRequest) -> Response[UploadTicket]:
 def list_documents(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description="Page size")] = DEFAULT_PAGE_SIZE,
     cursor: Annotated[str | None, Query(max_length=MAX_CURSOR_CHARS, description="The last page's next_cursor")] = None,
+    filter: Annotated[
+        str | None,
+        Query(
+            max_length=MAX_LIST_FILTER_CHARS,
+            description=(
+                "A RetrievalFilter as JSON (URL-encoded), as POST /search takes it, without the page key: "
+                'e.g. {"equals": {"key": "customer", "value": "acme"}}'
+            ),
+        ),
+    ] = None,
 ) -> DocumentPage:
-    return service.list(tenant(router.current_event), limit=limit, cursor=cursor)
+    return service.list(tenant(router.current_event), limit=limit, cursor=cursor, filter_json=filter)
 
 
 @router.get(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.conditions import Key
@@ -134,14 +135,28 @@ class DocumentsTable:
 
     # -- an upload and its workflow --------------------------------------------------------
     def create_awaiting_upload(
-        self, *, document_id: str, tenant_id: str, filename: str, bucket: str, key: str
+        self,
+        *,
+        document_id: str,
+        tenant_id: str,
+        filename: str,
+        bucket: str,
+        key: str,
+        metadata: Mapping[str, Any] | None = None,
     ) -> DocumentRecord:
         now = utc_now()
         item = awaiting_upload_item(
-            document_id=document_id, tenant_id=tenant_id, filename=filename, bucket=bucket, key=key, now=now
+            document_id=document_id,
+            tenant_id=tenant_id,
+            filename=filename,
+            bucket=bucket,
+            key=key,
+            now=now,
+            metadata=metadata,
         )
+        stored = {**item, "metadata": {name: _dynamo_value(value) for name, value in item["metadata"].items()}}
         try:
-            self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(document_id)")
+            self._table.put_item(Item=stored, ConditionExpression="attribute_not_exists(document_id)")
         except ClientError as exc:
             raise translate(exc, "create document") from exc
         return DocumentRecord.model_validate(item)
@@ -489,6 +504,14 @@ class DocumentsTable:
             if error_code(exc) == "ConditionalCheckFailedException":
                 raise StaleWriteError(f"document {document_id} changed since it was read") from exc
             raise translate(exc, "update document") from exc
+
+
+def _dynamo_value(value: Any) -> Any:
+    """A metadata value as boto3 stores it: a float as a Decimal (boto3 refuses floats), exactly as
+    written (``Decimal(str(2.5))``, not the binary expansion); the record reads it back as int or float."""
+    if isinstance(value, float):
+        return Decimal(str(value))
+    return value
 
 
 def _tenant_index_key(record: DocumentRecord) -> dict[str, str]:

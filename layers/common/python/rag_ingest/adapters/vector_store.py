@@ -21,7 +21,7 @@ words. Fragments are HTML-escaped, terms wrapped in ``<em>``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlparse
@@ -37,7 +37,18 @@ from opensearchpy.exceptions import (
 )
 
 from rag_ingest.adapters.aws import translate
+from rag_ingest.adapters.opensearch_filters import (
+    FILTER_FIELDS_MAPPING,
+    LEGACY_CONTENT_TYPE,
+    METADATA_DYNAMIC_TEMPLATES,
+    METADATA_FIELD,
+    TOTAL_FIELDS_LIMIT,
+    chunk_metadata,
+    filter_query,
+    metadata_of_chunk,
+)
 from rag_ingest.core.errors import TransientError
+from rag_ingest.core.filters import Filter
 from rag_ingest.core.ids import chunk_id, version_hash
 from rag_ingest.core.models import Chunk, SearchHit
 from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE, indexed_text
@@ -97,6 +108,14 @@ def _highlight(query_text: str) -> dict[str, Any]:
     }
 
 
+def _filters(tenant_id: str, where: Filter | None) -> dict[str, Any]:
+    """The tenant's term and ``where``'s clause, as one ``bool`` of filters (no scoring)."""
+    clauses: list[dict[str, Any]] = [{"term": {"tenant_id": tenant_id}}]
+    if where is not None:
+        clauses.append(filter_query(where))
+    return {"bool": {"filter": clauses}}
+
+
 def _require_tenant(tenant_id: str) -> None:
     if not tenant_id:
         raise ValueError("a tenant is required: search never crosses tenants")
@@ -148,7 +167,8 @@ class VectorStore:
 
     def mapping(self) -> dict[str, Any]:
         s = self._settings
-        index_settings: dict[str, Any] = {"knn": True}
+        # Each metadata key is a field of the mapping (rag_ingest.adapters.opensearch_filters).
+        index_settings: dict[str, Any] = {"knn": True, "mapping.total_fields.limit": TOTAL_FIELDS_LIMIT}
         if s.replicas is not None:
             index_settings["number_of_replicas"] = s.replicas
         if s.concurrent_segment_search is not None:
@@ -161,6 +181,8 @@ class VectorStore:
             "settings": {"index": index_settings},
             "mappings": {
                 "dynamic": "strict",
+                # Only under metadata (its object sets dynamic: true): typed by path, see opensearch_filters.
+                "dynamic_templates": METADATA_DYNAMIC_TEMPLATES,
                 # The vector is in the HNSW graph and its vector file; kept in _source as well, every hit
                 # a search returns would load and parse it (4-12 KB of JSON), and it would stay on disk
                 # (OpenSearch keeps the full source for recovery only until merges prune it). Nothing
@@ -177,6 +199,7 @@ class VectorStore:
                     "filename": {"type": "keyword"},
                     "text": {"type": "text"},
                     **_INDEXED_TEXT_MAPPING,
+                    **FILTER_FIELDS_MAPPING,
                     "embedding": {
                         "type": "knn_vector",
                         "dimension": s.dimension,
@@ -195,8 +218,15 @@ class VectorStore:
     def ensure_index(self) -> None:
         try:
             if self._client.indices.exists(index=self.index_name):
-                # An index made before indexed_text existed: adding a field is allowed (and idempotent).
-                self._client.indices.put_mapping(index=self.index_name, body={"properties": _INDEXED_TEXT_MAPPING})
+                # An index made before indexed_text, metadata, created_at and content_type existed:
+                # adding fields and dynamic templates is allowed (and idempotent).
+                self._client.indices.put_mapping(
+                    index=self.index_name,
+                    body={
+                        "dynamic_templates": METADATA_DYNAMIC_TEMPLATES,
+                        "properties": {**_INDEXED_TEXT_MAPPING, **FILTER_FIELDS_MAPPING},
+                    },
+                )
                 return
             self._client.indices.create(index=self.index_name, body=self.mapping())
         except TransportError as exc:
@@ -219,7 +249,14 @@ class VectorStore:
         filename: str | None,
         chunks: Sequence[Chunk],
         vectors: Iterable[Sequence[float]],
+        metadata: Mapping[str, Any] | None = None,
+        created_at: str | None = None,
     ) -> int:
+        document_fields: dict[str, Any] = {
+            METADATA_FIELD: chunk_metadata(metadata or {}),
+            "content_type": LEGACY_CONTENT_TYPE,  # every upload is a PDF (rag_ingest.documents.service)
+            **({"created_at": created_at} if created_at else {}),
+        }
         if isinstance(vectors, Sequence) and len(chunks) != len(vectors):
             raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
         actions = (
@@ -235,6 +272,7 @@ class VectorStore:
                     "page_end": chunk.page_end,
                     "heading_path": chunk.heading_path,
                     "filename": filename,
+                    **document_fields,
                     "text": chunk.text,
                     **({INDEXED_TEXT_FIELD: indexed_text(chunk)} if self._settings.context_line else {}),
                     "embedding": list(vector),
@@ -336,9 +374,17 @@ class VectorStore:
         return int(self._client.count(index=self.index_name, body=body)["count"])
 
     def knn_search(
-        self, *, tenant_id: str, vector: Sequence[float], k: int = 5, highlight_text: str | None = None
+        self,
+        *,
+        tenant_id: str,
+        vector: Sequence[float],
+        k: int = 5,
+        highlight_text: str | None = None,
+        where: Filter | None = None,
     ) -> list[SearchHit]:
-        """k nearest chunks of one tenant; the tenant filter is applied inside the k-NN search.
+        """k nearest chunks of one tenant (and of ``where``, when given): both filters are applied
+        inside the k-NN search (lucene's efficient filtering: with a selective filter it searches the
+        matching chunks exactly, so k matches come back whenever k exist), never after it.
         ``highlight_text`` (the query's words) asks for highlighted fragments of each hit."""
         _require_tenant(tenant_id)
         body: dict[str, Any] = {
@@ -349,7 +395,7 @@ class VectorStore:
                     "embedding": {
                         "vector": list(vector),
                         "k": k,
-                        "filter": {"term": {"tenant_id": tenant_id}},
+                        "filter": _filters(tenant_id, where),
                         # lucene explores only k candidates unless told otherwise: recall needs more.
                         "method_parameters": {"ef_search": max(self._settings.ef_search, k)},
                     }
@@ -360,9 +406,10 @@ class VectorStore:
             body["highlight"] = _highlight(highlight_text)
         return self._search(body, "knn")
 
-    def bm25_search(self, *, tenant_id: str, query: str, k: int = 5) -> list[SearchHit]:
-        """The k chunks of one tenant that best match ``query``'s words (BM25) in their text (or
-        their contextual text, where it was indexed), with highlights of the plain text."""
+    def bm25_search(self, *, tenant_id: str, query: str, k: int = 5, where: Filter | None = None) -> list[SearchHit]:
+        """The k chunks of one tenant (and of ``where``, a ``bool.filter``) that best match ``query``'s
+        words (BM25) in their text (or their contextual text, where it was indexed), with highlights
+        of the plain text."""
         _require_tenant(tenant_id)
         without_indexed_text = {"bool": {"must_not": [{"exists": {"field": INDEXED_TEXT_FIELD}}]}}
         body = {
@@ -376,7 +423,7 @@ class VectorStore:
                         {"bool": {"must": [{"match": {"text": {"query": query}}}], "filter": [without_indexed_text]}},
                     ],
                     "minimum_should_match": 1,
-                    "filter": [{"term": {"tenant_id": tenant_id}}],
+                    "filter": _filters(tenant_id, where)["bool"]["filter"],
                 }
             },
             "highlight": _highlight(query),
@@ -404,6 +451,7 @@ class VectorStore:
                 heading_path=tuple(hit["_source"].get("heading_path") or ()),
                 highlights=tuple(hit.get("highlight", {}).get("text", ())),
                 retrieved_by=(retriever,),
+                metadata=metadata_of_chunk(hit["_source"].get(METADATA_FIELD)),
             )
             for hit in hits
         ]

@@ -98,14 +98,22 @@ class ApiClient:
             return CliError(f"404 Not Found: {exc.message}")
         return exc
 
-    def create_upload(self, filename: str, content_type: str) -> dict[str, Any]:
-        return dict(self.call("POST", "/documents", {"filename": filename, "content_type": content_type}))
+    def create_upload(
+        self, filename: str, content_type: str, metadata: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"filename": filename, "content_type": content_type}
+        if metadata:
+            body["metadata"] = metadata
+        return dict(self.call("POST", "/documents", body))
 
     def document(self, document_id: str) -> dict[str, Any]:
         return dict(self.call("GET", f"/documents/{_segment(document_id)}"))
 
-    def documents(self, *, limit: int, cursor: str | None) -> dict[str, Any]:
-        query = urllib.parse.urlencode({"limit": limit, **({"cursor": cursor} if cursor else {})})
+    def documents(self, *, limit: int, cursor: str | None, where: dict[str, Any] | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {"limit": limit, **({"cursor": cursor} if cursor else {})}
+        if where is not None:
+            params["filter"] = json.dumps(where, separators=(",", ":"))
+        query = urllib.parse.urlencode(params)
         return dict(self.call("GET", f"/documents?{query}"))
 
     def retry(self, document_id: str) -> dict[str, Any]:
@@ -114,8 +122,11 @@ class ApiClient:
     def delete(self, document_id: str) -> dict[str, Any]:
         return dict(self.call("DELETE", f"/documents/{_segment(document_id)}") or {})
 
-    def search(self, query: str, *, k: int, mode: str) -> dict[str, Any]:
-        return dict(self.call("POST", "/search", {"query": query, "k": k, "mode": mode}))
+    def search(self, query: str, *, k: int, mode: str, where: dict[str, Any] | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"query": query, "k": k, "mode": mode}
+        if where is not None:
+            body["filter"] = where
+        return dict(self.call("POST", "/search", body))
 
 
 def _segment(value: str) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rag_ingest.cli.api import TERMINAL, ApiClient, Target, TargetError
+from rag_ingest.cli.filters import build_filter, parse_meta
 from rag_ingest.cli.messages import sentence
 from rag_ingest.cli.progress import ProgressBoard, status_text
 from rag_ingest.cli.signin import CognitoSignIn, LocalSignIn
@@ -104,7 +105,15 @@ class UploadOutcome:
         return self.error is None and (self.document or {}).get("status") == "READY"
 
 
-def upload(api: ApiClient, console: Console, inputs: list[str], *, wait: bool, timeout_seconds: float) -> int:
+def upload(
+    api: ApiClient,
+    console: Console,
+    inputs: list[str],
+    *,
+    wait: bool,
+    timeout_seconds: float,
+    metadata: dict[str, Any] | None = None,
+) -> int:
     files = pdf_files(inputs)
     outcomes = [UploadOutcome(path) for path in files]
     board = ProgressBoard.for_files(
@@ -117,7 +126,7 @@ def upload(api: ApiClient, console: Console, inputs: list[str], *, wait: bool, t
             board.state(index, outcome.error)
             continue
         try:
-            outcome.document_id = send(api, outcome.path, board, index)
+            outcome.document_id = send(api, outcome.path, board, index, metadata)
         except TargetError:
             raise  # the API is down or refuses this user: every other file would fail the same way
         except CliError as exc:
@@ -133,8 +142,10 @@ def upload(api: ApiClient, console: Console, inputs: list[str], *, wait: bool, t
     return 1 if failed else 0
 
 
-def send(api: ApiClient, path: Path, board: ProgressBoard, index: int) -> str:
-    ticket = api.create_upload(path.name, "application/pdf")
+def send(
+    api: ApiClient, path: Path, board: ProgressBoard, index: int, metadata: dict[str, Any] | None = None
+) -> str:
+    ticket = api.create_upload(path.name, "application/pdf", metadata)
     document_id = str(ticket["document_id"])
     max_bytes = int(ticket.get("max_bytes") or 0)
     if max_bytes and path.stat().st_size > max_bytes:
@@ -205,10 +216,18 @@ def _duration(document: dict[str, Any]) -> str:
 
 
 # ---------------------------------------------------------------- ls, status
-def list_documents(api: ApiClient, console: Console, *, limit: int, cursor: str | None, everything: bool) -> int:
+def list_documents(
+    api: ApiClient,
+    console: Console,
+    *,
+    limit: int,
+    cursor: str | None,
+    everything: bool,
+    where: dict[str, Any] | None = None,
+) -> int:
     items: list[dict[str, Any]] = []
     while True:
-        page = api.documents(limit=limit, cursor=cursor)
+        page = api.documents(limit=limit, cursor=cursor, where=where)
         items.extend(page.get("items") or [])
         cursor = page.get("next_cursor")
         if not everything or not cursor:
@@ -262,8 +281,10 @@ def show_status(api: ApiClient, console: Console, document_id: str) -> int:
 
 
 # ---------------------------------------------------------------- search
-def search(api: ApiClient, console: Console, query: str, *, k: int, mode: str) -> int:
-    result = api.search(query, k=k, mode=mode)
+def search(
+    api: ApiClient, console: Console, query: str, *, k: int, mode: str, where: dict[str, Any] | None = None
+) -> int:
+    result = api.search(query, k=k, mode=mode, where=where)
     if console.as_json:
         console.json(result)
         return 0
@@ -343,11 +364,19 @@ def add_user_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     upload_parser.add_argument("paths", nargs="+", metavar="FILE|DIR")
     upload_parser.add_argument("--no-wait", dest="wait", action="store_false", help="return once the bytes are sent")
     upload_parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for READY (default 900)")
+    upload_parser.add_argument(
+        "--meta",
+        action="append",
+        metavar="KEY=VALUE",
+        help="metadata of every file (repeatable; 2024 and 0.5 are numbers, true/false booleans, "
+        "the same key again makes a list)",
+    )
 
     ls = commands.add_parser("ls", parents=[common], help="the tenant's documents, newest first")
     ls.add_argument("--limit", type=int, default=20, help="documents per page (default 20)")
     ls.add_argument("--cursor", help="the next_cursor of a previous page")
     ls.add_argument("--all", dest="everything", action="store_true", help="follow every page")
+    _filter_options(ls)
 
     status = commands.add_parser("status", parents=[common], help="one document's status, stage, progress and error")
     status.add_argument("document_id", metavar="ID")
@@ -356,6 +385,7 @@ def add_user_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     search_parser.add_argument("query")
     search_parser.add_argument("--mode", choices=("hybrid", "knn", "bm25"), default="hybrid")
     search_parser.add_argument("-k", type=int, default=5, help="passages (1..50, default 5)")
+    _filter_options(search_parser)
 
     retry_parser = commands.add_parser("retry", parents=[common], help="replay a FAILED document")
     retry_parser.add_argument("document_id", metavar="ID")
@@ -366,6 +396,15 @@ def add_user_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     rm.add_argument("document_id", metavar="ID")
 
 
+def _filter_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--where", action="append", metavar="KEY=VALUE", help="only where KEY equals VALUE (repeatable: all of them)"
+    )
+    parser.add_argument(
+        "--filter-json", metavar="JSON|@FILE", help="a RetrievalFilter as JSON, or @file holding one (docs/api.md)"
+    )
+
+
 def run_user_command(args: argparse.Namespace, target: Target, console: Console) -> int:
     api = ApiClient(target)
     if args.command == "login":
@@ -373,13 +412,18 @@ def run_user_command(args: argparse.Namespace, target: Target, console: Console)
     if args.command == "logout":
         return logout(target, console)
     if args.command == "upload":
-        return upload(api, console, args.paths, wait=args.wait, timeout_seconds=args.timeout)
+        metadata = parse_meta(args.meta)
+        return upload(api, console, args.paths, wait=args.wait, timeout_seconds=args.timeout, metadata=metadata)
     if args.command == "ls":
-        return list_documents(api, console, limit=args.limit, cursor=args.cursor, everything=args.everything)
+        where = build_filter(args.where, args.filter_json)
+        return list_documents(
+            api, console, limit=args.limit, cursor=args.cursor, everything=args.everything, where=where
+        )
     if args.command == "status":
         return show_status(api, console, args.document_id)
     if args.command == "search":
-        return search(api, console, args.query, k=args.k, mode=args.mode)
+        where = build_filter(args.where, args.filter_json)
+        return search(api, console, args.query, k=args.k, mode=args.mode, where=where)
     if args.command == "retry":
         return retry(api, console, args.document_id, wait=args.wait, timeout_seconds=args.timeout)
     if args.command == "rm":

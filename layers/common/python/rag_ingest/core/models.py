@@ -6,11 +6,13 @@ Step Functions state (``DocumentJob``) stays small: ids, counts, S3 pointers.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rag_ingest.core.errors import ErrorCode
 
@@ -271,9 +273,17 @@ def content_key(tenant_id: str, content_sha256: str) -> str:
 
 
 def awaiting_upload_item(
-    *, document_id: str, tenant_id: str, filename: str, bucket: str, key: str, now: str
+    *,
+    document_id: str,
+    tenant_id: str,
+    filename: str,
+    bucket: str,
+    key: str,
+    now: str,
+    metadata: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A new document's stored item, before its upload arrives (the documents table's and its fakes')."""
+    """A new document's stored item, before its upload arrives (the documents table's and its fakes').
+    ``metadata`` is already valid (rag_ingest.core.metadata.validate_metadata)."""
     return {
         "document_id": document_id,
         "tenant_id": tenant_id,
@@ -285,6 +295,7 @@ def awaiting_upload_item(
         "timings_ms": {},
         "created_at": now,
         "updated_at": now,
+        "metadata": dict(metadata or {}),
     }
 
 
@@ -327,8 +338,32 @@ class DocumentRecord(BaseModel):
     execution_arn: str | None = None
     # Deliberate re-runs so far (replays and the reaper's re-drives); the next is named replay=replays + 1.
     replays: int = 0
+    # The user's metadata (rag_ingest.core.metadata), set at upload; later versions keep it
+    # (mark_queued leaves it as it is). Numbers come back from DynamoDB as Decimal: see below.
+    metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: str
     updated_at: str
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _plain_numbers(cls, value: Any) -> Any:
+        """DynamoDB's numbers (Decimal) as int or float again; a missing attribute (older records) as {}."""
+        if value is None:
+            return {}
+        if isinstance(value, dict):
+            return {key: _plain(item) for key, item in value.items()}
+        return value
+
+    @property
+    def filter_fields(self) -> dict[str, Any]:
+        """What a document-listing filter matches (rag_ingest.core.filters.matches)."""
+        return {
+            "document_id": self.document_id,
+            "filename": self.filename,
+            "created_at": self.created_at,
+            "content_type": "application/pdf",
+            "metadata": self.metadata,
+        }
 
     @property
     def progress(self) -> Progress | None:
@@ -350,6 +385,15 @@ class DocumentRecord(BaseModel):
             return None
         counts = [part.split(":") for part in self.embed_cache_parts]
         return CacheCounts(hits=sum(int(c[1]) for c in counts), misses=sum(int(c[2]) for c in counts))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        exponent = value.as_tuple().exponent
+        return int(value) if isinstance(exponent, int) and exponent >= 0 else float(value)
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value
 
 
 class QueueOutcome(StrEnum):
@@ -412,6 +456,8 @@ class SearchHit:
     retrieved_by: tuple[str, ...] = ()
     #: Lower-ranked passages with the same text, folded into this one (search never repeats a text).
     copies: tuple[PassageCopy, ...] = ()
+    #: The document's metadata as its chunk holds it (rag_ingest.core.metadata); None: none indexed.
+    metadata: Mapping[str, Any] | None = field(default=None, hash=False)
 
     def as_copy(self) -> PassageCopy:
         return PassageCopy(self.chunk_id, self.document_id, self.filename, self.page_start, self.page_end)

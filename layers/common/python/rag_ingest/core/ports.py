@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from rag_ingest.core.errors import ErrorCode
+from rag_ingest.core.filters import Filter
 from rag_ingest.core.models import (
     CacheKey,
     Chunk,
@@ -85,7 +86,14 @@ class ApiDocuments(DocumentReader, Protocol):
     """The API's reads, its listing (the tenant index) and the record an upload starts with."""
 
     def create_awaiting_upload(
-        self, *, document_id: str, tenant_id: str, filename: str, bucket: str, key: str
+        self,
+        *,
+        document_id: str,
+        tenant_id: str,
+        filename: str,
+        bucket: str,
+        key: str,
+        metadata: Mapping[str, Any] | None = None,
     ) -> DocumentRecord: ...
 
     def list_by_tenant(
@@ -190,9 +198,12 @@ class ChunkIndex(Protocol):
         filename: str | None,
         chunks: Sequence[Chunk],
         vectors: Iterable[Sequence[float]],
+        metadata: Mapping[str, Any] | None = None,
+        created_at: str | None = None,
     ) -> int:
         """Index ``chunks`` with ``vectors`` (one each, in order; read as they are written, so a big
-        document's vectors never have to be in memory at once). Raises ValueError if the counts differ."""
+        document's vectors never have to be in memory at once), each carrying the document's
+        ``metadata`` and ``created_at`` (what filters match). Raises ValueError if the counts differ."""
         ...
 
     def delete_version(self, document_id: str, version: str) -> int: ...
@@ -208,10 +219,18 @@ class PassageRetriever(Protocol):
     """The two retrievers; both filter by tenant inside the query."""
 
     def knn_search(
-        self, *, tenant_id: str, vector: Sequence[float], k: int = 5, highlight_text: str | None = None
+        self,
+        *,
+        tenant_id: str,
+        vector: Sequence[float],
+        k: int = 5,
+        highlight_text: str | None = None,
+        where: Filter | None = None,
     ) -> list[SearchHit]: ...
 
-    def bm25_search(self, *, tenant_id: str, query: str, k: int = 5) -> list[SearchHit]: ...
+    def bm25_search(self, *, tenant_id: str, query: str, k: int = 5, where: Filter | None = None) -> list[SearchHit]:
+        """``where`` (a parsed filter, rag_ingest.core.filters) narrows both retrievers inside their query."""
+        ...
 
 
 # -- the workflow, the queues, events -------------------------------------------------------------

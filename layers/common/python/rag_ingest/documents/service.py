@@ -20,8 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rag_ingest.core.auth import TENANT_ID_PATTERN
 from rag_ingest.core.config import ApiEnv
 from rag_ingest.core.errors import ErrorCode, PermanentError, StaleWriteError
+from rag_ingest.core.filters import Filter, FilterError, matches, parse_filter
 from rag_ingest.core.ids import new_document_id
 from rag_ingest.core.layout import filename_of, upload_key
+from rag_ingest.core.metadata import MetadataError, validate_metadata
 from rag_ingest.core.models import DocumentRecord, DocumentStatus
 from rag_ingest.core.ports import ApiDocuments, DocumentReplayer, UploadPresigner
 
@@ -35,6 +37,10 @@ MAX_CURSOR_CHARS = 1024
 DOWNLOAD_URL_SECONDS = 300
 # Each retry is a paid workflow run; past this many a person should look at the document.
 MAX_RETRIES = 10
+# A filtered listing reads at most this many pages of the tenant's documents per request: the
+# filter runs in code over the tenant index's pages (docs/api.md, "Listing with a filter").
+MAX_FILTERED_LIST_READS = 10
+MAX_LIST_FILTER_CHARS = 8 * 1024
 
 
 class UploadRequest(BaseModel):
@@ -42,6 +48,16 @@ class UploadRequest(BaseModel):
 
     filename: str = Field(min_length=1, max_length=200)
     content_type: str = PDF_CONTENT_TYPE
+    metadata: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "The document's metadata, kept by its later versions and written onto every passage: up to 32 keys "
+            "matching ^[a-z][a-z0-9_]{0,63}$ (not a built-in name), each a string (up to 1,024 characters; an ISO "
+            "8601 date string is also a date), a number, a boolean, or a list of up to 50 strings; 8 KB in all "
+            '(docs/api.md, "Metadata").'
+        ),
+        json_schema_extra={"example": {"customer": "acme", "year": 2024, "signed": "2024-03-01", "tags": ["nda"]}},
+    )
 
     @field_validator("filename")
     @classmethod
@@ -85,6 +101,8 @@ class DocumentView(BaseModel):
     # The tenant's earlier READY document with the same bytes, when this upload is a copy of it.
     duplicate_of: str | None
     timings_ms: dict[str, int]
+    # The metadata given at upload (kept by later versions).
+    metadata: dict[str, Any]
     created_at: str
     updated_at: str
 
@@ -108,6 +126,7 @@ class DocumentView(BaseModel):
             embedding_cache=record.embedding_cache.model_dump() if record.embedding_cache else None,
             duplicate_of=record.duplicate_of,
             timings_ms=record.timings_ms,
+            metadata=record.metadata,
             created_at=record.created_at,
             updated_at=record.updated_at,
         )
@@ -193,6 +212,30 @@ def decode_cursor(cursor: str, tenant_id: str) -> dict[str, str]:
     return key
 
 
+def parse_list_filter(filter_json: str) -> Filter:
+    """``GET /documents``'s ``filter`` parameter: a RetrievalFilter as JSON, without ``page``
+    (documents have none); a bad one is ``PermanentError(INVALID_REQUEST)`` naming its JSON path."""
+    if len(filter_json) > MAX_LIST_FILTER_CHARS:
+        raise PermanentError(ErrorCode.INVALID_REQUEST, f"filter: at most {MAX_LIST_FILTER_CHARS} characters")
+    try:
+        raw = json.loads(filter_json, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        raise PermanentError(ErrorCode.INVALID_REQUEST, "filter: not valid JSON") from None
+    try:
+        return parse_filter(raw, "filter", allow_page=False)
+    except FilterError as exc:
+        raise PermanentError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _index_key(record: DocumentRecord) -> dict[str, str]:
+    """The tenant index's key of a record: what a cursor continues after."""
+    return {"document_id": record.document_id, "tenant_id": record.tenant_id, "created_at": record.created_at}
+
+
 def _header_filename(filename: str) -> str:
     """Content-Disposition value: an ASCII fallback plus the exact name (RFC 6266 / 5987)."""
     fallback = _UNSAFE_FILENAME.sub("_", filename) or "document.pdf"
@@ -218,6 +261,10 @@ class DocumentService:
             raise PermanentError(ErrorCode.UNSUPPORTED_TYPE, f"only {PDF_CONTENT_TYPE} is accepted")
         if not request.filename.lower().endswith(".pdf"):
             raise PermanentError(ErrorCode.UNSUPPORTED_TYPE, "the filename must end in .pdf")
+        try:
+            metadata = validate_metadata(request.metadata) if request.metadata is not None else {}
+        except MetadataError as exc:
+            raise PermanentError(ErrorCode.INVALID_REQUEST, str(exc)) from None
         document_id = new_document_id()
         key = upload_key(tenant_id, document_id, request.filename, self._env.raw_prefix)
         self._documents.create_awaiting_upload(
@@ -226,6 +273,7 @@ class DocumentService:
             filename=request.filename,
             bucket=self._env.bucket_name,
             key=key,
+            metadata=metadata,
         )
         expires_in = self._env.upload_url_expiry_seconds
         # S3 enforces these conditions on the POST itself: exact key, PDF type, size range, expiry.
@@ -247,16 +295,50 @@ class DocumentService:
     def get(self, tenant_id: str, document_id: str) -> DocumentView:
         return DocumentView.of(self._record(tenant_id, document_id))
 
-    def list(self, tenant_id: str, *, limit: int = DEFAULT_PAGE_SIZE, cursor: str | None = None) -> DocumentPage:
-        """One page of the tenant's documents, newest first (DELETED ones are left out)."""
+    def list(
+        self,
+        tenant_id: str,
+        *,
+        limit: int = DEFAULT_PAGE_SIZE,
+        cursor: str | None = None,
+        filter_json: str | None = None,
+    ) -> DocumentPage:
+        """One page of the tenant's documents, newest first (DELETED ones are left out); with
+        ``filter_json`` (a RetrievalFilter as JSON), only those that match it."""
         if not 1 <= limit <= MAX_PAGE_SIZE:
             raise PermanentError(ErrorCode.INVALID_REQUEST, f"limit must be between 1 and {MAX_PAGE_SIZE}")
         start_key = decode_cursor(cursor, tenant_id) if cursor else None
+        if filter_json is not None:
+            return self._list_filtered(tenant_id, limit, start_key, parse_list_filter(filter_json))
         records, last_key = self._documents.list_by_tenant(tenant_id, limit=limit, start_key=start_key)
         return DocumentPage(
             items=[DocumentView.of(record) for record in records if record.tenant_id == tenant_id],
             next_cursor=encode_cursor(last_key) if last_key else None,
         )
+
+    def _list_filtered(
+        self, tenant_id: str, limit: int, start_key: dict[str, str] | None, where: Filter
+    ) -> DocumentPage:
+        """The filter runs here, over pages of the tenant index (a DynamoDB query of the tenant's
+        partition, never a scan): fine at the documents a tenant has today, and bounded per request
+        (``MAX_FILTERED_LIST_READS`` pages). A page may then hold fewer than ``limit`` items and still
+        a ``next_cursor`` (the last document read): follow it until it is null."""
+        items: list[DocumentView] = []
+        key = start_key
+        for _ in range(MAX_FILTERED_LIST_READS):
+            records, last_key = self._documents.list_by_tenant(tenant_id, limit=limit, start_key=key)
+            for record in records:
+                if record.tenant_id == tenant_id and matches(where, record.filter_fields):
+                    items.append(DocumentView.of(record))
+                    if len(items) == limit:
+                        more = last_key is not None or record is not records[-1]
+                        return DocumentPage(
+                            items=items, next_cursor=encode_cursor(_index_key(record)) if more else None
+                        )
+            if last_key is None:
+                return DocumentPage(items=items, next_cursor=None)
+            key = dict(last_key)
+        return DocumentPage(items=items, next_cursor=encode_cursor(key) if key else None)
 
     def retry(self, tenant_id: str, document_id: str) -> DocumentView:
         """Replay a FAILED document from its first unfinished stage (the stages' checkpoints skip

@@ -323,6 +323,11 @@ class Pipeline:
                 vectors = self._checkpointed_vectors(job, len(chunks))
                 store = self._deps.vector_store()
                 store.ensure_index()
+                # The document's metadata (up to 8 KB) is read from its record here, not carried in the
+                # Step Functions state (kept to ids, counts and pointers; 256 KB at most, Map items
+                # copy it): the record is the one place it is kept, and a new version inherits it there.
+                # A record already moved on to another version means this run is superseded:
+                # confirm_current below says so after the write, and the chunks are withdrawn.
                 record_state = self._deps.status.get(job.document_id)
                 written = store.write_chunks(
                     tenant_id=job.tenant_id,
@@ -331,6 +336,8 @@ class Pipeline:
                     filename=record_state.filename if record_state else None,
                     chunks=chunks,
                     vectors=vectors,
+                    metadata=record_state.metadata if record_state else None,
+                    created_at=record_state.created_at if record_state else None,
                 )
                 # A slow write can land after a newer version took over and its Finalize swept
                 # "other versions": check ownership again now that this version's chunks are in.

@@ -32,10 +32,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, replace
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rag_ingest.core.errors import ErrorCode, PermanentError
+from rag_ingest.core.filters import Filter, FilterError, parse_filter
 from rag_ingest.core.models import PassageCopy, SearchHit
 from rag_ingest.core.ports import PassageRetriever
 from rag_ingest.core.settings import (
@@ -74,8 +76,10 @@ def search_passages(
     k: int = 5,
     mode: SearchMode | str = SearchMode.HYBRID,
     fusion: FusionSettings = DEFAULT_FUSION,
+    where: Filter | None = None,
 ) -> list[SearchHit]:
-    """The ``k`` best passages of ``tenant_id`` for ``query``, best first.
+    """The ``k`` best passages of ``tenant_id`` for ``query``, best first; with ``where``, only
+    passages that match it (the filter runs inside both retrievers' queries, never after them).
 
     Raises ``PermanentError(INVALID_REQUEST)`` for an empty query, a missing tenant, k outside
     1..MAX_K or an unknown mode.
@@ -93,25 +97,27 @@ def search_passages(
         raise PermanentError(ErrorCode.INVALID_REQUEST, f"unknown mode {mode!r}: expected one of {modes}") from None
 
     depth = fusion.candidates_for(k)
-    bm25_leg = _start_bm25_leg(store, mode, tenant_id, query, depth)
+    bm25_leg = _start_bm25_leg(store, mode, tenant_id, query, depth, where)
     vector = None if mode is SearchMode.BM25 else embedder.embed([query])[0]
     while True:
-        hits, more_exist = _candidates(store, mode, tenant_id, query, vector, depth, fusion, bm25_leg)
+        hits, more_exist = _candidates(store, mode, tenant_id, query, vector, depth, fusion, bm25_leg, where)
         passages = collapse_copies(hits)
         if len(passages) >= k or not more_exist or depth >= HYBRID_MAX_CANDIDATES:
             return passages[:k]
         depth = min(HYBRID_MAX_CANDIDATES, 2 * depth)
-        bm25_leg = _start_bm25_leg(store, mode, tenant_id, query, depth)
+        bm25_leg = _start_bm25_leg(store, mode, tenant_id, query, depth, where)
 
 
 def _start_bm25_leg(
-    store: PassageRetriever, mode: SearchMode, tenant_id: str, query: str, depth: int
+    store: PassageRetriever, mode: SearchMode, tenant_id: str, query: str, depth: int, where: Filter | None
 ) -> Future[list[SearchHit]] | None:
     """A hybrid pass's BM25 request, sent from another thread (its subsegment under the caller's);
     None for the other modes."""
     if mode is not SearchMode.HYBRID:
         return None
-    return _BM25_LEGS.submit(in_callers_trace(lambda: store.bm25_search(tenant_id=tenant_id, query=query, k=depth)))
+    return _BM25_LEGS.submit(
+        in_callers_trace(lambda: store.bm25_search(tenant_id=tenant_id, query=query, k=depth, **_narrowed(where)))
+    )
 
 
 def _candidates(
@@ -123,18 +129,19 @@ def _candidates(
     depth: int,
     fusion: FusionSettings,
     bm25_leg: Future[list[SearchHit]] | None,
+    where: Filter | None = None,
 ) -> tuple[list[SearchHit], bool]:
     """The ranked candidates of one pass ``depth`` deep, and whether a deeper pass could find more
     (some retriever filled its ``depth``). A hybrid pass's BM25 hits come from ``bm25_leg``."""
     knn_hits = (
-        store.knn_search(tenant_id=tenant_id, vector=vector, k=depth, highlight_text=query)
+        store.knn_search(tenant_id=tenant_id, vector=vector, k=depth, highlight_text=query, **_narrowed(where))
         if vector is not None
         else []
     )
     if bm25_leg is not None:
         bm25_hits = bm25_leg.result()  # its error, if any, is raised here
     elif mode is SearchMode.BM25:
-        bm25_hits = store.bm25_search(tenant_id=tenant_id, query=query, k=depth)
+        bm25_hits = store.bm25_search(tenant_id=tenant_id, query=query, k=depth, **_narrowed(where))
     else:
         bm25_hits = []
     more_exist = len(bm25_hits) >= depth or len(knn_hits) >= depth
@@ -149,6 +156,12 @@ def _candidates(
         rank_constant=fusion.rank_constant,
     )
     return fused, more_exist
+
+
+def _narrowed(where: Filter | None) -> dict[str, Filter]:
+    """The ``where`` argument of a retriever call, only when there is a filter (retrievers written
+    before filters existed, e.g. the evaluation's, still serve unfiltered searches)."""
+    return {} if where is None else {"where": where}
 
 
 def text_fingerprint(text: str) -> str:
@@ -216,6 +229,23 @@ class SearchRequest(BaseModel):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     k: int = Field(default=5, ge=1, le=MAX_K, strict=True)
     mode: SearchMode = SearchMode.HYBRID
+    filter: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "Only passages matching this filter, in the JSON shape of Bedrock Knowledge Bases' RetrievalFilter: "
+            'one operator per object, {"equals": {"key": "customer", "value": "acme"}} or '
+            '{"andAll": [filter, filter, ...]} (docs/api.md, "Filters"). Keys: metadata keys and the built-ins '
+            "document_id, filename, created_at, page, content_type."
+        ),
+        json_schema_extra={
+            "example": {
+                "andAll": [
+                    {"equals": {"key": "customer", "value": "acme"}},
+                    {"greaterThan": {"key": "year", "value": 2020}},
+                ]
+            }
+        },
+    )
 
     @field_validator("query")
     @classmethod
@@ -257,6 +287,8 @@ class PassageView(BaseModel):
     #: Other passages with the same text (another upload of the same PDF, a repeated page), folded
     #: into this result instead of repeating it.
     copies: list[PassageCopyView] = Field(default_factory=list)
+    #: The passage's document's metadata (as given at upload; {} when it has none).
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
     def of(cls, hit: SearchHit) -> PassageView:
@@ -272,6 +304,7 @@ class PassageView(BaseModel):
             highlights=list(hit.highlights),
             retrieved_by=list(hit.retrieved_by),
             copies=[PassageCopyView.of(copy) for copy in hit.copies],
+            metadata=dict(hit.metadata or {}),
         )
 
 
@@ -296,6 +329,8 @@ class SearchService:
         self._fusion = fusion
 
     def search(self, tenant_id: str, request: SearchRequest) -> SearchResponse:
+        """Raises ``PermanentError(INVALID_REQUEST)`` naming the JSON path of a bad filter's part."""
+        where = parse_request_filter(request.filter)
         # BM25 alone never embeds: do not load (or pay for) the model for it.
         embedder = self._embedder() if request.mode is not SearchMode.BM25 else _NoEmbedder()
         hits = search_passages(
@@ -306,10 +341,22 @@ class SearchService:
             k=request.k,
             mode=request.mode,
             fusion=self._fusion,
+            where=where,
         )
         return SearchResponse(
             query=request.query, mode=request.mode, k=request.k, passages=[PassageView.of(hit) for hit in hits]
         )
+
+
+def parse_request_filter(raw: dict[str, Any] | None, path: str = "filter") -> Filter | None:
+    """A request's ``filter`` parsed (None: no filter); a bad one is ``PermanentError(INVALID_REQUEST)``
+    whose detail starts with the JSON path of the bad part."""
+    if raw is None:
+        return None
+    try:
+        return parse_filter(raw, path)
+    except FilterError as exc:
+        raise PermanentError(ErrorCode.INVALID_REQUEST, str(exc)) from None
 
 
 class _NoEmbedder:
