@@ -61,6 +61,8 @@ def test_a_public_https_url_is_accepted_and_pinned_to_the_checked_address() -> N
         "2002:a00:1::",  # 6to4 of 10.0.0.1
         "192.0.2.1",  # documentation
         "fec0::1",  # site-local
+        "64:ff9b::a00:1",  # NAT64 of 10.0.0.1 (refused as reserved, like every 64:ff9b::/96 address)
+        "2001:0:4136:e378:8000:63bf:f5ff:fffe",  # Teredo of 10.0.0.1
     ],
 )
 def test_every_non_public_address_class_is_refused(address: str) -> None:
