@@ -104,6 +104,10 @@ class FunctionsConfig(_Model):
     intake: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=30)
     redrive: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=300)
     reaper: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=300)
+    # Webhooks: the fan-out reads a tenant's endpoints and enqueues; the delivery POSTs a batch in
+    # parallel, each with webhooks.timeoutSeconds (so its timeout must be longer).
+    webhook_fan_out: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=30)
+    webhook_delivery: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=30)
     stages: StageFunctions = StageFunctions()
 
     @field_validator("api")
@@ -389,6 +393,22 @@ class ReaperConfig(_Model):
     upload_grace_minutes: int = Field(default=60, ge=0, le=1440)
 
 
+class WebhooksConfig(_Model):
+    """Signed webhooks (docs/webhooks.md): how long a delivery is retried, each attempt's timeout."""
+
+    # Failed deliveries are retried with exponential backoff for this long, then dead-lettered.
+    retry_hours: int = Field(default=24, ge=1, le=72)
+    # One POST's timeout; the delivery function's timeout must be longer.
+    timeout_seconds: int = Field(default=10, ge=1, le=30)
+    # The first retry waits about this long, doubling up to retryMaxDelaySeconds.
+    retry_base_seconds: int = Field(default=30, ge=1, le=3600)
+    retry_max_delay_seconds: int = Field(default=3600, ge=60, le=43_200)
+    max_endpoints_per_tenant: int = Field(default=10, ge=1, le=100)
+    # Messages a delivery invocation POSTs (in parallel) and the most invocations at once.
+    delivery_batch_size: int = Field(default=10, ge=1, le=10)
+    delivery_max_concurrency: int = Field(default=10, ge=2, le=1000)
+
+
 class MonitoringConfig(_Model):
     alarm_email: str | None = None
     queue_age_threshold_seconds: int = Field(default=900, ge=60)
@@ -438,6 +458,7 @@ class RagIngestConfig(_Model):
     auth: AuthConfig = AuthConfig()
     monitoring: MonitoringConfig = MonitoringConfig()
     reaper: ReaperConfig = ReaperConfig()
+    webhooks: WebhooksConfig = WebhooksConfig()
     hosting: HostingConfig = HostingConfig()
     live: LiveConfig = LiveConfig()
 
@@ -482,6 +503,13 @@ class RagIngestConfig(_Model):
                 f"limits.maxPages / parsing.rangePages is {ranges} page ranges, more than {MAX_PARSE_RANGES}: "
                 "raise parsing.rangePages (an execution's history holds at most 25,000 events)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _webhook_delivery_outlasts_its_post(self) -> Self:
+        # A batch's POSTs run in parallel: one timeout, plus DNS, connection and the queue calls.
+        if self.functions.webhook_delivery.timeout_seconds < self.webhooks.timeout_seconds + 5:
+            raise ValueError("functions.webhookDelivery.timeoutSeconds must be at least webhooks.timeoutSeconds + 5")
         return self
 
     @property

@@ -55,12 +55,28 @@ DOCUMENTS_TABLE: Mapping[str, TableAccess] = MappingProxyType(
         # Every stage records its progress in the document's status record; Parse finds the tenant's
         # earlier READY upload of the same bytes (the stages share one code asset, so one grant).
         **dict.fromkeys(STAGE_FUNCTIONS, _access(GET, UPDATE, by_content=frozenset({QUERY}))),
+        # The webhook functions read only the webhooks table (WEBHOOKS_TABLE).
+        "WebhookFanOut": _access(),
+        "WebhookDelivery": _access(),
     }
 )
 
 # The embedding cache (rag_ingest.adapters.embedding_cache_table): only Embed looks vectors up
 # (BatchGetItem) and writes the ones it paid for (PutItem).
 EMBEDDING_CACHE_TABLE: Mapping[str, TableAccess] = MappingProxyType({"Embed": _access(BATCH_GET, PUT)})
+
+# The webhooks table (rag_ingest.adapters.webhooks_table.WebhooksTable, key tenant_id + endpoint_id).
+WEBHOOKS_TABLE: Mapping[str, TableAccess] = MappingProxyType(
+    {
+        # POST /webhooks (PutItem, if absent), GET /webhooks (Query on the tenant's partition),
+        # DELETE /webhooks/{id} (DeleteItem), rotate-secret (UpdateItem).
+        "Api": _access(PUT, QUERY, DELETE, UPDATE),
+        # A document event: the tenant's endpoints.
+        "WebhookFanOut": _access(QUERY),
+        # Each delivery reads its endpoint (URL, events, current secret).
+        "WebhookDelivery": _access(GET),
+    }
+)
 
 # The idempotency table: Powertools' DynamoDBPersistenceLayer (get, put-if-absent, update, delete
 # of a record whose call failed).

@@ -18,7 +18,8 @@ from infra.constructs.operations import Operations
 from infra.constructs.search import Search
 from infra.constructs.storage import Storage
 from infra.constructs.web_hosting import WebHosting
-from infra.constructs.workflow import Workflow
+from infra.constructs.webhooks import Webhooks
+from infra.constructs.workflow import EVENT_BUS_NAME, Workflow
 
 
 class RagIngestStack(Stack):
@@ -84,6 +85,15 @@ class RagIngestStack(Stack):
             dead_letter_queue=self.intake.dead_letter_queue,
             state_machine=self.workflow.state_machine,
         )
+        # Signed webhooks: the pipeline's document events, fanned out to the tenants' endpoints.
+        self.webhooks = Webhooks(
+            self,
+            "Webhooks",
+            config=config,
+            factory=factory,
+            api_function=self.api.function,
+            event_bus_name=EVENT_BUS_NAME,
+        )
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -97,12 +107,14 @@ class RagIngestStack(Stack):
                 "Redrive": self.operations.redrive_function,
                 "Reaper": self.operations.reaper_function,
                 **self.workflow.functions,
+                **self.webhooks.functions,
             },
             stage_functions=self.workflow.functions,
         )
         # The domain's health alarms live with the domain, and page through the one alarm topic.
         self.search.alarm_to(self.monitoring.topic)
         self.live.alarm_to(self.monitoring.topic)
+        self.webhooks.alarm_to(self.monitoring.topic)
 
     def _publish_page(self, config: RagIngestConfig) -> None:
         """The page's config.json, and the origins its Content-Security-Policy lets it connect to."""

@@ -49,7 +49,12 @@ def stack_process(
     key_file = write_key(signing_key, tmp_path_factory.mktemp("oidc") / "signing-key.pem")
     source = REPO_ROOT / "cdk.out" / f"{stack_name_from_cdk_json(REPO_ROOT)}.template.json"
     template = state_dir / "template.json"
-    variables = {"PARSE_RANGE_PAGES": str(SESSION_RANGE_PAGES), "BULK_ABOVE_PAGES": str(SESSION_BULK_ABOVE_PAGES)}
+    variables = {
+        "PARSE_RANGE_PAGES": str(SESSION_RANGE_PAGES),
+        "BULK_ABOVE_PAGES": str(SESSION_BULK_ABOVE_PAGES),
+        # A failed webhook delivery is retried after about a second, not 15-30 s (tests/e2e/test_webhooks.py).
+        "WEBHOOK_RETRY_BASE_SECONDS": "1",
+    }
     template.write_text(json.dumps(template_with_environment(source, variables)))
     process = LocalStackProcess(
         state_dir,

@@ -21,7 +21,7 @@ PACKAGE = "rag_ingest"
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / "layers" / "common" / "python" / PACKAGE
 
 # Who may import whom (besides itself). Each subpackage's docstring says the same in words.
-_CAPABILITIES = frozenset({"core", "embeddings", "ingest", "retrieval", "documents", "operations", "live"})
+_CAPABILITIES = frozenset({"core", "embeddings", "ingest", "retrieval", "documents", "operations", "live", "webhooks"})
 ALLOWED: dict[str, frozenset[str]] = {
     "core": frozenset(),
     "embeddings": frozenset({"core"}),
@@ -30,8 +30,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "documents": frozenset({"core"}),
     "operations": frozenset({"core", "documents"}),
     "live": frozenset({"core", "documents"}),
-    # Adapters implement the ports with boto3 and opensearch-py; they read the records they store.
-    "adapters": frozenset({"core", "embeddings", "ingest", "live"}),
+    "webhooks": frozenset({"core"}),
+    # Adapters implement the ports with boto3 and opensearch-py (and the webhook POST with
+    # http.client); they read the records they store.
+    "adapters": frozenset({"core", "embeddings", "ingest", "live", "webhooks"}),
     # The composition root: builds every service from its adapters.
     "wiring": _CAPABILITIES | {"adapters"},
     # The command line runs on people's machines (it is not in the Lambda layer).

@@ -23,6 +23,7 @@ API_HANDLER_MODULE = "functions.api.app"
 # Shapes only: the function validates its environment at import, nothing is contacted.
 PLACEHOLDER_ENV = {
     "DOCUMENTS_TABLE": "documents",
+    "WEBHOOKS_TABLE": "webhooks",
     "BUCKET_NAME": "documents-bucket",
     "MAX_UPLOAD_BYTES": "52428800",
     "UPLOAD_URL_EXPIRY_SECONDS": "900",

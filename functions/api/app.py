@@ -41,9 +41,9 @@ from rag_ingest.documents.service import (
 # Importing the route groups is the cold start's check: routes/common.py validates the environment
 # (ApiEnv, SearchEnv) and builds the services once per container.
 if __package__:  # functions.api.app: the tests, tools/openapi.py and mypy import it from the repository
-    from .routes import documents, meta, search
+    from .routes import documents, meta, search, webhooks
 else:  # Lambda (and the local stack's worker) import app.py as a top-level module, /var/task on sys.path
-    from routes import documents, meta, search  # type: ignore[no-redef]
+    from routes import documents, meta, search, webhooks  # type: ignore[no-redef]
 
 OPENAPI_TITLE = "rag-ingest API"
 OPENAPI_VERSION = "1.0.0"
@@ -95,7 +95,7 @@ app.configure_openapi(
 )
 
 # The route groups, in the order their routes are matched and documented.
-ROUTE_GROUPS = (documents, search, meta)
+ROUTE_GROUPS = (documents, search, webhooks, meta)
 for group in ROUTE_GROUPS:
     app.include_router(group.router)
 openapi_schema = meta.openapi_schema  # tools/openapi.py writes it to docs/openapi.json

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 
-from aws_cdk import Aws, CfnOutput, Duration
+from aws_cdk import Aws, CfnOutput, Duration, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
@@ -30,6 +30,7 @@ from infra.config import RESERVED_IN_DOMAIN_PREFIX, RagIngestConfig
 from infra.constructs.function import AccessLogSettings, FunctionFactory, new_log_group, removal_policy
 from infra.constructs.search import Search
 from infra.constructs.storage import Storage
+from infra.constructs.workflow import EVENT_BUS_NAME
 from infra.nag import acknowledge, arn_ref
 
 TENANT_ATTRIBUTE = "tenant_id"  # the JWT carries it as custom:tenant_id
@@ -41,6 +42,9 @@ SERVED_ROUTES: dict[str, tuple[str, ...]] = {
     "/documents/{document_id}/retry": ("POST",),
     "/documents/{document_id}/download": ("GET",),
     "/search": ("POST",),
+    "/webhooks": ("GET", "POST"),
+    "/webhooks/{endpoint_id}": ("DELETE",),
+    "/webhooks/{endpoint_id}/rotate-secret": ("POST",),
     "/openapi.json": ("GET",),
 }
 # Served without a token.
@@ -121,6 +125,8 @@ class Api(Construct):
                 **search.query_environment,
                 # POST /documents/{id}/retry starts a replay execution.
                 "STATE_MACHINE_ARN": state_machine.state_machine_arn,
+                # DELETE /documents/{id} announces DocumentDeleted (the webhooks' document.deleted).
+                "EVENT_BUS_NAME": EVENT_BUS_NAME,
             },
             description="rag-ingest API: documents (upload, list, status, retry, download, delete) and search",
         )
@@ -131,6 +137,14 @@ class Api(Construct):
             iam.PolicyStatement(actions=["s3:PutObject"], resources=[storage.bucket.arn_for_objects(f"{RAW_PREFIX}*")])
         )
         storage.grant_documents(role, "Api")
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["events:PutEvents"],
+                resources=[
+                    Stack.of(self).format_arn(service="events", resource="event-bus", resource_name=EVENT_BUS_NAME)
+                ],
+            )
+        )
         self._grant_document_delete(role, storage)
         # POST /search and DELETE /documents/{id} in the chunk index (infra/permissions.py).
         search.grant_index_access(role, "Api")

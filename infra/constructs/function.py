@@ -111,11 +111,14 @@ class FunctionFactory:
         environment: dict[str, str],
         description: str,
         reserved_concurrency: int | None = None,
+        documents_table: bool = True,
     ) -> lambda_.Function:
         """A function with its own role and log group (siblings named ``<id>Role``, ``<id>LogGroup``).
 
         The role is ours rather than CDK's default so it holds no managed policy: it may write to
         its own log group only, instead of AWSLambdaBasicExecutionRole's logs:* on every group.
+        ``documents_table``: whether it is told the documents table's name (the webhook functions,
+        which have no access to it, are not).
         """
         log_group = new_log_group(scope, f"{construct_id}LogGroup", self.config)
         role = iam.Role(
@@ -150,7 +153,7 @@ class FunctionFactory:
                 "POWERTOOLS_SERVICE_NAME": service,
                 "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
                 "LOG_LEVEL": self.config.log_level,
-                "DOCUMENTS_TABLE": self.documents_table_name,
+                **({"DOCUMENTS_TABLE": self.documents_table_name} if documents_table else {}),
                 **environment,
             },
         )

@@ -156,16 +156,16 @@ class Storage(Construct):
 
     def grant_documents(self, role: iam.IRole, function: str) -> None:
         """The documents-table actions ``function``'s code calls (infra/permissions.py), no more."""
-        _grant_table(role, self.documents_table, DOCUMENTS_TABLE[function])
+        grant_table(role, self.documents_table, DOCUMENTS_TABLE[function])
 
     def grant_idempotency(self, role: iam.IRole, function: str) -> None:
-        _grant_table(role, self.idempotency_table, IDEMPOTENCY_TABLE[function])
+        grant_table(role, self.idempotency_table, IDEMPOTENCY_TABLE[function])
 
     def grant_embedding_cache(self, role: iam.IRole, function: str) -> None:
-        _grant_table(role, self.embedding_cache_table, EMBEDDING_CACHE_TABLE[function])
+        grant_table(role, self.embedding_cache_table, EMBEDDING_CACHE_TABLE[function])
 
 
-def _grant_table(role: iam.IRole, table: dynamodb.ITable, access: TableAccess) -> None:
+def grant_table(role: iam.IRole, table: dynamodb.ITable, access: TableAccess) -> None:
     if access.table:
         role.add_to_principal_policy(iam.PolicyStatement(actions=sorted(access.table), resources=[table.table_arn]))
     for index, actions in sorted(access.indexes.items()):

@@ -301,6 +301,7 @@ class Provisioner:
             "AWS::DynamoDB::Table": self._create_table,
             "AWS::DynamoDB::GlobalTable": self._create_table,
             "AWS::Events::EventBus": self._create_event_bus,
+            "AWS::Events::Rule": self._create_rule,
             "AWS::Lambda::Function": self._create_function,
             "AWS::StepFunctions::StateMachine": self._create_state_machine,
             "Custom::S3BucketNotifications": self._apply_bucket_notifications,
@@ -381,6 +382,8 @@ class Provisioner:
             return WEBSOCKET_SKIP_REASON
         if resource.type == "AWS::Lambda::EventSourceMapping" and self._is_stream_mapping(resource):
             return DYNAMODB_STREAM_MAPPING_REASON
+        if resource.type == "AWS::Events::Rule" and not self._is_queue_rule(resource):
+            return SKIP_REASONS[resource.type]
         if resource.type == "AWS::Lambda::Function":
             if resource.logical_id in custom_resource_functions:
                 return "custom resource provider: does not run locally"
@@ -621,6 +624,43 @@ class Provisioner:
         name = str(props["Name"])
         arn = self.client("events").create_event_bus(Name=name)["EventBusArn"]
         self.resolver.set_resource(resource.logical_id, name, {"Arn": arn, "Name": name})
+        self.stack.physical_ids[resource.logical_id] = name
+
+    def _is_queue_rule(self, resource: TemplateResource) -> bool:
+        """An event-pattern rule whose targets are all SQS queues of the template (the webhooks' fan-out):
+        moto's EventBridge delivers matching PutEvents to them. Schedules and other targets stay skipped."""
+        props = resource.properties
+        targets = props.get("Targets") or []
+        if "EventPattern" not in props or "ScheduleExpression" in props or not targets:
+            return False
+        for target in targets:
+            arn = target.get("Arn") if isinstance(target, dict) else None
+            get_att = arn.get("Fn::GetAtt") if isinstance(arn, dict) else None
+            if not (isinstance(get_att, list) and len(get_att) == 2 and get_att[1] == "Arn"):
+                return False
+            queue = self.template.resources.get(str(get_att[0]))
+            if queue is None or queue.type != "AWS::SQS::Queue":
+                return False
+        return True
+
+    def _create_rule(self, resource: TemplateResource) -> None:
+        props = self._props(resource)
+        name = self._physical_name(resource, "Name", 64)
+        bus = str(props.get("EventBusName") or "default")
+        pattern = props["EventPattern"]
+        events = self.client("events")
+        arn = events.put_rule(
+            Name=name,
+            EventBusName=bus,
+            EventPattern=pattern if isinstance(pattern, str) else json.dumps(pattern),
+            State=str(props.get("State") or "ENABLED"),
+        )["RuleArn"]
+        targets = [{"Id": str(target["Id"]), "Arn": str(target["Arn"])} for target in props["Targets"]]
+        for target in targets:
+            if target["Arn"] not in self._queue_urls_by_arn:
+                raise ProvisioningError(f"rule {resource.logical_id}: target {target['Arn']} is no queue of the stack")
+        events.put_targets(Rule=name, EventBusName=bus, Targets=targets)
+        self.resolver.set_resource(resource.logical_id, name, {"Arn": arn})
         self.stack.physical_ids[resource.logical_id] = name
 
     def _create_function(self, resource: TemplateResource) -> None:

@@ -207,6 +207,8 @@ class RuntimeSettings:
             "EMBEDDING_DIMENSION": str(LOCAL_EMBEDDING_DIMENSION),
             # Pages without a text layer: offline Tesseract instead of Textract (docs/ocr.md).
             "OCR_ENGINE": "local",
+            # Webhook receivers on loopback (tests, a developer's listener); private addresses stay refused.
+            "WEBHOOK_ALLOW_LOOPBACK_HTTP": "true",
             # No X-Ray daemon locally.
             "POWERTOOLS_TRACE_DISABLED": "true",
             # POWERTOOLS_DEV changes logging and tracing behaviour: run as in AWS.

@@ -189,7 +189,9 @@ def test_api_role_new_grants_are_least_privilege(synth: SynthResult) -> None:
         if "dynamodb:Query" in as_list(s["Action"])
         for resource in as_list(s["Resource"])
     ]
-    assert queries == [f"${{{table}.Arn}}/index/by_tenant"]
+    # And GET /webhooks: Query on the tenant's partition of the webhooks table.
+    webhooks = synth.logical_id("Webhooks/WebhooksTable")
+    assert sorted(queries) == sorted([f"${{{table}.Arn}}/index/by_tenant", f"${{{webhooks}.Arn}}"])
     retry = _statement(synth, "RetryFailedDocument")
     assert retry["Action"] == "states:StartExecution"
     assert retry["Resource"] == {"Ref": synth.logical_id("Workflow/StateMachine")}

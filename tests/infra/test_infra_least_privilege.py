@@ -35,6 +35,7 @@ from infra.permissions import (
     IDEMPOTENCY_TABLE,
     STAGE_FUNCTIONS,
     VECTOR_STORE_CALLS,
+    WEBHOOKS_TABLE,
     TableAccess,
 )
 from tests.infra.template_tools import SynthResult, as_list, render_token
@@ -62,6 +63,8 @@ FUNCTION_CODE = {
     "Intake": "intake",
     "Redrive": "redrive",
     "Reaper": "reaper",
+    "WebhookFanOut": "webhook_fanout",
+    "WebhookDelivery": "webhook_delivery",
     **dict.fromkeys(STAGE_FUNCTIONS, "stages"),
 }
 FUNCTION_PATHS = {
@@ -69,11 +72,16 @@ FUNCTION_PATHS = {
     "Intake": "Intake/IntakeFunction",
     "Redrive": "Operations/RedriveFunction",
     "Reaper": "Operations/ReaperFunction",
+    "WebhookFanOut": "Webhooks/WebhookFanOutFunction",
+    "WebhookDelivery": "Webhooks/WebhookDeliveryFunction",
     **{name: f"Workflow/{name}Function" for name in STAGE_FUNCTIONS},
 }
 
 # The adapter class of each table besides the documents table (whose adapter is every other class).
 EMBEDDING_CACHE_ADAPTER = "EmbeddingCacheTable"
+WEBHOOKS_ADAPTER = "WebhooksTable"
+# Which table each adapter class talks to (every other class: the documents table).
+ADAPTER_TABLES = {EMBEDDING_CACHE_ADAPTER: "cache", WEBHOOKS_ADAPTER: "webhooks"}
 
 # (resource, action): resource is "table" or "index/<name>".
 Access = frozenset[tuple[str, str]]
@@ -246,16 +254,17 @@ def _adapter_classes() -> tuple[AdapterClass, ...]:
     return tuple(classes)
 
 
-def _called_by(function: str, *, cache_table: bool = False) -> dict[tuple[str, str], list[str]]:
+def _called_by(function: str, *, cache_table: bool = False, table: str = "") -> dict[tuple[str, str], list[str]]:
     """(resource, action) -> the adapter methods that need it, for one function's code: on the
-    documents table, or on the embedding cache's (``cache_table``)."""
+    documents table, the embedding cache's (``cache_table``), or ``table`` ("webhooks")."""
+    wanted = table or ("cache" if cache_table else "documents")
     files = _reachable_files(FUNCTION_CODE[function])
     names = _used_names(FUNCTIONS_DIR / FUNCTION_CODE[function] / "app.py", files)
     needed: dict[tuple[str, str], list[str]] = {}
     for adapter in _adapter_classes():
         if adapter.file not in files or adapter.name not in names:
             continue
-        if (adapter.name == EMBEDDING_CACHE_ADAPTER) != cache_table:
+        if ADAPTER_TABLES.get(adapter.name, "documents") != wanted:
             continue
         for method in adapter.direct:
             if method in names:
@@ -306,6 +315,15 @@ def test_the_embedding_cache_grants_are_what_the_code_calls(function: str) -> No
         assert called == set() or function in STAGE_FUNCTIONS, function
 
 
+@pytest.mark.parametrize("function", sorted(FUNCTION_CODE))
+def test_the_webhooks_table_grants_are_what_the_code_calls(function: str) -> None:
+    called = set(_called_by(function, table="webhooks"))
+    declared = _as_pairs(WEBHOOKS_TABLE[function]) if function in WEBHOOKS_TABLE else frozenset()
+    assert called == declared, (function, sorted(called), sorted(declared))
+    if function in ("Api", "WebhookFanOut", "WebhookDelivery"):
+        assert declared, function  # the reader saw the adapter's calls
+
+
 def test_the_idempotency_table_is_what_powertools_calls() -> None:
     spec = importlib.util.find_spec("aws_lambda_powertools.utilities.idempotency.persistence.dynamodb")
     assert spec is not None and spec.origin is not None
@@ -347,9 +365,13 @@ def test_each_role_is_granted_exactly_the_declared_table_actions(synth: SynthRes
     assert _table_grants(synth, path, "Storage/IdempotencyTable") == expected, function
     expected = _as_pairs(EMBEDDING_CACHE_TABLE[function]) if function in EMBEDDING_CACHE_TABLE else frozenset()
     assert _table_grants(synth, path, "Storage/EmbeddingCacheTable") == expected, function
-    # Nothing on any other table, and never a Scan or a batch write.
+    expected = _as_pairs(WEBHOOKS_TABLE[function]) if function in WEBHOOKS_TABLE else frozenset()
+    assert _table_grants(synth, path, "Webhooks/WebhooksTable") == expected, function
+    # Nothing on any other table, and never a Scan or a batch write; DeleteItem only on the
+    # idempotency table (Intake) and the webhooks table (Api: DELETE /webhooks/{id}).
     actions = {a for s in synth.role_statements(path) for a in as_list(s["Action"]) if a.startswith("dynamodb:")}
-    assert not actions & {"dynamodb:Scan", "dynamodb:BatchWriteItem", "dynamodb:DeleteItem"} or function == "Intake"
+    assert not actions & {"dynamodb:Scan", "dynamodb:BatchWriteItem"}
+    assert "dynamodb:DeleteItem" not in actions or function in ("Intake", "Api")
 
 
 def test_every_function_with_table_access_has_an_entry(synth: SynthResult) -> None:
@@ -365,6 +387,7 @@ def test_every_function_with_table_access_has_an_entry(synth: SynthResult) -> No
             ("Storage/DocumentsTable", DOCUMENTS_TABLE),
             ("Storage/IdempotencyTable", IDEMPOTENCY_TABLE),
             ("Storage/EmbeddingCacheTable", EMBEDDING_CACHE_TABLE),
+            ("Webhooks/WebhooksTable", WEBHOOKS_TABLE),
         ):
             # Stream reads (a stream consumer) are not item access: they are not in the table.
             grants = {(r, a) for r, a in _table_grants(synth, path, table_path) if not r.startswith("stream/")}

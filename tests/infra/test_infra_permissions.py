@@ -183,17 +183,25 @@ def test_redrive_moves_messages_from_dlq_to_queue_only(synth: SynthResult) -> No
 def test_table_access_is_scoped_to_the_tables(synth: SynthResult) -> None:
     table = f"${{{synth.logical_id('Storage/DocumentsTable')}.Arn}}"
     idempotency = f"${{{synth.logical_id('Storage/IdempotencyTable')}.Arn}}"
+    webhooks = f"${{{synth.logical_id('Webhooks/WebhooksTable')}.Arn}}"
     for path in FUNCTIONS:
         allowed = {table, f"{table}/index/*"} | ({idempotency} if path == "Intake/IntakeFunction" else set())
+        allowed |= {webhooks} if path == "Api/ApiFunction" else set()  # rotate-secret
         resources = set(_allows(synth.role_statements(path), "dynamodb:UpdateItem"))
         assert table in resources, path
         assert resources <= allowed, path
 
 
-def test_document_events_only_from_finalize_and_mark_failed_to_the_default_bus(synth: SynthResult) -> None:
+def test_document_events_only_from_finalize_mark_failed_reaper_and_api_to_the_default_bus(synth: SynthResult) -> None:
     bus = "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/default"
-    # The reaper announces the documents it marks FAILED (STUCK), as MarkFailed does.
-    publishers = {"Workflow/FinalizeFunction", "Workflow/MarkFailedFunction", "Operations/ReaperFunction"}
+    # The reaper announces the documents it marks FAILED (STUCK), as MarkFailed does; the API's
+    # DELETE /documents/{id} announces DocumentDeleted.
+    publishers = {
+        "Workflow/FinalizeFunction",
+        "Workflow/MarkFailedFunction",
+        "Operations/ReaperFunction",
+        "Api/ApiFunction",
+    }
     for path in FUNCTIONS:
         allowed = _allows(synth.role_statements(path), "events:PutEvents")
         assert allowed == ([bus] if path in publishers else []), path

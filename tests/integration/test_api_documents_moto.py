@@ -38,6 +38,7 @@ def world() -> Iterator[dict[str, Any]]:
             "api",
             {
                 "DOCUMENTS_TABLE": table,
+                "WEBHOOKS_TABLE": "webhooks",
                 "BUCKET_NAME": bucket,
                 "MAX_UPLOAD_BYTES": "1048576",
                 "UPLOAD_URL_EXPIRY_SECONDS": "900",

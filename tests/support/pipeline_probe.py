@@ -101,7 +101,8 @@ def s3_notification_body(bucket: str, key: str, version: str, size: int, etag: s
 def intake_poller_stats(stack: LocalStackProcess) -> dict[str, int]:
     """The intake poller's counters (received, deleted, failed, invocation_errors) so far."""
     status = stack.control("GET", "/_local/status") or {}
-    [poller] = status["pollers"]  # the template has one event source mapping: ingest queue -> intake
+    # The ingest queue -> intake mapping (the webhook queues have their own pollers).
+    [poller] = [p for p in status["pollers"] if str(p["mapping"]).startswith("IntakeIntakeFunction")]
     return {name: int(poller[name]) for name in ("received", "deleted", "failed", "invocation_errors")}
 
 

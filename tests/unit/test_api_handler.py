@@ -22,7 +22,11 @@ from tests.support.aws import FakeLambdaContext, import_handler
 from tools import openapi as openapi_tool
 
 pytestmark = pytest.mark.unit
-VALID_BODIES = {"/documents": {"filename": "report.pdf"}, "/search": {"query": "revenue"}}
+VALID_BODIES = {
+    "/documents": {"filename": "report.pdf"},
+    "/search": {"query": "revenue"},
+    "/webhooks": {"url": "https://hooks.example.com/in", "events": ["document.ready"]},
+}
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +102,7 @@ def operations() -> list[tuple[str, str]]:
 
 
 def concrete(path: str) -> str:
-    return path.replace("{document_id}", new_document_id())
+    return path.replace("{document_id}", new_document_id()).replace("{endpoint_id}", "wh_0123456789abcdef")
 
 
 # -- the tenant ------------------------------------------------------------------------------------

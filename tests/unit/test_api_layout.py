@@ -19,7 +19,7 @@ pytestmark = pytest.mark.unit
 API = Path(__file__).resolve().parents[2] / "functions" / "api"
 ROUTES = API / "routes"
 # Every route module, and the paths its group owns (a path is its prefix or starts with prefix + "/").
-GROUPS = {"documents": "/documents", "search": "/search", "meta": "/openapi.json"}
+GROUPS = {"documents": "/documents", "search": "/search", "webhooks": "/webhooks", "meta": "/openapi.json"}
 # Not route groups: the package marker and what the groups share.
 NOT_GROUPS = {"__init__", "common"}
 ROUTE_METHODS = {"get", "post", "put", "patch", "delete", "head", "options", "route"}

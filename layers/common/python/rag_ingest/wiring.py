@@ -23,8 +23,22 @@ from rag_ingest.adapters.presigner import S3Presigner
 from rag_ingest.adapters.queues import Queues
 from rag_ingest.adapters.textract import TextractEngine
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
+from rag_ingest.adapters.webhook_http import PinnedHttpTransport
+from rag_ingest.adapters.webhook_queues import WebhookQueues
+from rag_ingest.adapters.webhooks_table import WebhooksTable
 from rag_ingest.adapters.workflow import WorkflowStarter
-from rag_ingest.core.config import ApiEnv, IndexParamsEnv, IntakeEnv, ReaperEnv, RedriveEnv, SearchEnv, StagesEnv
+from rag_ingest.core.config import (
+    ApiEnv,
+    IndexParamsEnv,
+    IntakeEnv,
+    ReaperEnv,
+    RedriveEnv,
+    SearchEnv,
+    StagesEnv,
+    WebhookDeliveryEnv,
+    WebhookFanOutEnv,
+    WebhooksApiEnv,
+)
 from rag_ingest.core.telemetry import CloudTelemetry, Telemetry
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.documents.deletion import DocumentDeletion
@@ -40,6 +54,8 @@ from rag_ingest.operations.reaper import Reaper, ReaperSettings
 from rag_ingest.operations.redrive import DeadLetterRedrive, Recovery
 from rag_ingest.operations.replay import FailedDocumentReplay, Replayer
 from rag_ingest.retrieval.search import SearchService
+from rag_ingest.webhooks.service import WebhookDelivery, WebhookFanOut, WebhookService
+from rag_ingest.webhooks.url_policy import UrlPolicy
 
 
 class AwsClients(Protocol):
@@ -149,10 +165,47 @@ def build_api(env: ApiEnv, search_env: SearchEnv) -> ApiServices:
             objects=ObjectVersions(),
             bucket=env.bucket_name,
             artifacts_prefix=env.artifacts_prefix,
+            events=EventPublisher(env.event_bus_name),
         ),
         search=SearchService(
             store=vector_store, embedder=cache(lambda: embedder_for(search_env)), fusion=search_env.fusion
         ),
+    )
+
+
+def build_webhooks(env: WebhooksApiEnv) -> WebhookService:
+    return WebhookService(
+        WebhooksTable(env.webhooks_table),
+        UrlPolicy(allow_loopback_http=env.webhook_allow_loopback_http),
+        max_endpoints=env.webhook_max_endpoints,
+    )
+
+
+def build_webhook_fan_out(env: WebhookFanOutEnv) -> WebhookFanOut:
+    return WebhookFanOut(
+        WebhooksTable(env.webhooks_table),
+        WebhookQueues(env.webhook_delivery_queue_url),
+        retry_hours=env.webhook_retry_hours,
+    )
+
+
+@dataclass(frozen=True)
+class WebhookDeliveryServices:
+    delivery: WebhookDelivery
+    queues: WebhookQueues
+
+
+def build_webhook_delivery(env: WebhookDeliveryEnv) -> WebhookDeliveryServices:
+    return WebhookDeliveryServices(
+        delivery=WebhookDelivery(
+            WebhooksTable(env.webhooks_table),
+            UrlPolicy(allow_loopback_http=env.webhook_allow_loopback_http),
+            PinnedHttpTransport(),
+            timeout_seconds=env.webhook_timeout_seconds,
+            retry_base_seconds=env.webhook_retry_base_seconds,
+            retry_max_delay_seconds=env.webhook_retry_max_delay_seconds,
+        ),
+        queues=WebhookQueues(env.webhook_delivery_queue_url, env.webhook_dead_letter_queue_url),
     )
 
 

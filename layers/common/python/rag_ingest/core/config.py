@@ -156,6 +156,41 @@ class ApiEnv(WorkflowEnv, BucketEnv, ChunkIndexEnv):
     raw_prefix: str = RAW_PREFIX
     max_upload_bytes: int = Field(gt=0)
     upload_url_expiry_seconds: int = Field(gt=0, le=3600)
+    # DELETE /documents/{id} announces DocumentDeleted on this bus (the webhooks' document.deleted).
+    event_bus_name: str = "default"
+
+
+class WebhookUrlEnv(EnvModel):
+    """The webhook URL policy: in AWS only https to public addresses; the local stack and the tests
+    also allow loopback receivers (http or https), nothing else (rag_ingest.webhooks.url_policy)."""
+
+    webhook_allow_loopback_http: bool = False
+
+
+class WebhooksApiEnv(WebhookUrlEnv):
+    """The API function's webhook routes: the endpoints table."""
+
+    webhooks_table: str = Field(min_length=1)
+    webhook_max_endpoints: int = Field(default=10, ge=1, le=100)
+
+
+class WebhookFanOutEnv(EnvModel):
+    """The fan-out function: a document event -> one delivery message per subscribed endpoint."""
+
+    webhooks_table: str = Field(min_length=1)
+    webhook_delivery_queue_url: str = Field(pattern=r"^https?://")
+    webhook_retry_hours: int = Field(default=24, ge=1, le=72)
+
+
+class WebhookDeliveryEnv(WebhookUrlEnv):
+    """The delivery function: one signed POST per message, retried with backoff, then dead-lettered."""
+
+    webhooks_table: str = Field(min_length=1)
+    webhook_delivery_queue_url: str = Field(pattern=r"^https?://")
+    webhook_dead_letter_queue_url: str = Field(pattern=r"^https?://")
+    webhook_timeout_seconds: int = Field(default=10, ge=1, le=30)
+    webhook_retry_base_seconds: int = Field(default=30, ge=1, le=3600)
+    webhook_retry_max_delay_seconds: int = Field(default=3600, ge=1, le=43_200)
 
 
 class IntakeEnv(WorkflowEnv):

@@ -4,6 +4,8 @@ DELETING first (compare-and-set on tenant and status), so the workflow's next st
 in-flight run is refused and intake rejects late events for the document; then the chunks,
 the artifacts and every version of the upload; DELETED last. An interrupted delete leaves
 DELETING, and the same request again finishes it; a DELETE of a DELETED document changes nothing.
+The delete that marks the document DELETED publishes ``DocumentDeleted`` (``events``: the
+webhooks' ``document.deleted``); a repeated DELETE publishes nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from rag_ingest.core.errors import StaleWriteError
 from rag_ingest.core.layout import artifacts_folder
 from rag_ingest.core.logs import logger
 from rag_ingest.core.models import DocumentStatus
-from rag_ingest.core.ports import ChunkEraser, DeletionDocuments, ObjectEraser
+from rag_ingest.core.ports import ChunkEraser, DeletionDocuments, EventSink, ObjectEraser
 from rag_ingest.documents.service import DocumentNotFoundError
 
 
@@ -37,7 +39,9 @@ class DocumentDeletion:
         objects: ObjectEraser,
         bucket: str,
         artifacts_prefix: str,
+        events: EventSink | None = None,
     ) -> None:
+        self._events = events
         self._documents = documents
         self._vector_store = vector_store
         self._objects = objects
@@ -67,5 +71,9 @@ class DocumentDeletion:
             current = self._documents.get(document_id)
             if current is None or current.status != DocumentStatus.DELETED:
                 raise
+        else:
+            if self._events is not None:
+                detail = {"document_id": document_id, "tenant_id": tenant_id, "version": record.version}
+                self._events.publish("DocumentDeleted", detail)
         logger.info("document deleted", extra=report.model_dump())
         return report

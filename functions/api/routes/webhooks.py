@@ -1,0 +1,95 @@
+"""The webhook routes: a tenant registers endpoints that are told when a document is ready, failed or
+deleted (signed Standard Webhooks deliveries: docs/webhooks.md). The secret is returned by create
+and rotate only; another tenant's endpoint answers 404 like a missing one."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Path
+from rag_ingest.core.config import WebhooksApiEnv
+from rag_ingest.documents.service import ErrorBody, ErrorDetail
+from rag_ingest.webhooks.model import EndpointList, EndpointRequest, EndpointWithSecret
+from rag_ingest.webhooks.service import EndpointNotFoundError, WebhookRequestError
+from rag_ingest.wiring import build_webhooks
+
+from .common import responses, tenant
+
+WEBHOOKS_ENV = WebhooksApiEnv.from_env()
+webhooks = build_webhooks(WEBHOOKS_ENV)
+
+router = Router()
+
+EndpointId = Annotated[str, Path(description="An endpoint id as POST /webhooks returned it")]
+
+
+def _error(status: int, code: str, message: str) -> Response[Any]:
+    body = ErrorBody(error=ErrorDetail(code=code, message=message)).model_dump()
+    return Response(status, content_types.APPLICATION_JSON, body)
+
+
+@router.exception_handler(WebhookRequestError)
+def invalid_webhook(exc: WebhookRequestError) -> Response[Any]:
+    return _error(400, exc.code, exc.message)
+
+
+@router.exception_handler(EndpointNotFoundError)
+def endpoint_not_found(exc: EndpointNotFoundError) -> Response[Any]:
+    return _error(404, "NOT_FOUND", "no such webhook endpoint")
+
+
+@router.post(
+    "/webhooks",
+    summary="Register a webhook endpoint",
+    description=(
+        "An https URL on a public address and the events it wants (document.ready, document.failed, "
+        "document.deleted). Answers the endpoint with its signing secret, shown this once. "
+        "400 codes: WEBHOOK_URL_INVALID, WEBHOOK_URL_NOT_HTTPS, WEBHOOK_URL_UNRESOLVABLE, "
+        "WEBHOOK_URL_FORBIDDEN_ADDRESS, WEBHOOK_EVENTS_INVALID, WEBHOOK_LIMIT_REACHED."
+    ),
+    responses=responses(201, 400, 403),
+    tags=["webhooks"],
+    operation_id="createWebhook",
+)
+def create_webhook(request: EndpointRequest) -> Response[EndpointWithSecret]:
+    created = webhooks.register(tenant(router.current_event), request)
+    return Response(201, content_types.APPLICATION_JSON, created)
+
+
+@router.get(
+    "/webhooks",
+    summary="List webhook endpoints",
+    description="The tenant's endpoints, oldest first, without their secrets.",
+    responses=responses(200, 403),
+    tags=["webhooks"],
+    operation_id="listWebhooks",
+)
+def list_webhooks() -> EndpointList:
+    return webhooks.list(tenant(router.current_event))
+
+
+@router.delete(
+    "/webhooks/<endpoint_id>",
+    summary="Delete a webhook endpoint",
+    description="Deliveries still queued for it are dropped.",
+    responses=responses(204, 403, 404),
+    tags=["webhooks"],
+    operation_id="deleteWebhook",
+)
+def delete_webhook(endpoint_id: EndpointId) -> Response[None]:
+    webhooks.delete(tenant(router.current_event), endpoint_id)
+    return Response(204, content_types.APPLICATION_JSON, None)
+
+
+@router.post(
+    "/webhooks/<endpoint_id>/rotate-secret",
+    summary="Rotate an endpoint's signing secret",
+    description="A new secret, shown this once; deliveries from now on are signed with it.",
+    responses=responses(200, 403, 404),
+    tags=["webhooks"],
+    operation_id="rotateWebhookSecret",
+)
+def rotate_webhook_secret(endpoint_id: EndpointId) -> EndpointWithSecret:
+    return webhooks.rotate_secret(tenant(router.current_event), endpoint_id)

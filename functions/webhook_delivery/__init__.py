@@ -1,0 +1,1 @@
+"""The webhook delivery function's code asset (its handler module: ``app``)."""

@@ -1,0 +1,1 @@
+"""The webhook fan-out function's code asset (its handler module: ``app``)."""
