@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from opensearchpy import OpenSearch, helpers
+from rag_ingest.adapters.opensearch_filters import LEGACY_CONTENT_TYPE, METADATA_FIELD, chunk_metadata
 from rag_ingest.adapters.vector_store import INDEXED_TEXT_FIELD
 from rag_ingest.core.ids import chunk_id, new_document_id, version_hash
 from rag_ingest.core.models import Chunk
@@ -179,6 +180,10 @@ def synthesize(
     return SyntheticChunks(tenant_id, ids, document_ids, chunks, filenames, vectors, version)
 
 
+# One upload time for every synthetic document (a fixed ISO 8601 timestamp, as records carry).
+SYNTHETIC_CREATED_AT = "2026-01-01T00:00:00+00:00"
+
+
 def chunk_source(chunks: SyntheticChunks, row: int) -> dict[str, Any]:
     """The ``_source`` the Index stage writes for a chunk (VectorStore.write_chunks)."""
     chunk = chunks.chunks[row]
@@ -191,6 +196,10 @@ def chunk_source(chunks: SyntheticChunks, row: int) -> dict[str, Any]:
         "page_end": chunk.page_end,
         "heading_path": chunk.heading_path,
         "filename": chunks.filenames[row],
+        # The document's fields every chunk carries (no user metadata on the synthetic documents).
+        METADATA_FIELD: chunk_metadata({}),
+        "content_type": LEGACY_CONTENT_TYPE,
+        "created_at": SYNTHETIC_CREATED_AT,
         "text": chunk.text,
         INDEXED_TEXT_FIELD: indexed_text(chunk),
         "embedding": chunks.vectors[row].astype(np.float64).tolist(),
