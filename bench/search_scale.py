@@ -11,7 +11,10 @@
 3. ``POST /search`` (k=10) through the API as a signed-in user, for knn, bm25 and hybrid: a
    warm-up, then ``--queries`` sequential requests per mode (the eval's questions, cycled); end-to-end
    milliseconds per request. Every passage returned must belong to the caller's tenant (checked
-   for both tenants).
+   for both tenants). Then the same queries again, each filtered to one customer's documents (1 %
+   of the main tenant's chunks, a metadata filter in Bedrock KB's RetrievalFilter shape) and paired
+   with itself unfiltered in alternating order: both latencies, the p95 ratio, responses with fewer
+   than k passages, and passages outside the filter.
 4. The same queries in process through the product's search code (``search_passages``, the same
    embedder client against the stack's embedding server's query lane, the same ``VectorStore``), to split a
    request: OpenSearch's ``took`` (summed over a hybrid's two requests) and the query embedding.
@@ -52,7 +55,15 @@ from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.retrieval.search import SearchMode, search_passages
 from rag_ingest.wiring import index_settings_for, vector_store_for
 
-from bench.search_scale_data import SyntheticChunks, Vectors, base_passages, bulk_load, check_shape, synthesize
+from bench.search_scale_data import (
+    SyntheticChunks,
+    Vectors,
+    base_passages,
+    bulk_load,
+    check_shape,
+    customer_name,
+    synthesize,
+)
 from eval.stack import eval_template
 from local.client import LocalStackClient
 from local.embedding_server.batcher import Lane as EmbeddingLane
@@ -76,6 +87,9 @@ OTHER_TENANT_QUERIES = 5
 DEFAULT_WARMUP_SECONDS = 60.0
 #: The warm-up's first and last requests whose medians the report keeps.
 WARMUP_EDGE = 50
+#: The filtered pass cycles through this many customers, each 1 % of the main tenant's chunks
+#: (bench.search_scale_data.synthetic_metadata), so OpenSearch's filter cache holds more than one.
+FILTERED_CUSTOMERS = 10
 
 
 @dataclass(frozen=True)
@@ -296,6 +310,77 @@ def api_pass(client: LocalStackClient, queries: Sequence[str], options: Options,
     return report
 
 
+def customer_filter(number: int) -> dict[str, Any]:
+    """The RetrievalFilter of one synthetic customer: 1 % of the main tenant's chunks."""
+    return {"equals": {"key": "customer", "value": customer_name(number)}}
+
+
+def filtered_pass(
+    client: LocalStackClient, queries: Sequence[str], options: Options, main: SyntheticChunks
+) -> dict[str, Any]:
+    """``POST /search`` per mode with a filter selecting 1 % of the main tenant's chunks (query i
+    filters on customer i mod FILTERED_CUSTOMERS), each request paired with the same query
+    unfiltered, in alternating order, so a change in the machine's load weighs on both alike: end-to-end
+    ms of both, responses with fewer than k passages, and passages outside the filter (which must be
+    none: the filter runs inside both legs)."""
+    customer_of = {chunk_id: metadata["customer"] for chunk_id, metadata in zip(main.ids, main.metadata, strict=True)}
+    shares = [
+        sum(1 for name in customer_of.values() if name == customer_name(number)) / len(main)
+        for number in range(FILTERED_CUSTOMERS)
+    ]
+    report: dict[str, Any] = {
+        "customers": FILTERED_CUSTOMERS,
+        "selected_share_of_chunks": {"min": round(min(shares), 4), "max": round(max(shares), 4)},
+        "latency_ms": {},
+        "paired_unfiltered_latency_ms": {},
+        "p95_over_unfiltered": {},
+        "short_responses": {},
+        "passages_checked": 0,
+        "passages_outside_filter": 0,
+    }
+    for mode in MODES:
+
+        def send(query: str, mode: SearchMode = mode) -> None:
+            where = customer_filter(queries.index(query))
+            client.search(query, k=RESULTS_PER_QUERY, mode=mode.value, filter=where).raise_for_status()
+
+        warm_up(send, queries, options.warmup, options.warmup_seconds)
+        filtered_ms: list[float] = []
+        unfiltered_ms: list[float] = []
+        short = 0
+        for number, query in enumerate(queries):
+            wanted = customer_name(number)
+            for filtered in (True, False) if number % 2 == 0 else (False, True):
+                where = customer_filter(number) if filtered else None
+                started = time.perf_counter()
+                response = client.search(query, k=RESULTS_PER_QUERY, mode=mode.value, filter=where)
+                ms = (time.perf_counter() - started) * 1000
+                if response.status_code != 200:
+                    answer = f"{response.status_code}: {response.text[:300]}"
+                    raise RuntimeError(f"POST /search ({mode}, filtered {filtered}) answered {answer}")
+                if not filtered:
+                    unfiltered_ms.append(ms)
+                    continue
+                filtered_ms.append(ms)
+                passages = response.json()["passages"]
+                short += len(passages) < RESULTS_PER_QUERY
+                ids = [p["chunk_id"] for p in passages] + [c["chunk_id"] for p in passages for c in p["copies"]]
+                report["passages_checked"] += len(ids)
+                report["passages_outside_filter"] += sum(1 for i in ids if customer_of.get(i) != wanted)
+        filtered_summary, unfiltered_summary = summary(filtered_ms), summary(unfiltered_ms)
+        report["latency_ms"][mode.value] = filtered_summary
+        report["paired_unfiltered_latency_ms"][mode.value] = unfiltered_summary
+        base = unfiltered_summary["p95"]
+        report["p95_over_unfiltered"][mode.value] = round(filtered_summary["p95"] / base, 3) if base else None
+        report["short_responses"][mode.value] = short
+        print(
+            f"  API {mode.value} filtered (1 %): {filtered_summary}, paired unfiltered {unfiltered_summary}, "
+            f"short {short}",
+            flush=True,
+        )
+    return report
+
+
 def isolation_of_other_tenant(client: LocalStackClient, queries: Sequence[str], own_ids: set[str]) -> dict[str, int]:
     """The second tenant's searches see only its own chunks."""
     checked = foreign = 0
@@ -508,6 +593,7 @@ def run(options: Options) -> dict[str, Any]:
             loads["before_api"] = load_average()
             client = LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=main.tenant_id)
             api = api_pass(client, queries, options, set(main.ids))
+            filtered = filtered_pass(client, queries, options, main)
             other_client = LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=other.tenant_id)
             other_isolation = isolation_of_other_tenant(
                 other_client, unique_queries[:OTHER_TENANT_QUERIES], set(other.ids)
@@ -566,6 +652,7 @@ def run(options: Options) -> dict[str, Any]:
         "api_warmup": api["warmup"],
         "api_cpu_steal_share": api["steal_share"],
         "api_reference_loop_ms": api["reference_loop_ms"],
+        "filtered": filtered,
         "in_process": direct,
         "query_embedding_share_of_knn_p50": round(embed_p50 / knn_total, 3) if knn_total else None,
         "recall_at_10": {
@@ -610,6 +697,19 @@ def print_report(result: dict[str, Any]) -> None:
         print(
             f"warm-up {mode.value}: {warmup['requests']} requests in {warmup['seconds']} s, median of the "
             f"first {WARMUP_EDGE} {warmup['first_p50']} ms, of the last {WARMUP_EDGE} {warmup['last_p50']} ms"
+        )
+    filtered = result["filtered"]
+    print(
+        f"filtered (1 % of the chunks, {filtered['customers']} customers cycled, "
+        f"{filtered['selected_share_of_chunks']}): p95 over unfiltered {filtered['p95_over_unfiltered']}; "
+        f"short responses {filtered['short_responses']}; passages outside the filter "
+        f"{filtered['passages_outside_filter']} of {filtered['passages_checked']}"
+    )
+    for mode in MODES:
+        api, paired = filtered["latency_ms"][mode.value], filtered["paired_unfiltered_latency_ms"][mode.value]
+        print(
+            f"  {mode.value:<7} filtered {api['n']:>4} p50 {api['p50']} p95 {api['p95']} p99 {api['p99']} | "
+            f"paired unfiltered p50 {paired['p50']} p95 {paired['p95']} p99 {paired['p99']}"
         )
     recall = result["recall_at_10"]
     print(f"query embedding: {result['query_embedding_share_of_knn_p50']:.0%} of the k-NN p50")

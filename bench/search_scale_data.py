@@ -117,6 +117,8 @@ class SyntheticChunks:
     filenames: list[str]
     vectors: Vectors
     version: str
+    #: Row i's document's user metadata (one dict per document, shared by its chunks).
+    metadata: list[dict[str, Any]]
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -146,10 +148,13 @@ def synthesize(
     document_ids: list[str] = []
     chunks: list[Chunk] = []
     filenames: list[str] = []
+    metadata: list[dict[str, Any]] = []
     document_id = filename = title = ""
+    document_metadata: dict[str, Any] = {}
     for i in range(count):
         if i % CHUNKS_PER_DOCUMENT == 0:
             document_id = new_document_id()
+            document_metadata = synthetic_metadata(i // CHUNKS_PER_DOCUMENT)
             source = passages[own[i]].source
             filename = f"{Path(source).stem}-{i // CHUNKS_PER_DOCUMENT:05d}.pdf"
             title = document_title(None, Path(source).name)
@@ -177,7 +182,27 @@ def synthesize(
         ids.append(chunk_id(document_id, version, index))
         document_ids.append(document_id)
         filenames.append(filename)
-    return SyntheticChunks(tenant_id, ids, document_ids, chunks, filenames, vectors, version)
+        metadata.append(document_metadata)
+    return SyntheticChunks(tenant_id, ids, document_ids, chunks, filenames, vectors, version, metadata)
+
+
+#: Synthetic documents are spread round-robin over this many customers, so a filter on one
+#: customer selects 1 % of a tenant's chunks (the issue's "selective filter").
+SYNTHETIC_CUSTOMERS = 100
+
+
+def customer_name(number: int) -> str:
+    return f"customer-{number % SYNTHETIC_CUSTOMERS:03d}"
+
+
+def synthetic_metadata(document_number: int) -> dict[str, Any]:
+    """A synthetic document's user metadata: a keyword that selects 1 % of the documents, a number
+    and a boolean (the typed fields a filter reaches)."""
+    return {
+        "customer": customer_name(document_number),
+        "year": 2020 + document_number % 5,
+        "confidential": document_number % 2 == 0,
+    }
 
 
 # One upload time for every synthetic document (a fixed ISO 8601 timestamp, as records carry).
@@ -196,8 +221,8 @@ def chunk_source(chunks: SyntheticChunks, row: int) -> dict[str, Any]:
         "page_end": chunk.page_end,
         "heading_path": chunk.heading_path,
         "filename": chunks.filenames[row],
-        # The document's fields every chunk carries (no user metadata on the synthetic documents).
-        METADATA_FIELD: chunk_metadata({}),
+        # The document's fields every chunk carries.
+        METADATA_FIELD: chunk_metadata(chunks.metadata[row]),
         "content_type": LEGACY_CONTENT_TYPE,
         "created_at": SYNTHETIC_CREATED_AT,
         "text": chunk.text,

@@ -103,12 +103,21 @@ class LocalStackClient:
     def create_upload(self, filename: str, content_type: str = "application/pdf") -> requests.Response:
         return self.request("POST", "/documents", {"filename": filename, "content_type": content_type})
 
-    def search(self, query: str, *, k: int | None = None, mode: str | None = None) -> requests.Response:
+    def search(
+        self,
+        query: str,
+        *,
+        k: int | None = None,
+        mode: str | None = None,
+        filter: dict[str, Any] | None = None,
+    ) -> requests.Response:
         body: dict[str, Any] = {"query": query}
         if k is not None:
             body["k"] = k
         if mode is not None:
             body["mode"] = mode
+        if filter is not None:
+            body["filter"] = filter
         return self.request("POST", "/search", body)
 
     def delete(self, document_id: str) -> requests.Response:

@@ -26,9 +26,9 @@ COMPARISONS: dict[str, tuple[Callable[[float, float], bool], str]] = {
 }
 TREAT_MISSING_DATA = ("missing", "ignore", "breaching", "notBreaching")
 
+
 class UnobservableAlarm(Exception):
     """The alarm's metric cannot be observed locally (the message says why)."""
-
 
 
 # -- evaluation of one alarm on its datapoints (pure) ---------------------------------------------

@@ -32,7 +32,6 @@ class MotoSeamError(RuntimeError):
     """moto's Lambda invocation seam moved or changed: the local runner cannot attach."""
 
 
-
 def verify_moto_seam() -> None:
     """Fail loudly if ``LambdaFunction._invoke_lambda`` moved or changed (moto pinned at 5.2.5)."""
     try:

@@ -60,5 +60,16 @@ def test_a_quick_run_reports_latency_per_mode_recall_and_tenant_isolation(tmp_pa
     # The check means something: without the tenant filter, the other tenant's chunks would be found.
     assert isolation["queries_whose_unfiltered_top10_holds_other_tenant_chunks"] > 0
 
+    # The filtered pass: one customer's chunks (1 % at 100,000 chunks; 40 documents here, so one
+    # document's 50 chunks, 2.5 %), inside both legs: k passages come back, none outside the filter.
+    filtered = result["filtered"]
+    assert filtered["selected_share_of_chunks"] == {"min": 0.025, "max": 0.025}
+    assert filtered["passages_checked"] >= 2 * QUERIES * 10  # k-NN and hybrid return k
+    assert filtered["passages_outside_filter"] == 0
+    assert filtered["short_responses"]["knn"] == filtered["short_responses"]["hybrid"] == 0
+    for mode in ("knn", "bm25", "hybrid"):
+        assert filtered["latency_ms"][mode]["n"] == filtered["paired_unfiltered_latency_ms"][mode]["n"] == QUERIES
+        assert filtered["p95_over_unfiltered"][mode] > 0
+
     # Everything it loaded is gone with its index.
     assert not connect(URL).indices.exists(index=result["index"]["name"])
