@@ -7,6 +7,10 @@ bad filter and a bad token raise the typed error with the API's code and message
 from __future__ import annotations
 
 import asyncio
+import os
+import re
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,7 +24,8 @@ from local.client import LocalStackClient
 from tests.e2e.test_metadata_search import upload_with_metadata
 
 pytestmark = pytest.mark.e2e
-SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = REPO / "samples"
 CUSTOMER = f"acme-{uuid.uuid4().hex[:6]}"
 # Page 3 of lighthouses.pdf is "Fresnel and the Lens"; the bread and the birds say nothing of it.
 QUERY = "Fresnel lens with concentric rings of glass prisms"
@@ -157,3 +162,34 @@ def test_a_token_the_api_refuses_raises_instead_of_returning_nothing(
     with pytest.raises(RagIngestApiError) as raised:
         li.RagIngestRetriever(client.api_url, "not-a-token", k=1).retrieve(QUERY)
     assert raised.value.status == 401
+
+
+@pytest.mark.parametrize("example", ["langchain_rag.py", "llamaindex_rag.py"])
+def test_the_documented_examples_run_against_the_stack(
+    client: LocalStackClient, documents: dict[str, str], example: str
+) -> None:
+    """docs/integrations.md's two applications, as files (tests/unit/test_integrations.py holds
+    the doc to them): offline they print the passages, then the prompt an LLM would get."""
+    env = {
+        **os.environ,
+        "RAG_INGEST_API_URL": client.api_url,
+        "RAG_INGEST_TOKEN": client.token(),
+        "CUSTOMER": CUSTOMER,
+    }
+    env.pop("BEDROCK_MODEL_ID", None)
+    run = subprocess.run(
+        [sys.executable, str(REPO / "examples" / example)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    passages = [re.fullmatch(r"(\d\.\d{4}) (\S+) pp\. (\d+)-(\d+)", line) for line in lines[:3]]
+    assert all(passages), lines[:3]
+    first = passages[0]
+    assert first is not None and first.group(2) == "lighthouses.pdf" and int(first.group(3)) <= 3 <= int(first.group(4))
+    scores = [float(match.group(1)) for match in passages if match]
+    assert scores == sorted(scores, reverse=True)
+    prompt = "\n".join(lines[3:])
+    assert prompt.startswith(("System: Answer from the context only", "Answer from the context only"))
+    assert "In 1822 the French engineer Augustin Fresnel" in prompt
+    assert "Who made the lens that lighthouses use, and when?" in lines[-1]
+    assert "sourdough" not in prompt.lower()  # another customer's document

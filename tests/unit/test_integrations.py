@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pydantic
@@ -234,3 +235,15 @@ def test_a_mode_the_api_does_not_name_is_refused_before_any_call() -> None:
 def test_error_bodies(status: int, raw: bytes, code: str, message: str) -> None:
     error = error_of(status, raw)
     assert (error.status, error.code, error.message) == (status, code, message)
+
+
+def test_the_doc_shows_the_example_applications_as_they_are() -> None:
+    """docs/integrations.md pastes examples/*.py whole; tests/e2e/test_integrations.py runs them."""
+    repo = Path(__file__).resolve().parents[2]
+    doc = (repo / "docs" / "integrations.md").read_text()
+    for example in ("langchain_rag.py", "llamaindex_rag.py"):
+        source = (repo / "examples" / example).read_text()
+        assert f"`examples/{example}`:\n\n```python\n{source}```" in doc, example
+        # About 20 lines of application, the docstring and blank lines aside.
+        code = [line for line in source.split('"""', 2)[2].splitlines() if line.strip()]
+        assert len(code) <= 30, (example, len(code))
