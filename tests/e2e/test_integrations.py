@@ -84,7 +84,8 @@ def test_langchain_returns_what_the_api_returns_with_text_pages_and_metadata(
     assert top.metadata["filename"] == "lighthouses.pdf"
     assert top.metadata["document_id"] == documents["lighthouses.pdf"]
     assert top.metadata["page_start"] <= 3 <= top.metadata["page_end"]
-    assert top.metadata["chunk_id"] == top.id and top.id.startswith(documents["lighthouses.pdf"])
+    assert top.id is not None and top.metadata["chunk_id"] == top.id
+    assert top.id.startswith(documents["lighthouses.pdf"])
     assert {key: top.metadata[key] for key in ("customer", "year", "tags")} == METADATA["lighthouses.pdf"]
     # The filter on user metadata holds: nothing of the other customer's document.
     assert documents["sourdough.pdf"] not in {document.metadata["document_id"] for document in retrieved}
