@@ -133,6 +133,23 @@ class DocumentsTable:
                 return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
+    def scan_records(self, tenant_id: str | None = None) -> Iterator[DocumentRecord]:
+        """Every record, page by page, DELETED ones included: one tenant's by a query on its index
+        partition, else a Scan (the reconciler's, which compares every record with the index)."""
+        kwargs: dict[str, Any] = {}
+        if tenant_id is not None:
+            kwargs = {"IndexName": TENANT_INDEX, "KeyConditionExpression": Key("tenant_id").eq(tenant_id)}
+        while True:
+            try:
+                page = self._table.query(**kwargs) if tenant_id is not None else self._table.scan(**kwargs)
+            except ClientError as exc:
+                raise translate(exc, "read every document") from exc
+            for item in page.get("Items", []):
+                yield DocumentRecord.model_validate(item)
+            if "LastEvaluatedKey" not in page:
+                return
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
     # -- an upload and its workflow --------------------------------------------------------
     def create_awaiting_upload(
         self,
@@ -392,6 +409,27 @@ class DocumentsTable:
                 ":updated_at": record.updated_at,
                 ":failed": DocumentStatus.FAILED.value,
                 ":code": ErrorCode.STUCK.value,
+                ":detail": detail[:2000],
+                ":now": utc_now(),
+            },
+        )
+
+    def mark_source_missing(self, record: DocumentRecord, detail: str) -> None:
+        """READY/FAILED → FAILED(SOURCE_OBJECT_MISSING) (the reconciler found the uploaded version
+        gone), if nothing wrote to the record since it was read."""
+        if record.status not in (DocumentStatus.READY, DocumentStatus.FAILED):
+            raise StaleWriteError(f"document {record.document_id} is {record.status.value}, not READY or FAILED")
+        self._update_as_read(
+            record.document_id,
+            "SET #status = :failed, error_code = :code, error_detail = :detail, updated_at = :now",
+            "#status = :expected_status AND #version = :version AND updated_at = :updated_at",
+            {"#status": "status", "#version": "version"},
+            {
+                ":expected_status": record.status.value,
+                ":version": record.version,
+                ":updated_at": record.updated_at,
+                ":failed": DocumentStatus.FAILED.value,
+                ":code": ErrorCode.SOURCE_OBJECT_MISSING.value,
                 ":detail": detail[:2000],
                 ":now": utc_now(),
             },
