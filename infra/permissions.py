@@ -21,7 +21,6 @@ UPDATE = "dynamodb:UpdateItem"
 DELETE = "dynamodb:DeleteItem"
 QUERY = "dynamodb:Query"
 BATCH_GET = "dynamodb:BatchGetItem"
-SCAN = "dynamodb:Scan"
 
 # Index access is keyed by the GSI's name (infra/constructs/storage.py STATUS_INDEX, TENANT_INDEX,
 # CONTENT_INDEX).
@@ -53,9 +52,10 @@ DOCUMENTS_TABLE: Mapping[str, TableAccess] = MappingProxyType(
         "Redrive": _access(GET, UPDATE, by_status=frozenset({QUERY})),
         # Stuck documents by status, then re-driven or FAILED (STUCK).
         "Reaper": _access(GET, UPDATE, by_status=frozenset({QUERY})),
-        # Every record (a Scan, or one tenant's partition of the tenant index), re-read before each
-        # finding; FAILED (SOURCE_OBJECT_MISSING) and replays are conditional updates.
-        "Reconciler": _access(GET, UPDATE, SCAN, by_tenant=frozenset({QUERY})),
+        # Every record, never a Scan: each status's partition of the status index (one tenant's
+        # partition of the tenant index), re-read before each finding; FAILED
+        # (SOURCE_OBJECT_MISSING) and replays are conditional updates.
+        "Reconciler": _access(GET, UPDATE, by_status=frozenset({QUERY}), by_tenant=frozenset({QUERY})),
         # Every stage records its progress in the document's status record; Parse finds the tenant's
         # earlier READY upload of the same bytes (the stages share one code asset, so one grant).
         **dict.fromkeys(STAGE_FUNCTIONS, _access(GET, UPDATE, by_content=frozenset({QUERY}))),

@@ -134,21 +134,28 @@ class DocumentsTable:
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def scan_records(self, tenant_id: str | None = None) -> Iterator[DocumentRecord]:
-        """Every record, page by page, DELETED ones included: one tenant's by a query on its index
-        partition, else a Scan (the reconciler's, which compares every record with the index)."""
-        kwargs: dict[str, Any] = {}
-        if tenant_id is not None:
-            kwargs = {"IndexName": TENANT_INDEX, "KeyConditionExpression": Key("tenant_id").eq(tenant_id)}
-        while True:
-            try:
-                page = self._table.query(**kwargs) if tenant_id is not None else self._table.scan(**kwargs)
-            except ClientError as exc:
-                raise translate(exc, "read every document") from exc
-            for item in page.get("Items", []):
-                yield DocumentRecord.model_validate(item)
-            if "LastEvaluatedKey" not in page:
-                return
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        """Every record, page by page, DELETED ones included, from the GSIs (eventually consistent:
+        the reconciler re-reads a record before acting on it), never a Scan: one tenant's by a query
+        on its partition of the tenant index, else each status's partition of the status index
+        (every record has a status; both project every attribute)."""
+        statuses: list[DocumentStatus | None] = [None] if tenant_id is not None else list(DocumentStatus)
+        for status in statuses:
+            start: dict[str, Any] = {}
+            while True:
+                try:
+                    if status is None:
+                        key = Key("tenant_id").eq(tenant_id)
+                        page = self._table.query(IndexName=TENANT_INDEX, KeyConditionExpression=key, **start)
+                    else:
+                        key = Key("status").eq(status.value)
+                        page = self._table.query(IndexName=STATUS_INDEX, KeyConditionExpression=key, **start)
+                except ClientError as exc:
+                    raise translate(exc, "read every document") from exc
+                for item in page.get("Items", []):
+                    yield DocumentRecord.model_validate(item)
+                if "LastEvaluatedKey" not in page:
+                    break
+                start = {"ExclusiveStartKey": page["LastEvaluatedKey"]}
 
     # -- an upload and its workflow --------------------------------------------------------
     def create_awaiting_upload(

@@ -70,7 +70,8 @@ class World:
             prefix = artifact_key(document_id, version, EMBEDDINGS_FOLDER)
             for number, start in enumerate(range(0, count, BATCH)):
                 vectors = [[0.2] * DIMENSION] * min(BATCH, count - start)
-                self.s3.put_object(Bucket=self.bucket, Key=embedding_batch_key(prefix, number), Body=json.dumps(vectors))
+                batch_key = embedding_batch_key(prefix, number)
+                self.s3.put_object(Bucket=self.bucket, Key=batch_key, Body=json.dumps(vectors))
         return document_id, key, version
 
     def run(self, **request: Any) -> dict[str, Any]:
@@ -121,9 +122,7 @@ def _by_kind(report: dict[str, Any]) -> dict[tuple[str, str | None], dict[str, A
     return {(f["kind"], f["document_id"]): f for f in report["findings"]}
 
 
-def test_a_damaged_state_is_found_repaired_and_stays_repaired(
-    world: World, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_damaged_state_is_found_repaired_and_stays_repaired(world: World, capsys: pytest.CaptureFixture[str]) -> None:
     healthy, _, _ = world.ready(3)
     # 1. A record deleted: its chunks are orphans, its upload an object with no record.
     lost_record, lost_key, _ = world.ready(2)
