@@ -41,9 +41,11 @@ class ObjectVersions:
 
     def list_versions(self, bucket: str, prefix: str) -> Iterator[StoredObjectVersion]:
         """Every version and delete marker under ``prefix``, one page (up to 1,000) at a time, by key
-        and newest first within a key (ListObjectVersions' order:
-        https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectVersions.html). Each page's
-        versions and markers are merged back into that order (the API returns them in two lists)."""
+        and newest first within a key: "ordered first by key and then by version ... versions are
+        sorted from most to least recent. Both versions with data and delete markers are included"
+        (https://docs.aws.amazon.com/sdkfornet1/latest/apidocs/html/M_Amazon_S3_AmazonS3Client_ListVersions.htm;
+        the API, s3:ListBucketVersions: https://docs.aws.amazon.com/AmazonS3/latest/API/RESTBucketGETVersion.html).
+        Each page's versions and markers are merged back into that order (the response has two lists)."""
         kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
         while True:
             try:

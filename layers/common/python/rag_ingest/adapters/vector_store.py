@@ -372,7 +372,8 @@ class VectorStore:
         """Chunks per (tenant, document, version hash), 1,000 buckets a request: a composite
         aggregation paged by ``after_key``, so no request and no page holds more than 1,000 counts,
         however many chunks there are (the reconciler's view of the index; it never reads a chunk).
-        https://opensearch.org/docs/latest/aggregations/bucket/composite/"""
+        ``after`` retrieves "the composite buckets that are after the last composite buckets returned
+        in a previous round" (https://opensearch-project.github.io/opensearch-net/api/OpenSearch.Client.ICompositeAggregation.html)."""
         sources = [
             {"tenant_id": {"terms": {"field": "tenant_id"}}},
             {"document_id": {"terms": {"field": "document_id"}}},
