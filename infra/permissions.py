@@ -52,6 +52,10 @@ DOCUMENTS_TABLE: Mapping[str, TableAccess] = MappingProxyType(
         "Redrive": _access(GET, UPDATE, by_status=frozenset({QUERY})),
         # Stuck documents by status, then re-driven or FAILED (STUCK).
         "Reaper": _access(GET, UPDATE, by_status=frozenset({QUERY})),
+        # Every record, never a Scan: each status's partition of the status index (one tenant's
+        # partition of the tenant index), re-read before each finding; FAILED
+        # (SOURCE_OBJECT_MISSING) and replays are conditional updates.
+        "Reconciler": _access(GET, UPDATE, by_status=frozenset({QUERY}), by_tenant=frozenset({QUERY})),
         # Every stage records its progress in the document's status record; Parse finds the tenant's
         # earlier READY upload of the same bytes (the stages share one code asset, so one grant).
         **dict.fromkeys(STAGE_FUNCTIONS, _access(GET, UPDATE, by_content=frozenset({QUERY}))),
@@ -99,6 +103,9 @@ OPENSEARCH_ACCESS: Mapping[str, IndexAccess] = MappingProxyType(
         ),
         # Remove older versions' chunks: refresh, find, bulk-delete by id.
         "Finalize": MappingProxyType({"es:ESHttpPost": _FIND_AND_DELETE}),
+        # Chunk counts per document version (a composite aggregation: _search), delete drifted chunks,
+        # re-index a document from its checkpoints (_bulk); HEAD: is there an index at all.
+        "Reconciler": MappingProxyType({"es:ESHttpHead": ("",), "es:ESHttpPost": _FIND_AND_DELETE}),
     }
 )
 
@@ -109,5 +116,6 @@ VECTOR_STORE_CALLS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "Api": ("knn_search", "bm25_search", "delete_document"),
         "Index": ("ensure_index", "write_chunks", "delete_version"),
         "Finalize": ("delete_other_versions",),
+        "Reconciler": ("indexed_versions", "delete_chunks", "write_chunks"),
     }
 )

@@ -32,6 +32,7 @@ from rag_ingest.core.config import (
     IndexParamsEnv,
     IntakeEnv,
     ReaperEnv,
+    ReconcilerEnv,
     RedriveEnv,
     SearchEnv,
     StagesEnv,
@@ -51,6 +52,7 @@ from rag_ingest.ingest.ocr import OcrEngine
 from rag_ingest.ingest.ocr_local import local_engine
 from rag_ingest.ingest.pipeline import Pipeline, StageDependencies
 from rag_ingest.operations.reaper import Reaper, ReaperSettings
+from rag_ingest.operations.reconciler import Reconciler, ReconcilerSettings
 from rag_ingest.operations.redrive import DeadLetterRedrive, Recovery
 from rag_ingest.operations.replay import FailedDocumentReplay, Replayer
 from rag_ingest.retrieval.search import SearchService
@@ -271,4 +273,27 @@ def recovery_for(
             queues=Queues(clients.client("sqs")), documents=documents, dlq_url=dlq_url, queue_url=queue_url
         ),
         replay=FailedDocumentReplay(documents=documents, replayer=replayer),
+    )
+
+
+def build_reconciler(env: ReconcilerEnv) -> Reconciler:
+    """The reconciler: the documents table, the bucket's versions and artifacts, the chunk index;
+    a re-index without checkpoints replays the document (a new execution)."""
+    documents = documents_table(env.documents_table)
+    s3 = aws.client("s3")
+    return Reconciler(
+        documents=documents,
+        objects=ObjectVersions(s3),
+        checkpoints=ObjectStore(s3),
+        index=vector_store_for(env.opensearch_endpoint, env.opensearch_index, env.embedding_dimension),
+        replayer=Replayer(documents, WorkflowStarter(env.state_machine_arn)),
+        settings=ReconcilerSettings(
+            bucket=env.bucket_name,
+            raw_prefix=env.raw_prefix,
+            artifacts_prefix=env.artifacts_prefix,
+            stuck_after_seconds=env.stuck_after_seconds,
+            expire_uploads_after_seconds=max(60, env.upload_url_expiry_seconds + env.upload_grace_seconds),
+            object_grace_seconds=env.object_grace_seconds,
+        ),
+        repair_by_default=env.repair,
     )

@@ -133,6 +133,30 @@ class DocumentsTable:
                 return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
+    def scan_records(self, tenant_id: str | None = None) -> Iterator[DocumentRecord]:
+        """Every record, page by page, DELETED ones included, from the GSIs (eventually consistent:
+        the reconciler re-reads a record before acting on it), never a Scan: one tenant's by a query
+        on its partition of the tenant index, else each status's partition of the status index
+        (every record has a status; both project every attribute)."""
+        statuses: list[DocumentStatus | None] = [None] if tenant_id is not None else list(DocumentStatus)
+        for status in statuses:
+            start: dict[str, Any] = {}
+            while True:
+                try:
+                    if status is None:
+                        key = Key("tenant_id").eq(tenant_id)
+                        page = self._table.query(IndexName=TENANT_INDEX, KeyConditionExpression=key, **start)
+                    else:
+                        key = Key("status").eq(status.value)
+                        page = self._table.query(IndexName=STATUS_INDEX, KeyConditionExpression=key, **start)
+                except ClientError as exc:
+                    raise translate(exc, "read every document") from exc
+                for item in page.get("Items", []):
+                    yield DocumentRecord.model_validate(item)
+                if "LastEvaluatedKey" not in page:
+                    break
+                start = {"ExclusiveStartKey": page["LastEvaluatedKey"]}
+
     # -- an upload and its workflow --------------------------------------------------------
     def create_awaiting_upload(
         self,
@@ -392,6 +416,27 @@ class DocumentsTable:
                 ":updated_at": record.updated_at,
                 ":failed": DocumentStatus.FAILED.value,
                 ":code": ErrorCode.STUCK.value,
+                ":detail": detail[:2000],
+                ":now": utc_now(),
+            },
+        )
+
+    def mark_source_missing(self, record: DocumentRecord, detail: str) -> None:
+        """READY/FAILED → FAILED(SOURCE_OBJECT_MISSING) (the reconciler found the uploaded version
+        gone), if nothing wrote to the record since it was read."""
+        if record.status not in (DocumentStatus.READY, DocumentStatus.FAILED):
+            raise StaleWriteError(f"document {record.document_id} is {record.status.value}, not READY or FAILED")
+        self._update_as_read(
+            record.document_id,
+            "SET #status = :failed, error_code = :code, error_detail = :detail, updated_at = :now",
+            "#status = :expected_status AND #version = :version AND updated_at = :updated_at",
+            {"#status": "status", "#version": "version"},
+            {
+                ":expected_status": record.status.value,
+                ":version": record.version,
+                ":updated_at": record.updated_at,
+                ":failed": DocumentStatus.FAILED.value,
+                ":code": ErrorCode.SOURCE_OBJECT_MISSING.value,
                 ":detail": detail[:2000],
                 ":now": utc_now(),
             },

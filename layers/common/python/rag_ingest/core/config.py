@@ -250,6 +250,19 @@ class ReaperEnv(WorkflowEnv):
     event_bus_name: str = Field(default="default", min_length=1)
 
 
+class ReconcilerEnv(WorkflowEnv, BucketEnv, ChunkIndexEnv):
+    """The reconciler (rag_ingest.operations.reconciler): the table, the bucket's uploads and the
+    index compared; the reaper's deadlines (it reports documents past them); whether it repairs."""
+
+    raw_prefix: str = RAW_PREFIX
+    stuck_after_seconds: int = Field(ge=60)
+    upload_url_expiry_seconds: int = Field(gt=0, le=3600)
+    upload_grace_seconds: int = Field(ge=0)
+    object_grace_seconds: int = Field(default=900, ge=0, le=86_400)
+    # The scheduled run repairs what is safe (infra: reconciler.repair); a manual invocation may say otherwise.
+    repair: bool = False
+
+
 class LiveAuthorizerEnv(EnvModel):
     """The WebSocket API's ``$connect`` authorizer: ID tokens of this issuer for this app client."""
 

@@ -35,6 +35,9 @@ class ErrorCode(StrEnum):
     TIMEOUT = "TIMEOUT"
     STUCK = "STUCK"
     SUPERSEDED = "SUPERSEDED"
+    # The reconciler found the record's uploaded object version gone from the bucket (deleted
+    # outside the API): nothing can re-read it, so the document is FAILED for good.
+    SOURCE_OBJECT_MISSING = "SOURCE_OBJECT_MISSING"
     INTERNAL_ERROR = "INTERNAL_ERROR"
 
 
@@ -131,5 +134,6 @@ ERROR_SENTENCES: dict[ErrorCode, str] = {
     ErrorCode.TIMEOUT: "Processing took too long and was stopped.",
     ErrorCode.STUCK: "Processing stalled and was stopped.",
     ErrorCode.SUPERSEDED: "A newer upload of this document replaced this one.",
+    ErrorCode.SOURCE_OBJECT_MISSING: "The uploaded file was removed from storage after it was processed.",
     ErrorCode.INTERNAL_ERROR: "An unexpected error stopped processing.",
 }

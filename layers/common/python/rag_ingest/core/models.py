@@ -333,6 +333,8 @@ class DocumentRecord(BaseModel):
     # The lane the workflow runs the document in; set by Parse once the page count is known.
     lane: Lane | None = None
     chunk_count: int | None = None
+    # Chunks the Index stage wrote for this version (the reconciler compares the index with it).
+    indexed_count: int | None = None
     size_bytes: int | None = None
     timings_ms: dict[str, int] = Field(default_factory=dict)
     execution_arn: str | None = None
@@ -424,6 +426,28 @@ class QueueResult:
                 return cls(QueueOutcome.RESUME, current)
             return cls(QueueOutcome.DUPLICATE, current, f"version already {current.status.value}")
         return cls(QueueOutcome.REJECTED, current, "a newer version is already current")
+
+
+@dataclass(frozen=True)
+class StoredObjectVersion:
+    """One entry of a versioned bucket's listing (S3 ListObjectVersions): a version or a delete marker."""
+
+    key: str
+    version_id: str
+    etag: str | None
+    is_latest: bool
+    is_delete_marker: bool
+    last_modified: str  # ISO 8601, UTC
+
+
+@dataclass(frozen=True)
+class IndexedVersion:
+    """How many chunks the index holds for one (tenant, document, version hash)."""
+
+    tenant_id: str
+    document_id: str
+    version_hash: str
+    chunks: int
 
 
 # -- search ---------------------------------------------------------------------------------------

@@ -26,12 +26,14 @@ from rag_ingest.core.models import (
     DocumentRecord,
     DocumentStatus,
     ExecutionState,
+    IndexedVersion,
     ObjectRef,
     QueueMessage,
     QueueResult,
     ReplayedDocument,
     SearchHit,
     Stage,
+    StoredObjectVersion,
 )
 
 
@@ -119,6 +121,16 @@ class ReaperDocuments(DocumentsByStatus, Protocol):
     def mark_expired(self, record: DocumentRecord, detail: str) -> None: ...
 
 
+class ReconcilerDocuments(DocumentReader, Protocol):
+    def scan_records(self, tenant_id: str | None = None) -> Iterator[DocumentRecord]:
+        """Every record (of one tenant: its index partition), page by page, DELETED ones included."""
+        ...
+
+    def mark_source_missing(self, record: DocumentRecord, detail: str) -> None:
+        """READY/FAILED → FAILED(SOURCE_OBJECT_MISSING), if nothing wrote to the record since it was read."""
+        ...
+
+
 class DeletionDocuments(DocumentReader, Protocol):
     def mark_deleting(self, document_id: str, tenant_id: str) -> DocumentRecord | None: ...
 
@@ -147,6 +159,20 @@ class ObjectEraser(Protocol):
     def delete_all(self, bucket: str, prefix: str, *, exact_key: str | None = None) -> int:
         """Delete every version under ``prefix`` (only of ``exact_key`` when given); returns how many."""
         ...
+
+
+class ObjectVersionLister(Protocol):
+    def list_versions(self, bucket: str, prefix: str) -> Iterator[StoredObjectVersion]:
+        """Every version and delete marker under ``prefix``, page by page, by key (newest first within a key)."""
+        ...
+
+
+class Checkpoints(Protocol):
+    """A version's stage artifacts, read back (the reconciler re-indexes from them)."""
+
+    def get_json(self, bucket: str, key: str) -> Any: ...
+
+    def exists(self, bucket: str, key: str) -> bool: ...
 
 
 class UploadPresigner(Protocol):
@@ -213,6 +239,18 @@ class ChunkIndex(Protocol):
 
 class ChunkEraser(Protocol):
     def delete_document(self, document_id: str) -> int: ...
+
+
+class IndexAudit(ChunkIndex, Protocol):
+    """What the reconciler reads from and repairs in the index."""
+
+    def indexed_versions(self, tenant_id: str | None = None) -> Iterator[IndexedVersion]:
+        """Chunks per (tenant, document, version hash), paged (a composite aggregation): never the chunks."""
+        ...
+
+    def delete_chunks(self, document_id: str, version_hash: str | None = None, *, from_index: int = 0) -> int:
+        """Delete the document's chunks (of one version hash; from chunk ``from_index`` on); returns how many."""
+        ...
 
 
 class PassageRetriever(Protocol):
