@@ -90,7 +90,8 @@ _FIND_AND_DELETE = ("_bulk", "_refresh", "_search")
 
 OPENSEARCH_ACCESS: Mapping[str, IndexAccess] = MappingProxyType(
     {
-        # POST /search (_search); DELETE /documents/{id}: exists (HEAD), refresh, find, bulk-delete by id.
+        # POST /search (_search); DELETE /documents/{id}: exists (HEAD), refresh, find, bulk-delete by id;
+        # PATCH /documents/{id}: bulk-write the chunks again, refresh.
         "Api": MappingProxyType({"es:ESHttpHead": ("",), "es:ESHttpPost": _FIND_AND_DELETE}),
         # Create the index if missing (HEAD, PUT), or add a field to its mapping (PUT _mapping);
         # bulk-write chunks; a superseded run withdraws its own.
@@ -106,8 +107,10 @@ OPENSEARCH_ACCESS: Mapping[str, IndexAccess] = MappingProxyType(
 # replays them against a real OpenSearch and checks every request against OPENSEARCH_ACCESS).
 VECTOR_STORE_CALLS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
-        "Api": ("knn_search", "bm25_search", "delete_document"),
+        # PATCH /documents/{id} rewrites a READY document's chunks (bulk, refresh) and withdraws them
+        # when a newer version took over meanwhile; Finalize does the same after a PATCH during the run.
+        "Api": ("knn_search", "bm25_search", "delete_document", "write_chunks", "delete_version"),
         "Index": ("ensure_index", "write_chunks", "delete_version"),
-        "Finalize": ("delete_other_versions",),
+        "Finalize": ("delete_other_versions", "write_chunks", "delete_version"),
     }
 )
