@@ -98,8 +98,11 @@ OPENSEARCH_ACCESS: Mapping[str, IndexAccess] = MappingProxyType(
         "Index": MappingProxyType(
             {"es:ESHttpHead": ("",), "es:ESHttpPut": ("", "_mapping"), "es:ESHttpPost": _FIND_AND_DELETE}
         ),
-        # Remove older versions' chunks: refresh, find, bulk-delete by id.
+        # Remove older versions' chunks: refresh, find, bulk-delete by id; rewrite a PATCHed document's.
         "Finalize": MappingProxyType({"es:ESHttpPost": _FIND_AND_DELETE}),
+        # An S3 sidecar arriving for a READY document: bulk-write its chunks again, refresh; withdraw
+        # them (find, bulk-delete) when a newer version took over meanwhile.
+        "Intake": MappingProxyType({"es:ESHttpPost": _FIND_AND_DELETE}),
     }
 )
 
@@ -112,5 +115,6 @@ VECTOR_STORE_CALLS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "Api": ("knn_search", "bm25_search", "delete_document", "write_chunks", "delete_version"),
         "Index": ("ensure_index", "write_chunks", "delete_version"),
         "Finalize": ("delete_other_versions", "write_chunks", "delete_version"),
+        "Intake": ("write_chunks", "delete_version"),
     }
 )

@@ -143,7 +143,23 @@ def build_pipeline(env: StagesEnv) -> Pipeline:
 
 
 def build_intake(env: IntakeEnv) -> IntakeService:
-    return IntakeService(documents_table(env.documents_table), WorkflowStarter(env.state_machine_arn))
+    documents = documents_table(env.documents_table)
+    objects = ObjectStore()
+    endpoint, index, dimension = env.opensearch_endpoint, env.opensearch_index, env.embedding_dimension
+    vector_store = cache(lambda: vector_store_for(endpoint, index, dimension))
+    return IntakeService(
+        documents,
+        WorkflowStarter(env.state_machine_arn),
+        sidecars=objects,
+        # An S3 sidecar arriving after its document is READY rewrites the chunks as PATCH does.
+        refresher=ChunkRefresher(
+            documents=documents,
+            objects=objects,
+            vector_store=vector_store,
+            bucket=env.bucket_name,
+            artifacts_prefix=env.artifacts_prefix,
+        ),
+    )
 
 
 @dataclass(frozen=True)

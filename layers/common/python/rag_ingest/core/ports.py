@@ -72,8 +72,13 @@ class PipelineDocuments(DocumentReader, Protocol):
     def mark_failed(self, document_id: str, version: str, code: ErrorCode, detail: str) -> None: ...
 
 
-class IntakeDocuments(Protocol):
-    """An uploaded version becomes QUEUED (or is explained away), then names its execution."""
+class IntakeDocuments(DocumentReader, Protocol):
+    """An uploaded version becomes QUEUED (or is explained away), then names its execution; an S3
+    sidecar's metadata lands on the record (``update_fields``), a bad one fails the version."""
+
+    def update_fields(self, record: DocumentRecord, fields: Mapping[str, Any]) -> DocumentRecord: ...
+
+    def mark_failed(self, document_id: str, version: str, code: ErrorCode, detail: str) -> None: ...
 
     def mark_queued(
         self, *, document_id: str, tenant_id: str, ref: ObjectRef, event_time: str, size_bytes: int | None
@@ -146,6 +151,12 @@ class StageObjects(Protocol):
     def get_json(self, bucket: str, key: str) -> Any: ...
 
     def exists(self, bucket: str, key: str) -> bool: ...
+
+
+class SidecarObjects(Protocol):
+    def read_current(self, bucket: str, key: str, max_bytes: int) -> bytes | None:
+        """The current version of ``key`` (at most ``max_bytes`` + 1 bytes of it), None when there is none."""
+        ...
 
 
 class ObjectEraser(Protocol):
