@@ -17,7 +17,7 @@ from infra.config import RagIngestConfig
 from infra.constructs.function import FunctionFactory
 from infra.constructs.search import Search
 from infra.constructs.storage import Storage
-from infra.nag import acknowledge
+from infra.nag import acknowledge, arn_ref
 
 # AWS's guidance for SQS event sources: visibility timeout at least 6x the function timeout plus
 # the batching window, so a message is not redelivered while a throttled or retried batch (or one
@@ -112,6 +112,13 @@ class Intake(Construct):
                 actions=["s3:GetObject"],
                 resources=[storage.bucket.arn_for_objects(f"{prefix}*") for prefix in (RAW_PREFIX, ARTIFACTS_PREFIX)],
             )
+        )
+        acknowledge(
+            self.function.role,
+            "AwsSolutions-IAM5",
+            "Resource-scoped: reads objects under raw/ (sidecars) and artifacts/ of the one bucket.",
+            f"Resource::{arn_ref(storage.bucket)}/{RAW_PREFIX}*",
+            f"Resource::{arn_ref(storage.bucket)}/{ARTIFACTS_PREFIX}*",
         )
 
         storage.bucket.add_event_notification(
