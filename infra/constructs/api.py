@@ -64,6 +64,7 @@ def user_pool_domain_base(config: RagIngestConfig) -> str:
     base = re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "", base)).strip("-")[:40].rstrip("-")
     return base or "rag-ingest"
 
+
 # HTTP APIs support a subset of $context variables (no $context.identity.caller etc.).
 _ACCESS_LOG_FORMAT = {
     "requestId": "$context.requestId",
@@ -150,6 +151,15 @@ class Api(Construct):
         search.grant_index_access(role, "Api")
         # POST /search embeds the query with the configured model.
         search.grant_embedding(role)
+        # POST /search's optional rerank stage calls Bedrock's Rerank with the configured model.
+        search.grant_rerank(role)
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5",
+            "bedrock:Rerank has no resource-level permissions (IAM requires '*'); the model it may use is "
+            "scoped by bedrock:InvokeModel on its one foundation-model ARN.",
+            "Resource::*",
+        )
         self._grant_page_routes(role, storage, state_machine)
         acknowledge(
             role,
