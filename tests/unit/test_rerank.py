@@ -119,8 +119,14 @@ def test_the_depth_is_the_candidates_or_k_when_larger_within_bounds() -> None:
 def test_search_with_a_reranker_scores_the_first_stages_top_candidates_only() -> None:
     store = Ranked(80)
     reranker = ReversingReranker()
-    hits = search_passages(  # type: ignore[arg-type]
-        store, CountingEmbedder(), tenant_id="t", query="q", k=5, reranker=reranker, rerank_candidates=30
+    hits = search_passages(
+        store,  # type: ignore[arg-type]
+        CountingEmbedder(),
+        tenant_id="t",
+        query="q",
+        k=5,
+        reranker=reranker,
+        rerank_candidates=30,
     )
     [(_, texts, top_n)] = reranker.calls
     # 30 candidates (the first stage asked each leg for 60), the 5 best by the reranker.
