@@ -81,7 +81,7 @@ demo: stack-up
 
 lint: install
 	.venv/bin/ruff check .
-	.venv/bin/mypy app.py infra local functions layers/common/python/rag_ingest bench eval tools
+	.venv/bin/mypy app.py infra local functions layers/common/python/rag_ingest bench eval tools examples
 
 # docs/openapi.json from the API function's routes (tests/unit/test_api_handler.py fails when it is stale).
 .PHONY: openapi

@@ -110,6 +110,8 @@ class FunctionsConfig(_Model):
     intake: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=30)
     redrive: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=300)
     reaper: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=300)
+    # Pages through the whole table, the uploads' versions and the index's counts: Lambda's longest timeout.
+    reconciler: FunctionSettings = FunctionSettings(memory_mb=512, timeout_seconds=900)
     # Webhooks: the fan-out reads a tenant's endpoints and enqueues; the delivery POSTs a batch in
     # parallel, each with webhooks.timeoutSeconds (so its timeout must be longer).
     webhook_fan_out: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=30)
@@ -413,6 +415,18 @@ class ReaperConfig(_Model):
     upload_grace_minutes: int = Field(default=60, ge=0, le=1440)
 
 
+class ReconcilerConfig(_Model):
+    """The reconciler (docs/operations.md#the-reconciler): how often it compares the table, the
+    uploads and the index, whether the scheduled run repairs, and when an object is old enough."""
+
+    # An EventBridge rate in hours (1 to 7 days): each run reads every record, listing and count.
+    schedule_hours: int = Field(default=6, ge=1, le=168)
+    # The scheduled run repairs what is safe (every repair idempotent); false: it only reports.
+    repair: bool = True
+    # An upload younger than this may still be on its way to intake: not yet "an object with no record".
+    object_grace_minutes: int = Field(default=15, ge=0, le=1440)
+
+
 class WebhooksConfig(_Model):
     """Signed webhooks (docs/webhooks.md): how long a delivery is retried, each attempt's timeout."""
 
@@ -478,6 +492,7 @@ class RagIngestConfig(_Model):
     auth: AuthConfig = AuthConfig()
     monitoring: MonitoringConfig = MonitoringConfig()
     reaper: ReaperConfig = ReaperConfig()
+    reconciler: ReconcilerConfig = ReconcilerConfig()
     webhooks: WebhooksConfig = WebhooksConfig()
     hosting: HostingConfig = HostingConfig()
     live: LiveConfig = LiveConfig()

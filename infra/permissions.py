@@ -52,6 +52,10 @@ DOCUMENTS_TABLE: Mapping[str, TableAccess] = MappingProxyType(
         "Redrive": _access(GET, UPDATE, by_status=frozenset({QUERY})),
         # Stuck documents by status, then re-driven or FAILED (STUCK).
         "Reaper": _access(GET, UPDATE, by_status=frozenset({QUERY})),
+        # Every record, never a Scan: each status's partition of the status index (one tenant's
+        # partition of the tenant index), re-read before each finding; FAILED
+        # (SOURCE_OBJECT_MISSING) and replays are conditional updates.
+        "Reconciler": _access(GET, UPDATE, by_status=frozenset({QUERY}), by_tenant=frozenset({QUERY})),
         # Every stage records its progress in the document's status record; Parse finds the tenant's
         # earlier READY upload of the same bytes (the stages share one code asset, so one grant).
         **dict.fromkeys(STAGE_FUNCTIONS, _access(GET, UPDATE, by_content=frozenset({QUERY}))),
@@ -90,15 +94,22 @@ _FIND_AND_DELETE = ("_bulk", "_refresh", "_search")
 
 OPENSEARCH_ACCESS: Mapping[str, IndexAccess] = MappingProxyType(
     {
-        # POST /search (_search); DELETE /documents/{id}: exists (HEAD), refresh, find, bulk-delete by id.
+        # POST /search (_search); DELETE /documents/{id}: exists (HEAD), refresh, find, bulk-delete by id;
+        # PATCH /documents/{id}: bulk-write the chunks again, refresh.
         "Api": MappingProxyType({"es:ESHttpHead": ("",), "es:ESHttpPost": _FIND_AND_DELETE}),
         # Create the index if missing (HEAD, PUT), or add a field to its mapping (PUT _mapping);
         # bulk-write chunks; a superseded run withdraws its own.
         "Index": MappingProxyType(
             {"es:ESHttpHead": ("",), "es:ESHttpPut": ("", "_mapping"), "es:ESHttpPost": _FIND_AND_DELETE}
         ),
-        # Remove older versions' chunks: refresh, find, bulk-delete by id.
+        # Remove older versions' chunks: refresh, find, bulk-delete by id; rewrite a PATCHed document's.
         "Finalize": MappingProxyType({"es:ESHttpPost": _FIND_AND_DELETE}),
+        # Chunk counts per document version (a composite aggregation: _search), delete drifted chunks,
+        # re-index a document from its checkpoints (_bulk); HEAD: is there an index at all.
+        "Reconciler": MappingProxyType({"es:ESHttpHead": ("",), "es:ESHttpPost": _FIND_AND_DELETE}),
+        # An S3 sidecar arriving for a READY document: bulk-write its chunks again, refresh; withdraw
+        # them (find, bulk-delete) when a newer version took over meanwhile.
+        "Intake": MappingProxyType({"es:ESHttpPost": _FIND_AND_DELETE}),
     }
 )
 
@@ -106,8 +117,12 @@ OPENSEARCH_ACCESS: Mapping[str, IndexAccess] = MappingProxyType(
 # replays them against a real OpenSearch and checks every request against OPENSEARCH_ACCESS).
 VECTOR_STORE_CALLS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
-        "Api": ("knn_search", "bm25_search", "delete_document"),
+        # PATCH /documents/{id} rewrites a READY document's chunks (bulk, refresh) and withdraws them
+        # when a newer version took over meanwhile; Finalize does the same after a PATCH during the run.
+        "Api": ("knn_search", "bm25_search", "delete_document", "write_chunks", "delete_version"),
         "Index": ("ensure_index", "write_chunks", "delete_version"),
-        "Finalize": ("delete_other_versions",),
+        "Finalize": ("delete_other_versions", "write_chunks", "delete_version"),
+        "Reconciler": ("indexed_versions", "delete_chunks", "write_chunks"),
+        "Intake": ("write_chunks", "delete_version"),
     }
 )

@@ -15,6 +15,7 @@ from infra.constructs.layer import SharedLayer
 from infra.constructs.live_status import LiveStatus
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.operations import Operations
+from infra.constructs.reconciler import Reconciler
 from infra.constructs.search import Search
 from infra.constructs.storage import Storage
 from infra.constructs.web_hosting import WebHosting
@@ -51,6 +52,7 @@ class RagIngestStack(Stack):
             factory=factory,
             storage=self.storage,
             state_machine=self.workflow.state_machine,
+            search=self.search,
         )
         # The page's distribution first: its URL is a CORS origin of the API and of the documents
         # bucket (browser uploads) and the app client's callback URL.
@@ -85,6 +87,16 @@ class RagIngestStack(Stack):
             dead_letter_queue=self.intake.dead_letter_queue,
             state_machine=self.workflow.state_machine,
         )
+        # Records, uploads and the index compared on a schedule (drift repaired, counted, alarmed).
+        self.reconciler = Reconciler(
+            self,
+            "Reconciler",
+            config=config,
+            factory=factory,
+            storage=self.storage,
+            search=self.search,
+            state_machine=self.workflow.state_machine,
+        )
         # Signed webhooks: the pipeline's document events, fanned out to the tenants' endpoints.
         self.webhooks = Webhooks(
             self,
@@ -106,6 +118,7 @@ class RagIngestStack(Stack):
                 "Intake": self.intake.function,
                 "Redrive": self.operations.redrive_function,
                 "Reaper": self.operations.reaper_function,
+                "Reconciler": self.reconciler.function,
                 **self.workflow.functions,
                 **self.webhooks.functions,
             },
@@ -115,6 +128,7 @@ class RagIngestStack(Stack):
         self.search.alarm_to(self.monitoring.topic)
         self.live.alarm_to(self.monitoring.topic)
         self.webhooks.alarm_to(self.monitoring.topic)
+        self.reconciler.alarm_to(self.monitoring.topic)
 
     def _publish_page(self, config: RagIngestConfig) -> None:
         """The page's config.json, and the origins its Content-Security-Policy lets it connect to."""

@@ -107,9 +107,10 @@ class LayerBuildError(RuntimeError):
 
 
 # Parts of the domain package no function loads: the command line runs on people's machines
-# (pip install -e . gives it the rag-ingest script), never in Lambda. Left out of the layer and of
-# its source hash, so a CLI change neither rebuilds the layer nor changes the functions' asset.
-NOT_IN_LAYER = ("cli",)
+# (pip install -e . gives it the rag-ingest script), and the LangChain and LlamaIndex retrievers in
+# the applications that use them (docs/integrations.md), never in Lambda. Left out of the layer and
+# of its source hash, so a change to either neither rebuilds the layer nor changes the functions' asset.
+NOT_IN_LAYER = ("cli", "integrations")
 
 
 def _iter_source_files(root: Path) -> Iterator[Path]:

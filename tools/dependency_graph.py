@@ -38,6 +38,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "wiring": _CAPABILITIES | {"adapters"},
     # The command line runs on people's machines (it is not in the Lambda layer).
     "cli": _CAPABILITIES | {"adapters", "wiring"},
+    # The LangChain and LlamaIndex retrievers run in applications (not in the Lambda layer either) and
+    # reach the service over its HTTP API only.
+    "integrations": frozenset(),
 }
 # Third-party clients only the adapters may import (the bedrock embedder reads botocore's exceptions
 # off the client it is given).

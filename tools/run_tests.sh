@@ -7,7 +7,7 @@ PY=.venv/bin/python
 
 echo "== lint (ruff, mypy)"
 .venv/bin/ruff check .
-.venv/bin/mypy app.py infra local functions layers/common/python/rag_ingest bench eval tools
+.venv/bin/mypy app.py infra local functions layers/common/python/rag_ingest bench eval tools examples
 
 started_opensearch=""
 if [[ -z "${OPENSEARCH_URL:-}" ]]; then

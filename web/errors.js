@@ -18,6 +18,7 @@ export const ERROR_SENTENCES = Object.freeze({
   TIMEOUT: "Processing took too long and was stopped.",
   STUCK: "Processing stalled and was stopped.",
   SUPERSEDED: "A newer upload of this document replaced this one.",
+  SOURCE_OBJECT_MISSING: "The uploaded file was removed from storage after it was processed.",
   INTERNAL_ERROR: "An unexpected error stopped processing.",
 });
 

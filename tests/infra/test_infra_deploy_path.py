@@ -290,11 +290,14 @@ def test_the_built_layer_holds_no_dropped_distribution(synth: SynthResult) -> No
     assert layer_size_bytes() < 100_000_000
 
 
-def test_the_layer_holds_the_domain_package_but_no_cli(synth: SynthResult) -> None:
-    from tools.build_layer import PACKAGE_SRC, SITE_DIR
+def test_the_layer_holds_the_domain_package_but_no_cli_and_no_retrievers(synth: SynthResult) -> None:
+    """The CLI and the LangChain/LlamaIndex retrievers run outside Lambda: the layer leaves them out."""
+    from tools.build_layer import NOT_IN_LAYER, PACKAGE_SRC, SITE_DIR
 
+    assert set(NOT_IN_LAYER) == {"cli", "integrations"}
     layered = {path.relative_to(SITE_DIR / "rag_ingest").as_posix() for path in (SITE_DIR / "rag_ingest").rglob("*.py")}
     source = {path.relative_to(PACKAGE_SRC).as_posix() for path in PACKAGE_SRC.rglob("*.py")}
-    cli = {name for name in source if name.startswith("cli/")}
-    assert cli and not {name for name in layered if name.startswith("cli/")}
-    assert layered == source - cli
+    left_out = {name for name in source if name.startswith(("cli/", "integrations/"))}
+    assert {"cli/main.py", "integrations/langchain.py", "integrations/llamaindex.py"} <= left_out
+    assert not {name for name in layered if name.startswith(("cli/", "integrations/"))}
+    assert layered == source - left_out

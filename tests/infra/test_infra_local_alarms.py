@@ -55,4 +55,5 @@ def test_the_queue_function_and_emf_alarms_are_evaluated(synth: SynthResult) -> 
         "Monitoring/IntakeErrorsAlarm",
         "Monitoring/ParseErrorRateAlarm",  # metric math
         "Monitoring/ParseThrottlesAlarm",
+        "Reconciler/ReconcilerDriftAlarm",  # Metrics Insights over the reconciler's EMF
     } <= evaluated

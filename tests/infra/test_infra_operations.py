@@ -23,12 +23,13 @@ FUNCTIONS = {
     "Intake": "Intake/IntakeFunction",
     "Redrive": "Operations/RedriveFunction",
     "Reaper": "Operations/ReaperFunction",
+    "Reconciler": "Reconciler/ReconcilerFunction",
     **{name: f"Workflow/{name}Function" for name in [*STAGES, "MarkFailed"]},
     "WebhookFanOut": "Webhooks/WebhookFanOutFunction",
     "WebhookDelivery": "Webhooks/WebhookDeliveryFunction",
 }
 # Errors of these are real incidents at once; a stage's errors include bad files (Catch → MarkFailed).
-ERRORS_ALARMED = ["Api", "Intake", "Redrive", "Reaper", "MarkFailed", "WebhookFanOut", "WebhookDelivery"]
+ERRORS_ALARMED = ["Api", "Intake", "Redrive", "Reaper", "Reconciler", "MarkFailed", "WebhookFanOut", "WebhookDelivery"]
 SYSTEM_CODES = {"INTERNAL_ERROR", "TRANSIENT_RETRIES_EXHAUSTED", "TIMEOUT", "STUCK"}
 XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 
@@ -62,6 +63,8 @@ def test_the_alarm_set_is_exactly_the_documented_one(synth: SynthResult) -> None
         "SystemFailuresAlarm",
         "ExecutionsTimedOutAlarm",
         "DocumentsReapedAlarm",
+        # The reconciler's (infra/constructs/reconciler.py, test_infra_reconciler.py).
+        "ReconcilerDriftAlarm",
         *(f"{name}ErrorsAlarm" for name in ERRORS_ALARMED),
         *(f"{name}ErrorRateAlarm" for name in STAGES),
         *(f"{name}ThrottlesAlarm" for name in FUNCTIONS),
@@ -202,11 +205,15 @@ def test_dashboard_shows_queues_stages_failures_and_ready(synth: SynthResult) ->
 
 def test_reaper_runs_on_its_schedule_with_the_configured_deadline(synth: SynthResult) -> None:
     reaper = synth.config.reaper
-    (rule,) = [r for r in synth.of_type("AWS::Events::Rule").values() if "ScheduleExpression" in r["Properties"]]
+    reaper_arn = {"Fn::GetAtt": [synth.logical_id("Operations/ReaperFunction"), "Arn"]}
+    (rule,) = [
+        r
+        for r in synth.of_type("AWS::Events::Rule").values()
+        if "ScheduleExpression" in r["Properties"] and r["Properties"]["Targets"][0]["Arn"] == reaper_arn
+    ]
     props = rule["Properties"]
     assert props["ScheduleExpression"] == f"rate({reaper.schedule_minutes} minutes)"
-    [target] = props["Targets"]
-    assert target["Arn"] == {"Fn::GetAtt": [synth.logical_id("Operations/ReaperFunction"), "Arn"]}
+    assert len(props["Targets"]) == 1
     env = synth.resource("Operations/ReaperFunction")["Properties"]["Environment"]["Variables"]
     assert env["STUCK_AFTER_SECONDS"] == str(reaper.stuck_after_minutes * 60)
     assert env["MAX_REDRIVES"] == str(reaper.max_redrives)

@@ -25,11 +25,13 @@ from rag_ingest.core.models import (
     DocumentRecord,
     DocumentStatus,
     ExecutionState,
+    IndexedVersion,
     ObjectRef,
     QueueOutcome,
     QueueResult,
     SearchHit,
     Stage,
+    StoredObjectVersion,
     awaiting_upload_item,
     content_key,
     embed_cache_part,
@@ -96,6 +98,11 @@ class InMemoryDocuments:
             if not both and updated_after is not None and not updated > updated_after:
                 continue
             yield DocumentRecord.model_validate(copy.deepcopy(item))
+
+    def scan_records(self, tenant_id: str | None = None) -> Iterator[DocumentRecord]:
+        for item in list(self.items.values()):
+            if tenant_id is None or item["tenant_id"] == tenant_id:
+                yield DocumentRecord.model_validate(copy.deepcopy(item))
 
     # -- an upload and its workflow --------------------------------------------------------------
     def create_awaiting_upload(
@@ -249,6 +256,17 @@ class InMemoryDocuments:
             updated_at=self._clock(),
         )
 
+    def mark_source_missing(self, record: DocumentRecord, detail: str) -> None:
+        if record.status not in (DocumentStatus.READY, DocumentStatus.FAILED):
+            raise StaleWriteError(f"document {record.document_id} is {record.status.value}, not READY or FAILED")
+        item = self._as_read(record, check_version=True)
+        item.update(
+            status=DocumentStatus.FAILED.value,
+            error_code=ErrorCode.SOURCE_OBJECT_MISSING.value,
+            error_detail=detail[:2000],
+            updated_at=self._clock(),
+        )
+
     def mark_expired(self, record: DocumentRecord, detail: str) -> None:
         item = self.items.get(record.document_id)
         if item is None or item["status"] != DocumentStatus.AWAITING_UPLOAD or item["updated_at"] != record.updated_at:
@@ -271,6 +289,19 @@ class InMemoryDocuments:
             item.pop(name, None)
         now = self._clock()
         item.update(status=DocumentStatus.DELETED.value, deleted_at=now, updated_at=now)
+
+    def update_fields(self, record: DocumentRecord, fields: Mapping[str, Any]) -> DocumentRecord:
+        item = self.items.get(record.document_id)
+        if (
+            item is None
+            or item["tenant_id"] != record.tenant_id
+            or item["status"] != record.status
+            or item.get("version") != record.version
+            or int(item.get("revision") or 1) != record.revision
+        ):
+            raise StaleWriteError(f"document {record.document_id} changed since it was read")
+        item.update(copy.deepcopy(dict(fields)), revision=record.revision + 1, updated_at=self._clock())
+        return DocumentRecord.model_validate(copy.deepcopy(item))
 
     # -- the conditions ------------------------------------------------------------------------------
     def _transition(self, document_id: str, version: str, allowed: tuple[DocumentStatus, ...]) -> dict[str, Any]:
@@ -301,10 +332,29 @@ class InMemoryObjects:
     artifacts: dict[tuple[str, str], str] = field(default_factory=dict)
     reads: list[ObjectRef] = field(default_factory=list)
     artifact_puts: list[str] = field(default_factory=list)
+    # When every upload was put (the reconciler's grace for young objects reads it).
+    uploaded_at: str = "2020-01-01T00:00:00.000+00:00"
 
     def upload(self, bucket: str, key: str, version: str, data: bytes) -> ObjectRef:
         self.uploads[(bucket, key, version)] = data
         return ObjectRef(bucket=bucket, key=key, version=version)
+
+    def list_versions(self, bucket: str, prefix: str) -> Iterator[StoredObjectVersion]:
+        """Uploads only (artifacts are not under the uploads prefix), by key; the last put is the latest."""
+        by_key: dict[str, list[str]] = {}
+        for b, key, version in self.uploads:
+            if b == bucket and key.startswith(prefix):
+                by_key.setdefault(key, []).append(version)
+        for key in sorted(by_key):
+            for position, version in enumerate(reversed(by_key[key])):
+                yield StoredObjectVersion(
+                    key=key,
+                    version_id=version,
+                    etag=None,
+                    is_latest=position == 0,
+                    is_delete_marker=False,
+                    last_modified=self.uploaded_at,
+                )
 
     def _data(self, ref: ObjectRef) -> bytes:
         try:
@@ -405,6 +455,25 @@ class InMemoryChunkIndex:
 
     def delete_document(self, document_id: str) -> int:
         return self._delete(lambda s: s["document_id"] != document_id)
+
+    def indexed_versions(self, tenant_id: str | None = None) -> Iterator[IndexedVersion]:
+        counts: dict[tuple[str, str, str], int] = {}
+        for source in self.chunks.values():
+            if tenant_id is None or source["tenant_id"] == tenant_id:
+                key = (source["tenant_id"], source["document_id"], source["version"])
+                counts[key] = counts.get(key, 0) + 1
+        for (tenant, document, version), chunks in sorted(counts.items()):
+            yield IndexedVersion(tenant_id=tenant, document_id=document, version_hash=version, chunks=chunks)
+
+    def delete_chunks(self, document_id: str, version_hash: str | None = None, *, from_index: int = 0) -> int:
+        def doomed(source: dict[str, Any]) -> bool:
+            return (
+                source["document_id"] == document_id
+                and (version_hash is None or source["version"] == version_hash)
+                and source["chunk"].chunk_index >= from_index
+            )
+
+        return self._delete(lambda source: not doomed(source))
 
     def versions_of(self, document_id: str) -> dict[str, int]:
         """Chunks per version hash of one document."""

@@ -24,8 +24,9 @@ from tools.build_layer import PACKAGE_SRC, UNIMPORTED_DISTRIBUTIONS
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[2]
-# The CLI runs on people's machines, not in a function (it is not the layer's to load).
-NOT_LOADED_BY_FUNCTIONS = ("rag_ingest.cli",)
+# The CLI runs on people's machines, the retrievers in applications, not in a function (they are not
+# the layer's to load).
+NOT_LOADED_BY_FUNCTIONS = ("rag_ingest.cli", "rag_ingest.integrations")
 
 
 def _dropped_top_level_modules() -> set[str]:

@@ -11,6 +11,7 @@ from tools.dependency_graph import ALLOWED, PACKAGE_DIR, build, report, subpacka
 
 pytestmark = pytest.mark.unit
 
+_CAPABILITIES_NAMED = ("core", "embeddings", "ingest", "retrieval", "documents", "operations", "live", "webhooks")
 SUBPACKAGES = (
     "core",
     "embeddings",
@@ -22,6 +23,7 @@ SUBPACKAGES = (
     "webhooks",
     "adapters",
     "cli",
+    "integrations",
 )
 
 
@@ -31,7 +33,7 @@ def test_every_subpackage_says_what_it_holds_and_is_in_the_table() -> None:
         assert init.is_file(), init
         assert '"""' in init.read_text(), f"{init}: a docstring saying what lives there"
         assert name in ALLOWED
-    for name in ("core", "embeddings", "ingest", "retrieval", "documents", "operations", "live", "webhooks"):
+    for name in (*sorted(_CAPABILITIES_NAMED), "integrations"):
         text = (PACKAGE_DIR / name / "__init__.py").read_text()
         assert "May import:" in text, f"rag_ingest/{name}: its docstring says what it may import"
         said = {word.strip("`,.() ") for word in text.split("May import:", 1)[1].split("\n\n")[0].split()}

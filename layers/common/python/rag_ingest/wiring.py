@@ -33,6 +33,7 @@ from rag_ingest.core.config import (
     IndexParamsEnv,
     IntakeEnv,
     ReaperEnv,
+    ReconcilerEnv,
     RedriveEnv,
     SearchEnv,
     StagesEnv,
@@ -52,7 +53,9 @@ from rag_ingest.ingest.embedding_cache import NoEmbeddingCache
 from rag_ingest.ingest.ocr import OcrEngine
 from rag_ingest.ingest.ocr_local import local_engine
 from rag_ingest.ingest.pipeline import Pipeline, StageDependencies
+from rag_ingest.ingest.refresh import ChunkRefresher
 from rag_ingest.operations.reaper import Reaper, ReaperSettings
+from rag_ingest.operations.reconciler import Reconciler, ReconcilerSettings
 from rag_ingest.operations.redrive import DeadLetterRedrive, Recovery
 from rag_ingest.operations.replay import FailedDocumentReplay, Replayer
 from rag_ingest.retrieval.rerank import LexicalStandInReranker
@@ -153,7 +156,23 @@ def build_pipeline(env: StagesEnv) -> Pipeline:
 
 
 def build_intake(env: IntakeEnv) -> IntakeService:
-    return IntakeService(documents_table(env.documents_table), WorkflowStarter(env.state_machine_arn))
+    documents = documents_table(env.documents_table)
+    objects = ObjectStore()
+    endpoint, index, dimension = env.opensearch_endpoint, env.opensearch_index, env.embedding_dimension
+    vector_store = cache(lambda: vector_store_for(endpoint, index, dimension))
+    return IntakeService(
+        documents,
+        WorkflowStarter(env.state_machine_arn),
+        sidecars=objects,
+        # An S3 sidecar arriving after its document is READY rewrites the chunks as PATCH does.
+        refresher=ChunkRefresher(
+            documents=documents,
+            objects=objects,
+            vector_store=vector_store,
+            bucket=env.bucket_name,
+            artifacts_prefix=env.artifacts_prefix,
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -169,7 +188,20 @@ def build_api(env: ApiEnv, search_env: SearchEnv) -> ApiServices:
     vector_store = lazy_vector_store(search_env)
     replayer = Replayer(documents, WorkflowStarter(env.state_machine_arn))
     return ApiServices(
-        documents=DocumentService(env, documents, S3Presigner(), replayer=replayer),
+        documents=DocumentService(
+            env,
+            documents,
+            S3Presigner(),
+            replayer=replayer,
+            # PATCH rewrites a READY document's chunks from the Index stage's artifacts.
+            refresher=ChunkRefresher(
+                documents=documents,
+                objects=ObjectStore(),
+                vector_store=vector_store,
+                bucket=env.bucket_name,
+                artifacts_prefix=env.artifacts_prefix,
+            ),
+        ),
         deletion=DocumentDeletion(
             documents=documents,
             vector_store=vector_store,
@@ -288,4 +320,27 @@ def recovery_for(
             queues=Queues(clients.client("sqs")), documents=documents, dlq_url=dlq_url, queue_url=queue_url
         ),
         replay=FailedDocumentReplay(documents=documents, replayer=replayer),
+    )
+
+
+def build_reconciler(env: ReconcilerEnv) -> Reconciler:
+    """The reconciler: the documents table, the bucket's versions and artifacts, the chunk index;
+    a re-index without checkpoints replays the document (a new execution)."""
+    documents = documents_table(env.documents_table)
+    s3 = aws.client("s3")
+    return Reconciler(
+        documents=documents,
+        objects=ObjectVersions(s3),
+        checkpoints=ObjectStore(s3),
+        index=vector_store_for(env.opensearch_endpoint, env.opensearch_index, env.embedding_dimension),
+        replayer=Replayer(documents, WorkflowStarter(env.state_machine_arn)),
+        settings=ReconcilerSettings(
+            bucket=env.bucket_name,
+            raw_prefix=env.raw_prefix,
+            artifacts_prefix=env.artifacts_prefix,
+            stuck_after_seconds=env.stuck_after_seconds,
+            expire_uploads_after_seconds=max(60, env.upload_url_expiry_seconds + env.upload_grace_seconds),
+            object_grace_seconds=env.object_grace_seconds,
+        ),
+        repair_by_default=env.repair,
     )

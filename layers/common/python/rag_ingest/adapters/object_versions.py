@@ -7,11 +7,13 @@ erasing a document means deleting each version by id.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import client, translate
+from rag_ingest.core.models import StoredObjectVersion
 from rag_ingest.core.tracing import traced
 
 _DELETE_BATCH = 1000  # DeleteObjects' maximum
@@ -36,6 +38,38 @@ class ObjectVersions:
         if batch:
             deleted += self._delete(bucket, batch)
         return deleted
+
+    def list_versions(self, bucket: str, prefix: str) -> Iterator[StoredObjectVersion]:
+        """Every version and delete marker under ``prefix``, one page (up to 1,000) at a time, by key
+        and newest first within a key: "ordered first by key and then by version ... versions are
+        sorted from most to least recent. Both versions with data and delete markers are included"
+        (https://docs.aws.amazon.com/sdkfornet1/latest/apidocs/html/M_Amazon_S3_AmazonS3Client_ListVersions.htm;
+        the API, s3:ListBucketVersions: https://docs.aws.amazon.com/AmazonS3/latest/API/RESTBucketGETVersion.html).
+        Each page's versions and markers are merged back into that order (the response has two lists)."""
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+        while True:
+            try:
+                page = self._s3.list_object_versions(**kwargs)
+            except ClientError as exc:
+                raise translate(exc, f"list versions of {prefix}") from exc
+            entries = [
+                StoredObjectVersion(
+                    key=str(entry["Key"]),
+                    version_id=str(entry.get("VersionId") or "null"),
+                    etag=str(entry["ETag"]) if "ETag" in entry else None,
+                    is_latest=bool(entry.get("IsLatest")),
+                    is_delete_marker=marker,
+                    last_modified=entry["LastModified"].astimezone(UTC).isoformat(timespec="milliseconds"),
+                )
+                for marker, listed in ((False, page.get("Versions", [])), (True, page.get("DeleteMarkers", [])))
+                for entry in listed
+            ]
+            entries.sort(key=lambda e: (e.key, not e.is_latest, _descending(e.last_modified)))
+            yield from entries
+            if not page.get("IsTruncated"):
+                return
+            kwargs["KeyMarker"] = page.get("NextKeyMarker")
+            kwargs["VersionIdMarker"] = page.get("NextVersionIdMarker")
 
     def _versions(self, bucket: str, prefix: str) -> Iterator[tuple[str, str]]:
         kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
@@ -64,3 +98,8 @@ class ObjectVersions:
                 f"{first.get('Code')} {first.get('Message')}"
             )
         return len(objects)
+
+
+def _descending(iso: str) -> tuple[int, ...]:
+    """Sorts ISO timestamps newest first."""
+    return tuple(-ord(character) for character in iso)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from botocore.config import Config
 
 from rag_ingest.adapters.aws import BOTO_CONFIG
 
@@ -34,6 +35,8 @@ class StackResources:
     state_machine_arn: str
     region: str | None = None
     endpoint_url: str | None = None  # moto's, for the local stack
+    # The Reconciler function (ReconcilerFunctionName): `rag-ingest reconcile` invokes it.
+    reconciler_function: str | None = None
 
     @classmethod
     def from_outputs(
@@ -52,10 +55,16 @@ class StackResources:
             **{field: str(outputs[output]) for field, output in wanted.items()},
             region=region,
             endpoint_url=endpoint_url,
+            reconciler_function=outputs.get("ReconcilerFunctionName") or None,
         )
 
     def client(self, service: str) -> Any:
         return self._session().client(service, endpoint_url=self.endpoint_url, config=BOTO_CONFIG)
+
+    def slow_client(self, service: str, read_timeout: int) -> Any:
+        """A client for one long call (a function run synchronously): no retries, a long read timeout."""
+        config = BOTO_CONFIG.merge(Config(read_timeout=read_timeout, retries={"max_attempts": 1}))
+        return self._session().client(service, endpoint_url=self.endpoint_url, config=config)
 
     def resource(self, service: str) -> Any:
         return self._session().resource(service, endpoint_url=self.endpoint_url, config=BOTO_CONFIG)

@@ -50,7 +50,7 @@ from rag_ingest.adapters.opensearch_filters import (
 from rag_ingest.core.errors import TransientError
 from rag_ingest.core.filters import Filter
 from rag_ingest.core.ids import chunk_id, version_hash
-from rag_ingest.core.models import Chunk, SearchHit
+from rag_ingest.core.models import Chunk, IndexedVersion, SearchHit
 from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE, indexed_text
 from rag_ingest.core.tracing import traced
 
@@ -83,6 +83,9 @@ class IndexSettings:
     merge_segments_per_tier: int | None = 4
     merge_floor_segment_mb: int | None = 256
 
+
+#: Buckets per composite aggregation request (the reconciler's chunk counts per document version).
+_COMPOSITE_PAGE = 1000
 
 #: Highlighting: up to two fragments of ~160 characters, HTML-escaped, query terms in <em>.
 HIGHLIGHT_FRAGMENT_CHARS = 160
@@ -364,6 +367,59 @@ class VectorStore:
             return self._delete_ids(list(self._ids_matching({"term": {"document_id": document_id}})))
         except Exception as exc:
             raise translate(exc, "OpenSearch delete document chunks", transient=_is_transient) from exc
+
+    def indexed_versions(self, tenant_id: str | None = None) -> Iterator[IndexedVersion]:
+        """Chunks per (tenant, document, version hash), 1,000 buckets a request: a composite
+        aggregation paged by ``after_key``, so no request and no page holds more than 1,000 counts,
+        however many chunks there are (the reconciler's view of the index; it never reads a chunk).
+        ``after`` retrieves "the composite buckets that are after the last composite buckets returned
+        in a previous round" (https://opensearch-project.github.io/opensearch-net/api/OpenSearch.Client.ICompositeAggregation.html)."""
+        sources = [
+            {"tenant_id": {"terms": {"field": "tenant_id"}}},
+            {"document_id": {"terms": {"field": "document_id"}}},
+            {"version": {"terms": {"field": "version"}}},
+        ]
+        after: dict[str, Any] | None = None
+        try:
+            if not self._client.indices.exists(index=self.index_name):
+                return
+            self._client.indices.refresh(index=self.index_name)
+            while True:
+                composite: dict[str, Any] = {"size": _COMPOSITE_PAGE, "sources": sources}
+                if after is not None:
+                    composite["after"] = after
+                body: dict[str, Any] = {"size": 0, "aggs": {"versions": {"composite": composite}}}
+                if tenant_id is not None:
+                    body["query"] = {"bool": {"filter": [{"term": {"tenant_id": tenant_id}}]}}
+                result = self._client.search(index=self.index_name, body=body)["aggregations"]["versions"]
+                for bucket in result["buckets"]:
+                    key = bucket["key"]
+                    yield IndexedVersion(
+                        tenant_id=str(key["tenant_id"]),
+                        document_id=str(key["document_id"]),
+                        version_hash=str(key["version"]),
+                        chunks=int(bucket["doc_count"]),
+                    )
+                after = result.get("after_key")
+                if not result["buckets"] or after is None:
+                    return
+        except Exception as exc:
+            raise translate(exc, "OpenSearch count chunks per version", transient=_is_transient) from exc
+
+    def delete_chunks(self, document_id: str, version_hash: str | None = None, *, from_index: int = 0) -> int:
+        """Delete a document's chunks (of one version hash; from chunk ``from_index`` on), by id."""
+        filters: list[dict[str, Any]] = [{"term": {"document_id": document_id}}]
+        if version_hash is not None:
+            filters.append({"term": {"version": version_hash}})
+        if from_index:
+            filters.append({"range": {"chunk_index": {"gte": from_index}}})
+        try:
+            if not self._client.indices.exists(index=self.index_name):
+                return 0
+            self._client.indices.refresh(index=self.index_name)
+            return self._delete_ids(list(self._ids_matching({"bool": {"filter": filters}})))
+        except Exception as exc:
+            raise translate(exc, "OpenSearch delete chunks", transient=_is_transient) from exc
 
     def count(self, *, document_id: str, version: str | None = None) -> int:
         filters: list[dict[str, Any]] = [{"term": {"document_id": document_id}}]

@@ -1,9 +1,14 @@
-"""The operator commands: ``rag-ingest [--local | --stack NAME] redrive|replay|reap ...``.
+"""The operator commands: ``rag-ingest [--local | --stack NAME] redrive|replay|reap|reconcile ...``.
 
-They run the same code as the Redrive and Reaper functions, from an operator's machine, against the
-local stack (``.local/runtime/outputs.json``, the default) or, with ``--stack NAME``, the deployed
-stack (resources from its CloudFormation outputs, credentials from the usual AWS chain).
-Prints the report as JSON; exits 1 when a document could not be handled, 2 on bad usage.
+``redrive``, ``replay`` and ``reap`` run the same code as the Redrive and Reaper functions, from an
+operator's machine, against the local stack (``.local/runtime/outputs.json``, the default) or, with
+``--stack NAME``, the deployed stack (resources from its CloudFormation outputs, credentials from the
+usual AWS chain). Prints the report as JSON; exits 1 when a document could not be handled, 2 on bad usage.
+
+``reconcile`` invokes the stack's Reconciler function instead (``ReconcilerFunctionName``): the
+OpenSearch domain admits the functions' roles, not an operator's, and the run's ``ReconcilerDrift``
+metric is the function's (the alarm, locally too). Exits 0 when nothing drifted (or every finding
+was repaired), 1 otherwise.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from rag_ingest.core.config import REAPER_MAX_DOCUMENTS_PER_RUN, REAPER_MAX_REDR
 from rag_ingest.core.errors import ErrorCode
 from rag_ingest.core.telemetry import NoTelemetry
 from rag_ingest.operations.reaper import ReaperSettings, ReapRequest
+from rag_ingest.operations.reconciler import ReconcileReport, ReconcileRequest, describe
 from rag_ingest.operations.redrive import RedriveRequest
 from rag_ingest.operations.replay import ReplayReport, ReplayRequest
 from rag_ingest.wiring import reaper_for, recovery_for
@@ -70,7 +76,9 @@ class EventsOnlyTelemetry(NoTelemetry):
         self._events.publish("DocumentFailed", detail)
 
 
-OPERATOR_COMMANDS = ("redrive", "replay", "reap")
+OPERATOR_COMMANDS = ("redrive", "replay", "reap", "reconcile")
+# Longer than the Reconciler function's timeout (infra/config.py: 900 s, Lambda's maximum).
+RECONCILE_READ_TIMEOUT_SECONDS = 910
 
 
 def add_operator_commands(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -110,6 +118,16 @@ def add_operator_commands(commands: Any, common: argparse.ArgumentParser) -> Non
     reap.add_argument("--stuck-after", type=duration, help=f"default {REAPER_STUCK_AFTER_MINUTES}m")
     reap.add_argument("--max-redrives", type=int)
     reap.add_argument("--max-documents", type=int)
+
+    reconcile = commands.add_parser(
+        "reconcile",
+        parents=[common],
+        help="operator: compare the documents table, the uploaded files and the index (--tenant T: one tenant)",
+    )
+    reconcile.add_argument("--repair", action="store_true", help="fix what is safe (default: report only)")
+    reconcile.add_argument(
+        "--grace", type=duration, help="objects younger than this may still be on their way through intake (15m)"
+    )
 
 
 def request_for(args: argparse.Namespace) -> RedriveRequest | ReplayRequest | ReapRequest:
@@ -160,10 +178,49 @@ def run(request: RedriveRequest | ReplayRequest | ReapRequest, resources: StackR
     return recovery.run(request)
 
 
+def reconcile_request(args: argparse.Namespace) -> ReconcileRequest:
+    return ReconcileRequest(
+        repair=bool(args.repair), tenant_id=getattr(args, "tenant", None), object_grace_seconds=args.grace
+    )
+
+
+def invoke_reconciler(request: ReconcileRequest, resources: StackResources) -> ReconcileReport:
+    """Run the stack's Reconciler function once, synchronously, and read its report."""
+    if not resources.reconciler_function:
+        raise StackResourcesError("the stack has no ReconcilerFunctionName output (deployed before the reconciler?)")
+    client = resources.slow_client("lambda", RECONCILE_READ_TIMEOUT_SECONDS)
+    response = client.invoke(
+        FunctionName=resources.reconciler_function,
+        Payload=json.dumps(request.model_dump(mode="json", exclude_none=True)).encode(),
+    )
+    payload = json.loads(response["Payload"].read() or b"null")
+    if response.get("FunctionError"):
+        message = payload.get("errorMessage") if isinstance(payload, dict) else payload
+        raise StackResourcesError(f"the Reconciler function failed: {message}")
+    return ReconcileReport.model_validate(payload)
+
+
+def print_reconcile(report: ReconcileReport, *, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps(report.model_dump(mode="json"), indent=2))
+    else:
+        scope = f"tenant {report.tenant_id}" if report.tenant_id else "every tenant"
+        print(
+            f"{scope}: {report.records} records, {report.object_keys} uploaded files, {report.chunks} chunks in "
+            f"{report.indexed_versions} document versions; {report.drift} findings ({report.elapsed_ms} ms)"
+        )
+        for line in describe(report.findings):
+            print(line)
+    unresolved = [f for f in report.findings if f.repaired is None]
+    return 1 if unresolved else 0
+
+
 def run_operator(
     args: argparse.Namespace, parser: argparse.ArgumentParser, *, stack_name: str | None, outputs: Path
 ) -> int:
     """The operator command of ``args`` against the deployed stack ``stack_name`` (None: the local stack)."""
+    if args.command == "reconcile":
+        return run_reconcile(args, parser, stack_name=stack_name, outputs=outputs)
     try:
         request = request_for(args)
     except ValidationError as exc:
@@ -176,3 +233,19 @@ def run_operator(
     report = run(request, resources)
     print(json.dumps(report.model_dump(mode="json"), indent=2))
     return 1 if isinstance(report, ReplayReport) and report.errors else 0
+
+
+def run_reconcile(
+    args: argparse.Namespace, parser: argparse.ArgumentParser, *, stack_name: str | None, outputs: Path
+) -> int:
+    try:
+        request = reconcile_request(args)
+    except ValidationError as exc:
+        parser.error("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
+    try:
+        resources = local_stack(outputs) if stack_name is None else deployed_stack(stack_name, args.region)
+        report = invoke_reconciler(request, resources)
+    except StackResourcesError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return print_reconcile(report, as_json=bool(getattr(args, "json", False)))

@@ -207,7 +207,10 @@ class WebhookDeliveryEnv(WebhookUrlEnv):
     webhook_retry_max_delay_seconds: int = Field(default=3600, ge=1, le=43_200)
 
 
-class IntakeEnv(WorkflowEnv):
+class IntakeEnv(WorkflowEnv, BucketEnv, ChunkIndexEnv):
+    """Intake; the bucket's artifacts and the chunk index serve an S3 sidecar arriving after its
+    document is READY: its metadata is written onto the chunks as PATCH writes it."""
+
     idempotency_table: str = Field(min_length=1)
     idempotency_ttl_seconds: int = Field(default=86400 * 7, gt=0)
 
@@ -262,6 +265,19 @@ class ReaperEnv(WorkflowEnv):
     upload_grace_seconds: int = Field(ge=0)
     # DocumentFailed events for the documents it marks FAILED (STUCK), as MarkFailed sends them.
     event_bus_name: str = Field(default="default", min_length=1)
+
+
+class ReconcilerEnv(WorkflowEnv, BucketEnv, ChunkIndexEnv):
+    """The reconciler (rag_ingest.operations.reconciler): the table, the bucket's uploads and the
+    index compared; the reaper's deadlines (it reports documents past them); whether it repairs."""
+
+    raw_prefix: str = RAW_PREFIX
+    stuck_after_seconds: int = Field(ge=60)
+    upload_url_expiry_seconds: int = Field(gt=0, le=3600)
+    upload_grace_seconds: int = Field(ge=0)
+    object_grace_seconds: int = Field(default=900, ge=0, le=86_400)
+    # The scheduled run repairs what is safe (infra: reconciler.repair); a manual invocation may say otherwise.
+    repair: bool = False
 
 
 class LiveAuthorizerEnv(EnvModel):

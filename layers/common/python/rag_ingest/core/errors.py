@@ -35,6 +35,9 @@ class ErrorCode(StrEnum):
     TIMEOUT = "TIMEOUT"
     STUCK = "STUCK"
     SUPERSEDED = "SUPERSEDED"
+    # The reconciler found the record's uploaded object version gone from the bucket (deleted
+    # outside the API): nothing can re-read it, so the document is FAILED for good.
+    SOURCE_OBJECT_MISSING = "SOURCE_OBJECT_MISSING"
     INTERNAL_ERROR = "INTERNAL_ERROR"
 
 
@@ -75,6 +78,11 @@ class PermanentError(RagIngestError):
 
 class StaleWriteError(RagIngestError):
     """A conditional status update lost: another (later) worker owns the document's state."""
+
+
+class IndexArtifactsMissingError(RagIngestError):
+    """A document version's chunks or Embed checkpoints are no longer in S3: its chunks cannot be
+    rewritten in place (PATCH answers 409 ``REINDEX_UNAVAILABLE``; a replay of Index rebuilds them)."""
 
 
 class ConfigurationError(RagIngestError):
@@ -131,5 +139,6 @@ ERROR_SENTENCES: dict[ErrorCode, str] = {
     ErrorCode.TIMEOUT: "Processing took too long and was stopped.",
     ErrorCode.STUCK: "Processing stalled and was stopped.",
     ErrorCode.SUPERSEDED: "A newer upload of this document replaced this one.",
+    ErrorCode.SOURCE_OBJECT_MISSING: "The uploaded file was removed from storage after it was processed.",
     ErrorCode.INTERNAL_ERROR: "An unexpected error stopped processing.",
 }

@@ -222,6 +222,9 @@ class DocumentJob(BaseModel):
     embed_tasks: list[int] = Field(default_factory=list)  # Map items: one Embed task each
     content_sha256: str | None = None
     indexed_count: int | None = None
+    # The record's revision whose metadata Index wrote onto the chunks: Finalize rewrites them when a
+    # PATCH changed the record since (rag_ingest.ingest.refresh).
+    indexed_revision: int | None = None
     stale_chunks_deleted: int | None = None
 
     @property
@@ -333,6 +336,8 @@ class DocumentRecord(BaseModel):
     # The lane the workflow runs the document in; set by Parse once the page count is known.
     lane: Lane | None = None
     chunk_count: int | None = None
+    # Chunks the Index stage wrote for this version (the reconciler compares the index with it).
+    indexed_count: int | None = None
     size_bytes: int | None = None
     timings_ms: dict[str, int] = Field(default_factory=dict)
     execution_arn: str | None = None
@@ -341,8 +346,16 @@ class DocumentRecord(BaseModel):
     # The user's metadata (rag_ingest.core.metadata), set at upload; later versions keep it
     # (mark_queued leaves it as it is). Numbers come back from DynamoDB as Decimal: see below.
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # +1 on every PATCH /documents/{id} (compare-and-set on it; the API's ETag); records written
+    # before it existed read as 1.
+    revision: int = Field(default=1, ge=1)
     created_at: str
     updated_at: str
+
+    @field_validator("revision", mode="before")
+    @classmethod
+    def _revision(cls, value: Any) -> Any:
+        return 1 if value is None else int(value) if isinstance(value, Decimal) else value
 
     @field_validator("metadata", mode="before")
     @classmethod
@@ -424,6 +437,28 @@ class QueueResult:
                 return cls(QueueOutcome.RESUME, current)
             return cls(QueueOutcome.DUPLICATE, current, f"version already {current.status.value}")
         return cls(QueueOutcome.REJECTED, current, "a newer version is already current")
+
+
+@dataclass(frozen=True)
+class StoredObjectVersion:
+    """One entry of a versioned bucket's listing (S3 ListObjectVersions): a version or a delete marker."""
+
+    key: str
+    version_id: str
+    etag: str | None
+    is_latest: bool
+    is_delete_marker: bool
+    last_modified: str  # ISO 8601, UTC
+
+
+@dataclass(frozen=True)
+class IndexedVersion:
+    """How many chunks the index holds for one (tenant, document, version hash)."""
+
+    tenant_id: str
+    document_id: str
+    version_hash: str
+    chunks: int
 
 
 # -- search ---------------------------------------------------------------------------------------

@@ -26,12 +26,14 @@ from rag_ingest.core.models import (
     DocumentRecord,
     DocumentStatus,
     ExecutionState,
+    IndexedVersion,
     ObjectRef,
     QueueMessage,
     QueueResult,
     ReplayedDocument,
     SearchHit,
     Stage,
+    StoredObjectVersion,
 )
 
 
@@ -72,8 +74,13 @@ class PipelineDocuments(DocumentReader, Protocol):
     def mark_failed(self, document_id: str, version: str, code: ErrorCode, detail: str) -> None: ...
 
 
-class IntakeDocuments(Protocol):
-    """An uploaded version becomes QUEUED (or is explained away), then names its execution."""
+class IntakeDocuments(DocumentReader, Protocol):
+    """An uploaded version becomes QUEUED (or is explained away), then names its execution; an S3
+    sidecar's metadata lands on the record (``update_fields``), a bad one fails the version."""
+
+    def update_fields(self, record: DocumentRecord, fields: Mapping[str, Any]) -> DocumentRecord: ...
+
+    def mark_failed(self, document_id: str, version: str, code: ErrorCode, detail: str) -> None: ...
 
     def mark_queued(
         self, *, document_id: str, tenant_id: str, ref: ObjectRef, event_time: str, size_bytes: int | None
@@ -100,6 +107,11 @@ class ApiDocuments(DocumentReader, Protocol):
         self, tenant_id: str, *, limit: int, start_key: Mapping[str, str] | None = None
     ) -> tuple[list[DocumentRecord], dict[str, str] | None]: ...
 
+    def update_fields(self, record: DocumentRecord, fields: Mapping[str, Any]) -> DocumentRecord:
+        """PATCH: ``fields`` set and ``revision`` + 1, only while the record is as ``record`` was read
+        (tenant, status, version, revision), else ``StaleWriteError``; returns the record as written."""
+        ...
+
 
 class DocumentsByStatus(DocumentReader, Protocol):
     def list_by_status(
@@ -117,6 +129,16 @@ class ReaperDocuments(DocumentsByStatus, Protocol):
     def mark_stuck(self, record: DocumentRecord, detail: str) -> None: ...
 
     def mark_expired(self, record: DocumentRecord, detail: str) -> None: ...
+
+
+class ReconcilerDocuments(DocumentReader, Protocol):
+    def scan_records(self, tenant_id: str | None = None) -> Iterator[DocumentRecord]:
+        """Every record (of one tenant: its index partition), page by page, DELETED ones included."""
+        ...
+
+    def mark_source_missing(self, record: DocumentRecord, detail: str) -> None:
+        """READY/FAILED → FAILED(SOURCE_OBJECT_MISSING), if nothing wrote to the record since it was read."""
+        ...
 
 
 class DeletionDocuments(DocumentReader, Protocol):
@@ -143,10 +165,30 @@ class StageObjects(Protocol):
     def exists(self, bucket: str, key: str) -> bool: ...
 
 
+class SidecarObjects(Protocol):
+    def read_current(self, bucket: str, key: str, max_bytes: int) -> bytes | None:
+        """The current version of ``key`` (at most ``max_bytes`` + 1 bytes of it), None when there is none."""
+        ...
+
+
 class ObjectEraser(Protocol):
     def delete_all(self, bucket: str, prefix: str, *, exact_key: str | None = None) -> int:
         """Delete every version under ``prefix`` (only of ``exact_key`` when given); returns how many."""
         ...
+
+
+class ObjectVersionLister(Protocol):
+    def list_versions(self, bucket: str, prefix: str) -> Iterator[StoredObjectVersion]:
+        """Every version and delete marker under ``prefix``, page by page, by key (newest first within a key)."""
+        ...
+
+
+class Checkpoints(Protocol):
+    """A version's stage artifacts, read back (the reconciler re-indexes from them)."""
+
+    def get_json(self, bucket: str, key: str) -> Any: ...
+
+    def exists(self, bucket: str, key: str) -> bool: ...
 
 
 class UploadPresigner(Protocol):
@@ -211,8 +253,42 @@ class ChunkIndex(Protocol):
     def delete_other_versions(self, document_id: str, keep_version: str) -> int: ...
 
 
+class ArtifactReader(Protocol):
+    """The stages' JSON artifacts, read back (a PATCH rewrites chunks from them)."""
+
+    def get_json(self, bucket: str, key: str) -> Any: ...
+
+    def exists(self, bucket: str, key: str) -> bool: ...
+
+
+class ChunkFieldsRefresher(Protocol):
+    """Rewrites a READY document's chunks with its record's current fields (metadata), from the Index
+    stage's inputs: nothing parsed or embedded again (rag_ingest.ingest.refresh.ChunkRefresher)."""
+
+    def check(self, record: DocumentRecord) -> None:
+        """Raise ``IndexArtifactsMissingError`` unless ``record``'s version can be rewritten."""
+        ...
+
+    def refresh(self, document_id: str) -> int:
+        """Chunks rewritten (0: nothing to rewrite: not READY, or superseded meanwhile); raises
+        ``IndexArtifactsMissingError`` when the chunks or vectors artifacts are gone."""
+        ...
+
+
 class ChunkEraser(Protocol):
     def delete_document(self, document_id: str) -> int: ...
+
+
+class IndexAudit(ChunkIndex, Protocol):
+    """What the reconciler reads from and repairs in the index."""
+
+    def indexed_versions(self, tenant_id: str | None = None) -> Iterator[IndexedVersion]:
+        """Chunks per (tenant, document, version hash), paged (a composite aggregation): never the chunks."""
+        ...
+
+    def delete_chunks(self, document_id: str, version_hash: str | None = None, *, from_index: int = 0) -> int:
+        """Delete the document's chunks (of one version hash; from chunk ``from_index`` on); returns how many."""
+        ...
 
 
 class PassageRetriever(Protocol):

@@ -1,0 +1,1 @@
+"""The reconciler function's code asset (its handler module: ``app``)."""
