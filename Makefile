@@ -199,7 +199,7 @@ clean: stack-down opensearch-stop
 # OCR'd by Tesseract: docs/ocr.md); every index it creates is deleted at the end.
 .PHONY: eval
 eval: synth opensearch ocr-tools
-	$(PY) -m eval --scanned
+	$(PY) -m eval --scanned $(EVAL_ARGS)
 
 # The AWS cost per 1,000 pages (docs/cost.md): measures one local-stack run on the sample PDFs when
 # bench/results/cost-measurement.json is missing (COST_ARGS=--measure measures again; the run needs

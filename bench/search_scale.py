@@ -14,7 +14,10 @@
    for both tenants). Then the same queries again, each filtered to one customer's documents (1 %
    of the main tenant's chunks, a metadata filter in Bedrock KB's RetrievalFilter shape) and paired
    with itself unfiltered in alternating order: both latencies, the p95 ratio, responses with fewer
-   than k passages, and passages outside the filter.
+   than k passages, and passages outside the filter. Then ``hybrid+rerank``: the same queries in
+   hybrid mode with ``"rerank": true``, each paired with itself ``"rerank": false`` in alternating
+   order: both latencies and what the rerank stage adds at p50 and p95 (the stage scores the first
+   stage's candidates: locally the embedding server's Rerank route, its lexical stand-in).
 4. The same queries in process through the product's search code (``search_passages``, the same
    embedder client against the stack's embedding server's query lane, the same ``VectorStore``), to split a
    request: OpenSearch's ``took`` (summed over a hybrid's two requests) and the query embedding.
@@ -381,6 +384,57 @@ def filtered_pass(
     return report
 
 
+#: The rerank pass's mode label: hybrid search with its rerank stage on.
+RERANK_MODE = "hybrid+rerank"
+
+
+def rerank_pass(client: LocalStackClient, queries: Sequence[str], options: Options) -> dict[str, Any]:
+    """``POST /search`` in hybrid mode with ``"rerank": true``, each request paired with the same query
+    ``"rerank": false`` in alternating order (a change in load weighs on both alike): both latencies,
+    and what reranking adds, as the difference of the percentiles and the percentiles of the paired
+    per-query differences."""
+
+    def send(query: str, rerank: bool) -> float:
+        started = time.perf_counter()
+        response = client.search(query, k=RESULTS_PER_QUERY, mode=SearchMode.HYBRID.value, rerank=rerank)
+        ms = (time.perf_counter() - started) * 1000
+        if response.status_code != 200 or response.json().get("reranked") is not rerank:
+            answer = f"{response.status_code}: {response.text[:300]}"
+            raise RuntimeError(f"POST /search (hybrid, rerank {rerank}) answered {answer}")
+        return ms
+
+    def send_reranked(query: str) -> None:
+        send(query, True)
+
+    warm_up(send_reranked, queries, options.warmup, options.warmup_seconds)
+    reranked_ms: list[float] = []
+    plain_ms: list[float] = []
+    for number, query in enumerate(queries):
+        for rerank in (True, False) if number % 2 == 0 else (False, True):
+            (reranked_ms if rerank else plain_ms).append(send(query, rerank))
+    reranked, plain = summary(reranked_ms), summary(plain_ms)
+    added = summary([with_rerank - without for with_rerank, without in zip(reranked_ms, plain_ms, strict=True)])
+    report = {
+        "mode": RERANK_MODE,
+        "latency_ms": reranked,
+        "paired_hybrid_latency_ms": plain,
+        "added_ms": {"p50": round(reranked["p50"] - plain["p50"], 2), "p95": round(reranked["p95"] - plain["p95"], 2)},
+        "paired_difference_ms": added,
+    }
+    print(f"  API {RERANK_MODE}: {reranked}, paired hybrid {plain}, added {report['added_ms']}", flush=True)
+    return report
+
+
+def print_rerank_report(rerank: dict[str, Any]) -> None:
+    api, paired, added = rerank["latency_ms"], rerank["paired_hybrid_latency_ms"], rerank["added_ms"]
+    print(
+        f"{RERANK_MODE} {api['n']:>4} p50 {api['p50']} p95 {api['p95']} p99 {api['p99']} | paired hybrid p50 "
+        f"{paired['p50']} p95 {paired['p95']} | reranking adds p50 {added['p50']} ms, p95 {added['p95']} ms "
+        f"(paired per-query difference p50 {rerank['paired_difference_ms']['p50']}, "
+        f"p95 {rerank['paired_difference_ms']['p95']} ms)"
+    )
+
+
 def isolation_of_other_tenant(client: LocalStackClient, queries: Sequence[str], own_ids: set[str]) -> dict[str, int]:
     """The second tenant's searches see only its own chunks."""
     checked = foreign = 0
@@ -594,6 +648,7 @@ def run(options: Options) -> dict[str, Any]:
             client = LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=main.tenant_id)
             api = api_pass(client, queries, options, set(main.ids))
             filtered = filtered_pass(client, queries, options, main)
+            reranked = rerank_pass(client, queries, options)
             other_client = LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=other.tenant_id)
             other_isolation = isolation_of_other_tenant(
                 other_client, unique_queries[:OTHER_TENANT_QUERIES], set(other.ids)
@@ -653,6 +708,7 @@ def run(options: Options) -> dict[str, Any]:
         "api_cpu_steal_share": api["steal_share"],
         "api_reference_loop_ms": api["reference_loop_ms"],
         "filtered": filtered,
+        "rerank": reranked,
         "in_process": direct,
         "query_embedding_share_of_knn_p50": round(embed_p50 / knn_total, 3) if knn_total else None,
         "recall_at_10": {
@@ -711,6 +767,7 @@ def print_report(result: dict[str, Any]) -> None:
             f"  {mode.value:<7} filtered {api['n']:>4} p50 {api['p50']} p95 {api['p95']} p99 {api['p99']} | "
             f"paired unfiltered p50 {paired['p50']} p95 {paired['p95']} p99 {paired['p99']}"
         )
+    print_rerank_report(result["rerank"])
     recall = result["recall_at_10"]
     print(f"query embedding: {result['query_embedding_share_of_knn_p50']:.0%} of the k-NN p50")
     print(

@@ -20,6 +20,12 @@ read back by the real OCR engine: Tesseract, in process or in the local stack's 
 the same path as the text version, and lists the questions one version answers within the top 5
 and the other does not.
 
+``--rerank`` (``make eval EVAL_ARGS=--rerank``) adds a row: ours in hybrid mode with the rerank stage
+(rag_ingest.retrieval.rerank) on, through the same path (in process, or ``"rerank": true`` in
+``POST /search``), and prints its recall@5 and MRR gain over plain hybrid per split. Offline the
+reranker is the lexical stand-in (no cross-encoder's weights install here), so the row measures the
+stand-in, not a Bedrock reranker model.
+
 Fusion is tuned with ``python -m eval.tune`` (dev split only); ``python -m eval.ablation``
 switches each cleanup rule and retrieval feature off in turn (test split by default).
 """
@@ -38,6 +44,7 @@ from rag_ingest.embeddings.base import Embedder
 from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.ingest.ocr import PageOcr
+from rag_ingest.retrieval.rerank import LexicalStandInReranker
 from rag_ingest.retrieval.search import SearchMode
 
 from eval.retrieval import (
@@ -68,6 +75,7 @@ CHUNK_TOKENS = 300
 CHUNK_OVERLAP_TOKENS = 60
 NAIVE_NAME = "naive (raw text, 1000 chars)"
 LANGCHAIN_NAME = "LangChain default (recursive 300/60)"
+RERANK_NAME = "ours + rerank (lexical stand-in)"
 
 #: (system, chunks, characters of chunk text or None when not known, scores per mode)
 Row = tuple[str, int, int | None, dict[SearchMode, Scores]]
@@ -130,6 +138,7 @@ def evaluate_split(
     in_process: bool,
     timeout: float,
     scanned: Mapping[Path, Path] | None = None,
+    rerank: bool = False,
 ) -> list[Row]:
     """Ours and the naive baseline on one split's documents and questions; with ``scanned`` (each
     PDF's scanned variant), ours on the scanned variant too, through the same path."""
@@ -142,13 +151,31 @@ def evaluate_split(
         with in_process_index(endpoint, embedder, name_prefix=prefix, chunker=our_chunker, pdfs=pdfs) as ours:
             text_results = index_results(ours, questions)
             rows.append(("ours, in process", ours.chunk_count, ours.chunk_chars, scores_of(questions, text_results)))
+            if rerank:
+                stand_in = LexicalStandInReranker()
+                search = partial(ours.search, mode=SearchMode.HYBRID, reranker=stand_in)
+                reranked = score(questions, run_questions(questions, search))
+                rows.append((RERANK_NAME, ours.chunk_count, ours.chunk_chars, {SearchMode.HYBRID: reranked}))
     else:
         from eval.stack import evaluate_through_local_stack
 
-        name, chunk_count, text_results = evaluate_through_local_stack(pdfs, questions, MODES, timeout)
+        name, chunk_count, text_results, reranked_results = evaluate_through_local_stack(
+            pdfs, questions, MODES, timeout, rerank=rerank
+        )
         # The stack's chunks are the Chunk stage's: the same function, the same parameters (cdk.json).
         chunk_chars = sum(len(chunk.text) for pdf in pdfs for chunk in our_chunker(pdf))
         rows.append((name, chunk_count, chunk_chars, scores_of(questions, text_results)))
+        if reranked_results is not None:
+            reranked = score(questions, reranked_results)
+            rows.append((RERANK_NAME, chunk_count, chunk_chars, {SearchMode.HYBRID: reranked}))
+    if rerank:
+        plain = rows[0][3][SearchMode.HYBRID]
+        print(
+            f"{corpus.name}: rerank vs hybrid: recall@5 {plain.recall_at_5:.3f} -> {reranked.recall_at_5:.3f} "
+            f"({reranked.recall_at_5 - plain.recall_at_5:+.3f}), MRR@10 {plain.mrr_at_10:.3f} -> "
+            f"{reranked.mrr_at_10:.3f} ({reranked.mrr_at_10 - plain.mrr_at_10:+.3f})",
+            flush=True,
+        )
     print(f"{corpus.name}: ours done after {time.monotonic() - started:.0f}s", flush=True)
 
     if scanned is not None:
@@ -201,7 +228,7 @@ def evaluate_scanned(
     if not in_process:
         from eval.stack import evaluate_through_local_stack
 
-        name, chunk_count, results = evaluate_through_local_stack(scanned_pdfs, questions, MODES, timeout)
+        name, chunk_count, results, _ = evaluate_through_local_stack(scanned_pdfs, questions, MODES, timeout)
         # Counting the characters would mean OCR-ing every page again here: not worth a table cell.
         return results, (f"{name}, scanned variant", chunk_count, None, scores_of(questions, results))
     from rag_ingest.ingest.ocr_local import local_engine
@@ -236,6 +263,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="also evaluate ours on the scanned variant (answer pages scanned and OCR'd; eval.scans.variant)",
     )
+    parser.add_argument(
+        "--rerank",
+        action="store_true",
+        help="also evaluate ours in hybrid mode with the rerank stage on (a row, and its gain per split)",
+    )
     args = parser.parse_args(argv)
 
     endpoint = os.environ.get("OPENSEARCH_URL", "").strip() or DEFAULT_OPENSEARCH
@@ -257,7 +289,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     for corpus in corpora:
         print(f"{corpus.name} split: {len(corpus.pdfs)} documents, {len(corpus.questions)} questions", flush=True)
         rows = evaluate_split(
-            corpus, endpoint, embedder, in_process=args.in_process, timeout=args.timeout, scanned=scanned
+            corpus,
+            endpoint,
+            embedder,
+            in_process=args.in_process,
+            timeout=args.timeout,
+            scanned=scanned,
+            rerank=args.rerank,
         )
         tables.append((corpus, rows))
     for corpus, rows in tables:

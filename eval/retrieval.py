@@ -20,6 +20,7 @@ from pathlib import Path
 
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
 from rag_ingest.core.models import Chunk, PageText, SearchHit
+from rag_ingest.core.ports import Reranker
 from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE, document_title, indexed_text
 from rag_ingest.core.tokens import count_tokens, load_tokenizer
 from rag_ingest.embeddings.base import Embedder
@@ -315,7 +316,7 @@ class InProcessIndex:
         self.chunk_count += len(chunks)
         self.chunk_chars += sum(len(chunk.text) for chunk in chunks)
 
-    def search(self, query: str, mode: SearchMode) -> list[Passage]:
+    def search(self, query: str, mode: SearchMode, reranker: Reranker | None = None) -> list[Passage]:
         hits = search_passages(
             self.store,
             self.embedder,
@@ -324,6 +325,7 @@ class InProcessIndex:
             k=RESULTS_PER_QUESTION,
             mode=mode,
             fusion=self.fusion,
+            reranker=reranker,
         )
         return passages_of(hits)
 

@@ -32,9 +32,15 @@ def eval_template(source: Path, index_name: str) -> dict[str, Any]:
 
 
 def evaluate_through_local_stack(
-    pdfs: Sequence[Path], questions: Sequence[Question], modes: Sequence[SearchMode], timeout: float
-) -> tuple[str, int, dict[SearchMode, dict[str, list[Passage]]]]:
-    """(system name, chunk count, passages per mode and question)."""
+    pdfs: Sequence[Path],
+    questions: Sequence[Question],
+    modes: Sequence[SearchMode],
+    timeout: float,
+    *,
+    rerank: bool = False,
+) -> tuple[str, int, dict[SearchMode, dict[str, list[Passage]]], dict[str, list[Passage]] | None]:
+    """(system name, chunk count, passages per mode and question, and with ``rerank`` the passages
+    of hybrid searches with ``"rerank": true`` per question)."""
     from rag_ingest.wiring import vector_store_for
 
     source = REPO_ROOT / "cdk.out" / f"{stack_name_from_cdk_json(REPO_ROOT)}.template.json"
@@ -58,19 +64,25 @@ def evaluate_through_local_stack(
             if failed:
                 raise SystemExit(f"documents not READY: {failed}\n{process.log_tail()}")
             chunk_count = sum(int(state["chunk_count"]) for state in states.values())
+            # "rerank": false, explicitly: the rows without reranking whatever the deployment's default.
             results = {
-                mode: {question.id: search(client, question.question, mode) for question in questions} for mode in modes
+                mode: {question.id: search(client, question.question, mode, rerank=False) for question in questions}
+                for mode in modes
             }
-            return SYSTEM_NAME, chunk_count, results
+            hybrid = SearchMode.HYBRID
+            reranked = {q.id: search(client, q.question, hybrid, rerank=True) for q in questions} if rerank else None
+            return SYSTEM_NAME, chunk_count, results, reranked
         finally:
             process.stop()
             store.drop_index()
 
 
-def search(client: LocalStackClient, query: str, mode: SearchMode) -> list[Passage]:
-    response = client.search(query, k=RESULTS_PER_QUESTION, mode=mode.value)
+def search(client: LocalStackClient, query: str, mode: SearchMode, *, rerank: bool | None = None) -> list[Passage]:
+    response = client.search(query, k=RESULTS_PER_QUESTION, mode=mode.value, rerank=rerank)
     if response.status_code != 200:
         raise RuntimeError(f"POST /search answered {response.status_code}: {response.text[:500]}")
+    if rerank is not None and response.json().get("reranked") is not rerank:
+        raise RuntimeError(f"POST /search ignored rerank={rerank}: {response.text[:200]}")
     return [
         Passage(passage["filename"] or "", passage["page_start"], passage["page_end"])
         for passage in response.json()["passages"]

@@ -30,6 +30,12 @@ from rag_ingest.core.config import (
     MergeSegmentsPerTier,
 )
 from rag_ingest.core.models import DEFAULT_BULK_ABOVE_PAGES, DEFAULT_PARSE_RANGE_PAGES
+from rag_ingest.core.settings import (
+    DEFAULT_RERANK_MODEL_ID,
+    RERANK_CANDIDATES,
+    RERANK_MAX_CANDIDATES,
+    RerankModelId,
+)
 from rag_ingest.embeddings.bedrock import TITAN_V2_DIMENSIONS, TITAN_V2_MODEL_ID
 from rag_ingest.ingest.ocr import DEFAULT_MAX_OCR_PAGES
 from rag_ingest.retrieval.search import DEFAULT_FUSION, HYBRID_MAX_CANDIDATES
@@ -253,6 +259,19 @@ class OpenSearchConfig(_Model):
         return value
 
 
+class RerankConfig(_Model):
+    """The optional rerank stage of POST /search (Bedrock's Rerank API; docs/retrieval.md, "Reranking").
+    ``default``: on when a request says nothing (off: the evaluation showed no gain offline);
+    ``modelId``: one of the two reranker models Bedrock offers
+    (https://docs.aws.amazon.com/bedrock/latest/userguide/rerank-supported.html); ``candidates``:
+    how many fused passages it scores (or k when larger), at most 100, one billed Rerank query
+    (https://docs.aws.amazon.com/bedrock/latest/userguide/rerank-pricing.html)."""
+
+    default: bool = False
+    model_id: RerankModelId = DEFAULT_RERANK_MODEL_ID
+    candidates: int = Field(default=RERANK_CANDIDATES, ge=1, le=RERANK_MAX_CANDIDATES)
+
+
 class SearchConfig(_Model):
     """Hybrid search: weighted reciprocal rank fusion of BM25 and k-NN, and the candidates each
     leg fetches first for k results (max(minCandidates, candidatesPerResult x k), at most 100; deeper
@@ -264,6 +283,7 @@ class SearchConfig(_Model):
     rrf_rank_constant: int = Field(default=DEFAULT_FUSION.rank_constant, ge=0, le=1000)
     min_candidates: int = Field(default=DEFAULT_FUSION.min_candidates, ge=1, le=HYBRID_MAX_CANDIDATES)
     candidates_per_result: int = Field(default=DEFAULT_FUSION.candidates_per_result, ge=1, le=100)
+    rerank: RerankConfig = RerankConfig()
 
     @model_validator(mode="after")
     def _one_weight_counts(self) -> Self:

@@ -110,8 +110,11 @@ class LocalStackClient:
         k: int | None = None,
         mode: str | None = None,
         filter: dict[str, Any] | None = None,
+        rerank: bool | None = None,
     ) -> requests.Response:
         body: dict[str, Any] = {"query": query}
+        if rerank is not None:
+            body["rerank"] = rerank
         if k is not None:
             body["k"] = k
         if mode is not None:

@@ -53,6 +53,14 @@ class Search(Construct):
             resource_name=config.embedding.model_id,
             arn_format=ArnFormat.SLASH_RESOURCE_NAME,
         )
+        # Rerank invokes the reranker model: bedrock:InvokeModel on its foundation-model ARN.
+        self.rerank_model_arn = Stack.of(self).format_arn(
+            service="bedrock",
+            account="",
+            resource="foundation-model",
+            resource_name=config.search.rerank.model_id,
+            arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+        )
         # Role -> what it may do in the index (infra/permissions.py OPENSEARCH_ACCESS).
         self._grants: list[tuple[iam.IRole, IndexAccess]] = []
         self.domain: opensearch.Domain | None = None
@@ -279,6 +287,17 @@ class Search(Construct):
             iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=[self.embedding_model_arn])
         )
 
+    def grant_rerank(self, role: iam.IRole) -> None:
+        """Let ``role`` call Bedrock's Rerank with the configured reranker model, and no other. Rerank
+        needs ``bedrock:Rerank`` and ``bedrock:InvokeModel`` on the model
+        (https://docs.aws.amazon.com/bedrock/latest/userguide/rerank-prereq.html); ``bedrock:Rerank``
+        names no resource type, so '*' is the only resource IAM takes for it (acknowledged where
+        granted), and the model is scoped by InvokeModel."""
+        role.add_to_principal_policy(iam.PolicyStatement(actions=["bedrock:Rerank"], resources=["*"]))
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=[self.rerank_model_arn])
+        )
+
     @property
     def environment(self) -> dict[str, str]:
         """What the stages need: the query environment plus how to batch embeddings."""
@@ -321,6 +340,17 @@ class Search(Construct):
             "EMBEDDING_DIMENSION": str(embedding.dimension),
             **self.index_parameters,
             **self.fusion_parameters,
+            **self.rerank_parameters,
+        }
+
+    @property
+    def rerank_parameters(self) -> dict[str, str]:
+        """POST /search's optional rerank stage (rag_ingest.core.config.RerankEnv)."""
+        rerank = self._config.search.rerank
+        return {
+            "SEARCH_RERANK_DEFAULT": "true" if rerank.default else "false",
+            "SEARCH_RERANK_MODEL_ID": rerank.model_id,
+            "SEARCH_RERANK_CANDIDATES": str(rerank.candidates),
         }
 
     @property

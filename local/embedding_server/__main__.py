@@ -37,6 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("local.embedding_server").info(
         "serving %s on %s (%s)", server.model.model_id, server.url, settings
     )
+    logging.getLogger("local.embedding_server").info(
+        "Rerank (%s) answers with a stand-in scorer: %s",
+        ", ".join(server.reranker.model_ids),
+        server.reranker.scorer.name,
+    )
     stop.wait()
     logging.getLogger("local.embedding_server").info("stopping: %s", json.dumps(server.stats()))
     server.stop()

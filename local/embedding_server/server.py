@@ -9,7 +9,16 @@ Wire format (botocore's ``bedrock-runtime`` service model, rest-json):
   ``ModelTimeoutException`` 408 (a request that waited ``queue_timeout_seconds`` for a batch),
   ``InternalServerException`` 500. botocore turns them into ``ClientError`` with that code.
 
-Besides Bedrock's route: ``GET /ping`` (ready) and ``GET /_local/stats`` (requests, throttles and
+Bedrock Agent Runtime's ``Rerank`` (``POST /rerank``, optionally under ``/lanes/<lane>``): the
+request and response shape of botocore's ``bedrock-agent-runtime`` model (``queries``, ``sources``
+with ``inlineDocumentSource``, ``rerankingConfiguration.bedrockRerankingConfiguration``; the answer's
+``results`` of ``index`` and ``relevanceScore``, best first), for ``amazon.rerank-v1:0`` and
+``cohere.rerank-v3-5:0`` by model id or foundation-model ARN. No cross-encoder's weights install from
+a package registry reachable here, so the scores come from a plainly labelled stand-in:
+``rag_ingest.retrieval.rerank.LexicalStandInReranker`` (BM25 over the request's sources). Every
+answer says so in its ``x-local-reranker`` header, and the server's log says so at start.
+
+Besides Bedrock's routes: ``GET /ping`` (ready) and ``GET /_local/stats`` (requests, throttles and
 the batcher's counters, for tests and the benchmark).
 """
 
@@ -42,6 +51,15 @@ _INVOKE_PATH = re.compile(
 )
 
 
+_RERANK_PATH = re.compile(rf"^(?:/lanes/(?:{'|'.join(lane.value for lane in Lane)}))?/rerank$")
+# The model ARN Rerank takes, or the bare model id (botocore's BedrockModelArn pattern allows both).
+_RERANK_MODEL = re.compile(r"^(?:arn:aws[a-z-]*:bedrock:[a-z0-9-]+::foundation-model/)?(?P<model_id>[a-z0-9.:-]+)$")
+#: Rerank's limits (botocore's bedrock-agent-runtime model; the API reference cited in
+#: rag_ingest.adapters.reranker): one query, 1 to 1,000 sources, texts of 1 to 32,000 characters.
+RERANK_MAX_SOURCES = 1_000
+RERANK_MAX_TEXT_CHARS = 32_000
+
+
 def lane_endpoint(endpoint: str, lane: Lane) -> str:
     """The endpoint URL a Bedrock client uses for ``lane``'s texts (the server at ``endpoint``)."""
     return f"{endpoint.rstrip('/')}/lanes/{lane.value}"
@@ -67,6 +85,74 @@ class ServedModel:
     # The same vectors for the query lane's batches, computed for latency instead of throughput;
     # None: ``embed``.
     embed_queries: EmbedFunction | None = None
+
+
+class StandInReranker:
+    """Bedrock Agent Runtime's ``Rerank`` over the lexical stand-in scorer (module doc)."""
+
+    #: The header every Rerank answer carries, naming what scored it.
+    HEADER = "x-local-reranker"
+
+    def __init__(self) -> None:
+        from rag_ingest.core.settings import RERANK_MODEL_IDS
+        from rag_ingest.retrieval.rerank import LexicalStandInReranker
+
+        self.model_ids = RERANK_MODEL_IDS
+        self.scorer = LexicalStandInReranker()
+
+    def rerank(self, body: bytes) -> dict[str, Any]:
+        try:
+            request = json.loads(body)
+        except ValueError:
+            raise validation_error("Malformed request body: not JSON") from None
+        if not isinstance(request, dict):
+            raise validation_error("Malformed request body: expected an object")
+        for key in ("queries", "sources", "rerankingConfiguration"):
+            if key not in request:
+                raise validation_error(
+                    f"1 validation error detected: Value null at '{key}' failed to satisfy constraint: "
+                    "Member must not be null"
+                )
+        queries, sources = request["queries"], request["sources"]
+        if not isinstance(queries, list) or len(queries) != 1:
+            raise validation_error("queries: exactly 1 query is allowed")
+        query = _text_of(queries[0], "queries[0]", "textQuery", "TEXT")
+        if not isinstance(sources, list) or not 1 <= len(sources) <= RERANK_MAX_SOURCES:
+            raise validation_error(f"sources: between 1 and {RERANK_MAX_SOURCES} sources are allowed")
+        texts = []
+        for position, source in enumerate(sources):
+            if not isinstance(source, dict) or source.get("type") != "INLINE":
+                raise validation_error(f"sources[{position}].type must be INLINE")
+            texts.append(_text_of(source.get("inlineDocumentSource"), f"sources[{position}]", "textDocument", "TEXT"))
+        configuration = request["rerankingConfiguration"]
+        bedrock = configuration.get("bedrockRerankingConfiguration") if isinstance(configuration, dict) else None
+        if not isinstance(bedrock, dict) or configuration.get("type") != "BEDROCK_RERANKING_MODEL":
+            raise validation_error(
+                "rerankingConfiguration: type BEDROCK_RERANKING_MODEL with a bedrockRerankingConfiguration"
+            )
+        model = bedrock.get("modelConfiguration", {})
+        match = _RERANK_MODEL.match(str(model.get("modelArn", "")) if isinstance(model, dict) else "")
+        if match is None or match["model_id"] not in self.model_ids:
+            raise BedrockError(
+                HTTPStatus.NOT_FOUND,
+                "ResourceNotFoundException",
+                f"reranker model {model!r} not served here: {', '.join(self.model_ids)} (a lexical stand-in)",
+            )
+        number = bedrock.get("numberOfResults", len(texts))
+        if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= RERANK_MAX_SOURCES:
+            raise validation_error(f"numberOfResults must be between 1 and {RERANK_MAX_SOURCES}")
+        ranked = self.scorer.rerank(query, texts, min(number, len(texts)))
+        return {"results": [{"index": index, "relevanceScore": score} for index, score in ranked]}
+
+
+def _text_of(document: Any, where: str, field: str, kind: str) -> str:
+    """The text of a ``{"type": kind, field: {"text"}}`` object, or a ValidationException naming ``where``."""
+    if not isinstance(document, dict) or document.get("type") != kind:
+        raise validation_error(f"{where}: type must be {kind}")
+    text = (document.get(field) or {}).get("text") if isinstance(document.get(field), dict) else None
+    if not isinstance(text, str) or not 1 <= len(text) <= RERANK_MAX_TEXT_CHARS:
+        raise validation_error(f"{where}.{field}.text must be 1 to {RERANK_MAX_TEXT_CHARS} characters")
+    return text
 
 
 class BedrockError(Exception):
@@ -104,6 +190,8 @@ class EmbeddingServer:
         self._httpd = ThreadingHTTPServer((host, port), _handler_class(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
+        self.reranker = StandInReranker()
+        self._reranks = 0
 
     @property
     def port(self) -> int:
@@ -133,6 +221,7 @@ class EmbeddingServer:
                 "requests_by_lane": {lane.value: count for lane, count in self._requests_by_lane.items()},
                 "throttled": self._throttled,
                 "in_flight": self._in_flight,
+                "reranks": self._reranks,
             }
         return {
             "model_id": self.model.model_id,
@@ -146,6 +235,12 @@ class EmbeddingServer:
             **counters,
             "batcher": self.batcher.stats(),
         }
+
+    def rerank(self, body: bytes) -> dict[str, Any]:
+        """One ``Rerank``: the response body, or a BedrockError."""
+        with self._lock:
+            self._reranks += 1
+        return self.reranker.rerank(body)
 
     def invoke(self, model_id: str, body: bytes, lane: Lane = Lane.STANDARD) -> tuple[dict[str, Any], int]:
         """One ``InvokeModel``: the response body and the input's token count, or a BedrockError."""
@@ -236,7 +331,16 @@ def _handler_class(server: EmbeddingServer) -> type[BaseHTTPRequestHandler]:
                 if length > MAX_BODY_BYTES:
                     raise validation_error(f"request body of {length} bytes is too large")
                 body = self.rfile.read(length)
-                match = _INVOKE_PATH.match(self.path.split("?", 1)[0])
+                path = self.path.split("?", 1)[0]
+                if _RERANK_PATH.match(path):
+                    answer = server.rerank(body)
+                    self._send(
+                        HTTPStatus.OK,
+                        answer,
+                        {"x-amzn-RequestId": request_id, StandInReranker.HEADER: server.reranker.scorer.name},
+                    )
+                    return
+                match = _INVOKE_PATH.match(path)
                 if match is None:
                     raise BedrockError(
                         HTTPStatus.NOT_FOUND, "UnknownOperationException", f"no operation at {self.path}"

@@ -203,6 +203,8 @@ class RuntimeSettings:
             "OPENSEARCH_ENDPOINT": self.opensearch_url,
             "EMBEDDING_PROVIDER": "bedrock" if via_server else "local",
             "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": self.embedding_endpoint if via_server else None,
+            # POST /search's Rerank (bedrock-agent-runtime): the same server's /rerank route.
+            "AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME": self.embedding_endpoint if via_server else None,
             "EMBEDDING_MODEL_ID": LOCAL_EMBEDDING_MODEL_ID,
             "EMBEDDING_DIMENSION": str(LOCAL_EMBEDDING_DIMENSION),
             # Pages without a text layer: offline Tesseract instead of Textract (docs/ocr.md).

@@ -80,6 +80,30 @@ def test_default_mode_is_hybrid_with_five_results(client: LocalStackClient, urba
     assert 0 < len(response.json()["passages"]) <= 5
 
 
+def test_rerank_true_goes_through_the_embedding_servers_rerank_route(
+    client: LocalStackClient, stack_process: LocalStackProcess, urban_birds: str
+) -> None:
+    # Off by default (cdk.json search.rerank.default): the same query reranked only when asked, the
+    # scores then the reranker's (the local server's lexical stand-in, in [0, 1)).
+    embedding_url = (stack_process.control("GET", "/_local/status") or {})["embedding_server"]["url"]
+
+    def reranks() -> int:
+        return int(requests.get(f"{embedding_url}/_local/stats", timeout=10).json()["reranks"])
+
+    before = reranks()
+    plain = post_search(client, {"query": "pigeons nesting on window ledges", "k": 3})
+    assert plain.status_code == 200, plain.text
+    assert plain.json()["reranked"] is False
+    assert reranks() == before
+    reranked = post_search(client, {"query": "pigeons nesting on window ledges", "k": 3, "rerank": True})
+    assert reranked.status_code == 200, reranked.text
+    body = reranked.json()
+    assert body["reranked"] is True and 0 < len(body["passages"]) <= 3
+    scores = [p["score"] for p in body["passages"]]
+    assert scores == sorted(scores, reverse=True) and all(0 <= s < 1 for s in scores)
+    assert reranks() == before + 1
+
+
 def test_another_tenant_finds_nothing(client: LocalStackClient, urban_birds: str) -> None:
     stranger = f"stranger-{uuid.uuid4().hex[:6]}"
     for mode in ("hybrid", "knn", "bm25"):

@@ -154,6 +154,17 @@ def test_index_parameters_reach_every_function_that_creates_or_queries_the_index
         assert {name: env[name] for name in expected} == expected, path
 
 
+def test_the_rerank_settings_reach_the_api_function(synth: SynthResult) -> None:
+    rerank = synth.config.search.rerank
+    api = synth.resource("Api/ApiFunction")["Properties"]["Environment"]["Variables"]
+    assert {name: api[name] for name in api if name.startswith("SEARCH_RERANK_")} == {
+        "SEARCH_RERANK_DEFAULT": "false",
+        "SEARCH_RERANK_MODEL_ID": rerank.model_id,
+        "SEARCH_RERANK_CANDIDATES": str(rerank.candidates),
+    }
+    assert (rerank.default, rerank.model_id, rerank.candidates) == (False, "amazon.rerank-v1:0", 50)
+
+
 def test_search_embeds_queries_with_the_indexing_model(synth: SynthResult) -> None:
     api = synth.resource("Api/ApiFunction")["Properties"]["Environment"]["Variables"]
     embed = synth.resource("Workflow/EmbedFunction")["Properties"]["Environment"]["Variables"]

@@ -30,6 +30,9 @@ STAR_ONLY_ACTIONS = {
     "dynamodb:ListStreams",
     # Parse's OCR of image bytes (rag_ingest.adapters.textract): no resource-level permissions exist.
     "textract:DetectDocumentText",
+    # POST /search's rerank stage: Rerank names no resource; the model is scoped by InvokeModel
+    # (https://docs.aws.amazon.com/bedrock/latest/userguide/rerank-prereq.html).
+    "bedrock:Rerank",
 }
 FUNCTIONS = [
     "Api/ApiFunction",
@@ -116,15 +119,21 @@ def test_stages_read_raw_only_where_needed(synth: SynthResult) -> None:
     assert readers == {"Workflow/ValidateFunction", "Workflow/ParseFunction"}
 
 
-def test_bedrock_only_for_embed_and_search_and_only_the_model(synth: SynthResult) -> None:
-    model = synth.config.embedding.model_id
-    expected = f"arn:${{AWS::Partition}}:bedrock:${{AWS::Region}}::foundation-model/{model}"
-    embedders = {"Workflow/EmbedFunction", "Api/ApiFunction"}  # chunks, and POST /search queries
+def test_bedrock_only_for_embed_and_search_and_only_the_models(synth: SynthResult) -> None:
+    def arn(model: str) -> str:
+        return f"arn:${{AWS::Partition}}:bedrock:${{AWS::Region}}::foundation-model/{model}"
+
+    embedding, reranker = arn(synth.config.embedding.model_id), arn(synth.config.search.rerank.model_id)
+    expected = {
+        "Workflow/EmbedFunction": [embedding],  # chunks
+        "Api/ApiFunction": [embedding, reranker],  # POST /search: the query, and its rerank stage
+    }
     for path in FUNCTIONS:
         allowed = _allows(synth.role_statements(path), "bedrock:InvokeModel")
-        assert allowed == ([expected] if path in embedders else []), path
+        assert sorted(allowed) == sorted(expected.get(path, [])), path
+        assert _allows(synth.role_statements(path), "bedrock:Rerank") == (["*"] if path == "Api/ApiFunction" else [])
     assert not any(
-        a.startswith("bedrock:") and a != "bedrock:InvokeModel"
+        a.startswith("bedrock:") and a not in ("bedrock:InvokeModel", "bedrock:Rerank")
         for p in synth.of_type("AWS::IAM::Policy").values()
         for s in p["Properties"]["PolicyDocument"]["Statement"]
         for a in as_list(s["Action"])

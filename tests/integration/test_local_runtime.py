@@ -56,7 +56,8 @@ def echo(event, context):
         "env": {k: os.environ.get(k) for k in (
             "TABLE_NAME", "QUEUE_URL", "GREETING", "OPENSEARCH_ENDPOINT", "EMBEDDING_PROVIDER",
             "EMBEDDING_MODEL_ID", "EMBEDDING_DIMENSION", "POWERTOOLS_TRACE_DISABLED", "POWERTOOLS_DEV",
-            "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_BEDROCK_RUNTIME", "AWS_LAMBDA_FUNCTION_TIMEOUT")},
+            "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_BEDROCK_RUNTIME", "AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME",
+            "AWS_LAMBDA_FUNCTION_TIMEOUT")},
         "pid": os.getpid(),
     }
 
@@ -525,6 +526,8 @@ def test_handler_runs_with_the_template_environment_and_local_overrides(
     assert (env["EMBEDDING_PROVIDER"], env["EMBEDDING_DIMENSION"]) == ("bedrock", str(MINILM_DIMENSION))
     assert env["EMBEDDING_MODEL_ID"] == LOCAL_MODEL_ID
     assert env["AWS_ENDPOINT_URL_BEDROCK_RUNTIME"] == stack.outputs["EmbeddingEndpoint"]
+    # POST /search's Rerank (bedrock-agent-runtime) goes to the same server's /rerank route.
+    assert env["AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME"] == stack.outputs["EmbeddingEndpoint"]
     assert stack.outputs["EmbeddingEndpoint"].startswith("http://127.0.0.1:")
     assert env["POWERTOOLS_TRACE_DISABLED"] == "true"
     assert env["POWERTOOLS_DEV"] is None

@@ -336,9 +336,10 @@ def test_preflight_command_on_a_fresh_account(
     assert main(["preflight", "--cdk-json", str(cdk_json)]) == 1
     out, err = capsys.readouterr()
     lines = out.splitlines()
-    assert len(lines) == 10
+    assert len(lines) == 11
     assert lines[1].startswith("missing bootstrap") and f"npx cdk bootstrap aws://{ACCOUNT}/{REGION}" in lines[1]
-    assert err.strip() == "preflight: 9 ok, 0 warn, 1 missing"
+    # us-east-1 does not offer the default reranker (amazon.rerank-v1:0): a warning, reranking is off by default.
+    assert err.strip() == "preflight: 9 ok, 1 warn, 1 missing"
 
     put_bootstrap("28")
     assert main(["--json", "preflight", "--cdk-json", str(cdk_json)]) == 0
@@ -347,6 +348,7 @@ def test_preflight_command_on_a_fresh_account(
         "credentials": "ok",
         "bootstrap": "ok",
         "bedrock-model": "ok",
+        "rerank-model": "warn",
         "textract": "ok",
         "quota-embed-rpm": "ok",
         "quota-embed-tpm": "ok",

@@ -71,5 +71,12 @@ def test_a_quick_run_reports_latency_per_mode_recall_and_tenant_isolation(tmp_pa
         assert filtered["latency_ms"][mode]["n"] == filtered["paired_unfiltered_latency_ms"][mode]["n"] == QUERIES
         assert filtered["p95_over_unfiltered"][mode] > 0
 
+    # hybrid+rerank, paired with plain hybrid query by query (the route answered reranked: true).
+    rerank = result["rerank"]
+    assert rerank["mode"] == "hybrid+rerank"
+    assert rerank["latency_ms"]["n"] == rerank["paired_hybrid_latency_ms"]["n"] == QUERIES
+    assert rerank["paired_difference_ms"]["n"] == QUERIES
+    assert set(rerank["added_ms"]) == {"p50", "p95"}
+
     # Everything it loaded is gone with its index.
     assert not connect(URL).indices.exists(index=result["index"]["name"])

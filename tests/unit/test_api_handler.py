@@ -374,6 +374,13 @@ def test_a_bad_search_filter_is_400_naming_its_json_path(api: ModuleType, where:
     assert assert_error(body, "INVALID_REQUEST").startswith(f"{path}: ")
 
 
+@pytest.mark.parametrize("rerank", ["true", 1, {"on": True}])
+def test_a_search_rerank_that_is_not_a_boolean_is_400(api: ModuleType, rerank: Any) -> None:
+    status, _, body = call(api, "POST", "/search", json.dumps({"query": "rent", "rerank": rerank}))
+    assert status == 400
+    assert "rerank" in assert_error(body, "INVALID_REQUEST")
+
+
 def test_a_too_deep_or_too_large_search_filter_is_400(api: ModuleType) -> None:
     deep: dict[str, Any] = {"equals": {"key": "a", "value": 1}}
     for _ in range(5):

@@ -112,3 +112,24 @@ def test_the_console_script_points_at_the_entry_point() -> None:
     target = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]["rag-ingest"]
     module, _, name = target.partition(":")
     assert callable(getattr(importlib.import_module(module), name))
+
+
+@pytest.mark.parametrize(("flags", "rerank"), [((), None), (("--rerank",), True), (("--no-rerank",), False)])
+def test_search_takes_rerank_on_off_or_the_deployments_default(flags: tuple[str, ...], rerank: bool | None) -> None:
+    from rag_ingest.cli.api import ApiClient
+
+    args = build_parser().parse_args(["search", "tide", *flags])
+    assert args.rerank is rerank
+
+    class Recording:
+        def __init__(self) -> None:
+            self.body: dict[str, object] = {}
+
+        def call(self, method: str, path: str, body: dict[str, object]) -> dict[str, object]:
+            self.body = body
+            return {}
+
+    recording = Recording()
+    ApiClient.search(recording, "tide", k=3, mode="hybrid", rerank=args.rerank)  # type: ignore[arg-type]
+    expected: dict[str, object] = {"query": "tide", "k": 3, "mode": "hybrid"}
+    assert recording.body == (expected if rerank is None else {**expected, "rerank": rerank})

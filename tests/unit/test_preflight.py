@@ -29,6 +29,7 @@ from rag_ingest.cli.preflight import (
     decide_credentials,
     decide_domain,
     decide_quota,
+    decide_rerank_model,
     decide_stack,
     decide_textract,
     embedding_demand,
@@ -442,7 +443,8 @@ class FakeProbe:
 
 
 def test_a_ready_account_passes_every_check() -> None:
-    results = run_checks(FakeProbe(), PreflightSettings())
+    # us-east-1 offers Cohere's reranker, not Amazon's (the default: see the rerank-model tests).
+    results = run_checks(FakeProbe(), PreflightSettings(rerank_model_id="cohere.rerank-v3-5:0"))
     assert [r.name for r in results] == ["credentials", *(name for name, _ in CHECKS)]
     assert {r.status for r in results} == {"ok"}, [render(r) for r in results if r.status != "ok"]
     assert exit_code(results) == 0
@@ -492,7 +494,7 @@ def test_a_missing_bootstrap_fails_the_run() -> None:
 
 
 def test_the_report_lines_and_json() -> None:
-    results = run_checks(FakeProbe(), PreflightSettings())
+    results = run_checks(FakeProbe(), PreflightSettings(rerank_model_id="cohere.rerank-v3-5:0"))
     results[1] = decide_bootstrap(None, required=6, source="s", account=ACCOUNT, region="us-east-1", qualifier="q")
     out, err = io.StringIO(), io.StringIO()
     assert report(Console(out=out, err=err), results) == 1
@@ -502,7 +504,7 @@ def test_the_report_lines_and_json() -> None:
     assert lines[1].startswith("missing bootstrap ") and lines[1].endswith(
         f"→ fix: npx cdk bootstrap aws://{ACCOUNT}/us-east-1 --qualifier q"
     )
-    assert err.getvalue() == "preflight: 9 ok, 0 warn, 1 missing\n"
+    assert err.getvalue() == "preflight: 10 ok, 0 warn, 1 missing\n"
     out = io.StringIO()
     assert report(Console(out=out, err=io.StringIO(), as_json=True), results) == 1
     parsed = json.loads(out.getvalue())
@@ -544,3 +546,23 @@ def test_docs_cli_lists_every_command() -> None:
     unlisted = sorted(name for name in commands if f"`{name}" not in text)
     assert unlisted == [], f"docs/cli.md does not list: {unlisted}"
     assert "preflight" in commands
+
+
+def test_the_rerank_model_is_checked_against_the_documented_regions() -> None:
+    assert decide_rerank_model("amazon.rerank-v1:0", "us-west-2", default_on=False).status == "ok"
+    off = decide_rerank_model("amazon.rerank-v1:0", "us-east-1", default_on=False)
+    assert off.status == "warn" and "not offered for Rerank in us-east-1" in off.finding
+    assert off.fix == "set search.rerank.modelId to cohere.rerank-v3-5:0"
+    on = decide_rerank_model("amazon.rerank-v1:0", "us-east-1", default_on=True)
+    assert on.status == "missing" and "every search reranks" in on.finding
+    nowhere = decide_rerank_model("cohere.rerank-v3-5:0", "eu-west-1", default_on=False)
+    assert nowhere.status == "warn" and nowhere.fix is not None and "us-east-1" in nowhere.fix
+
+
+def test_the_rerank_settings_come_from_cdk_json() -> None:
+    context = {"rag-ingest": {"search": {"rerank": {"default": True, "modelId": "cohere.rerank-v3-5:0"}}}}
+    settings = settings_from_context(context)
+    assert (settings.rerank_default, settings.rerank_model_id) == (True, "cohere.rerank-v3-5:0")
+    assert (PreflightSettings().rerank_default, PreflightSettings().rerank_model_id) == (False, "amazon.rerank-v1:0")
+    with pytest.raises(CliError, match=r"search\.rerank\.default"):
+        settings_from_context({"rag-ingest": {"search": {"rerank": {"default": "yes"}}}})

@@ -13,7 +13,10 @@ router = Router()
 @router.post(
     "/search",
     summary="Search passages",
-    description="The tenant's passages for a query: hybrid (BM25 + k-NN fused by reciprocal rank), knn or bm25.",
+    description=(
+        "The tenant's passages for a query: hybrid (BM25 + k-NN fused by reciprocal rank), knn or bm25; "
+        "optionally reranked by a reranker model (rerank)."
+    ),
     responses=responses(200, 400, 403),
     tags=["search"],
     operation_id="searchPassages",

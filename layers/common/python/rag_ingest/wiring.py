@@ -21,6 +21,7 @@ from rag_ingest.adapters.object_store import ObjectStore
 from rag_ingest.adapters.object_versions import ObjectVersions
 from rag_ingest.adapters.presigner import S3Presigner
 from rag_ingest.adapters.queues import Queues
+from rag_ingest.adapters.reranker import BedrockReranker
 from rag_ingest.adapters.textract import TextractEngine
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
 from rag_ingest.adapters.webhook_http import PinnedHttpTransport
@@ -40,6 +41,7 @@ from rag_ingest.core.config import (
     WebhookFanOutEnv,
     WebhooksApiEnv,
 )
+from rag_ingest.core.ports import Reranker
 from rag_ingest.core.telemetry import CloudTelemetry, Telemetry
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.documents.deletion import DocumentDeletion
@@ -56,7 +58,8 @@ from rag_ingest.operations.reaper import Reaper, ReaperSettings
 from rag_ingest.operations.reconciler import Reconciler, ReconcilerSettings
 from rag_ingest.operations.redrive import DeadLetterRedrive, Recovery
 from rag_ingest.operations.replay import FailedDocumentReplay, Replayer
-from rag_ingest.retrieval.search import SearchService
+from rag_ingest.retrieval.rerank import LexicalStandInReranker
+from rag_ingest.retrieval.search import RerankSettings, SearchService
 from rag_ingest.webhooks.service import WebhookDelivery, WebhookFanOut, WebhookService
 from rag_ingest.webhooks.url_policy import UrlPolicy
 
@@ -110,6 +113,14 @@ def lazy_vector_store(env: SearchEnv) -> Callable[[], VectorStore]:
 def embedder_for(env: SearchEnv) -> Embedder:
     bedrock = aws.bedrock_runtime_client() if env.embedding_provider == "bedrock" else None
     return create_embedder(env.embedding_provider, env.embedding_model_id, env.embedding_dimension, bedrock)
+
+
+def reranker_for(env: SearchEnv) -> Reranker:
+    """Bedrock's Rerank where the query embedder is Bedrock's (locally: the embedding server's Rerank
+    route, a lexical stand-in); the in-process stand-in where the embedder runs in process."""
+    if env.embedding_provider == "bedrock":
+        return BedrockReranker(env.search_rerank_model_id, aws.bedrock_agent_runtime_client())
+    return LexicalStandInReranker()
 
 
 def ocr_engine_for(env: StagesEnv) -> OcrEngine | None:
@@ -200,7 +211,13 @@ def build_api(env: ApiEnv, search_env: SearchEnv) -> ApiServices:
             events=EventPublisher(env.event_bus_name),
         ),
         search=SearchService(
-            store=vector_store, embedder=cache(lambda: embedder_for(search_env)), fusion=search_env.fusion
+            store=vector_store,
+            embedder=cache(lambda: embedder_for(search_env)),
+            fusion=search_env.fusion,
+            reranker=cache(lambda: reranker_for(search_env)),
+            rerank=RerankSettings(
+                default=search_env.search_rerank_default, candidates=search_env.search_rerank_candidates
+            ),
         ),
     )
 

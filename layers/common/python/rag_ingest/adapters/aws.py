@@ -86,3 +86,10 @@ def bedrock_runtime_client() -> Any:
     connections = max(model.default_concurrency for model in SERVED_MODELS.values())
     config = BOTO_CONFIG.merge(Config(max_pool_connections=connections))
     return boto3.client("bedrock-runtime", config=config)  # type: ignore[call-overload]
+
+
+def bedrock_agent_runtime_client() -> Any:
+    """The reranker's client (``Rerank`` is a bedrock-agent-runtime operation): the default chain and
+    endpoint (locally ``AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME``, the local embedding server's
+    ``/rerank`` route)."""
+    return boto3.client("bedrock-agent-runtime", config=BOTO_CONFIG)  # type: ignore[call-overload]

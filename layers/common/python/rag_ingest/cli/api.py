@@ -128,10 +128,14 @@ class ApiClient:
     def delete(self, document_id: str) -> dict[str, Any]:
         return dict(self.call("DELETE", f"/documents/{_segment(document_id)}") or {})
 
-    def search(self, query: str, *, k: int, mode: str, where: dict[str, Any] | None = None) -> dict[str, Any]:
+    def search(
+        self, query: str, *, k: int, mode: str, where: dict[str, Any] | None = None, rerank: bool | None = None
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {"query": query, "k": k, "mode": mode}
         if where is not None:
             body["filter"] = where
+        if rerank is not None:
+            body["rerank"] = rerank
         return dict(self.call("POST", "/search", body))
 
 

@@ -282,9 +282,16 @@ def show_status(api: ApiClient, console: Console, document_id: str) -> int:
 
 # ---------------------------------------------------------------- search
 def search(
-    api: ApiClient, console: Console, query: str, *, k: int, mode: str, where: dict[str, Any] | None = None
+    api: ApiClient,
+    console: Console,
+    query: str,
+    *,
+    k: int,
+    mode: str,
+    where: dict[str, Any] | None = None,
+    rerank: bool | None = None,
 ) -> int:
-    result = api.search(query, k=k, mode=mode, where=where)
+    result = api.search(query, k=k, mode=mode, where=where, rerank=rerank)
     if console.as_json:
         console.json(result)
         return 0
@@ -438,6 +445,12 @@ def add_user_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     search_parser.add_argument("query")
     search_parser.add_argument("--mode", choices=("hybrid", "knn", "bm25"), default="hybrid")
     search_parser.add_argument("-k", type=int, default=5, help="passages (1..50, default 5)")
+    search_parser.add_argument(
+        "--rerank",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="rerank the candidates (--no-rerank: not); unset, the deployment's default",
+    )
     _filter_options(search_parser)
 
     retry_parser = commands.add_parser("retry", parents=[common], help="replay a FAILED document")
@@ -485,7 +498,7 @@ def run_user_command(args: argparse.Namespace, target: Target, console: Console)
         return show_status(api, console, args.document_id)
     if args.command == "search":
         where = build_filter(args.where, args.filter_json)
-        return search(api, console, args.query, k=args.k, mode=args.mode, where=where)
+        return search(api, console, args.query, k=args.k, mode=args.mode, where=where, rerank=args.rerank)
     if args.command == "retry":
         return retry(api, console, args.document_id, wait=args.wait, timeout_seconds=args.timeout)
     if args.command == "meta":

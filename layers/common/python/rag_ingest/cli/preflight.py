@@ -23,6 +23,7 @@ from typing import Any, Literal, Protocol
 
 from rag_ingest.cli.commands import Console
 from rag_ingest.cli.transport import CliError
+from rag_ingest.core.settings import DEFAULT_RERANK_MODEL_ID
 from rag_ingest.embeddings.bedrock import DEFAULT_MAX_CONCURRENCY, TITAN_V2_MODEL_ID
 
 Status = Literal["ok", "warn", "missing"]
@@ -71,6 +72,9 @@ class PreflightSettings:
     # "create": the stack sets the API Gateway account's CloudWatch role; "existing": the account must have one.
     api_gateway_account_role: str = "create"
     cdk_out: Path = Path("cdk.out")
+    # POST /search's optional rerank stage (search.rerank): its model, and whether it is on by default.
+    rerank_model_id: str = DEFAULT_RERANK_MODEL_ID
+    rerank_default: bool = False
 
 
 def _section(raw: dict[str, Any], key: str) -> dict[str, Any]:
@@ -118,6 +122,10 @@ def settings_from_context(context: dict[str, Any], *, base: Path = Path(".")) ->
     if not isinstance(raw, dict):
         raise CliError(f"cdk.json: context '{CONTEXT_KEY}' must be an object")
     embedding, lanes = _section(raw, "embedding"), _section(raw, "lanes")
+    rerank = _section(_section(raw, "search"), "rerank")
+    rerank_default = rerank.get("default", False)
+    if not isinstance(rerank_default, bool):
+        raise CliError(f"cdk.json: {CONTEXT_KEY}.search.rerank.default must be true or false")
     parsing, limits = _section(raw, "parsing"), _section(raw, "limits")
     chunking, auth = _section(raw, "chunking"), _section(raw, "auth")
     prefix = auth.get("domainPrefix")
@@ -141,6 +149,8 @@ def settings_from_context(context: dict[str, Any], *, base: Path = Path(".")) ->
         domain_prefix=prefix or None,
         api_gateway_account_role=_account_role_mode(raw),
         cdk_out=base / "cdk.out",
+        rerank_model_id=_str(rerank, "modelId", defaults.rerank_model_id, "search.rerank."),
+        rerank_default=rerank_default,
     )
 
 
@@ -307,6 +317,34 @@ def decide_bedrock_model(
     if legacy:
         return warn(name, f"{model_id} available{legacy}", "plan a move to the model's successor")
     return ok(name, f"{model_id} ({model_name}) available and authorized in {region}")
+
+
+#: Where each reranker model is offered for Rerank, as AWS documents it (no API call: a static table
+#: keeps the check free): https://docs.aws.amazon.com/bedrock/latest/userguide/rerank-supported.html
+RERANK_MODEL_REGIONS: dict[str, tuple[str, ...]] = {
+    "amazon.rerank-v1:0": ("ap-northeast-1", "ca-central-1", "eu-central-1", "us-west-2"),
+    "cohere.rerank-v3-5:0": ("ap-northeast-1", "ca-central-1", "eu-central-1", "us-east-1", "us-west-2"),
+}
+
+
+def decide_rerank_model(model_id: str, region: str, *, default_on: bool) -> CheckResult:
+    """Whether ``region`` offers the reranker model (by the documented table). Not offered: a warning
+    while reranking is off by default (only requests asking for it would fail), missing when it is on
+    (every search would)."""
+    name = "rerank-model"
+    offered = RERANK_MODEL_REGIONS.get(model_id, ())
+    if region in offered:
+        return ok(name, f"{model_id} is offered for Rerank in {region}")
+    others = [m for m, regions in RERANK_MODEL_REGIONS.items() if m != model_id and region in regions]
+    fix = (
+        f"set search.rerank.modelId to {others[0]}"
+        if others
+        else f"deploy to a region that offers it ({', '.join(offered) or 'none documented'})"
+    )
+    finding = f"{model_id} is not offered for Rerank in {region}"
+    if default_on:
+        return missing(name, finding + ": every search reranks by default (search.rerank.default)", fix)
+    return warn(name, finding + ': searches with "rerank": true would fail (reranking is off by default)', fix)
 
 
 def nearest_regions(region: str, offered: list[str], limit: int = 3) -> list[str]:
@@ -662,6 +700,11 @@ def check_textract_quota(probe: Probe, context: Context) -> CheckResult:
     )
 
 
+def check_rerank_model(probe: Probe, context: Context) -> CheckResult:
+    settings = context.settings
+    return decide_rerank_model(settings.rerank_model_id, context.region, default_on=settings.rerank_default)
+
+
 def check_api_gateway_role(probe: Probe, context: Context) -> CheckResult:
     return decide_api_gateway_role(probe.api_gateway_cloudwatch_role(), context.settings.api_gateway_account_role)
 
@@ -684,6 +727,7 @@ def check_stack(probe: Probe, context: Context) -> CheckResult:
 CHECKS: tuple[tuple[str, Callable[[Probe, Context], CheckResult]], ...] = (
     ("bootstrap", check_bootstrap),
     ("bedrock-model", check_bedrock_model),
+    ("rerank-model", check_rerank_model),
     ("textract", check_textract),
     ("quota-embed-rpm", check_embed_requests_quota),
     ("quota-embed-tpm", check_embed_tokens_quota),

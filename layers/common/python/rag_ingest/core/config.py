@@ -14,9 +14,13 @@ from rag_ingest.core.models import DEFAULT_BULK_ABOVE_PAGES, DEFAULT_PARSE_RANGE
 from rag_ingest.core.settings import (
     DEFAULT_FUSION,
     DEFAULT_MAX_OCR_PAGES,
+    DEFAULT_RERANK_MODEL_ID,
     HYBRID_MAX_CANDIDATES,
     OCR_DPI,
+    RERANK_CANDIDATES,
+    RERANK_MAX_CANDIDATES,
     FusionSettings,
+    RerankModelId,
 )
 
 
@@ -142,8 +146,18 @@ class FusionEnv(EnvModel):
         )
 
 
-class SearchEnv(ChunkIndexEnv, IndexParamsEnv, FusionEnv):
-    """POST /search (in the API function): the index, the embedder that embeds the query, fusion."""
+class RerankEnv(EnvModel):
+    """The optional rerank stage of POST /search (rag_ingest.retrieval.rerank): on when a request
+    says nothing (``search_rerank_default``), the model, and how many fused passages it scores."""
+
+    search_rerank_default: bool = False
+    search_rerank_model_id: RerankModelId = DEFAULT_RERANK_MODEL_ID
+    search_rerank_candidates: int = Field(default=RERANK_CANDIDATES, ge=1, le=RERANK_MAX_CANDIDATES)
+
+
+class SearchEnv(ChunkIndexEnv, IndexParamsEnv, FusionEnv, RerankEnv):
+    """POST /search (in the API function): the index, the embedder that embeds the query, fusion,
+    reranking."""
 
     embedding_provider: Literal["bedrock", "local"]
     embedding_model_id: str = Field(min_length=1)

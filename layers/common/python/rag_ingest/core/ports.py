@@ -344,3 +344,17 @@ class DocumentReplayer(Protocol):
     def plan(self, record: DocumentRecord) -> ReplayedDocument: ...
 
     def replay(self, record: DocumentRecord) -> ReplayedDocument: ...
+
+
+# -- the optional second stage of search ---------------------------------------------------------
+class Reranker(Protocol):
+    """Scores (query, passage text) pairs: Bedrock's ``Rerank`` (rag_ingest.adapters.reranker), or
+    the lexical stand-in offline (rag_ingest.retrieval.rerank.LexicalStandInReranker)."""
+
+    #: What scored the passages, for logs and the eval's tables.
+    name: str
+
+    def rerank(self, query: str, texts: Sequence[str], top_n: int) -> list[tuple[int, float]]:
+        """The ``top_n`` best of ``texts`` for ``query`` as (index into ``texts``, relevance score),
+        best first."""
+        ...

@@ -6,6 +6,7 @@ importing the capabilities that use them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 #: Resolution pages are rasterised at for OCR. 200 dpi gave the lowest character error rate per
 #: second on the generated scans (docs/ocr.md): 150 loses small type, 300 costs twice the time.
@@ -20,6 +21,20 @@ RRF_RANK_CONSTANT = 60
 HYBRID_CANDIDATES_PER_RESULT = 2
 HYBRID_MIN_CANDIDATES = 20
 HYBRID_MAX_CANDIDATES = 100
+
+#: The optional rerank stage (rag_ingest.retrieval.rerank) scores the first ``RERANK_CANDIDATES``
+#: fused passages (or ``k``, when larger). At most ``RERANK_MAX_CANDIDATES``: Bedrock bills reranking
+#: per query, "a single call to the reranker model that can contain up to 100 document chunks"
+#: (https://docs.aws.amazon.com/bedrock/latest/userguide/rerank-pricing.html), so one call stays one
+#: billed query; 50 halves the scoring time of 100 while the first stage's hybrid list is the
+#: candidates' source either way (docs/retrieval.md, "Reranking").
+RERANK_CANDIDATES = 50
+RERANK_MAX_CANDIDATES = 100
+#: The reranker models Bedrock's Rerank API offers
+#: (https://docs.aws.amazon.com/bedrock/latest/userguide/rerank-supported.html).
+RerankModelId = Literal["amazon.rerank-v1:0", "cohere.rerank-v3-5:0"]
+RERANK_MODEL_IDS: tuple[str, ...] = get_args(RerankModelId)
+DEFAULT_RERANK_MODEL_ID: RerankModelId = "amazon.rerank-v1:0"
 
 
 @dataclass(frozen=True)

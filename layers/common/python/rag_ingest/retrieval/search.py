@@ -23,6 +23,10 @@ candidates (docs/benchmarks.md), and only a corpus full of copies pays for a dee
 A hybrid search sends its BM25 request from a second thread as soon as it starts, so that it runs
 while the query is embedded and the k-NN request runs: the search takes about as long as the
 slower leg, not the two one after the other.
+
+With a ``reranker`` (``rerank`` in the request, or the deployment's default), the fused and folded
+passages go through a second stage (rag_ingest.retrieval.rerank): the first ``rerank_depth(k)`` of
+them are scored by the reranker and the ``k`` best by that score are returned.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -39,15 +43,18 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.filters import Filter, FilterError, parse_filter
 from rag_ingest.core.models import PassageCopy, SearchHit
-from rag_ingest.core.ports import PassageRetriever
+from rag_ingest.core.ports import PassageRetriever, Reranker
 from rag_ingest.core.settings import (
     DEFAULT_FUSION,
     HYBRID_MAX_CANDIDATES,
+    RERANK_CANDIDATES,
+    RERANK_MAX_CANDIDATES,
     RRF_RANK_CONSTANT,
     FusionSettings,
 )
 from rag_ingest.core.tracing import in_callers_trace
 from rag_ingest.embeddings.base import Embedder
+from rag_ingest.retrieval.rerank import rerank_depth, rerank_passages
 
 MAX_K = 50
 MAX_QUERY_CHARS = 1000
@@ -77,9 +84,12 @@ def search_passages(
     mode: SearchMode | str = SearchMode.HYBRID,
     fusion: FusionSettings = DEFAULT_FUSION,
     where: Filter | None = None,
+    reranker: Reranker | None = None,
+    rerank_candidates: int = RERANK_CANDIDATES,
 ) -> list[SearchHit]:
     """The ``k`` best passages of ``tenant_id`` for ``query``, best first; with ``where``, only
     passages that match it (the filter runs inside both retrievers' queries, never after them).
+    With ``reranker``, the first ``rerank_depth(k, rerank_candidates)`` passages are reranked by it.
 
     Raises ``PermanentError(INVALID_REQUEST)`` for an empty query, a missing tenant, k outside
     1..MAX_K or an unknown mode.
@@ -96,13 +106,17 @@ def search_passages(
         modes = ", ".join(m.value for m in SearchMode)
         raise PermanentError(ErrorCode.INVALID_REQUEST, f"unknown mode {mode!r}: expected one of {modes}") from None
 
-    depth = fusion.candidates_for(k)
+    # The first stage's k: the reranker's candidates when there is one (module doc).
+    wanted = k if reranker is None else rerank_depth(k, rerank_candidates)
+    depth = fusion.candidates_for(wanted)
     bm25_leg = _start_bm25_leg(store, mode, tenant_id, query, depth, where)
     vector = None if mode is SearchMode.BM25 else embedder.embed([query])[0]
     while True:
         hits, more_exist = _candidates(store, mode, tenant_id, query, vector, depth, fusion, bm25_leg, where)
         passages = collapse_copies(hits)
-        if len(passages) >= k or not more_exist or depth >= HYBRID_MAX_CANDIDATES:
+        if len(passages) >= wanted or not more_exist or depth >= HYBRID_MAX_CANDIDATES:
+            if reranker is not None:
+                return rerank_passages(reranker, query, passages[:wanted], k)
             return passages[:k]
         depth = min(HYBRID_MAX_CANDIDATES, 2 * depth)
         bm25_leg = _start_bm25_leg(store, mode, tenant_id, query, depth, where)
@@ -229,6 +243,14 @@ class SearchRequest(BaseModel):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     k: int = Field(default=5, ge=1, le=MAX_K, strict=True)
     mode: SearchMode = SearchMode.HYBRID
+    rerank: bool | None = Field(
+        default=None,
+        strict=True,
+        description=(
+            "Rerank the first stage's candidates with the deployment's reranker model (docs/api.md, "
+            '"Reranking"): true or false; absent, the deployment\'s default (cdk.json search.rerank.default).'
+        ),
+    )
     filter: dict[str, Any] | None = Field(
         default=None,
         description=(
@@ -312,7 +334,22 @@ class SearchResponse(BaseModel):
     query: str
     mode: SearchMode
     k: int
+    #: Whether the passages were reranked (then each ``score`` is the reranker's relevance score).
+    reranked: bool = False
     passages: list[PassageView]
+
+
+@dataclass(frozen=True)
+class RerankSettings:
+    """The deployment's reranking (rag_ingest.core.config.RerankEnv): on when a request says
+    nothing, and how many fused passages the reranker scores."""
+
+    default: bool = False
+    candidates: int = RERANK_CANDIDATES
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.candidates <= RERANK_MAX_CANDIDATES:
+            raise ValueError(f"rerank candidates must be between 1 and {RERANK_MAX_CANDIDATES}")
 
 
 class SearchService:
@@ -323,16 +360,24 @@ class SearchService:
         store: Callable[[], PassageRetriever],
         embedder: Callable[[], Embedder],
         fusion: FusionSettings = DEFAULT_FUSION,
+        reranker: Callable[[], Reranker] | None = None,
+        rerank: RerankSettings = RerankSettings(),
     ) -> None:
         self._store = store
         self._embedder = embedder
         self._fusion = fusion
+        self._reranker = reranker
+        self._rerank = rerank
 
     def search(self, tenant_id: str, request: SearchRequest) -> SearchResponse:
         """Raises ``PermanentError(INVALID_REQUEST)`` naming the JSON path of a bad filter's part."""
         where = parse_request_filter(request.filter)
         # BM25 alone never embeds: do not load (or pay for) the model for it.
         embedder = self._embedder() if request.mode is not SearchMode.BM25 else _NoEmbedder()
+        wants_rerank = self._rerank.default if request.rerank is None else request.rerank
+        if wants_rerank and self._reranker is None:
+            raise PermanentError(ErrorCode.INVALID_REQUEST, "reranking is not configured for this deployment")
+        reranker = self._reranker() if wants_rerank and self._reranker is not None else None
         hits = search_passages(
             self._store(),
             embedder,
@@ -342,9 +387,15 @@ class SearchService:
             mode=request.mode,
             fusion=self._fusion,
             where=where,
+            reranker=reranker,
+            rerank_candidates=self._rerank.candidates,
         )
         return SearchResponse(
-            query=request.query, mode=request.mode, k=request.k, passages=[PassageView.of(hit) for hit in hits]
+            query=request.query,
+            mode=request.mode,
+            k=request.k,
+            reranked=reranker is not None,
+            passages=[PassageView.of(hit) for hit in hits],
         )
 
 

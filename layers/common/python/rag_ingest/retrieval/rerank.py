@@ -1,0 +1,130 @@
+"""The optional second stage of search: rerank the fused candidates by a (query, passage) scorer.
+
+The first stage (rag_ingest.retrieval.search) fuses BM25 and k-NN and folds copies; this stage takes
+its first ``candidates`` passages (``RERANK_CANDIDATES``, 50, or ``k`` when larger; at most
+``RERANK_MAX_CANDIDATES``, 100, so that one Bedrock call is one billed query), scores each
+(query, passage text) pair with a ``Reranker``, and returns the ``k`` best by that score, best first.
+A passage keeps its fields; its ``score`` becomes the reranker's relevance score.
+
+Rerankers: in AWS, Bedrock's ``Rerank`` API with ``amazon.rerank-v1:0`` or ``cohere.rerank-v3-5:0``
+(rag_ingest.adapters.reranker). Offline there is no cross-encoder whose weights install from a
+package registry reachable here (docs/retrieval.md, "Reranking"), so the local embedding server's
+``Rerank`` route, and the in-process provider, run ``LexicalStandInReranker``: BM25 of the query's
+words over the candidates only, a plainly labelled stand-in that exercises the path (request shape,
+ordering, latency) and is not a model. Reranking is off by default (cdk.json
+``search.rerank.default``): the evaluation gives the measured effect.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+
+from rag_ingest.core.models import SearchHit
+from rag_ingest.core.ports import Reranker
+from rag_ingest.core.settings import RERANK_CANDIDATES, RERANK_MAX_CANDIDATES
+
+#: What the stand-in calls itself in responses, logs and tables: never mistaken for a model.
+STAND_IN_NAME = "lexical-stand-in (BM25 over the candidates; not a cross-encoder)"
+
+_WORD = re.compile(r"[0-9a-z]+")
+# Words that say nothing about relevance; BM25's IDF over a few dozen candidates is too noisy to
+# learn that on its own.
+_STOP_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "how",
+        "in",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "this",
+        "to",
+        "was",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "with",
+        "does",
+        "do",
+        "did",
+        "can",
+    ]
+)
+
+
+def rerank_depth(k: int, candidates: int = RERANK_CANDIDATES) -> int:
+    """How many fused passages the stage scores for ``k`` results: ``candidates``, or ``k`` when larger."""
+    if not 1 <= candidates <= RERANK_MAX_CANDIDATES:
+        raise ValueError(f"rerank candidates must be between 1 and {RERANK_MAX_CANDIDATES}, got {candidates}")
+    return max(k, candidates)
+
+
+def rerank_passages(reranker: Reranker, query: str, passages: Sequence[SearchHit], k: int) -> list[SearchHit]:
+    """The ``k`` best of ``passages`` for ``query`` by ``reranker``'s score, best first, each with that score."""
+    if not passages or k < 1:
+        return []
+    top_n = min(k, len(passages))
+    ranked = reranker.rerank(query, [passage.text for passage in passages], top_n)
+    indexes = [index for index, _ in ranked]
+    if len(set(indexes)) != len(indexes) or any(not 0 <= index < len(passages) for index in indexes):
+        raise RuntimeError(f"{reranker.name} answered indexes {indexes} for {len(passages)} passages")
+    return [replace(passages[index], score=float(score)) for index, score in ranked[:top_n]]
+
+
+def words(text: str) -> list[str]:
+    return [word for word in _WORD.findall(text.casefold()) if word not in _STOP_WORDS]
+
+
+def lexical_scores(query: str, texts: Sequence[str], *, k1: float = 1.2, b: float = 0.75) -> list[float]:
+    """BM25 of ``query``'s words in each of ``texts``, with document frequencies counted over
+    ``texts`` alone, mapped to [0, 1) by s / (1 + s) (Bedrock's relevance scores are in [0, 1])."""
+    query_words = set(words(query))
+    documents = [Counter(words(text)) for text in texts]
+    if not documents:
+        return []
+    mean_length = sum(sum(counts.values()) for counts in documents) / len(documents) or 1.0
+    frequency = {word: sum(1 for counts in documents if word in counts) for word in query_words}
+    scores = []
+    for counts in documents:
+        length = sum(counts.values())
+        total = 0.0
+        for word in query_words:
+            tf = counts.get(word, 0)
+            if not tf:
+                continue
+            idf = math.log(1 + (len(documents) - frequency[word] + 0.5) / (frequency[word] + 0.5))
+            total += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / mean_length))
+        scores.append(total / (1 + total))
+    return scores
+
+
+class LexicalStandInReranker:
+    """The offline stand-in for a reranker model (module doc): ties keep the first stage's order."""
+
+    name = STAND_IN_NAME
+
+    def rerank(self, query: str, texts: Sequence[str], top_n: int) -> list[tuple[int, float]]:
+        scores = lexical_scores(query, texts)
+        order = sorted(range(len(texts)), key=lambda index: -scores[index])  # stable: ties keep fused order
+        return [(index, scores[index]) for index in order[:top_n]]
