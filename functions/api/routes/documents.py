@@ -22,7 +22,7 @@ from rag_ingest.documents.service import (
     is_document_id,
 )
 
-from .common import deletion, responses, service, tenant
+from .common import deletion, principal, responses, service
 
 router = Router()
 
@@ -38,7 +38,8 @@ DocumentId = Annotated[str, Path(description="A document id as POST /documents r
     operation_id="createDocument",
 )
 def create_document(request: UploadRequest) -> Response[UploadTicket]:
-    ticket = service.create_upload(tenant(router.current_event), request)
+    caller = principal(router.current_event)
+    ticket = service.create_upload(caller.tenant_id, request, caller)
     return Response(201, content_types.APPLICATION_JSON, ticket)
 
 
@@ -68,7 +69,8 @@ def list_documents(
         ),
     ] = None,
 ) -> DocumentPage:
-    return service.list(tenant(router.current_event), limit=limit, cursor=cursor, filter_json=filter)
+    caller = principal(router.current_event)
+    return service.list(caller.tenant_id, limit=limit, cursor=cursor, filter_json=filter, principal=caller)
 
 
 @router.get(
@@ -79,7 +81,8 @@ def list_documents(
     operation_id="getDocument",
 )
 def get_document(document_id: DocumentId) -> DocumentView:
-    return service.get(tenant(router.current_event), document_id)
+    caller = principal(router.current_event)
+    return service.get(caller.tenant_id, document_id, caller)
 
 
 @router.delete(
@@ -91,10 +94,12 @@ def get_document(document_id: DocumentId) -> DocumentView:
     operation_id="deleteDocument",
 )
 def delete_document(document_id: DocumentId) -> DeletionReport:
-    caller = tenant(router.current_event)
+    caller = principal(router.current_event)
     if not is_document_id(document_id):  # never a table key DynamoDB would refuse (e.g. over 2 KB)
         raise DocumentNotFoundError(document_id)
-    return deletion.delete(caller, document_id)
+    # Only someone who may read the document may delete it; anyone else gets the same 404.
+    service.readable(caller.tenant_id, document_id, caller)
+    return deletion.delete(caller.tenant_id, document_id)
 
 
 @router.post(
@@ -106,7 +111,8 @@ def delete_document(document_id: DocumentId) -> DeletionReport:
     operation_id="retryDocument",
 )
 def retry_document(document_id: DocumentId) -> Response[DocumentView]:
-    view = service.retry(tenant(router.current_event), document_id)
+    caller = principal(router.current_event)
+    view = service.retry(caller.tenant_id, document_id, caller)
     return Response(202, content_types.APPLICATION_JSON, view)
 
 
@@ -119,4 +125,5 @@ def retry_document(document_id: DocumentId) -> Response[DocumentView]:
     operation_id="downloadDocument",
 )
 def download_document(document_id: DocumentId) -> DownloadLink:
-    return service.download(tenant(router.current_event), document_id)
+    caller = principal(router.current_event)
+    return service.download(caller.tenant_id, document_id, caller)

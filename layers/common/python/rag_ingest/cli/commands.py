@@ -113,6 +113,7 @@ def upload(
     wait: bool,
     timeout_seconds: float,
     metadata: dict[str, Any] | None = None,
+    access: dict[str, list[str]] | None = None,
 ) -> int:
     files = pdf_files(inputs)
     outcomes = [UploadOutcome(path) for path in files]
@@ -126,7 +127,7 @@ def upload(
             board.state(index, outcome.error)
             continue
         try:
-            outcome.document_id = send(api, outcome.path, board, index, metadata)
+            outcome.document_id = send(api, outcome.path, board, index, metadata, access)
         except TargetError:
             raise  # the API is down or refuses this user: every other file would fail the same way
         except CliError as exc:
@@ -143,9 +144,14 @@ def upload(
 
 
 def send(
-    api: ApiClient, path: Path, board: ProgressBoard, index: int, metadata: dict[str, Any] | None = None
+    api: ApiClient,
+    path: Path,
+    board: ProgressBoard,
+    index: int,
+    metadata: dict[str, Any] | None = None,
+    access: dict[str, list[str]] | None = None,
 ) -> str:
-    ticket = api.create_upload(path.name, "application/pdf", metadata)
+    ticket = api.create_upload(path.name, "application/pdf", metadata, access)
     document_id = str(ticket["document_id"])
     max_bytes = int(ticket.get("max_bytes") or 0)
     if max_bytes and path.stat().st_size > max_bytes:
@@ -353,6 +359,13 @@ def remove(api: ApiClient, console: Console, document_id: str) -> int:
     return 0
 
 
+def upload_access(users: list[str] | None, groups: list[str] | None) -> dict[str, list[str]] | None:
+    """``--access-user`` / ``--access-group`` as the API's ``access`` (None: open to the tenant)."""
+    if not users and not groups:
+        return None
+    return {"users": list(dict.fromkeys(users or [])), "groups": list(dict.fromkeys(groups or []))}
+
+
 def add_user_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     """The user commands' parsers; ``common`` carries the target options so they also work after the command."""
     commands.add_parser("login", parents=[common], help="sign in (local: --user/--tenant; --stack: in the browser)")
@@ -370,6 +383,18 @@ def add_user_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="metadata of every file (repeatable; 2024 and 0.5 are numbers, true/false booleans, "
         "the same key again makes a list)",
+    )
+    upload_parser.add_argument(
+        "--access-user",
+        action="append",
+        metavar="SUB",
+        help="only this user (a token sub) reads the files, besides you and tenant admins (repeatable)",
+    )
+    upload_parser.add_argument(
+        "--access-group",
+        action="append",
+        metavar="GROUP",
+        help="members of this group read the files, besides you and tenant admins (repeatable)",
     )
 
     ls = commands.add_parser("ls", parents=[common], help="the tenant's documents, newest first")
@@ -413,7 +438,10 @@ def run_user_command(args: argparse.Namespace, target: Target, console: Console)
         return logout(target, console)
     if args.command == "upload":
         metadata = parse_meta(args.meta)
-        return upload(api, console, args.paths, wait=args.wait, timeout_seconds=args.timeout, metadata=metadata)
+        access = upload_access(args.access_user, args.access_group)
+        return upload(
+            api, console, args.paths, wait=args.wait, timeout_seconds=args.timeout, metadata=metadata, access=access
+        )
     if args.command == "ls":
         where = build_filter(args.where, args.filter_json)
         return list_documents(

@@ -338,6 +338,9 @@ class Pipeline:
                     vectors=vectors,
                     metadata=record_state.metadata if record_state else None,
                     created_at=record_state.created_at if record_state else None,
+                    # Who reads the document, from its record like the metadata (rag_ingest.core.access).
+                    access=record_state.access if record_state else None,
+                    uploaded_by=record_state.uploaded_by if record_state else None,
                 )
                 # A slow write can land after a newer version took over and its Finalize swept
                 # "other versions": check ownership again now that this version's chunks are in.
