@@ -1,4 +1,4 @@
-"""Per-document access on the real local stack: a matrix of users × documents × every read path.
+"""Per-document access on the real local stack: a matrix of users x documents x every read path.
 
 One tenant, five users (the uploader, a user listed in a document's ``access.users``, a member of a
 group in ``access.groups``, a tenant admin, another user of the tenant) and a user of another
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import queue
 import threading
 import uuid
 from collections.abc import Iterator
@@ -50,7 +49,7 @@ READERS = {
 }
 SEARCH_MODES = ("hybrid", "knn", "bm25")
 ROUTES = (*(f"search:{mode}" for mode in SEARCH_MODES), "get", "list", "list:filter", "download", "retry", "live")
-#: users × documents × routes, plus the delete column (a non-reader's refusal, a reader's delete).
+#: users x documents x routes, plus the delete column (a non-reader's refusal, a reader's delete).
 MATRIX_CELLS = len(USERS) * len(DOCUMENTS) * (len(ROUTES) + 1)
 MISSING_ID = "01ZZZZZZZZZZZZZZZZZZZZZZZZ"
 
