@@ -25,7 +25,13 @@ from rag_ingest.core.models import DocumentRecord, awaiting_upload_item
 from rag_ingest.documents.service import UploadRequest
 
 
-def record(tenant: str = "acme", uploaded_by: str | None = "u-up", **access: list[str]) -> DocumentRecord:
+def record(
+    tenant: str = "acme",
+    uploaded_by: str | None = "u-up",
+    users: list[str] | None = None,
+    groups: list[str] | None = None,
+) -> DocumentRecord:
+    access = {name: value for name, value in (("users", users), ("groups", groups)) if value}
     item = awaiting_upload_item(
         document_id="01JDOC0000000000000000000A",
         tenant_id=tenant,
@@ -138,7 +144,7 @@ RESTRICTED = {"users": ["u-listed"], "groups": ["legal"]}
     ],
 )
 def test_who_reads_and_who_manages_a_restricted_document(principal: Principal, reads: bool, manages: bool) -> None:
-    document = record(**RESTRICTED)
+    document = record(users=RESTRICTED["users"], groups=RESTRICTED["groups"])
     assert can_read(principal, document) is reads
     assert can_manage_access(principal, document) is manages
 
@@ -201,7 +207,7 @@ def _clause_matches(clause: dict[str, Any], chunk: dict[str, Any]) -> bool:
 @pytest.mark.parametrize("document", [RESTRICTED, {"users": [], "groups": []}, {"users": [], "groups": ["legal"]}])
 def test_the_index_clause_agrees_with_can_read(subject: str, groups: tuple[str, ...], document: dict[str, Any]) -> None:
     principal = who(subject, *groups)
-    doc = record(**document)
+    doc = record(users=document["users"], groups=document["groups"])
     chunk = chunk_access(doc.access, doc.uploaded_by)
     assert _clause_matches(access_query(principal), chunk) is can_read(principal, doc)
 
