@@ -13,6 +13,8 @@ a document must agree with ``rag_ingest.core.access.can_read``:
 - ``POST /documents/{id}/retry``: a reader gets 409 NOT_RETRYABLE (the document is READY), anyone
   else the 404;
 - the live channel (Server-Sent Events): a reader's stream announces the document, no one else's;
+- ``PATCH /documents/{id}`` of ``access``: the uploader and the tenant admin may (200), another reader
+  gets 403 ACCESS_CHANGE_FORBIDDEN, anyone else the 404; a change of access reaches search;
 - ``DELETE /documents/{id}``: anyone else gets the 404 and the document stays; then a reader deletes it.
 
 ``MATRIX_CELLS`` is the matrix's size (reported by the test's name and docs/api.md).
@@ -23,6 +25,7 @@ from __future__ import annotations
 import http.client
 import json
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -48,7 +51,11 @@ READERS = {
     "for_group": {"uploader", "member", "admin"},
 }
 SEARCH_MODES = ("hybrid", "knn", "bm25")
-ROUTES = (*(f"search:{mode}" for mode in SEARCH_MODES), "get", "list", "list:filter", "download", "retry", "live")
+ROUTES = (
+    *(f"search:{mode}" for mode in SEARCH_MODES),
+    *("get", "list", "list:filter", "download", "retry", "live", "patch:access"),
+)
+MANAGERS = {"uploader", "admin"}
 #: users x documents x routes, plus the delete column (a non-reader's refusal, a reader's delete).
 MATRIX_CELLS = len(USERS) * len(DOCUMENTS) * (len(ROUTES) + 1)
 MISSING_ID = "01ZZZZZZZZZZZZZZZZZZZZZZZZ"
@@ -201,6 +208,30 @@ def test_retry_of_a_ready_document_is_409_for_readers_404_for_the_others(
         assert (response.status_code, response.json()) == (404, world.not_found)
 
 
+ACCESS_OF = {
+    "open": {"users": [], "groups": []},
+    "for_user": None,  # the listed user's sub, filled in by the test
+    "for_group": {"users": [], "groups": ["legal"]},
+}
+
+
+@pytest.mark.parametrize(("user", "document"), cases())
+def test_patch_of_access_is_for_the_uploader_and_admins_403_for_readers_404_for_the_others(
+    world: World, user: str, document: str
+) -> None:
+    client, document_id = world.clients[user], world.documents[document]
+    # The document's own access, sent back unchanged: the answer is the test, the readers stay.
+    current = ACCESS_OF[document] or {"users": [subject_of(world.clients["listed"])], "groups": []}
+    response = client.request("PATCH", f"/documents/{document_id}", {"access": current})
+    if user in MANAGERS:
+        assert response.status_code == 200, response.text
+        assert response.json()["access"] == current
+    elif user in READERS[document]:
+        assert (response.status_code, response.json()["error"]["code"]) == (403, "ACCESS_CHANGE_FORBIDDEN")
+    else:
+        assert (response.status_code, response.json()) == (404, world.not_found)
+
+
 @pytest.mark.parametrize("user", USERS)
 def test_the_listing_holds_exactly_the_readable_documents(world: World, user: str) -> None:
     expected = {world.documents[d] for d in DOCUMENTS if user in READERS[d]}
@@ -238,6 +269,32 @@ def test_delete_is_refused_as_404_to_non_readers_then_a_reader_deletes(world: Wo
     assert not {p["document_id"] for p in search.json()["passages"]} & set(world.documents.values())
 
 
+def test_a_change_of_access_reaches_search(world: World) -> None:
+    """The uploader restricts an open document to the listed user: the chunks are rewritten in place
+    and within seconds another user of the tenant no longer finds it, the listed user does."""
+    uploader, other, listed = world.clients["uploader"], world.clients["other"], world.clients["listed"]
+    document_id = upload(uploader, SAMPLES / "lighthouses.pdf", None)
+    assert uploader.wait_until_done([document_id], timeout_seconds=600)[document_id]["status"] == "READY"
+
+    def found(client: LocalStackClient) -> bool:
+        response = client.request("POST", "/search", {"query": "lighthouse", "k": 50, "mode": "bm25"})
+        passages = response.json()["passages"]
+        return document_id in {p["document_id"] for p in passages} | {
+            c["document_id"] for p in passages for c in p["copies"]
+        }
+
+    assert found(other)
+    response = uploader.request(
+        "PATCH", f"/documents/{document_id}", {"access": {"users": [subject_of(listed)], "groups": []}}
+    )
+    assert response.status_code == 200, response.text
+    deadline = time.monotonic() + 5
+    while found(other) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not found(other) and found(listed) and found(uploader)
+    assert other.request("GET", f"/documents/{document_id}").status_code == 404
+
+
 def test_bad_access_is_a_400_naming_its_path(world: World) -> None:
     response = world.clients["uploader"].request(
         "POST", "/documents", {"filename": "a.pdf", "access": {"users": ["ok", ""]}}
@@ -248,4 +305,4 @@ def test_bad_access_is_a_400_naming_its_path(world: World) -> None:
 
 
 def test_the_matrix_size() -> None:
-    assert MATRIX_CELLS == 6 * 3 * 10 == 180
+    assert MATRIX_CELLS == 6 * 3 * 11 == 198
