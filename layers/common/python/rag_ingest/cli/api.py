@@ -108,6 +108,8 @@ class ApiClient:
             return TargetError(
                 f"401 Unauthorized: {self.target.label} refused the token; sign in with `{self.target.login_hint}`"
             )
+        if exc.status == 403 and exc.code == "ACCESS_CHANGE_FORBIDDEN":
+            return exc  # a refusal of this one change (docs/api.md, "Per-document access"), not of the user
         if exc.status == 403:
             return TargetError(f"403 Forbidden: {exc.message} (the signed-in user has no valid tenant?)")
         if exc.status == 404:
@@ -142,6 +144,11 @@ class ApiClient:
         """PATCH the document's metadata, only if it is still at ``revision`` (412 otherwise)."""
         path = f"/documents/{_segment(document_id)}"
         return dict(self.call("PATCH", path, {"metadata": metadata}, headers={"If-Match": f'"{revision}"'}))
+
+    def update_access(self, document_id: str, access: dict[str, list[str]], *, revision: int) -> dict[str, Any]:
+        """PATCH who may read the document, only if it is still at ``revision`` (412 otherwise)."""
+        path = f"/documents/{_segment(document_id)}"
+        return dict(self.call("PATCH", path, {"access": access}, headers={"If-Match": f'"{revision}"'}))
 
     def retry(self, document_id: str) -> dict[str, Any]:
         return dict(self.call("POST", f"/documents/{_segment(document_id)}/retry"))
