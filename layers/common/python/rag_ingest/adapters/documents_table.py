@@ -22,6 +22,7 @@ from boto3.dynamodb.conditions import Key
 from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import error_code, resource, translate
+from rag_ingest.core.access import DocumentAccess
 from rag_ingest.core.errors import ErrorCode, StaleWriteError
 from rag_ingest.core.layout import filename_of
 from rag_ingest.core.models import (
@@ -167,6 +168,8 @@ class DocumentsTable:
         bucket: str,
         key: str,
         metadata: Mapping[str, Any] | None = None,
+        uploaded_by: str | None = None,
+        access: DocumentAccess | None = None,
     ) -> DocumentRecord:
         now = utc_now()
         item = awaiting_upload_item(
@@ -177,6 +180,8 @@ class DocumentsTable:
             key=key,
             now=now,
             metadata=metadata,
+            uploaded_by=uploaded_by,
+            access=access,
         )
         stored = {**item, "metadata": {name: _dynamo_value(value) for name, value in item["metadata"].items()}}
         try:
