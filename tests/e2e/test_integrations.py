@@ -135,6 +135,25 @@ def test_k_and_a_filter_on_user_metadata_from_both_sync_and_async(
     assert len(llamaindex(client, k=4, mode="knn", filter=ONLY_CUSTOMER).retrieve(query)) == 4
 
 
+def test_rerank_is_passed_through_and_returns_the_reranked_order(
+    client: LocalStackClient, documents: dict[str, str]
+) -> None:
+    # The API reranks with the local server's Rerank route (a labelled lexical stand-in offline):
+    # what each retriever returns with rerank=True is the API's reranked answer, not the fused one.
+    expected_body = client.request("POST", "/search", {"query": QUERY, "k": 3, "filter": ONLY_CUSTOMER, "rerank": True})
+    assert expected_body.status_code == 200, expected_body.text
+    assert expected_body.json()["reranked"] is True
+    expected = [(p["chunk_id"], p["score"]) for p in expected_body.json()["passages"]]
+    fused = [
+        (p["chunk_id"], p["score"]) for p in api_search(client, query=QUERY, k=3, filter=ONLY_CUSTOMER, rerank=False)
+    ]
+    assert expected != fused  # the reranker's scores, not the fusion's
+    retrieved = langchain(client, k=3, filter=ONLY_CUSTOMER, rerank=True).invoke(QUERY)
+    assert [(d.id, d.metadata["score"]) for d in retrieved] == expected
+    nodes = llamaindex(client, k=3, filter=ONLY_CUSTOMER, rerank=True).retrieve(QUERY)
+    assert [(n.node.node_id, n.score) for n in nodes] == expected
+
+
 BAD_FILTER = {"orAll": [{"equals": {"key": "customer", "value": "x"}}]}  # orAll needs two or more
 
 
