@@ -92,15 +92,19 @@ _FIND_AND_DELETE = ("_bulk", "_refresh", "_search")
 
 OPENSEARCH_ACCESS: Mapping[str, IndexAccess] = MappingProxyType(
     {
-        # POST /search (_search); DELETE /documents/{id}: exists (HEAD), refresh, find, bulk-delete by id.
+        # POST /search (_search); DELETE /documents/{id}: exists (HEAD), refresh, find, bulk-delete by id;
+        # PATCH /documents/{id}: bulk-write the chunks again, refresh.
         "Api": MappingProxyType({"es:ESHttpHead": ("",), "es:ESHttpPost": _FIND_AND_DELETE}),
         # Create the index if missing (HEAD, PUT), or add a field to its mapping (PUT _mapping);
         # bulk-write chunks; a superseded run withdraws its own.
         "Index": MappingProxyType(
             {"es:ESHttpHead": ("",), "es:ESHttpPut": ("", "_mapping"), "es:ESHttpPost": _FIND_AND_DELETE}
         ),
-        # Remove older versions' chunks: refresh, find, bulk-delete by id.
+        # Remove older versions' chunks: refresh, find, bulk-delete by id; rewrite a PATCHed document's.
         "Finalize": MappingProxyType({"es:ESHttpPost": _FIND_AND_DELETE}),
+        # An S3 sidecar arriving for a READY document: bulk-write its chunks again, refresh; withdraw
+        # them (find, bulk-delete) when a newer version took over meanwhile.
+        "Intake": MappingProxyType({"es:ESHttpPost": _FIND_AND_DELETE}),
     }
 )
 
@@ -108,8 +112,11 @@ OPENSEARCH_ACCESS: Mapping[str, IndexAccess] = MappingProxyType(
 # replays them against a real OpenSearch and checks every request against OPENSEARCH_ACCESS).
 VECTOR_STORE_CALLS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
-        "Api": ("knn_search", "bm25_search", "delete_document"),
+        # PATCH /documents/{id} rewrites a READY document's chunks (bulk, refresh) and withdraws them
+        # when a newer version took over meanwhile; Finalize does the same after a PATCH during the run.
+        "Api": ("knn_search", "bm25_search", "delete_document", "write_chunks", "delete_version"),
         "Index": ("ensure_index", "write_chunks", "delete_version"),
-        "Finalize": ("delete_other_versions",),
+        "Finalize": ("delete_other_versions", "write_chunks", "delete_version"),
+        "Intake": ("write_chunks", "delete_version"),
     }
 )

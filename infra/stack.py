@@ -51,6 +51,7 @@ class RagIngestStack(Stack):
             factory=factory,
             storage=self.storage,
             state_machine=self.workflow.state_machine,
+            search=self.search,
         )
         # The page's distribution first: its URL is a CORS origin of the API and of the documents
         # bucket (browser uploads) and the app client's callback URL.

@@ -31,11 +31,14 @@ from rag_ingest.core.errors import PermanentError, TransientError
 from rag_ingest.core.logs import logger
 from rag_ingest.core.tracing import tracer
 from rag_ingest.documents.service import (
+    ConcurrentUpdateError,
     DocumentNotFoundError,
     ErrorBody,
     ErrorDetail,
     InvalidCursorError,
     NotRetryableError,
+    ReindexUnavailableError,
+    RevisionMismatchError,
 )
 
 # Importing the route groups is the cold start's check: routes/common.py validates the environment
@@ -153,6 +156,21 @@ def document_not_found(exc: DocumentNotFoundError) -> Response[Any]:
 @app.exception_handler(NotRetryableError)
 def not_retryable(exc: NotRetryableError) -> Response[Any]:
     return error_response(409, "NOT_RETRYABLE", str(exc))
+
+
+@app.exception_handler(RevisionMismatchError)
+def revision_mismatch(exc: RevisionMismatchError) -> Response[Any]:
+    return error_response(412, "REVISION_MISMATCH", f"{exc}: read it again (GET) and resend with its ETag")
+
+
+@app.exception_handler(ConcurrentUpdateError)
+def concurrent_update(exc: ConcurrentUpdateError) -> Response[Any]:
+    return error_response(409, "CONCURRENT_UPDATE", str(exc))
+
+
+@app.exception_handler(ReindexUnavailableError)
+def reindex_unavailable(exc: ReindexUnavailableError) -> Response[Any]:
+    return error_response(409, "REINDEX_UNAVAILABLE", str(exc))
 
 
 @app.exception_handler(InvalidCursorError)

@@ -38,7 +38,7 @@ TENANT_ATTRIBUTE = "tenant_id"  # the JWT carries it as custom:tenant_id
 # (path → methods) the API function serves: exactly the operations of its OpenAPI document.
 SERVED_ROUTES: dict[str, tuple[str, ...]] = {
     "/documents": ("GET", "POST"),
-    "/documents/{document_id}": ("GET", "DELETE"),
+    "/documents/{document_id}": ("GET", "PATCH", "DELETE"),
     "/documents/{document_id}/retry": ("POST",),
     "/documents/{document_id}/download": ("GET",),
     "/search": ("POST",),
@@ -64,6 +64,7 @@ def user_pool_domain_base(config: RagIngestConfig) -> str:
         base = base.replace(word, "")
     base = re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "", base)).strip("-")[:40].rstrip("-")
     return base or "rag-ingest"
+
 
 # HTTP APIs support a subset of $context variables (no $context.identity.caller etc.).
 _ACCESS_LOG_FORMAT = {
@@ -175,9 +176,12 @@ class Api(Construct):
                     apigwv2.CorsHttpMethod.GET,
                     apigwv2.CorsHttpMethod.POST,
                     apigwv2.CorsHttpMethod.DELETE,
+                    apigwv2.CorsHttpMethod.PATCH,
                     apigwv2.CorsHttpMethod.OPTIONS,
                 ],
-                allow_headers=["authorization", "content-type"],
+                # PATCH /documents/{id} is conditional on If-Match, the revision GET's ETag exposes.
+                allow_headers=["authorization", "content-type", "if-match"],
+                expose_headers=["etag"],
                 max_age=Duration.hours(1),
             ),
         )
@@ -276,6 +280,15 @@ class Api(Construct):
                 sid="DownloadOriginalUpload",
                 actions=["s3:GetObject", "s3:GetObjectVersion"],
                 resources=[storage.bucket.arn_for_objects(f"{RAW_PREFIX}*")],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                # PATCH /documents/{id} rewrites a READY document's chunks from its chunks artifact and
+                # Embed checkpoints (rag_ingest.ingest.refresh); the index access is granted above.
+                sid="ReadIndexArtifacts",
+                actions=["s3:GetObject"],
+                resources=[storage.bucket.arn_for_objects(f"{ARTIFACTS_PREFIX}*")],
             )
         )
 

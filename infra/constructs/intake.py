@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_s3 as s3
@@ -10,12 +11,13 @@ from aws_cdk import aws_s3_notifications as s3n
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
-from rag_ingest.core.layout import RAW_PREFIX
+from rag_ingest.core.layout import ARTIFACTS_PREFIX, RAW_PREFIX
 
 from infra.config import RagIngestConfig
 from infra.constructs.function import FunctionFactory
+from infra.constructs.search import Search
 from infra.constructs.storage import Storage
-from infra.nag import acknowledge
+from infra.nag import acknowledge, arn_ref
 
 # AWS's guidance for SQS event sources: visibility timeout at least 6x the function timeout plus
 # the batching window, so a message is not redelivered while a throttled or retried batch (or one
@@ -42,6 +44,7 @@ class Intake(Construct):
         factory: FunctionFactory,
         storage: Storage,
         state_machine: sfn.IStateMachine,
+        search: Search,
     ) -> None:
         super().__init__(scope, construct_id)
         intake = config.intake
@@ -76,6 +79,13 @@ class Intake(Construct):
                 "IDEMPOTENCY_TABLE": storage.idempotency_table.table_name,
                 "IDEMPOTENCY_TTL_SECONDS": str(intake.idempotency_ttl_seconds),
                 "STATE_MACHINE_ARN": state_machine.state_machine_arn,
+                # An S3 sidecar (<name>.metadata.json) arriving after its document is READY: its
+                # metadata is written onto the chunks from the artifacts, as PATCH does.
+                "BUCKET_NAME": storage.bucket.bucket_name,
+                "ARTIFACTS_PREFIX": ARTIFACTS_PREFIX,
+                "OPENSEARCH_ENDPOINT": search.endpoint_url,
+                "OPENSEARCH_INDEX": search.index_name,
+                "EMBEDDING_DIMENSION": str(config.embedding.dimension),
             },
             description="rag-ingest intake: S3 events from the ingest queue -> QUEUED -> StartExecution",
         )
@@ -93,6 +103,23 @@ class Intake(Construct):
         storage.grant_documents(self.function.role, "Intake")
         storage.grant_idempotency(self.function.role, "Intake")
         state_machine.grant_start_execution(self.function)
+        search.grant_index_access(self.function.role, "Intake")
+        self.function.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                # S3 sidecars (raw/**.metadata.json, current version) and, for a READY document, its
+                # chunks artifact and Embed checkpoints (docs/api.md, "S3 sidecars").
+                sid="ReadSidecarsAndArtifacts",
+                actions=["s3:GetObject"],
+                resources=[storage.bucket.arn_for_objects(f"{prefix}*") for prefix in (RAW_PREFIX, ARTIFACTS_PREFIX)],
+            )
+        )
+        acknowledge(
+            self.function.role,
+            "AwsSolutions-IAM5",
+            "Resource-scoped: reads objects under raw/ (sidecars) and artifacts/ of the one bucket.",
+            f"Resource::{arn_ref(storage.bucket)}/{RAW_PREFIX}*",
+            f"Resource::{arn_ref(storage.bucket)}/{ARTIFACTS_PREFIX}*",
+        )
 
         storage.bucket.add_event_notification(
             s3.EventType.OBJECT_CREATED, s3n.SqsDestination(self.queue), s3.NotificationKeyFilter(prefix=RAW_PREFIX)

@@ -43,8 +43,9 @@ FORBIDDEN = {"message": "Forbidden"}
 # Without a CorsConfiguration in the template, only the local page's origins get CORS headers.
 _LOCAL_PAGE_CORS = CorsPolicy(
     allow_origins=(),
-    allow_methods=("GET", "POST", "DELETE", "OPTIONS"),
-    allow_headers=("authorization", "content-type"),
+    allow_methods=("GET", "POST", "DELETE", "PATCH", "OPTIONS"),
+    allow_headers=("authorization", "content-type", "if-match"),
+    expose_headers=("etag",),
     max_age=600,
 )
 

@@ -82,7 +82,10 @@ def test_no_route_takes_cors_preflights_from_api_gateway(synth: SynthResult) -> 
     (api,) = http_api(synth, "AWS::ApiGatewayV2::Api")
     cors = api["Properties"]["CorsConfiguration"]
     assert "OPTIONS" in cors["AllowMethods"]
-    assert set(cors["AllowHeaders"]) == {"authorization", "content-type"}
+    # If-Match: PATCH /documents/{id} is conditional on the revision GET's ETag gives (exposed).
+    assert set(cors["AllowHeaders"]) == {"authorization", "content-type", "if-match"}
+    assert "PATCH" in cors["AllowMethods"]
+    assert [header.lower() for header in cors["ExposeHeaders"]] == ["etag"]
 
 
 def test_openapi_json_is_the_only_route_without_the_jwt(synth: SynthResult) -> None:

@@ -100,8 +100,10 @@ def test_api_may_only_put_uploads_under_raw(synth: SynthResult) -> None:
         "s3:GetObjectVersion",
     }
     assert _allows(statements, "s3:PutObject") == [f"${{{bucket}.Arn}}/raw/*"]
-    # GET /documents/{id}/download presigns a GET of the original upload: raw/ only.
-    assert _allows(statements, "s3:GetObject") == [f"${{{bucket}.Arn}}/raw/*"]
+    # GET /documents/{id}/download presigns a GET of the original upload; PATCH /documents/{id} reads
+    # the chunks artifact and the Embed checkpoints back (never a version of them: GetObjectVersion on raw/ only).
+    assert sorted(_allows(statements, "s3:GetObject")) == [f"${{{bucket}.Arn}}/artifacts/*", f"${{{bucket}.Arn}}/raw/*"]
+    assert _allows(statements, "s3:GetObjectVersion") == [f"${{{bucket}.Arn}}/raw/*"]
 
 
 def test_stages_read_raw_only_where_needed(synth: SynthResult) -> None:

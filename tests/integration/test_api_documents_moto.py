@@ -13,6 +13,7 @@ import boto3
 import pytest
 import requests
 from rag_ingest.adapters.documents_table import DocumentsTable
+from rag_ingest.core.errors import StaleWriteError
 from rag_ingest.core.ids import execution_name, new_document_id
 from rag_ingest.core.models import DocumentStatus, ObjectRef, QueueOutcome
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID
@@ -273,3 +274,27 @@ def test_the_listing_filters_on_metadata(world: dict[str, Any]) -> None:
     assert sorted(seen) == sorted(wanted)
     status, page = call(world, "GET", "/documents", tenant=tenant, query='filter={"equals":{"key":"page","value":1}}')
     assert status == 400 and page["error"]["message"].startswith("filter.equals.key: ")
+
+
+def test_patch_is_a_compare_and_set_on_the_records_revision(world: dict[str, Any]) -> None:
+    """PATCH on DynamoDB (moto): revision 1 → 2 → 3 with floats kept exact; a stale revision loses;
+    a record written before revisions existed reads as 1; another tenant's is 404. (An AWAITING_UPLOAD
+    document changes on its record only: no chunks to rewrite, so no OpenSearch here.)"""
+    status, ticket = call(world, "POST", "/documents", tenant="patch", body={"filename": "p.pdf"})
+    assert status == 201
+    document_id = ticket["document_id"]
+    documents = DocumentsTable(world["records"].table_name)
+    record = documents.get(document_id)
+    assert record is not None and record.revision == 1
+    assert "revision" not in world["records"].get(document_id)  # old and new records alike read as 1
+
+    updated = documents.update_fields(record, {"metadata": {"score": 0.1, "tags": ["a"], "n": 3}})
+    assert updated.revision == 2 and updated.metadata == {"score": 0.1, "tags": ["a"], "n": 3}
+    assert world["records"].get(document_id)["metadata"]["score"] == Decimal("0.1")
+    with pytest.raises(StaleWriteError):
+        documents.update_fields(record, {"metadata": {}})  # read at revision 1
+    status, view = call(world, "PATCH", f"/documents/{document_id}", tenant="patch", body={"metadata": {"k": "v"}})
+    assert status == 200 and (view["revision"], view["metadata"]) == (3, {"k": "v"})
+    status, _ = call(world, "PATCH", f"/documents/{document_id}", tenant="other", body={"metadata": {"k": "x"}})
+    assert status == 404
+    assert documents.get(document_id).metadata == {"k": "v"}  # type: ignore[union-attr]

@@ -174,6 +174,16 @@ def test_login_upload_ls_search_status_and_rm(cli_local: Cli) -> None:
     status = cli_local.json("status", lighthouses)
     assert (status["status"], status["page_count"]) == ("READY", 5)
 
+    # meta: set merges typed values (If-Match on the revision read), search filters on them at once.
+    changed = cli_local.json("meta", "set", lighthouses, "customer=acme", "year=2025")
+    assert (changed["metadata"], changed["revision"]) == ({"customer": "acme", "year": 2025}, 2)
+    found = cli_local.json("search", "lighthouse", "--where", "customer=acme", "--where", "year=2025")
+    assert {p["document_id"] for p in found["passages"]} == {lighthouses}
+    shown = cli_local("meta", "unset", lighthouses, "year")
+    assert shown.returncode == 0 and shown.stdout == f'{lighthouses} metadata\n  customer = "acme"\n  revision 3\n'
+    assert cli_local.json("meta", "clear", lighthouses)["metadata"] == {}
+    assert cli_local.json("search", "lighthouse", "--where", "customer=acme")["passages"] == []
+
     # Another tenant sees none of it.
     other = cli_local("status", lighthouses, "--tenant", f"other-{uuid.uuid4().hex[:6]}")
     assert other.returncode == 1 and other.stderr.startswith("error: 404 Not Found")

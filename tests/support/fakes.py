@@ -272,6 +272,19 @@ class InMemoryDocuments:
         now = self._clock()
         item.update(status=DocumentStatus.DELETED.value, deleted_at=now, updated_at=now)
 
+    def update_fields(self, record: DocumentRecord, fields: Mapping[str, Any]) -> DocumentRecord:
+        item = self.items.get(record.document_id)
+        if (
+            item is None
+            or item["tenant_id"] != record.tenant_id
+            or item["status"] != record.status
+            or item.get("version") != record.version
+            or int(item.get("revision") or 1) != record.revision
+        ):
+            raise StaleWriteError(f"document {record.document_id} changed since it was read")
+        item.update(copy.deepcopy(dict(fields)), revision=record.revision + 1, updated_at=self._clock())
+        return DocumentRecord.model_validate(copy.deepcopy(item))
+
     # -- the conditions ------------------------------------------------------------------------------
     def _transition(self, document_id: str, version: str, allowed: tuple[DocumentStatus, ...]) -> dict[str, Any]:
         item = self.items.get(document_id)

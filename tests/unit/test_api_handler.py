@@ -25,6 +25,7 @@ pytestmark = pytest.mark.unit
 VALID_BODIES = {
     "/documents": {"filename": "report.pdf"},
     "/search": {"query": "revenue"},
+    "/documents/{document_id}": {"metadata": {"customer": "acme"}},
     "/webhooks": {"url": "https://hooks.example.com/in", "events": ["document.ready"]},
 }
 
@@ -144,7 +145,8 @@ MALFORMED = [
 @pytest.mark.parametrize("path", sorted(VALID_BODIES))
 @pytest.mark.parametrize("body", MALFORMED, ids=lambda b: repr(b[:20]))
 def test_malformed_json_is_400(api: ModuleType, path: str, body: str) -> None:
-    status, _, payload = call(api, "POST", path, body)
+    method = "PATCH" if path == "/documents/{document_id}" else "POST"
+    status, _, payload = call(api, method, concrete(path), body)
     assert status == 400
     assert assert_error(payload, "INVALID_REQUEST") == "the body is not valid JSON"
 
@@ -224,7 +226,7 @@ def test_undecodable_bodies_are_400(api: ModuleType, raw: str) -> None:
         ("PATCH", "/documents", "GET, POST"),
         ("DELETE", "/documents", "GET, POST"),
         ("HEAD", "/documents", "GET, POST"),
-        ("POST", "/documents/{document_id}", "DELETE, GET"),
+        ("POST", "/documents/{document_id}", "DELETE, GET, PATCH"),
         ("GET", "/documents/{document_id}/retry", "POST"),
         ("DELETE", "/documents/{document_id}/download", "GET"),
         ("GET", "/search", "POST"),

@@ -1,4 +1,4 @@
-"""The document routes: start an upload, list, a document's state, retry, download, delete."""
+"""The document routes: start an upload, list, a document's state, change its metadata, retry, download, delete."""
 
 from __future__ import annotations
 
@@ -6,19 +6,22 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
-from aws_lambda_powertools.event_handler.openapi.params import Path, Query
+from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 from rag_ingest.documents.deletion import DeletionReport
 from rag_ingest.documents.service import (
     DEFAULT_PAGE_SIZE,
     MAX_CURSOR_CHARS,
+    MAX_IF_MATCH_CHARS,
     MAX_LIST_FILTER_CHARS,
     MAX_PAGE_SIZE,
     DocumentNotFoundError,
     DocumentPage,
+    DocumentPatch,
     DocumentView,
     DownloadLink,
     UploadRequest,
     UploadTicket,
+    etag,
     is_document_id,
 )
 
@@ -74,12 +77,44 @@ def list_documents(
 @router.get(
     "/documents/<document_id>",
     summary="A document's state",
+    description='The ETag header is the document\'s revision ("3"): send it back as If-Match with PATCH.',
     responses=responses(200, 403, 404),
     tags=["documents"],
     operation_id="getDocument",
 )
-def get_document(document_id: DocumentId) -> DocumentView:
-    return service.get(tenant(router.current_event), document_id)
+def get_document(document_id: DocumentId) -> Response[DocumentView]:
+    view = service.get(tenant(router.current_event), document_id)
+    return Response(200, content_types.APPLICATION_JSON, view, headers={"ETag": etag(view.revision)})
+
+
+@router.patch(
+    "/documents/<document_id>",
+    summary="Change a document's metadata",
+    description=(
+        "Replaces the metadata on the record (revision + 1) and, for a READY document, on every passage of its "
+        "current version, without parsing or embedding again: searches see it within seconds. A document still "
+        "processing or FAILED: the record only (its next Index writes it). If-Match (the ETag of GET) makes it "
+        "conditional: 412 REVISION_MISMATCH when the document changed since; without it a concurrent PATCH "
+        "that wins makes this one 409 CONCURRENT_UPDATE."
+    ),
+    responses=responses(200, 400, 403, 404, 409, 412),
+    tags=["documents"],
+    operation_id="updateDocument",
+)
+def update_document(
+    document_id: DocumentId,
+    patch: DocumentPatch,
+    if_match: Annotated[
+        str | None,
+        Header(
+            alias="if-match",
+            max_length=MAX_IF_MATCH_CHARS,
+            description='The revision read, as GET\'s ETag gave it ("3"); * or absent: any revision',
+        ),
+    ] = None,
+) -> Response[DocumentView]:
+    view = service.update(tenant(router.current_event), document_id, patch, if_match=if_match)
+    return Response(200, content_types.APPLICATION_JSON, view, headers={"ETag": etag(view.revision)})
 
 
 @router.delete(

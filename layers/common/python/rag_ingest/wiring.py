@@ -50,6 +50,7 @@ from rag_ingest.ingest.embedding_cache import NoEmbeddingCache
 from rag_ingest.ingest.ocr import OcrEngine
 from rag_ingest.ingest.ocr_local import local_engine
 from rag_ingest.ingest.pipeline import Pipeline, StageDependencies
+from rag_ingest.ingest.refresh import ChunkRefresher
 from rag_ingest.operations.reaper import Reaper, ReaperSettings
 from rag_ingest.operations.redrive import DeadLetterRedrive, Recovery
 from rag_ingest.operations.replay import FailedDocumentReplay, Replayer
@@ -142,7 +143,23 @@ def build_pipeline(env: StagesEnv) -> Pipeline:
 
 
 def build_intake(env: IntakeEnv) -> IntakeService:
-    return IntakeService(documents_table(env.documents_table), WorkflowStarter(env.state_machine_arn))
+    documents = documents_table(env.documents_table)
+    objects = ObjectStore()
+    endpoint, index, dimension = env.opensearch_endpoint, env.opensearch_index, env.embedding_dimension
+    vector_store = cache(lambda: vector_store_for(endpoint, index, dimension))
+    return IntakeService(
+        documents,
+        WorkflowStarter(env.state_machine_arn),
+        sidecars=objects,
+        # An S3 sidecar arriving after its document is READY rewrites the chunks as PATCH does.
+        refresher=ChunkRefresher(
+            documents=documents,
+            objects=objects,
+            vector_store=vector_store,
+            bucket=env.bucket_name,
+            artifacts_prefix=env.artifacts_prefix,
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -158,7 +175,20 @@ def build_api(env: ApiEnv, search_env: SearchEnv) -> ApiServices:
     vector_store = lazy_vector_store(search_env)
     replayer = Replayer(documents, WorkflowStarter(env.state_machine_arn))
     return ApiServices(
-        documents=DocumentService(env, documents, S3Presigner(), replayer=replayer),
+        documents=DocumentService(
+            env,
+            documents,
+            S3Presigner(),
+            replayer=replayer,
+            # PATCH rewrites a READY document's chunks from the Index stage's artifacts.
+            refresher=ChunkRefresher(
+                documents=documents,
+                objects=ObjectStore(),
+                vector_store=vector_store,
+                bucket=env.bucket_name,
+                artifacts_prefix=env.artifacts_prefix,
+            ),
+        ),
         deletion=DocumentDeletion(
             documents=documents,
             vector_store=vector_store,

@@ -232,8 +232,7 @@ class DocumentsTable:
         self._transition(
             document_id,
             version,
-            "SET #status = :processing, stage = :stage, updated_at = :now "
-            "ADD attempts.#stage_name :one",
+            "SET #status = :processing, stage = :stage, updated_at = :now ADD attempts.#stage_name :one",
             {":processing": DocumentStatus.PROCESSING.value, ":stage": stage.value, ":one": 1},
             names={"#stage_name": stage.value},
             allowed=_IN_FLIGHT,
@@ -340,6 +339,44 @@ class DocumentsTable:
             allowed=_IN_FLIGHT,
         )
 
+    # -- PATCH /documents/{id} ---------------------------------------------------------------
+    def update_fields(self, record: DocumentRecord, fields: Mapping[str, Any]) -> DocumentRecord:
+        """Set ``fields`` (the user's: ``metadata`` today) and ``revision`` + 1, if the record is still
+        as ``record`` was read: tenant, status, version and revision (a record without ``revision``
+        is revision 1). Returns the record as written; ``StaleWriteError`` when it moved on."""
+        names: dict[str, str] = {"#status": "status", "#version": "version", "#revision": "revision"}
+        values: dict[str, Any] = {
+            ":tenant": record.tenant_id,
+            ":status": record.status.value,
+            ":revision": record.revision,
+            ":next": record.revision + 1,
+            ":now": utc_now(),
+        }
+        sets = ["#revision = :next", "updated_at = :now"]
+        for index, (name, value) in enumerate(sorted(fields.items())):
+            names[f"#u{index}"] = name
+            values[f":u{index}"] = _dynamo_fields(value)
+            sets.append(f"#u{index} = :u{index}")
+        revision = "#revision = :revision" + (" OR attribute_not_exists(#revision)" if record.revision == 1 else "")
+        version = "attribute_not_exists(#version)"
+        if record.version is not None:
+            version = "#version = :version"
+            values[":version"] = record.version
+        try:
+            response = self._table.update_item(
+                Key={"document_id": record.document_id},
+                UpdateExpression="SET " + ", ".join(sets),
+                ConditionExpression=f"tenant_id = :tenant AND #status = :status AND {version} AND ({revision})",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                raise StaleWriteError(f"document {record.document_id} changed since it was read") from exc
+            raise translate(exc, "update document fields") from exc
+        return DocumentRecord.model_validate(response["Attributes"])
+
     # -- operator transitions: replay and reaping ------------------------------------------
     def requeue_for_replay(self, record: DocumentRecord, *, execution_arn: str) -> DocumentRecord:
         """``record``'s status → QUEUED with ``replays`` + 1 and the replay execution's ARN.
@@ -370,8 +407,7 @@ class DocumentsTable:
         self._update_as_read(
             record.document_id,
             f"SET {sets} REMOVE stage, error_code, error_detail",
-            "#status = :expected_status AND #version = :version AND updated_at = :updated_at "
-            f"AND {replays_condition}",
+            f"#status = :expected_status AND #version = :version AND updated_at = :updated_at AND {replays_condition}",
             names,
             values,
         )
@@ -470,9 +506,7 @@ class DocumentsTable:
             self._table.update_item(
                 Key={"document_id": document_id},
                 UpdateExpression=update_expression,
-                ConditionExpression=(
-                    f"#version = :version AND #status IN ({', '.join(allowed_values)})"
-                ),
+                ConditionExpression=(f"#version = :version AND #status IN ({', '.join(allowed_values)})"),
                 ExpressionAttributeNames={"#status": "status", "#version": "version", **(names or {})},
                 ExpressionAttributeValues={
                     ":version": version,
@@ -512,6 +546,15 @@ def _dynamo_value(value: Any) -> Any:
     if isinstance(value, float):
         return Decimal(str(value))
     return value
+
+
+def _dynamo_fields(value: Any) -> Any:
+    """A user field (metadata: an object of values) as boto3 stores it (floats as Decimal)."""
+    if isinstance(value, Mapping):
+        return {name: _dynamo_fields(item) for name, item in value.items()}
+    if isinstance(value, list):
+        return [_dynamo_fields(item) for item in value]
+    return _dynamo_value(value)
 
 
 def _tenant_index_key(record: DocumentRecord) -> dict[str, str]:

@@ -50,6 +50,18 @@ class ObjectStore:
             raise translate(exc, f"get {key}") from exc
         return json.loads(response["Body"].read())
 
+    def read_current(self, bucket: str, key: str, max_bytes: int) -> bytes | None:
+        """An S3 sidecar (rag_ingest.documents.intake): the current version, None when absent."""
+        try:
+            response = self._s3.get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{max_bytes}")
+        except ClientError as exc:
+            if error_code(exc) in _MISSING:
+                return None
+            if error_code(exc) == "InvalidRange":  # an empty object
+                return b""
+            raise translate(exc, f"get {key}") from exc
+        return bytes(response["Body"].read())
+
     def exists(self, bucket: str, key: str) -> bool:
         try:
             self._s3.head_object(Bucket=bucket, Key=key)

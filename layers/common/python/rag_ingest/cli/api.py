@@ -71,11 +71,12 @@ def deployed_target(stack_name: str, outputs: dict[str, str], region: str | None
 class ApiClient:
     target: Target
 
-    def call(self, method: str, path: str, body: Any = None) -> Any:
+    def call(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> Any:
         url = f"{self.target.api_url}{path}"
         for attempt in (1, 2):
             try:
-                _, answer = request_json(method, url, body=body, headers=self.target.tokens.headers())
+                sent = {**self.target.tokens.headers(), **(headers or {})}
+                _, answer = request_json(method, url, body=body, headers=sent)
                 return answer
             except HttpError as exc:
                 if exc.status == 401 and attempt == 1:
@@ -115,6 +116,11 @@ class ApiClient:
             params["filter"] = json.dumps(where, separators=(",", ":"))
         query = urllib.parse.urlencode(params)
         return dict(self.call("GET", f"/documents?{query}"))
+
+    def update_metadata(self, document_id: str, metadata: dict[str, Any], *, revision: int) -> dict[str, Any]:
+        """PATCH the document's metadata, only if it is still at ``revision`` (412 otherwise)."""
+        path = f"/documents/{_segment(document_id)}"
+        return dict(self.call("PATCH", path, {"metadata": metadata}, headers={"If-Match": f'"{revision}"'}))
 
     def retry(self, document_id: str) -> dict[str, Any]:
         return dict(self.call("POST", f"/documents/{_segment(document_id)}/retry"))

@@ -344,6 +344,59 @@ def retry(api: ApiClient, console: Console, document_id: str, *, wait: bool, tim
     return 0 if document.get("status") == "READY" else 1
 
 
+# ---------------------------------------------------------------- meta
+#: A ``meta set``/``unset`` that lost to a concurrent change (412) reads the document again this often.
+META_ATTEMPTS = 3
+
+
+def change_metadata(
+    api: ApiClient,
+    console: Console,
+    document_id: str,
+    *,
+    action: str,
+    pairs: list[str],
+) -> int:
+    """``meta show|set|unset|clear``: ``set`` merges ``k=v`` pairs (typed as ``upload --meta`` types
+    them) into the current metadata, ``unset`` drops keys, ``clear`` empties it. Each is a read, then a
+    PATCH with If-Match on the revision read: a concurrent change is read again, never overwritten."""
+    for _ in range(META_ATTEMPTS):
+        document = api.document(document_id)
+        current: dict[str, Any] = dict(document.get("metadata") or {})
+        if action == "show":
+            console.json(current) if console.as_json else _print_metadata(console, document_id, current)
+            return 0
+        if action == "set":
+            if not pairs:
+                raise CliError("meta set needs KEY=VALUE pairs")
+            wanted = {**current, **(parse_meta(pairs) or {})}
+        elif action == "unset":
+            if not pairs:
+                raise CliError("meta unset needs the KEYs to remove")
+            wanted = {key: value for key, value in current.items() if key not in pairs}
+        else:  # clear
+            wanted = {}
+        try:
+            updated = api.update_metadata(document_id, wanted, revision=int(document.get("revision") or 1))
+        except HttpError as exc:
+            if exc.status in (409, 412) and "REINDEX_UNAVAILABLE" not in exc.message:
+                continue  # changed meanwhile: read it again
+            raise
+        if console.as_json:
+            console.json(updated)
+        else:
+            _print_metadata(console, document_id, dict(updated.get("metadata") or {}))
+            console.print(f"  revision {updated.get('revision')}")
+        return 0
+    raise CliError(f"{document_id} kept changing; try again")
+
+
+def _print_metadata(console: Console, document_id: str, metadata: dict[str, Any]) -> None:
+    console.print(f"{document_id} metadata" + ("" if metadata else ": none"))
+    for key, value in sorted(metadata.items()):
+        console.print(f"  {key} = {json.dumps(value, ensure_ascii=False)}")
+
+
 def remove(api: ApiClient, console: Console, document_id: str) -> int:
     answer = api.delete(document_id)
     if console.as_json:
@@ -392,6 +445,15 @@ def add_user_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     retry_parser.add_argument("--wait", action="store_true", help="wait until READY or FAILED")
     retry_parser.add_argument("--timeout", type=float, default=900.0)
 
+    meta = commands.add_parser(
+        "meta",
+        parents=[common],
+        help="show or change a document's metadata (set k=v merges, unset k drops, clear empties)",
+    )
+    meta.add_argument("action", choices=("show", "set", "unset", "clear"))
+    meta.add_argument("document_id", metavar="ID")
+    meta.add_argument("pairs", nargs="*", metavar="KEY=VALUE|KEY", help="set: KEY=VALUE pairs; unset: KEYs")
+
     rm = commands.add_parser("rm", parents=[common], help="delete a document and its passages")
     rm.add_argument("document_id", metavar="ID")
 
@@ -426,6 +488,8 @@ def run_user_command(args: argparse.Namespace, target: Target, console: Console)
         return search(api, console, args.query, k=args.k, mode=args.mode, where=where)
     if args.command == "retry":
         return retry(api, console, args.document_id, wait=args.wait, timeout_seconds=args.timeout)
+    if args.command == "meta":
+        return change_metadata(api, console, args.document_id, action=args.action, pairs=args.pairs)
     if args.command == "rm":
         return remove(api, console, args.document_id)
     raise AssertionError(f"unknown command {args.command}")

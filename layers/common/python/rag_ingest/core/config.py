@@ -193,7 +193,10 @@ class WebhookDeliveryEnv(WebhookUrlEnv):
     webhook_retry_max_delay_seconds: int = Field(default=3600, ge=1, le=43_200)
 
 
-class IntakeEnv(WorkflowEnv):
+class IntakeEnv(WorkflowEnv, BucketEnv, ChunkIndexEnv):
+    """Intake; the bucket's artifacts and the chunk index serve an S3 sidecar arriving after its
+    document is READY: its metadata is written onto the chunks as PATCH writes it."""
+
     idempotency_table: str = Field(min_length=1)
     idempotency_ttl_seconds: int = Field(default=86400 * 7, gt=0)
 

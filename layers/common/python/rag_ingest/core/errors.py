@@ -77,6 +77,11 @@ class StaleWriteError(RagIngestError):
     """A conditional status update lost: another (later) worker owns the document's state."""
 
 
+class IndexArtifactsMissingError(RagIngestError):
+    """A document version's chunks or Embed checkpoints are no longer in S3: its chunks cannot be
+    rewritten in place (PATCH answers 409 ``REINDEX_UNAVAILABLE``; a replay of Index rebuilds them)."""
+
+
 class ConfigurationError(RagIngestError):
     """The environment of a function is missing or invalid (raised at cold start)."""
 

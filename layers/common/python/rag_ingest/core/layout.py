@@ -94,3 +94,11 @@ def page_range_key(pages_prefix: str, first_page: int) -> str:
 def embedding_batch_key(embeddings_prefix: str, batch_number: int) -> str:
     """The checkpoint of one embedding batch, under a version's ``embeddings/`` folder."""
     return f"{as_prefix(embeddings_prefix)}{batch_number:06d}.json"
+
+
+def sidecar_target(key: str, suffix: str = ".metadata.json") -> str | None:
+    """The document a sidecar key describes (``a/b.pdf.metadata.json`` -> ``a/b.pdf``), or None when
+    ``key`` is no sidecar (rag_ingest.core.metadata.SIDECAR_SUFFIX, docs/api.md "S3 sidecars")."""
+    if key.endswith(suffix) and len(key) > len(suffix) and not key[: -len(suffix)].endswith("/"):
+        return key[: -len(suffix)]
+    return None

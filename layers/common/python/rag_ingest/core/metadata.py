@@ -167,3 +167,64 @@ def validate_metadata(metadata: Any, path: str = "metadata") -> dict[str, Any]:
     if size > MAX_METADATA_BYTES:
         raise MetadataError(path, f"at most {MAX_METADATA_BYTES} bytes as JSON (got {size})")
     return checked
+
+
+# -- S3 sidecars: <name>.metadata.json next to a document put straight into the bucket -----------------
+# The shape Bedrock Knowledge Bases reads for the same purpose, a ``<file>.metadata.json`` holding
+# ``{"metadataAttributes": {"k": v, ...}}`` (https://docs.aws.amazon.com/bedrock/latest/userguide/kb-metadata.md),
+# each value plain (string, number, boolean, list of strings) or typed as a MetadataAttributeValue,
+# ``{"value": {"type": "STRING"|"NUMBER"|"BOOLEAN"|"STRING_LIST", "stringValue"|"numberValue"|
+# "booleanValue"|"stringListValue": ...}, "includeForEmbedding": ...}``
+# (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_agent_MetadataAttributeValue.html).
+# ``includeForEmbedding`` is accepted and has no effect here: metadata is never embedded.
+SIDECAR_SUFFIX = ".metadata.json"
+#: A sidecar holds at most 8 KB of metadata; anything much bigger is refused unread.
+MAX_SIDECAR_BYTES = 64 * 1024
+_TYPED_FIELDS = {
+    "STRING": "stringValue",
+    "NUMBER": "numberValue",
+    "BOOLEAN": "booleanValue",
+    "STRING_LIST": "stringListValue",
+}
+
+
+def metadata_from_sidecar(raw: bytes, path: str = "metadataAttributes") -> dict[str, Any]:
+    """A sidecar's bytes as valid metadata (:func:`validate_metadata`'s rules), or :class:`MetadataError`
+    naming the bad part (``metadataAttributes.<key>``)."""
+    if len(raw) > MAX_SIDECAR_BYTES:
+        raise MetadataError(path, f"the sidecar is over {MAX_SIDECAR_BYTES} bytes")
+    try:
+        document = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise MetadataError(path, "the sidecar is not UTF-8 JSON") from None
+    if not isinstance(document, Mapping) or not isinstance(document.get("metadataAttributes"), Mapping):
+        raise MetadataError(path, 'the sidecar must be {"metadataAttributes": {...}}')
+    plain: dict[Any, Any] = {}
+    for key, value in document["metadataAttributes"].items():
+        plain[key] = _plain_value(value, f"{path}.{key}")
+    return validate_metadata(plain, path)
+
+
+def _plain_value(value: Any, path: str) -> Any:
+    if not isinstance(value, Mapping):
+        return value
+    typed = value.get("value")
+    if not isinstance(typed, Mapping) or typed.get("type") not in _TYPED_FIELDS:
+        raise MetadataError(path, 'a typed value is {"value": {"type": "STRING|NUMBER|BOOLEAN|STRING_LIST", ...}}')
+    field = _TYPED_FIELDS[str(typed["type"])]
+    if field not in typed:
+        raise MetadataError(path, f"a {typed['type']} value needs {field}")
+    result = typed[field]
+    expected = {
+        "stringValue": isinstance(result, str),
+        "numberValue": is_number(result),
+        "booleanValue": isinstance(result, bool),
+        "stringListValue": isinstance(result, list),
+    }[field]
+    if not expected:
+        raise MetadataError(path, f"{field} does not hold a {typed['type']}")
+    return result
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")

@@ -222,6 +222,9 @@ class DocumentJob(BaseModel):
     embed_tasks: list[int] = Field(default_factory=list)  # Map items: one Embed task each
     content_sha256: str | None = None
     indexed_count: int | None = None
+    # The record's revision whose metadata Index wrote onto the chunks: Finalize rewrites them when a
+    # PATCH changed the record since (rag_ingest.ingest.refresh).
+    indexed_revision: int | None = None
     stale_chunks_deleted: int | None = None
 
     @property
@@ -341,8 +344,16 @@ class DocumentRecord(BaseModel):
     # The user's metadata (rag_ingest.core.metadata), set at upload; later versions keep it
     # (mark_queued leaves it as it is). Numbers come back from DynamoDB as Decimal: see below.
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # +1 on every PATCH /documents/{id} (compare-and-set on it; the API's ETag); records written
+    # before it existed read as 1.
+    revision: int = Field(default=1, ge=1)
     created_at: str
     updated_at: str
+
+    @field_validator("revision", mode="before")
+    @classmethod
+    def _revision(cls, value: Any) -> Any:
+        return 1 if value is None else int(value) if isinstance(value, Decimal) else value
 
     @field_validator("metadata", mode="before")
     @classmethod

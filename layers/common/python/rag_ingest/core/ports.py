@@ -72,8 +72,13 @@ class PipelineDocuments(DocumentReader, Protocol):
     def mark_failed(self, document_id: str, version: str, code: ErrorCode, detail: str) -> None: ...
 
 
-class IntakeDocuments(Protocol):
-    """An uploaded version becomes QUEUED (or is explained away), then names its execution."""
+class IntakeDocuments(DocumentReader, Protocol):
+    """An uploaded version becomes QUEUED (or is explained away), then names its execution; an S3
+    sidecar's metadata lands on the record (``update_fields``), a bad one fails the version."""
+
+    def update_fields(self, record: DocumentRecord, fields: Mapping[str, Any]) -> DocumentRecord: ...
+
+    def mark_failed(self, document_id: str, version: str, code: ErrorCode, detail: str) -> None: ...
 
     def mark_queued(
         self, *, document_id: str, tenant_id: str, ref: ObjectRef, event_time: str, size_bytes: int | None
@@ -99,6 +104,11 @@ class ApiDocuments(DocumentReader, Protocol):
     def list_by_tenant(
         self, tenant_id: str, *, limit: int, start_key: Mapping[str, str] | None = None
     ) -> tuple[list[DocumentRecord], dict[str, str] | None]: ...
+
+    def update_fields(self, record: DocumentRecord, fields: Mapping[str, Any]) -> DocumentRecord:
+        """PATCH: ``fields`` set and ``revision`` + 1, only while the record is as ``record`` was read
+        (tenant, status, version, revision), else ``StaleWriteError``; returns the record as written."""
+        ...
 
 
 class DocumentsByStatus(DocumentReader, Protocol):
@@ -141,6 +151,12 @@ class StageObjects(Protocol):
     def get_json(self, bucket: str, key: str) -> Any: ...
 
     def exists(self, bucket: str, key: str) -> bool: ...
+
+
+class SidecarObjects(Protocol):
+    def read_current(self, bucket: str, key: str, max_bytes: int) -> bytes | None:
+        """The current version of ``key`` (at most ``max_bytes`` + 1 bytes of it), None when there is none."""
+        ...
 
 
 class ObjectEraser(Protocol):
@@ -209,6 +225,28 @@ class ChunkIndex(Protocol):
     def delete_version(self, document_id: str, version: str) -> int: ...
 
     def delete_other_versions(self, document_id: str, keep_version: str) -> int: ...
+
+
+class ArtifactReader(Protocol):
+    """The stages' JSON artifacts, read back (a PATCH rewrites chunks from them)."""
+
+    def get_json(self, bucket: str, key: str) -> Any: ...
+
+    def exists(self, bucket: str, key: str) -> bool: ...
+
+
+class ChunkFieldsRefresher(Protocol):
+    """Rewrites a READY document's chunks with its record's current fields (metadata), from the Index
+    stage's inputs: nothing parsed or embedded again (rag_ingest.ingest.refresh.ChunkRefresher)."""
+
+    def check(self, record: DocumentRecord) -> None:
+        """Raise ``IndexArtifactsMissingError`` unless ``record``'s version can be rewritten."""
+        ...
+
+    def refresh(self, document_id: str) -> int:
+        """Chunks rewritten (0: nothing to rewrite: not READY, or superseded meanwhile); raises
+        ``IndexArtifactsMissingError`` when the chunks or vectors artifacts are gone."""
+        ...
 
 
 class ChunkEraser(Protocol):

@@ -1,21 +1,52 @@
-"""Intake: an S3 ObjectCreated record becomes a QUEUED document and one named workflow execution."""
+"""Intake: an S3 ObjectCreated record becomes a QUEUED document and one named workflow execution.
+
+A ``<name>.metadata.json`` next to a document (an S3 sidecar, Bedrock Knowledge Bases' shape:
+rag_ingest.core.metadata.metadata_from_sidecar) is never a document itself: it gives the document
+its metadata, whichever arrives first (docs/api.md, "S3 sidecars"):
+
+- the document's event reads the sidecar (if any) after marking the version QUEUED and before
+  starting its workflow, so Index writes the metadata; a sidecar that breaks the rules fails the
+  version at once with ``INVALID_REQUEST`` naming the sidecar and the bad part (no workflow runs);
+- a sidecar's event for a document that exists already replaces its metadata as ``PATCH`` does
+  (record, revision + 1; a READY document's chunks rewritten in place); for one not there yet it
+  does nothing: the document's own event reads it. A bad late sidecar changes nothing and is
+  reported (logged with ``INVALID_REQUEST``, and in the result).
+"""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import unquote_plus
 
 from aws_lambda_powertools.utilities.data_classes.s3_event import S3Event, S3EventRecord
 from pydantic import BaseModel, ConfigDict, Field
 
-from rag_ingest.core.errors import ErrorCode
+from rag_ingest.core.errors import ErrorCode, IndexArtifactsMissingError, StaleWriteError, TransientError
 from rag_ingest.core.ids import document_id_for_object, execution_name
-from rag_ingest.core.layout import RAW_PREFIX, KeyOutsideUploadsError, NoTenantFolderError, parse_upload_key
+from rag_ingest.core.layout import (
+    RAW_PREFIX,
+    KeyOutsideUploadsError,
+    NoTenantFolderError,
+    parse_upload_key,
+    sidecar_target,
+)
 from rag_ingest.core.logs import logger, run_keys
-from rag_ingest.core.models import ETAG_VERSION_PREFIX, DocumentJob, ObjectRef, QueueOutcome
-from rag_ingest.core.ports import ExecutionStarter, IntakeDocuments
+from rag_ingest.core.metadata import MAX_SIDECAR_BYTES, SIDECAR_SUFFIX, MetadataError, metadata_from_sidecar
+from rag_ingest.core.models import (
+    ETAG_VERSION_PREFIX,
+    DocumentJob,
+    DocumentRecord,
+    DocumentStatus,
+    ObjectRef,
+    QueueOutcome,
+)
+from rag_ingest.core.ports import ChunkFieldsRefresher, ExecutionStarter, IntakeDocuments, SidecarObjects
+
+#: A sidecar's metadata write that lost to another writer (the workflow, a PATCH) reads again this often.
+MAX_SIDECAR_ATTEMPTS = 3
 
 
 class PoisonMessageError(ValueError):
@@ -113,9 +144,18 @@ def address_of(key: str, bucket: str, raw_prefix: str = RAW_PREFIX) -> DocumentA
 
 
 class IntakeService:
-    def __init__(self, status: IntakeDocuments, workflow: ExecutionStarter) -> None:
+    def __init__(
+        self,
+        status: IntakeDocuments,
+        workflow: ExecutionStarter,
+        *,
+        sidecars: SidecarObjects | None = None,
+        refresher: ChunkFieldsRefresher | None = None,
+    ) -> None:
         self._status = status
         self._workflow = workflow
+        self._sidecars = sidecars
+        self._refresher = refresher
 
     def ingest(self, uploaded: UploadedObject) -> IngestResult:
         """One S3 record; every line logged for it carries its document_id and tenant_id (only)."""
@@ -138,6 +178,9 @@ class IntakeService:
             return IngestResult(
                 document_id=None, outcome="REJECTED", error_code=ErrorCode.INVALID_OBJECT_KEY, reason=str(exc)
             )
+        target = sidecar_target(uploaded.key, SIDECAR_SUFFIX)
+        if target is not None and self._sidecars is not None:
+            return self._sidecar_arrived(uploaded, target)
         ref = ObjectRef(bucket=uploaded.bucket, key=uploaded.key, version=uploaded.version)
         queued = self._status.mark_queued(
             document_id=address.document_id,
@@ -152,6 +195,10 @@ class IntakeService:
                 extra={"document_id": address.document_id, "outcome": queued.outcome.value, "reason": queued.reason},
             )
             return IngestResult(document_id=address.document_id, outcome=queued.outcome.value, reason=queued.reason)
+        if queued.record is not None and self._sidecars is not None:
+            refused = self._apply_sidecar_before_workflow(queued.record, uploaded)
+            if refused is not None:
+                return refused
         job = DocumentJob(
             document_id=address.document_id,
             tenant_id=address.tenant_id,
@@ -170,3 +217,67 @@ class IntakeService:
             extra={"document_id": address.document_id, "execution_arn": arn, "started_now": started},
         )
         return IngestResult(document_id=address.document_id, outcome=queued.outcome.value, execution_arn=arn)
+
+    # -- S3 sidecars ---------------------------------------------------------------------------
+    def _read_sidecar(self, bucket: str, key: str) -> dict[str, Any] | None:
+        """The sidecar's metadata, None when there is no sidecar; MetadataError when it is bad."""
+        assert self._sidecars is not None
+        raw = self._sidecars.read_current(bucket, key, MAX_SIDECAR_BYTES)
+        return None if raw is None else metadata_from_sidecar(raw)
+
+    def _apply_sidecar_before_workflow(self, record: DocumentRecord, uploaded: UploadedObject) -> IngestResult | None:
+        """The document's own event: its sidecar's metadata onto the record before the workflow
+        starts (Index reads it there); a bad sidecar fails this version (None: go on)."""
+        sidecar_key = uploaded.key + SIDECAR_SUFFIX
+        try:
+            metadata = self._read_sidecar(uploaded.bucket, sidecar_key)
+        except MetadataError as exc:
+            detail = f"sidecar {sidecar_key}: {exc}"
+            self._status.mark_failed(record.document_id, uploaded.version, ErrorCode.INVALID_REQUEST, detail)
+            logger.warning("bad sidecar", extra={"error_code": ErrorCode.INVALID_REQUEST.value, "reason": detail})
+            return IngestResult(
+                document_id=record.document_id, outcome="FAILED", error_code=ErrorCode.INVALID_REQUEST, reason=detail
+            )
+        if metadata is not None and metadata != record.metadata:
+            self._status.update_fields(record, {"metadata": metadata})
+            logger.info("sidecar metadata applied", extra={"keys": sorted(metadata)})
+        return None
+
+    def _sidecar_arrived(self, uploaded: UploadedObject, target: str) -> IngestResult:
+        """A sidecar's own event: never a document. Its metadata replaces the document's as PATCH does."""
+        document_id = address_of(target, uploaded.bucket).document_id
+        tenant_id = address_of(uploaded.key, uploaded.bucket).tenant_id
+        try:
+            metadata = self._read_sidecar(uploaded.bucket, uploaded.key)
+        except MetadataError as exc:
+            detail = f"sidecar {uploaded.key}: {exc}"
+            logger.warning("bad sidecar", extra={"error_code": ErrorCode.INVALID_REQUEST.value, "reason": detail})
+            return IngestResult(
+                document_id=document_id, outcome="REJECTED", error_code=ErrorCode.INVALID_REQUEST, reason=detail
+            )
+        if metadata is None:  # deleted again since: nothing to apply
+            return IngestResult(document_id=document_id, outcome="SIDECAR_GONE")
+        for _ in range(MAX_SIDECAR_ATTEMPTS):
+            record = self._status.get(document_id)
+            if (
+                record is None
+                or record.tenant_id != tenant_id
+                or record.status in (DocumentStatus.DELETING, DocumentStatus.DELETED)
+            ):
+                # Not there (yet): the document's own event reads the sidecar.
+                return IngestResult(document_id=document_id, outcome="SIDECAR_WAITING")
+            if record.metadata == metadata:
+                return IngestResult(document_id=document_id, outcome="SIDECAR_UNCHANGED")
+            try:
+                updated = self._status.update_fields(record, {"metadata": metadata})
+            except StaleWriteError:
+                continue
+            if updated.status is DocumentStatus.READY and self._refresher is not None:
+                try:
+                    self._refresher.refresh(document_id)
+                except IndexArtifactsMissingError as exc:
+                    logger.warning("sidecar metadata saved, passages not rewritten", extra={"reason": str(exc)})
+            logger.info("sidecar metadata applied", extra={"keys": sorted(metadata), "revision": updated.revision})
+            return IngestResult(document_id=document_id, outcome="SIDECAR_APPLIED")
+        # Retried with the message (the idempotency record is dropped on an exception).
+        raise TransientError(f"document {document_id} kept changing while applying its sidecar")

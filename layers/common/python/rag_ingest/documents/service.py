@@ -19,13 +19,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rag_ingest.core.auth import TENANT_ID_PATTERN
 from rag_ingest.core.config import ApiEnv
-from rag_ingest.core.errors import ErrorCode, PermanentError, StaleWriteError
+from rag_ingest.core.errors import ErrorCode, IndexArtifactsMissingError, PermanentError, StaleWriteError
 from rag_ingest.core.filters import Filter, FilterError, matches, parse_filter
 from rag_ingest.core.ids import new_document_id
 from rag_ingest.core.layout import filename_of, upload_key
 from rag_ingest.core.metadata import MetadataError, validate_metadata
 from rag_ingest.core.models import DocumentRecord, DocumentStatus
-from rag_ingest.core.ports import ApiDocuments, DocumentReplayer, UploadPresigner
+from rag_ingest.core.ports import ApiDocuments, ChunkFieldsRefresher, DocumentReplayer, UploadPresigner
 
 PDF_CONTENT_TYPE = "application/pdf"
 _UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._ -]")
@@ -41,6 +41,9 @@ MAX_RETRIES = 10
 # filter runs in code over the tenant index's pages (docs/api.md, "Listing with a filter").
 MAX_FILTERED_LIST_READS = 10
 MAX_LIST_FILTER_CHARS = 8 * 1024
+MAX_IF_MATCH_CHARS = 512
+# A PATCH whose conditional write lost only to a status change (not to another PATCH) reads again.
+MAX_PATCH_ATTEMPTS = 3
 
 
 class UploadRequest(BaseModel):
@@ -67,6 +70,35 @@ class UploadRequest(BaseModel):
         if not cleaned:
             raise ValueError("filename is empty after removing unsafe characters")
         return cleaned
+
+
+class DocumentPatch(BaseModel):
+    """``PATCH /documents/{id}``: the fields to replace, each optional; at least one is given."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metadata: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "Replaces the document's metadata as a whole ({} clears it), under the rules of POST /documents' "
+            "metadata; written onto every passage of the current version without parsing or embedding again "
+            '(docs/api.md, "Changing a document").'
+        ),
+        json_schema_extra={"example": {"customer": "acme", "year": 2025}},
+    )
+
+    def record_fields(self) -> dict[str, Any]:
+        """The record's fields this patch sets, validated (``PermanentError(INVALID_REQUEST)`` naming
+        the bad part). A field added to the model (e.g. ``access``) adds its line here."""
+        fields: dict[str, Any] = {}
+        try:
+            if self.metadata is not None:
+                fields["metadata"] = validate_metadata(self.metadata)
+        except MetadataError as exc:
+            raise PermanentError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+        if not fields:
+            raise PermanentError(ErrorCode.INVALID_REQUEST, "nothing to change: give metadata")
+        return fields
 
 
 class UploadTicket(BaseModel):
@@ -101,8 +133,10 @@ class DocumentView(BaseModel):
     # The tenant's earlier READY document with the same bytes, when this upload is a copy of it.
     duplicate_of: str | None
     timings_ms: dict[str, int]
-    # The metadata given at upload (kept by later versions).
+    # The metadata given at upload or by PATCH (kept by later versions).
     metadata: dict[str, Any]
+    # +1 on every PATCH; the ETag of GET and PATCH, and what If-Match compares.
+    revision: int
     created_at: str
     updated_at: str
 
@@ -127,6 +161,7 @@ class DocumentView(BaseModel):
             duplicate_of=record.duplicate_of,
             timings_ms=record.timings_ms,
             metadata=record.metadata,
+            revision=record.revision,
             created_at=record.created_at,
             updated_at=record.updated_at,
         )
@@ -155,6 +190,19 @@ class DocumentNotFoundError(LookupError):
 
 class NotRetryableError(Exception):
     """Retry asked for a document that is not FAILED (or cannot be replayed): answer 409."""
+
+
+class RevisionMismatchError(Exception):
+    """PATCH's If-Match names another revision than the record's: answer 412 REVISION_MISMATCH."""
+
+
+class ConcurrentUpdateError(Exception):
+    """Another PATCH changed the record between this one's read and write: answer 409 CONCURRENT_UPDATE."""
+
+
+class ReindexUnavailableError(Exception):
+    """The document's chunks cannot be rewritten in place (their artifacts are gone): answer 409
+    REINDEX_UNAVAILABLE."""
 
 
 class InvalidCursorError(ValueError):
@@ -227,6 +275,24 @@ def parse_list_filter(filter_json: str) -> Filter:
         raise PermanentError(ErrorCode.INVALID_REQUEST, str(exc)) from None
 
 
+def etag(revision: int) -> str:
+    """A document's ETag: its revision, quoted (a strong entity tag, RFC 9110 8.8.3)."""
+    return f'"{revision}"'
+
+
+def if_match_revisions(header: str) -> set[int] | None:
+    """The revisions an If-Match header accepts: None for ``*`` (any), else those of its strong tags
+    (a weak tag, or anything else, matches none: RFC 9110 13.1.1 compares strongly)."""
+    if header.strip() == "*":
+        return None
+    revisions: set[int] = set()
+    for tag in header[:MAX_IF_MATCH_CHARS].split(","):
+        tag = tag.strip()
+        if len(tag) >= 3 and tag[0] == tag[-1] == '"' and tag[1:-1].isdigit() and len(tag) <= 22:
+            revisions.add(int(tag[1:-1]))
+    return revisions
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
@@ -250,11 +316,13 @@ class DocumentService:
         presigner: UploadPresigner,
         *,
         replayer: DocumentReplayer | None = None,
+        refresher: ChunkFieldsRefresher | None = None,
     ) -> None:
         self._env = env
         self._documents = documents
         self._presigner = presigner
         self._replayer = replayer
+        self._refresher = refresher
 
     def create_upload(self, tenant_id: str, request: UploadRequest) -> UploadTicket:
         if request.content_type != PDF_CONTENT_TYPE:
@@ -361,6 +429,54 @@ class DocumentService:
         except StaleWriteError:
             raise NotRetryableError("the document changed while retrying; reload it") from None
         return self.get(tenant_id, document_id)
+
+    def update(
+        self, tenant_id: str, document_id: str, patch: DocumentPatch, *, if_match: str | None = None
+    ) -> DocumentView:
+        """Replace the patch's fields on the record (compare-and-set on its revision, +1), then, for a
+        READY document, rewrite its current version's chunks with them (nothing parsed or embedded).
+        A document in flight or FAILED: the record only (its workflow's Index and Finalize write the
+        record's fields as they find them). ``if_match``: the If-Match header (412 when stale)."""
+        if self._refresher is None:
+            raise RuntimeError("PATCH is not configured for this service")
+        fields = patch.record_fields()
+        accepted = if_match_revisions(if_match) if if_match is not None else None
+        for _ in range(MAX_PATCH_ATTEMPTS):
+            record = self._record(tenant_id, document_id)
+            if record.status in (DocumentStatus.DELETING, DocumentStatus.DELETED):
+                raise DocumentNotFoundError(document_id)
+            if accepted is not None and record.revision not in accepted:
+                raise RevisionMismatchError(f"the document is at revision {record.revision}")
+            ready = record.status is DocumentStatus.READY
+            if ready:
+                self._check_rewritable(record)
+            try:
+                updated = self._documents.update_fields(record, fields)
+            except StaleWriteError:
+                current = self._documents.get(document_id)
+                if current is not None and current.revision == record.revision:
+                    continue  # its status or version moved (the workflow), not its fields: read again
+                if accepted is not None:
+                    raise RevisionMismatchError("the document changed since it was read") from None
+                raise ConcurrentUpdateError("the document changed while updating it; read it and try again") from None
+            if updated.status is DocumentStatus.READY:
+                try:
+                    self._refresher.refresh(document_id)
+                except IndexArtifactsMissingError as exc:
+                    raise ReindexUnavailableError(
+                        f"revision {updated.revision} is saved, but its passages could not be rewritten ({exc}); "
+                        "upload the document again"
+                    ) from None
+            return self.get(tenant_id, document_id)
+        raise ConcurrentUpdateError("the document kept changing while updating it; try again")
+
+    def _check_rewritable(self, record: DocumentRecord) -> None:
+        assert self._refresher is not None
+        try:
+            self._refresher.check(record)
+        except IndexArtifactsMissingError as exc:
+            message = f"the passages cannot be rewritten in place ({exc}); nothing changed"
+            raise ReindexUnavailableError(message) from None
 
     def download(self, tenant_id: str, document_id: str) -> DownloadLink:
         """A short-lived GET of the current version of the original upload, shown inline as a PDF."""

@@ -52,6 +52,7 @@ from rag_ingest.ingest.chunking import chunk_pages
 from rag_ingest.ingest.embedding_cache import NoEmbeddingCache
 from rag_ingest.ingest.ocr import OcrEngine, PageOcr
 from rag_ingest.ingest.pdf import count_pdf_pages, join_page_ranges, parse_page_range, validate_pdf_header
+from rag_ingest.ingest.refresh import MAX_REWRITES, ChunkRefresher, chunk_fields
 
 PDF_HEADER_BYTES = 1024
 
@@ -333,15 +334,30 @@ class Pipeline:
                     tenant_id=job.tenant_id,
                     document_id=job.document_id,
                     version=job.version,
-                    filename=record_state.filename if record_state else None,
                     chunks=chunks,
                     vectors=vectors,
-                    metadata=record_state.metadata if record_state else None,
-                    created_at=record_state.created_at if record_state else None,
+                    **chunk_fields(record_state),
                 )
                 # A slow write can land after a newer version took over and its Finalize swept
                 # "other versions": check ownership again now that this version's chunks are in.
                 self._deps.status.confirm_current(job.document_id, job.version)
+                # A PATCH while this wrote changed the record only (the document is not READY yet):
+                # write again from the newer record; Finalize checks once more (see finalize).
+                for _ in range(MAX_REWRITES):
+                    latest = self._deps.status.get(job.document_id)
+                    if latest is None or record_state is None or latest.revision == record_state.revision:
+                        break
+                    record_state = latest
+                    written = store.write_chunks(
+                        tenant_id=job.tenant_id,
+                        document_id=job.document_id,
+                        version=job.version,
+                        chunks=chunks,
+                        vectors=self._checkpointed_vectors(job, len(chunks)),
+                        **chunk_fields(record_state),
+                    )
+                    self._deps.status.confirm_current(job.document_id, job.version)
+                job.indexed_revision = record_state.revision if record_state else None
                 job.indexed_count = written
                 record["indexed_count"] = written
         except StaleWriteError as exc:
@@ -376,6 +392,7 @@ class Pipeline:
     def finalize(self, job: DocumentJob) -> DocumentJob:
         current = self._deps.status.get(job.document_id)
         if current and current.version == job.version and current.status == DocumentStatus.READY:
+            self._rewrite_if_patched(job)
             return job  # a retry after READY was written: done already
         with self._stage(job, Stage.FINALIZE) as record:
             # This version is now the active one: remove what older versions left in the index.
@@ -397,7 +414,25 @@ class Pipeline:
         )
         self._deps.status.mark_ready(job.document_id, job.version)
         logger.info("document ready", extra={"document_id": job.document_id, "chunks": job.chunk_count})
+        self._rewrite_if_patched(job)
         return job
+
+    def _rewrite_if_patched(self, job: DocumentJob) -> None:
+        """A PATCH that landed after Index's last look wrote the record only (it was not READY then);
+        one landing from READY on rewrites the chunks itself (rag_ingest.ingest.refresh)."""
+        ready = self._deps.status.get(job.document_id)
+        if ready is not None and job.indexed_revision is not None and ready.revision != job.indexed_revision:
+            rewritten = self._refresher().refresh(job.document_id)
+            logger.info("metadata changed during the run: chunks rewritten", extra={"chunks": rewritten})
+
+    def _refresher(self) -> ChunkRefresher:
+        return ChunkRefresher(
+            documents=self._deps.status,
+            objects=self._deps.objects,
+            vector_store=self._deps.vector_store,
+            bucket=self._env.bucket_name,
+            artifacts_prefix=self._env.artifacts_prefix,
+        )
 
     @_logged(None)
     def mark_failed(self, job: FailedJob) -> dict[str, Any]:
