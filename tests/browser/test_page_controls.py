@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 import pytest
+import requests
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select
@@ -254,7 +255,12 @@ def test_the_document_editor_saves_with_if_match_and_says_when_it_changed_elsewh
 def test_access_at_upload_and_only_the_uploader_or_an_admin_may_change_it(
     page: Page, tenant: str, stack_process: LocalStackProcess
 ) -> None:
-    """Needs access on the document (branch wt-access) and PATCH (branch wt-patch)."""
+    """Needs access on the document (branch wt-access) and PATCH of ``access`` (wt-patch's PATCH
+    takes metadata only): skipped, saying so, while the API's own OpenAPI document lacks either."""
+    schemas = requests.get(f"{stack_process.api_url}/openapi.json", timeout=30).json()["components"]["schemas"]
+    for schema in ("UploadRequest", "DocumentPatch"):
+        if "access" not in schemas.get(schema, {}).get("properties", {}):
+            pytest.skip(f"the API's {schema} has no access yet (branches wt-access and wt-patch, merged together)")
     document_id = ready_document(page, "hana", tenant, [("topic", "string", "birds")])
     shown = open_details(page, document_id)
     assert shown["access"] == "Everyone in the tenant.", shown
