@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from rag_ingest.core.models import DocumentRecord, DocumentStatus
 from rag_ingest.documents.deletion import DocumentDeletion
-from rag_ingest.webhooks.model import DeliveryAttempt
+from rag_ingest.webhooks.model import DeliveryAttempt, DeliveryOutcome
 from rag_ingest.webhooks.service import WebhookService
 from rag_ingest.webhooks.url_policy import UrlPolicy
 
@@ -119,7 +119,8 @@ def test_an_endpoints_deliveries_are_listed_newest_first(api: ModuleType, store:
         200,
         {"endpoint_id": created["id"], "deliveries": []},
     )
-    for attempt, (outcome, status) in enumerate((("failed", 503), ("delivered", 200)), start=1):
+    attempts: list[tuple[DeliveryOutcome, int]] = [("failed", 503), ("delivered", 200)]
+    for attempt, (outcome, status) in enumerate(attempts, start=1):
         history.record_delivery(
             "acme",
             created["id"],
