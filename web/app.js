@@ -80,6 +80,7 @@ function showSignIn(message = "") {
   state.documents?.reset();
   state.search?.reset();
   state.webhooks?.reset();
+  $("webhooks-details").open = false; // read again (GET /webhooks) when next opened
   if (state.details?.dialog.open) state.details.dialog.close();
   $("uploads").replaceChildren();
   $("workspace").hidden = true;
@@ -103,7 +104,6 @@ function showWorkspace(session) {
   $("workspace").hidden = false;
   state.auth.watchExpiry(session.claims);
   state.documents.load();
-  state.webhooks.load();
   state.live = new LiveChannel(state.config.live, () => state.auth.token(), {
     onDocument: (doc) => state.documents.apply(doc, { source: "live" }),
     onState: (liveState) => {
@@ -341,6 +341,10 @@ async function main() {
     confirmAction,
   });
   $("webhooks-refresh").addEventListener("click", () => state.webhooks.load());
+  // The endpoints are read when the panel is opened, not at every sign-in.
+  $("webhooks-details").addEventListener("toggle", () => {
+    if ($("webhooks-details").open && !$("workspace").hidden) state.webhooks.load();
+  });
   wireUploads();
   $("refresh").addEventListener("click", () => state.documents.load());
   $("sign-out").addEventListener("click", () => state.auth.signOut());

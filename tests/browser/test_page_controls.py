@@ -322,6 +322,8 @@ def test_the_webhooks_panel_registers_rotates_shows_deliveries_of_a_ready_docume
     page: Page, tenant: str
 ) -> None:
     page.sign_in("kim", tenant)
+    assert not page.find("#webhook-form").is_displayed()  # a disclosure, read when opened
+    page.find("#webhooks-details > summary").click()
     page.wait(lambda: page.find("#webhooks-empty").is_displayed(), "no endpoints yet")
     # A URL the API refuses: the code is shown.
     set_value(page, page.find("#webhook-url"), "http://example.com/hook")
