@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from opensearchpy import OpenSearch, helpers
-from rag_ingest.adapters.opensearch_filters import LEGACY_CONTENT_TYPE, METADATA_FIELD, chunk_metadata
+from rag_ingest.adapters.opensearch_filters import LEGACY_CONTENT_TYPE, METADATA_FIELD, chunk_access, chunk_metadata
 from rag_ingest.adapters.vector_store import INDEXED_TEXT_FIELD
 from rag_ingest.core.ids import chunk_id, new_document_id, version_hash
 from rag_ingest.core.models import Chunk
@@ -200,6 +200,8 @@ def chunk_source(chunks: SyntheticChunks, row: int) -> dict[str, Any]:
         METADATA_FIELD: chunk_metadata({}),
         "content_type": LEGACY_CONTENT_TYPE,
         "created_at": SYNTHETIC_CREATED_AT,
+        # Open to the whole tenant (no access on the synthetic documents), uploaded straight to S3.
+        **chunk_access(None, None),
         "text": chunk.text,
         INDEXED_TEXT_FIELD: indexed_text(chunk),
         "embedding": chunks.vectors[row].astype(np.float64).tolist(),

@@ -321,6 +321,17 @@ class AuthConfig(_Model):
     # The page's own URL (CloudFront) is added by the stack; these are the others (CLI, dev pages).
     callback_urls: tuple[str, ...] = (CLI_LOOPBACK_URL,)
     logout_urls: tuple[str, ...] = (CLI_LOOPBACK_URL,)
+    # Members of this Cognito group read every document of their tenant and set anyone's access
+    # (docs/api.md, "Per-document access"); passed to the API and live-pusher functions.
+    tenant_admin_group: str = "tenant-admins"
+
+    @field_validator("tenant_admin_group")
+    @classmethod
+    def _valid_group_name(cls, value: str) -> str:
+        # Cognito group names: 1-128 characters of [\p{L}\p{M}\p{S}\p{N}\p{P}] (no spaces or controls).
+        if not 1 <= len(value) <= 128 or any(char.isspace() or ord(char) < 0x20 for char in value):
+            raise ValueError("auth.tenantAdminGroup must be 1-128 characters without spaces")
+        return value
 
     @field_validator("domain_prefix")
     @classmethod

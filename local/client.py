@@ -35,6 +35,8 @@ class LocalStackClient:
     tenant_id: str = "demo"
     username: str | None = None
     timeout: float = 30.0
+    #: The token's cognito:groups (e.g. the tenant-admin group), as the local issuer signs them.
+    groups: tuple[str, ...] = ()
     _token: str | None = field(default=None, init=False, repr=False)
     _token_renew_at: float = field(default=0.0, init=False, repr=False)
     _token_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -69,6 +71,8 @@ class LocalStackClient:
     def sign_in(self, expires_in: int | None = None) -> tuple[str, float]:
         """A new ID token from the local identity provider, and its lifetime in seconds."""
         request: dict[str, Any] = {"username": self.username, "tenant_id": self.tenant_id}
+        if self.groups:
+            request["groups"] = list(self.groups)
         if expires_in is not None:
             request["expires_in"] = expires_in
         response = requests.post(f"{self.api_url}{TOKEN_PATH}", json=request, timeout=self.timeout)

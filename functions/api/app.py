@@ -31,6 +31,7 @@ from rag_ingest.core.errors import PermanentError, TransientError
 from rag_ingest.core.logs import logger
 from rag_ingest.core.tracing import tracer
 from rag_ingest.documents.service import (
+    AccessChangeForbiddenError,
     ConcurrentUpdateError,
     DocumentNotFoundError,
     ErrorBody,
@@ -156,6 +157,11 @@ def document_not_found(exc: DocumentNotFoundError) -> Response[Any]:
 @app.exception_handler(NotRetryableError)
 def not_retryable(exc: NotRetryableError) -> Response[Any]:
     return error_response(409, "NOT_RETRYABLE", str(exc))
+
+
+@app.exception_handler(AccessChangeForbiddenError)
+def access_change_forbidden(exc: AccessChangeForbiddenError) -> Response[Any]:
+    return error_response(403, "ACCESS_CHANGE_FORBIDDEN", str(exc))
 
 
 @app.exception_handler(RevisionMismatchError)

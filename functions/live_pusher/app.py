@@ -26,6 +26,7 @@ pusher = LivePusher(
     store=DynamoConnectionStore(ENV.connections_table),
     poster=ManagementApiPoster(ENV.websocket_callback_url),
     max_attempts=ENV.post_max_attempts,
+    tenant_admin_group=ENV.tenant_admin_group,
 )
 
 

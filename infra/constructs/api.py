@@ -129,6 +129,8 @@ class Api(Construct):
                 "STATE_MACHINE_ARN": state_machine.state_machine_arn,
                 # DELETE /documents/{id} announces DocumentDeleted (the webhooks' document.deleted).
                 "EVENT_BUS_NAME": EVENT_BUS_NAME,
+                # Per-document access: this group's members read and manage all of their tenant's documents.
+                "TENANT_ADMIN_GROUP": config.auth.tenant_admin_group,
             },
             description="rag-ingest API: documents (upload, list, status, retry, download, delete) and search",
         )

@@ -168,6 +168,8 @@ class LiveStatus(Construct):
             environment={
                 "CONNECTIONS_TABLE": self.connections_table.table_name,
                 "WEBSOCKET_CALLBACK_URL": self.stage.callback_url,
+                # A change goes only to connections that may read the document (tenant admins read all).
+                "TENANT_ADMIN_GROUP": config.auth.tenant_admin_group,
             },
             description="rag-ingest live status: documents-table stream -> PostToConnection to the tenant's sockets",
         )
@@ -228,7 +230,8 @@ class LiveStatus(Construct):
             iam.PolicyStatement(actions=["dynamodb:Query"], resources=[f"{table.table_arn}/index/{TENANT_INDEX}"])
         )
         pusher_role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["dynamodb:DeleteItem"], resources=[table.table_arn])
+            # BatchGetItem: who holds each connection (subject, groups), read after the keys-only index.
+            iam.PolicyStatement(actions=["dynamodb:DeleteItem", "dynamodb:BatchGetItem"], resources=[table.table_arn])
         )
         # PostToConnection only, on this stage's connections only.
         pusher_role.add_to_principal_policy(

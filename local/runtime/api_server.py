@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from rag_ingest.core.auth import InvalidTenantError, InvalidTokenError, bearer_token, tenant_of
+from rag_ingest.core.access import DEFAULT_TENANT_ADMIN_GROUP, Principal
+from rag_ingest.core.auth import InvalidTenantError, InvalidTokenError, bearer_token
 
-from local.runtime.api_gateway import FORBIDDEN, UNAUTHORIZED, HttpApiGateway
+from local.runtime.api_gateway import FORBIDDEN, UNAUTHORIZED, HttpApiGateway, claim_strings
 from local.runtime.fault_api import FaultApi
 from local.runtime.http_api import HttpApiDefinition
 from local.runtime.http_response import HttpResponse, json_response
@@ -71,6 +72,8 @@ class ApiServer:
         self.faults = FaultApi(lambda: self.runner)
         self.live: LiveStatusHub | None = None
         self.live_keepalive_seconds = live_keepalive_seconds
+        # The live channel announces a document only to who may read it (rag_ingest.core.access).
+        self.tenant_admin_group = DEFAULT_TENANT_ADMIN_GROUP
         self._health = health
         self._status = status
         self._outputs = outputs
@@ -217,7 +220,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
             # EventSource cannot send headers: the token is in the query (a fetch client may use the header).
             token = tokens[0] if tokens else bearer_token(self.headers.get("Authorization"))
             claims = server.gateway.verify(token)
-            tenant = tenant_of(claims)
+            # The claims as the JWT authorizer passes them (groups as "[a b]"), read as the API reads them.
+            caller = Principal.of(claim_strings(claims), server.tenant_admin_group)
+            tenant = caller.tenant_id
         except InvalidTokenError as exc:
             return self._write(json_response(HTTPStatus.UNAUTHORIZED, UNAUTHORIZED, note=str(exc)))
         except InvalidTenantError as exc:
@@ -226,7 +231,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         try:
             if hub is None:
                 raise LiveStatusUnavailable("the live channel is not running (is the stack ready?)")
-            subscription = hub.subscribe(tenant)
+            subscription = hub.subscribe(tenant, caller)
         except LiveStatusUnavailable as exc:
             return self._write(json_response(HTTPStatus.SERVICE_UNAVAILABLE, {"message": str(exc)}))
         self._note = f"tenant {tenant}"

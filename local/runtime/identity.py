@@ -9,7 +9,8 @@ authorizer does (issuer, audience, expiry, signature; :class:`rag_ingest.core.au
 Endpoints (under ``/_local/oidc``, answered by :meth:`LocalIdentityProvider.handle`):
 
 - ``GET .well-known/openid-configuration`` and ``GET jwks.json``;
-- ``POST token`` with ``{"username": ..., "tenant_id": ...}``: a dev-only sign-in without a
+- ``POST token`` with ``{"username": ..., "tenant_id": ..., "groups": [...]}`` (groups optional: the
+  token's ``cognito:groups``, e.g. the tenant-admin group): a dev-only sign-in without a
   password (anyone who can reach the loopback port gets a token for any tenant; the local
   stack is single-user by design). A bad tenant or username is a 400.
 """
@@ -34,6 +35,7 @@ OIDC_PATH = "/_local/oidc"
 TOKEN_LIFETIME_SECONDS = 3600
 # Cognito user names: 1-128 printable characters without whitespace.
 _USERNAME = re.compile(r"^[^\s\x00-\x1f\x7f]{1,128}$")
+_GROUP = _USERNAME  # Cognito group names: 1-128 characters, no white space
 # A namespace for deterministic subjects: the same user and tenant keep one ``sub`` across restarts.
 _SUBJECT_NAMESPACE = uuid.UUID("1b0f4c4e-5a8e-4d0b-9d59-2f5b2b7f3a61")
 
@@ -125,6 +127,7 @@ class LocalIdentityProvider:
                 "email",
                 "email_verified",
                 "cognito:username",
+                "cognito:groups",
                 TENANT_CLAIM,
             ],
             # Not an OpenID Connect flow: a dev-only endpoint that signs in without a password.
@@ -133,8 +136,17 @@ class LocalIdentityProvider:
 
     # -- tokens -------------------------------------------------------------------------------
 
-    def issue(self, username: object, tenant_id: object, *, lifetime_seconds: int = TOKEN_LIFETIME_SECONDS) -> str:
-        """An ID token for ``username`` in ``tenant_id`` (validated), as Cognito shapes it."""
+    def issue(
+        self,
+        username: object,
+        tenant_id: object,
+        *,
+        lifetime_seconds: int = TOKEN_LIFETIME_SECONDS,
+        groups: object = None,
+    ) -> str:
+        """An ID token for ``username`` in ``tenant_id`` (validated), as Cognito shapes it; ``groups``
+        (a list of group names) becomes ``cognito:groups``, which Cognito leaves out when there are none."""
+        group_names = _groups(groups)
         if not isinstance(username, str) or not _USERNAME.fullmatch(username):
             raise TokenRequestError("INVALID_USERNAME", "username must be 1-128 printable characters, no spaces")
         try:
@@ -161,6 +173,8 @@ class LocalIdentityProvider:
             "email": f"{username}@example.com" if "@" not in username else username,
             TENANT_CLAIM: tenant,
         }
+        if group_names:
+            claims["cognito:groups"] = group_names
         return jwt.encode(claims, self._key, algorithm="RS256", headers={"kid": self.key_id})
 
     # -- HTTP ---------------------------------------------------------------------------------
@@ -197,10 +211,27 @@ class LocalIdentityProvider:
         if self._audience is None:
             return OidcResponse(HTTPStatus.SERVICE_UNAVAILABLE, _error("NOT_READY", "the local stack is starting"))
         try:
-            token = self.issue(request.get("username"), request.get("tenant_id"), lifetime_seconds=lifetime)
+            token = self.issue(
+                request.get("username"),
+                request.get("tenant_id"),
+                lifetime_seconds=lifetime,
+                groups=request.get("groups"),
+            )
         except TokenRequestError as exc:
             return OidcResponse(HTTPStatus.BAD_REQUEST, _error(exc.code, str(exc)))
         return OidcResponse(HTTPStatus.OK, {"id_token": token, "token_type": "Bearer", "expires_in": lifetime})
+
+
+def _groups(value: object) -> list[str]:
+    """A token request's ``groups``: Cognito group names (1-128 characters, no white space), at most 100."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > 100:
+        raise TokenRequestError("INVALID_GROUPS", "groups must be a list of at most 100 group names")
+    for name in value:
+        if not isinstance(name, str) or not _GROUP.fullmatch(name):
+            raise TokenRequestError("INVALID_GROUPS", "a group name is 1-128 printable characters, no spaces")
+    return list(dict.fromkeys(value))
 
 
 def _error(code: str, message: str) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Live status over Server-Sent Events: the local side of the WebSocket API's contract.
 
 ``GET /_local/live?token=<ID token>`` (EventSource cannot send headers) streams, for the token's
-tenant only::
+tenant only, and of it only the documents the token's principal may read
+(``rag_ingest.core.access.can_read``, as the AWS pusher decides)::
 
     event: document.updated
     data: {"type": "document.updated", "document": <the JSON of GET /documents/{id}>}
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
+from rag_ingest.core.access import Principal, can_read
 from rag_ingest.live.updates import DOCUMENT_UPDATED, update_for
 
 LOG = logging.getLogger("local.runtime.live")
@@ -51,6 +53,8 @@ class LiveStatusUnavailable(RuntimeError):
 @dataclass(eq=False)
 class Subscription:
     tenant_id: str
+    # Who subscribed (None: the whole tenant, as before access existed; the live route always sets it).
+    principal: Principal | None = None
     messages: queue.Queue[dict[str, Any] | None] = field(default_factory=lambda: queue.Queue(QUEUE_SIZE))
     closed: threading.Event = field(default_factory=threading.Event)
     reason: str = ""
@@ -118,11 +122,14 @@ class LiveStatusHub:
 
     # -- subscribers --------------------------------------------------------------------------
 
-    def subscribe(self, tenant_id: str) -> Subscription:
-        """A subscription to ``tenant_id``'s changes from now on (the stream position is taken here)."""
+    def subscribe(self, tenant_id: str, principal: Principal | None = None) -> Subscription:
+        """A subscription to ``tenant_id``'s changes from now on (the stream position is taken here),
+        of the documents ``principal`` may read."""
         if self._stopping.is_set() or self._thread is None:
             raise LiveStatusUnavailable("the live channel is not running")
-        subscription = Subscription(tenant_id, queue.Queue(self.queue_size))
+        if principal is not None and principal.tenant_id != tenant_id:
+            raise ValueError("the principal is of another tenant")
+        subscription = Subscription(tenant_id, principal, queue.Queue(self.queue_size))
         with self._wake:
             if self._iterator is None:
                 self._iterator = self._latest_iterator()
@@ -190,7 +197,11 @@ class LiveStatusHub:
             LOG.warning("live status: record %s is not a document: %s", record.get("eventID"), exc)
             return
         with self._lock:
-            targets = [s for s in self._subscribers if s.tenant_id == update.tenant_id]
+            targets = [
+                s
+                for s in self._subscribers
+                if s.tenant_id == update.tenant_id and (s.principal is None or can_read(s.principal, update.record))
+            ]
         for subscription in targets:
             try:
                 subscription.messages.put_nowait(update.message)

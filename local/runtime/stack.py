@@ -244,6 +244,11 @@ class LocalStack:
             LOG.warning("live status: %s; %s is off", exc, LIVE_PATH)
             return
         self.live = self.api.live = hub
+        # Who reads everything of their tenant on the live channel: the group the API function is given.
+        api_function = provisioned.function_named(api_function_name(provisioned) or "")
+        admin_group = (api_function.environment if api_function else {}).get("TENANT_ADMIN_GROUP")
+        if admin_group:
+            self.api.tenant_admin_group = str(admin_group)
 
     def _build_page_config(self, provisioned: ProvisionedStack) -> dict[str, Any]:
         """``GET /config.json``: what the page needs (the local shape of the contract)."""

@@ -350,6 +350,8 @@ def test_least_privilege_of_the_live_functions(synth: SynthResult) -> None:
     assert _grants(synth, "Live/PusherFunction") == {
         "dynamodb:Query": {f"{connections}/index/by_tenant"},
         "dynamodb:DeleteItem": {connections},
+        # Who holds each connection (subject, groups): a change goes only to who may read the document.
+        "dynamodb:BatchGetItem": {connections},
         "dynamodb:DescribeStream": {documents_stream},
         "dynamodb:GetRecords": {documents_stream},
         "dynamodb:GetShardIterator": {documents_stream},

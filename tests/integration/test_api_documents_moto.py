@@ -298,3 +298,32 @@ def test_patch_is_a_compare_and_set_on_the_records_revision(world: dict[str, Any
     status, _ = call(world, "PATCH", f"/documents/{document_id}", tenant="other", body={"metadata": {"k": "x"}})
     assert status == 404
     assert documents.get(document_id).metadata == {"k": "v"}  # type: ignore[union-attr]
+
+
+def test_access_and_uploader_round_trip_through_dynamodb_and_a_new_version_keeps_them(world: dict[str, Any]) -> None:
+    access = {"users": ["u-listed"], "groups": ["legal"]}
+    status, ticket = call(world, "POST", "/documents", tenant="acl-v", body={"filename": "c.pdf", "access": access})
+    assert status == 201, ticket
+    document_id = ticket["document_id"]
+    stored = world["records"].get(document_id)
+    assert stored["access"] == access and stored["uploaded_by"] == "u"  # the caller's sub
+    documents = DocumentsTable(world["records"].table_name)
+    for n, version in enumerate(("v1", "v2")):
+        documents.mark_queued(
+            document_id=document_id,
+            tenant_id="acl-v",
+            ref=ObjectRef(bucket=world["bucket"], key=f"raw/acl-v/{document_id}/c.pdf", version=version),
+            event_time=f"2026-12-01T05:0{n}:00Z",
+            size_bytes=10,
+        )
+    record = documents.get(document_id)
+    assert record is not None and record.version == "v2"
+    assert record.access.model_dump() == access and record.uploaded_by == "u"
+    # The uploader reads it: GET shows the access and the uploader.
+    status, document = call(world, "GET", f"/documents/{document_id}", tenant="acl-v")
+    assert status == 200 and document["access"] == access and document["uploaded_by"] == "u"
+    # An open upload stores no access attribute and reads as open.
+    status, ticket = call(world, "POST", "/documents", tenant="acl-v", body={"filename": "d.pdf"})
+    assert "access" not in world["records"].get(ticket["document_id"])
+    status, document = call(world, "GET", f"/documents/{ticket['document_id']}", tenant="acl-v")
+    assert document["access"] == {"users": [], "groups": []}

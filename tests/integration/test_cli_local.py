@@ -198,6 +198,33 @@ def test_login_upload_ls_search_status_and_rm(cli_local: Cli) -> None:
     assert not_retryable.returncode == 1 and not_retryable.stderr.startswith(f"error: {lighthouses} cannot be retried")
 
 
+def test_upload_with_access_login_with_groups_and_access_set_and_open(cli_local: Cli) -> None:
+    """Per-document access from the command line: an upload for a group, seen by its members only;
+    a member may not change who reads it (403), its uploader may open it to the tenant."""
+    tenant = f"cli-acl-{uuid.uuid4().hex[:8]}"
+    upload = cli_local(
+        "upload", str(SAMPLES / "urban-birds.pdf"), "--access-group", "legal", "--user", "ana", "--tenant", tenant
+    )
+    assert upload.returncode == 0, upload.stdout + upload.stderr
+    birds = uploaded_ids(upload.stdout)["urban-birds.pdf"]
+    shown = cli_local.json("access", "show", birds, "--user", "ana", "--tenant", tenant)
+    assert shown["access"] == {"users": [], "groups": ["legal"]} and shown["uploaded_by"]
+
+    def listed(*who: str) -> list[str]:
+        return [d["document_id"] for d in cli_local.json("ls", *who, "--tenant", tenant)["items"]]
+
+    assert listed("--user", "carl") == []  # not in the group: not listed, not found
+    hidden = cli_local("status", birds, "--user", "carl", "--tenant", tenant)
+    assert hidden.returncode == 1 and hidden.stderr.startswith("error: 404 Not Found")
+    assert listed("--user", "dora", "--groups", "legal") == [birds]
+    refused = cli_local("access", "open", birds, "--user", "dora", "--groups", "legal", "--tenant", tenant)
+    assert refused.returncode == 1 and "ACCESS_CHANGE_FORBIDDEN" in refused.stderr, refused.stderr
+    opened = cli_local("access", "open", birds, "--user", "ana", "--tenant", tenant)
+    assert opened.returncode == 0, opened.stderr
+    assert opened.stdout.endswith("  open to the whole tenant\n")
+    assert listed("--user", "carl") == [birds]
+
+
 def test_a_failed_upload_exits_1_with_its_reason_and_retry_brings_it_to_ready(
     cli_local: Cli, stack_process: LocalStackProcess
 ) -> None:

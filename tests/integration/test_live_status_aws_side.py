@@ -207,6 +207,54 @@ def test_pusher_posts_stream_records_to_the_tenants_connections(
     assert store.for_tenant("acme") == []
 
 
+def test_pusher_announces_a_restricted_document_only_to_who_may_read_it(
+    provisioned: tuple[ProvisionedStack, RuntimeSettings],
+) -> None:
+    """Per-document access on the AWS path: $connect keeps the authorizer's subject and groups in the
+    connections table; the pusher reads them back (BatchGetItem after the keys-only tenant index)
+    and posts a restricted document's change to its readers only."""
+    stack, settings = provisioned
+    documents_table = _resource_by_path(stack, settings, "Storage/DocumentsTable")
+    connections_table = _resource_by_path(stack, settings, "Live/ConnectionsTable")
+    store = DynamoConnectionStore(connections_table)
+    connections = import_handler("live_connections", {"CONNECTIONS_TABLE": connections_table})
+    holders = {
+        "acl-uploader": ("u-up", "[]"),
+        "acl-listed": ("u-listed", "[]"),
+        "acl-member": ("u-member", '["legal"]'),
+        "acl-admin": ("u-admin", '["tenant-admins"]'),
+        "acl-other": ("u-other", '["sales"]'),
+    }
+    for connection_id, (subject, groups) in holders.items():
+        context = {"tenant_id": "initech", "sub": subject, "groups": groups, "principalId": subject}
+        event = {"requestContext": {"routeKey": "$connect", "connectionId": connection_id, "authorizer": context}}
+        assert connections.handler(event, FakeLambdaContext()) == {"statusCode": 200}
+    held = {c.connection_id: (c.subject, c.groups) for c in store.connections_for_tenant("initech")}
+    assert held["acl-member"] == ("u-member", ("legal",)) and set(held) == set(holders)
+
+    table = boto3.resource("dynamodb", region_name=REGION).Table(documents_table)
+    stream_arn = boto3.client("dynamodb", region_name=REGION).describe_table(TableName=documents_table)["Table"][
+        "LatestStreamArn"
+    ]
+    _, iterator = _stream_records(stream_arn)  # past the other tests' records
+    access = {"users": ["u-listed"], "groups": ["legal"]}
+    table.put_item(Item=_document_item("initech", "READY", uploaded_by="u-up", access=access))
+    records, _ = _stream_records(stream_arn, iterator)
+    assert len(records) == 1
+
+    app = import_handler(
+        "live_pusher", {"CONNECTIONS_TABLE": connections_table, "WEBSOCKET_CALLBACK_URL": CALLBACK_URL}
+    )
+    stubber, posted = _stubbed_management_api(app)
+    for _ in range(4):
+        stubber.add_response("post_to_connection", {})
+    with stubber:
+        result = app.handler({"Records": records}, FakeLambdaContext())
+    stubber.assert_no_pending_responses()
+    assert result == {"batchItemFailures": []}
+    assert sorted(p["ConnectionId"] for p in posted) == ["acl-admin", "acl-listed", "acl-member", "acl-uploader"]
+
+
 def test_connect_records_expire_after_two_hours_and_need_a_tenant(
     provisioned: tuple[ProvisionedStack, RuntimeSettings],
 ) -> None:

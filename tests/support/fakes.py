@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from rag_ingest.core.access import OPEN_ACCESS, DocumentAccess, Principal, can_read
 from rag_ingest.core.errors import ErrorCode, PermanentError, StaleWriteError
 from rag_ingest.core.filters import Filter, matches
 from rag_ingest.core.ids import chunk_id, version_hash
@@ -107,6 +108,8 @@ class InMemoryDocuments:
         bucket: str,
         key: str,
         metadata: Mapping[str, Any] | None = None,
+        uploaded_by: str | None = None,
+        access: DocumentAccess | None = None,
     ) -> DocumentRecord:
         if document_id in self.items:
             # The table's put is conditional on attribute_not_exists; nothing in the domain catches it.
@@ -120,6 +123,8 @@ class InMemoryDocuments:
             key=key,
             now=now,
             metadata=copy.deepcopy(dict(metadata or {})),
+            uploaded_by=uploaded_by,
+            access=access,
         )
         return DocumentRecord.model_validate(copy.deepcopy(self.items[document_id]))
 
@@ -383,6 +388,8 @@ class InMemoryChunkIndex:
         vectors: Iterable[Sequence[float]],
         metadata: Mapping[str, Any] | None = None,
         created_at: str | None = None,
+        access: DocumentAccess | None = None,
+        uploaded_by: str | None = None,
     ) -> int:
         if isinstance(vectors, Sequence) and len(chunks) != len(vectors):
             raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
@@ -395,6 +402,8 @@ class InMemoryChunkIndex:
                 "metadata": copy.deepcopy(dict(metadata or {})),
                 "created_at": created_at,
                 "content_type": "application/pdf",
+                "access": access or OPEN_ACCESS,
+                "uploaded_by": uploaded_by,
                 "chunk": chunk,
                 "embedding": list(vector),
             }
@@ -434,13 +443,16 @@ class InMemoryChunkIndex:
         k: int,
         retriever: str,
         where: Filter | None = None,
+        reader: Principal | None = None,
     ) -> list[SearchHit]:
         if not tenant_id:
             raise ValueError("a tenant is required: search never crosses tenants")
         mine = [
             (score(s), i, s)
             for i, s in self.chunks.items()
-            if s["tenant_id"] == tenant_id and (where is None or matches(where, _filter_fields(s)))
+            if s["tenant_id"] == tenant_id
+            and (where is None or matches(where, _filter_fields(s)))
+            and (reader is None or can_read(reader, _AccessOf(s)))
         ]
         mine.sort(key=lambda hit: (-hit[0], hit[1]))
         return [
@@ -468,13 +480,16 @@ class InMemoryChunkIndex:
         k: int = 5,
         highlight_text: str | None = None,
         where: Filter | None = None,
+        reader: Principal | None = None,
     ) -> list[SearchHit]:
         def similarity(source: dict[str, Any]) -> float:
             return 1 + sum(a * b for a, b in zip(vector, source["embedding"], strict=False))
 
-        return self._hits(tenant_id, similarity, k, "knn", where)
+        return self._hits(tenant_id, similarity, k, "knn", where, reader)
 
-    def bm25_search(self, *, tenant_id: str, query: str, k: int = 5, where: Filter | None = None) -> list[SearchHit]:
+    def bm25_search(
+        self, *, tenant_id: str, query: str, k: int = 5, where: Filter | None = None, reader: Principal | None = None
+    ) -> list[SearchHit]:
         # Like the adapter with the shipped settings, BM25 matches the chunk's text (its contextual
         # text, title and heading path first, only where that is switched on).
         words = set(query.lower().split())
@@ -484,7 +499,26 @@ class InMemoryChunkIndex:
             text = indexed_text(chunk) if SHIPPED_CONTEXT_LINE else chunk.text
             return float(len(words & set(text.lower().split())))
 
-        return self._hits(tenant_id, overlap, k, "bm25", where)
+        return self._hits(tenant_id, overlap, k, "bm25", where, reader)
+
+
+@dataclass(frozen=True)
+class _AccessOf:
+    """A stored chunk as rag_ingest.core.access.can_read reads a document."""
+
+    source: dict[str, Any]
+
+    @property
+    def tenant_id(self) -> str:
+        return str(self.source["tenant_id"])
+
+    @property
+    def uploaded_by(self) -> str | None:
+        return self.source.get("uploaded_by")
+
+    @property
+    def access(self) -> DocumentAccess:
+        return self.source.get("access") or OPEN_ACCESS
 
 
 def _filter_fields(source: dict[str, Any]) -> dict[str, Any]:

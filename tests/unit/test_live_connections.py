@@ -77,7 +77,7 @@ def test_valid_token_is_allowed_with_the_tenant_in_the_context() -> None:
     assert answer["policyDocument"]["Statement"] == [
         {"Action": "execute-api:Invoke", "Effect": "Allow", "Resource": METHOD_ARN}
     ]
-    assert answer["context"] == {"tenant_id": "acme", "sub": "user-1", "username": "ada"}
+    assert answer["context"] == {"tenant_id": "acme", "sub": "user-1", "username": "ada", "groups": "[]"}
 
 
 @pytest.mark.parametrize(
@@ -211,6 +211,9 @@ class MemoryConnections:
 
     def for_tenant(self, tenant_id: str) -> list[str]:
         return sorted(c.connection_id for c in self.items.values() if c.tenant_id == tenant_id)
+
+    def connections_for_tenant(self, tenant_id: str) -> list[Connection]:
+        return [self.items[connection_id] for connection_id in self.for_tenant(tenant_id)]
 
 
 def test_connect_records_the_tenant_and_expires_after_two_hours() -> None:
@@ -374,3 +377,38 @@ def test_management_api_errors_map_to_the_pushers_errors(code: str, status: int,
         with pytest.raises(expected):
             poster.post("c1", b"{}")
         stubber.assert_no_pending_responses()
+
+
+# -- per-document access on the live channel ---------------------------------------------------------
+
+
+def test_the_authorizer_passes_the_tokens_groups_and_connect_keeps_them() -> None:
+    answer = authorize_connect(VERIFIER, _token(**{"cognito:groups": ["legal", "tenant-admins"]}), METHOD_ARN)
+    assert json.loads(answer["context"]["groups"]) == ["legal", "tenant-admins"]
+    store = MemoryConnections()
+    connection = open_connection(store, "c1", answer["context"], now=0)
+    assert connection.groups == ("legal", "tenant-admins")
+    assert connection.principal().is_tenant_admin
+    assert not connection.principal("other-admins").is_tenant_admin
+
+
+def test_a_restricted_document_is_announced_only_to_who_may_read_it() -> None:
+    store = MemoryConnections()
+    for connection_id, subject, groups in [
+        ("uploader", "u-up", "[]"),
+        ("listed", "u-listed", "[]"),
+        ("member", "u-member", '["legal"]'),
+        ("admin", "u-admin", '["tenant-admins"]'),
+        ("other", "u-other", '["sales"]'),
+    ]:
+        open_connection(store, connection_id, {"tenant_id": "acme", "sub": subject, "groups": groups}, now=0)
+    open_connection(store, "globex", {"tenant_id": "globex", "sub": "u-up", "groups": "[]"}, now=0)
+    poster = ScriptedPoster()
+    item = _item(uploaded_by="u-up", access={"users": ["u-listed"], "groups": ["legal"]})
+    report = LivePusher(store, poster, sleep=lambda _: None).push(item)
+    assert sorted(report.delivered) == ["admin", "listed", "member", "uploader"]
+    assert report.withheld == ["other"]
+    assert {connection for connection, _ in poster.posts} == {"admin", "listed", "member", "uploader"}
+    # An open document still goes to the whole tenant.
+    everyone = LivePusher(store, ScriptedPoster(), sleep=lambda _: None).push(_item(uploaded_by="u-up"))
+    assert sorted(everyone.delivered) == ["admin", "listed", "member", "other", "uploader"]

@@ -12,7 +12,7 @@ from aws_lambda_powertools.event_handler.openapi.types import (
     OpenAPIResponseContentSchema,
 )
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
-from rag_ingest.core.auth import tenant_of
+from rag_ingest.core.access import Principal
 from rag_ingest.core.config import ApiEnv, SearchEnv
 from rag_ingest.core.logs import logger
 from rag_ingest.documents.service import ErrorBody, GatewayError
@@ -24,14 +24,21 @@ services = build_api(ENV, SEARCH_ENV)
 service, deletion, searcher = services.documents, services.deletion, services.search
 
 
-def tenant(event: BaseProxyEvent) -> str:
-    """The caller's tenant from the JWT authorizer's claims, validated (InvalidTenantError → 403)."""
+def principal(event: BaseProxyEvent) -> Principal:
+    """The caller from the JWT authorizer's claims: tenant (validated, InvalidTenantError → 403), sub,
+    groups (``cognito:groups``, passed as ``"[a b]"`` by the authorizer: rag_ingest.core.access) and
+    whether they are in the tenant-admin group."""
     authorizer = event.raw_event.get("requestContext", {}).get("authorizer") or {}
     claims = (authorizer.get("jwt") or {}).get("claims") or {}
-    tenant = tenant_of(claims)
+    caller = Principal.of(claims, ENV.tenant_admin_group)
     # The access log carries the caller's sub and the request id; this line's keys add the tenant.
-    logger.append_keys(tenant_id=tenant)
-    return tenant
+    logger.append_keys(tenant_id=caller.tenant_id)
+    return caller
+
+
+def tenant(event: BaseProxyEvent) -> str:
+    """The caller's tenant from the JWT authorizer's claims, validated (InvalidTenantError → 403)."""
+    return principal(event).tenant_id
 
 
 def responses(success: int, *errors: int, authorized: bool = True) -> dict[int, OpenAPIResponse]:

@@ -25,7 +25,7 @@ from rag_ingest.documents.service import (
     is_document_id,
 )
 
-from .common import deletion, responses, service, tenant
+from .common import deletion, principal, responses, service
 
 router = Router()
 
@@ -41,7 +41,8 @@ DocumentId = Annotated[str, Path(description="A document id as POST /documents r
     operation_id="createDocument",
 )
 def create_document(request: UploadRequest) -> Response[UploadTicket]:
-    ticket = service.create_upload(tenant(router.current_event), request)
+    caller = principal(router.current_event)
+    ticket = service.create_upload(caller.tenant_id, request, caller)
     return Response(201, content_types.APPLICATION_JSON, ticket)
 
 
@@ -71,7 +72,8 @@ def list_documents(
         ),
     ] = None,
 ) -> DocumentPage:
-    return service.list(tenant(router.current_event), limit=limit, cursor=cursor, filter_json=filter)
+    caller = principal(router.current_event)
+    return service.list(caller.tenant_id, limit=limit, cursor=cursor, filter_json=filter, principal=caller)
 
 
 @router.get(
@@ -83,19 +85,22 @@ def list_documents(
     operation_id="getDocument",
 )
 def get_document(document_id: DocumentId) -> Response[DocumentView]:
-    view = service.get(tenant(router.current_event), document_id)
+    caller = principal(router.current_event)
+    view = service.get(caller.tenant_id, document_id, caller)
     return Response(200, content_types.APPLICATION_JSON, view, headers={"ETag": etag(view.revision)})
 
 
 @router.patch(
     "/documents/<document_id>",
-    summary="Change a document's metadata",
+    summary="Change a document's metadata or access",
     description=(
-        "Replaces the metadata on the record (revision + 1) and, for a READY document, on every passage of its "
+        "Replaces the metadata and/or access on the record (revision + 1) and, for a READY document, on every "
+        "passage of its "
         "current version, without parsing or embedding again: searches see it within seconds. A document still "
         "processing or FAILED: the record only (its next Index writes it). If-Match (the ETag of GET) makes it "
         "conditional: 412 REVISION_MISMATCH when the document changed since; without it a concurrent PATCH "
-        "that wins makes this one 409 CONCURRENT_UPDATE."
+        "that wins makes this one 409 CONCURRENT_UPDATE. Access: only the uploader or a tenant admin may change "
+        "it (403 ACCESS_CHANGE_FORBIDDEN); a document the caller may not read is 404."
     ),
     responses=responses(200, 400, 403, 404, 409, 412),
     tags=["documents"],
@@ -113,7 +118,8 @@ def update_document(
         ),
     ] = None,
 ) -> Response[DocumentView]:
-    view = service.update(tenant(router.current_event), document_id, patch, if_match=if_match)
+    caller = principal(router.current_event)
+    view = service.update(caller.tenant_id, document_id, patch, if_match=if_match, principal=caller)
     return Response(200, content_types.APPLICATION_JSON, view, headers={"ETag": etag(view.revision)})
 
 
@@ -126,10 +132,12 @@ def update_document(
     operation_id="deleteDocument",
 )
 def delete_document(document_id: DocumentId) -> DeletionReport:
-    caller = tenant(router.current_event)
+    caller = principal(router.current_event)
     if not is_document_id(document_id):  # never a table key DynamoDB would refuse (e.g. over 2 KB)
         raise DocumentNotFoundError(document_id)
-    return deletion.delete(caller, document_id)
+    # Only someone who may read the document may delete it; anyone else gets the same 404.
+    service.readable(caller.tenant_id, document_id, caller)
+    return deletion.delete(caller.tenant_id, document_id)
 
 
 @router.post(
@@ -141,7 +149,8 @@ def delete_document(document_id: DocumentId) -> DeletionReport:
     operation_id="retryDocument",
 )
 def retry_document(document_id: DocumentId) -> Response[DocumentView]:
-    view = service.retry(tenant(router.current_event), document_id)
+    caller = principal(router.current_event)
+    view = service.retry(caller.tenant_id, document_id, caller)
     return Response(202, content_types.APPLICATION_JSON, view)
 
 
@@ -154,4 +163,5 @@ def retry_document(document_id: DocumentId) -> Response[DocumentView]:
     operation_id="downloadDocument",
 )
 def download_document(document_id: DocumentId) -> DownloadLink:
-    return service.download(tenant(router.current_event), document_id)
+    caller = principal(router.current_event)
+    return service.download(caller.tenant_id, document_id, caller)

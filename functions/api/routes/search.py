@@ -5,7 +5,7 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from rag_ingest.retrieval.search import SearchRequest, SearchResponse
 
-from .common import responses, searcher, tenant
+from .common import principal, responses, searcher
 
 router = Router()
 
@@ -19,4 +19,5 @@ router = Router()
     operation_id="searchPassages",
 )
 def search(request: SearchRequest) -> SearchResponse:
-    return searcher.search(tenant(router.current_event), request)
+    caller = principal(router.current_event)
+    return searcher.search(caller.tenant_id, request, caller)

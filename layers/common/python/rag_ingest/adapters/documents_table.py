@@ -22,6 +22,7 @@ from boto3.dynamodb.conditions import Key
 from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import error_code, resource, translate
+from rag_ingest.core.access import DocumentAccess
 from rag_ingest.core.errors import ErrorCode, StaleWriteError
 from rag_ingest.core.layout import filename_of
 from rag_ingest.core.models import (
@@ -143,6 +144,8 @@ class DocumentsTable:
         bucket: str,
         key: str,
         metadata: Mapping[str, Any] | None = None,
+        uploaded_by: str | None = None,
+        access: DocumentAccess | None = None,
     ) -> DocumentRecord:
         now = utc_now()
         item = awaiting_upload_item(
@@ -153,6 +156,8 @@ class DocumentsTable:
             key=key,
             now=now,
             metadata=metadata,
+            uploaded_by=uploaded_by,
+            access=access,
         )
         stored = {**item, "metadata": {name: _dynamo_value(value) for name, value in item["metadata"].items()}}
         try:

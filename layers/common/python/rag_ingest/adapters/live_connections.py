@@ -10,6 +10,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import BOTO_CONFIG, error_code, resource, translate
+from rag_ingest.core.errors import TransientError
 from rag_ingest.core.tracing import traced
 from rag_ingest.live.connections import Connection, ConnectionGoneError, PostThrottledError
 
@@ -22,7 +23,8 @@ _THROTTLED = frozenset({"LimitExceededException", "TooManyRequestsException", "T
 
 @traced
 class DynamoConnectionStore:
-    """``connection_id`` (key), ``tenant_id`` (GSI ``by_tenant``), ``subject``, times, TTL ``expires_at``."""
+    """``connection_id`` (key), ``tenant_id`` (GSI ``by_tenant``, keys only), ``subject``, ``groups``,
+    times, TTL ``expires_at``."""
 
     def __init__(self, table_name: str, dynamodb_resource: Any | None = None) -> None:
         self._table = (dynamodb_resource or resource("dynamodb")).Table(table_name)
@@ -34,6 +36,7 @@ class DynamoConnectionStore:
                     "connection_id": connection.connection_id,
                     "tenant_id": connection.tenant_id,
                     "subject": connection.subject,
+                    "groups": list(connection.groups),
                     "connected_at": connection.connected_at,
                     "expires_at": connection.expires_at,
                 }
@@ -63,6 +66,41 @@ class DynamoConnectionStore:
                 request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         except ClientError as exc:
             raise translate(exc, "query connections") from exc
+
+    def connections_for_tenant(self, tenant_id: str) -> list[Connection]:
+        """The tenant's connections with their subject and groups: the ids from the tenant index
+        (its projection is keys only), then the items by BatchGetItem, 100 keys a request
+        (https://docs.amazonaws.cn/sdkfornet/v3/apidocs/items/DynamoDBv2/MIDynamoDBBatchGetItemBatchGetItemRequest.html);
+        unprocessed keys are asked again. A connection deleted in between is simply not returned."""
+        ids = self.for_tenant(tenant_id)
+        connections: list[Connection] = []
+        name = self._table.name
+        client = self._table.meta.client
+        for start in range(0, len(ids), 100):
+            keys: list[dict[str, Any]] = [{"connection_id": i} for i in ids[start : start + 100]]
+            for _attempt in range(5):
+                try:
+                    answer = client.batch_get_item(RequestItems={name: {"Keys": keys}})
+                except ClientError as exc:
+                    raise translate(exc, "read connections") from exc
+                connections.extend(_connection(item) for item in answer.get("Responses", {}).get(name, []))
+                keys = answer.get("UnprocessedKeys", {}).get(name, {}).get("Keys", [])
+                if not keys:
+                    break
+            else:
+                raise TransientError("read connections: keys left unprocessed after 5 requests")
+        return [c for c in connections if c.tenant_id == tenant_id]
+
+
+def _connection(item: dict[str, Any]) -> Connection:
+    return Connection(
+        connection_id=str(item["connection_id"]),
+        tenant_id=str(item.get("tenant_id") or ""),
+        subject=str(item.get("subject") or ""),
+        connected_at=int(item.get("connected_at") or 0),
+        expires_at=int(item.get("expires_at") or 0),
+        groups=tuple(str(group) for group in item.get("groups") or ()),
+    )
 
 
 @traced

@@ -17,6 +17,12 @@ The mapping types them with dynamic templates (:data:`METADATA_DYNAMIC_TEMPLATES
 rest of the index stays ``strict``. Each key adds a field to the index's mapping (OpenSearch caps
 an index at ``index.mapping.total_fields.limit`` fields, 1,000 by default: :data:`TOTAL_FIELDS_LIMIT`
 raises it for new indexes).
+
+**Access.** Every chunk carries its document's access (``rag_ingest.core.access``) as keyword
+fields: ``access_users``, ``access_groups``, ``uploaded_by``, and ``access_open`` (true when the
+document has no users and no groups: the whole tenant reads it). :func:`access_query` is the
+clause a reader's search adds next to the tenant's term, inside both retrievers (a chunk written
+before access existed has no ``access_open``: it was open, and still is).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rag_ingest.core.access import DocumentAccess, Principal
 from rag_ingest.core.filters import RANGE_OPS, Builtin, Condition, Filter, Group
 from rag_ingest.core.metadata import MetadataType, is_number, iso_datetime, type_of
 
@@ -59,6 +66,47 @@ FILTER_FIELDS_MAPPING: dict[str, Any] = {
     "created_at": {"type": "date"},
     "content_type": {"type": "keyword"},
 }
+
+
+ACCESS_USERS_FIELD = "access_users"
+ACCESS_GROUPS_FIELD = "access_groups"
+ACCESS_OPEN_FIELD = "access_open"
+UPLOADED_BY_FIELD = "uploaded_by"
+#: The access fields of a chunk (module doc); also added to an index made before them.
+ACCESS_FIELDS_MAPPING: dict[str, Any] = {
+    ACCESS_USERS_FIELD: {"type": "keyword"},
+    ACCESS_GROUPS_FIELD: {"type": "keyword"},
+    ACCESS_OPEN_FIELD: {"type": "boolean"},
+    UPLOADED_BY_FIELD: {"type": "keyword"},
+}
+
+
+def chunk_access(access: DocumentAccess | None, uploaded_by: str | None) -> dict[str, Any]:
+    """A document's access as each of its chunks holds it (module doc)."""
+    users = list(access.users) if access is not None else []
+    groups = list(access.groups) if access is not None else []
+    return {
+        ACCESS_USERS_FIELD: users,
+        ACCESS_GROUPS_FIELD: groups,
+        ACCESS_OPEN_FIELD: not users and not groups,
+        UPLOADED_BY_FIELD: uploaded_by,
+    }
+
+
+def access_query(reader: Principal) -> dict[str, Any]:
+    """The chunks ``reader`` may read (rag_ingest.core.access.can_read), as one clause for a
+    ``bool.filter`` or a k-NN query's ``filter``; the tenant's own term is separate. A tenant admin
+    reads everything: the caller leaves the clause out for them."""
+    readable: list[dict[str, Any]] = [
+        {"term": {ACCESS_OPEN_FIELD: True}},
+        {"bool": {"must_not": [{"exists": {"field": ACCESS_OPEN_FIELD}}]}},  # written before access existed
+    ]
+    if reader.subject:
+        readable.append({"term": {ACCESS_USERS_FIELD: reader.subject}})
+        readable.append({"term": {UPLOADED_BY_FIELD: reader.subject}})
+    if reader.groups:
+        readable.append({"terms": {ACCESS_GROUPS_FIELD: sorted(reader.groups)}})
+    return {"bool": {"should": readable, "minimum_should_match": 1}}
 
 
 def chunk_metadata(metadata: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

@@ -38,15 +38,19 @@ from opensearchpy.exceptions import (
 
 from rag_ingest.adapters.aws import translate
 from rag_ingest.adapters.opensearch_filters import (
+    ACCESS_FIELDS_MAPPING,
     FILTER_FIELDS_MAPPING,
     LEGACY_CONTENT_TYPE,
     METADATA_DYNAMIC_TEMPLATES,
     METADATA_FIELD,
     TOTAL_FIELDS_LIMIT,
+    access_query,
+    chunk_access,
     chunk_metadata,
     filter_query,
     metadata_of_chunk,
 )
+from rag_ingest.core.access import DocumentAccess, Principal
 from rag_ingest.core.errors import TransientError
 from rag_ingest.core.filters import Filter
 from rag_ingest.core.ids import chunk_id, version_hash
@@ -108,9 +112,14 @@ def _highlight(query_text: str) -> dict[str, Any]:
     }
 
 
-def _filters(tenant_id: str, where: Filter | None) -> dict[str, Any]:
-    """The tenant's term and ``where``'s clause, as one ``bool`` of filters (no scoring)."""
+def _filters(tenant_id: str, where: Filter | None, reader: Principal | None = None) -> dict[str, Any]:
+    """The tenant's term, ``where``'s clause and what ``reader`` may read, as one ``bool`` of
+    filters (no scoring)."""
     clauses: list[dict[str, Any]] = [{"term": {"tenant_id": tenant_id}}]
+    if reader is not None and not reader.is_tenant_admin:
+        if reader.tenant_id != tenant_id:
+            raise ValueError("the reader is of another tenant")
+        clauses.append(access_query(reader))
     if where is not None:
         clauses.append(filter_query(where))
     return {"bool": {"filter": clauses}}
@@ -200,6 +209,7 @@ class VectorStore:
                     "text": {"type": "text"},
                     **_INDEXED_TEXT_MAPPING,
                     **FILTER_FIELDS_MAPPING,
+                    **ACCESS_FIELDS_MAPPING,
                     "embedding": {
                         "type": "knn_vector",
                         "dimension": s.dimension,
@@ -224,7 +234,7 @@ class VectorStore:
                     index=self.index_name,
                     body={
                         "dynamic_templates": METADATA_DYNAMIC_TEMPLATES,
-                        "properties": {**_INDEXED_TEXT_MAPPING, **FILTER_FIELDS_MAPPING},
+                        "properties": {**_INDEXED_TEXT_MAPPING, **FILTER_FIELDS_MAPPING, **ACCESS_FIELDS_MAPPING},
                     },
                 )
                 return
@@ -251,9 +261,12 @@ class VectorStore:
         vectors: Iterable[Sequence[float]],
         metadata: Mapping[str, Any] | None = None,
         created_at: str | None = None,
+        access: DocumentAccess | None = None,
+        uploaded_by: str | None = None,
     ) -> int:
         document_fields: dict[str, Any] = {
             METADATA_FIELD: chunk_metadata(metadata or {}),
+            **chunk_access(access, uploaded_by),
             "content_type": LEGACY_CONTENT_TYPE,  # every upload is a PDF (rag_ingest.documents.service)
             **({"created_at": created_at} if created_at else {}),
         }
@@ -381,6 +394,7 @@ class VectorStore:
         k: int = 5,
         highlight_text: str | None = None,
         where: Filter | None = None,
+        reader: Principal | None = None,
     ) -> list[SearchHit]:
         """k nearest chunks of one tenant (and of ``where``, when given): both filters are applied
         inside the k-NN search (lucene's efficient filtering: with a selective filter it searches the
@@ -395,7 +409,7 @@ class VectorStore:
                     "embedding": {
                         "vector": list(vector),
                         "k": k,
-                        "filter": _filters(tenant_id, where),
+                        "filter": _filters(tenant_id, where, reader),
                         # lucene explores only k candidates unless told otherwise: recall needs more.
                         "method_parameters": {"ef_search": max(self._settings.ef_search, k)},
                     }
@@ -406,8 +420,11 @@ class VectorStore:
             body["highlight"] = _highlight(highlight_text)
         return self._search(body, "knn")
 
-    def bm25_search(self, *, tenant_id: str, query: str, k: int = 5, where: Filter | None = None) -> list[SearchHit]:
-        """The k chunks of one tenant (and of ``where``, a ``bool.filter``) that best match ``query``'s
+    def bm25_search(
+        self, *, tenant_id: str, query: str, k: int = 5, where: Filter | None = None, reader: Principal | None = None
+    ) -> list[SearchHit]:
+        """The k chunks of one tenant (and of ``where`` and what ``reader`` may read, a ``bool.filter``)
+        that best match ``query``'s
         words (BM25) in their text (or their contextual text, where it was indexed), with highlights
         of the plain text."""
         _require_tenant(tenant_id)
@@ -423,7 +440,7 @@ class VectorStore:
                         {"bool": {"must": [{"match": {"text": {"query": query}}}], "filter": [without_indexed_text]}},
                     ],
                     "minimum_should_match": 1,
-                    "filter": _filters(tenant_id, where)["bool"]["filter"],
+                    "filter": _filters(tenant_id, where, reader)["bool"]["filter"],
                 }
             },
             "highlight": _highlight(query),

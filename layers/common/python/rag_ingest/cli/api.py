@@ -36,7 +36,14 @@ class Target:
         return str(exc)
 
 
-def local_target(outputs_path: Path, *, username: str | None, tenant_id: str | None, cache: TokenCache) -> Target:
+def local_target(
+    outputs_path: Path,
+    *,
+    username: str | None,
+    tenant_id: str | None,
+    cache: TokenCache,
+    groups: list[str] | None = None,
+) -> Target:
     if not outputs_path.is_file():
         raise CliError(f"the local stack is not running ({outputs_path} not found): start it with `make stack-up`")
     try:
@@ -50,8 +57,16 @@ def local_target(outputs_path: Path, *, username: str | None, tenant_id: str | N
         username=username or previous.get("username") or DEFAULT_LOCAL_USER,
         tenant_id=tenant_id or previous.get("tenant_id") or DEFAULT_LOCAL_TENANT,
         cache=cache,
+        groups=tuple(_groups(groups, previous, renamed=bool(username or tenant_id))),
     )
     return Target("the local stack", api_url, sign_in, "rag-ingest login --user NAME --tenant TENANT")
+
+
+def _groups(given: list[str] | None, previous: dict[str, Any], *, renamed: bool) -> list[str]:
+    """The local token's groups: those given, else the last login's unless another user or tenant is named."""
+    if given is not None:
+        return given
+    return [] if renamed else [str(group) for group in previous.get("groups") or []]
 
 
 def deployed_target(stack_name: str, outputs: dict[str, str], region: str | None, cache: TokenCache) -> Target:
@@ -93,6 +108,8 @@ class ApiClient:
             return TargetError(
                 f"401 Unauthorized: {self.target.label} refused the token; sign in with `{self.target.login_hint}`"
             )
+        if exc.status == 403 and exc.code == "ACCESS_CHANGE_FORBIDDEN":
+            return exc  # a refusal of this one change (docs/api.md, "Per-document access"), not of the user
         if exc.status == 403:
             return TargetError(f"403 Forbidden: {exc.message} (the signed-in user has no valid tenant?)")
         if exc.status == 404:
@@ -100,11 +117,17 @@ class ApiClient:
         return exc
 
     def create_upload(
-        self, filename: str, content_type: str, metadata: dict[str, Any] | None = None
+        self,
+        filename: str,
+        content_type: str,
+        metadata: dict[str, Any] | None = None,
+        access: dict[str, list[str]] | None = None,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {"filename": filename, "content_type": content_type}
         if metadata:
             body["metadata"] = metadata
+        if access:
+            body["access"] = access
         return dict(self.call("POST", "/documents", body))
 
     def document(self, document_id: str) -> dict[str, Any]:
@@ -121,6 +144,11 @@ class ApiClient:
         """PATCH the document's metadata, only if it is still at ``revision`` (412 otherwise)."""
         path = f"/documents/{_segment(document_id)}"
         return dict(self.call("PATCH", path, {"metadata": metadata}, headers={"If-Match": f'"{revision}"'}))
+
+    def update_access(self, document_id: str, access: dict[str, list[str]], *, revision: int) -> dict[str, Any]:
+        """PATCH who may read the document, only if it is still at ``revision`` (412 otherwise)."""
+        path = f"/documents/{_segment(document_id)}"
+        return dict(self.call("PATCH", path, {"access": access}, headers={"If-Match": f'"{revision}"'}))
 
     def retry(self, document_id: str) -> dict[str, Any]:
         return dict(self.call("POST", f"/documents/{_segment(document_id)}/retry"))

@@ -1,4 +1,4 @@
-"""The user commands: login, logout, upload, ls, status, search, retry, rm."""
+"""The user commands: login, logout, upload, ls, status, search, retry, meta, access, rm."""
 
 from __future__ import annotations
 
@@ -113,6 +113,7 @@ def upload(
     wait: bool,
     timeout_seconds: float,
     metadata: dict[str, Any] | None = None,
+    access: dict[str, list[str]] | None = None,
 ) -> int:
     files = pdf_files(inputs)
     outcomes = [UploadOutcome(path) for path in files]
@@ -126,7 +127,7 @@ def upload(
             board.state(index, outcome.error)
             continue
         try:
-            outcome.document_id = send(api, outcome.path, board, index, metadata)
+            outcome.document_id = send(api, outcome.path, board, index, metadata, access)
         except TargetError:
             raise  # the API is down or refuses this user: every other file would fail the same way
         except CliError as exc:
@@ -143,9 +144,14 @@ def upload(
 
 
 def send(
-    api: ApiClient, path: Path, board: ProgressBoard, index: int, metadata: dict[str, Any] | None = None
+    api: ApiClient,
+    path: Path,
+    board: ProgressBoard,
+    index: int,
+    metadata: dict[str, Any] | None = None,
+    access: dict[str, list[str]] | None = None,
 ) -> str:
-    ticket = api.create_upload(path.name, "application/pdf", metadata)
+    ticket = api.create_upload(path.name, "application/pdf", metadata, access)
     document_id = str(ticket["document_id"])
     max_bytes = int(ticket.get("max_bytes") or 0)
     if max_bytes and path.stat().st_size > max_bytes:
@@ -391,6 +397,52 @@ def change_metadata(
     raise CliError(f"{document_id} kept changing; try again")
 
 
+def change_access(
+    api: ApiClient,
+    console: Console,
+    document_id: str,
+    *,
+    action: str,
+    users: list[str] | None,
+    groups: list[str] | None,
+) -> int:
+    """``access show|set|open``: ``set`` replaces who reads the document (``--access-user``/``--access-group``),
+    ``open`` gives it back to the whole tenant. A read, then a PATCH with If-Match on the revision
+    read (a concurrent change is read again). Only the uploader or a tenant admin may change it."""
+    for _ in range(META_ATTEMPTS):
+        document = api.document(document_id)
+        if action == "show":
+            shown = {"access": document.get("access"), "uploaded_by": document.get("uploaded_by")}
+            console.json(shown) if console.as_json else _print_access(console, document_id, document)
+            return 0
+        if action == "set":
+            wanted = upload_access(users, groups)
+            if wanted is None:
+                raise CliError("access set needs --access-user or --access-group (access open: the whole tenant)")
+        else:  # open
+            wanted = {"users": [], "groups": []}
+        try:
+            updated = api.update_access(document_id, wanted, revision=int(document.get("revision") or 1))
+        except HttpError as exc:
+            if exc.status == 412:
+                continue  # changed meanwhile: read it again
+            raise
+        console.json(updated) if console.as_json else _print_access(console, document_id, updated)
+        return 0
+    raise CliError(f"{document_id} kept changing; try again")
+
+
+def _print_access(console: Console, document_id: str, document: dict[str, Any]) -> None:
+    access = document.get("access") or {}
+    users, groups = access.get("users") or [], access.get("groups") or []
+    console.print(f"{document_id}: uploaded by {document.get('uploaded_by') or '(straight to S3)'}")
+    if not users and not groups:
+        console.print("  open to the whole tenant")
+    else:
+        console.print(f"  users: {', '.join(users) or '-'}")
+        console.print(f"  groups: {', '.join(groups) or '-'}")
+
+
 def _print_metadata(console: Console, document_id: str, metadata: dict[str, Any]) -> None:
     console.print(f"{document_id} metadata" + ("" if metadata else ": none"))
     for key, value in sorted(metadata.items()):
@@ -404,6 +456,13 @@ def remove(api: ApiClient, console: Console, document_id: str) -> int:
     else:
         console.print(f"deleted {document_id}" + (f" ({answer['status']})" if answer.get("status") else ""))
     return 0
+
+
+def upload_access(users: list[str] | None, groups: list[str] | None) -> dict[str, list[str]] | None:
+    """``--access-user`` / ``--access-group`` as the API's ``access`` (None: open to the tenant)."""
+    if not users and not groups:
+        return None
+    return {"users": list(dict.fromkeys(users or [])), "groups": list(dict.fromkeys(groups or []))}
 
 
 def add_user_commands(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -423,6 +482,18 @@ def add_user_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="metadata of every file (repeatable; 2024 and 0.5 are numbers, true/false booleans, "
         "the same key again makes a list)",
+    )
+    upload_parser.add_argument(
+        "--access-user",
+        action="append",
+        metavar="SUB",
+        help="only this user (a token sub) reads the files, besides you and tenant admins (repeatable)",
+    )
+    upload_parser.add_argument(
+        "--access-group",
+        action="append",
+        metavar="GROUP",
+        help="members of this group read the files, besides you and tenant admins (repeatable)",
     )
 
     ls = commands.add_parser("ls", parents=[common], help="the tenant's documents, newest first")
@@ -454,6 +525,18 @@ def add_user_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     meta.add_argument("document_id", metavar="ID")
     meta.add_argument("pairs", nargs="*", metavar="KEY=VALUE|KEY", help="set: KEY=VALUE pairs; unset: KEYs")
 
+    access = commands.add_parser(
+        "access",
+        parents=[common],
+        help="show or change who reads a document (set --user/--group replaces, open: the whole tenant)",
+    )
+    access.add_argument("action", choices=("show", "set", "open"))
+    access.add_argument("document_id", metavar="ID")
+    access.add_argument(
+        "--access-user", action="append", metavar="SUB", help="set: a user (token sub) who reads it; repeatable"
+    )
+    access.add_argument("--access-group", action="append", metavar="GROUP", help="set: a group; repeatable")
+
     rm = commands.add_parser("rm", parents=[common], help="delete a document and its passages")
     rm.add_argument("document_id", metavar="ID")
 
@@ -475,7 +558,10 @@ def run_user_command(args: argparse.Namespace, target: Target, console: Console)
         return logout(target, console)
     if args.command == "upload":
         metadata = parse_meta(args.meta)
-        return upload(api, console, args.paths, wait=args.wait, timeout_seconds=args.timeout, metadata=metadata)
+        access = upload_access(args.access_user, args.access_group)
+        return upload(
+            api, console, args.paths, wait=args.wait, timeout_seconds=args.timeout, metadata=metadata, access=access
+        )
     if args.command == "ls":
         where = build_filter(args.where, args.filter_json)
         return list_documents(
@@ -490,6 +576,10 @@ def run_user_command(args: argparse.Namespace, target: Target, console: Console)
         return retry(api, console, args.document_id, wait=args.wait, timeout_seconds=args.timeout)
     if args.command == "meta":
         return change_metadata(api, console, args.document_id, action=args.action, pairs=args.pairs)
+    if args.command == "access":
+        return change_access(
+            api, console, args.document_id, action=args.action, users=args.access_user, groups=args.access_group
+        )
     if args.command == "rm":
         return remove(api, console, args.document_id)
     raise AssertionError(f"unknown command {args.command}")

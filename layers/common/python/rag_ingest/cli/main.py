@@ -54,6 +54,13 @@ def _target_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     )
     parser.add_argument("--user", default=default(None), help="local sign-in: user name (kept from the last login)")
     parser.add_argument("--tenant", default=default(None), help="local sign-in: tenant id (kept from the last login)")
+    parser.add_argument(
+        "--groups",
+        action="append",
+        default=default(None),
+        metavar="G[,G]",
+        help="local sign-in: the token's groups, e.g. tenant-admins (repeatable; kept from the last login)",
+    )
     parser.add_argument("--json", action="store_true", default=default(False), help="print JSON for scripts")
 
 
@@ -96,7 +103,16 @@ def resolve_target(args: argparse.Namespace, cache: TokenCache) -> Target:
         except StackResourcesError as exc:
             raise CliError(str(exc)) from None
         return deployed_target(args.stack, outputs, region, cache)
-    return local_target(args.outputs, username=args.user, tenant_id=args.tenant, cache=cache)
+    return local_target(
+        args.outputs, username=args.user, tenant_id=args.tenant, cache=cache, groups=split_groups(args.groups)
+    )
+
+
+def split_groups(values: list[str] | None) -> list[str] | None:
+    """``--groups a,b --groups c`` as ``[a, b, c]``; None when not given (the last login's stay)."""
+    if values is None:
+        return None
+    return list(dict.fromkeys(name.strip() for value in values for name in value.split(",") if name.strip()))
 
 
 def run_smoke(args: argparse.Namespace, console: Console, cache: TokenCache) -> int:

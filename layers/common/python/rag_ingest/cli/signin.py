@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_ingest.cli.transport import CliError, HttpError, config_home, request_json
+from rag_ingest.core.access import groups_of
 
 REDIRECT_PORT = 8765
 REDIRECT_PATH = "/callback"
@@ -128,6 +129,7 @@ def token_entry(answer: dict[str, Any], previous_refresh_token: str | None = Non
         "expires_at": float(expires_at),
         "username": claims.get("cognito:username") or claims.get("email") or claims.get("sub"),
         "tenant_id": claims.get("custom:tenant_id"),
+        "groups": sorted(groups_of(claims.get("cognito:groups"))),
     }
 
 
@@ -156,6 +158,8 @@ class LocalSignIn(TokenSource):
     username: str
     tenant_id: str
     cache: TokenCache
+    #: The token's cognito:groups (e.g. the tenant-admin group), as the local issuer signs them.
+    groups: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -170,10 +174,11 @@ class LocalSignIn(TokenSource):
         if (
             is_fresh(entry)
             and entry
-            and (entry.get("username"), entry.get("tenant_id"))
+            and (entry.get("username"), entry.get("tenant_id"), sorted(entry.get("groups") or []))
             == (
                 self.username,
                 self.tenant_id,
+                sorted(self.groups),
             )
         ):
             return str(entry["id_token"])
@@ -181,9 +186,7 @@ class LocalSignIn(TokenSource):
 
     def sign_in(self) -> str:
         try:
-            _, answer = request_json(
-                "POST", self.token_url, body={"username": self.username, "tenant_id": self.tenant_id}
-            )
+            _, answer = request_json("POST", self.token_url, body=self._token_request())
         except HttpError as exc:
             if exc.status == 400:
                 raise CliError(f"the local identity provider refused the sign-in: {exc.message}") from None
@@ -196,6 +199,12 @@ class LocalSignIn(TokenSource):
         entry = token_entry(answer if isinstance(answer, dict) else {})
         self.cache.save(self.key, entry)
         return str(entry["id_token"])
+
+    def _token_request(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"username": self.username, "tenant_id": self.tenant_id}
+        if self.groups:
+            body["groups"] = list(self.groups)
+        return body
 
     def invalidate(self) -> None:
         # The local issuer makes a new key at each start: a cached token of a previous run is refused.

@@ -158,6 +158,9 @@ class ApiEnv(WorkflowEnv, BucketEnv, ChunkIndexEnv):
     upload_url_expiry_seconds: int = Field(gt=0, le=3600)
     # DELETE /documents/{id} announces DocumentDeleted on this bus (the webhooks' document.deleted).
     event_bus_name: str = "default"
+    # Members of this group (cognito:groups) read every document of their tenant and set anyone's
+    # access (rag_ingest.core.access; cdk.json auth.tenantAdminGroup).
+    tenant_admin_group: str = Field(default="tenant-admins", min_length=1, max_length=128)
 
 
 class WebhookUrlEnv(EnvModel):
@@ -276,4 +279,7 @@ class LivePusherEnv(EnvModel):
     connections_table: str = Field(min_length=1)
     # The stage's management endpoint: https://<api>.execute-api.<region>.amazonaws.com/<stage>
     websocket_callback_url: str = Field(pattern=r"^https?://")
+    # A change is posted only to connections whose principal may read the document; this group's
+    # members read all of their tenant's (rag_ingest.core.access; cdk.json auth.tenantAdminGroup).
+    tenant_admin_group: str = Field(default="tenant-admins", min_length=1, max_length=128)
     post_max_attempts: int = Field(default=4, ge=1, le=10)

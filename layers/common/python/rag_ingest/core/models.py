@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rag_ingest.core.access import OPEN_ACCESS, DocumentAccess
 from rag_ingest.core.errors import ErrorCode
 
 
@@ -284,10 +285,13 @@ def awaiting_upload_item(
     key: str,
     now: str,
     metadata: Mapping[str, Any] | None = None,
+    uploaded_by: str | None = None,
+    access: DocumentAccess | None = None,
 ) -> dict[str, Any]:
     """A new document's stored item, before its upload arrives (the documents table's and its fakes').
-    ``metadata`` is already valid (rag_ingest.core.metadata.validate_metadata)."""
-    return {
+    ``metadata`` is already valid (rag_ingest.core.metadata.validate_metadata); ``uploaded_by`` is the
+    caller's ``sub``, ``access`` who else reads it (rag_ingest.core.access; None or open: the tenant)."""
+    item: dict[str, Any] = {
         "document_id": document_id,
         "tenant_id": tenant_id,
         "status": DocumentStatus.AWAITING_UPLOAD.value,
@@ -300,6 +304,11 @@ def awaiting_upload_item(
         "updated_at": now,
         "metadata": dict(metadata or {}),
     }
+    if uploaded_by:
+        item["uploaded_by"] = uploaded_by
+    if access is not None and not access.is_open:
+        item["access"] = access.model_dump()
+    return item
 
 
 class DocumentRecord(BaseModel):
@@ -344,6 +353,10 @@ class DocumentRecord(BaseModel):
     # The user's metadata (rag_ingest.core.metadata), set at upload; later versions keep it
     # (mark_queued leaves it as it is). Numbers come back from DynamoDB as Decimal: see below.
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # Who uploaded it through the API (the token's sub; None for an object put straight into the
+    # bucket) and who else reads it (rag_ingest.core.access); later versions keep both, as metadata.
+    uploaded_by: str | None = None
+    access: DocumentAccess = OPEN_ACCESS
     # +1 on every PATCH /documents/{id} (compare-and-set on it; the API's ETag); records written
     # before it existed read as 1.
     revision: int = Field(default=1, ge=1)
@@ -354,6 +367,12 @@ class DocumentRecord(BaseModel):
     @classmethod
     def _revision(cls, value: Any) -> Any:
         return 1 if value is None else int(value) if isinstance(value, Decimal) else value
+
+    @field_validator("access", mode="before")
+    @classmethod
+    def _stored_access(cls, value: Any) -> Any:
+        """A missing attribute (older records, open documents) is open access."""
+        return OPEN_ACCESS if value is None else value
 
     @field_validator("metadata", mode="before")
     @classmethod

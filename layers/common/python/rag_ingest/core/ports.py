@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
+from rag_ingest.core.access import DocumentAccess, Principal
 from rag_ingest.core.errors import ErrorCode
 from rag_ingest.core.filters import Filter
 from rag_ingest.core.models import (
@@ -99,6 +100,8 @@ class ApiDocuments(DocumentReader, Protocol):
         bucket: str,
         key: str,
         metadata: Mapping[str, Any] | None = None,
+        uploaded_by: str | None = None,
+        access: DocumentAccess | None = None,
     ) -> DocumentRecord: ...
 
     def list_by_tenant(
@@ -216,10 +219,13 @@ class ChunkIndex(Protocol):
         vectors: Iterable[Sequence[float]],
         metadata: Mapping[str, Any] | None = None,
         created_at: str | None = None,
+        access: DocumentAccess | None = None,
+        uploaded_by: str | None = None,
     ) -> int:
         """Index ``chunks`` with ``vectors`` (one each, in order; read as they are written, so a big
         document's vectors never have to be in memory at once), each carrying the document's
-        ``metadata`` and ``created_at`` (what filters match). Raises ValueError if the counts differ."""
+        ``metadata`` and ``created_at`` (what filters match) and its ``access`` and ``uploaded_by``
+        (what a reader's search matches). Raises ValueError if the counts differ."""
         ...
 
     def delete_version(self, document_id: str, version: str) -> int: ...
@@ -254,7 +260,8 @@ class ChunkEraser(Protocol):
 
 
 class PassageRetriever(Protocol):
-    """The two retrievers; both filter by tenant inside the query."""
+    """The two retrievers; both filter by tenant inside the query, and by what ``reader`` may read
+    (rag_ingest.core.access) when one is given."""
 
     def knn_search(
         self,
@@ -264,10 +271,20 @@ class PassageRetriever(Protocol):
         k: int = 5,
         highlight_text: str | None = None,
         where: Filter | None = None,
+        reader: Principal | None = None,
     ) -> list[SearchHit]: ...
 
-    def bm25_search(self, *, tenant_id: str, query: str, k: int = 5, where: Filter | None = None) -> list[SearchHit]:
-        """``where`` (a parsed filter, rag_ingest.core.filters) narrows both retrievers inside their query."""
+    def bm25_search(
+        self,
+        *,
+        tenant_id: str,
+        query: str,
+        k: int = 5,
+        where: Filter | None = None,
+        reader: Principal | None = None,
+    ) -> list[SearchHit]:
+        """``where`` (a parsed filter, rag_ingest.core.filters) and ``reader`` narrow both retrievers
+        inside their query."""
         ...
 
 

@@ -1,7 +1,9 @@
 """The API's domain: issue an upload (presigned POST), report, list, retry and download documents.
 
 Every operation takes the caller's tenant, already validated (``rag_ingest.core.auth.tenant_of``), and
-answers another tenant's document exactly like a missing one.
+answers another tenant's document exactly like a missing one. Given the caller's
+:class:`rag_ingest.core.access.Principal` (the API always passes it), a document the caller may not
+read (``rag_ingest.core.access.can_read``) is answered the same way, and the listing leaves it out.
 """
 
 from __future__ import annotations
@@ -11,12 +13,20 @@ import binascii
 import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rag_ingest.core.access import (
+    AccessError,
+    DocumentAccess,
+    Principal,
+    can_manage_access,
+    can_read,
+    parse_access,
+)
 from rag_ingest.core.auth import TENANT_ID_PATTERN
 from rag_ingest.core.config import ApiEnv
 from rag_ingest.core.errors import ErrorCode, IndexArtifactsMissingError, PermanentError, StaleWriteError
@@ -62,6 +72,24 @@ class UploadRequest(BaseModel):
         json_schema_extra={"example": {"customer": "acme", "year": 2024, "signed": "2024-03-01", "tags": ["nda"]}},
     )
 
+    access: DocumentAccess | None = Field(
+        default=None,
+        description=(
+            "Who may read the document besides its uploader and tenant admins: token subjects (users) and "
+            "groups (cognito:groups). Absent or both empty: the whole tenant. Later versions keep it "
+            '(docs/api.md, "Per-document access").'
+        ),
+        json_schema_extra={"example": {"users": [], "groups": ["legal"]}},
+    )
+
+    @field_validator("access", mode="before")
+    @classmethod
+    def _checked_access(cls, value: Any) -> Any:
+        try:
+            return None if value is None else parse_access(value)
+        except AccessError as exc:
+            raise ValueError(str(exc)) from None
+
     @field_validator("filename")
     @classmethod
     def _safe_filename(cls, value: str) -> str:
@@ -86,6 +114,23 @@ class DocumentPatch(BaseModel):
         ),
         json_schema_extra={"example": {"customer": "acme", "year": 2025}},
     )
+    access: DocumentAccess | None = Field(
+        default=None,
+        description=(
+            "Replaces who may read the document besides its uploader and tenant admins ({\"users\": [], "
+            '"groups": []} opens it to the tenant); only the uploader or a tenant admin may change it (else 403 '
+            'ACCESS_CHANGE_FORBIDDEN). Written onto every passage like metadata (docs/api.md, "Per-document access").'
+        ),
+        json_schema_extra={"example": {"users": [], "groups": ["legal"]}},
+    )
+
+    @field_validator("access", mode="before")
+    @classmethod
+    def _checked_access(cls, value: Any) -> Any:
+        try:
+            return None if value is None else parse_access(value)
+        except AccessError as exc:
+            raise ValueError(str(exc)) from None
 
     def record_fields(self) -> dict[str, Any]:
         """The record's fields this patch sets, validated (``PermanentError(INVALID_REQUEST)`` naming
@@ -96,8 +141,10 @@ class DocumentPatch(BaseModel):
                 fields["metadata"] = validate_metadata(self.metadata)
         except MetadataError as exc:
             raise PermanentError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+        if self.access is not None:
+            fields["access"] = self.access.model_dump()
         if not fields:
-            raise PermanentError(ErrorCode.INVALID_REQUEST, "nothing to change: give metadata")
+            raise PermanentError(ErrorCode.INVALID_REQUEST, "nothing to change: give metadata or access")
         return fields
 
 
@@ -135,6 +182,10 @@ class DocumentView(BaseModel):
     timings_ms: dict[str, int]
     # The metadata given at upload or by PATCH (kept by later versions).
     metadata: dict[str, Any]
+    # Who reads it besides the uploader and tenant admins (both empty: the whole tenant).
+    access: DocumentAccess
+    # The uploader's sub; null for a document put straight into the bucket.
+    uploaded_by: str | None
     # +1 on every PATCH; the ETag of GET and PATCH, and what If-Match compares.
     revision: int
     created_at: str
@@ -161,6 +212,8 @@ class DocumentView(BaseModel):
             duplicate_of=record.duplicate_of,
             timings_ms=record.timings_ms,
             metadata=record.metadata,
+            access=record.access,
+            uploaded_by=record.uploaded_by,
             revision=record.revision,
             created_at=record.created_at,
             updated_at=record.updated_at,
@@ -186,6 +239,10 @@ class GatewayError(BaseModel):
 
 class DocumentNotFoundError(LookupError):
     """No such document for this tenant (missing, another tenant's, or not servable): answer 404."""
+
+
+class AccessChangeForbiddenError(Exception):
+    """A PATCH of ``access`` by someone who may read the document but not manage its access: answer 403."""
 
 
 class NotRetryableError(Exception):
@@ -297,6 +354,16 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _ownership(principal: Principal | None, access: DocumentAccess | None) -> dict[str, Any]:
+    """A new record's ``uploaded_by`` (the caller's sub) and ``access`` arguments, only those given."""
+    fields: dict[str, Any] = {}
+    if principal is not None and principal.subject:
+        fields["uploaded_by"] = principal.subject
+    if access is not None and not access.is_open:
+        fields["access"] = access
+    return fields
+
+
 def _index_key(record: DocumentRecord) -> dict[str, str]:
     """The tenant index's key of a record: what a cursor continues after."""
     return {"document_id": record.document_id, "tenant_id": record.tenant_id, "created_at": record.created_at}
@@ -324,7 +391,9 @@ class DocumentService:
         self._replayer = replayer
         self._refresher = refresher
 
-    def create_upload(self, tenant_id: str, request: UploadRequest) -> UploadTicket:
+    def create_upload(self, tenant_id: str, request: UploadRequest, principal: Principal | None = None) -> UploadTicket:
+        """An AWAITING_UPLOAD record (with the caller as its uploader and ``request.access``) and
+        the presigned POST for its PDF."""
         if request.content_type != PDF_CONTENT_TYPE:
             raise PermanentError(ErrorCode.UNSUPPORTED_TYPE, f"only {PDF_CONTENT_TYPE} is accepted")
         if not request.filename.lower().endswith(".pdf"):
@@ -342,6 +411,7 @@ class DocumentService:
             bucket=self._env.bucket_name,
             key=key,
             metadata=metadata,
+            **_ownership(principal, request.access),
         )
         expires_in = self._env.upload_url_expiry_seconds
         # S3 enforces these conditions on the POST itself: exact key, PDF type, size range, expiry.
@@ -360,8 +430,8 @@ class DocumentService:
             max_bytes=self._env.max_upload_bytes,
         )
 
-    def get(self, tenant_id: str, document_id: str) -> DocumentView:
-        return DocumentView.of(self._record(tenant_id, document_id))
+    def get(self, tenant_id: str, document_id: str, principal: Principal | None = None) -> DocumentView:
+        return DocumentView.of(self._record(tenant_id, document_id, principal))
 
     def list(
         self,
@@ -370,14 +440,24 @@ class DocumentService:
         limit: int = DEFAULT_PAGE_SIZE,
         cursor: str | None = None,
         filter_json: str | None = None,
+        principal: Principal | None = None,
     ) -> DocumentPage:
         """One page of the tenant's documents, newest first (DELETED ones are left out); with
-        ``filter_json`` (a RetrievalFilter as JSON), only those that match it."""
+        ``filter_json`` (a RetrievalFilter as JSON), only those that match it; with ``principal``,
+        only those it may read (a tenant admin reads them all)."""
         if not 1 <= limit <= MAX_PAGE_SIZE:
             raise PermanentError(ErrorCode.INVALID_REQUEST, f"limit must be between 1 and {MAX_PAGE_SIZE}")
         start_key = decode_cursor(cursor, tenant_id) if cursor else None
-        if filter_json is not None:
-            return self._list_filtered(tenant_id, limit, start_key, parse_list_filter(filter_json))
+        where = parse_list_filter(filter_json) if filter_json is not None else None
+        readable = principal is not None and not principal.is_tenant_admin
+        if where is not None or readable:
+
+            def wanted(record: DocumentRecord) -> bool:
+                if principal is not None and not can_read(principal, record):
+                    return False
+                return where is None or matches(where, record.filter_fields)
+
+            return self._list_filtered(tenant_id, limit, start_key, wanted)
         records, last_key = self._documents.list_by_tenant(tenant_id, limit=limit, start_key=start_key)
         return DocumentPage(
             items=[DocumentView.of(record) for record in records if record.tenant_id == tenant_id],
@@ -385,7 +465,11 @@ class DocumentService:
         )
 
     def _list_filtered(
-        self, tenant_id: str, limit: int, start_key: dict[str, str] | None, where: Filter
+        self,
+        tenant_id: str,
+        limit: int,
+        start_key: dict[str, str] | None,
+        wanted: Callable[[DocumentRecord], bool],
     ) -> DocumentPage:
         """The filter runs here, over pages of the tenant index (a DynamoDB query of the tenant's
         partition, never a scan): fine at the documents a tenant has today, and bounded per request
@@ -396,7 +480,7 @@ class DocumentService:
         for _ in range(MAX_FILTERED_LIST_READS):
             records, last_key = self._documents.list_by_tenant(tenant_id, limit=limit, start_key=key)
             for record in records:
-                if record.tenant_id == tenant_id and matches(where, record.filter_fields):
+                if record.tenant_id == tenant_id and wanted(record):
                     items.append(DocumentView.of(record))
                     if len(items) == limit:
                         more = last_key is not None or record is not records[-1]
@@ -408,7 +492,7 @@ class DocumentService:
             key = dict(last_key)
         return DocumentPage(items=items, next_cursor=encode_cursor(key) if key else None)
 
-    def retry(self, tenant_id: str, document_id: str) -> DocumentView:
+    def retry(self, tenant_id: str, document_id: str, principal: Principal | None = None) -> DocumentView:
         """Replay a FAILED document from its first unfinished stage (the stages' checkpoints skip
         the finished ones); anything else is ``NotRetryableError``."""
         if self._replayer is None:
@@ -417,6 +501,8 @@ class DocumentService:
             raise DocumentNotFoundError(document_id)
         record = self._documents.get(document_id)
         if record is None or record.tenant_id != tenant_id or record.status is DocumentStatus.DELETED:
+            raise DocumentNotFoundError(document_id)
+        if principal is not None and not can_read(principal, record):
             raise DocumentNotFoundError(document_id)
         if record.status is not DocumentStatus.FAILED:
             raise NotRetryableError(f"only a FAILED document can be retried; this one is {record.status.value}")
@@ -428,10 +514,16 @@ class DocumentService:
             self._replayer.replay(record)
         except StaleWriteError:
             raise NotRetryableError("the document changed while retrying; reload it") from None
-        return self.get(tenant_id, document_id)
+        return self.get(tenant_id, document_id, principal)
 
     def update(
-        self, tenant_id: str, document_id: str, patch: DocumentPatch, *, if_match: str | None = None
+        self,
+        tenant_id: str,
+        document_id: str,
+        patch: DocumentPatch,
+        *,
+        if_match: str | None = None,
+        principal: Principal | None = None,
     ) -> DocumentView:
         """Replace the patch's fields on the record (compare-and-set on its revision, +1), then, for a
         READY document, rewrite its current version's chunks with them (nothing parsed or embedded).
@@ -442,9 +534,11 @@ class DocumentService:
         fields = patch.record_fields()
         accepted = if_match_revisions(if_match) if if_match is not None else None
         for _ in range(MAX_PATCH_ATTEMPTS):
-            record = self._record(tenant_id, document_id)
+            record = self._record(tenant_id, document_id, principal)
             if record.status in (DocumentStatus.DELETING, DocumentStatus.DELETED):
                 raise DocumentNotFoundError(document_id)
+            if "access" in fields and principal is not None and not can_manage_access(principal, record):
+                raise AccessChangeForbiddenError("only the uploader or a tenant admin may change who reads it")
             if accepted is not None and record.revision not in accepted:
                 raise RevisionMismatchError(f"the document is at revision {record.revision}")
             ready = record.status is DocumentStatus.READY
@@ -467,7 +561,7 @@ class DocumentService:
                         f"revision {updated.revision} is saved, but its passages could not be rewritten ({exc}); "
                         "upload the document again"
                     ) from None
-            return self.get(tenant_id, document_id)
+            return self.get(tenant_id, document_id, principal)
         raise ConcurrentUpdateError("the document kept changing while updating it; try again")
 
     def _check_rewritable(self, record: DocumentRecord) -> None:
@@ -478,9 +572,9 @@ class DocumentService:
             message = f"the passages cannot be rewritten in place ({exc}); nothing changed"
             raise ReindexUnavailableError(message) from None
 
-    def download(self, tenant_id: str, document_id: str) -> DownloadLink:
+    def download(self, tenant_id: str, document_id: str, principal: Principal | None = None) -> DownloadLink:
         """A short-lived GET of the current version of the original upload, shown inline as a PDF."""
-        record = self._record(tenant_id, document_id)
+        record = self._record(tenant_id, document_id, principal)
         if record.status in (DocumentStatus.DELETING, DocumentStatus.DELETED) or not (record.version and record.key):
             raise DocumentNotFoundError(document_id)
         url = self._presigner.presign_download(
@@ -493,12 +587,20 @@ class DocumentService:
         )
         return DownloadLink(url=url, expires_in=DOWNLOAD_URL_SECONDS)
 
-    def _record(self, tenant_id: str, document_id: str) -> DocumentRecord:
+    def readable(self, tenant_id: str, document_id: str, principal: Principal | None = None) -> DocumentRecord:
+        """The record of a document the caller may see, else ``DocumentNotFoundError`` (a route that
+        acts on a document checks this first: delete)."""
+        return self._record(tenant_id, document_id, principal)
+
+    def _record(self, tenant_id: str, document_id: str, principal: Principal | None = None) -> DocumentRecord:
         # An id the system never issues cannot exist: no table read (and no oversized key) for it.
         if not is_document_id(document_id):
             raise DocumentNotFoundError(document_id)
         record = self._documents.get(document_id)
         # Another tenant's document is reported exactly like a missing one.
         if record is None or record.tenant_id != tenant_id:
+            raise DocumentNotFoundError(document_id)
+        # So is a document the caller may not read: the same 404, nothing to tell it exists.
+        if principal is not None and not can_read(principal, record):
             raise DocumentNotFoundError(document_id)
         return record

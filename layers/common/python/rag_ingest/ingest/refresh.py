@@ -35,8 +35,15 @@ def chunk_fields(record: DocumentRecord | None) -> dict[str, Any]:
     arguments besides the chunks themselves): the one place the Index stage and a PATCH's rewrite
     both take them from."""
     if record is None:
-        return {"filename": None, "metadata": None, "created_at": None}
-    return {"filename": record.filename, "metadata": record.metadata, "created_at": record.created_at}
+        return {"filename": None, "metadata": None, "created_at": None, "access": None, "uploaded_by": None}
+    return {
+        "filename": record.filename,
+        "metadata": record.metadata,
+        "created_at": record.created_at,
+        # Who reads the document (rag_ingest.core.access): a PATCH of access rewrites it like metadata.
+        "access": record.access,
+        "uploaded_by": record.uploaded_by,
+    }
 
 
 class ChunkRefresher:

@@ -2,12 +2,15 @@
 
 - **Authorize** (``$connect``'s REQUEST authorizer): the ``token`` query parameter is an ID token,
   verified by :class:`rag_ingest.core.auth.TokenVerifier` exactly as the HTTP API's JWT authorizer
-  does; the answer is an IAM policy for the connect route with the tenant in its context.
-- **Connections**: ``$connect`` stores (connection id, tenant, subject, expiry) and
+  does; the answer is an IAM policy for the connect route with the tenant, the subject and the
+  token's groups (``cognito:groups``, as a JSON array in a string: a context value is a string) in its context.
+- **Connections**: ``$connect`` stores (connection id, tenant, subject, groups, expiry) and
   ``$disconnect`` deletes it; the expiry is a DynamoDB TTL two hours out, the longest a
   WebSocket connection to API Gateway lives, so a missed ``$disconnect`` cleans itself up.
 - **Push**: for every changed documents-table item, :func:`rag_ingest.live.updates.update_for` builds the
-  one message shape and it is posted to each of that tenant's connections. A connection that
+  one message shape and it is posted to each of that tenant's connections whose principal may read
+  the document (``rag_ingest.core.access.can_read``: a document with ``access`` is never announced
+  to anyone else of the tenant; members of the tenant-admin group read them all). A connection that
   is gone (410) is deleted; a throttled post is retried with backoff; any other failure fails
   the record, so the stream retries it (messages carry the whole document, so a subscriber
   that receives one twice just shows the same state again).
@@ -24,6 +27,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from rag_ingest.core.access import DEFAULT_TENANT_ADMIN_GROUP, GROUPS_CLAIM, Principal, can_read, groups_of
 from rag_ingest.core.auth import InvalidTenantError, InvalidTokenError, TokenVerifier, tenant_of, validate_tenant_id
 from rag_ingest.live.updates import LiveUpdate, update_for
 
@@ -33,6 +37,7 @@ MAX_CONNECTION_SECONDS = 2 * 60 * 60
 CONTEXT_TENANT = "tenant_id"
 CONTEXT_SUBJECT = "sub"
 CONTEXT_USERNAME = "username"
+CONTEXT_GROUPS = "groups"  # a JSON array of the token's groups
 
 
 class ConnectionGoneError(Exception):
@@ -86,6 +91,7 @@ def authorize_connect(verifier: TokenVerifier, token: str | None, method_arn: st
         CONTEXT_TENANT: tenant,
         CONTEXT_SUBJECT: subject,
         CONTEXT_USERNAME: str(claims.get("cognito:username") or claims.get("email") or ""),
+        CONTEXT_GROUPS: json.dumps(sorted(groups_of(claims.get(GROUPS_CLAIM)))),
     }
     return _policy(subject, "Allow", method_arn, context)
 
@@ -100,6 +106,15 @@ class Connection:
     subject: str
     connected_at: int  # epoch seconds
     expires_at: int  # epoch seconds: the table's TTL attribute
+    groups: tuple[str, ...] = ()  # the token's groups (what it may read: rag_ingest.core.access)
+
+    def principal(self, tenant_admin_group: str = DEFAULT_TENANT_ADMIN_GROUP) -> Principal:
+        return Principal(
+            tenant_id=self.tenant_id,
+            subject=self.subject,
+            groups=frozenset(self.groups),
+            is_tenant_admin=bool(tenant_admin_group) and tenant_admin_group in self.groups,
+        )
 
 
 class ConnectionStore(Protocol):
@@ -109,6 +124,10 @@ class ConnectionStore(Protocol):
 
     def for_tenant(self, tenant_id: str) -> list[str]:
         """The ids of the tenant's open connections."""
+        ...
+
+    def connections_for_tenant(self, tenant_id: str) -> list[Connection]:
+        """The tenant's open connections, with who holds each (subject, groups)."""
         ...
 
 
@@ -134,6 +153,7 @@ def open_connection(
         subject=str(authorizer_context.get(CONTEXT_SUBJECT) or ""),
         connected_at=connected_at,
         expires_at=connected_at + ttl_seconds,
+        groups=tuple(sorted(groups_of(authorizer_context.get(CONTEXT_GROUPS)))),
     )
     store.put(connection)
     return connection
@@ -161,6 +181,8 @@ class PushReport:
     delivered: list[str] = field(default_factory=list)
     gone: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    # Connections of the tenant whose principal may not read the document: sent nothing.
+    withheld: list[str] = field(default_factory=list)
     skipped_reason: str | None = None
 
 
@@ -187,6 +209,7 @@ class LivePusher:
     base_delay_seconds: float = 0.05
     max_delay_seconds: float = 1.0
     sleep: Callable[[float], None] = time.sleep
+    tenant_admin_group: str = DEFAULT_TENANT_ADMIN_GROUP
 
     def push(self, new_image: Mapping[str, Any] | None) -> PushReport:
         """Pushes one changed item (the stream record's deserialized ``NewImage``).
@@ -210,7 +233,11 @@ class LivePusher:
         report = PushReport(document_id=update.message["document"]["document_id"], tenant_id=update.tenant_id)
         data = json.dumps(update.message, separators=(",", ":")).encode()
         failures: list[Exception] = []
-        for connection_id in self.store.for_tenant(update.tenant_id):
+        for connection in self.store.connections_for_tenant(update.tenant_id):
+            connection_id = connection.connection_id
+            if not can_read(connection.principal(self.tenant_admin_group), update.record):
+                report.withheld.append(connection_id)
+                continue
             try:
                 self._post_with_retries(connection_id, data)
             except ConnectionGoneError:

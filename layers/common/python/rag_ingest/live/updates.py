@@ -22,6 +22,8 @@ DOCUMENT_UPDATED = "document.updated"
 class LiveUpdate:
     tenant_id: str
     message: dict[str, Any]
+    #: The record the message shows: who may read it decides who receives it (rag_ingest.core.access).
+    record: DocumentRecord
 
 
 def update_for(item: Mapping[str, Any]) -> LiveUpdate:
@@ -31,4 +33,5 @@ def update_for(item: Mapping[str, Any]) -> LiveUpdate:
     return LiveUpdate(
         tenant_id=record.tenant_id,
         message={"type": DOCUMENT_UPDATED, "document": view.model_dump(mode="json")},
+        record=record,
     )

@@ -36,6 +36,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rag_ingest.core.access import Principal
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.filters import Filter, FilterError, parse_filter
 from rag_ingest.core.models import PassageCopy, SearchHit
@@ -77,9 +78,11 @@ def search_passages(
     mode: SearchMode | str = SearchMode.HYBRID,
     fusion: FusionSettings = DEFAULT_FUSION,
     where: Filter | None = None,
+    reader: Principal | None = None,
 ) -> list[SearchHit]:
     """The ``k`` best passages of ``tenant_id`` for ``query``, best first; with ``where``, only
-    passages that match it (the filter runs inside both retrievers' queries, never after them).
+    passages that match it, and with ``reader``, only passages of documents it may read
+    (rag_ingest.core.access): both run inside both retrievers' queries, never after them.
 
     Raises ``PermanentError(INVALID_REQUEST)`` for an empty query, a missing tenant, k outside
     1..MAX_K or an unknown mode.
@@ -97,26 +100,27 @@ def search_passages(
         raise PermanentError(ErrorCode.INVALID_REQUEST, f"unknown mode {mode!r}: expected one of {modes}") from None
 
     depth = fusion.candidates_for(k)
-    bm25_leg = _start_bm25_leg(store, mode, tenant_id, query, depth, where)
+    narrow = _narrowed(where, reader)
+    bm25_leg = _start_bm25_leg(store, mode, tenant_id, query, depth, narrow)
     vector = None if mode is SearchMode.BM25 else embedder.embed([query])[0]
     while True:
-        hits, more_exist = _candidates(store, mode, tenant_id, query, vector, depth, fusion, bm25_leg, where)
+        hits, more_exist = _candidates(store, mode, tenant_id, query, vector, depth, fusion, bm25_leg, narrow)
         passages = collapse_copies(hits)
         if len(passages) >= k or not more_exist or depth >= HYBRID_MAX_CANDIDATES:
             return passages[:k]
         depth = min(HYBRID_MAX_CANDIDATES, 2 * depth)
-        bm25_leg = _start_bm25_leg(store, mode, tenant_id, query, depth, where)
+        bm25_leg = _start_bm25_leg(store, mode, tenant_id, query, depth, narrow)
 
 
 def _start_bm25_leg(
-    store: PassageRetriever, mode: SearchMode, tenant_id: str, query: str, depth: int, where: Filter | None
+    store: PassageRetriever, mode: SearchMode, tenant_id: str, query: str, depth: int, narrow: dict[str, Any]
 ) -> Future[list[SearchHit]] | None:
     """A hybrid pass's BM25 request, sent from another thread (its subsegment under the caller's);
     None for the other modes."""
     if mode is not SearchMode.HYBRID:
         return None
     return _BM25_LEGS.submit(
-        in_callers_trace(lambda: store.bm25_search(tenant_id=tenant_id, query=query, k=depth, **_narrowed(where)))
+        in_callers_trace(lambda: store.bm25_search(tenant_id=tenant_id, query=query, k=depth, **narrow))
     )
 
 
@@ -129,19 +133,20 @@ def _candidates(
     depth: int,
     fusion: FusionSettings,
     bm25_leg: Future[list[SearchHit]] | None,
-    where: Filter | None = None,
+    narrow: dict[str, Any] | None = None,
 ) -> tuple[list[SearchHit], bool]:
     """The ranked candidates of one pass ``depth`` deep, and whether a deeper pass could find more
     (some retriever filled its ``depth``). A hybrid pass's BM25 hits come from ``bm25_leg``."""
+    narrow = narrow or {}
     knn_hits = (
-        store.knn_search(tenant_id=tenant_id, vector=vector, k=depth, highlight_text=query, **_narrowed(where))
+        store.knn_search(tenant_id=tenant_id, vector=vector, k=depth, highlight_text=query, **narrow)
         if vector is not None
         else []
     )
     if bm25_leg is not None:
         bm25_hits = bm25_leg.result()  # its error, if any, is raised here
     elif mode is SearchMode.BM25:
-        bm25_hits = store.bm25_search(tenant_id=tenant_id, query=query, k=depth, **_narrowed(where))
+        bm25_hits = store.bm25_search(tenant_id=tenant_id, query=query, k=depth, **narrow)
     else:
         bm25_hits = []
     more_exist = len(bm25_hits) >= depth or len(knn_hits) >= depth
@@ -158,10 +163,14 @@ def _candidates(
     return fused, more_exist
 
 
-def _narrowed(where: Filter | None) -> dict[str, Filter]:
-    """The ``where`` argument of a retriever call, only when there is a filter (retrievers written
-    before filters existed, e.g. the evaluation's, still serve unfiltered searches)."""
-    return {} if where is None else {"where": where}
+def _narrowed(where: Filter | None, reader: Principal | None = None) -> dict[str, Any]:
+    """The ``where`` and ``reader`` arguments of a retriever call, only when they narrow anything
+    (retrievers written before filters and access existed, e.g. the evaluation's, still serve
+    unrestricted searches). A tenant admin reads every document of the tenant: no ``reader``."""
+    narrow: dict[str, Any] = {} if where is None else {"where": where}
+    if reader is not None and not reader.is_tenant_admin:
+        narrow["reader"] = reader
+    return narrow
 
 
 def text_fingerprint(text: str) -> str:
@@ -328,8 +337,9 @@ class SearchService:
         self._embedder = embedder
         self._fusion = fusion
 
-    def search(self, tenant_id: str, request: SearchRequest) -> SearchResponse:
-        """Raises ``PermanentError(INVALID_REQUEST)`` naming the JSON path of a bad filter's part."""
+    def search(self, tenant_id: str, request: SearchRequest, reader: Principal | None = None) -> SearchResponse:
+        """Raises ``PermanentError(INVALID_REQUEST)`` naming the JSON path of a bad filter's part.
+        With ``reader`` (the API always passes the caller), only passages of documents it may read."""
         where = parse_request_filter(request.filter)
         # BM25 alone never embeds: do not load (or pay for) the model for it.
         embedder = self._embedder() if request.mode is not SearchMode.BM25 else _NoEmbedder()
@@ -342,6 +352,7 @@ class SearchService:
             mode=request.mode,
             fusion=self._fusion,
             where=where,
+            reader=reader,
         )
         return SearchResponse(
             query=request.query, mode=request.mode, k=request.k, passages=[PassageView.of(hit) for hit in hits]

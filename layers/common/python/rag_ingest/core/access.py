@@ -1,0 +1,210 @@
+"""Per-document access: who may read a document of their tenant, and who may change that.
+
+A document may carry ``access: {"users": [...], "groups": [...]}`` (:class:`DocumentAccess`):
+``users`` are token subjects (``sub``), ``groups`` are the token's groups (``cognito:groups`` in
+AWS). Both empty (or no ``access`` at all) is an **open** document: the whole tenant reads it, as
+before access existed. Rules (docs/api.md, "Per-document access"):
+
+- **reading** (:func:`can_read`): a principal of the document's tenant who is in ``users``, in one of
+  ``groups``, the uploader (``uploaded_by``), or a tenant admin; anyone of the tenant for an open
+  document. Anyone else is answered exactly as for another tenant's document (404);
+- **setting or changing access** (:func:`can_manage_access`): the uploader and tenant admins (members
+  of the configured tenant-admin group, ``auth.tenantAdminGroup`` in cdk.json). A document put
+  straight into the bucket has no uploader: only admins manage it.
+
+The same rules run inside the chunk index's queries (``rag_ingest.adapters.opensearch_filters``:
+``access_query``) and over document records in code (the API, the live channel).
+
+**Groups from the claims** (:func:`groups_of`): Cognito's ID token carries ``cognito:groups`` as a
+JSON array, but API Gateway's HTTP API JWT authorizer hands every claim to the function as a
+string, an array as its items space-separated in brackets (``"[admins readers]"``): reported in
+https://github.com/aws-solutions-library-samples/guidance-for-claude-code-with-amazon-bedrock/issues/802
+and measured against a real HTTP API in https://github.com/floci-io/floci/pull/2011 (the claims
+reach ``requestContext.authorizer.jwt.claims``:
+https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-jwt-authorizer.html). Both
+shapes are parsed, and a JSON array in a string as well.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from rag_ingest.core.auth import tenant_of
+
+GROUPS_CLAIM = "cognito:groups"
+SUBJECT_CLAIM = "sub"
+DEFAULT_TENANT_ADMIN_GROUP = "tenant-admins"
+MAX_PRINCIPALS = 100  # users, and groups, per document
+MAX_NAME_CHARS = 256  # a user's sub or a group's name
+#: Groups read from one token at most (Cognito caps a user at 100 groups; more is not a real token).
+MAX_TOKEN_GROUPS = 500
+
+
+class AccessError(ValueError):
+    """An ``access`` value that breaks a rule; ``path`` names the bad part (``access.users[2]``)."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+def _names(value: Any, path: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise AccessError(path, "must be a list of strings")
+    if len(value) > MAX_PRINCIPALS:
+        raise AccessError(path, f"at most {MAX_PRINCIPALS} entries (got {len(value)})")
+    names: list[str] = []
+    for index, item in enumerate(value):
+        if not isinstance(item, str) or not item.strip():
+            raise AccessError(f"{path}[{index}]", "must be a non-empty string")
+        if len(item) > MAX_NAME_CHARS:
+            raise AccessError(f"{path}[{index}]", f"at most {MAX_NAME_CHARS} characters")
+        if any(ord(char) < 0x20 or ord(char) == 0x7F for char in item):
+            raise AccessError(f"{path}[{index}]", "must not contain control characters")
+        if item not in names:  # a repeated name is the same grant
+            names.append(item)
+    return names
+
+
+class DocumentAccess(BaseModel):
+    """Who, besides the uploader and tenant admins, reads a document; both empty: the whole tenant."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    users: list[str] = Field(
+        default_factory=list,
+        description=(
+            f"Token subjects (sub) who may read the document; at most {MAX_PRINCIPALS}, "
+            f"each 1-{MAX_NAME_CHARS} characters"
+        ),
+    )
+    groups: list[str] = Field(
+        default_factory=list,
+        description=(
+            f"Groups (cognito:groups) whose members may read it; at most {MAX_PRINCIPALS}, "
+            f"each 1-{MAX_NAME_CHARS} characters"
+        ),
+    )
+
+    @field_validator("users", mode="before")
+    @classmethod
+    def _users(cls, value: Any) -> list[str]:
+        return _names(value, "access.users")
+
+    @field_validator("groups", mode="before")
+    @classmethod
+    def _groups(cls, value: Any) -> list[str]:
+        return _names(value, "access.groups")
+
+    @property
+    def is_open(self) -> bool:
+        return not self.users and not self.groups
+
+
+OPEN_ACCESS = DocumentAccess()
+
+
+def parse_access(raw: Any, path: str = "access") -> DocumentAccess:
+    """``raw`` (a request's ``access`` object) checked, or :class:`AccessError` naming the bad part."""
+    if raw is None:
+        return OPEN_ACCESS
+    if isinstance(raw, DocumentAccess):
+        return raw
+    if not isinstance(raw, Mapping):
+        raise AccessError(path, "must be an object with users and groups")
+    unknown = sorted(set(raw) - {"users", "groups"})
+    if unknown:
+        raise AccessError(f"{path}.{unknown[0]}", "unknown key (expected users and groups)")
+    users = _names(raw.get("users"), f"{path}.users")
+    groups = _names(raw.get("groups"), f"{path}.groups")
+    return DocumentAccess(users=users, groups=groups)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The caller, from verified claims: tenant, subject, groups, and whether they administer the tenant."""
+
+    tenant_id: str
+    subject: str
+    groups: frozenset[str] = frozenset()
+    is_tenant_admin: bool = False
+
+    @classmethod
+    def of(cls, claims: Mapping[str, Any], tenant_admin_group: str = DEFAULT_TENANT_ADMIN_GROUP) -> Principal:
+        """The principal of verified claims (``InvalidTenantError`` without a valid tenant)."""
+        tenant = tenant_of(claims)
+        groups = groups_of(claims.get(GROUPS_CLAIM))
+        return cls(
+            tenant_id=tenant,
+            subject=str(claims.get(SUBJECT_CLAIM) or ""),
+            groups=groups,
+            is_tenant_admin=bool(tenant_admin_group) and tenant_admin_group in groups,
+        )
+
+
+def groups_of(value: Any) -> frozenset[str]:
+    """A groups claim as a set: a JSON array (the token), ``"[a b]"`` (API Gateway's HTTP API JWT
+    authorizer, module doc), a JSON array in a string, or one group name; anything else is none."""
+    items: Iterable[Any]
+    if value is None:
+        return frozenset()
+    if isinstance(value, list | tuple):
+        items = value
+    elif isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return frozenset()
+        if text.startswith("[") and text.endswith("]"):
+            try:
+                parsed = json.loads(text)
+            except ValueError:
+                parsed = None
+            # "[a b]" is not JSON (unless it is "[]" or a one-name array like ["a"]): split it.
+            items = parsed if isinstance(parsed, list) else text[1:-1].split()
+        else:
+            items = text.split(",") if "," in text else [text]
+    else:
+        return frozenset()
+    names = [item.strip() for item in list(items)[:MAX_TOKEN_GROUPS] if isinstance(item, str) and item.strip()]
+    return frozenset(name for name in names if len(name) <= MAX_NAME_CHARS)
+
+
+class AccessRecord(Protocol):
+    """What the rules read of a document (a ``DocumentRecord`` has it)."""
+
+    @property
+    def tenant_id(self) -> str: ...
+
+    @property
+    def uploaded_by(self) -> str | None: ...
+
+    @property
+    def access(self) -> DocumentAccess: ...
+
+
+def can_read(principal: Principal, record: AccessRecord) -> bool:
+    """Whether ``principal`` may see ``record`` at all (module doc)."""
+    if principal.tenant_id != record.tenant_id:
+        return False
+    access = record.access
+    if principal.is_tenant_admin or access.is_open:
+        return True
+    if principal.subject and (principal.subject == record.uploaded_by or principal.subject in access.users):
+        return True
+    return not principal.groups.isdisjoint(access.groups)
+
+
+def can_manage_access(principal: Principal, record: AccessRecord) -> bool:
+    """Whether ``principal`` may set or change ``record``'s access: its uploader or a tenant admin."""
+    if principal.tenant_id != record.tenant_id:
+        return False
+    if principal.is_tenant_admin:
+        return True
+    return bool(principal.subject) and principal.subject == record.uploaded_by

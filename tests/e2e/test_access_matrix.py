@@ -1,0 +1,308 @@
+"""Per-document access on the real local stack: a matrix of users x documents x every read path.
+
+One tenant, five users (the uploader, a user listed in a document's ``access.users``, a member of a
+group in ``access.groups``, a tenant admin, another user of the tenant) and a user of another
+tenant; three documents uploaded by the uploader through the API (open to the tenant, restricted
+to the listed user, restricted to the group). For every user and document, every path that reads
+a document must agree with ``rag_ingest.core.access.can_read``:
+
+- ``POST /search`` in each mode (hybrid, knn, bm25): the document's passages come back exactly when
+  the user may read it (and a restricted document never shows up as another passage's copy);
+- ``GET /documents/{id}``, ``/download``: 200 or the very 404 body of a missing document;
+- ``GET /documents`` (with and without a ``filter``): the document is listed exactly when readable;
+- ``POST /documents/{id}/retry``: a reader gets 409 NOT_RETRYABLE (the document is READY), anyone
+  else the 404;
+- the live channel (Server-Sent Events): a reader's stream announces the document, no one else's;
+- ``PATCH /documents/{id}`` of ``access``: the uploader and the tenant admin may (200), another reader
+  gets 403 ACCESS_CHANGE_FORBIDDEN, anyone else the 404; a change of access reaches search;
+- ``DELETE /documents/{id}``: anyone else gets the 404 and the document stays; then a reader deletes it.
+
+``MATRIX_CELLS`` is the matrix's size (reported by the test's name and docs/api.md).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import jwt
+import pytest
+import requests
+
+from local.client import LocalStackClient
+
+pytestmark = pytest.mark.e2e
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+ADMIN_GROUP = "tenant-admins"  # cdk.json auth.tenantAdminGroup
+USERS = ("uploader", "listed", "member", "admin", "other", "stranger")
+DOCUMENTS = ("open", "for_user", "for_group")
+READERS = {
+    "open": {"uploader", "listed", "member", "admin", "other"},
+    "for_user": {"uploader", "listed", "admin"},
+    "for_group": {"uploader", "member", "admin"},
+}
+SEARCH_MODES = ("hybrid", "knn", "bm25")
+ROUTES = (
+    *(f"search:{mode}" for mode in SEARCH_MODES),
+    *("get", "list", "list:filter", "download", "retry", "live", "patch:access"),
+)
+MANAGERS = {"uploader", "admin"}
+#: users x documents x routes, plus the delete column (a non-reader's refusal, a reader's delete).
+MATRIX_CELLS = len(USERS) * len(DOCUMENTS) * (len(ROUTES) + 1)
+MISSING_ID = "01ZZZZZZZZZZZZZZZZZZZZZZZZ"
+
+
+@dataclass
+class Stream:
+    """A live-status subscription: the documents its events named."""
+
+    status: int
+    seen: set[str] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def documents(self) -> set[str]:
+        with self.lock:
+            return set(self.seen)
+
+
+@contextmanager
+def live_stream(url: str) -> Iterator[Stream]:
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=600)
+    connection.request("GET", f"{parts.path}?{parts.query}")
+    response = connection.getresponse()
+    stream = Stream(response.status)
+
+    def read() -> None:
+        try:
+            while True:
+                line = response.readline()
+                if not line:
+                    return
+                text = line.decode().rstrip("\n")
+                if text.startswith("data:"):
+                    document = json.loads(text.partition(":")[2])["document"]
+                    with stream.lock:
+                        stream.seen.add(str(document["document_id"]))
+        except (OSError, ValueError):
+            return
+
+    if response.status == 200:
+        threading.Thread(target=read, daemon=True).start()
+    try:
+        yield stream
+    finally:
+        connection.close()
+
+
+def subject_of(client: LocalStackClient) -> str:
+    return str(jwt.decode(client.token(), options={"verify_signature": False})["sub"])
+
+
+def upload(client: LocalStackClient, path: Path, access: dict[str, list[str]] | None) -> str:
+    body: dict[str, Any] = {"filename": path.name}
+    if access is not None:
+        body["access"] = access
+    ticket = client.request("POST", "/documents", body)
+    assert ticket.status_code == 201, ticket.text
+    form = ticket.json()["upload"]
+    sent = requests.post(
+        form["url"], data=form["fields"], files={"file": (path.name, path.read_bytes(), "application/pdf")}, timeout=60
+    )
+    assert sent.status_code in (200, 201, 204), sent.text
+    return str(ticket.json()["document_id"])
+
+
+@dataclass
+class World:
+    clients: dict[str, LocalStackClient]
+    documents: dict[str, str]  # name -> document id
+    streams: dict[str, Stream]
+    not_found: dict[str, Any]  # the 404 body of a missing document
+
+    def name_of(self, document_id: str) -> str:
+        return {v: k for k, v in self.documents.items()}[document_id]
+
+
+@pytest.fixture(scope="module")
+def world(local_stack: dict[str, Any]) -> Iterator[World]:
+    api_url = local_stack["ApiUrl"]
+    tenant = f"acl-{uuid.uuid4().hex[:8]}"
+    groups = {"member": ("legal",), "admin": (ADMIN_GROUP,), "other": ("sales",)}
+    clients = {
+        name: LocalStackClient(api_url, tenant_id=tenant, username=f"{name}-user", groups=groups.get(name, ()))
+        for name in USERS
+        if name != "stranger"
+    }
+    # Another tenant's user, with every group and even the uploader's user name.
+    clients["stranger"] = LocalStackClient(
+        api_url, tenant_id=f"acl-other-{uuid.uuid4().hex[:8]}", username="uploader-user", groups=(ADMIN_GROUP, "legal")
+    )
+    with ExitStack() as stack:
+        streams = {name: stack.enter_context(live_stream(client.live_url())) for name, client in clients.items()}
+        assert {name: s.status for name, s in streams.items()} == dict.fromkeys(USERS, 200)
+        uploader = clients["uploader"]
+        documents = {
+            "open": upload(uploader, SAMPLES / "lighthouses.pdf", None),
+            "for_user": upload(uploader, SAMPLES / "sourdough.pdf", {"users": [subject_of(clients["listed"])]}),
+            "for_group": upload(uploader, SAMPLES / "urban-birds.pdf", {"groups": ["legal"]}),
+        }
+        states = uploader.wait_until_done(list(documents.values()), timeout_seconds=600)
+        assert {state["status"] for state in states.values()} == {"READY"}, states
+        missing = uploader.request("GET", f"/documents/{MISSING_ID}")
+        assert missing.status_code == 404
+        yield World(clients, documents, streams, missing.json())
+
+
+def cases() -> list[tuple[str, str]]:
+    return [(user, document) for user in USERS for document in DOCUMENTS]
+
+
+def test_the_record_shows_access_and_uploader(world: World) -> None:
+    record = world.clients["uploader"].document(world.documents["for_group"])
+    assert record["access"] == {"users": [], "groups": ["legal"]}
+    assert record["uploaded_by"] == subject_of(world.clients["uploader"])
+    assert world.clients["uploader"].document(world.documents["open"])["access"] == {"users": [], "groups": []}
+
+
+@pytest.mark.parametrize("mode", SEARCH_MODES)
+@pytest.mark.parametrize("user", USERS)
+def test_search_returns_exactly_the_readable_documents(world: World, user: str, mode: str) -> None:
+    # "the" occurs in every sample, and k-NN ranks every passage: k=50 reaches all three documents'.
+    response = world.clients[user].request("POST", "/search", {"query": "the history of the", "k": 50, "mode": mode})
+    assert response.status_code == 200, response.text
+    passages = response.json()["passages"]
+    found = {p["document_id"] for p in passages} | {c["document_id"] for p in passages for c in p["copies"]}
+    expected = {world.documents[d] for d in DOCUMENTS if user in READERS[d]}
+    assert found == expected, {world.name_of(d) for d in found if d in world.documents.values()}
+
+
+@pytest.mark.parametrize(("user", "document"), cases())
+def test_get_and_download_answer_404_to_whoever_may_not_read(world: World, user: str, document: str) -> None:
+    client, document_id = world.clients[user], world.documents[document]
+    for path in (f"/documents/{document_id}", f"/documents/{document_id}/download"):
+        response = client.request("GET", path)
+        if user in READERS[document]:
+            assert response.status_code == 200, (path, response.text)
+        else:
+            assert (response.status_code, response.json()) == (404, world.not_found), path
+
+
+@pytest.mark.parametrize(("user", "document"), cases())
+def test_retry_of_a_ready_document_is_409_for_readers_404_for_the_others(
+    world: World, user: str, document: str
+) -> None:
+    response = world.clients[user].request("POST", f"/documents/{world.documents[document]}/retry")
+    if user in READERS[document]:
+        assert (response.status_code, response.json()["error"]["code"]) == (409, "NOT_RETRYABLE")
+    else:
+        assert (response.status_code, response.json()) == (404, world.not_found)
+
+
+ACCESS_OF = {
+    "open": {"users": [], "groups": []},
+    "for_user": None,  # the listed user's sub, filled in by the test
+    "for_group": {"users": [], "groups": ["legal"]},
+}
+
+
+@pytest.mark.parametrize(("user", "document"), cases())
+def test_patch_of_access_is_for_the_uploader_and_admins_403_for_readers_404_for_the_others(
+    world: World, user: str, document: str
+) -> None:
+    client, document_id = world.clients[user], world.documents[document]
+    # The document's own access, sent back unchanged: the answer is the test, the readers stay.
+    current = ACCESS_OF[document] or {"users": [subject_of(world.clients["listed"])], "groups": []}
+    response = client.request("PATCH", f"/documents/{document_id}", {"access": current})
+    if user in MANAGERS:
+        assert response.status_code == 200, response.text
+        assert response.json()["access"] == current
+    elif user in READERS[document]:
+        assert (response.status_code, response.json()["error"]["code"]) == (403, "ACCESS_CHANGE_FORBIDDEN")
+    else:
+        assert (response.status_code, response.json()) == (404, world.not_found)
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_the_listing_holds_exactly_the_readable_documents(world: World, user: str) -> None:
+    expected = {world.documents[d] for d in DOCUMENTS if user in READERS[d]}
+    client = world.clients[user]
+    listed = client.request("GET", "/documents?limit=100")
+    assert listed.status_code == 200, listed.text
+    assert {item["document_id"] for item in listed.json()["items"]} == expected
+    # With a filter every document matches, and still only the readable ones come back.
+    where = quote(json.dumps({"equals": {"key": "content_type", "value": "application/pdf"}}))
+    filtered = client.request("GET", f"/documents?limit=100&filter={where}")
+    assert filtered.status_code == 200, filtered.text
+    assert {item["document_id"] for item in filtered.json()["items"]} == expected
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_the_live_channel_announces_only_readable_documents(world: World, user: str) -> None:
+    seen = world.streams[user].documents() & set(world.documents.values())
+    expected = {world.documents[d] for d in DOCUMENTS if user in READERS[d]}
+    assert seen == expected, sorted(world.name_of(d) for d in seen)
+
+
+def test_delete_is_refused_as_404_to_non_readers_then_a_reader_deletes(world: World) -> None:
+    for document in DOCUMENTS:
+        document_id = world.documents[document]
+        for user in USERS:
+            if user not in READERS[document]:
+                response = world.clients[user].request("DELETE", f"/documents/{document_id}", timeout=60)
+                assert (response.status_code, response.json()) == (404, world.not_found), (user, document)
+        assert world.clients["uploader"].document(document_id)["status"] == "READY"
+    deleters = {"open": "other", "for_user": "listed", "for_group": "member"}
+    for document, user in deleters.items():
+        response = world.clients[user].request("DELETE", f"/documents/{world.documents[document]}", timeout=60)
+        assert response.status_code == 200, (user, document, response.text)
+    search = world.clients["admin"].request("POST", "/search", {"query": "the history of the", "k": 50, "mode": "bm25"})
+    assert not {p["document_id"] for p in search.json()["passages"]} & set(world.documents.values())
+
+
+def test_a_change_of_access_reaches_search(world: World) -> None:
+    """The uploader restricts an open document to the listed user: the chunks are rewritten in place
+    and within seconds another user of the tenant no longer finds it, the listed user does."""
+    uploader, other, listed = world.clients["uploader"], world.clients["other"], world.clients["listed"]
+    document_id = upload(uploader, SAMPLES / "lighthouses.pdf", None)
+    assert uploader.wait_until_done([document_id], timeout_seconds=600)[document_id]["status"] == "READY"
+
+    def found(client: LocalStackClient) -> bool:
+        response = client.request("POST", "/search", {"query": "lighthouse", "k": 50, "mode": "bm25"})
+        passages = response.json()["passages"]
+        return document_id in {p["document_id"] for p in passages} | {
+            c["document_id"] for p in passages for c in p["copies"]
+        }
+
+    assert found(other)
+    response = uploader.request(
+        "PATCH", f"/documents/{document_id}", {"access": {"users": [subject_of(listed)], "groups": []}}
+    )
+    assert response.status_code == 200, response.text
+    deadline = time.monotonic() + 5
+    while found(other) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not found(other) and found(listed) and found(uploader)
+    assert other.request("GET", f"/documents/{document_id}").status_code == 404
+
+
+def test_bad_access_is_a_400_naming_its_path(world: World) -> None:
+    response = world.clients["uploader"].request(
+        "POST", "/documents", {"filename": "a.pdf", "access": {"users": ["ok", ""]}}
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "INVALID_REQUEST"
+    assert "access.users[1]" in response.json()["error"]["message"]
+
+
+def test_the_matrix_size() -> None:
+    assert MATRIX_CELLS == 6 * 3 * 11 == 198
