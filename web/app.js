@@ -99,6 +99,7 @@ function showWorkspace(session) {
   const who = identityOf(session.claims);
   $("who-user").textContent = who.username;
   $("who-tenant").textContent = who.tenant;
+  $("my-sub").textContent = session.claims.sub || "";
   $("who").hidden = false;
   $("sign-in").hidden = true;
   $("workspace").hidden = false;

@@ -13,6 +13,7 @@ import json
 import time
 from typing import Any
 
+import jwt
 import pytest
 import requests
 from selenium.webdriver.common.by import By
@@ -255,13 +256,16 @@ def test_the_document_editor_saves_with_if_match_and_says_when_it_changed_elsewh
 def test_access_at_upload_and_only_the_uploader_or_an_admin_may_change_it(
     page: Page, tenant: str, stack_process: LocalStackProcess
 ) -> None:
-    """Needs access on the document (branch wt-access) and PATCH of ``access`` (wt-patch's PATCH
-    takes metadata only): skipped, saying so, while the API's own OpenAPI document lacks either."""
+    """Needs access on the document and PATCH of ``access`` (branch wt-access, which merged wt-patch):
+    skipped, saying so, while the API's own OpenAPI document lacks either. Users are named by their
+    ``sub`` (the local issuer's is derived from tenant and user name)."""
     schemas = requests.get(f"{stack_process.api_url}/openapi.json", timeout=30).json()["components"]["schemas"]
     for schema in ("UploadRequest", "DocumentPatch"):
         if "access" not in schemas.get(schema, {}).get("properties", {}):
             pytest.skip(f"the API's {schema} has no access yet (branches wt-access and wt-patch, merged together)")
+    hana = subject(stack_process, tenant, "hana")
     document_id = ready_document(page, "hana", tenant, [("topic", "string", "birds")])
+    assert page.find("#my-sub").text == hana
     shown = open_details(page, document_id)
     assert shown["access"] == "Everyone in the tenant.", shown
     page.find("#details-close").click()
@@ -270,7 +274,7 @@ def test_access_at_upload_and_only_the_uploader_or_an_admin_may_change_it(
     page.sign_in("ivan", tenant)
     wait_status(page, document_id, "READY", 60)
     open_details(page, document_id)
-    set_value(page, page.find("#details-users"), "ivan")
+    set_value(page, page.find("#details-users"), subject(stack_process, tenant, "ivan"))
     refused = save_details(page)
     assert refused["kind"] == "error" and "only the uploader or a tenant admin" in refused["message"].lower(), refused
     page.screenshot("access-refused")
@@ -280,11 +284,11 @@ def test_access_at_upload_and_only_the_uploader_or_an_admin_may_change_it(
     page.sign_in("hana", tenant)
     wait_status(page, document_id, "READY", 60)
     open_details(page, document_id)
-    set_value(page, page.find("#details-users"), "hana, juno")
+    set_value(page, page.find("#details-users"), f"{hana}, juno")
     saved = save_details(page)
-    assert saved["kind"] == "ok" and saved["access"].startswith("Only user hana, user juno"), saved
+    assert saved["kind"] == "ok" and saved["access"].startswith(f"Only user {hana}, user juno"), saved
     page.find("#details-close").click()
-    set_value(page, page.find("#upload-users"), "hana")
+    set_value(page, page.find("#upload-users"), hana)
     set_upload_metadata(page, [])
     page.choose_files(SAMPLES / "lighthouses.pdf")
     private = page.wait(
@@ -295,8 +299,14 @@ def test_access_at_upload_and_only_the_uploader_or_an_admin_may_change_it(
         "the private upload",
     )
     wait_status(page, private, "READY", PIPELINE_TIMEOUT)
-    assert open_details(page, private)["access"].startswith("Only user hana")
+    assert open_details(page, private)["access"].startswith(f"Only user {hana}")
     assert_no_unexpected_console_errors(page, 403)
+
+
+def subject(stack_process: LocalStackProcess, tenant: str, username: str) -> str:
+    """The user's ``sub`` in the local issuer's tokens (what access lists name)."""
+    token = LocalStackClient(api_url=stack_process.api_url, tenant_id=tenant, username=username).token()
+    return str(jwt.decode(token, options={"verify_signature": False})["sub"])
 
 
 def webhook_items(page: Page) -> list[dict[str, Any]]:
