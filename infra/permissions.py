@@ -73,12 +73,14 @@ EMBEDDING_CACHE_TABLE: Mapping[str, TableAccess] = MappingProxyType({"Embed": _a
 WEBHOOKS_TABLE: Mapping[str, TableAccess] = MappingProxyType(
     {
         # POST /webhooks (PutItem, if absent), GET /webhooks (Query on the tenant's partition),
-        # DELETE /webhooks/{id} (DeleteItem), rotate-secret (UpdateItem).
-        "Api": _access(PUT, QUERY, DELETE, UPDATE),
+        # DELETE /webhooks/{id} (DeleteItem), rotate-secret (UpdateItem), GET /webhooks/{id}/deliveries
+        # (GetItem: the endpoint is the tenant's; Query: its latest attempts).
+        "Api": _access(GET, PUT, QUERY, DELETE, UPDATE),
         # A document event: the tenant's endpoints.
         "WebhookFanOut": _access(QUERY),
-        # Each delivery reads its endpoint (URL, events, current secret).
-        "WebhookDelivery": _access(GET),
+        # Each delivery reads its endpoint (URL, events, current secret) and records the attempt
+        # (PutItem of a new item; never updates or deletes one: DynamoDB's TTL removes them).
+        "WebhookDelivery": _access(GET, PUT),
     }
 )
 

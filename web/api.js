@@ -16,13 +16,13 @@ export class Api {
     this.onUnauthorized = onUnauthorized;
   }
 
-  async request(method, path, body) {
+  async request(method, path, body, extraHeaders = {}) {
     const token = this.tokenProvider();
     if (!token) {
       this.onUnauthorized();
       throw new ApiError(401, "UNAUTHORIZED", "Signed out");
     }
-    const headers = { Authorization: `Bearer ${token}` };
+    const headers = { ...extraHeaders, Authorization: `Bearer ${token}` };
     if (body !== undefined) headers["Content-Type"] = "application/json";
     let response;
     try {
@@ -68,8 +68,18 @@ export class Api {
     return this.request("GET", `/documents/${encodeURIComponent(id)}`);
   }
 
-  createUpload(filename) {
-    return this.request("POST", "/documents", { filename, content_type: "application/pdf" });
+  /** ``extra``: optional ``metadata`` and ``access`` ({users, groups}), sent only when given. */
+  createUpload(filename, extra = {}) {
+    const body = { filename, content_type: "application/pdf" };
+    if (extra.metadata && Object.keys(extra.metadata).length) body.metadata = extra.metadata;
+    if (extra.access) body.access = extra.access;
+    return this.request("POST", "/documents", body);
+  }
+
+  /** PATCH a document's metadata and/or access, conditional on the revision read (If-Match). */
+  updateDocument(id, changes, revision) {
+    const headers = revision === undefined || revision === null ? {} : { "If-Match": `"${revision}"` };
+    return this.request("PATCH", `/documents/${encodeURIComponent(id)}`, changes, headers);
   }
 
   retry(id) {
@@ -84,7 +94,29 @@ export class Api {
     return this.request("GET", `/documents/${encodeURIComponent(id)}/download`);
   }
 
-  search(query, mode, k = 5) {
-    return this.request("POST", "/search", { query, mode, k });
+  search(query, mode, k = 5, filter = null) {
+    const body = { query, mode, k };
+    if (filter) body.filter = filter;
+    return this.request("POST", "/search", body);
+  }
+
+  listWebhooks() {
+    return this.request("GET", "/webhooks");
+  }
+
+  createWebhook(url, events) {
+    return this.request("POST", "/webhooks", { url, events });
+  }
+
+  deleteWebhook(id) {
+    return this.request("DELETE", `/webhooks/${encodeURIComponent(id)}`);
+  }
+
+  rotateWebhookSecret(id) {
+    return this.request("POST", `/webhooks/${encodeURIComponent(id)}/rotate-secret`);
+  }
+
+  webhookDeliveries(id) {
+    return this.request("GET", `/webhooks/${encodeURIComponent(id)}/deliveries`);
   }
 }

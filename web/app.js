@@ -4,18 +4,25 @@
 
 import { Api } from "./api.js";
 import { Auth, identityOf } from "./auth.js";
+import { DocumentDetails, names } from "./details.js";
 import { DocumentList } from "./documents.js";
 import { errorSentence } from "./errors.js";
 import { el, formatBytes } from "./format.js";
+import { FilterChips } from "./filters.js";
 import { LiveChannel } from "./live.js";
+import { MetadataEditor, MetadataError } from "./metadata.js";
 import { SearchView } from "./search.js";
 import { postToStorage, refusalReason, uploadName } from "./upload.js";
+import { WebhooksPanel } from "./webhooks.js";
 
 const UPLOAD_CONCURRENCY = 3;
 const LIVE_LABELS = { off: "Offline", connecting: "Connecting…", live: "Live updates", polling: "Polling (reconnecting)" };
 const $ = (id) => document.getElementById(id);
 
-const state = { config: null, auth: null, api: null, documents: null, search: null, live: null, uploads: { started: 0, done: 0, refused: 0, failed: 0 } };
+const state = {
+  config: null, auth: null, api: null, documents: null, search: null, live: null, filters: null, webhooks: null,
+  details: null, uploadMetadata: null, uploads: { started: 0, done: 0, refused: 0, failed: 0 },
+};
 
 /** Counters for people debugging and for the browser tests (read-only view of the page's state). */
 window.ragIngest = Object.freeze({
@@ -33,6 +40,12 @@ window.ragIngest = Object.freeze({
   },
   get lastOpened() {
     return state.search?.lastOpened ?? null;
+  },
+  get deliveryLoads() {
+    return state.webhooks?.deliveryLoads ?? 0;
+  },
+  get detailSaves() {
+    return state.details?.saves ?? 0;
   },
 });
 
@@ -66,6 +79,9 @@ function showSignIn(message = "") {
   state.live = null;
   state.documents?.reset();
   state.search?.reset();
+  state.webhooks?.reset();
+  $("webhooks-details").open = false; // read again (GET /webhooks) when next opened
+  if (state.details?.dialog.open) state.details.dialog.close();
   $("uploads").replaceChildren();
   $("workspace").hidden = true;
   $("who").hidden = true;
@@ -83,6 +99,7 @@ function showWorkspace(session) {
   const who = identityOf(session.claims);
   $("who-user").textContent = who.username;
   $("who-tenant").textContent = who.tenant;
+  $("my-sub").textContent = session.claims.sub || "";
   $("who").hidden = false;
   $("sign-in").hidden = true;
   $("workspace").hidden = false;
@@ -143,7 +160,27 @@ function uploadItem(file) {
   };
 }
 
-async function uploadOne(file) {
+/** The metadata and access the next uploads carry; throws (shown beside the fields) when invalid. */
+function uploadOptions() {
+  const error = $("upload-options-error");
+  error.hidden = true;
+  const metadata = state.uploadMetadata.value();
+  const users = names($("upload-users").value);
+  const groups = names($("upload-groups").value);
+  return { metadata, access: users.length || groups.length ? { users, groups } : undefined };
+}
+
+/** The API's 400 about the upload's metadata or access, shown beside the field it names. */
+function showUploadOptionsError(error) {
+  if (error.status !== 400) return;
+  if (String(error.message).startsWith("metadata")) state.uploadMetadata.showError(error.message);
+  else if (String(error.message).startsWith("access")) {
+    $("upload-options-error").textContent = error.message;
+    $("upload-options-error").hidden = false;
+  }
+}
+
+async function uploadOne(file, options) {
   const view = uploadItem(file);
   const reason = await refusalReason(file, state.config.maxUploadBytes);
   if (reason) {
@@ -156,7 +193,7 @@ async function uploadOne(file) {
   state.uploads.started += 1;
   try {
     view.set("uploading", "Requesting an upload link…");
-    const ticket = await state.api.createUpload(uploadName(file));
+    const ticket = await state.api.createUpload(uploadName(file), options);
     view.item.dataset.documentId = ticket.document_id;
     state.documents.placeholder(ticket.document_id, uploadName(file));
     await postToStorage(ticket.upload, file, (loaded, total) => view.progress(loaded, total));
@@ -166,6 +203,7 @@ async function uploadOne(file) {
     announce(`${file.name} uploaded`);
   } catch (error) {
     state.uploads.failed += 1;
+    showUploadOptionsError(error);
     view.set("failed", error.message);
     announce(`${file.name}: ${error.message}`);
   }
@@ -185,8 +223,22 @@ function followUpload(doc) {
 
 async function uploadFiles(fileList) {
   const queue = [...fileList];
+  let options;
+  try {
+    options = uploadOptions();
+  } catch (error) {
+    if (!(error instanceof MetadataError)) throw error;
+    for (const file of queue) {
+      const view = uploadItem(file);
+      view.item.querySelector("progress").remove();
+      view.set("refused", "Not uploaded: fix the metadata above first.");
+      state.uploads.refused += 1;
+    }
+    announce(`Not uploaded: ${error.message}`);
+    return;
+  }
   const workers = Array.from({ length: Math.min(UPLOAD_CONCURRENCY, queue.length) }, async () => {
-    while (queue.length) await uploadOne(queue.shift());
+    while (queue.length) await uploadOne(queue.shift(), options);
   });
   await Promise.all(workers);
 }
@@ -217,11 +269,17 @@ function wireUploads() {
   window.addEventListener("drop", (event) => event.preventDefault());
 }
 
-// -- delete confirmation ----------------------------------------------------------------------
+// -- confirmations ----------------------------------------------------------------------------
 
 function confirmDelete(doc) {
+  return confirmAction("Delete document?", `“${doc.filename || doc.document_id}” and its passages will be removed from search.`, "Delete");
+}
+
+function confirmAction(title, text, label) {
   const dialog = $("confirm-dialog");
-  $("confirm-text").textContent = `“${doc.filename || doc.document_id}” and its passages will be removed from search.`;
+  $("confirm-title").textContent = title;
+  $("confirm-text").textContent = text;
+  $("confirm-ok").textContent = label;
   return new Promise((resolve) => {
     dialog.addEventListener("close", () => resolve(dialog.returnValue === "confirm"), { once: true });
     dialog.returnValue = "";
@@ -251,12 +309,42 @@ async function main() {
     announce,
     confirmDelete,
     onError: showError,
-    onStatus: followUpload,
+    onStatus: (doc) => {
+      followUpload(doc);
+      state.filters.learnKeys(doc.metadata);
+    },
+    onDetails: (doc) => state.details.show(doc),
+  });
+  state.filters = new FilterChips({
+    key: $("filter-key"), op: $("filter-op"), value: $("filter-value"), as: $("filter-as"), add: $("filter-add"),
+    chips: $("filter-chips"), keys: $("filter-keys"), error: $("filter-error"),
   });
   state.search = new SearchView({
     api: state.api,
     elements: { form: $("search-form"), query: $("query"), mode: $("mode"), status: $("search-status"), results: $("results") },
     onError: showError,
+    filters: state.filters,
+  });
+  state.uploadMetadata = new MetadataEditor($("upload-metadata"), "Metadata");
+  state.details = new DocumentDetails({
+    api: state.api,
+    dialog: $("details-dialog"),
+    announce,
+    onUpdated: (doc) => state.documents.apply(doc, { announce: false }),
+  });
+  state.webhooks = new WebhooksPanel({
+    api: state.api,
+    elements: {
+      form: $("webhook-form"), url: $("webhook-url"), events: [...document.querySelectorAll("input[name=webhook-event]")],
+      list: $("webhook-list"), empty: $("webhooks-empty"), error: $("webhooks-error"), secret: $("webhook-secret"),
+    },
+    announce,
+    confirmAction,
+  });
+  $("webhooks-refresh").addEventListener("click", () => state.webhooks.load());
+  // The endpoints are read when the panel is opened, not at every sign-in.
+  $("webhooks-details").addEventListener("toggle", () => {
+    if ($("webhooks-details").open && !$("workspace").hidden) state.webhooks.load();
   });
   wireUploads();
   $("refresh").addEventListener("click", () => state.documents.load());

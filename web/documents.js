@@ -19,13 +19,14 @@ const STATUS_LABELS = {
 };
 
 export class DocumentList {
-  constructor({ api, elements, announce, confirmDelete, onError, onStatus = () => {} }) {
+  constructor({ api, elements, announce, confirmDelete, onError, onStatus = () => {}, onDetails = null }) {
     this.api = api;
     this.elements = elements;
     this.announce = announce;
     this.confirmDelete = confirmDelete;
     this.onError = onError;
     this.onStatus = onStatus;
+    this.onDetails = onDetails;
     this.documents = new Map();
     this.rows = new Map();
     this.cursor = null;
@@ -167,6 +168,13 @@ export class DocumentList {
         : "";
     const duration = documentDurationMs(doc);
     const fileCell = el("td", { className: "file", dataset: { label: "File" } }, el("span", { className: "filename" }, doc.filename || doc.document_id));
+    if (this.onDetails && doc.status !== "DELETING" && doc.status !== "AWAITING_UPLOAD") {
+      // Its metadata and access, and the editor (web/details.js).
+      fileCell.append(
+        " ",
+        el("button", { type: "button", className: "link details", textContent: "Details", "aria-label": `Details of ${doc.filename}: metadata and access`, onclick: () => this.onDetails(doc) }),
+      );
+    }
     if (doc.status === "FAILED" || STATUS_SENTENCES[doc.status]) {
       const sentence = doc.status === "FAILED" ? errorSentence(doc.error_code) : STATUS_SENTENCES[doc.status];
       fileCell.append(

@@ -48,10 +48,11 @@ export function pageSpan(passage) {
 }
 
 export class SearchView {
-  constructor({ api, elements, onError }) {
+  constructor({ api, elements, onError, filters = null }) {
     this.api = api;
     this.elements = elements;
     this.onError = onError;
+    this.filters = filters;
     this.searches = 0;
     elements.form.addEventListener("submit", (event) => {
       event.preventDefault();
@@ -62,6 +63,7 @@ export class SearchView {
   reset() {
     this.elements.results.replaceChildren();
     this.elements.status.textContent = "";
+    this.filters?.clear();
   }
 
   async run() {
@@ -71,16 +73,19 @@ export class SearchView {
     const button = form.querySelector("button[type=submit]");
     button.disabled = true;
     status.textContent = "Searching…";
+    const filter = this.filters?.filter() ?? null;
+    const filtered = filter ? `, ${this.filters.conditions.length} filter${this.filters.conditions.length === 1 ? "" : "s"}` : "";
     try {
-      const answer = await this.api.search(text, mode.value);
+      const answer = await this.api.search(text, mode.value, 5, filter);
+      this.filters?.showError("");
       const passages = answer.passages || [];
       results.replaceChildren(...passages.map((passage) => this.renderPassage(passage)));
       status.textContent = passages.length
-        ? `${passages.length} passage${passages.length === 1 ? "" : "s"} for “${text}” (${mode.selectedOptions[0].textContent}).`
-        : `Nothing found for “${text}”.`;
+        ? `${passages.length} passage${passages.length === 1 ? "" : "s"} for “${text}” (${mode.selectedOptions[0].textContent}${filtered}).`
+        : `Nothing found for “${text}”${filtered ? " with these filters" : ""}.`;
     } catch (error) {
       results.replaceChildren();
-      status.textContent = `Search failed: ${error.message}`;
+      status.textContent = this.filters?.showApiError(error) ? "Search failed: the filter was refused (see above)." : `Search failed: ${error.message}`;
     } finally {
       this.searches += 1;
       button.disabled = false;

@@ -45,6 +45,7 @@ SERVED_ROUTES: dict[str, tuple[str, ...]] = {
     "/webhooks": ("GET", "POST"),
     "/webhooks/{endpoint_id}": ("DELETE",),
     "/webhooks/{endpoint_id}/rotate-secret": ("POST",),
+    "/webhooks/{endpoint_id}/deliveries": ("GET",),
     "/openapi.json": ("GET",),
 }
 # Served without a token.

@@ -78,6 +78,8 @@ class Webhooks(Construct):
 
         # Endpoints by tenant (partition) and id (sort): the fan-out queries one tenant's endpoints.
         # The signing secrets live here, encrypted at rest; why not Secrets Manager: docs/webhooks.md.
+        # Delivery attempts share the partition (sort key dlv#...) and expire by TTL (expires_at):
+        # rag_ingest.adapters.webhooks_table.
         self.table = dynamodb.Table(
             self,
             "WebhooksTable",
@@ -89,6 +91,7 @@ class Webhooks(Construct):
                 point_in_time_recovery_enabled=True
             ),
             removal_policy=removal_policy(config),
+            time_to_live_attribute="expires_at",
         )
 
         retention = Duration.days(queue_retention_days(config))

@@ -118,6 +118,17 @@ def test_the_delivery_never_allows_loopback_in_aws_and_knows_its_queues(synth: S
     assert fan_out["WEBHOOK_RETRY_HOURS"] == str(synth.config.webhooks.retry_hours)
 
 
+def test_the_table_expires_delivery_records_by_ttl(synth: SynthResult) -> None:
+    resources = synth.template_dict["Resources"]
+    [table] = [
+        r
+        for r in resources.values()
+        if r["Type"] == "AWS::DynamoDB::Table"
+        and {k["AttributeName"] for k in r["Properties"]["KeySchema"]} == {"tenant_id", "endpoint_id"}
+    ]
+    assert table["Properties"]["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+
+
 def test_least_privilege_grants(synth: SynthResult) -> None:
     table = _arn(synth, "Webhooks/WebhooksTable")
     delivery_queue, dlq = _arn(synth, "Webhooks/DeliveryQueue"), _arn(synth, "Webhooks/DeliveryDeadLetterQueue")
@@ -130,8 +141,9 @@ def test_least_privilege_grants(synth: SynthResult) -> None:
     assert {a for a in fan_out if a.startswith("dynamodb:")} == {"dynamodb:Query"}
 
     delivery = _grants(synth, "WebhookDeliveryFunction")
-    assert {a for a in delivery if a.startswith("dynamodb:")} == {"dynamodb:GetItem"}
-    assert delivery["dynamodb:GetItem"] == {table}
+    # Reads its endpoint; records each attempt (a new item, no update or delete: TTL removes them).
+    assert {a for a in delivery if a.startswith("dynamodb:")} == {"dynamodb:GetItem", "dynamodb:PutItem"}
+    assert delivery["dynamodb:GetItem"] == delivery["dynamodb:PutItem"] == {table}
     assert delivery["sqs:ChangeMessageVisibility"] == {delivery_queue}  # the backoff
     assert delivery["sqs:SendMessage"] == {dlq}  # dead-lettering, nowhere else
     # Neither may publish events, read the documents table or touch S3.

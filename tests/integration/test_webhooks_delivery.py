@@ -3,7 +3,9 @@ register through the API handler, publish the pipeline's event with the pipeline
 moto's rule put it on the fan-out queue, run the fan-out and delivery handlers as an SQS event source
 would (delete only what they did not report as failed), and check what the receiver got.
 
-Also: a receiver answering 500 then 200 gets the event on the retry (the backoff is the message's
+Also: every attempt is recorded in the webhooks table and listed by ``GET /webhooks/{id}/deliveries``
+(newest first, another tenant's endpoint a 404, the endpoints' list unchanged by the attempt items);
+a receiver answering 500 then 200 gets the event on the retry (the backoff is the message's
 visibility, shortened here by ``WEBHOOK_RETRY_BASE_SECONDS=1``), a message that fails past its
 deadline lands in the DLQ with its reason, and the delivery latency over 20 events (event published
 → POST received) is printed.
@@ -21,6 +23,7 @@ from types import ModuleType
 from typing import Any
 
 import boto3
+import boto3.dynamodb.conditions
 import pytest
 from rag_ingest.adapters.events import EVENT_SOURCE, EventPublisher
 from rag_ingest.webhooks.model import DeliveryMessage
@@ -69,9 +72,7 @@ class World:
         # The stack's rule (infra/constructs/webhooks.py): the pipeline's document events -> the fan-out queue.
         events = boto3.client("events")
         rule = f"webhooks-{suffix}"
-        events.put_rule(
-            Name=rule, EventPattern=json.dumps({"source": [EVENT_SOURCE], "detail-type": DOCUMENT_EVENTS})
-        )
+        events.put_rule(Name=rule, EventPattern=json.dumps({"source": [EVENT_SOURCE], "detail-type": DOCUMENT_EVENTS}))
         events.put_targets(Rule=rule, Targets=[{"Id": "fanout", "Arn": fan_out_arn}])
         env = {
             "WEBHOOKS_TABLE": self.table,
@@ -95,6 +96,11 @@ class World:
         assert response["statusCode"] == 201, response
         created: dict[str, Any] = json.loads(response["body"])
         return created
+
+    def api_call(self, method: str, path: str, tenant: str) -> tuple[int, Any]:
+        claims = {"sub": "user-1", "custom:tenant_id": tenant}
+        response = self.api.handler(api_event(method, path, None, claims=claims), FakeLambdaContext())
+        return response["statusCode"], json.loads(response["body"] or "null")
 
     def publish_ready(self, tenant: str, document_id: str) -> None:
         self.publisher.publish("DocumentReady", {"document_id": document_id, "tenant_id": tenant, "version": "v1"})
@@ -176,6 +182,46 @@ def test_a_failing_receiver_gets_it_on_the_retry_with_the_same_id(world: World) 
         assert len(receiver.received) == 2  # delivered once the 200 came: not again
 
 
+def test_each_attempt_is_recorded_and_listed_newest_first(world: World) -> None:
+    tenant = f"t{uuid.uuid4().hex[:8]}"
+    with loopback_receiver(Receiver(statuses=[500])) as receiver:
+        created = world.register(receiver.url, tenant)
+        world.publish_ready(tenant, "01JRECORDEDDOC")
+        world.pump(30, until=lambda: len(receiver.received) >= 2)
+        world.pump(1)
+    path = f"/webhooks/{created['id']}/deliveries"
+    status, listed = world.api_call("GET", path, tenant)
+    assert status == 200, listed
+    assert listed["endpoint_id"] == created["id"]
+    delivered, failed = listed["deliveries"]
+    webhook_id = receiver.received[0].headers["webhook-id"]
+    for attempt in (delivered, failed):
+        assert attempt["webhook_id"] == webhook_id and attempt["document_id"] == "01JRECORDEDDOC"
+        assert attempt["type"] == "document.ready" and attempt["event_id"] not in ("", webhook_id)
+        assert 0 <= attempt["duration_ms"] < 5000
+    assert (delivered["attempt"], delivered["outcome"], delivered["status_code"], delivered.get("error")) == (
+        2, "delivered", 200, None,
+    )  # fmt: skip
+    assert (failed["attempt"], failed["outcome"], failed["status_code"], failed["error"]) == (
+        1, "failed", 500, "HTTP 500",
+    )  # fmt: skip
+    assert delivered["at"] > failed["at"]
+    # The attempts live beside the endpoint in the tenant's partition, with their TTL attribute.
+    items = (
+        boto3.resource("dynamodb")
+        .Table(world.table)
+        .query(KeyConditionExpression=boto3.dynamodb.conditions.Key("tenant_id").eq(tenant))["Items"]
+    )
+    attempts = [item for item in items if str(item["endpoint_id"]).startswith("dlv#")]
+    assert len(attempts) == 2 and all(int(item["expires_at"]) > time.time() + 6 * 86400 for item in attempts)
+    # ... and never show up as endpoints, nor for another tenant.
+    status, endpoints = world.api_call("GET", "/webhooks", tenant)
+    assert status == 200 and [e["id"] for e in endpoints["endpoints"]] == [created["id"]]
+    status, refused = world.api_call("GET", path, f"other{tenant}")
+    assert status == 404 and refused["error"]["code"] == "NOT_FOUND"
+    assert world.api_call("GET", "/webhooks/wh_nosuchendpoint/deliveries", tenant)[0] == 404
+
+
 def test_a_delivery_failing_past_its_deadline_is_dead_lettered(world: World) -> None:
     tenant = f"t{uuid.uuid4().hex[:8]}"
     with loopback_receiver(Receiver(statuses=[503] * 5)) as receiver:
@@ -197,6 +243,9 @@ def test_a_delivery_failing_past_its_deadline_is_dead_lettered(world: World) -> 
     mine = [m for m in dead if json.loads(m["Body"]).get("webhook_id") == "msg_expired"]
     assert len(mine) == 1
     assert "HTTP 503" in mine[0]["MessageAttributes"]["reason"]["StringValue"]
+    status, listed = world.api_call("GET", f"/webhooks/{created['id']}/deliveries", tenant)
+    assert status == 200
+    assert [(d["outcome"], d["status_code"]) for d in listed["deliveries"]] == [("dead-lettered", 503)]
 
 
 def test_delivery_latency_over_twenty_events(world: World) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from rag_ingest.webhooks.model import WebhookEndpoint
+from rag_ingest.webhooks.model import DeliveryAttempt, WebhookEndpoint
 from rag_ingest.webhooks.signing import verify
 
 
@@ -39,6 +39,23 @@ class MemoryEndpoints:
         updated = current.model_copy(update={"secret": secret, "secret_rotated_at": rotated_at})
         self.items[(tenant_id, endpoint_id)] = updated
         return updated
+
+
+class MemoryDeliveries:
+    """The delivery history (the webhooks table's attempt items), in memory; ``fail`` makes
+    recording raise, as a throttled table would."""
+
+    def __init__(self) -> None:
+        self.items: dict[tuple[str, str], list[DeliveryAttempt]] = {}
+        self.fail = False
+
+    def record_delivery(self, tenant_id: str, endpoint_id: str, attempt: DeliveryAttempt) -> None:
+        if self.fail:
+            raise RuntimeError("throttled")
+        self.items.setdefault((tenant_id, endpoint_id), []).append(attempt)
+
+    def recent_deliveries(self, tenant_id: str, endpoint_id: str, limit: int) -> list[DeliveryAttempt]:
+        return sorted(self.items.get((tenant_id, endpoint_id), []), key=lambda a: a.at, reverse=True)[:limit]
 
 
 @dataclass

@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 from rag_ingest.core.models import DocumentRecord, DocumentStatus
 from rag_ingest.documents.deletion import DocumentDeletion
+from rag_ingest.webhooks.model import DeliveryAttempt, DeliveryOutcome
 from rag_ingest.webhooks.service import WebhookService
 from rag_ingest.webhooks.url_policy import UrlPolicy
 
 from tests.support.aws import FakeLambdaContext, import_handler
-from tests.support.webhooks import MemoryEndpoints
+from tests.support.webhooks import MemoryDeliveries, MemoryEndpoints
 from tests.unit.test_api_handler import assert_error, event
 from tools import openapi as openapi_tool
 
@@ -76,6 +77,7 @@ def test_another_tenants_endpoint_is_a_404(api: ModuleType, store: MemoryEndpoin
     for method, path in (
         ("DELETE", f"/webhooks/{created['id']}"),
         ("POST", f"/webhooks/{created['id']}/rotate-secret"),
+        ("GET", f"/webhooks/{created['id']}/deliveries"),
     ):
         status, body = call(api, method, path, tenant="globex")
         assert status == 404, body
@@ -104,6 +106,43 @@ def test_bad_registrations_are_400_with_a_clear_code(
     assert status == 400, answer
     assert_error(answer, code)
     assert store.items == {}
+
+
+def test_an_endpoints_deliveries_are_listed_newest_first(api: ModuleType, store: MemoryEndpoints) -> None:
+    history = MemoryDeliveries()
+    routes = sys.modules["functions.api.routes.webhooks"]
+    routes.webhooks = WebhookService(  # type: ignore[attr-defined]
+        store, UrlPolicy(resolver=lambda host, port: [PUBLIC]), history=history
+    )
+    _, created = call(api, "POST", "/webhooks", {"url": "https://hooks.example.com/", "events": ["document.ready"]})
+    assert call(api, "GET", f"/webhooks/{created['id']}/deliveries") == (
+        200,
+        {"endpoint_id": created["id"], "deliveries": []},
+    )
+    attempts: list[tuple[DeliveryOutcome, int]] = [("failed", 503), ("delivered", 200)]
+    for attempt, (outcome, status) in enumerate(attempts, start=1):
+        history.record_delivery(
+            "acme",
+            created["id"],
+            DeliveryAttempt(
+                event_id="evt-1", webhook_id="msg_1", type="document.ready", document_id="01JDOC", attempt=attempt,
+                outcome=outcome, status_code=status, error=None if status == 200 else "HTTP 503",
+                duration_ms=12, at=f"2026-12-03T18:00:0{attempt}.000+00:00",
+            ),
+        )  # fmt: skip
+    status, listed = call(api, "GET", f"/webhooks/{created['id']}/deliveries")
+    assert status == 200
+    assert [(d["attempt"], d["outcome"], d["status_code"]) for d in listed["deliveries"]] == [
+        (2, "delivered", 200),
+        (1, "failed", 503),
+    ]
+    assert set(listed["deliveries"][0]) == {
+        "event_id", "webhook_id", "type", "document_id", "attempt", "outcome", "status_code", "error",
+        "duration_ms", "at",
+    }  # fmt: skip
+    status, body = call(api, "GET", "/webhooks/not-an-endpoint/deliveries")
+    assert status == 404
+    assert_error(body, "NOT_FOUND")
 
 
 # -- DocumentDeleted -------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path
 from rag_ingest.core.config import WebhooksApiEnv
 from rag_ingest.documents.service import ErrorBody, ErrorDetail
-from rag_ingest.webhooks.model import EndpointList, EndpointRequest, EndpointWithSecret
+from rag_ingest.webhooks.model import DeliveryList, EndpointList, EndpointRequest, EndpointWithSecret
 from rag_ingest.webhooks.service import EndpointNotFoundError, WebhookRequestError
 from rag_ingest.wiring import build_webhooks
 
@@ -93,3 +93,19 @@ def delete_webhook(endpoint_id: EndpointId) -> Response[None]:
 )
 def rotate_webhook_secret(endpoint_id: EndpointId) -> EndpointWithSecret:
     return webhooks.rotate_secret(tenant(router.current_event), endpoint_id)
+
+
+@router.get(
+    "/webhooks/<endpoint_id>/deliveries",
+    summary="An endpoint's recent delivery attempts",
+    description=(
+        "The latest attempts (at most 50, newest first, kept for 7 days): event id, type, document id, "
+        "attempt number, outcome (delivered, failed: retried later, dead-lettered), the receiver's HTTP "
+        "status or the error, and how long the attempt took."
+    ),
+    responses=responses(200, 403, 404),
+    tags=["webhooks"],
+    operation_id="listWebhookDeliveries",
+)
+def list_webhook_deliveries(endpoint_id: EndpointId) -> DeliveryList:
+    return webhooks.deliveries(tenant(router.current_event), endpoint_id)

@@ -223,10 +223,12 @@ def build_api(env: ApiEnv, search_env: SearchEnv) -> ApiServices:
 
 
 def build_webhooks(env: WebhooksApiEnv) -> WebhookService:
+    table = WebhooksTable(env.webhooks_table)
     return WebhookService(
-        WebhooksTable(env.webhooks_table),
+        table,
         UrlPolicy(allow_loopback_http=env.webhook_allow_loopback_http),
         max_endpoints=env.webhook_max_endpoints,
+        history=table,
     )
 
 
@@ -245,14 +247,16 @@ class WebhookDeliveryServices:
 
 
 def build_webhook_delivery(env: WebhookDeliveryEnv) -> WebhookDeliveryServices:
+    table = WebhooksTable(env.webhooks_table)
     return WebhookDeliveryServices(
         delivery=WebhookDelivery(
-            WebhooksTable(env.webhooks_table),
+            table,
             UrlPolicy(allow_loopback_http=env.webhook_allow_loopback_http),
             PinnedHttpTransport(),
             timeout_seconds=env.webhook_timeout_seconds,
             retry_base_seconds=env.webhook_retry_base_seconds,
             retry_max_delay_seconds=env.webhook_retry_max_delay_seconds,
+            history=table,
         ),
         queues=WebhookQueues(env.webhook_delivery_queue_url, env.webhook_dead_letter_queue_url),
     )

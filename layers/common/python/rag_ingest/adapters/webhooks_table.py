@@ -1,8 +1,17 @@
 """The webhooks table (DynamoDB, key ``tenant_id`` + ``endpoint_id``): a tenant's endpoints and their
-signing secrets. Why DynamoDB and not Secrets Manager for the secrets: docs/webhooks.md."""
+signing secrets, and the record of each delivery attempt. Why DynamoDB and not Secrets Manager for
+the secrets: docs/webhooks.md.
+
+Two kinds of item share a tenant's partition, told apart by the sort key's prefix: an endpoint
+(``wh_…``) and a delivery attempt (``dlv#{endpoint id}#{time}#{webhook id}#{attempt}``, with the TTL
+attribute ``expires_at``). Every query names its prefix, so the endpoints' query never reads an
+attempt and the attempts' query reads at most ``limit`` items, newest first."""
 
 from __future__ import annotations
 
+import time
+from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.conditions import Key
@@ -10,9 +19,22 @@ from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import error_code, resource, translate
 from rag_ingest.core.tracing import traced
-from rag_ingest.webhooks.model import WebhookEndpoint
+from rag_ingest.webhooks.model import (
+    DELIVERY_RECORD_TTL_SECONDS,
+    ENDPOINT_ID_PREFIX,
+    DeliveryAttempt,
+    WebhookEndpoint,
+)
 
 _EXISTS = "attribute_exists(tenant_id) AND attribute_exists(endpoint_id)"
+DELIVERY_PREFIX = "dlv#"
+#: The table's TTL attribute (infra/constructs/webhooks.py): unix seconds.
+TTL_ATTRIBUTE = "expires_at"
+_ATTEMPT_FIELDS = tuple(DeliveryAttempt.model_fields)
+
+
+def delivery_key_prefix(endpoint_id: str) -> str:
+    return f"{DELIVERY_PREFIX}{endpoint_id}#"
 
 
 @traced
@@ -39,7 +61,11 @@ class WebhooksTable:
 
     def list_for_tenant(self, tenant_id: str) -> list[WebhookEndpoint]:
         items: list[dict[str, Any]] = []
-        arguments: dict[str, Any] = {"KeyConditionExpression": Key("tenant_id").eq(tenant_id), "ConsistentRead": True}
+        arguments: dict[str, Any] = {
+            "KeyConditionExpression": Key("tenant_id").eq(tenant_id)
+            & Key("endpoint_id").begins_with(ENDPOINT_ID_PREFIX),
+            "ConsistentRead": True,
+        }
         try:
             while True:
                 page = self._table.query(**arguments)
@@ -76,3 +102,45 @@ class WebhooksTable:
                 return None
             raise translate(exc, "rotate webhook secret") from exc
         return WebhookEndpoint.model_validate(response["Attributes"])
+
+    # -- delivery attempts -------------------------------------------------------------------------
+
+    def record_delivery(self, tenant_id: str, endpoint_id: str, attempt: DeliveryAttempt) -> None:
+        """One item per attempt (a PutItem: no read first); DynamoDB's TTL removes it a week later."""
+        sort_key = f"{delivery_key_prefix(endpoint_id)}{attempt.at}#{attempt.webhook_id}#{attempt.attempt:06d}"
+        item = {
+            "tenant_id": tenant_id,
+            "endpoint_id": sort_key,
+            TTL_ATTRIBUTE: int(datetime.fromisoformat(attempt.at).timestamp()) + DELIVERY_RECORD_TTL_SECONDS,
+            **attempt.model_dump(exclude_none=True),
+        }
+        try:
+            self._table.put_item(Item=item)
+        except ClientError as exc:
+            raise translate(exc, "record webhook delivery") from exc
+
+    def recent_deliveries(self, tenant_id: str, endpoint_id: str, limit: int) -> list[DeliveryAttempt]:
+        """The newest ``limit`` attempts (the sort key's time orders them), expired ones left out:
+        DynamoDB deletes expired items "typically within two days of expiration", and until then
+        they "still show up in reads, queries, and scans"
+        (https://docs.aws.amazon.com/goto/SdkForKotlin/dynamodb-2012-08-10/UpdateTimeToLive)."""
+        try:
+            page = self._table.query(
+                KeyConditionExpression=Key("tenant_id").eq(tenant_id)
+                & Key("endpoint_id").begins_with(delivery_key_prefix(endpoint_id)),
+                ScanIndexForward=False,
+                Limit=limit,
+            )
+        except ClientError as exc:
+            raise translate(exc, "list webhook deliveries") from exc
+        now = time.time()
+        return [
+            DeliveryAttempt.model_validate({name: _plain(item[name]) for name in _ATTEMPT_FIELDS if name in item})
+            for item in page.get("Items", [])
+            if int(item.get(TTL_ATTRIBUTE, now + 1)) > now
+        ]
+
+
+def _plain(value: Any) -> Any:
+    """DynamoDB numbers come back as Decimal."""
+    return int(value) if isinstance(value, Decimal) else value

@@ -21,6 +21,14 @@ STATUS_OF: dict[EventType, str] = {
 }
 ENDPOINT_ID_PREFIX = "wh_"
 MAX_ENDPOINT_ID_CHARS = 64
+#: What an attempt came to, as GET /webhooks/{id}/deliveries shows it: 2xx; a failure that is
+#: retried; a failure past the message's deadline (sent to the webhook DLQ).
+DeliveryOutcome = Literal["delivered", "failed", "dead-lettered"]
+#: GET /webhooks/{id}/deliveries answers at most this many attempts, newest first.
+MAX_DELIVERIES_SHOWN = 50
+#: How long an attempt's record is kept (the table's TTL attribute ``expires_at``): a week covers
+#: the 24 h retry window of every event and a few days of looking back; docs/webhooks.md.
+DELIVERY_RECORD_TTL_SECONDS = 7 * 24 * 3600
 
 
 class WebhookEndpoint(BaseModel):
@@ -83,3 +91,31 @@ class DeliveryMessage(BaseModel):
     type: EventType
     body: str  # the exact JSON that is signed and sent
     deadline: int  # unix seconds: after a failed attempt past it, the message is dead-lettered
+    # For the record of each attempt (GET /webhooks/{id}/deliveries); absent in messages enqueued
+    # before these fields existed (then the webhook id and the body's data.document_id stand in).
+    event_id: str | None = None  # the EventBridge event's id
+    document_id: str | None = None
+
+
+class DeliveryAttempt(BaseModel):
+    """One delivery attempt, as recorded by the delivery function and listed by the API."""
+
+    event_id: str = Field(description="The pipeline event's id (EventBridge), the same for every endpoint")
+    webhook_id: str = Field(description="The webhook-id header: the same on every attempt for this endpoint")
+    type: EventType
+    document_id: str | None = None
+    attempt: int = Field(ge=1, description="1 for the first attempt, counting SQS receives")
+    outcome: DeliveryOutcome
+    status_code: int | None = Field(default=None, description="The receiver's HTTP status, when it answered")
+    error: str | None = Field(
+        default=None, description="Why the attempt failed (an HTTP status, no answer, a refused address)"
+    )
+    duration_ms: int = Field(ge=0, description="From sending the request to the answer (or the failure)")
+    at: str = Field(description="When the attempt started (ISO 8601, UTC)")
+
+
+class DeliveryList(BaseModel):
+    """``GET /webhooks/{id}/deliveries``: the latest attempts, newest first."""
+
+    endpoint_id: str
+    deliveries: list[DeliveryAttempt]

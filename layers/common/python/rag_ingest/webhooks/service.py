@@ -19,13 +19,18 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
+from rag_ingest.core.logs import logger
 from rag_ingest.webhooks.model import (
     DETAIL_TYPES,
     ENDPOINT_ID_PREFIX,
     EVENT_TYPES,
+    MAX_DELIVERIES_SHOWN,
     MAX_ENDPOINT_ID_CHARS,
     STATUS_OF,
+    DeliveryAttempt,
+    DeliveryList,
     DeliveryMessage,
+    DeliveryOutcome,
     EndpointList,
     EndpointRequest,
     EndpointWithSecret,
@@ -67,6 +72,13 @@ class EndpointStore(Protocol):
     def set_secret(self, tenant_id: str, endpoint_id: str, secret: str, rotated_at: str) -> WebhookEndpoint | None: ...
 
 
+class DeliveryHistory(Protocol):
+    """Where each delivery attempt is recorded (the webhooks table), and read back by the API."""
+
+    def record_delivery(self, tenant_id: str, endpoint_id: str, attempt: DeliveryAttempt) -> None: ...
+    def recent_deliveries(self, tenant_id: str, endpoint_id: str, limit: int) -> list[DeliveryAttempt]: ...
+
+
 class DeliveryQueue(Protocol):
     def send(self, messages: list[DeliveryMessage]) -> None: ...
 
@@ -98,11 +110,13 @@ class WebhookService:
         policy: UrlPolicy,
         *,
         max_endpoints: int = DEFAULT_MAX_ENDPOINTS,
+        history: DeliveryHistory | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
         self._policy = policy
         self._max_endpoints = max_endpoints
+        self._history = history
         self._clock = clock
 
     def register(self, tenant_id: str, request: EndpointRequest) -> EndpointWithSecret:
@@ -144,6 +158,14 @@ class WebhookService:
         if updated is None:
             raise EndpointNotFoundError(endpoint_id)
         return with_secret(updated)
+
+    def deliveries(self, tenant_id: str, endpoint_id: str, limit: int = MAX_DELIVERIES_SHOWN) -> DeliveryList:
+        """The endpoint's latest attempts, newest first (another tenant's endpoint: not found)."""
+        if not is_endpoint_id(endpoint_id) or self._store.find(tenant_id, endpoint_id) is None:
+            raise EndpointNotFoundError(endpoint_id)
+        limit = max(1, min(limit, MAX_DELIVERIES_SHOWN))
+        attempts = self._history.recent_deliveries(tenant_id, endpoint_id, limit) if self._history else []
+        return DeliveryList(endpoint_id=endpoint_id, deliveries=attempts[:limit])
 
 
 # -- fan-out ---------------------------------------------------------------------------------------
@@ -201,6 +223,8 @@ class WebhookFanOut:
                 type=event_type,
                 body=body,
                 deadline=deadline,
+                event_id=event_id,
+                document_id=str(detail["document_id"]),
             )
             for endpoint in self._store.list_for_tenant(tenant_id)
             if event_type in endpoint.events
@@ -227,6 +251,26 @@ class DeliveryResult:
     detail: str
     status: int | None = None
     retry_after_seconds: int | None = None
+    duration_ms: int | None = None  # the POST's, when one was sent
+
+
+#: What the record of an attempt says for each outcome (a dropped message is not recorded: its
+#: endpoint is gone or no longer wants the type).
+RECORDED_OUTCOMES: dict[Outcome, DeliveryOutcome] = {
+    Outcome.DELIVERED: "delivered",
+    Outcome.RETRY: "failed",
+    Outcome.EXPIRED: "dead-lettered",
+}
+
+
+def _document_id_of(message: DeliveryMessage) -> str | None:
+    if message.document_id:
+        return message.document_id
+    try:
+        value = json.loads(message.body)["data"]["document_id"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return str(value) if value is not None else None
 
 
 def backoff_seconds(attempt: int, base: int, cap: int, rng: Callable[[], float] = random.random) -> int:
@@ -245,7 +289,9 @@ class WebhookDelivery:
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         retry_base_seconds: int = DEFAULT_RETRY_BASE_SECONDS,
         retry_max_delay_seconds: int = DEFAULT_RETRY_MAX_DELAY_SECONDS,
+        history: DeliveryHistory | None = None,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._store = store
         self._policy = policy
@@ -253,29 +299,70 @@ class WebhookDelivery:
         self._timeout = timeout_seconds
         self._base = retry_base_seconds
         self._cap = retry_max_delay_seconds
+        self._history = history
         self._clock = clock
+        self._monotonic = monotonic
 
     def deliver(self, message: DeliveryMessage, attempt: int) -> DeliveryResult:
-        """One attempt (``attempt`` counts from 1)."""
+        """One attempt (``attempt`` counts from 1), recorded when the endpoint still wants it."""
+        started_at = self._clock()
+        result = self._attempt(message, attempt)
+        self._record(message, attempt, result, started_at)
+        return result
+
+    def _attempt(self, message: DeliveryMessage, attempt: int) -> DeliveryResult:
         endpoint = self._store.find(message.tenant_id, message.endpoint_id)
         if endpoint is None or message.type not in endpoint.events:
             return DeliveryResult(Outcome.DROPPED, "the endpoint was deleted or unsubscribed")
         status: int | None = None
+        started = self._monotonic()
         try:
             # Resolved and checked now, connected to the checked address (DNS may have changed).
             target = self._policy.resolve(endpoint.url)
             body = message.body.encode()
             headers = signed_headers(endpoint.secret, message.webhook_id, int(self._clock()), body)
+            started = self._monotonic()
             status = self._transport.post(target, body, headers, self._timeout)
+            took = self._elapsed_ms(started)
             if 200 <= status < 300:
-                return DeliveryResult(Outcome.DELIVERED, f"HTTP {status}", status)
+                return DeliveryResult(Outcome.DELIVERED, f"HTTP {status}", status, duration_ms=took)
             detail = f"HTTP {status}"
         except UrlRefusedError as exc:
             detail = f"{exc.code}: {exc.message}"
+            took = 0  # refused before anything was sent
         except OSError as exc:
             detail = f"no response: {exc.__class__.__name__}: {exc}"
+            took = self._elapsed_ms(started)
         now = int(self._clock())
         if now >= message.deadline:
-            return DeliveryResult(Outcome.EXPIRED, detail, status)
+            return DeliveryResult(Outcome.EXPIRED, detail, status, duration_ms=took)
         delay = min(backoff_seconds(attempt, self._base, self._cap), max(1, message.deadline - now))
-        return DeliveryResult(Outcome.RETRY, detail, status, delay)
+        return DeliveryResult(Outcome.RETRY, detail, status, delay, duration_ms=took)
+
+    def _elapsed_ms(self, started: float) -> int:
+        return max(0, round((self._monotonic() - started) * 1000))
+
+    def _record(self, message: DeliveryMessage, attempt: int, result: DeliveryResult, started_at: float) -> None:
+        outcome = RECORDED_OUTCOMES.get(result.outcome)
+        if self._history is None or outcome is None:
+            return
+        record = DeliveryAttempt(
+            event_id=message.event_id or message.webhook_id,
+            webhook_id=message.webhook_id,
+            type=message.type,
+            document_id=_document_id_of(message),
+            attempt=max(1, attempt),
+            outcome=outcome,
+            status_code=result.status,
+            error=None if result.outcome == Outcome.DELIVERED else result.detail[:500],
+            duration_ms=result.duration_ms or 0,
+            at=_iso(started_at),
+        )
+        try:
+            self._history.record_delivery(message.tenant_id, message.endpoint_id, record)
+        except Exception:  # the record is for people looking; it never turns a delivery into a retry
+            logger.warning(
+                "webhook delivery attempt not recorded",
+                extra={"webhook_id": message.webhook_id, "endpoint_id": message.endpoint_id},
+                exc_info=True,
+            )
