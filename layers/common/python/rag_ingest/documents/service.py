@@ -85,10 +85,7 @@ class UploadRequest(BaseModel):
     @field_validator("access", mode="before")
     @classmethod
     def _checked_access(cls, value: Any) -> Any:
-        try:
-            return None if value is None else parse_access(value)
-        except AccessError as exc:
-            raise ValueError(str(exc)) from None
+        return _access_or_none(value)
 
     @field_validator("filename")
     @classmethod
@@ -98,6 +95,14 @@ class UploadRequest(BaseModel):
         if not cleaned:
             raise ValueError("filename is empty after removing unsafe characters")
         return cleaned
+
+
+def _access_or_none(value: Any) -> DocumentAccess | None:
+    """A request's ``access`` checked by the rules of rag_ingest.core.access (a ValueError names the bad part)."""
+    try:
+        return None if value is None else parse_access(value)
+    except AccessError as exc:
+        raise ValueError(str(exc)) from None
 
 
 class DocumentPatch(BaseModel):
@@ -127,10 +132,7 @@ class DocumentPatch(BaseModel):
     @field_validator("access", mode="before")
     @classmethod
     def _checked_access(cls, value: Any) -> Any:
-        try:
-            return None if value is None else parse_access(value)
-        except AccessError as exc:
-            raise ValueError(str(exc)) from None
+        return _access_or_none(value)
 
     def record_fields(self) -> dict[str, Any]:
         """The record's fields this patch sets, validated (``PermanentError(INVALID_REQUEST)`` naming
