@@ -2,7 +2,7 @@
 from the Index stage's artifacts (never parsed or embedded again), and the races with the workflow.
 
 In-memory fakes (tests/support/fakes.py) run the real pipeline and the real refresher; the same
-against moto and OpenSearch through the whole local stack: tests/e2e/test_document_patch.py.
+against moto and OpenSearch through the whole local stack: tests/e2e/test_document_patch_on_stack.py.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ the body they send (``filter`` and ``rerank`` only when given), the bearer token
 function), how each passage maps to a Document / NodeWithScore, and that a refusal raises the typed
 error with the API's code and message instead of returning nothing. The canned answer is built
 with the API's own response model, so a change of its shape shows here.
-(tests/e2e/test_integrations.py runs both against the local stack.)"""
+(tests/e2e/test_retrievers_on_stack.py runs both against the local stack.)"""
 
 from __future__ import annotations
 
@@ -238,7 +238,7 @@ def test_error_bodies(status: int, raw: bytes, code: str, message: str) -> None:
 
 
 def test_the_doc_shows_the_example_applications_as_they_are() -> None:
-    """docs/integrations.md pastes examples/*.py whole; tests/e2e/test_integrations.py runs them."""
+    """docs/integrations.md pastes examples/*.py whole; tests/e2e/test_retrievers_on_stack.py runs them."""
     repo = Path(__file__).resolve().parents[2]
     doc = (repo / "docs" / "integrations.md").read_text()
     for example in ("langchain_rag.py", "llamaindex_rag.py"):

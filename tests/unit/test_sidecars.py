@@ -1,7 +1,7 @@
 """S3 sidecars (``<name>.metadata.json``, Bedrock Knowledge Bases' ``metadataAttributes`` shape): the
 parsing and its rules, and intake's handling of both orders (sidecar first, document first), a bad
 sidecar, and a sidecar never becoming a document. In-memory fakes; through moto's S3 and the whole
-local stack: tests/e2e/test_sidecars.py."""
+local stack: tests/e2e/test_sidecars_on_stack.py."""
 
 from __future__ import annotations
 
