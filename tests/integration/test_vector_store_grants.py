@@ -112,6 +112,10 @@ def _call(store: VectorStore, method: str) -> None:
         store.knn_search(tenant_id=TENANT, vector=_vectors(1)[0], k=2, highlight_text="grants")
     elif method == "bm25_search":
         store.bm25_search(tenant_id=TENANT, query="grants", k=2)
+    elif method == "indexed_versions":
+        assert list(store.indexed_versions(TENANT)), "the seeded versions are counted"
+    elif method == "delete_chunks":
+        assert store.delete_chunks(DOCUMENT, from_index=1) > 0
     else:
         raise AssertionError(f"no replay for VectorStore.{method}: add one here")
 
