@@ -256,13 +256,11 @@ def test_the_document_editor_saves_with_if_match_and_says_when_it_changed_elsewh
 def test_access_at_upload_and_only_the_uploader_or_an_admin_may_change_it(
     page: Page, tenant: str, stack_process: LocalStackProcess
 ) -> None:
-    """Needs access on the document and PATCH of ``access`` (branch wt-access, which merged wt-patch):
-    skipped, saying so, while the API's own OpenAPI document lacks either. Users are named by their
-    ``sub`` (the local issuer's is derived from tenant and user name)."""
+    """Access at upload and by PATCH, through the page. Users are named by their ``sub`` (the local
+    issuer's is derived from tenant and user name)."""
     schemas = requests.get(f"{stack_process.api_url}/openapi.json", timeout=30).json()["components"]["schemas"]
     for schema in ("UploadRequest", "DocumentPatch"):
-        if "access" not in schemas.get(schema, {}).get("properties", {}):
-            pytest.skip(f"the API's {schema} has no access yet (branches wt-access and wt-patch, merged together)")
+        assert "access" in schemas[schema]["properties"], f"the API's {schema} lacks access"
     hana = subject(stack_process, tenant, "hana")
     document_id = ready_document(page, "hana", tenant, [("topic", "string", "birds")])
     assert page.find("#my-sub").text == hana
