@@ -148,6 +148,21 @@ def down(settings: RuntimeSettings) -> int:
     return 0
 
 
+def reset(settings: RuntimeSettings) -> int:
+    """Set the kept state aside (never deleted: moved next to itself), so the next start is empty."""
+    if _read_pid(settings) is not None:
+        print("the local stack is running: stop it first (make stack-down)")
+        return 1
+    data_dir = settings.data_dir
+    if not data_dir.exists():
+        print(f"no kept state in {data_dir}: the next start is empty")
+        return 0
+    aside = data_dir.with_name(f"{data_dir.name}.old-{time.strftime('%Y%m%dT%H%M%S')}")
+    data_dir.rename(aside)
+    print(f"kept state moved to {aside}; the next start is empty (delete that folder when you no longer need it)")
+    return 0
+
+
 def status(settings: RuntimeSettings, as_json: bool) -> int:
     pid = _read_pid(settings)
     details = _get_json(f"{settings.api_url}/_local/status") if pid is not None else None
@@ -181,6 +196,14 @@ def status(settings: RuntimeSettings, as_json: bool) -> int:
         )
     for fault in details.get("faults", []):
         print(f"  fault    {fault}")
+    kept = details.get("kept_state")
+    if kept:
+        print(
+            f"  state    {kept['directory']}: journal {kept['journal_bytes']} bytes, "
+            f"{kept['checkpoints']} checkpoints (last {kept['last_checkpoint_seconds']} s)"
+        )
+    else:
+        print("  state    in memory only (LOCAL_PERSIST=0)")
     return 0
 
 
@@ -190,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("serve", help="run the local stack in the foreground")
     commands.add_parser("up", help="start the local stack detached and wait until it is ready")
     commands.add_parser("down", help="stop the local stack")
+    commands.add_parser("reset", help="set the kept state aside: the next start is empty")
     status_parser = commands.add_parser("status", help="print what runs")
     status_parser.add_argument("--json", action="store_true", help="machine-readable output")
     arguments = parser.parse_args(argv)
@@ -200,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         return up(settings)
     if arguments.command == "down":
         return down(settings)
+    if arguments.command == "reset":
+        return reset(settings)
     return status(settings, arguments.json)
 
 

@@ -101,8 +101,32 @@ def configure_moto(port: int, *, verbose: bool = False) -> None:
     cache_moto_module_list()
 
 
-def start_moto_server(host: str, port: int) -> ThreadedMotoServer:
+WsgiWrapper = Callable[[Any], Any]
+
+
+class WrappedMotoServer(ThreadedMotoServer):
+    """moto's threaded server with its WSGI app wrapped (the kept state's journal: durable_state.py)."""
+
+    def __init__(self, ip_address: str, port: int, wrap: WsgiWrapper) -> None:
+        super().__init__(ip_address=ip_address, port=port, verbose=False)
+        self._wrap = wrap
+
+    def _server_entry(self) -> None:  # ThreadedMotoServer's, with the app wrapped
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+        from werkzeug.serving import make_server
+
+        app = self._wrap(DomainDispatcherApplication(create_backend_app))
+        self._server = make_server(self._ip_address, self._port, app, True, request_handler=MotoRequestHandler)
+        self._server_ready_event.set()
+        self._server.serve_forever()
+
+
+def start_moto_server(host: str, port: int, wrap: WsgiWrapper | None = None) -> ThreadedMotoServer:
     ensure_port_free(host, port, "LOCAL_MOTO_PORT")
-    server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
+    server = (
+        ThreadedMotoServer(ip_address=host, port=port, verbose=False)
+        if wrap is None
+        else WrappedMotoServer(host, port, wrap)
+    )
     server.start()
     return server

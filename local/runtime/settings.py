@@ -70,6 +70,17 @@ def _float_env(environ: Mapping[str, str], name: str, default: float) -> float:
         raise ValueError(f"{name} must be a number, got {raw!r}") from exc
 
 
+def _flag_env(environ: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name} must be 1 or 0, got {raw!r}")
+
+
 def stack_name_from_cdk_json(repo_root: Path) -> str:
     """The stack name the CDK app synthesizes: cdk.json context ``rag-ingest.stackName``."""
     cdk_json = repo_root / "cdk.json"
@@ -119,6 +130,11 @@ class RuntimeSettings:
     live_keepalive_seconds: float = 15.0
     # Niceness of the bulk lane's worker processes (0: the same priority as the standard lane's).
     bulk_lane_nice: int = DEFAULT_BULK_LANE_NICE
+    # What the stack was given is kept in ``data_dir`` across restarts and kill -9 (LOCAL_PERSIST=0:
+    # in memory only, as before). fsync: durable across a power cut too, not only a process kill.
+    persist: bool = True
+    state_fsync: bool = True
+    checkpoint_seconds: float = 30.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RuntimeSettings:
@@ -165,6 +181,9 @@ class RuntimeSettings:
             oidc_signing_key_file=Path(env["LOCAL_OIDC_SIGNING_KEY"]) if env.get("LOCAL_OIDC_SIGNING_KEY") else None,
             live_keepalive_seconds=max(0.1, _float_env(env, "LOCAL_LIVE_KEEPALIVE_SECONDS", 15.0)),
             bulk_lane_nice=min(19, max(0, _int_env(env, "LOCAL_BULK_LANE_NICE", DEFAULT_BULK_LANE_NICE))),
+            persist=_flag_env(env, "LOCAL_PERSIST", True),
+            state_fsync=_flag_env(env, "LOCAL_STATE_FSYNC", True),
+            checkpoint_seconds=max(1.0, _float_env(env, "LOCAL_CHECKPOINT_SECONDS", 30.0)),
         )
 
     @property
@@ -174,6 +193,11 @@ class RuntimeSettings:
     @property
     def api_url(self) -> str:
         return f"http://{self.host}:{self.api_port}"
+
+    @property
+    def data_dir(self) -> Path:
+        """The kept state: S3 objects, DynamoDB items, SQS messages, the sign-in key, alarm states."""
+        return self.state_dir / "data"
 
     @property
     def log_path(self) -> Path:

@@ -15,13 +15,19 @@ import time
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.hazmat.primitives.serialization import load_pem_private_key
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    load_pem_private_key,
+)
 from moto.server import ThreadedMotoServer
 
 from local.embedding_server.process import EmbeddingServerProcess
 from local.runtime.alarms import HANDLED_TYPES, AlarmEvaluator
 from local.runtime.api_server import ApiServer
 from local.runtime.aws import moto_client
+from local.runtime.durable_state import DurableState, LoadedState, StateRefusedError
 from local.runtime.http_api import HttpApiDefinition
 from local.runtime.identity import OIDC_PATH, LocalIdentityProvider
 from local.runtime.lambda_runner import LambdaRunner
@@ -38,12 +44,28 @@ LOG = logging.getLogger("local.runtime")
 FALLBACK_AUDIENCE = "local-app-client"
 
 
+OIDC_KEY_FILE = "oidc-signing-key.pem"
+
+
 def _signing_key(settings: RuntimeSettings) -> rsa.RSAPrivateKey | None:
-    if settings.oidc_signing_key_file is None:
-        return None  # generated at start
-    key = load_pem_private_key(settings.oidc_signing_key_file.read_bytes(), password=None)
+    """The identity provider's key: the tests' file, else the kept one (a restart signs nobody
+    out), else None (generated at start, gone at stop)."""
+    key_file = settings.oidc_signing_key_file
+    if key_file is None and settings.persist:
+        key_file = settings.data_dir / OIDC_KEY_FILE
+        if not key_file.exists():
+            generated = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            pem = generated.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+            key_file.parent.mkdir(parents=True, exist_ok=True)
+            temporary = key_file.with_suffix(".tmp")
+            temporary.write_bytes(pem)
+            temporary.chmod(0o600)
+            temporary.replace(key_file)
+    if key_file is None:
+        return None
+    key = load_pem_private_key(key_file.read_bytes(), password=None)
     if not isinstance(key, rsa.RSAPrivateKey):
-        raise ValueError(f"{settings.oidc_signing_key_file} is not an RSA private key")
+        raise ValueError(f"{key_file} is not an RSA private key")
     return key
 
 
@@ -61,6 +83,7 @@ class LocalStack:
         self._moto: ThreadedMotoServer | None = None
         self._uninstall_seam: Any = None
         self._outputs: dict[str, Any] = {}
+        self.durable: DurableState | None = None
         self.identity = LocalIdentityProvider(f"{settings.api_url}{OIDC_PATH}", private_key=_signing_key(settings))
         self.live: LiveStatusHub | None = None
         self._page_config: dict[str, Any] | None = None
@@ -97,12 +120,16 @@ class LocalStack:
         else:
             LOG.info("LOCAL_EMBEDDING=%s: each embedding worker loads its own model", settings.embedding_mode)
 
+        loaded = self._load_kept_state()
+
         self.phase = "starting moto"
         configure_moto(settings.moto_port, verbose=bool(os.environ.get("LOCAL_MOTO_VERBOSE")))
         self.runner = LambdaRunner(settings)
         self._uninstall_seam = install_moto_seam(self.runner)
         self.api.runner = self.runner
-        self._moto = start_moto_server(settings.host, settings.moto_port)
+        self._moto = start_moto_server(
+            settings.host, settings.moto_port, wrap=self.durable.wsgi if self.durable is not None else None
+        )
         LOG.info("moto server on %s (Step Functions execute_state_machine on)", settings.moto_endpoint)
 
         self.phase = "provisioning"
@@ -113,6 +140,10 @@ class LocalStack:
         provisioner = Provisioner(template, settings)
         provisioned = provisioner.provision()
         self.provisioned = provisioned
+        if self.durable is not None and loaded is not None:
+            self.phase = "restoring the kept state"
+            LOG.info("kept state: %s", self.durable.restore(loaded).summary())
+            self.durable.start()
         self.alarms = self._start_alarms(template, provisioner, provisioned)
         self._log_provisioned(provisioned)
         self.runner.register(provisioned.functions, api_functions=provisioned.api_function_names)
@@ -127,6 +158,9 @@ class LocalStack:
         self._outputs = self._stack_outputs(provisioned)
         settings.outputs_path.write_text(json.dumps(self._outputs, indent=2, sort_keys=True) + "\n")
         LOG.info("outputs written to %s", settings.outputs_path)
+
+        if loaded is not None and loaded.entities:
+            self._redrive_interrupted_work()
 
         self.phase = "starting pollers"
         for mapping in provisioned.event_source_mappings:
@@ -156,6 +190,11 @@ class LocalStack:
         self.api.stop()
         if self.runner is not None:
             self.runner.shutdown()
+        if self.durable is not None:
+            try:
+                self.durable.stop()  # the last checkpoint, before moto's memory goes
+            except Exception:  # the journal still holds every change: the next start replays it
+                LOG.exception("final checkpoint of the kept state failed")
         if self._moto is not None:
             self._moto.stop()
         if self._uninstall_seam is not None:
@@ -180,7 +219,7 @@ class LocalStack:
             except Exception as exc:
                 self.error = f"{type(exc).__name__}: {exc}"
                 self.phase = "failed"
-                expected = isinstance(exc, TemplateError | ProvisioningError | PortInUseError)
+                expected = isinstance(exc, TemplateError | ProvisioningError | PortInUseError | StateRefusedError)
                 LOG.error("local stack failed to start: %s", self.error, exc_info=not expected)
                 return 1
             stop.wait()
@@ -190,6 +229,54 @@ class LocalStack:
             self._remove_pidfile()
 
     # -- helpers ------------------------------------------------------------------------------
+
+    def _load_kept_state(self) -> LoadedState | None:
+        """The kept state, read and version-checked before anything starts (docs/local-stack.md)."""
+        if not self.settings.persist:
+            LOG.info("LOCAL_PERSIST=0: state lives in memory and is gone at stop")
+            return None
+        self.phase = "loading the kept state"
+        self.durable = DurableState(
+            self.settings.data_dir,
+            account_id=self.settings.account_id,
+            region=self.settings.region,
+            fsync=self.settings.state_fsync,
+            checkpoint_seconds=self.settings.checkpoint_seconds,
+        )
+        loaded = self.durable.load()
+        if loaded.journal_dropped_bytes:
+            LOG.warning(
+                "kept state: a torn last journal record (%d bytes, never acknowledged) was cut",
+                loaded.journal_dropped_bytes,
+            )
+        LOG.info(
+            "kept state in %s: %d entities in the snapshot, %d journal records after it",
+            self.settings.data_dir,
+            loaded.snapshot_entities,
+            loaded.journal_records,
+        )
+        return loaded
+
+    def _redrive_interrupted_work(self) -> None:
+        """Executions do not survive a stop; documents caught mid-workflow are re-driven from their
+        checkpoints now, by the reaper (every QUEUED/PROCESSING record whose execution is gone),
+        before the queues are polled, so nothing else is starting an execution meanwhile."""
+        assert self.runner is not None
+        reaper = self._outputs.get("ReaperFunctionName")
+        if not reaper:
+            LOG.warning("the template has no reaper: interrupted documents wait for a manual replay")
+            return
+        self.phase = "re-driving interrupted documents"
+        result = self.runner.invoke(str(reaper), {"stuck_after_seconds": 0})
+        if result.errored:
+            LOG.error("re-driving interrupted documents failed: %s", result.output)
+            return
+        report = json.loads(result.output)
+        LOG.info(
+            "interrupted documents: %d re-driven from their checkpoints, %d marked failed (replay budget spent)",
+            len(report.get("redriven", [])),
+            len(report.get("marked_failed", [])),
+        )
 
     def _start_alarms(
         self, template: CloudFormationTemplate, provisioner: Provisioner, provisioned: ProvisionedStack
@@ -341,6 +428,7 @@ class LocalStack:
             "faults_injected": self.runner.faults.injected() if self.runner else {},
             "skipped": provisioned.skipped if provisioned else {},
             "alarms": self.alarms.status() if self.alarms else [],
+            "kept_state": self.durable.status() if self.durable is not None else None,
             "embedding_server": (
                 {"url": self.embedding_server.url, "pid": self.embedding_server.pid}
                 if self.embedding_server is not None and self.embedding_server.port is not None

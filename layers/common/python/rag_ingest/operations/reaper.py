@@ -56,7 +56,9 @@ class ReapRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     dry_run: bool = False
-    stuck_after_seconds: int | None = Field(default=None, ge=60)
+    # 0: every QUEUED/PROCESSING record is a suspect, whatever its age; the execution still decides.
+    # For when no execution can be starting (the local stack, at start, before it polls its queues).
+    stuck_after_seconds: int | None = Field(default=None, ge=0)
     max_redrives: int | None = Field(default=None, ge=0)
     max_documents: int | None = Field(default=None, ge=1)
     expire_uploads_after_seconds: int | None = Field(default=None, ge=60)
