@@ -45,6 +45,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from local.runtime.alarm_metrics import AlarmMetric, MetricStore, alarm_metric, parse_emf
@@ -342,10 +343,13 @@ class AlarmEvaluator:
         queues: Mapping[str, str],
         functions: Iterable[str],
         state_machines: Iterable[str] = (),
+        state_file: Path | None = None,
     ) -> None:
         """``queues``: local queue name → URL; ``functions``: local function names;
         ``state_machines``: local state machine ARNs."""
         self.settings = settings
+        # Where alarm states are kept across restarts (None: not kept).
+        self.state_file = state_file
         self.scale = settings.alarm_period_scale
         self._queues = dict(queues)
         self._functions = set(functions)
@@ -450,6 +454,44 @@ class AlarmEvaluator:
         for alarm in self.alarms:
             if alarm.unobservable is not None:
                 LOG.info("alarm %s stays INSUFFICIENT_DATA locally: %s", alarm.logical_id, alarm.unobservable)
+        self._restore_states(cloudwatch)
+
+    # -- states kept across restarts (docs/local-stack.md) -------------------------------------------
+
+    def _restore_states(self, cloudwatch: Any) -> None:
+        """An alarm keeps its state across a restart, as CloudWatch's does; its samples start over."""
+        path = self.state_file
+        if path is None or not path.exists():
+            return
+        try:
+            kept = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            LOG.warning("alarm states in %s not read (%s): every alarm starts INSUFFICIENT_DATA", path, exc)
+            return
+        for alarm in self.alarms:
+            saved = kept.get(alarm.logical_id)
+            if not isinstance(saved, dict) or saved.get("state") not in (ALARM, OK, INSUFFICIENT_DATA):
+                continue
+            alarm.state = str(saved["state"])
+            alarm.state_reason = str(saved.get("reason", ""))
+            alarm.transitions = int(saved.get("transitions", 0))
+            cloudwatch.set_alarm_state(
+                AlarmName=alarm.name, StateValue=alarm.state, StateReason=alarm.state_reason[:1023] or "restored"
+            )
+        LOG.info("alarm states restored from %s", path)
+
+    def _save_states(self) -> None:
+        path = self.state_file
+        if path is None:
+            return
+        states = {
+            alarm.logical_id: {"state": alarm.state, "reason": alarm.state_reason, "transitions": alarm.transitions}
+            for alarm in self.alarms
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(states, indent=1, sort_keys=True))
+        temporary.replace(path)
 
     # -- metrics in --------------------------------------------------------------------------------
 
@@ -541,6 +583,8 @@ class AlarmEvaluator:
             alarm.state, alarm.state_reason = verdict.state, verdict.reason
             alarm.transitions += 1
             changes.append((alarm, old, verdict))
+        if changes:
+            self._save_states()
         return changes
 
     def _apply(self, alarm: LocalAlarm, old_state: str, verdict: Verdict) -> None:

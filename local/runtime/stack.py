@@ -45,6 +45,9 @@ FALLBACK_AUDIENCE = "local-app-client"
 
 
 OIDC_KEY_FILE = "oidc-signing-key.pem"
+ALARM_STATES_FILE = "alarm-states.json"
+# Document statuses a workflow execution was moving when the stack stopped (the reaper's STUCK_STATUSES).
+IN_FLIGHT_STATUSES = ("QUEUED", "PROCESSING")
 
 
 def _signing_key(settings: RuntimeSettings) -> rsa.RSAPrivateKey | None:
@@ -159,7 +162,7 @@ class LocalStack:
         settings.outputs_path.write_text(json.dumps(self._outputs, indent=2, sort_keys=True) + "\n")
         LOG.info("outputs written to %s", settings.outputs_path)
 
-        if loaded is not None and loaded.entities:
+        if loaded is not None and self._interrupted_documents(loaded):
             self._redrive_interrupted_work()
 
         self.phase = "starting pollers"
@@ -257,6 +260,18 @@ class LocalStack:
         )
         return loaded
 
+    def _interrupted_documents(self, loaded: LoadedState) -> int:
+        """How many kept document records a workflow was moving when the stack stopped."""
+        table = self._outputs.get("DocumentsTableName")
+        return sum(
+            1
+            for key, attributes in loaded.entities.items()
+            if key[0] == "dynamodb"
+            and key[1] == table
+            and isinstance(attributes, dict)
+            and attributes.get("status", {}).get("S") in IN_FLIGHT_STATUSES
+        )
+
     def _redrive_interrupted_work(self) -> None:
         """Executions do not survive a stop; documents caught mid-workflow are re-driven from their
         checkpoints now, by the reaper (every QUEUED/PROCESSING record whose execution is gone),
@@ -294,6 +309,7 @@ class LocalStack:
             queues=queues,
             functions=[function.name for function in provisioned.functions],
             state_machines=provisioned.state_machines.values(),
+            state_file=self.settings.data_dir / ALARM_STATES_FILE if self.settings.persist else None,
         )
         evaluator.provision()
         # Alarms, topics and subscriptions are the evaluator's now, not skipped resources.

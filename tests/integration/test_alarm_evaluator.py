@@ -62,7 +62,9 @@ def template() -> CloudFormationTemplate:
     )
 
 
-def test_a_timed_out_execution_fires_the_alarm_to_the_topic_and_it_clears(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_timed_out_execution_fires_the_alarm_to_the_topic_and_it_clears(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     # Run executions for real (as the local stack configures moto), in this process's moto only.
     monkeypatch.setitem(default_user_config["stepfunctions"], "execute_state_machine", True)
     with moto_server() as endpoint:
@@ -88,7 +90,10 @@ def test_a_timed_out_execution_fires_the_alarm_to_the_topic_and_it_clears(monkey
         resolver = IntrinsicResolver(template(), region="us-east-1", account_id=ACCOUNT, stack_name="Local")
         resolver.set_resource("AlarmTopic", TOPIC_ARN)
         resolver.set_resource("Machine", machine)
-        evaluator = AlarmEvaluator(template(), resolver, settings, queues={}, functions=[], state_machines=[machine])
+        kept_states = tmp_path / "alarm-states.json"
+        evaluator = AlarmEvaluator(
+            template(), resolver, settings, queues={}, functions=[], state_machines=[machine], state_file=kept_states
+        )
         [alarm] = evaluator.alarms
         assert alarm.unobservable is None
         evaluator.provision()
@@ -117,6 +122,20 @@ def test_a_timed_out_execution_fires_the_alarm_to_the_topic_and_it_clears(monkey
             assert fired["AlarmName"] == alarm.name == "Local-TimedOutAlarm-" + alarm.name.rsplit("-", 1)[-1]
             assert fired["Trigger"]["MetricName"] == "ExecutionsTimedOut"
             assert fired["Trigger"]["Dimensions"] == [{"value": machine, "name": "StateMachineArn"}]
+            # A restarted stack's evaluator starts from the kept state, in moto's CloudWatch too.
+            restarted = AlarmEvaluator(
+                template(),
+                resolver,
+                settings,
+                queues={},
+                functions=[],
+                state_machines=[machine],
+                state_file=kept_states,
+            )
+            restarted.provision()
+            [kept] = restarted.alarms
+            assert (kept.state, kept.state_reason) == ("ALARM", fired["NewStateReason"])
+            assert state() == "ALARM"
             cleared = wait_for(lambda: notification("OK", "ALARM"), "the OK notification once the timeout ages out")
             assert cleared["NewStateReason"].startswith("Threshold Crossed: no datapoints were received")
             assert state() == "OK"
