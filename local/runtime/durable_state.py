@@ -50,7 +50,7 @@ SNAPSHOT_FILE = "snapshot.pickle"
 JOURNAL_FILE = "journal.log"
 BLOBS_DIR = "blobs"
 # A checkpoint also runs whenever the journal passes this size, so a restart never replays much.
-CHECKPOINT_JOURNAL_BYTES = 8 * 1024 * 1024
+CHECKPOINT_JOURNAL_BYTES = 32 * 1024 * 1024
 
 # ("s3", bucket, key) | ("dynamodb", table, hash key JSON, range key JSON or "") | ("sqs", queue name, message id)
 EntityKey = tuple[str, ...]
@@ -469,7 +469,7 @@ class DurableState:
         account_id: str,
         region: str,
         fsync: bool = True,
-        checkpoint_seconds: float = 30.0,
+        checkpoint_seconds: float = 300.0,
     ) -> None:
         self.directory = directory
         self.fsync = fsync

@@ -134,7 +134,7 @@ class RuntimeSettings:
     # in memory only, as before). fsync: durable across a power cut too, not only a process kill.
     persist: bool = True
     state_fsync: bool = True
-    checkpoint_seconds: float = 30.0
+    checkpoint_seconds: float = 300.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RuntimeSettings:
@@ -183,7 +183,7 @@ class RuntimeSettings:
             bulk_lane_nice=min(19, max(0, _int_env(env, "LOCAL_BULK_LANE_NICE", DEFAULT_BULK_LANE_NICE))),
             persist=_flag_env(env, "LOCAL_PERSIST", True),
             state_fsync=_flag_env(env, "LOCAL_STATE_FSYNC", True),
-            checkpoint_seconds=max(1.0, _float_env(env, "LOCAL_CHECKPOINT_SECONDS", 30.0)),
+            checkpoint_seconds=max(1.0, _float_env(env, "LOCAL_CHECKPOINT_SECONDS", 300.0)),
         )
 
     @property
