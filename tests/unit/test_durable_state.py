@@ -85,6 +85,23 @@ def _state(directory: Path) -> DurableState:
     return DurableState(directory, account_id=ACCOUNT, region=REGION, checkpoint_seconds=3600)
 
 
+def _journaling(state_dir: Path) -> tuple[DurableState, dict[str, Any], dict[str, str]]:
+    """Inside mock_aws: the containers provisioned, the state journaling, clients whose calls are requests."""
+    urls = _provision(_clients())
+    state = _state(state_dir)
+    state.start()
+    return state, _clients(state), urls
+
+
+def _restored(state_dir: Path) -> tuple[DurableState, dict[str, Any], dict[str, str]]:
+    """Inside mock_aws: a new start's containers, then the kept state put back into them."""
+    clients = _clients()
+    urls = _provision(clients)
+    state = _state(state_dir)
+    state.restore(state.load())
+    return state, clients, urls
+
+
 def _crash(state: DurableState) -> None:
     """What a kill -9 leaves: no final checkpoint, the hooks gone with the process."""
     state._stop.set()
@@ -154,10 +171,7 @@ def _assert_restored(clients: dict[str, Any], urls: dict[str, str], written: dic
 @pytest.mark.parametrize("stop", ["clean", "kill"])
 def test_what_was_written_comes_back_after_a_stop(state_dir: Path, stop: str) -> None:
     with mock_aws():
-        urls = _provision(_clients())
-        state = _state(state_dir)
-        state.start()
-        clients = _clients(state)
+        state, clients, urls = _journaling(state_dir)
         written = _write_everything(clients, urls)
         if stop == "clean":
             state.stop()
@@ -169,36 +183,27 @@ def test_what_was_written_comes_back_after_a_stop(state_dir: Path, stop: str) ->
         clients = _clients()
         urls = _provision(clients)
         restarted = _state(state_dir)
-        report = restarted.restore(restarted.load())
+        report = restarted.restore(restarted.load())  # the report of what _restored() does
         assert (report.objects, report.items, report.messages) == (2, 2, 2)
         _assert_restored(clients, urls, written)
 
 
 def test_a_restart_after_a_restart_keeps_everything_and_drops_unreferenced_bodies(state_dir: Path) -> None:
     with mock_aws():
-        urls = _provision(_clients())
-        state = _state(state_dir)
-        state.start()
-        clients = _clients(state)
+        state, clients, urls = _journaling(state_dir)
         written = _write_everything(clients, urls)
         clients["s3"].put_object(Bucket=BUCKET, Key="t/scratch", Body=b"scratch")
         clients["s3"].delete_object(Bucket=BUCKET, Key="t/scratch", VersionId=_latest(clients, "t/scratch"))
         _crash(state)
     for _ in range(2):
         with mock_aws():
-            clients = _clients()
-            urls = _provision(clients)
-            state = _state(state_dir)
-            state.restore(state.load())
+            state, _, _ = _restored(state_dir)
             state.start()
             state.stop()
     bodies = {path.read_bytes() for path in (state_dir / "blobs").glob("*/*")}
     assert bodies == {b"%PDF-1 first", b"%PDF-1 second", b"%PDF-1 gone"}
     with mock_aws():
-        clients = _clients()
-        urls = _provision(clients)
-        state = _state(state_dir)
-        state.restore(state.load())
+        _, clients, urls = _restored(state_dir)
         _assert_restored(clients, urls, written)
 
 
@@ -208,10 +213,7 @@ def _latest(clients: dict[str, Any], key: str) -> str:
 
 def test_a_torn_last_record_is_cut_and_the_rest_loads(state_dir: Path) -> None:
     with mock_aws():
-        _provision(_clients())
-        state = _state(state_dir)
-        state.start()
-        clients = _clients(state)
+        state, clients, _ = _journaling(state_dir)
         clients["dynamodb"].put_item(TableName=TABLE, Item={"pk": {"S": "a"}, "sk": {"S": "1"}})
         clients["dynamodb"].put_item(TableName=TABLE, Item={"pk": {"S": "b"}, "sk": {"S": "1"}})
         _crash(state)
@@ -252,10 +254,7 @@ def test_a_file_that_is_not_a_journal_is_refused(state_dir: Path) -> None:
 
 def test_data_for_a_table_the_template_dropped_is_refused_before_anything_loads(state_dir: Path) -> None:
     with mock_aws():
-        urls = _provision(_clients())
-        state = _state(state_dir)
-        state.start()
-        clients = _clients(state)
+        state, clients, urls = _journaling(state_dir)
         _write_everything(clients, urls)
         state.stop()
     with mock_aws():
