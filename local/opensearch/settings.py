@@ -147,7 +147,9 @@ class Layout:
 
 
 def layout() -> Layout:
-    return Layout(base=REPO_ROOT / ".local" / "opensearch")
+    # Resolved: a git worktree whose .local/opensearch links to the main checkout's install finds the
+    # server by the same path.home its command line carries.
+    return Layout(base=(REPO_ROOT / ".local" / "opensearch").resolve())
 
 
 def external_url() -> str | None:

@@ -1,9 +1,13 @@
-"""Run ``python -m local.runtime serve`` as a child process, for tests (free ports, own state dir)."""
+"""Run ``python -m local.runtime serve`` as a child process, for tests (free ports, own state dir);
+``kill()`` and ``restart()`` for the chaos runs (``kill -9`` of the whole stack, started again on the
+same ports with the same state dir)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -32,6 +36,37 @@ def template_with_environment(source: Path, variables: Mapping[str, str]) -> dic
             environment = resource.get("Properties", {}).get("Environment", {}).get("Variables", {})
             environment.update({name: value for name, value in variables.items() if name in environment})
     return dict(template)
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter of ``/proc/<pid>/stat`` (R running, S sleeping, Z zombie, ...); None when gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def child_processes(parent: int) -> dict[int, str]:
+    """The live child processes of ``parent``: pid -> command line (spaces between arguments)."""
+    children: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            # The command name in parentheses may hold spaces: the fields after it are split.
+            state, ppid = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        if int(ppid) == parent and state != "Z":
+            children[int(entry.name)] = command
+    return children
+
+
+def names(logical_id: str, construct_id: str) -> bool:
+    """Whether ``logical_id`` (``WorkflowEmbedFunctionA7323F44``) is the function ``construct_id``
+    (``EmbedFunction``): the construct path, then CDK's 8-character hash."""
+    return re.fullmatch(rf"[A-Za-z]*?{re.escape(construct_id)}[0-9A-F]{{8}}", logical_id) is not None
 
 
 def free_port() -> int:
@@ -104,6 +139,58 @@ class LocalStackProcess:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(5)
+
+    @property
+    def pid(self) -> int | None:
+        """The serve process's pid (its process group's id too) while it runs."""
+        return self.process.pid if self.process is not None and self.process.poll() is None else None
+
+    def worker_pids(self, construct_id: str) -> list[int]:
+        """The Lambda worker processes (execution environments) of the function ``construct_id``
+        (e.g. ``EmbedFunction``) running now: children of the serve process, named by the module
+        their handler is imported as (``rag_fn_<logical id>_...``)."""
+        pid = self.pid
+        if pid is None:
+            return []
+        logical_ids = [
+            logical_id for logical_id in self.outputs.get("Functions", {}) if names(logical_id, construct_id)
+        ]
+        modules = tuple(f"rag_fn_{logical_id}_" for logical_id in logical_ids)
+        return sorted(
+            child
+            for child, command in child_processes(pid).items()
+            if "lambda_worker.py" in command and any(module in command for module in modules)
+        )
+
+    def busy_worker_pids(self, construct_id: str) -> list[int]:
+        """The worker processes of ``construct_id`` running an invocation now: all of them when the
+        runner counts none idle, else those on a CPU (state R; an idle worker waits on its socket)."""
+        pids = self.worker_pids(construct_id)
+        status = self.control("GET", "/_local/status") or {}
+        workers: dict[str, int] = next(
+            (f["workers"] for f in status.get("functions", []) if names(f["logical_id"], construct_id)), {}
+        )
+        if pids and workers.get("idle", 1) == 0 and workers.get("busy", 0) >= len(pids):
+            return pids
+        return [pid for pid in pids if process_state(pid) == "R"]
+
+    def kill(self) -> None:
+        """``kill -9`` of the stack: SIGKILL to the serve process's group (moto, the API adapter, the
+        pollers, the Lambda workers and the embedding server), so no shutdown code runs. The state
+        dir and the ports are kept for :meth:`restart`."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
+
+    def restart(self, timeout: float = 120.0) -> dict[str, Any]:
+        """Start the stack again on the same ports with the same state dir (after :meth:`kill` or
+        :meth:`stop`); returns its outputs."""
+        if self.pid is not None:
+            raise RuntimeError(f"the local stack (pid {self.pid}) is still running")
+        return self.start(timeout)
 
     def control(self, method: str, path: str, payload: Any = None) -> dict[str, Any] | None:
         """Call a control endpoint (``/_local/...``); None when the server does not answer."""

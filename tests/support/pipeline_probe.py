@@ -3,7 +3,10 @@ the executions, the index, the artifacts and the queues. Every wait polls with a
 
 from __future__ import annotations
 
+import hashlib
 import json
+import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
@@ -17,6 +20,7 @@ from urllib.parse import quote_plus
 
 import boto3
 import requests
+from opensearchpy import helpers
 from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.vector_store import connect
 from rag_ingest.core.ids import version_hash
@@ -96,6 +100,19 @@ def s3_notification_body(bucket: str, key: str, version: str, size: int, etag: s
         },
     }
     return json.dumps({"Records": [record]})
+
+
+def reconcile_through_cli(outputs_path: Path, tenant_id: str) -> dict[str, Any]:
+    """``rag-ingest --outputs <outputs.json> --tenant T reconcile --json --grace 0``, as an operator runs
+    it against a local stack: the Reconciler function's report (findings: the drift). ``--grace 0``:
+    the test's objects are all uploaded, so an object without a record is drift at once."""
+    command = [sys.executable, "-m", "rag_ingest.cli", "--outputs", str(outputs_path), "--tenant", tenant_id]
+    result = subprocess.run(
+        [*command, "reconcile", "--json", "--grace", "0"], capture_output=True, text=True, timeout=300, check=False
+    )
+    if result.returncode not in (0, 1):  # 1: findings left; anything else: it did not run
+        raise RuntimeError(f"rag-ingest reconcile exited with {result.returncode}: {result.stderr[-2000:]}")
+    return dict(json.loads(result.stdout))
 
 
 def intake_poller_stats(stack: LocalStackProcess) -> dict[str, int]:
@@ -275,6 +292,27 @@ class PipelineProbe:
         return {
             bucket["key"]: Counter({v["key"]: int(v["doc_count"]) for v in bucket["versions"]["buckets"]})
             for bucket in response["aggregations"]["documents"]["buckets"]
+        }
+
+    def duplicate_passages(self, tenant_id: str) -> dict[str, int]:
+        """Passages of a tenant in the index more than once: two chunk documents for one (document,
+        version, chunk index), or the same text twice in one document version (extra copies counted)."""
+        self.opensearch.indices.refresh(index=self.index_name)
+        positions: Counter[tuple[str, str, int]] = Counter()
+        texts: Counter[tuple[str, str, str]] = Counter()
+        for hit in helpers.scan(
+            self.opensearch,
+            index=self.index_name,
+            query={"query": {"term": {"tenant_id": tenant_id}}},
+            _source=["document_id", "version", "chunk_index", "text"],
+        ):
+            source = hit["_source"]
+            document, version = str(source["document_id"]), str(source["version"])
+            positions[(document, version, int(source["chunk_index"]))] += 1
+            texts[(document, version, hashlib.sha256(str(source["text"]).encode()).hexdigest())] += 1
+        return {
+            "same_chunk_index": sum(count - 1 for count in positions.values()),
+            "same_text": sum(count - 1 for count in texts.values()),
         }
 
     # -- artifacts ----------------------------------------------------------------------------
