@@ -19,6 +19,7 @@ help:
 	@echo "make bench-isolation - fifty 5-page PDFs alone, then right behind a 2,000-page one: p50/p95 latency, the ratio"
 	@echo "make eval   - retrieval quality (recall@1/5, MRR) of k-NN, BM25 and hybrid vs a naive baseline"
 	@echo "make burst  - 200 uploads with 10 % injected faults: READY, lost, duplicates, DLQ"
+	@echo "make chaos  - kill -9 of OpenSearch, the embedding server, a worker, moto, the stack during a burst"
 	@echo "make cost   - AWS cost per 1,000 pages from a measured local-stack run and cdk.json (docs/cost.md)"
 	@echo "make preflight - what the AWS account lacks for a deploy (credentials, bootstrap, Bedrock, quotas, ...)"
 	@echo "make deploy - preflight, then cdk deploy (needs AWS credentials; REGION=... picks the region)"
@@ -155,6 +156,14 @@ $(PEERS_VENV_STAMP): bench/requirements-peers.txt pyproject.toml
 burst: synth opensearch
 	mkdir -p bench/results
 	RELIABILITY_BURST=200 RELIABILITY_REPORT=bench/results/burst-200.json .venv/bin/pytest tests/reliability/test_burst.py -s
+
+# One kill -9 at a time during a burst of uploads (OpenSearch mid-Index, the embedding server mid-batch, a
+# stage worker, moto, the whole stack), each on a fresh local stack: outcomes, reconciler drift, duplicated
+# passages, time to recover (docs/chaos.md). CHAOS_ARGS="--faults worker,embedding --documents 10": a quick run.
+.PHONY: chaos
+chaos: synth opensearch
+	mkdir -p bench/results
+	$(PY) -m bench.chaos --report bench/results/chaos.json $(CHAOS_ARGS)
 
 # The pinned CDK CLI (package.json), installed again only when the lock file changes.
 .PHONY: node-modules node-version

@@ -6,8 +6,8 @@ index, dropped at the end) with the template's own Step Functions retry interval
 
 - ``opensearch``: SIGKILL of the OpenSearch server while a document is in Index; started again with
   ``python -m local.opensearch start``, as an operator would;
-- ``embedding``: SIGKILL of the embedding server while it has a request in flight (or a document is
-  in Embed); the stack's supervisor starts it again on the same port;
+- ``embedding``: SIGKILL of the embedding server while it has a request in flight; the stack's
+  supervisor starts it again on the same port;
 - ``worker``: SIGKILL of one Lambda worker process of a stage that has a document in it; the
   function's pool starts a new worker for the next invocation;
 - ``moto``: moto runs inside the serve process, so SIGKILL of the serve process's group (moto, the
@@ -247,14 +247,21 @@ def start_opensearch(_: Run) -> None:
     subprocess.run([sys.executable, "-m", "local.opensearch", "start"], cwd=REPO_ROOT, check=True, timeout=600)
 
 
-def embedding_in_flight(run: Run) -> bool:
+def embedding_requests_in_flight(run: Run) -> int:
+    """Requests the embedding server is answering now (its /_local/stats); 0 when it does not answer."""
     endpoint = str(run.process.outputs["EmbeddingEndpoint"]).rstrip("/")
     try:
         with urllib.request.urlopen(f"{endpoint}/_local/stats", timeout=2) as response:
-            busy = int(json.load(response).get("in_flight", 0)) > 0
+            return int(json.load(response).get("in_flight", 0))
     except OSError:
-        busy = False
-    return busy or run.in_stage("EMBED")
+        return 0
+
+
+def embedding_mid_batch(run: Run) -> bool:
+    """The moment: the embedding server has a request in flight (an Embed batch or a query)."""
+    in_flight = embedding_requests_in_flight(run)
+    run.target = f"embedding server ({in_flight} requests in flight)"
+    return in_flight > 0
 
 
 def embedding_pid(run: Run) -> int | None:
@@ -267,7 +274,7 @@ def kill_embedding_server(run: Run) -> None:
     run.target_pid = embedding_pid(run)
     if run.target_pid is None:
         raise RuntimeError("the stack reports no embedding server")
-    run.target = f"embedding server pid {run.target_pid}"
+    run.target = run.target.replace("server", f"server pid {run.target_pid}", 1)
     sigkill(run.target_pid)
 
 
@@ -345,8 +352,8 @@ FAULT_PLANS = {
         ),
         Fault(
             "embedding",
-            "the embedding server has a request in flight, or a document is in Embed",
-            embedding_in_flight,
+            "the embedding server has a request in flight",
+            embedding_mid_batch,
             kill_embedding_server,
             embedding_server_replaced,
         ),
@@ -514,6 +521,17 @@ def table(results: Sequence[FaultResult]) -> str:
     return "\n".join(lines)
 
 
+def write_report(path: Path, args: argparse.Namespace, results: Sequence[FaultResult]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    document = {
+        "documents_per_fault": args.documents,
+        "retry_scale": args.retry_scale,
+        "cpus": os.cpu_count(),
+        "results": [{**asdict(r), "passed": r.passed} for r in results],
+    }
+    path.write_text(json.dumps(document, indent=2) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--documents", type=int, default=30, help="uploads per fault (one in six a bad input)")
@@ -528,21 +546,14 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(faults) - set(FAULTS))
     if unknown:
         parser.error(f"unknown faults {unknown}; known: {', '.join(FAULTS)}")
-    results = []
+    results: list[FaultResult] = []
     with tempfile.TemporaryDirectory(prefix="rag-chaos-") as work:
         for name in faults:
             results.append(run_fault(name, args.documents, args.settle_timeout, Path(work), args.retry_scale))
             print(table(results[-1:]).splitlines()[-1], flush=True)
+            write_report(args.report, args, results)  # after each fault: a run cut short keeps what it measured
     print()
     print(table(results))
-    args.report.parent.mkdir(parents=True, exist_ok=True)
-    document = {
-        "documents_per_fault": args.documents,
-        "retry_scale": args.retry_scale,
-        "cpus": os.cpu_count(),
-        "results": [{**asdict(r), "passed": r.passed} for r in results],
-    }
-    args.report.write_text(json.dumps(document, indent=2) + "\n")
     print(f"written: {args.report}")
     return 0 if all(r.passed for r in results) else 1
 
