@@ -60,6 +60,7 @@ from tests.support.pipeline_probe import (
     PipelineProbe,
     new_tenant,
     reconcile_through_cli,
+    wait_until,
 )
 
 RESULTS = REPO_ROOT / "bench" / "results"
@@ -290,7 +291,7 @@ def embedding_server_replaced(run: Run) -> None:
             return False
         return embedding_pid(run) not in (None, run.target_pid)
 
-    wait_for("the embedding server to answer again", answers, timeout=180)
+    wait_until(answers, timeout=180, what="the embedding server answering again", interval=POLL_SECONDS)
 
 
 def busy_stage_worker(run: Run, stages: Sequence[str] = KILLABLE_STAGES) -> bool:
@@ -315,10 +316,11 @@ def kill_stage_worker(run: Run) -> None:
 def stage_worker_replaced(run: Run) -> None:
     """Until the function has a worker it did not have at the kill (its pool starts one for the next
     invocation, the retried one included)."""
-    wait_for(
-        f"a new {run.target_function} worker",
+    wait_until(
         lambda: bool(set(run.process.worker_pids(run.target_function)) - run.workers_before),
         timeout=180,
+        what=f"a new {run.target_function} worker",
+        interval=POLL_SECONDS,
     )
 
 
@@ -465,21 +467,21 @@ def run_fault(name: str, documents: int, settle_timeout: float, work: Path, retr
         except Exception as exc:  # reported in the table: the next fault still runs
             error = f"recovery failed: {type(exc).__name__}: {exc}"[:500]
             print(f"  {error}", flush=True)
-        records = settle(run.probe, [u.document_id for u in run.uploads], settle_timeout) if error is None else {}
+        # Settled or not, the documents are counted: a stack that did not recover loses them.
+        records = settle(run.probe, [u.document_id for u in run.uploads], settle_timeout)
         outcomes = classify(run.uploads, records)
         settled = None
         if records and not outcomes.lost:
             last = max(datetime.fromisoformat(r.updated_at).timestamp() for r in records.values())
             settled = round(max(0.0, last - killed_at), 1)
         drift, by_kind, duplicates = None, {}, {}
-        if error is None:
-            try:
-                report = reconcile_through_cli(process.state_dir / "outputs.json", run.tenant)
-                drift = len(report["findings"])
-                by_kind = dict(Counter(str(f["kind"]) for f in report["findings"]))
-                duplicates = run.probe.duplicate_passages(run.tenant)
-            except Exception as exc:
-                error = f"checks failed: {type(exc).__name__}: {exc}"[:500]
+        try:
+            report = reconcile_through_cli(process.state_dir / "outputs.json", run.tenant)
+            drift = len(report["findings"])
+            by_kind = dict(Counter(str(f["kind"]) for f in report["findings"]))
+            duplicates = run.probe.duplicate_passages(run.tenant)
+        except Exception as exc:  # a stack or OpenSearch that did not come back: reported, not raised
+            error = "; ".join(filter(None, (error, f"checks failed: {type(exc).__name__}: {exc}"[:500])))
         return FaultResult(
             fault=name,
             moment=fault.moment,
