@@ -50,7 +50,7 @@ from rag_ingest.core.errors import SYSTEM_ERROR_CODES
 from rag_ingest.core.models import DocumentRecord, DocumentStatus
 
 from eval.stack import eval_template
-from local.runtime.harness import LocalStackProcess
+from local.runtime.harness import LocalStackProcess, process_state
 from local.runtime.settings import DEFAULT_OPENSEARCH_URL, REPO_ROOT, stack_name_from_cdk_json
 from tests.support.pipeline_probe import (
     INVALID_SAMPLES,
@@ -227,11 +227,7 @@ def sigkill(pid: int) -> None:
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return
-        if state == "Z":
+        if process_state(pid) in (None, "Z"):
             return
         time.sleep(0.05)
     raise RuntimeError(f"pid {pid} still alive 30 s after SIGKILL")

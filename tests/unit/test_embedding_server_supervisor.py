@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from local.embedding_server.process import EmbeddingServerProcess
+from local.runtime.harness import process_state
 from tests.support.pipeline_probe import wait_until
 
 pytestmark = pytest.mark.unit
@@ -42,14 +43,6 @@ def replaced(url: str, killed: int) -> int | None:
     return pid if pid != killed else None
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 @pytest.fixture
 def server() -> Iterator[EmbeddingServerProcess]:
     process = EmbeddingServerProcess(command=STAND_IN)
@@ -70,7 +63,7 @@ def test_a_killed_server_is_started_again_on_the_same_port(server: EmbeddingServ
     assert server.url == url
     assert server.pid == second
     assert server.restarts == 1
-    assert not alive(first)  # reaped by the supervisor, not left a zombie
+    assert process_state(first) is None  # reaped by the supervisor, not left a zombie
 
 
 def test_it_is_started_again_after_every_kill(server: EmbeddingServerProcess) -> None:
