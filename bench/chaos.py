@@ -305,7 +305,8 @@ def busy_stage_worker(run: Run, stages: Sequence[str] = KILLABLE_STAGES) -> bool
 
 
 def kill_stage_worker(run: Run) -> None:
-    assert run.target_pid is not None
+    if run.target_pid is None:
+        raise RuntimeError("no busy stage worker was found")
     sigkill(run.target_pid)
 
 
@@ -452,16 +453,21 @@ def run_fault(name: str, documents: int, settle_timeout: float, work: Path, retr
         print(f"  uploaded {len(run.uploads)} documents (tenant {run.tenant}); waiting for: {fault.moment}", flush=True)
         moment_seen = wait_for(fault.moment, lambda: fault.is_moment(run), timeout=300)
         killed_at, log_offset = time.time(), process.log_path.stat().st_size
-        fault.kill(run)
-        print(f"  killed {run.target}", flush=True)
         error: str | None = None
         serving: float | None = None
         try:
-            fault.recover(run)
-            serving = round(time.time() - killed_at, 1)
-            print(f"  serving again after {serving} s", flush=True)
+            fault.kill(run)
+            print(f"  killed {run.target}", flush=True)
+        except Exception as exc:  # e.g. the moment never came: no busy worker to kill
+            error = f"kill failed: {type(exc).__name__}: {exc}"[:500]
+        try:
+            if error is None:
+                fault.recover(run)
+                serving = round(time.time() - killed_at, 1)
+                print(f"  serving again after {serving} s", flush=True)
         except Exception as exc:  # reported in the table: the next fault still runs
             error = f"recovery failed: {type(exc).__name__}: {exc}"[:500]
+        if error:
             print(f"  {error}", flush=True)
         # Settled or not, the documents are counted: a stack that did not recover loses them.
         records = settle(run.probe, [u.document_id for u in run.uploads], settle_timeout)
