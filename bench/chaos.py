@@ -76,8 +76,9 @@ BAD_EVERY = 6  # one upload in six is a bad input
 UPLOADERS = 8
 POLL_SECONDS = 0.2
 # A burst with no status change for this long is stuck: the rest is counted as lost. Longer than the
-# longest retry wait of the template (64 s: interval 2 s, backoff 2, 6 attempts).
-STALL_SECONDS = 150.0
+# longest retry wait of the template (64 s: interval 2 s, backoff 2, 6 attempts) and than the ingest
+# queue's visibility timeout (180 s): a message received before a kill comes back only after it.
+STALL_SECONDS = 240.0
 # The worker processes the "worker" fault may kill, in the order it looks for a busy one.
 KILLABLE_STAGES = ("EMBED", "PARSE", "CHUNK", "INDEX")
 
