@@ -3,14 +3,10 @@ cleanly or with ``kill -9`` of its whole process group, and started again on the
 
 from __future__ import annotations
 
-import json
 import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import boto3
 import pytest
 import requests
 from rag_ingest.core.models import DocumentStatus
@@ -18,7 +14,7 @@ from rag_ingest.core.models import DocumentStatus
 from local.runtime.durable_state import FORMAT_VERSION
 from local.runtime.harness import LocalStackProcess
 from local.runtime.journal import read_journal
-from tests.support.pipeline_probe import SAMPLES, PipelineProbe, new_tenant, wait_until
+from tests.support.pipeline_probe import SAMPLES, PipelineProbe, new_tenant, reconcile_through_cli, wait_until
 
 pytestmark = pytest.mark.reliability
 
@@ -33,32 +29,6 @@ def stack(tmp_path: Path) -> Iterator[LocalStackProcess]:
         yield process
     finally:
         process.stop()
-
-
-def _kill_9(stack: LocalStackProcess) -> None:
-    """SIGKILL to serve and every process it started (workers, the embedding server), at once."""
-    assert stack.process is not None
-    os.killpg(stack.process.pid, signal.SIGKILL)
-    stack.process.wait(10)
-    stack.process = None
-
-
-def _reconcile(probe: PipelineProbe, tenant: str) -> dict[str, Any]:
-    """The reconciler's report for ``tenant``, invoked as its schedule would (no repair)."""
-    lambda_client = boto3.client(
-        "lambda",
-        endpoint_url=probe.outputs["MotoEndpoint"],
-        region_name=probe.outputs.get("Region", "us-east-1"),
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
-    response = lambda_client.invoke(
-        FunctionName=probe.outputs["ReconcilerFunctionName"],
-        Payload=json.dumps({"repair": False, "tenant_id": tenant, "object_grace_seconds": 0}).encode(),
-    )
-    report: dict[str, Any] = json.loads(response["Payload"].read())
-    assert "FunctionError" not in response, report
-    return report
 
 
 def _object_versions(probe: PipelineProbe, tenant: str) -> dict[str, list[str]]:
@@ -108,8 +78,8 @@ def test_kill_9_keeps_what_was_acknowledged_and_resumes_the_rest_and_a_clean_sto
     accepted = probe.upload(client, SAMPLES / "lighthouses.pdf")
     versions_before = _object_versions(probe, tenant)
 
-    _kill_9(stack)
-    stack.start(timeout=300)
+    stack.kill()  # kill -9 of serve, its workers and the embedding server, at once
+    stack.restart(timeout=300)
     probe = PipelineProbe(stack.outputs, OPENSEARCH_URL)
 
     # Everything acknowledged is there: the object versions, the READY record, the sign-in.
@@ -129,7 +99,7 @@ def test_kill_9_keeps_what_was_acknowledged_and_resumes_the_rest_and_a_clean_sto
     assert records[in_flight.document_id].replays >= 1  # re-driven from its checkpoints, not re-uploaded
     for document_id in (ready.document_id, in_flight.document_id, accepted.document_id):
         _assert_indexed_once(probe, document_id)
-    report = _reconcile(probe, tenant)
+    report = reconcile_through_cli(stack.state_dir / "outputs.json", tenant)
     assert report["findings"] == [], report["findings"]
     assert report["records"] == 3
 
@@ -138,7 +108,7 @@ def test_kill_9_keeps_what_was_acknowledged_and_resumes_the_rest_and_a_clean_sto
     settled = probe.records([ready.document_id, in_flight.document_id, accepted.document_id])
     stack.stop()
     assert len(read_journal(stack.state_dir / "data" / "journal.log").records) == 1  # its header only
-    stack.start(timeout=300)
+    stack.restart(timeout=300)
     probe = PipelineProbe(stack.outputs, OPENSEARCH_URL)
     assert probe.records(settled) == settled
     assert _object_versions(probe, tenant) == {**versions_before, accepted.key: versions_before[accepted.key]}
