@@ -282,7 +282,7 @@ class LocalStack:
             LOG.warning("the template has no reaper: interrupted documents wait for a manual replay")
             return
         self.phase = "re-driving interrupted documents"
-        result = self.runner.invoke(str(reaper), {"stuck_after_seconds": 0})
+        result = self.runner.invoke(str(reaper), {"executions_lost": True})
         if result.errored:
             LOG.error("re-driving interrupted documents failed: %s", result.output)
             return

@@ -183,7 +183,7 @@ def test_fresh_records_and_the_per_run_limit() -> None:
     assert report.examined == 1 and len(report.redriven) == 1
 
 
-def test_stuck_after_zero_makes_every_in_flight_record_a_suspect_and_the_execution_still_decides() -> None:
+def test_executions_lost_makes_every_in_flight_record_a_suspect_and_the_execution_still_decides() -> None:
     """The local stack's start after a stop: no execution survived, none is starting yet."""
     just_now = iso_at(1)
     documents = FakeDocuments(
@@ -192,12 +192,13 @@ def test_stuck_after_zero_makes_every_in_flight_record_a_suspect_and_the_executi
     )  # fmt: skip
     executions = FakeExecutions({"arn:running": ExecutionState.RUNNING})
     replayer = FakeReplayer()
-    report = reaper(documents, executions, replayer).reap(ReapRequest(stuck_after_seconds=0))
+    report = reaper(documents, executions, replayer).reap(ReapRequest(executions_lost=True))
     assert sorted(replayer.replayed) == ["gone", "queued"]
     assert [d.document_id for d in report.left_alone] == ["running"]
+    assert report.stuck_after_seconds == 0
     assert reaper(documents, executions, FakeReplayer()).reap().examined == 0  # the default deadline: too fresh
     with pytest.raises(ValueError):
-        ReapRequest(stuck_after_seconds=-1)
+        ReapRequest(stuck_after_seconds=0)  # an operator's deadline is a minute at least
 
 
 def test_a_lost_race_leaves_the_document_alone_and_announces_nothing() -> None:

@@ -56,12 +56,15 @@ class ReapRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     dry_run: bool = False
-    # 0: every QUEUED/PROCESSING record is a suspect, whatever its age; the execution still decides.
-    # For when no execution can be starting (the local stack, at start, before it polls its queues).
-    stuck_after_seconds: int | None = Field(default=None, ge=0)
+    stuck_after_seconds: int | None = Field(default=None, ge=60)
     max_redrives: int | None = Field(default=None, ge=0)
     max_documents: int | None = Field(default=None, ge=1)
     expire_uploads_after_seconds: int | None = Field(default=None, ge=60)
+    # Every execution is known to be gone and none can be starting (the local stack's start after a
+    # stop, before it polls its queues): every QUEUED/PROCESSING record is a suspect whatever its
+    # age, and the execution still decides. Not for a running system: a record whose execution is
+    # still being started would be re-driven too.
+    executions_lost: bool = False
 
 
 class ReapedDocument(BaseModel):
@@ -117,8 +120,9 @@ class Reaper:
                 if (value := getattr(request, name)) is not None
             }
         )
-        report = ReapReport(dry_run=request.dry_run, stuck_after_seconds=settings.stuck_after_seconds)
-        deadline = iso_before(self._clock, settings.stuck_after_seconds)
+        stuck_after = 0 if request.executions_lost else settings.stuck_after_seconds
+        report = ReapReport(dry_run=request.dry_run, stuck_after_seconds=stuck_after)
+        deadline = iso_before(self._clock, stuck_after)
         for status in STUCK_STATUSES:
             for suspect in self._documents.list_by_status(status, updated_before=deadline):
                 if report.examined >= settings.max_documents:
