@@ -186,7 +186,7 @@ class Run:
     target: str = ""  # what the fault killed, in words (filled in by its moment or its kill)
     target_pid: int | None = None
     target_function: str = ""  # the "worker" fault's function (construct id)
-    workers_before: frozenset[int] = frozenset()  # that function's worker processes at the kill
+    log_offset: int = 0  # the stack log's size at the "worker" fault's kill
 
     def records(self) -> dict[str, DocumentRecord]:
         return self.probe.records(u.document_id for u in self.uploads)
@@ -299,7 +299,6 @@ def busy_stage_worker(run: Run, stages: Sequence[str] = KILLABLE_STAGES) -> bool
         busy = run.process.busy_worker_pids(STAGE_FUNCTIONS[stage]) if stage in in_progress else []
         if busy:
             run.target_function, run.target_pid = STAGE_FUNCTIONS[stage], busy[0]
-            run.workers_before = frozenset(run.process.worker_pids(run.target_function))
             run.target = f"{run.target_function} worker pid {run.target_pid} (a document in {stage})"
             return True
     return False
@@ -308,16 +307,32 @@ def busy_stage_worker(run: Run, stages: Sequence[str] = KILLABLE_STAGES) -> bool
 def kill_stage_worker(run: Run) -> None:
     if run.target_pid is None:
         raise RuntimeError("no busy stage worker was found")
+    run.log_offset = run.process.log_path.stat().st_size
     sigkill(run.target_pid)
 
 
-def stage_worker_replaced(run: Run) -> None:
-    """Until the function has a worker it did not have at the kill (its pool starts one for the next
-    invocation, the retried one included)."""
+def function_invocations_ended(log_path: Path, offset: int, construct_id: str) -> list[str]:
+    """The statuses (``ok``, ``error <type>``) of the invocations of ``construct_id`` that ended in
+    the stack log since ``offset``, in order."""
+    with log_path.open("rb") as log:
+        log.seek(offset)
+        text = log.read().decode("utf-8", errors="replace")
+    logger = rf"local\.lambda\.(?:\S+/)?{re.escape(construct_id)}"
+    pattern = rf"{logger}: END RequestId: \S+ Duration: \S+ ms Status: (ok|error \S+)"
+    return re.findall(pattern, text)
+
+
+def stage_function_serves_again(run: Run) -> None:
+    """Until the killed process is gone from the function's pool and an invocation of the function
+    has ended ok since the kill: the function serves again. (Not "a new worker": the retried
+    invocation may go to a worker that was idle at the kill, and then the pool starts none.)"""
     wait_until(
-        lambda: bool(set(run.process.worker_pids(run.target_function)) - run.workers_before),
+        lambda: (
+            run.target_pid not in run.process.worker_pids(run.target_function)
+            and "ok" in function_invocations_ended(run.process.log_path, run.log_offset, run.target_function)
+        ),
         timeout=180,
-        what=f"a new {run.target_function} worker",
+        what=f"{run.target_function} serving again after the kill",
         interval=POLL_SECONDS,
     )
 
@@ -362,7 +377,7 @@ FAULT_PLANS = {
             "a document in Embed, Parse, Chunk or Index (first found), and a worker of that stage busy",
             busy_stage_worker,
             kill_stage_worker,
-            stage_worker_replaced,
+            stage_function_serves_again,
         ),
         Fault("moto", "a document READY and another in flight", Run.mid_burst, kill_serve_process, restart_stack),
         Fault("stack", "a document READY and another in flight", Run.mid_burst, kill_everything, restart_everything),

@@ -34,7 +34,7 @@ def test_kill_9_of_a_stage_worker_mid_burst_ends_settled_with_no_drift_and_no_du
     )
     log_offset = faults.log_path.stat().st_size
     worker.kill(run)
-    worker.recover(run)  # the pool starts a new Parse worker for the retried invocation
+    worker.recover(run)  # Parse serves again: the dead worker is gone, an invocation has ended ok
 
     records = settle(probe, [u.document_id for u in run.uploads], timeout=120)
     outcomes = classify(run.uploads, records)
