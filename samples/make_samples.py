@@ -102,6 +102,17 @@ def render_document(source: SourceDocument) -> bytes:
     return bytes(pdf.output())
 
 
+def render_png_image() -> bytes:
+    """A small PNG photo-like gradient (no text): deterministic bytes."""
+    image = Image.new("RGB", (64, 48))
+    draw = ImageDraw.Draw(image)
+    for row in range(48):
+        draw.line([(0, row), (63, row)], fill=(row * 5, 120, 255 - row * 5))
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG", optimize=False)
+    return buffer.getvalue()
+
+
 def render_image_only() -> bytes:
     """Two pages that draw things but hold no text: a vector drawing and a raster image."""
     pdf = new_pdf("Image-only sample")
@@ -197,10 +208,9 @@ def main() -> None:
         pdf_path.write_bytes(rendered[pdf_path.name])
         expected[pdf_path.name] = verify_and_describe(pdf_path, source)
 
-    (INVALID_DIR / "not-a-pdf.pdf").write_bytes(
-        b"This is a plain text file that only has a .pdf name.\n"
-        b"The pipeline must reject it by its content (it has no PDF signature), not by its extension.\n"
-    )
+    # An image with a .pdf name: the type comes from the bytes, and a PNG is no accepted format.
+    # (A text file with a .pdf name is read as the text it is.)
+    (INVALID_DIR / "not-a-pdf.pdf").write_bytes(render_png_image())
     truncated_source = rendered["lighthouses.pdf"]
     (INVALID_DIR / "truncated.pdf").write_bytes(truncated_source[: len(truncated_source) // 2])
     (INVALID_DIR / "image-only.pdf").write_bytes(render_image_only())

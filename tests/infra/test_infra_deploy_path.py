@@ -286,8 +286,9 @@ def test_the_built_layer_holds_no_dropped_distribution(synth: SynthResult) -> No
     assert installed.isdisjoint(name.lower() for name in UNIMPORTED_DISTRIBUTIONS)
     for folder in ("huggingface_hub", "hf_xet", "grpc", "google", "opensearch", "yaml"):
         assert not (SITE_DIR / folder).exists(), folder
-    # Lambda's limit is 250 MB unzipped for the function and its layers together; the layer stays far under.
-    assert layer_size_bytes() < 100_000_000
+    # Lambda's limit is 250 MB unzipped for the function and its layers together; the layer stays far
+    # under (117.6 MB since the other formats' readers: lxml, and Pillow, which python-pptx imports).
+    assert layer_size_bytes() < 150_000_000
 
 
 def test_the_layer_holds_the_domain_package_but_no_cli_and_no_retrievers(synth: SynthResult) -> None:

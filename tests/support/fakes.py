@@ -438,7 +438,7 @@ class InMemoryChunkIndex:
                 "filename": filename,
                 "metadata": copy.deepcopy(dict(metadata or {})),
                 "created_at": created_at,
-                "content_type": "application/pdf",
+                "content_type": chunk.document_format.content_type,
                 "access": access or OPEN_ACCESS,
                 "uploaded_by": uploaded_by,
                 "chunk": chunk,

@@ -6,6 +6,7 @@ The same stages against moto and the real OpenSearch: tests/integration/test_pip
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,10 +17,11 @@ from rag_ingest.core.config import StagesEnv
 from rag_ingest.core.errors import ErrorCode, PermanentError, StaleWriteError
 from rag_ingest.core.ids import new_document_id
 from rag_ingest.core.layout import embedding_batch_key
-from rag_ingest.core.models import DocumentJob, DocumentStatus, EmbedTask, FailedJob, ObjectRef, Stage
+from rag_ingest.core.models import DocumentFormat, DocumentJob, DocumentStatus, EmbedTask, FailedJob, ObjectRef, Stage
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.ingest.pipeline import Pipeline, StageDependencies
 
+from tests.support import documents
 from tests.support.fakes import (
     CountingEmbedder,
     InMemoryChunkIndex,
@@ -59,10 +61,12 @@ class World:
     embedder: CountingEmbedder
     telemetry: RecordingTelemetry
 
-    def upload(self, data: bytes, *, document_id: str | None = None, version: str = "v1") -> DocumentJob:
+    def upload(
+        self, data: bytes, *, document_id: str | None = None, version: str = "v1", filename: str = "a.pdf"
+    ) -> DocumentJob:
         """Put an upload and queue it, as intake would."""
         document_id = document_id or new_document_id()
-        ref = self.objects.upload(BUCKET, f"raw/acme/{document_id}/a.pdf", version, data)
+        ref = self.objects.upload(BUCKET, f"raw/acme/{document_id}/{filename}", version, data)
         queued = self.documents.mark_queued(
             document_id=document_id,
             tenant_id="acme",
@@ -247,6 +251,38 @@ def test_ready_cannot_be_written_for_a_deleted_document(world: World) -> None:
         world.pipeline.finalize(job)
     assert caught.value.code is ErrorCode.SUPERSEDED
     assert status_of(world, job) is DocumentStatus.DELETING
+
+
+# -- other formats -----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("make", "document_format", "pages", "anchor"),
+    [
+        (documents.docx_bytes, DocumentFormat.DOCX, 1, "mooring-rules"),
+        (documents.pptx_bytes, DocumentFormat.PPTX, 3, "slide-1"),
+        (lambda: documents.HTML_PAGE.encode(), DocumentFormat.HTML, 1, "lighthouse-keeping"),
+        (lambda: documents.MARKDOWN_TEXT.encode(), DocumentFormat.MARKDOWN, 1, "feeding"),
+        (lambda: documents.PLAIN_TEXT.encode(), DocumentFormat.TEXT, 1, "canal-locks"),
+    ],
+)
+def test_every_format_is_read_as_its_bytes_say_and_its_chunks_say_where_they_stand(
+    world: World, make: Callable[[], bytes], document_format: DocumentFormat, pages: int, anchor: str
+) -> None:
+    job = world.run(world.upload(make()))  # the key ends in a.pdf: the name decides nothing
+    record = world.documents.get(job.document_id)
+    assert record is not None and record.status is DocumentStatus.READY
+    assert record.document_format is document_format and record.page_count == pages
+    chunks = [entry["chunk"] for entry in world.index.chunks.values() if entry["document_id"] == job.document_id]
+    assert chunks and all(chunk.document_format is document_format for chunk in chunks)
+    assert {entry["content_type"] for entry in world.index.chunks.values()} == {document_format.content_type}
+    assert anchor in {chunk.anchor for chunk in chunks}
+    assert all(chunk.paragraph_index is None or chunk.paragraph_index >= 1 for chunk in chunks)
+
+
+def test_a_pdf_named_docx_is_read_as_a_pdf(world: World) -> None:
+    job = world.run(world.upload(sample("sourdough.pdf"), filename="report.docx"))
+    record = world.documents.get(job.document_id)
+    assert record is not None and record.status is DocumentStatus.READY
+    assert job.document_format is DocumentFormat.PDF and record.document_format is DocumentFormat.PDF
 
 
 # -- errors ------------------------------------------------------------------------------------------

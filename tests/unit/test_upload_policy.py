@@ -70,16 +70,51 @@ def test_policy_pins_key_type_size_and_expiry(service_and_status: tuple[Document
 
 
 @pytest.mark.parametrize(
-    ("filename", "content_type"), [("notes.txt", "application/pdf"), ("report.pdf", "text/plain")]
+    ("content_type", "code"),
+    [
+        ("image/png", ErrorCode.UNSUPPORTED_TYPE),
+        ("", ErrorCode.UNSUPPORTED_TYPE),
+        ("application/msword", ErrorCode.LEGACY_OFFICE_FORMAT),
+        ("application/vnd.ms-powerpoint", ErrorCode.LEGACY_OFFICE_FORMAT),
+        ("application/vnd.ms-word.document.macroEnabled.12", ErrorCode.MACRO_ENABLED_DOCUMENT),
+    ],
 )
-def test_only_pdfs_get_an_upload(
-    service_and_status: tuple[DocumentService, RecordedStatus], filename: str, content_type: str
+def test_types_that_are_not_accepted_get_no_upload(
+    service_and_status: tuple[DocumentService, RecordedStatus], content_type: str, code: ErrorCode
 ) -> None:
     service, status = service_and_status
     with pytest.raises(PermanentError) as caught:
-        service.create_upload("acme", UploadRequest(filename=filename, content_type=content_type))
-    assert caught.value.code is ErrorCode.UNSUPPORTED_TYPE
+        service.create_upload("acme", UploadRequest(filename="whatever.pdf", content_type=content_type))
+    assert caught.value.code is code
     assert status.created == []
+
+
+@pytest.mark.parametrize(
+    ("filename", "content_type", "max_bytes"),
+    [
+        ("notes", "application/pdf", 10 * 1024 * 1024),  # the name decides nothing: Validate reads the bytes
+        ("deck.pptx", "application/vnd.openxmlformats-officedocument.presentationml.presentation", 10 * 1024 * 1024),
+        ("README.md", "text/markdown; charset=utf-8", 10 * 1024 * 1024),
+    ],
+)
+def test_the_post_pins_the_declared_type_and_its_size_limit(
+    service_and_status: tuple[DocumentService, RecordedStatus], filename: str, content_type: str, max_bytes: int
+) -> None:
+    service, _ = service_and_status
+    ticket = service.create_upload("acme", UploadRequest(filename=filename, content_type=content_type))
+    conditions = json.loads(base64.b64decode(ticket.upload["fields"]["policy"]))["conditions"]
+    media_type = content_type.split(";")[0]
+    assert {"Content-Type": media_type} in conditions and ticket.upload["fields"]["Content-Type"] == media_type
+    assert ["content-length-range", 1, max_bytes] in conditions and ticket.max_bytes == max_bytes
+
+
+def test_text_formats_have_their_own_size_limit() -> None:
+    from rag_ingest.core.models import DocumentFormat
+    from rag_ingest.core.upload_types import MAX_TEXT_FORMAT_BYTES, max_bytes_for
+
+    assert max_bytes_for(DocumentFormat.HTML, 100 * 1024 * 1024) == MAX_TEXT_FORMAT_BYTES
+    assert max_bytes_for(DocumentFormat.PPTX, 100 * 1024 * 1024) == 100 * 1024 * 1024
+    assert max_bytes_for(DocumentFormat.TEXT, 1024) == 1024
 
 
 def test_unsafe_filenames_are_neutralised() -> None:

@@ -40,7 +40,6 @@ from rag_ingest.adapters.aws import translate
 from rag_ingest.adapters.opensearch_filters import (
     ACCESS_FIELDS_MAPPING,
     FILTER_FIELDS_MAPPING,
-    LEGACY_CONTENT_TYPE,
     METADATA_DYNAMIC_TEMPLATES,
     METADATA_FIELD,
     TOTAL_FIELDS_LIMIT,
@@ -54,7 +53,7 @@ from rag_ingest.core.access import DocumentAccess, Principal
 from rag_ingest.core.errors import TransientError
 from rag_ingest.core.filters import Filter
 from rag_ingest.core.ids import chunk_id, version_hash
-from rag_ingest.core.models import Chunk, IndexedVersion, SearchHit
+from rag_ingest.core.models import Chunk, DocumentFormat, IndexedVersion, SearchHit
 from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE, indexed_text
 from rag_ingest.core.tracing import traced
 
@@ -99,6 +98,24 @@ HIGHLIGHT_FRAGMENTS = 2
 #: The analysed field BM25 searches where a chunk has it: title and heading path, then its text.
 INDEXED_TEXT_FIELD = "indexed_text"
 _INDEXED_TEXT_MAPPING = {INDEXED_TEXT_FIELD: {"type": "text"}}
+# Where a passage stands beyond its pages (docs/formats.md, "Provenance"), and what its document is.
+_PROVENANCE_MAPPING = {
+    "document_format": {"type": "keyword"},
+    "anchor": {"type": "keyword"},
+    "paragraph_index": {"type": "integer"},
+}
+
+
+def _provenance(chunk: Chunk) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "document_format": chunk.document_format.value,
+        "content_type": chunk.document_format.content_type,
+    }
+    if chunk.anchor is not None:
+        fields["anchor"] = chunk.anchor
+    if chunk.paragraph_index is not None:
+        fields["paragraph_index"] = chunk.paragraph_index
+    return fields
 
 
 def _highlight(query_text: str) -> dict[str, Any]:
@@ -208,6 +225,7 @@ class VectorStore:
                     "page_start": {"type": "integer"},
                     "page_end": {"type": "integer"},
                     "heading_path": {"type": "keyword"},
+                    **_PROVENANCE_MAPPING,
                     "filename": {"type": "keyword"},
                     "text": {"type": "text"},
                     **_INDEXED_TEXT_MAPPING,
@@ -237,7 +255,12 @@ class VectorStore:
                     index=self.index_name,
                     body={
                         "dynamic_templates": METADATA_DYNAMIC_TEMPLATES,
-                        "properties": {**_INDEXED_TEXT_MAPPING, **FILTER_FIELDS_MAPPING, **ACCESS_FIELDS_MAPPING},
+                        "properties": {
+                            **_INDEXED_TEXT_MAPPING,
+                            **FILTER_FIELDS_MAPPING,
+                            **ACCESS_FIELDS_MAPPING,
+                            **_PROVENANCE_MAPPING,
+                        },
                     },
                 )
                 return
@@ -270,7 +293,6 @@ class VectorStore:
         document_fields: dict[str, Any] = {
             METADATA_FIELD: chunk_metadata(metadata or {}),
             **chunk_access(access, uploaded_by),
-            "content_type": LEGACY_CONTENT_TYPE,  # every upload is a PDF (rag_ingest.documents.service)
             **({"created_at": created_at} if created_at else {}),
         }
         if isinstance(vectors, Sequence) and len(chunks) != len(vectors):
@@ -287,6 +309,7 @@ class VectorStore:
                     "page_start": chunk.page_start,
                     "page_end": chunk.page_end,
                     "heading_path": chunk.heading_path,
+                    **_provenance(chunk),
                     "filename": filename,
                     **document_fields,
                     "text": chunk.text,
@@ -522,6 +545,10 @@ class VectorStore:
                 text=hit["_source"]["text"],
                 filename=hit["_source"].get("filename"),
                 heading_path=tuple(hit["_source"].get("heading_path") or ()),
+                # Chunks indexed before other formats were accepted are a PDF's.
+                document_format=DocumentFormat(hit["_source"].get("document_format") or DocumentFormat.PDF),
+                anchor=hit["_source"].get("anchor"),
+                paragraph_index=hit["_source"].get("paragraph_index"),
                 highlights=tuple(hit.get("highlight", {}).get("text", ())),
                 retrieved_by=(retriever,),
                 metadata=metadata_of_chunk(hit["_source"].get(METADATA_FIELD)),

@@ -23,6 +23,19 @@ class ErrorCode(StrEnum):
     # a hostile or absurd PDF (e.g. 400,000 text operators on one page), never worth a timeout.
     PDF_TOO_COMPLEX = "PDF_TOO_COMPLEX"
     NO_TEXT_LAYER = "NO_TEXT_LAYER"
+    # Word and PowerPoint's binary formats (.doc, .ppt: OLE2 compound files) are not read.
+    LEGACY_OFFICE_FORMAT = "LEGACY_OFFICE_FORMAT"
+    # .docm, .pptm: documents that carry macros are refused whole, not read with the macros ignored.
+    MACRO_ENABLED_DOCUMENT = "MACRO_ENABLED_DOCUMENT"
+    # A DOCX, PPTX, HTML, Markdown or text file that cannot be opened as what its bytes say it is.
+    CORRUPT_DOCUMENT = "CORRUPT_DOCUMENT"
+    # Over a parser's bound (rag_ingest.ingest.formats): a zip bomb, nesting past the HTML parser's
+    # depth, a line too long for Markdown. A hostile or absurd file, never worth a timeout.
+    DOCUMENT_TOO_COMPLEX = "DOCUMENT_TOO_COMPLEX"
+    # An XML part with a document type declaration (entity expansion, external entities).
+    UNSAFE_XML = "UNSAFE_XML"
+    # Text whose bytes decode in no encoding the detector trusts.
+    UNKNOWN_ENCODING = "UNKNOWN_ENCODING"
     EMPTY_DOCUMENT = "EMPTY_DOCUMENT"
     # A zero-byte object: the uploader's mistake, not a system error.
     EMPTY_FILE = "EMPTY_FILE"
@@ -118,17 +131,25 @@ def parse_failure(error_type: str, cause: str) -> tuple[ErrorCode, str]:
 #: What a person is told about each code (the CLI prints it; the page keeps the same table in
 #: web/errors.js, and a unit test holds the two equal).
 ERROR_SENTENCES: dict[ErrorCode, str] = {
-    ErrorCode.UNSUPPORTED_TYPE: "This file is not a PDF.",
+    ErrorCode.UNSUPPORTED_TYPE: (
+        "This file's type is not accepted (PDF, Word .docx, PowerPoint .pptx, HTML, Markdown or text)."
+    ),
     ErrorCode.FILE_TOO_LARGE: "This file is larger than the upload limit.",
-    ErrorCode.TOO_MANY_PAGES: "This PDF has more pages than the limit.",
+    ErrorCode.TOO_MANY_PAGES: "This document has more pages or slides than the limit.",
     ErrorCode.ENCRYPTED_PDF: "This PDF is password-protected.",
     ErrorCode.CORRUPT_PDF: "This PDF is damaged and cannot be read.",
     ErrorCode.PDF_TOO_COMPLEX: (
         "This PDF is too complex to read within the limits (too much content or text on its pages)."
     ),
     ErrorCode.NO_TEXT_LAYER: "This PDF has no text layer (scanned pages without text).",
+    ErrorCode.LEGACY_OFFICE_FORMAT: "This is an old binary Office file (.doc or .ppt): save it as .docx or .pptx.",
+    ErrorCode.MACRO_ENABLED_DOCUMENT: "This Office file contains macros (.docm or .pptm): save it without them.",
+    ErrorCode.CORRUPT_DOCUMENT: "This document is damaged and cannot be read.",
+    ErrorCode.DOCUMENT_TOO_COMPLEX: "This document is too large or too deeply nested to read within the limits.",
+    ErrorCode.UNSAFE_XML: "This document contains XML declarations that are not allowed (entities or a DTD).",
+    ErrorCode.UNKNOWN_ENCODING: "This text file's character encoding could not be recognised.",
     ErrorCode.EMPTY_FILE: "This file is empty (0 bytes).",
-    ErrorCode.EMPTY_DOCUMENT: "This PDF contains no text to index.",
+    ErrorCode.EMPTY_DOCUMENT: "This document contains no text to index.",
     ErrorCode.OBJECT_NOT_FOUND: "The uploaded file was not found in storage.",
     ErrorCode.INVALID_OBJECT_KEY: "The file was stored under a path that names no valid workspace.",
     ErrorCode.INPUT_TOO_LONG: "A passage was too long for the embedding model.",

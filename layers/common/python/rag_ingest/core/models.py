@@ -60,17 +60,63 @@ class TextSource(StrEnum):
     OCR = "ocr"  # recognised on an image of the page (it has no usable text layer)
 
 
+class DocumentFormat(StrEnum):
+    """What an upload is, decided by its bytes (rag_ingest.ingest.formats), never by its name."""
+
+    PDF = "pdf"
+    DOCX = "docx"
+    PPTX = "pptx"
+    HTML = "html"
+    MARKDOWN = "markdown"
+    TEXT = "text"
+
+    @property
+    def content_type(self) -> str:
+        """The media type of the format (the chunks' ``content_type``, the download's header)."""
+        return FORMAT_CONTENT_TYPES[self]
+
+
+FORMAT_CONTENT_TYPES: dict[DocumentFormat, str] = {
+    DocumentFormat.PDF: "application/pdf",
+    DocumentFormat.DOCX: "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    DocumentFormat.PPTX: "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    DocumentFormat.HTML: "text/html",
+    DocumentFormat.MARKDOWN: "text/markdown",
+    DocumentFormat.TEXT: "text/plain",
+}
+
+
+class BlockKind(StrEnum):
+    HEADING = "heading"
+    PARAGRAPH = "paragraph"  # a paragraph, a list item, a code block, a slide's text frame
+    TABLE = "table"
+
+
+class TextBlock(BaseModel):
+    """A block of a structured document (DOCX, PPTX, HTML, Markdown, text): ``text[start:end]`` of
+    its page. Headings carry their level (1 = outermost) and the anchor the rendered view gives them."""
+
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
+    kind: BlockKind
+    level: int = Field(default=0, ge=0)
+    anchor: str | None = None
+
+
 class PageText(BaseModel):
-    """Text of one PDF page; ``page_number`` is 1-based as a reader counts.
+    """Text of one PDF page (or PPTX slide; the one "page" of a DOCX, HTML, Markdown or text
+    file); ``page_number`` is 1-based as a reader counts.
 
     ``ocr_confidence`` is the OCR engine's mean confidence over the page's lines (0..1), only
-    for ``source == ocr``.
+    for ``source == ocr``. ``blocks``: the structure a structured format states (headings,
+    paragraphs, tables), in order; empty for PDF pages, whose headings the chunker detects.
     """
 
     page_number: int = Field(ge=1)
     text: str
     source: TextSource = TextSource.TEXT_LAYER
     ocr_confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    blocks: list[TextBlock] = Field(default_factory=list)
 
 
 class ParsedDocument(BaseModel):
@@ -99,6 +145,9 @@ class ParsedRange(BaseModel):
     """One Parse Map task's artifact: the raw (not yet cleaned) text of a page range and what the
     join needs for the document-level verdicts (``rag_ingest.ingest.pdf.join_page_ranges``)."""
 
+    # The format the range was read as: the join cleans PDF text only (structured formats' text
+    # is clean as extracted, and their block offsets must stay valid).
+    document_format: DocumentFormat = DocumentFormat.PDF
     page_count: int = Field(ge=1)  # the document's
     first_page: int = Field(ge=1)
     last_page: int = Field(ge=1)
@@ -194,6 +243,12 @@ class Chunk(BaseModel):
     token_count: int = Field(ge=0)
     #: The document's title (retrieval_text.document_title): part of the text it is found by.
     document_title: str = ""
+    #: Structured formats: the anchor of the section the chunk starts in (the rendered view's id)
+    #: and the 1-based number of its first paragraph inside that section.
+    anchor: str | None = None
+    paragraph_index: int | None = Field(default=None, ge=1)
+    #: The format of the document (a PDF's page, a PPTX's slide, a section of the others).
+    document_format: DocumentFormat = DocumentFormat.PDF
 
 
 class DocumentJob(BaseModel):
@@ -210,6 +265,8 @@ class DocumentJob(BaseModel):
     key: str
     version: str
     size_bytes: int | None = None
+    # Decided by Validate from the object's bytes; Parse reads the object as this format.
+    document_format: DocumentFormat = DocumentFormat.PDF
     page_count: int | None = None
     failed_pages: list[int] = Field(default_factory=list)
     # Map items of Parse, one per page range; the range artifacts are under pages_key (a folder).
@@ -348,6 +405,8 @@ class DocumentRecord(BaseModel):
     # Chunks the Index stage wrote for this version (the reconciler compares the index with it).
     indexed_count: int | None = None
     size_bytes: int | None = None
+    # What the bytes are (set by Validate; None before it ran).
+    document_format: DocumentFormat | None = None
     timings_ms: dict[str, int] = Field(default_factory=dict)
     execution_arn: str | None = None
     # Deliberate re-runs so far (replays and the reaper's re-drives); the next is named replay=replays + 1.
@@ -393,7 +452,7 @@ class DocumentRecord(BaseModel):
             "document_id": self.document_id,
             "filename": self.filename,
             "created_at": self.created_at,
-            "content_type": "application/pdf",
+            "content_type": (self.document_format or DocumentFormat.PDF).content_type,
             "metadata": self.metadata,
         }
 
@@ -505,6 +564,9 @@ class SearchHit:
     text: str
     filename: str | None = None
     heading_path: tuple[str, ...] = ()
+    document_format: DocumentFormat = DocumentFormat.PDF
+    anchor: str | None = None
+    paragraph_index: int | None = None
     highlights: tuple[str, ...] = ()
     #: The retrievers that found it ("knn", "bm25"); a hybrid hit may have both.
     retrieved_by: tuple[str, ...] = ()

@@ -34,8 +34,9 @@ from rag_ingest.core.filters import Filter, FilterError, matches, parse_filter
 from rag_ingest.core.ids import new_document_id
 from rag_ingest.core.layout import filename_of, upload_key
 from rag_ingest.core.metadata import MetadataError, validate_metadata
-from rag_ingest.core.models import DocumentRecord, DocumentStatus
+from rag_ingest.core.models import DocumentFormat, DocumentRecord, DocumentStatus
 from rag_ingest.core.ports import ApiDocuments, ChunkFieldsRefresher, DocumentReplayer, UploadPresigner
+from rag_ingest.core.upload_types import max_bytes_for, upload_format
 
 PDF_CONTENT_TYPE = "application/pdf"
 _UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._ -]")
@@ -171,6 +172,9 @@ class DocumentView(BaseModel):
     attempts: dict[str, int]
     error_code: str | None
     error_detail: str | None
+    # What Validate found the bytes to be (pdf, docx, pptx, html, markdown, text); None before it ran.
+    document_format: str | None = None
+    # Pages of a PDF, slides of a PPTX; 1 for the other formats.
     page_count: int | None
     failed_pages: list[int]
     ocr_pages: int | None
@@ -205,6 +209,7 @@ class DocumentView(BaseModel):
             attempts=record.attempts,
             error_code=record.error_code.value if record.error_code else None,
             error_detail=record.error_detail,
+            document_format=record.document_format.value if record.document_format else None,
             page_count=record.page_count,
             failed_pages=record.failed_pages,
             ocr_pages=record.ocr_pages,
@@ -395,11 +400,10 @@ class DocumentService:
 
     def create_upload(self, tenant_id: str, request: UploadRequest, principal: Principal | None = None) -> UploadTicket:
         """An AWAITING_UPLOAD record (with the caller as its uploader and ``request.access``) and
-        the presigned POST for its PDF."""
-        if request.content_type != PDF_CONTENT_TYPE:
-            raise PermanentError(ErrorCode.UNSUPPORTED_TYPE, f"only {PDF_CONTENT_TYPE} is accepted")
-        if not request.filename.lower().endswith(".pdf"):
-            raise PermanentError(ErrorCode.UNSUPPORTED_TYPE, "the filename must end in .pdf")
+        the presigned POST for its file: the declared type (rag_ingest.core.upload_types) sets the
+        POST's Content-Type and size limit. The name decides nothing: Validate reads the bytes."""
+        declared_format = upload_format(request.content_type)
+        max_bytes = max_bytes_for(declared_format, self._env.max_upload_bytes)
         try:
             metadata = validate_metadata(request.metadata) if request.metadata is not None else {}
         except MetadataError as exc:
@@ -416,12 +420,12 @@ class DocumentService:
             **_ownership(principal, request.access),
         )
         expires_in = self._env.upload_url_expiry_seconds
-        # S3 enforces these conditions on the POST itself: exact key, PDF type, size range, expiry.
+        # S3 enforces these conditions on the POST itself: exact key, declared type, size range, expiry.
         upload = self._presigner.presign_upload(
             bucket=self._env.bucket_name,
             key=key,
-            content_type=PDF_CONTENT_TYPE,
-            max_bytes=self._env.max_upload_bytes,
+            content_type=declared_format.content_type,
+            max_bytes=max_bytes,
             expires_in=expires_in,
         )
         return UploadTicket(
@@ -429,7 +433,7 @@ class DocumentService:
             status="AWAITING_UPLOAD",
             upload=upload,
             expires_at=int(time.time()) + expires_in,
-            max_bytes=self._env.max_upload_bytes,
+            max_bytes=max_bytes,
         )
 
     def get(self, tenant_id: str, document_id: str, principal: Principal | None = None) -> DocumentView:
@@ -575,7 +579,8 @@ class DocumentService:
             raise ReindexUnavailableError(message) from None
 
     def download(self, tenant_id: str, document_id: str, principal: Principal | None = None) -> DownloadLink:
-        """A short-lived GET of the current version of the original upload, shown inline as a PDF."""
+        """A short-lived GET of the current version of the original upload, shown inline with the
+        media type of what its bytes are (a PDF opens in the browser's viewer)."""
         record = self._record(tenant_id, document_id, principal)
         if record.status in (DocumentStatus.DELETING, DocumentStatus.DELETED) or not (record.version and record.key):
             raise DocumentNotFoundError(document_id)
@@ -583,7 +588,7 @@ class DocumentService:
             bucket=record.bucket or self._env.bucket_name,
             key=record.key,
             version=record.version,
-            content_type=PDF_CONTENT_TYPE,
+            content_type=(record.document_format or DocumentFormat.PDF).content_type,
             content_disposition=_header_filename(record.filename or filename_of(record.key)),
             expires_in=DOWNLOAD_URL_SECONDS,
         )

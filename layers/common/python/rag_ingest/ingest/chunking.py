@@ -13,6 +13,10 @@ and a capitalised line). Dot leaders and a trailing page number mark a table-of-
 never a heading. Unnumbered headings nest one level below the nearest numbered one. Each chunk
 carries the ``heading_path`` in force at its first line of text (outermost first).
 
+Structured formats (DOCX, PPTX, HTML, Markdown, text: pages with ``blocks``) state their
+headings: those are used, never detected, and each chunk also carries the ``anchor`` of its
+section and the number of its first paragraph in that section (``paragraph_index``, from 1).
+
 Method. The text is cut into units: headings, and sentences inside paragraphs (a paragraph is
 text between blank lines or headings; a page boundary always ends a paragraph). A sentence
 longer than the target is cut on word boundaries, and a word longer than the target on character
@@ -34,7 +38,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from rag_ingest.core.models import Chunk, PageText
+from rag_ingest.core.models import BlockKind, Chunk, PageText
 
 PAGE_SEPARATOR = "\n\n"
 #: A chunk this full (fraction of the target) ends early rather than split the next paragraph.
@@ -86,6 +90,7 @@ class Heading:
     level: int
     title: str
     numbered: bool
+    anchor: str | None = None  # a structured format's heading: its id in the rendered view
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,7 @@ class _Unit:
     starts_paragraph: bool
     is_heading: bool = False
     heading_path: tuple[str, ...] = ()
+    anchor: str | None = None  # the innermost heading's anchor (structured formats)
 
 
 def document_text(pages: Sequence[PageText]) -> str:
@@ -122,7 +128,10 @@ def chunk_pages(
     count_tokens = _bounded_by_length(count_tokens)
     text = document_text(pages)
     page_starts, page_numbers = _page_offsets(pages)
-    headings = detect_headings(text)
+    structured = any(page.blocks for page in pages)
+    # A structured format states its headings; a PDF's are found in its text.
+    headings = _stated_headings(pages, page_starts, text) if structured else detect_headings(text)
+    paragraph_starts, paragraph_numbers = _paragraph_numbers(pages, page_starts) if structured else ([], [])
     units = _units(text, page_starts, headings, count_tokens=count_tokens, limit=target_tokens)
     paragraph_tokens = _paragraph_tokens_from(units)
 
@@ -158,6 +167,10 @@ def chunk_pages(
         # Every unit fits the target on its own, so the chunk holds at least one new unit.
         char_start, char_end = units[first].start, units[end - 1].end
         chunk_text = text[char_start:char_end]
+        body = _body_unit(units[first:end])
+        paragraph_index = None
+        if paragraph_starts and not body.is_heading:
+            paragraph_index = paragraph_numbers[max(0, bisect_right(paragraph_starts, body.start) - 1)]
         chunks.append(
             Chunk(
                 chunk_index=len(chunks),
@@ -167,7 +180,9 @@ def chunk_pages(
                 char_start=char_start,
                 char_end=char_end,
                 token_count=count_tokens(chunk_text),
-                heading_path=list(_body_path(units[first:end])),
+                heading_path=list(body.heading_path),
+                anchor=body.anchor,
+                paragraph_index=paragraph_index,
             )
         )
         if end >= len(units):
@@ -188,9 +203,37 @@ def _bounded_by_length(count_tokens: Callable[[str], int]) -> Callable[[str], in
     return count
 
 
-def _body_path(units: Sequence[_Unit]) -> tuple[str, ...]:
-    """The headings over the chunk's first text (not over a title that merely precedes it)."""
-    return next((unit.heading_path for unit in units if not unit.is_heading), units[0].heading_path)
+def _body_unit(units: Sequence[_Unit]) -> _Unit:
+    """The chunk's first text (not a title that merely precedes it): its headings are the chunk's."""
+    return next((unit for unit in units if not unit.is_heading), units[0])
+
+
+def _stated_headings(pages: Sequence[PageText], page_starts: list[int], text: str) -> list[Heading]:
+    """The heading blocks of structured pages, as offsets into the document text."""
+    headings = []
+    for page, page_start in zip(pages, page_starts, strict=True):
+        for block in page.blocks:
+            if block.kind is BlockKind.HEADING:
+                start, end = page_start + block.start, page_start + block.end
+                headings.append(Heading(start, end, max(1, block.level), text[start:end], False, block.anchor))
+    return headings
+
+
+def _paragraph_numbers(pages: Sequence[PageText], page_starts: list[int]) -> tuple[list[int], list[int]]:
+    """(start offsets of the non-heading blocks, their 1-based number inside their section): a
+    chunk's ``paragraph_index`` is that of the block its first text is in."""
+    starts: list[int] = []
+    numbers: list[int] = []
+    number = 0
+    for page, page_start in zip(pages, page_starts, strict=True):
+        for block in page.blocks:
+            if block.kind is BlockKind.HEADING:
+                number = 0
+                continue
+            number += 1
+            starts.append(page_start + block.start)
+            numbers.append(number)
+    return starts, numbers
 
 
 def _overlap_start(units: list[_Unit], first: int, end: int, *, overlap_tokens: int, target_tokens: int) -> int:
@@ -246,7 +289,9 @@ def _units(
                 path = [*(outer for outer in path if outer.level < heading.level), heading]
                 tokens = count_tokens(text[paragraph_start:paragraph_end])
                 if tokens <= limit:  # a heading longer than a chunk is cut like a sentence below
-                    units.append(_Unit(paragraph_start, paragraph_end, tokens, True, True, _titles(path)))
+                    units.append(
+                        _Unit(paragraph_start, paragraph_end, tokens, True, True, _titles(path), _anchor(path))
+                    )
                     continue
             starts_paragraph = True
             for sentence_start, sentence_end in _sentence_spans(text, paragraph_start, paragraph_end):
@@ -255,14 +300,19 @@ def _units(
                     pieces = [(sentence_start, sentence_end, tokens)]
                 else:
                     pieces = _split_oversized(text, sentence_start, sentence_end, count_tokens, limit)
+                titles, anchor = _titles(path), _anchor(path)
                 for piece_start, piece_end, piece_tokens in pieces:
-                    units.append(_Unit(piece_start, piece_end, piece_tokens, starts_paragraph, False, _titles(path)))
+                    units.append(_Unit(piece_start, piece_end, piece_tokens, starts_paragraph, False, titles, anchor))
                     starts_paragraph = False
     return units
 
 
 def _titles(path: Sequence[Heading]) -> tuple[str, ...]:
     return tuple(heading.title for heading in path)
+
+
+def _anchor(path: Sequence[Heading]) -> str | None:
+    return path[-1].anchor if path else None
 
 
 def detect_headings(text: str) -> list[Heading]:

@@ -31,6 +31,7 @@ from rag_ingest.core.logs import logger, run_keys
 from rag_ingest.core.models import (
     CacheKey,
     Chunk,
+    DocumentFormat,
     DocumentJob,
     DocumentStatus,
     EmbedTask,
@@ -50,11 +51,10 @@ from rag_ingest.core.telemetry import NoTelemetry, Telemetry
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.ingest.chunking import chunk_pages
 from rag_ingest.ingest.embedding_cache import NoEmbeddingCache
+from rag_ingest.ingest.formats import SNIFF_BYTES, FormatLimits, detect_format, read_structured
 from rag_ingest.ingest.ocr import OcrEngine, PageOcr
-from rag_ingest.ingest.pdf import count_pdf_pages, join_page_ranges, parse_page_range, validate_pdf_header
+from rag_ingest.ingest.pdf import count_pdf_pages, join_page_ranges, parse_page_range
 from rag_ingest.ingest.refresh import MAX_REWRITES, ChunkRefresher, chunk_fields
-
-PDF_HEADER_BYTES = 1024
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
 
@@ -102,14 +102,21 @@ class Pipeline:
     # -- the stages ------------------------------------------------------------------------
     @_logged(Stage.VALIDATE)
     def validate(self, job: DocumentJob) -> DocumentJob:
+        """Decide what the object is from its bytes (rag_ingest.ingest.formats): a ranged GET of its
+        start; a zip (an Office document) is read whole to find its main part."""
         with self._stage(job, Stage.VALIDATE) as record:
             size = self._deps.objects.size(job.object_ref)
             # A ranged GET of an empty object fails (InvalidRange): an empty file is checked on its size alone.
-            first_bytes = self._deps.objects.read_range(job.object_ref, min(PDF_HEADER_BYTES, size)) if size else b""
+            head = self._deps.objects.read_range(job.object_ref, min(SNIFF_BYTES, size)) if size else b""
             # The stored object is checked, not the upload policy: objects can arrive without the API.
-            validate_pdf_header(first_bytes, size, max_bytes=self._env.max_file_bytes)
+            job.document_format = detect_format(
+                head,
+                size=size,
+                max_bytes=self._env.max_file_bytes,
+                read_all=lambda: self._deps.objects.read(job.object_ref),
+            )
             job.size_bytes = size
-            record["size_bytes"] = size
+            record.update(size_bytes=size, document_format=job.document_format.value)
         return job
 
     @_logged(Stage.PARSE)
@@ -126,14 +133,20 @@ class Pipeline:
                 logger.info("parse checkpoint reused", extra={"key": first_key})
             else:
                 data = self._deps.objects.read(job.object_ref)
-                page_count = count_pdf_pages(data, max_bytes=self._env.max_file_bytes, max_pages=self._env.max_pages)
-                ranges = plan_page_ranges(page_count, self._env.parse_range_pages, self._env.max_ocr_pages)
-                first = self._parse_range(data, ranges[0])
+                if job.document_format is DocumentFormat.PDF:
+                    page_count = count_pdf_pages(
+                        data, max_bytes=self._env.max_file_bytes, max_pages=self._env.max_pages
+                    )
+                    ranges = plan_page_ranges(page_count, self._env.parse_range_pages, self._env.max_ocr_pages)
+                    first = self._parse_range(data, ranges[0])
+                else:
+                    # Structured formats are read whole in this one task (no Parse Map).
+                    first = self._parse_structured(data, job.document_format)
                 # The bytes are in hand here anyway: their hash finds the same upload under another name.
                 first.content_sha256 = hashlib.sha256(data).hexdigest()
                 self._deps.objects.put_json(self._env.bucket_name, first_key, first.model_dump())
             planned = plan_page_ranges(first.page_count, self._env.parse_range_pages, self._env.max_ocr_pages)
-            job.parse_tasks = planned[1:]
+            job.parse_tasks = planned[1:] if first.last_page < first.page_count else []
             job.page_count = first.page_count
             job.lane = lane_for(first.page_count, self._env.bulk_above_pages)
             job.failed_pages = first.failed_pages
@@ -190,6 +203,20 @@ class Pipeline:
             ocr_page_cap=page_range.max_ocr_pages,
         )
 
+    def _parse_structured(self, data: bytes, document_format: DocumentFormat) -> ParsedRange:
+        """A DOCX, PPTX, HTML, Markdown or text file read whole into one range of pages of blocks."""
+        document = read_structured(data, document_format, FormatLimits(max_pages=self._env.max_pages))
+        pages = document.pages
+        return ParsedRange(
+            page_count=len(pages),
+            first_page=1,
+            last_page=len(pages),
+            pages=pages,
+            document_format=document_format,
+            draws_marks=True,
+            metadata_title=document.title,
+        )
+
     def _joined_pages(self, job: DocumentJob) -> ParsedDocument:
         """The document's pages from its range artifacts, in order, cleaned as one document."""
         prefix = self._require(job.pages_key, "pages_key")
@@ -198,7 +225,7 @@ class Pipeline:
             ParsedRange.model_validate(self._deps.objects.get_json(self._env.bucket_name, page_range_key(prefix, page)))
             for page in first_pages
         ]
-        return join_page_ranges(ranges)
+        return join_page_ranges(ranges, clean=job.document_format is DocumentFormat.PDF)
 
     def _content_fields(self, job: DocumentJob, sha256: str) -> dict[str, Any]:
         """The bytes' hash on the record (the content index's key), and the tenant's earlier READY
@@ -234,7 +261,10 @@ class Pipeline:
                 if not chunks:
                     raise PermanentError(ErrorCode.EMPTY_DOCUMENT, "the document has no text to chunk")
                 title = document_title(parsed.metadata_title, filename_of(job.key))
-                chunks = [chunk.model_copy(update={"document_title": title}) for chunk in chunks]
+                chunks = [
+                    chunk.model_copy(update={"document_title": title, "document_format": job.document_format})
+                    for chunk in chunks
+                ]
                 self._deps.objects.put_json(self._env.bucket_name, chunks_key, [chunk.model_dump() for chunk in chunks])
                 chunk_count = len(chunks)
             job.chunks_key = chunks_key

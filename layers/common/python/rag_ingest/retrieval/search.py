@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rag_ingest.core.access import Principal
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.filters import Filter, FilterError, parse_filter
-from rag_ingest.core.models import PassageCopy, SearchHit
+from rag_ingest.core.models import DocumentFormat, PassageCopy, SearchHit
 from rag_ingest.core.ports import PassageRetriever, Reranker
 from rag_ingest.core.settings import (
     DEFAULT_FUSION,
@@ -311,6 +311,11 @@ class PassageView(BaseModel):
     page_start: int
     page_end: int
     heading_path: list[str]
+    #: What the document is: a hit opens a PDF at ``page_start``, a PPTX at slide ``page_start``, the
+    #: others' rendered view at ``anchor`` (the section), ``paragraph_index`` its paragraph there.
+    document_format: DocumentFormat = DocumentFormat.PDF
+    anchor: str | None = None
+    paragraph_index: int | None = None
     score: float
     text: str
     highlights: list[str]
@@ -330,6 +335,9 @@ class PassageView(BaseModel):
             page_start=hit.page_start,
             page_end=hit.page_end,
             heading_path=list(hit.heading_path),
+            document_format=hit.document_format,
+            anchor=hit.anchor,
+            paragraph_index=hit.paragraph_index,
             score=hit.score,
             text=hit.text,
             highlights=list(hit.highlights),

@@ -1,0 +1,62 @@
+"""What an upload may declare: the media types accepted, the format each announces, and the size
+limit of each format. The declaration only shapes the presigned POST (its Content-Type and size
+conditions); Validate decides what the object is by its bytes (rag_ingest.ingest.formats)."""
+
+from __future__ import annotations
+
+from rag_ingest.core.errors import ErrorCode, PermanentError
+from rag_ingest.core.models import DocumentFormat
+
+#: HTML, Markdown and text beyond this are not documents a person wrote (the same bound for the
+#: presigned POST and for Validate).
+MAX_TEXT_FORMAT_BYTES = 20 * 1024 * 1024
+TEXT_FORMATS = frozenset({DocumentFormat.HTML, DocumentFormat.MARKDOWN, DocumentFormat.TEXT})
+
+#: The media types an upload may declare, and the format each announces. The declaration sets the
+#: presigned POST's Content-Type and size limit; Validate still decides by the bytes.
+UPLOAD_CONTENT_TYPES: dict[str, DocumentFormat] = {
+    "application/pdf": DocumentFormat.PDF,
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": DocumentFormat.DOCX,
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation": DocumentFormat.PPTX,
+    "text/html": DocumentFormat.HTML,
+    "application/xhtml+xml": DocumentFormat.HTML,
+    "text/markdown": DocumentFormat.MARKDOWN,
+    "text/x-markdown": DocumentFormat.MARKDOWN,
+    "text/plain": DocumentFormat.TEXT,
+}
+# Declared types refused with their own code before any byte is sent.
+_REFUSED_CONTENT_TYPES: dict[str, tuple[ErrorCode, str]] = {
+    "application/msword": (ErrorCode.LEGACY_OFFICE_FORMAT, "a legacy Word file (.doc): save it as .docx"),
+    "application/vnd.ms-powerpoint": (
+        ErrorCode.LEGACY_OFFICE_FORMAT,
+        "a legacy PowerPoint file (.ppt): save it as .pptx",
+    ),
+    "application/vnd.ms-word.document.macroenabled.12": (
+        ErrorCode.MACRO_ENABLED_DOCUMENT,
+        "a macro-enabled Word file (.docm): save it as .docx",
+    ),
+    "application/vnd.ms-powerpoint.presentation.macroenabled.12": (
+        ErrorCode.MACRO_ENABLED_DOCUMENT,
+        "a macro-enabled PowerPoint file (.pptm): save it as .pptx",
+    ),
+}
+
+
+def upload_format(content_type: str) -> DocumentFormat:
+    """The format an upload's declared media type announces (parameters such as ``charset`` are
+    ignored); raises ``PermanentError`` for a type that is not accepted."""
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    if media_type in UPLOAD_CONTENT_TYPES:
+        return UPLOAD_CONTENT_TYPES[media_type]
+    if media_type in _REFUSED_CONTENT_TYPES:
+        code, what = _REFUSED_CONTENT_TYPES[media_type]
+        raise PermanentError(code, f"{content_type} is {what}")
+    accepted = ", ".join(sorted(UPLOAD_CONTENT_TYPES))
+    raise PermanentError(
+        ErrorCode.UNSUPPORTED_TYPE, f"{content_type or 'no type'} is not accepted (accepted: {accepted})"
+    )
+
+
+def max_bytes_for(document_format: DocumentFormat, max_file_bytes: int) -> int:
+    """The size limit of a format: the configured one, at most ``MAX_TEXT_FORMAT_BYTES`` for text."""
+    return min(max_file_bytes, MAX_TEXT_FORMAT_BYTES) if document_format in TEXT_FORMATS else max_file_bytes

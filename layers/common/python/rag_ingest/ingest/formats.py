@@ -1,0 +1,139 @@
+"""What an upload is, decided by its bytes, and reading every format into pages of blocks.
+
+Detection (:func:`detect_format`) never looks at the name or the declared content type:
+
+- ``%PDF-`` at the start (or within the first 1024 bytes after binary junk, as Acrobat allows)
+  is a PDF;
+- an OLE2 compound file (``D0 CF 11 E0``) is a legacy binary Office file (``.doc``, ``.ppt``):
+  LEGACY_OFFICE_FORMAT;
+- a zip is an Office Open XML document when its ``[Content_Types].xml`` names a Word or
+  PowerPoint main part: DOCX or PPTX; macro-enabled parts (``.docm``, ``.pptm``) or a VBA project
+  are MACRO_ENABLED_DOCUMENT; any other zip (a spreadsheet, a template, an archive) is
+  UNSUPPORTED_TYPE;
+- other binary data (a NUL byte, an image signature) is UNSUPPORTED_TYPE;
+- text is HTML when it opens as HTML (a doctype, ``<html>``, or ``<head>``/``<body>`` early on),
+  Markdown when it has Markdown structure (ATX or setext headings, fenced code, a pipe table's
+  delimiter row), else plain text.
+
+Reading (:func:`read_structured`) turns a DOCX, PPTX, HTML, Markdown or text file into
+:class:`~rag_ingest.core.models.PageText` pages whose ``blocks`` state the structure: one page
+per PPTX slide (the slide number is the page number), one page for the others. Headings carry
+an anchor (the id of that section in the rendered view) and paragraphs their order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from rag_ingest.core.errors import ErrorCode, PermanentError
+from rag_ingest.core.models import DocumentFormat
+from rag_ingest.core.upload_types import max_bytes_for
+from rag_ingest.ingest.markup import read_html, read_markdown, read_text
+from rag_ingest.ingest.office import ooxml_format, read_docx, read_pptx
+from rag_ingest.ingest.structure import SNIFF_BYTES, FormatLimits, StructuredDocument, decode_text
+
+PDF_MAGIC = b"%PDF-"
+PDF_MAGIC_WINDOW_BYTES = 1024
+OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+ZIP_MAGIC = b"PK\x03\x04"
+
+# Signatures of common files that are none of the accepted formats: named in the refusal.
+_OTHER_SIGNATURES: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF87a", "a GIF image"),
+    (b"GIF89a", "a GIF image"),
+    (b"II*\x00", "a TIFF image"),
+    (b"MM\x00*", "a TIFF image"),
+    (b"{\\rtf", "an RTF document"),
+    (b"\x1f\x8b", "a gzip archive"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
+    (b"Rar!", "a RAR archive"),
+    (b"\x7fELF", "an executable"),
+    (b"MZ", "a Windows executable"),
+)
+_HTML_START = re.compile(r"\A\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html[\s>])", re.IGNORECASE | re.DOTALL)
+_HTML_SECTION = re.compile(r"<(?:head|body)[\s>]", re.IGNORECASE)
+_MARKDOWN_SIGNS = (
+    re.compile(r"^#{1,6}[ \t]+\S", re.MULTILINE),  # ATX heading
+    re.compile(r"^\S[^\n]*\n(?:=+|-{2,})[ \t]*$", re.MULTILINE),  # setext heading
+    re.compile(r"^(?:```|~~~)", re.MULTILINE),  # fenced code
+    re.compile(r"^\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)+\|?[ \t]*$", re.MULTILINE),  # table delimiter row
+)
+_PDF_OBJECT = re.compile(rb"\d+\s+\d+\s+obj\b")
+
+
+def detect_format(head: bytes, *, size: int, max_bytes: int, read_all: Callable[[], bytes]) -> DocumentFormat:
+    """The format of an object from its first bytes (at least ``SNIFF_BYTES`` when it has them)
+    and its size; ``read_all`` fetches the whole object (only a zip needs it).
+
+    Raises ``PermanentError``: EMPTY_FILE, FILE_TOO_LARGE, UNSUPPORTED_TYPE, LEGACY_OFFICE_FORMAT,
+    MACRO_ENABLED_DOCUMENT, CORRUPT_DOCUMENT, UNSAFE_XML, DOCUMENT_TOO_COMPLEX or UNKNOWN_ENCODING.
+    """
+    if size == 0:
+        raise PermanentError(ErrorCode.EMPTY_FILE, "the file is empty (0 bytes)")
+    if size > max_bytes:
+        raise PermanentError(ErrorCode.FILE_TOO_LARGE, f"{size} bytes exceeds the limit of {max_bytes} bytes")
+    if is_pdf(head):
+        return DocumentFormat.PDF
+    if head.startswith(OLE2_MAGIC):
+        raise PermanentError(
+            ErrorCode.LEGACY_OFFICE_FORMAT,
+            "an OLE2 compound file (a legacy binary .doc, .ppt or .xls): save it as .docx or .pptx",
+        )
+    if head.startswith(ZIP_MAGIC):
+        return ooxml_format(read_all())
+    for signature, what in _OTHER_SIGNATURES:
+        if head.startswith(signature):
+            raise PermanentError(ErrorCode.UNSUPPORTED_TYPE, f"the file is {what}")
+    text_kind = text_format(decode_text(head, partial=size > len(head)))
+    limit = max_bytes_for(text_kind, max_bytes)
+    if size > limit:
+        raise PermanentError(
+            ErrorCode.FILE_TOO_LARGE, f"{size} bytes exceeds the limit of {limit} bytes for {text_kind.value} files"
+        )
+    return text_kind
+
+
+def is_pdf(head: bytes) -> bool:
+    """``%PDF-`` at the start, or after binary junk within the first 1024 bytes followed by an
+    object (a text file that merely mentions ``%PDF-`` is not a PDF)."""
+    if head.startswith(PDF_MAGIC):
+        return True
+    at = head.find(PDF_MAGIC, 0, PDF_MAGIC_WINDOW_BYTES)
+    if at < 0:
+        return False
+    return _PDF_OBJECT.search(head, at) is not None and not _is_text(head[:at])
+
+
+def _is_text(prefix: bytes) -> bool:
+    try:
+        text = prefix.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return all(character.isprintable() or character in "\t\r\n\f" for character in text)
+
+
+def text_format(text: str) -> DocumentFormat:
+    """HTML, Markdown or plain text, from the start of the decoded text."""
+    start = text[:SNIFF_BYTES]
+    if _HTML_START.match(start) or (start.lstrip().startswith("<") and _HTML_SECTION.search(start[:4096])):
+        return DocumentFormat.HTML
+    if any(sign.search(start) for sign in _MARKDOWN_SIGNS):
+        return DocumentFormat.MARKDOWN
+    return DocumentFormat.TEXT
+
+
+def read_structured(data: bytes, document_format: DocumentFormat, limits: FormatLimits) -> StructuredDocument:
+    """A DOCX, PPTX, HTML, Markdown or text file as pages of blocks (raises ``PermanentError``)."""
+    readers = {
+        DocumentFormat.DOCX: read_docx,
+        DocumentFormat.PPTX: read_pptx,
+        DocumentFormat.HTML: read_html,
+        DocumentFormat.MARKDOWN: read_markdown,
+        DocumentFormat.TEXT: read_text,
+    }
+    if document_format in readers:
+        return readers[document_format](data, limits)
+    raise ValueError(f"{document_format} is not a structured format")

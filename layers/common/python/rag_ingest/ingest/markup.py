@@ -1,0 +1,261 @@
+"""HTML, Markdown and plain text into blocks.
+
+HTML (lxml's HTML parser, libxml2; no network, comments and processing instructions dropped):
+when the page has a ``<main>`` (or ``role="main"``) only that is read, else the body. What is
+not the document is dropped before reading: scripts, styles, forms, navigation (``<nav>``,
+``role="navigation"``), site headers and footers (``<header>``/``<footer>`` outside an
+``<article>``, ``role="banner"``/``"contentinfo"``), asides, dialogs, hidden elements, and cookie
+or consent banners (an id or class naming cookies, consent or GDPR). ``<h1>``-``<h6>`` are
+headings; tables are rows of cells (the ``<thead>`` or first row their header, the
+``<caption>`` before them). libxml2 stops at 256 levels of nesting: a document deeper than that
+is DOCUMENT_TOO_COMPLEX rather than read in part.
+
+Markdown (markdown-it-py, CommonMark with tables): headings, paragraphs, list items, code
+blocks and tables as blocks. Its inline parser is slow on very long lines full of markup (a
+10 MB line took 45 s), so a line over ``max_markdown_line_chars`` is DOCUMENT_TOO_COMPLEX.
+
+Plain text: paragraphs between blank lines; headings are found as in a PDF's text
+(:func:`rag_ingest.ingest.chunking.detect_headings`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from rag_ingest.core.errors import ErrorCode, PermanentError
+from rag_ingest.core.models import BlockKind
+from rag_ingest.ingest.structure import FormatLimits, PageBuilder, StructuredDocument, decode_text
+
+_DROPPED_TAGS = frozenset(
+    {"script", "style", "noscript", "template", "nav", "aside", "form", "button", "select", "textarea", "input"}
+    | {"iframe", "svg", "canvas", "dialog", "object", "embed", "video", "audio", "map", "head", "menu"}
+)
+_DROPPED_ROLES = frozenset(
+    {"navigation", "banner", "contentinfo", "complementary", "search", "dialog", "alertdialog", "menu", "menubar"}
+)
+_BOILERPLATE_NAMES = re.compile(r"cookie|consent|gdpr|cc-banner|onetrust|privacy-banner", re.IGNORECASE)
+_HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
+_HEADINGS = {f"h{level}": level for level in range(1, 7)}
+_PARAGRAPH_TAGS = frozenset({"p", "li", "pre", "blockquote", "dt", "dd", "figcaption", "address", "summary"})
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([\w-]+)""", re.IGNORECASE)
+
+
+def read_html(data: bytes, limits: FormatLimits) -> StructuredDocument:
+    import lxml.etree
+    import lxml.html
+
+    declared = _META_CHARSET.search(data[:4096])
+    text = decode_text(data, declared=declared.group(1).decode("ascii") if declared else None)
+    _bound_text(text, limits)
+    parser = lxml.html.HTMLParser(no_network=True, remove_comments=True, remove_pis=True, huge_tree=False)
+    try:
+        root = lxml.html.document_fromstring(text, parser=parser)
+    except (lxml.etree.ParserError, ValueError) as exc:
+        raise PermanentError(ErrorCode.CORRUPT_DOCUMENT, f"the HTML cannot be parsed: {exc}") from None
+    if any(
+        "ERR_RESOURCE_LIMIT" in str(error.type_name) or "Excessive depth" in error.message for error in parser.error_log
+    ):
+        raise PermanentError(
+            ErrorCode.DOCUMENT_TOO_COMPLEX, "the HTML nests elements deeper than the parser's limit (256 levels)"
+        )
+    title_element = root.find(".//title")
+    title = " ".join(title_element.text_content().split()) if title_element is not None else None
+    main = root.find(".//main")
+    if main is None:
+        found = root.xpath(".//*[@role='main']")
+        main = found[0] if found else root.find("body")
+    builder = PageBuilder(page_number=1, used_anchors=set())
+    if main is not None:
+        _read_element(main, builder, inside_article=main.tag == "article" or bool(main.xpath("ancestor::article")))
+    return StructuredDocument(pages=[builder.page()], title=title or None)
+
+
+def _dropped(element: Any, inside_article: bool) -> bool:
+    tag = element.tag if isinstance(element.tag, str) else ""
+    if tag in _DROPPED_TAGS:
+        return True
+    if tag in ("header", "footer") and not inside_article:
+        return True
+    attributes = element.attrib
+    if attributes.get("role", "").lower() in _DROPPED_ROLES:
+        return True
+    if "hidden" in attributes or attributes.get("aria-hidden", "").lower() == "true":
+        return True
+    if _HIDDEN_STYLE.search(attributes.get("style", "")):
+        return True
+    names = f"{attributes.get('id', '')} {attributes.get('class', '')}"
+    return bool(_BOILERPLATE_NAMES.search(names))
+
+
+def _read_element(element: Any, builder: PageBuilder, *, inside_article: bool) -> None:
+    """Blocks of ``element``'s children, in order; loose text between block children is a paragraph."""
+    loose: list[str] = [element.text or ""]
+    for child in element:
+        if not isinstance(child.tag, str) or _dropped(child, inside_article):
+            loose.append(child.tail or "")
+            continue
+        tag = child.tag
+        if tag in _HEADINGS or tag in _PARAGRAPH_TAGS or tag == "table" or _is_container(child):
+            builder.add(BlockKind.PARAGRAPH, "".join(loose))
+            loose = []
+            if tag in _HEADINGS:
+                builder.add(BlockKind.HEADING, _inline_text(child, inside_article), level=_HEADINGS[tag])
+            elif tag == "table":
+                caption = child.find("caption")
+                caption_text = _inline_text(caption, inside_article) if caption is not None else None
+                builder.add_table(_html_rows(child, inside_article), caption=caption_text)
+            elif tag in _PARAGRAPH_TAGS and not _has_block_children(child):
+                builder.add(BlockKind.PARAGRAPH, _inline_text(child, inside_article, keep_lines=tag == "pre"))
+            else:
+                _read_element(child, builder, inside_article=inside_article or tag == "article")
+            loose.append(child.tail or "")
+        else:
+            loose.append(_inline_text(child, inside_article))
+            loose.append(child.tail or "")
+    builder.add(BlockKind.PARAGRAPH, "".join(loose))
+
+
+_BLOCK_TAGS = frozenset(
+    {"div", "section", "article", "main", "body", "header", "footer", "ul", "ol", "dl", "figure", "details"}
+    | {"table", "blockquote", "center", "hgroup", "fieldset"}
+    | set(_HEADINGS)
+    | _PARAGRAPH_TAGS
+)
+
+
+def _is_container(element: Any) -> bool:
+    return element.tag in _BLOCK_TAGS
+
+
+def _has_block_children(element: Any) -> bool:
+    return any(isinstance(child.tag, str) and child.tag in _BLOCK_TAGS for child in element)
+
+
+def _inline_text(element: Any, inside_article: bool, *, keep_lines: bool = False) -> str:
+    """The text of ``element`` without its dropped descendants; ``<br>`` is a line break."""
+    parts: list[str] = []
+
+    def walk(node: Any) -> None:
+        if node.text:
+            parts.append(node.text if keep_lines else " ".join(node.text.split("\n")))
+        for child in node:
+            if isinstance(child.tag, str) and not _dropped(child, inside_article):
+                if child.tag == "br":
+                    parts.append("\n")
+                else:
+                    walk(child)
+                    if child.tag in _BLOCK_TAGS:
+                        parts.append("\n")
+            if child.tail:
+                parts.append(child.tail if keep_lines else " ".join(child.tail.split("\n")))
+
+    walk(element)
+    return "".join(parts)
+
+
+def _html_rows(table: Any, inside_article: bool) -> Iterator[list[str]]:
+    rows = table.xpath("./thead/tr | ./tbody/tr | ./tr | ./tfoot/tr")
+    for row in rows:
+        yield [_inline_text(cell, inside_article) for cell in row if cell.tag in ("td", "th")]
+
+
+# -- Markdown -----------------------------------------------------------------------------------
+def read_markdown(data: bytes, limits: FormatLimits) -> StructuredDocument:
+    from markdown_it import MarkdownIt
+
+    text = decode_text(data)
+    _bound_text(text, limits)
+    longest = max((len(line) for line in text.splitlines()), default=0)
+    if longest > limits.max_markdown_line_chars:
+        raise PermanentError(
+            ErrorCode.DOCUMENT_TOO_COMPLEX,
+            f"a line of {longest} characters exceeds the Markdown limit of {limits.max_markdown_line_chars}",
+        )
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    builder = PageBuilder(page_number=1, used_anchors=set())
+    title: str | None = None
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        if token.type == "heading_open":
+            heading = _inline(tokens[index + 1])
+            level = int(token.tag[1])
+            title = title or (heading if level == 1 else None)
+            builder.add(BlockKind.HEADING, heading, level=level)
+            index += 3
+        elif token.type == "paragraph_open":
+            builder.add(BlockKind.PARAGRAPH, _inline(tokens[index + 1]))
+            index += 3
+        elif token.type in ("fence", "code_block"):
+            builder.add(BlockKind.PARAGRAPH, token.content)
+            index += 1
+        elif token.type == "table_open":
+            rows, index = _markdown_table(tokens, index)
+            builder.add_table(rows)
+        else:
+            index += 1
+    return StructuredDocument(pages=[builder.page()], title=title)
+
+
+def _inline(token: Any) -> str:
+    parts: list[str] = []
+    for child in token.children or []:
+        if child.type in ("text", "code_inline", "html_inline"):
+            parts.append(child.content if child.type != "html_inline" else "")
+        elif child.type == "softbreak":
+            parts.append(" ")
+        elif child.type == "hardbreak":
+            parts.append("\n")
+        elif child.type == "image":
+            parts.append(child.content)  # its alt text
+    return "".join(parts)
+
+
+def _markdown_table(tokens: list[Any], index: int) -> tuple[list[list[str]], int]:
+    rows: list[list[str]] = []
+    row: list[str] = []
+    while index < len(tokens) and tokens[index].type != "table_close":
+        token = tokens[index]
+        if token.type == "tr_open":
+            row = []
+        elif token.type == "inline":
+            row.append(_inline(token))
+        elif token.type == "tr_close":
+            rows.append(row)
+        index += 1
+    return rows, index + 1
+
+
+# -- text -----------------------------------------------------------------------------------------
+def read_text(data: bytes, limits: FormatLimits) -> StructuredDocument:
+    from rag_ingest.ingest.chunking import detect_headings
+    from rag_ingest.ingest.pdf import clean_page_text
+
+    text = clean_page_text(decode_text(data))
+    _bound_text(text, limits)
+    headings = {heading.start: heading for heading in detect_headings(text)}
+    builder = PageBuilder(page_number=1, used_anchors=set())
+    cursor = 0
+    for match in re.finditer(r"\n[^\S\n]*\n\s*|\Z", text):
+        paragraph_start, paragraph_end = cursor, match.start()
+        cursor = match.end()
+        position = paragraph_start
+        # A heading line starts a paragraph of its own (the text under it may follow without a blank line).
+        for start in sorted(start for start in headings if paragraph_start <= start < paragraph_end):
+            heading = headings[start]
+            builder.add(BlockKind.PARAGRAPH, text[position:start])
+            builder.add(BlockKind.HEADING, heading.title, level=heading.level)
+            position = heading.end
+        builder.add(BlockKind.PARAGRAPH, text[position:paragraph_end])
+        if match.end() == len(text):
+            break
+    return StructuredDocument(pages=[builder.page()])
+
+
+def _bound_text(text: str, limits: FormatLimits) -> None:
+    if len(text) > limits.max_text_chars:
+        raise PermanentError(
+            ErrorCode.DOCUMENT_TOO_COMPLEX, f"{len(text)} characters exceeds the limit of {limits.max_text_chars}"
+        )

@@ -1,0 +1,263 @@
+"""Office Open XML: which document a zip is, whether it is safe to open, and its text.
+
+Safety before any parser sees the package (:func:`checked_package`):
+
+- the zip's entry count and declared uncompressed sizes are bounded, and every entry is
+  decompressed once in a streaming read that stops at the bound (declared sizes can lie): a zip
+  bomb is DOCUMENT_TOO_COMPLEX after reading at most ``max_unzipped_bytes``;
+- no XML part may carry a document type declaration: OOXML never needs one, and it is how
+  entity expansion ("billion laughs") and external entities get in: UNSAFE_XML. (python-docx and
+  python-pptx also parse with ``resolve_entities=False``.)
+
+Word (python-docx): the body's paragraphs and tables in order. Paragraphs styled ``Title`` or
+``Heading n`` are headings (level 1, or n); tables are rows of cells, the first row their header.
+Running headers and footers, footnotes, comments and images are not read.
+
+PowerPoint (python-pptx): one page per slide, numbered as PowerPoint numbers them. The title
+placeholder is the slide's heading (anchor ``slide-<n>``), then every other shape's text in the
+slide's order (group shapes opened), tables as rows, and the speaker notes last. Pictures are not
+read (docs/formats.md, "Images").
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+from collections.abc import Iterator
+from typing import Any
+
+from rag_ingest.core.errors import ErrorCode, PermanentError
+from rag_ingest.core.models import BlockKind, DocumentFormat
+from rag_ingest.ingest.structure import FormatLimits, PageBuilder, StructuredDocument
+
+_MAIN_CONTENT_TYPES = {
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml": DocumentFormat.DOCX,
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation.main+xml": DocumentFormat.PPTX,
+}
+_OTHER_PACKAGES = {
+    "wordprocessingml.template": "a Word template (.dotx): save it as a .docx",
+    "presentationml.slideshow": "a PowerPoint show (.ppsx): save it as a .pptx",
+    "presentationml.template": "a PowerPoint template (.potx): save it as a .pptx",
+    "spreadsheetml": "an Excel workbook: spreadsheets are not accepted",
+}
+_DOCTYPE = re.compile(rb"<!DOCTYPE|<!ENTITY", re.IGNORECASE)
+_CONTENT_TYPES_PART = "[Content_Types].xml"
+_READ_CHUNK = 1024 * 1024
+# How much of an XML part's start is searched for a DTD: it must come before the root element.
+_PROLOG_BYTES = 4096
+
+
+def ooxml_format(data: bytes) -> DocumentFormat:
+    """DOCX or PPTX from the package's ``[Content_Types].xml`` (raises ``PermanentError``)."""
+    package = _open_zip(data)
+    names = set(package.namelist())
+    if _CONTENT_TYPES_PART not in names:
+        raise PermanentError(ErrorCode.UNSUPPORTED_TYPE, "a zip archive that is not an Office document")
+    content_types = _read_part(package, _CONTENT_TYPES_PART, 4 * 1024 * 1024)
+    _refuse_dtd(_CONTENT_TYPES_PART, content_types)
+    declared = re.findall(rb'ContentType="([^"]+)"', content_types)
+    types = [value.decode("ascii", errors="replace") for value in declared]
+    if any("macroenabled" in value.lower() for value in types) or any(
+        name.lower().endswith("vbaproject.bin") for name in names
+    ):
+        raise PermanentError(
+            ErrorCode.MACRO_ENABLED_DOCUMENT, "the document carries macros (.docm, .pptm): save it without them"
+        )
+    for value in types:
+        if value in _MAIN_CONTENT_TYPES:
+            return _MAIN_CONTENT_TYPES[value]
+    for marker, what in _OTHER_PACKAGES.items():
+        if any(marker in value for value in types):
+            raise PermanentError(ErrorCode.UNSUPPORTED_TYPE, f"the file is {what}")
+    raise PermanentError(ErrorCode.UNSUPPORTED_TYPE, "an Office Open XML package with no Word or PowerPoint document")
+
+
+def checked_package(data: bytes, limits: FormatLimits) -> zipfile.ZipFile:
+    """The package, once its entries are within ``limits`` and no XML part declares a DTD."""
+    package = _open_zip(data)
+    entries = package.infolist()
+    if len(entries) > limits.max_zip_entries:
+        raise PermanentError(
+            ErrorCode.DOCUMENT_TOO_COMPLEX, f"{len(entries)} zip entries exceeds the limit of {limits.max_zip_entries}"
+        )
+    declared = sum(entry.file_size for entry in entries)
+    if declared > limits.max_unzipped_bytes:
+        raise PermanentError(
+            ErrorCode.DOCUMENT_TOO_COMPLEX,
+            f"{declared} bytes unzipped exceeds the limit of {limits.max_unzipped_bytes} bytes",
+        )
+    total = 0
+    for entry in entries:
+        is_xml = entry.filename.endswith((".xml", ".rels"))
+        bound = min(
+            limits.max_xml_part_bytes if is_xml else limits.max_unzipped_bytes, limits.max_unzipped_bytes - total
+        )
+        prolog, size = _stream_part(package, entry, bound)
+        total += size
+        if is_xml:
+            _refuse_dtd(entry.filename, prolog)
+    return package
+
+
+def _open_zip(data: bytes) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(io.BytesIO(data))
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise PermanentError(ErrorCode.CORRUPT_DOCUMENT, f"the zip package cannot be opened: {exc}") from None
+
+
+def _stream_part(package: zipfile.ZipFile, entry: zipfile.ZipInfo, bound: int) -> tuple[bytes, int]:
+    """(the part's first bytes, its real uncompressed size), decompressing at most ``bound + 1`` bytes."""
+    size = 0
+    prolog = b""
+    try:
+        with package.open(entry) as stream:
+            while chunk := stream.read(_READ_CHUNK):
+                if not prolog:
+                    prolog = chunk[:_PROLOG_BYTES]
+                size += len(chunk)
+                if size > bound:
+                    raise PermanentError(
+                        ErrorCode.DOCUMENT_TOO_COMPLEX,
+                        f"{entry.filename} decompresses past the limit ({bound} bytes): a zip bomb",
+                    )
+    except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, NotImplementedError) as exc:
+        raise PermanentError(ErrorCode.CORRUPT_DOCUMENT, f"{entry.filename} cannot be decompressed: {exc}") from None
+    return prolog, size
+
+
+def _read_part(package: zipfile.ZipFile, name: str, bound: int) -> bytes:
+    try:
+        with package.open(name) as stream:
+            data = stream.read(bound + 1)
+    except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, NotImplementedError) as exc:
+        raise PermanentError(ErrorCode.CORRUPT_DOCUMENT, f"{name} cannot be decompressed: {exc}") from None
+    if len(data) > bound:
+        raise PermanentError(ErrorCode.DOCUMENT_TOO_COMPLEX, f"{name} is larger than {bound} bytes")
+    return data
+
+
+def _refuse_dtd(name: str, prolog: bytes) -> None:
+    root = _root_start(prolog)
+    if _DOCTYPE.search(prolog, 0, root):
+        raise PermanentError(ErrorCode.UNSAFE_XML, f"{name} declares a DTD or entities, which OOXML never needs")
+
+
+def _root_start(prolog: bytes) -> int:
+    """Where the root element starts (a DTD must come before it): the first ``<`` that opens neither
+    a declaration, a processing instruction nor a comment."""
+    for match in re.finditer(rb"<([^!?])", prolog):
+        return match.start()
+    return len(prolog)
+
+
+# -- Word ---------------------------------------------------------------------------------------
+_HEADING_STYLE = re.compile(r"^heading\s*(\d)$", re.IGNORECASE)
+
+
+def read_docx(data: bytes, limits: FormatLimits) -> StructuredDocument:
+    import docx
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
+
+    checked_package(data, limits)
+    try:
+        document = docx.Document(io.BytesIO(data))
+    except Exception as exc:  # python-docx raises KeyError, ValueError, lxml errors...: all a broken file
+        raise PermanentError(ErrorCode.CORRUPT_DOCUMENT, f"the Word document cannot be opened: {exc}") from None
+    builder = PageBuilder(page_number=1, used_anchors=set())
+    for item in document.iter_inner_content():
+        if isinstance(item, Paragraph):
+            level = _heading_level(item)
+            if level:
+                builder.add(BlockKind.HEADING, item.text, level=level)
+            else:
+                builder.add(BlockKind.PARAGRAPH, item.text)
+        elif isinstance(item, Table):
+            builder.add_table(_docx_rows(item))
+    title = (document.core_properties.title or "").strip() or None
+    return StructuredDocument(pages=[builder.page()], title=title)
+
+
+def _heading_level(paragraph: Any) -> int:
+    style = paragraph.style
+    while style is not None:
+        name = style.name or ""
+        if name.lower() == "title":
+            return 1
+        match = _HEADING_STYLE.match(name)
+        if match:
+            return max(1, int(match.group(1)))
+        style = style.base_style
+    return 0
+
+
+def _docx_rows(table: Any) -> Iterator[list[str]]:
+    for row in table.rows:
+        cells: list[str] = []
+        previous = None
+        for cell in row.cells:
+            if cell._tc is previous:  # a merged cell repeats: read it once
+                continue
+            previous = cell._tc
+            cells.append(cell.text)
+        yield cells
+
+
+# -- PowerPoint ---------------------------------------------------------------------------------
+_SLIDE_ID = re.compile(rb"<p:sldId\b")
+
+
+def read_pptx(data: bytes, limits: FormatLimits) -> StructuredDocument:
+    import pptx
+
+    package = _open_zip(data)
+    # The page limit first, from the slide list alone: a 10,000-slide deck is refused unparsed.
+    presentation_xml = _presentation_part(package)
+    _refuse_dtd("ppt/presentation.xml", presentation_xml[:_PROLOG_BYTES])
+    slides = len(_SLIDE_ID.findall(presentation_xml))
+    if slides > limits.max_pages:
+        raise PermanentError(ErrorCode.TOO_MANY_PAGES, f"{slides} slides exceeds the limit of {limits.max_pages} pages")
+    checked_package(data, limits)
+    try:
+        presentation = pptx.Presentation(io.BytesIO(data))
+    except Exception as exc:  # python-pptx raises KeyError, ValueError, lxml errors...: all a broken file
+        raise PermanentError(ErrorCode.CORRUPT_DOCUMENT, f"the presentation cannot be opened: {exc}") from None
+    anchors: set[str] = set()
+    pages = []
+    for number, slide in enumerate(presentation.slides, start=1):
+        builder = PageBuilder(page_number=number, used_anchors=anchors)
+        title_shape = slide.shapes.title
+        title = title_shape.text_frame.text if title_shape is not None and title_shape.has_text_frame else ""
+        builder.add(BlockKind.HEADING, title or f"Slide {number}", level=1, anchor=f"slide-{number}")
+        for shape in _shapes(slide.shapes):
+            if title_shape is not None and shape.shape_id == title_shape.shape_id:
+                continue
+            if getattr(shape, "has_table", False) and shape.has_table:
+                builder.add_table([cell.text for cell in row.cells] for row in shape.table.rows)
+            elif getattr(shape, "has_text_frame", False) and shape.has_text_frame:
+                builder.add(BlockKind.PARAGRAPH, shape.text_frame.text)
+        if slide.has_notes_slide:
+            notes = slide.notes_slide.notes_text_frame
+            if notes is not None and notes.text.strip():
+                builder.add(BlockKind.PARAGRAPH, f"Notes: {notes.text}")
+        pages.append(builder.page())
+    title = (presentation.core_properties.title or "").strip() or None
+    return StructuredDocument(pages=pages, title=title)
+
+
+def _presentation_part(package: zipfile.ZipFile) -> bytes:
+    try:
+        return _read_part(package, "ppt/presentation.xml", 64 * 1024 * 1024)
+    except KeyError:
+        raise PermanentError(ErrorCode.CORRUPT_DOCUMENT, "the presentation has no ppt/presentation.xml") from None
+
+
+def _shapes(shapes: Any) -> Iterator[Any]:
+    """Every shape in order, the shapes inside groups in place of the group."""
+    for shape in shapes:
+        if getattr(shape, "shape_type", None) is not None and hasattr(shape, "shapes"):
+            yield from _shapes(shape.shapes)
+        else:
+            yield shape

@@ -1,0 +1,172 @@
+"""The shared parts of the structured formats' readers (rag_ingest.ingest.office, .markup):
+text decoding, the limits that bound a hostile file, and pages of blocks with their offsets."""
+
+from __future__ import annotations
+
+import codecs
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from rag_ingest.core.errors import ErrorCode, PermanentError
+from rag_ingest.core.models import BlockKind, PageText, TextBlock
+
+#: Validate reads this much of an object to tell text formats apart (a zip is read whole).
+SNIFF_BYTES = 64 * 1024
+_BOMS: tuple[tuple[bytes, str], ...] = (
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\xef\xbb\xbf", "utf-8-sig"),
+    (b"\xfe\xff", "utf-16-be"),
+    (b"\xff\xfe", "utf-16-le"),
+)
+
+
+def decode_text(data: bytes, *, partial: bool = False, declared: str | None = None) -> str:
+    """The text of ``data``: by its byte order mark, else the ``declared`` charset (HTML's meta),
+    else UTF-8, else what charset-normalizer finds. ``partial``: ``data`` is the start of a
+    longer file (a character cut at its end is not an error).
+
+    Raises ``PermanentError`` UNSUPPORTED_TYPE for binary data (NUL bytes outside UTF-16/32) and
+    UNKNOWN_ENCODING when no encoding reads it."""
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            return _decode(data, encoding, partial)
+    if b"\x00" in data:
+        raise PermanentError(ErrorCode.UNSUPPORTED_TYPE, "the file holds binary data (NUL bytes): no accepted format")
+    if declared:
+        try:
+            return _decode(data, declared, partial)
+        except (LookupError, PermanentError):
+            pass  # a wrong declaration: detect instead
+    try:
+        return _decode(data, "utf-8", partial)
+    except PermanentError:
+        pass
+    from charset_normalizer import from_bytes
+
+    matches = from_bytes(data[: 4 * SNIFF_BYTES])
+    best = matches.best()
+    if best is None or best.encoding is None:
+        raise PermanentError(ErrorCode.UNKNOWN_ENCODING, "the text decodes in no recognised character encoding")
+    encoding = best.encoding
+    # Single-byte code pages often tie (cp1250, cp1252, cp1257 read the same bytes equally well):
+    # among the tied, Windows-1252, the commonest legacy encoding of Western text, wins.
+    tied = {match.encoding for match in matches if (match.chaos, match.coherence) == (best.chaos, best.coherence)}
+    if "cp1252" in tied:
+        encoding = "cp1252"
+    text = _decode(data, encoding, partial)
+    if _control_share(text) > 0.01:
+        raise PermanentError(ErrorCode.UNKNOWN_ENCODING, f"the text read as {encoding} is mostly control characters")
+    return text
+
+
+def _decode(data: bytes, encoding: str, partial: bool) -> str:
+    decoder = codecs.getincrementaldecoder(encoding)(errors="strict")
+    try:
+        return decoder.decode(data, final=not partial)
+    except UnicodeDecodeError as exc:
+        raise PermanentError(ErrorCode.UNKNOWN_ENCODING, f"the text is not valid {encoding}: {exc.reason}") from None
+
+
+def _control_share(text: str) -> float:
+    sample = text[:SNIFF_BYTES]
+    if not sample:
+        return 0.0
+    controls = sum(1 for character in sample if unicodedata.category(character) == "Cc" and character not in "\t\r\n\f")
+    return controls / len(sample)
+
+
+# -- blocks -------------------------------------------------------------------------------------
+_INVISIBLE = re.compile(
+    "[\u00ad\u200b\u2060\ufeff" + "".join(chr(c) for c in range(0x20) if chr(c) not in "\t\n") + "]"
+)
+_HORIZONTAL_SPACE = re.compile(r"[^\S\n]+")
+_BLANK_LINES = re.compile(r"\n\s*\n")
+_SLUG_DROP = re.compile(r"[^\w\- ]")
+
+
+def clean_block_text(text: str) -> str:
+    """One block's text as indexed: invisible characters dropped, horizontal whitespace one
+    space, lines stripped, no blank line inside (a blank line would end the chunker's paragraph)."""
+    text = unicodedata.normalize("NFC", _INVISIBLE.sub("", text.replace("\r\n", "\n").replace("\r", "\n")))
+    text = _HORIZONTAL_SPACE.sub(" ", text)
+    text = "\n".join(line.strip() for line in text.split("\n"))
+    return _BLANK_LINES.sub("\n", text).strip()
+
+
+def slug(title: str) -> str:
+    """A heading's anchor as GitHub writes it: lower case, punctuation dropped, spaces to hyphens."""
+    return _SLUG_DROP.sub("", title.strip().lower()).replace(" ", "-")[:80] or "section"
+
+
+@dataclass
+class PageBuilder:
+    """Collects one page's blocks; :meth:`page` joins them with blank lines (the chunker's paragraph
+    boundary) and records each block's offsets. Anchors are unique across the document (``used``)."""
+
+    page_number: int
+    used_anchors: set[str]
+    parts: list[str] = field(default_factory=list)
+    blocks: list[TextBlock] = field(default_factory=list)
+    offset: int = 0
+
+    def add(self, kind: BlockKind, text: str, level: int = 0, anchor: str | None = None) -> None:
+        cleaned = clean_block_text(text)
+        if not cleaned:
+            return
+        if kind is BlockKind.HEADING:
+            cleaned = " ".join(cleaned.split())  # a heading is one line
+            anchor = self._unique(anchor or slug(cleaned))
+        if self.parts:
+            self.offset += 2  # the "\n\n" before this block
+        self.blocks.append(
+            TextBlock(start=self.offset, end=self.offset + len(cleaned), kind=kind, level=level, anchor=anchor)
+        )
+        self.parts.append(cleaned)
+        self.offset += len(cleaned)
+
+    def add_table(self, rows: Iterable[Iterable[str]], caption: str | None = None) -> None:
+        """A table as lines of cells (`` | `` between them), its first row the header; a caption
+        is its own paragraph before it."""
+        lines = []
+        for row in rows:
+            cells = [" ".join(clean_block_text(cell).split()) for cell in row]
+            if any(cells):
+                lines.append(" | ".join(cells))
+        if caption:
+            self.add(BlockKind.PARAGRAPH, caption)
+        if lines:
+            self.add(BlockKind.TABLE, "\n".join(lines))
+
+    def page(self) -> PageText:
+        return PageText(page_number=self.page_number, text="\n\n".join(self.parts), blocks=self.blocks)
+
+    def _unique(self, anchor: str) -> str:
+        candidate, number = anchor, 1
+        while candidate in self.used_anchors:
+            candidate = f"{anchor}-{number}"
+            number += 1
+        self.used_anchors.add(candidate)
+        return candidate
+
+
+@dataclass(frozen=True)
+class StructuredDocument:
+    """A structured format read into pages of blocks, and its title when the file states one."""
+
+    pages: list[PageText]
+    title: str | None = None
+
+
+@dataclass(frozen=True)
+class FormatLimits:
+    """Bounds that make a hostile file cost seconds (docs/formats.md, "Hostile inputs")."""
+
+    max_pages: int  # PPTX slides (the document page limit)
+    max_zip_entries: int = 50_000
+    max_unzipped_bytes: int = 512 * 1024 * 1024
+    max_xml_part_bytes: int = 128 * 1024 * 1024
+    max_markdown_line_chars: int = 100_000
+    max_text_chars: int = 50_000_000

@@ -1,0 +1,202 @@
+"""Formats: the type comes from the bytes; each format reads into blocks with its provenance; every
+hostile file is a permanent code in seconds."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+from rag_ingest.core.errors import ErrorCode, PermanentError
+from rag_ingest.core.models import BlockKind, DocumentFormat, PageText
+from rag_ingest.ingest.formats import SNIFF_BYTES, FormatLimits, detect_format, read_structured
+
+from tests.support import documents
+
+pytestmark = pytest.mark.unit
+
+SAMPLES_PDF = "samples/lighthouses.pdf"
+LIMITS = FormatLimits(max_pages=500)
+SECONDS = 20.0  # generous: "seconds", not the function's timeout
+
+
+def detect(data: bytes) -> DocumentFormat:
+    return detect_format(data[:SNIFF_BYTES], size=len(data), max_bytes=200 * 1024 * 1024, read_all=lambda: data)
+
+
+def read(data: bytes) -> list[PageText]:
+    return read_structured(data, detect(data), LIMITS).pages
+
+
+def block_texts(page: PageText, kind: BlockKind) -> list[str]:
+    return [page.text[block.start : block.end] for block in page.blocks if block.kind is kind]
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (documents.docx_bytes, DocumentFormat.DOCX),
+        (documents.pptx_bytes, DocumentFormat.PPTX),
+        (lambda: documents.HTML_PAGE.encode(), DocumentFormat.HTML),
+        (lambda: documents.MARKDOWN_TEXT.encode(), DocumentFormat.MARKDOWN),
+        (lambda: documents.PLAIN_TEXT.encode(), DocumentFormat.TEXT),
+        (lambda: open(SAMPLES_PDF, "rb").read(), DocumentFormat.PDF),  # noqa: SIM115
+    ],
+)
+def test_the_format_is_read_from_the_bytes(make: Callable[[], bytes], expected: DocumentFormat) -> None:
+    assert detect(make()) is expected
+
+
+def test_a_text_file_that_mentions_the_pdf_signature_is_text() -> None:
+    assert detect(b"Every PDF starts with %PDF-1.7 and ends with %%EOF.\n") is DocumentFormat.TEXT
+
+
+@pytest.mark.parametrize(
+    ("data", "code", "words"),
+    [
+        (documents.ole2_document(), ErrorCode.LEGACY_OFFICE_FORMAT, "OLE2"),
+        (b"\x89PNG\r\n\x1a\n" + b"\x00" * 64, ErrorCode.UNSUPPORTED_TYPE, "PNG image"),
+        (b"text with a \x00 NUL byte", ErrorCode.UNSUPPORTED_TYPE, "binary"),
+        (b"", ErrorCode.EMPTY_FILE, "empty"),
+    ],
+)
+def test_refusals_name_what_the_file_is(data: bytes, code: ErrorCode, words: str) -> None:
+    with pytest.raises(PermanentError) as caught:
+        detect(data)
+    assert caught.value.code is code and words in caught.value.detail
+
+
+def test_macro_enabled_office_files_have_their_own_code() -> None:
+    with pytest.raises(PermanentError) as caught:
+        detect(documents.macro_enabled(documents.docx_bytes(), "word/document.xml"))
+    assert caught.value.code is ErrorCode.MACRO_ENABLED_DOCUMENT
+
+
+def test_a_zip_that_is_not_an_office_document_is_refused() -> None:
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("notes.txt", "hello")
+    with pytest.raises(PermanentError) as caught:
+        detect(buffer.getvalue())
+    assert caught.value.code is ErrorCode.UNSUPPORTED_TYPE and "not an Office document" in caught.value.detail
+
+
+def test_docx_headings_paragraphs_and_the_table_in_order() -> None:
+    (page,) = read(documents.docx_bytes())
+    headings = [(page.text[b.start : b.end], b.level, b.anchor) for b in page.blocks if b.kind is BlockKind.HEADING]
+    assert headings == [
+        ("Harbour Operations Manual", 1, "harbour-operations-manual"),
+        ("Berths", 1, "berths"),
+        ("Mooring rules", 2, "mooring-rules"),
+        ("Cranes", 1, "cranes"),
+    ]
+    (table,) = block_texts(page, BlockKind.TABLE)
+    assert table.splitlines() == [
+        "Crane | Lift capacity | Outreach",
+        "G1 | 40 tonnes | 45 m",
+        "G2 | 65 tonnes | 52 m",
+        "G3 | 65 tonnes | 60 m",
+    ]
+    # Document order: the table sits between the paragraph before it and the one after it.
+    assert page.text.index("ratings are listed below") < page.text.index("G1 | 40") < page.text.index("G4 is under")
+
+
+def test_pptx_is_a_page_per_slide_with_the_title_as_its_heading_and_the_notes() -> None:
+    pages = read(documents.pptx_bytes(slides=4))
+    assert [page.page_number for page in pages] == [1, 2, 3, 4]
+    assert [page.blocks[0].anchor for page in pages] == ["slide-1", "slide-2", "slide-3", "slide-4"]
+    assert block_texts(pages[1], BlockKind.HEADING) == ["Yield by orchard"]
+    assert block_texts(pages[1], BlockKind.TABLE) == ["Orchard | Tonnes per hectare\nWestfield | 31\nMarsh End | 18"]
+    assert "Notes: Marsh End suffered a late frost in April." in pages[1].text
+    assert "2,400 apple trees" in pages[0].text
+
+
+def test_html_keeps_the_article_and_drops_navigation_banners_and_scripts() -> None:
+    document = read_structured(documents.HTML_PAGE.encode(), DocumentFormat.HTML, LIMITS)
+    (page,) = document.pages
+    assert document.title == "Lighthouse Keeping"
+    for boilerplate in ("Coastal Trust", "About us", "cookies", "tracking", "ten best beaches", "Privacy", "color"):
+        assert boilerplate not in page.text, boilerplate
+    assert block_texts(page, BlockKind.HEADING) == ["Lighthouse Keeping", "Lamps and lenses", "Daily routine"]
+    assert block_texts(page, BlockKind.TABLE) == [
+        "Light | Range | Lit\nSkerry | 30 km | 1851\nGull Point | 22 km | 1874"
+    ]
+    assert "Lights of the coast" in block_texts(page, BlockKind.PARAGRAPH)
+
+
+def test_markdown_headings_and_its_pipe_table() -> None:
+    document = read_structured(documents.MARKDOWN_TEXT.encode(), DocumentFormat.MARKDOWN, LIMITS)
+    (page,) = document.pages
+    assert document.title == "Sourdough Starter Guide"
+    headings = [(page.text[b.start : b.end], b.level) for b in page.blocks if b.kind is BlockKind.HEADING]
+    assert headings == [("Sourdough Starter Guide", 1), ("Feeding", 2), ("Storage", 2)]
+    assert block_texts(page, BlockKind.TABLE) == [
+        "Flour | Water | Hydration\n100 g | 100 g | 100 %\n100 g | 75 g | 75 %"
+    ]
+
+
+def test_plain_text_paragraphs_and_detected_headings() -> None:
+    (page,) = read(documents.PLAIN_TEXT.encode())
+    assert block_texts(page, BlockKind.HEADING) == ["Canal Locks", "How a Lock Works"]
+    assert len(block_texts(page, BlockKind.PARAGRAPH)) == 2
+
+
+def test_legacy_encodings_are_decoded() -> None:
+    french = "Le pâtissier prépare une crème brûlée très légère pour le dîner de fête. " * 8
+    (page,) = read(french.encode("cp1252"))
+    assert "crème brûlée très légère" in page.text
+    russian = "Маяк стоит на скалистом мысе и светит кораблям всю ночь до рассвета. " * 8
+    (page,) = read(russian.encode("cp1251"))
+    assert "Маяк стоит на скалистом мысе" in page.text
+    utf16 = "Ein Leuchtturm steht auf der Klippe.\n".encode("utf-16")
+    assert "Leuchtturm" in read(utf16)[0].text
+
+
+def test_bytes_that_decode_in_no_encoding_are_a_code() -> None:
+    import random
+
+    generator = random.Random(7)
+    noise = bytes(generator.randrange(0x80, 0x100) for _ in range(20_000))
+    with pytest.raises(PermanentError) as caught:
+        read(noise)
+    assert caught.value.code is ErrorCode.UNKNOWN_ENCODING
+
+
+def test_blocks_index_their_page_text_exactly() -> None:
+    for make in (documents.docx_bytes, documents.pptx_bytes):
+        for page in read(make()):
+            assert page.text == "\n\n".join(page.text[b.start : b.end] for b in page.blocks)
+
+
+# -- hostile inputs: each a permanent code in seconds ---------------------------------------------
+HOSTILE: dict[str, tuple[Callable[[], bytes], ErrorCode]] = {
+    "zip-bomb-docx": (documents.zip_bomb_docx, ErrorCode.DOCUMENT_TOO_COMPLEX),
+    "entity-expansion-docx": (documents.entity_expansion_docx, ErrorCode.UNSAFE_XML),
+    "external-entity-docx": (documents.external_entity_docx, ErrorCode.UNSAFE_XML),
+    "10000-slides-pptx": (documents.many_slides_pptx, ErrorCode.TOO_MANY_PAGES),
+    "100000-nested-html": (documents.deeply_nested_html, ErrorCode.DOCUMENT_TOO_COMPLEX),
+    "10mb-line-markdown": (documents.one_line_markdown, ErrorCode.DOCUMENT_TOO_COMPLEX),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_documents_end_with_a_permanent_code_in_seconds(name: str) -> None:
+    make, code = HOSTILE[name]
+    data = make()
+    started = time.monotonic()
+    with pytest.raises(PermanentError) as caught:
+        read_structured(data, detect(data), LIMITS)
+    elapsed = time.monotonic() - started
+    assert caught.value.code is code, caught.value
+    assert elapsed < SECONDS, f"{name}: {elapsed:.1f} s"
+
+
+def test_the_10000_slide_deck_is_a_real_presentation_under_the_limit() -> None:
+    """The hostile deck is refused by the page limit, not because it is broken: with the limit above
+    its size it opens and reads."""
+    deck = documents.many_slides_pptx(slides=40)
+    pages = read_structured(deck, DocumentFormat.PPTX, FormatLimits(max_pages=50)).pages
+    assert len(pages) == 40 and all(page.blocks[0].anchor == f"slide-{page.page_number}" for page in pages)
