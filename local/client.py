@@ -132,7 +132,7 @@ class LocalStackClient:
 
     def upload(self, path: Path, content_type: str = "application/pdf") -> str:
         """The browser flow: ask for a presigned POST, then send the file straight to S3."""
-        ticket = self.create_upload(path.name)
+        ticket = self.create_upload(path.name, content_type)
         ticket.raise_for_status()
         body = ticket.json()
         form = body["upload"]

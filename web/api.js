@@ -68,9 +68,10 @@ export class Api {
     return this.request("GET", `/documents/${encodeURIComponent(id)}`);
   }
 
-  /** ``extra``: optional ``metadata`` and ``access`` ({users, groups}), sent only when given. */
-  createUpload(filename, extra = {}) {
-    const body = { filename, content_type: "application/pdf" };
+  /** ``contentType``: what the file is (upload.js sniffUpload); ``extra``: optional ``metadata`` and
+   * ``access`` ({users, groups}), sent only when given. */
+  createUpload(filename, contentType, extra = {}) {
+    const body = { filename, content_type: contentType };
     if (extra.metadata && Object.keys(extra.metadata).length) body.metadata = extra.metadata;
     if (extra.access) body.access = extra.access;
     return this.request("POST", "/documents", body);
@@ -88,6 +89,11 @@ export class Api {
 
   remove(id) {
     return this.request("DELETE", `/documents/${encodeURIComponent(id)}`);
+  }
+
+  /** The extracted blocks of a non-PDF document (its rendered view). */
+  content(id) {
+    return this.request("GET", `/documents/${encodeURIComponent(id)}/content`);
   }
 
   download(id) {

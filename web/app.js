@@ -12,7 +12,8 @@ import { FilterChips } from "./filters.js";
 import { LiveChannel } from "./live.js";
 import { MetadataEditor, MetadataError } from "./metadata.js";
 import { SearchView } from "./search.js";
-import { postToStorage, refusalReason, uploadName } from "./upload.js";
+import { ACCEPTED_FILES, checkUpload, postToStorage } from "./upload.js";
+import { DocumentViewer } from "./viewer.js";
 import { WebhooksPanel } from "./webhooks.js";
 
 const UPLOAD_CONCURRENCY = 3;
@@ -182,7 +183,7 @@ function showUploadOptionsError(error) {
 
 async function uploadOne(file, options) {
   const view = uploadItem(file);
-  const reason = await refusalReason(file, state.config.maxUploadBytes);
+  const { reason, type } = await checkUpload(file, state.config.maxUploadBytes);
   if (reason) {
     state.uploads.refused += 1;
     view.item.querySelector("progress").remove();
@@ -193,9 +194,9 @@ async function uploadOne(file, options) {
   state.uploads.started += 1;
   try {
     view.set("uploading", "Requesting an upload link…");
-    const ticket = await state.api.createUpload(uploadName(file), options);
+    const ticket = await state.api.createUpload(file.name, type, options);
     view.item.dataset.documentId = ticket.document_id;
-    state.documents.placeholder(ticket.document_id, uploadName(file));
+    state.documents.placeholder(ticket.document_id, file.name);
     await postToStorage(ticket.upload, file, (loaded, total) => view.progress(loaded, total));
     view.finish();
     view.set("uploaded", "Uploaded; processing (see Documents)");
@@ -246,6 +247,7 @@ async function uploadFiles(fileList) {
 function wireUploads() {
   const zone = $("drop-zone");
   const input = $("file-input");
+  input.accept = ACCEPTED_FILES;
   input.addEventListener("change", () => {
     const files = [...input.files];
     input.value = ""; // choosing the same file again fires change again
@@ -321,6 +323,7 @@ async function main() {
   });
   state.search = new SearchView({
     api: state.api,
+    viewer: new DocumentViewer({ api: state.api, dialog: $("viewer-dialog") }),
     elements: { form: $("search-form"), query: $("query"), mode: $("mode"), status: $("search-status"), results: $("results") },
     onError: showError,
     filters: state.filters,

@@ -43,13 +43,18 @@ export function highlightFragment(html) {
 
 export function pageSpan(passage) {
   const { page_start: start, page_end: end } = passage;
+  if (passage.document_format === "pptx") return end && end !== start ? `slides ${start}–${end}` : `slide ${start}`;
+  if (passage.document_format && passage.document_format !== "pdf") {
+    return passage.paragraph_index ? `paragraph ${passage.paragraph_index}` : "section";
+  }
   if (!Number.isFinite(start)) return "";
   return end && end !== start ? `pages ${start}–${end}` : `page ${start}`;
 }
 
 export class SearchView {
-  constructor({ api, elements, onError, filters = null }) {
+  constructor({ api, elements, onError, filters = null, viewer = null }) {
     this.api = api;
+    this.viewer = viewer;
     this.elements = elements;
     this.onError = onError;
     this.filters = filters;
@@ -125,8 +130,18 @@ export class SearchView {
     );
   }
 
-  /** Open the original at the passage's page in a new tab (opened first: popup blockers). */
+  /** Open a PDF at the passage's page in a new tab (opened first: popup blockers); any other format
+   * in the rendered view, at the passage's section and paragraph (a PPTX at its slide). */
   async open(passage) {
+    if (passage.document_format && passage.document_format !== "pdf" && this.viewer) {
+      try {
+        const shown = await this.viewer.show(passage);
+        this.lastOpened = `view:${shown.documentId}#${shown.target || ""}`;
+      } catch (error) {
+        this.onError(`The document could not be opened: ${error.message}`);
+      }
+      return;
+    }
     const tab = window.open("about:blank", "_blank");
     try {
       const answer = await this.api.download(passage.document_id);

@@ -3,26 +3,61 @@
 
 import { formatBytes } from "./format.js";
 
-const PDF_MAGIC = "%PDF-";
+const DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document";
+const PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation";
+const TYPES_BY_EXTENSION = Object.freeze({
+  pdf: "application/pdf", docx: DOCX, pptx: PPTX, html: "text/html", htm: "text/html",
+  md: "text/markdown", markdown: "text/markdown", txt: "text/plain",
+});
+/** The file picker's filter: the formats the pipeline reads (rag_ingest/core/upload_types.py). */
+export const ACCEPTED_FILES = [...Object.keys(TYPES_BY_EXTENSION).map((ext) => `.${ext}`), ...new Set(Object.values(TYPES_BY_EXTENSION))].join(",");
+const TEXT_TYPES = new Set(["text/html", "text/markdown", "text/plain"]);
+/** HTML, Markdown and text over this are refused (MAX_TEXT_FORMAT_BYTES in rag_ingest/core/upload_types.py). */
+export const MAX_TEXT_FORMAT_BYTES = 20 * 1024 * 1024;
 
-/** Why a file is refused before upload, or null when it may be uploaded. */
-export async function refusalReason(file, maxBytes) {
-  if (file.size === 0) return "Refused: the file is empty.";
-  if (Number.isFinite(maxBytes) && file.size > maxBytes) {
-    let [size, limit] = [formatBytes(file.size), formatBytes(maxBytes)];
-    if (size === limit) [size, limit] = [`${file.size} bytes`, `${maxBytes}-byte`]; // just over: say by how much
-    return `Refused: ${size} is over the ${limit} limit.`;
+const startsWith = (head, bytes) => bytes.every((byte, index) => head[index] === byte);
+const ascii = (text) => [...text].map((character) => character.charCodeAt(0));
+const extensionOf = (name) => (/\.([a-z0-9]+)$/i.exec(name)?.[1] || "").toLowerCase();
+
+/**
+ * What the file is, from its first bytes (the name only tells a .docx from a .pptx, and HTML and
+ * Markdown from text): {type} to declare to the API, or {refusal} for a file that can never succeed.
+ * The pipeline decides again from the stored bytes.
+ */
+export async function sniffUpload(file) {
+  const head = new Uint8Array(await file.slice(0, 1024).arrayBuffer());
+  const extension = extensionOf(file.name);
+  if (startsWith(head, ascii("%PDF-"))) return { type: "application/pdf" };
+  if (startsWith(head, [0x50, 0x4b, 0x03, 0x04])) {
+    if (extension === "pptx") return { type: PPTX };
+    if (extension === "docx") return { type: DOCX };
+    return { refusal: "Refused: a zip archive that is not a Word (.docx) or PowerPoint (.pptx) file." };
   }
-  // The content decides, not the name or the type the OS guessed: a PDF starts with "%PDF-".
-  const head = new Uint8Array(await file.slice(0, PDF_MAGIC.length).arrayBuffer());
-  const magic = String.fromCharCode(...head);
-  if (magic !== PDF_MAGIC) return "Refused: not a PDF (the file does not start with %PDF-).";
-  return null;
+  if (startsWith(head, [0xd0, 0xcf, 0x11, 0xe0])) {
+    return { refusal: "Refused: an old binary Office file (.doc or .ppt); save it as .docx or .pptx." };
+  }
+  const images = [[0x89, 0x50, 0x4e, 0x47], [0xff, 0xd8, 0xff], ascii("GIF8")];
+  if (images.some((signature) => startsWith(head, signature))) return { refusal: "Refused: an image, not a document." };
+  const utf16 = startsWith(head, [0xff, 0xfe]) || startsWith(head, [0xfe, 0xff]);
+  if (!utf16 && head.includes(0)) return { refusal: "Refused: binary data, not a document the pipeline reads." };
+  const declared = TYPES_BY_EXTENSION[extension];
+  if (TEXT_TYPES.has(declared)) return { type: declared };
+  const start = new TextDecoder().decode(head).trimStart().toLowerCase();
+  return { type: start.startsWith("<!doctype html") || start.startsWith("<html") ? "text/html" : "text/plain" };
 }
 
-/** The API accepts names ending in .pdf only; a real PDF named otherwise gets the suffix. */
-export function uploadName(file) {
-  return /\.pdf$/i.test(file.name) ? file.name : `${file.name}.pdf`;
+/** Why a file is refused before upload ({reason}), or the type to declare ({type}). */
+export async function checkUpload(file, maxBytes) {
+  if (file.size === 0) return { reason: "Refused: the file is empty." };
+  const sniffed = await sniffUpload(file);
+  if (sniffed.refusal) return { reason: sniffed.refusal };
+  const limit = TEXT_TYPES.has(sniffed.type) ? Math.min(maxBytes, MAX_TEXT_FORMAT_BYTES) : maxBytes;
+  if (Number.isFinite(limit) && file.size > limit) {
+    let [size, limitText] = [formatBytes(file.size), formatBytes(limit)];
+    if (size === limitText) [size, limitText] = [`${file.size} bytes`, `${limit}-byte`]; // just over: say by how much
+    return { reason: `Refused: ${size} is over the ${limitText} limit.` };
+  }
+  return { type: sniffed.type };
 }
 
 /** S3's XML error (<Error><Code/><Message/></Error>) as one sentence. */

@@ -33,6 +33,7 @@ from rag_ingest.core.tracing import tracer
 from rag_ingest.documents.service import (
     AccessChangeForbiddenError,
     ConcurrentUpdateError,
+    ContentUnavailableError,
     DocumentNotFoundError,
     ErrorBody,
     ErrorDetail,
@@ -177,6 +178,11 @@ def concurrent_update(exc: ConcurrentUpdateError) -> Response[Any]:
 @app.exception_handler(ReindexUnavailableError)
 def reindex_unavailable(exc: ReindexUnavailableError) -> Response[Any]:
     return error_response(409, "REINDEX_UNAVAILABLE", str(exc))
+
+
+@app.exception_handler(ContentUnavailableError)
+def content_unavailable(exc: ContentUnavailableError) -> Response[Any]:
+    return error_response(409, "NO_RENDERED_VIEW", str(exc))
 
 
 @app.exception_handler(InvalidCursorError)

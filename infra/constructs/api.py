@@ -41,6 +41,7 @@ SERVED_ROUTES: dict[str, tuple[str, ...]] = {
     "/documents/{document_id}": ("GET", "PATCH", "DELETE"),
     "/documents/{document_id}/retry": ("POST",),
     "/documents/{document_id}/download": ("GET",),
+    "/documents/{document_id}/content": ("GET",),
     "/search": ("POST",),
     "/webhooks": ("GET", "POST"),
     "/webhooks/{endpoint_id}": ("DELETE",),

@@ -226,20 +226,21 @@ def test_document_failed_by_transient_errors_is_retried_from_the_page_to_ready(
     assert_no_console_errors(page)
 
 
-def test_files_that_are_not_pdfs_or_too_large_are_refused_in_the_page_before_uploading(
+def test_files_that_are_not_documents_or_too_large_are_refused_in_the_page_before_uploading(
     page: Page, tenant: str, tmp_path: Path
 ) -> None:
     page.sign_in("dave", tenant)
     page.wait(lambda: page.find("#documents-empty").is_displayed(), "the empty list")
-    renamed = tmp_path / "notes.pdf"  # a text file with a PDF's name and extension
-    renamed.write_text("Meeting notes, not a PDF at all.\n")
+    renamed = tmp_path / "notes.pdf"  # an image with a PDF's name: the bytes decide
+    renamed.write_bytes((SAMPLES / "invalid" / "not-a-pdf.pdf").read_bytes())
     page.choose_files(renamed)
-    # The drop zone, with files dropped from outside the page: one text file, one over the size limit.
+    # The drop zone, with files dropped from outside the page: a legacy .doc, one over the size limit.
     page.js(
         """const limit = arguments[0];
            const big = new Uint8Array(limit + 1); big.set([37, 80, 68, 70, 45]);  // "%PDF-" then zeros
+           const ole2 = new Uint8Array([0xd0, 0xcf, 0x11, 0xe0, 0xa1, 0xb1, 0x1a, 0xe1, 0, 0, 0, 0]);
            const transfer = new DataTransfer();
-           transfer.items.add(new File(['just text'], 'dropped.pdf', {type: 'application/pdf'}));
+           transfer.items.add(new File([ole2], 'minutes.doc', {type: 'application/msword'}));
            transfer.items.add(new File([big], 'huge.pdf', {type: 'application/pdf'}));
            document.getElementById('drop-zone').dispatchEvent(
              new DragEvent('drop', {dataTransfer: transfer, bubbles: true, cancelable: true}));""",
@@ -248,7 +249,8 @@ def test_files_that_are_not_pdfs_or_too_large_are_refused_in_the_page_before_upl
     items = page.wait(lambda: page.uploads_in(3, "refused"), "three files refused", 20)
     reasons = {item["name"]: item["status"] for item in items}
     page.screenshot("refused")
-    assert "not a PDF" in reasons["notes.pdf"] and "not a PDF" in reasons["dropped.pdf"], reasons
+    assert "an image, not a document" in reasons["notes.pdf"], reasons
+    assert "old binary Office file" in reasons["minutes.doc"], reasons
     assert "over the" in reasons["huge.pdf"] and "limit" in reasons["huge.pdf"], reasons
     assert page.stats()["uploads"] == {"started": 0, "done": 0, "refused": 3, "failed": 0}
     page.find("#refresh").click()

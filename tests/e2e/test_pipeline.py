@@ -64,8 +64,8 @@ def test_bad_files_fail_with_their_code_without_retry_loops(
     assert state["attempts"][stage] == 1  # a permanent error is never retried
 
 
-def test_upload_request_for_a_non_pdf_is_refused(client: LocalStackClient) -> None:
-    response = client.create_upload("notes.txt", content_type="text/plain")
+def test_upload_request_for_a_type_that_is_not_accepted_is_refused(client: LocalStackClient) -> None:
+    response = client.create_upload("photo.png", content_type="image/png")
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "UNSUPPORTED_TYPE"
 

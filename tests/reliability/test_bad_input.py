@@ -23,7 +23,7 @@ from rag_ingest.core.models import DocumentStatus
 
 from local.client import LocalStackClient
 from local.runtime.harness import LocalStackProcess
-from tests.support import hostile_pdfs
+from tests.support import documents, hostile_pdfs
 from tests.support.pipeline_probe import PipelineProbe, intake_poller_stats, wait_until
 
 pytestmark = pytest.mark.reliability
@@ -63,6 +63,20 @@ BAD_UPLOADS: dict[str, tuple[bytes, str, ErrorCode]] = {
     "flate-bomb": (hostile_pdfs.flate_bomb(), "api", ErrorCode.PDF_TOO_COMPLEX),
     "400k-text-operators": (hostile_pdfs.many_text_operators(400_000), "api", ErrorCode.PDF_TOO_COMPLEX),
     "cyclic-page-tree": (hostile_pdfs.cyclic_page_tree(), "api", ErrorCode.CORRUPT_PDF),
+    # The other formats' hostile files (docs/formats.md, "Hostile inputs").
+    "zip-bomb-docx": (documents.zip_bomb_docx(), "api", ErrorCode.DOCUMENT_TOO_COMPLEX),
+    "entity-expansion-docx": (documents.entity_expansion_docx(), "api", ErrorCode.UNSAFE_XML),
+    "external-entity-docx": (documents.external_entity_docx(), "api", ErrorCode.UNSAFE_XML),
+    "10000-slides-pptx": (documents.many_slides_pptx(), "api", ErrorCode.TOO_MANY_PAGES),
+    "100000-nested-html": (documents.deeply_nested_html(), "api", ErrorCode.DOCUMENT_TOO_COMPLEX),
+    "10mb-line-markdown": (documents.one_line_markdown(), "api", ErrorCode.DOCUMENT_TOO_COMPLEX),
+    "legacy-doc": (documents.ole2_document(), "api", ErrorCode.LEGACY_OFFICE_FORMAT),
+    "macro-docm": (
+        documents.macro_enabled(documents.docx_bytes(), "word/document.xml"),
+        "api",
+        ErrorCode.MACRO_ENABLED_DOCUMENT,
+    ),
+    "unknown-encoding": (documents.undecodable_text(), "api", ErrorCode.UNKNOWN_ENCODING),
 }
 
 

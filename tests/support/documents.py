@@ -252,3 +252,11 @@ def macro_enabled(data: bytes, main_part: str) -> bytes:
 def ole2_document() -> bytes:
     """The start of a legacy binary Office file (an OLE2 compound file header and padding)."""
     return b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 16 + b"\x3e\x00\x03\x00\xfe\xff" + b"\x00" * 4066
+
+
+def undecodable_text(size: int = 20_000) -> bytes:
+    """Bytes with no NUL that are no text in any encoding the detector trusts (seeded noise)."""
+    import random
+
+    generator = random.Random(7)
+    return bytes(generator.randrange(0x80, 0x100) for _ in range(size))

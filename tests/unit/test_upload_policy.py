@@ -120,3 +120,39 @@ def test_text_formats_have_their_own_size_limit() -> None:
 def test_unsafe_filenames_are_neutralised() -> None:
     assert UploadRequest(filename="../../etc/passwd.pdf").filename == "passwd.pdf"
     assert UploadRequest(filename="a<b>|c.pdf").filename == "a_b__c.pdf"
+
+
+@pytest.mark.parametrize(
+    ("filename", "head", "content_type"),
+    [
+        ("report.docx", b"%PDF-1.7\n", "application/pdf"),  # the bytes say PDF whatever the name
+        ("deck.pptx", b"PK\x03\x04rest", "application/vnd.openxmlformats-officedocument.presentationml.presentation"),
+        ("notes.md", b"# Notes\n", "text/markdown"),
+        ("page.HTM", b"<!doctype html>", "text/html"),
+        ("README", b"plain words", "text/plain"),
+    ],
+)
+def test_clients_declare_the_type_the_bytes_and_then_the_name_suggest(
+    filename: str, head: bytes, content_type: str
+) -> None:
+    from rag_ingest.core.upload_types import declared_type
+
+    assert declared_type(filename, head) == content_type
+
+
+@pytest.mark.parametrize(
+    ("filename", "head", "words"),
+    [
+        ("empty.pdf", b"", "empty"),
+        ("minutes.doc", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "old binary Office"),
+        ("photo.pdf", b"\x89PNG\r\n\x1a\n", "an image"),
+        ("archive.zip", b"PK\x03\x04", "zip archive"),
+        ("blob.txt", b"ab\x00cd", "binary data"),
+    ],
+)
+def test_clients_refuse_what_can_never_succeed(filename: str, head: bytes, words: str) -> None:
+    from rag_ingest.core.upload_types import client_refusal
+
+    reason = client_refusal(filename, head)
+    assert reason is not None and words in reason
+    assert client_refusal("notes.txt", "Grüße\n".encode("utf-16")) is None

@@ -14,6 +14,7 @@ from rag_ingest.documents.service import (
     MAX_IF_MATCH_CHARS,
     MAX_LIST_FILTER_CHARS,
     MAX_PAGE_SIZE,
+    DocumentContent,
     DocumentNotFoundError,
     DocumentPage,
     DocumentPatch,
@@ -155,9 +156,29 @@ def retry_document(document_id: DocumentId) -> Response[DocumentView]:
 
 
 @router.get(
+    "/documents/<document_id>/content",
+    summary="The extracted text of a DOCX, PPTX, HTML, Markdown or text document",
+    description=(
+        "The current version's text as the pipeline extracted it, page (slide) by page, block by block: a search "
+        "hit's `anchor` names a heading block, `<anchor>-p<paragraph_index>` its paragraph. 409 NO_RENDERED_VIEW "
+        "for a PDF (open it at its page with /download) or before the text is extracted."
+    ),
+    responses=responses(200, 403, 404, 409),
+    tags=["documents"],
+    operation_id="getDocumentContent",
+)
+def document_content(document_id: DocumentId) -> DocumentContent:
+    caller = principal(router.current_event)
+    return service.content(caller.tenant_id, document_id, caller)
+
+
+@router.get(
     "/documents/<document_id>/download",
-    summary="Open the original PDF",
-    description="A short-lived presigned GET of the current version of the upload, shown inline as application/pdf.",
+    summary="Open the original upload",
+    description=(
+        "A short-lived presigned GET of the current version of the upload, shown inline with the media type of "
+        "what its bytes are (application/pdf for a PDF)."
+    ),
     responses=responses(200, 403, 404),
     tags=["documents"],
     operation_id="downloadDocument",

@@ -187,16 +187,18 @@ def build_api(env: ApiEnv, search_env: SearchEnv) -> ApiServices:
     # One OpenSearch client for DELETE and POST /search, made on first use (other routes never need it).
     vector_store = lazy_vector_store(search_env)
     replayer = Replayer(documents, WorkflowStarter(env.state_machine_arn))
+    objects = ObjectStore()
     return ApiServices(
         documents=DocumentService(
             env,
             documents,
             S3Presigner(),
             replayer=replayer,
+            artifacts=objects,
             # PATCH rewrites a READY document's chunks from the Index stage's artifacts.
             refresher=ChunkRefresher(
                 documents=documents,
-                objects=ObjectStore(),
+                objects=objects,
                 vector_store=vector_store,
                 bucket=env.bucket_name,
                 artifacts_prefix=env.artifacts_prefix,

@@ -16,8 +16,8 @@ from rag_ingest.cli.messages import sentence
 from rag_ingest.cli.progress import ProgressBoard, status_text
 from rag_ingest.cli.signin import CognitoSignIn, LocalSignIn
 from rag_ingest.cli.transport import CliError, HttpError, MultipartBody, post_multipart
+from rag_ingest.core.upload_types import EXTENSION_CONTENT_TYPES, client_refusal, declared_type
 
-PDF_MAGIC = b"%PDF-"
 POLL_SECONDS = 0.5
 
 
@@ -66,15 +66,16 @@ def logout(target: Target, console: Console) -> int:
 
 
 # ---------------------------------------------------------------- upload
-def pdf_files(inputs: list[str]) -> list[Path]:
-    """Files as given, folders as the PDFs inside them (recursively, sorted); missing paths are usage errors."""
+def document_files(inputs: list[str]) -> list[Path]:
+    """Files as given, folders as the documents inside them (recursively, sorted: the extensions of
+    rag_ingest.core.upload_types); missing paths are usage errors."""
     files: list[Path] = []
     for text in inputs:
         path = Path(text)
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() == ".pdf")
+            found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in EXTENSION_CONTENT_TYPES)
             if not found:
-                raise CliError(f"{path}: no .pdf files in this folder")
+                raise CliError(f"{path}: no documents in this folder ({', '.join(EXTENSION_CONTENT_TYPES)})")
             files.extend(found)
         elif path.is_file():
             files.append(path)
@@ -85,12 +86,8 @@ def pdf_files(inputs: list[str]) -> list[Path]:
 
 def refusal(path: Path) -> str | None:
     """Why the page would refuse this file before uploading (the pipeline checks again on the object)."""
-    if path.stat().st_size == 0:
-        return "the file is empty"
     with path.open("rb") as stream:
-        if not stream.read(1024).lstrip(b"\x00\t\r\n ").startswith(PDF_MAGIC):
-            return "not a PDF (it does not start with %PDF-)"
-    return None
+        return client_refusal(path.name, stream.read(1024))
 
 
 @dataclass
@@ -115,7 +112,7 @@ def upload(
     metadata: dict[str, Any] | None = None,
     access: dict[str, list[str]] | None = None,
 ) -> int:
-    files = pdf_files(inputs)
+    files = document_files(inputs)
     outcomes = [UploadOutcome(path) for path in files]
     board = ProgressBoard.for_files(
         console.err if console.as_json else console.out, [(p.name, p.stat().st_size) for p in files]
@@ -151,14 +148,16 @@ def send(
     metadata: dict[str, Any] | None = None,
     access: dict[str, list[str]] | None = None,
 ) -> str:
-    ticket = api.create_upload(path.name, "application/pdf", metadata, access)
+    with path.open("rb") as file:
+        content_type = declared_type(path.name, file.read(8))
+    ticket = api.create_upload(path.name, content_type, metadata, access)
     document_id = str(ticket["document_id"])
     max_bytes = int(ticket.get("max_bytes") or 0)
     if max_bytes and path.stat().st_size > max_bytes:
         api.delete(document_id)  # nothing will arrive: do not leave it AWAITING_UPLOAD
         raise CliError(f"{path.stat().st_size} bytes is over the limit of {max_bytes} bytes")
     form = ticket["upload"]
-    body = MultipartBody(fields=form["fields"], path=path, filename=path.name)
+    body = MultipartBody(fields=form["fields"], path=path, filename=path.name, content_type=content_type)
     try:
         post_multipart(form["url"], body, on_bytes=lambda n: board.sent(index, n))
     except HttpError as exc:  # S3's own refusal (policy, size, expiry)

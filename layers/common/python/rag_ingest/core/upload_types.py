@@ -24,6 +24,50 @@ UPLOAD_CONTENT_TYPES: dict[str, DocumentFormat] = {
     "text/x-markdown": DocumentFormat.MARKDOWN,
     "text/plain": DocumentFormat.TEXT,
 }
+#: The file names a client may go by to declare a type (the CLI; the page's picker filter).
+EXTENSION_CONTENT_TYPES: dict[str, str] = {
+    ".pdf": "application/pdf",
+    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    ".html": "text/html",
+    ".htm": "text/html",
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".txt": "text/plain",
+}
+
+
+_IMAGE_SIGNATURES = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8")
+
+
+def client_refusal(filename: str, head: bytes) -> str | None:
+    """Why a client refuses a file before uploading it (the CLI; the page's upload.js says the same),
+    from its first bytes: a file that can never succeed. None: send it."""
+    if not head:
+        return "the file is empty"
+    if head.startswith(b"\xd0\xcf\x11\xe0"):
+        return "an old binary Office file (.doc or .ppt): save it as .docx or .pptx"
+    if head.startswith(_IMAGE_SIGNATURES):
+        return "an image, not a document"
+    if head.startswith(b"PK\x03\x04") and not filename.lower().endswith((".docx", ".pptx")):
+        return "a zip archive that is not a Word (.docx) or PowerPoint (.pptx) file"
+    if not head.startswith(b"%PDF-") and not head.startswith((b"\xff\xfe", b"\xfe\xff")) and b"\x00" in head:
+        return "binary data, not a document the pipeline reads"
+    return None
+
+
+def declared_type(filename: str, head: bytes) -> str:
+    """The type a client declares for a file: from its first bytes when they say PDF or zip, else
+    from its extension, else ``text/plain`` (the pipeline decides again from the stored bytes)."""
+    suffix = "." + filename.rpartition(".")[2].lower() if "." in filename else ""
+    by_name = EXTENSION_CONTENT_TYPES.get(suffix)
+    if head.startswith(b"%PDF-"):
+        return "application/pdf"
+    if head.startswith(b"PK\x03\x04"):
+        return by_name if by_name and "openxmlformats" in by_name else EXTENSION_CONTENT_TYPES[".docx"]
+    return by_name or "text/plain"
+
+
 # Declared types refused with their own code before any byte is sent.
 _REFUSED_CONTENT_TYPES: dict[str, tuple[ErrorCode, str]] = {
     "application/msword": (ErrorCode.LEGACY_OFFICE_FORMAT, "a legacy Word file (.doc): save it as .docx"),

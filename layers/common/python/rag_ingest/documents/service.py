@@ -32,10 +32,23 @@ from rag_ingest.core.config import ApiEnv
 from rag_ingest.core.errors import ErrorCode, IndexArtifactsMissingError, PermanentError, StaleWriteError
 from rag_ingest.core.filters import Filter, FilterError, matches, parse_filter
 from rag_ingest.core.ids import new_document_id
-from rag_ingest.core.layout import filename_of, upload_key
+from rag_ingest.core.layout import PAGES_FOLDER, artifact_key, filename_of, page_range_key, upload_key
 from rag_ingest.core.metadata import MetadataError, validate_metadata
-from rag_ingest.core.models import DocumentFormat, DocumentRecord, DocumentStatus
-from rag_ingest.core.ports import ApiDocuments, ChunkFieldsRefresher, DocumentReplayer, UploadPresigner
+from rag_ingest.core.models import (
+    BlockKind,
+    DocumentFormat,
+    DocumentRecord,
+    DocumentStatus,
+    PageText,
+    ParsedRange,
+)
+from rag_ingest.core.ports import (
+    ApiDocuments,
+    ArtifactReader,
+    ChunkFieldsRefresher,
+    DocumentReplayer,
+    UploadPresigner,
+)
 from rag_ingest.core.upload_types import max_bytes_for, upload_format
 
 PDF_CONTENT_TYPE = "application/pdf"
@@ -269,6 +282,59 @@ class ReindexUnavailableError(Exception):
     REINDEX_UNAVAILABLE."""
 
 
+class ContentUnavailableError(Exception):
+    """GET /documents/{id}/content for a document without a rendered view: a PDF (it opens at its
+    page), or one whose extraction has not run or was not kept."""
+
+
+class ContentBlockView(BaseModel):
+    kind: str  # heading, paragraph or table
+    text: str
+    level: int = 0  # headings: 1 is the outermost
+    #: Headings: the section's id in the view (a passage's ``anchor``); others: ``<anchor>-p<n>``
+    #: (``p<n>`` before the first heading), ``n`` the passage's ``paragraph_index``.
+    anchor: str
+
+
+class ContentPageView(BaseModel):
+    page_number: int  # a PPTX's slide number; 1 for the other formats
+    blocks: list[ContentBlockView]
+
+
+class DocumentContent(BaseModel):
+    """The text of a DOCX, PPTX, HTML, Markdown or text document as the pipeline extracted it, block
+    by block: what a search hit's ``anchor`` and ``paragraph_index`` point into."""
+
+    document_id: str
+    document_format: str
+    filename: str | None
+    pages: list[ContentPageView]
+
+    @classmethod
+    def of(cls, record: DocumentRecord, document_format: DocumentFormat, pages: list[PageText]) -> DocumentContent:
+        views = []
+        section: str | None = None
+        paragraph = 0
+        for page in pages:
+            blocks = []
+            for block in page.blocks:
+                text = page.text[block.start : block.end]
+                if block.kind is BlockKind.HEADING:
+                    section, paragraph = block.anchor, 0
+                    anchor = block.anchor or ""
+                else:
+                    paragraph += 1
+                    anchor = f"{section}-p{paragraph}" if section else f"p{paragraph}"
+                blocks.append(ContentBlockView(kind=block.kind.value, text=text, level=block.level, anchor=anchor))
+            views.append(ContentPageView(page_number=page.page_number, blocks=blocks))
+        return cls(
+            document_id=record.document_id,
+            document_format=document_format.value,
+            filename=record.filename,
+            pages=views,
+        )
+
+
 class InvalidCursorError(ValueError):
     """A list cursor that this API did not issue for this tenant: answer 400."""
 
@@ -391,12 +457,14 @@ class DocumentService:
         *,
         replayer: DocumentReplayer | None = None,
         refresher: ChunkFieldsRefresher | None = None,
+        artifacts: ArtifactReader | None = None,
     ) -> None:
         self._env = env
         self._documents = documents
         self._presigner = presigner
         self._replayer = replayer
         self._refresher = refresher
+        self._artifacts = artifacts
 
     def create_upload(self, tenant_id: str, request: UploadRequest, principal: Principal | None = None) -> UploadTicket:
         """An AWAITING_UPLOAD record (with the caller as its uploader and ``request.access``) and
@@ -593,6 +661,23 @@ class DocumentService:
             expires_in=DOWNLOAD_URL_SECONDS,
         )
         return DownloadLink(url=url, expires_in=DOWNLOAD_URL_SECONDS)
+
+    def content(self, tenant_id: str, document_id: str, principal: Principal | None = None) -> DocumentContent:
+        """The extracted blocks of a structured document's current version (its Parse artifact): the
+        page's rendered view of a DOCX, PPTX, HTML, Markdown or text hit."""
+        record = self._record(tenant_id, document_id, principal)
+        if record.status in (DocumentStatus.DELETING, DocumentStatus.DELETED) or not record.version:
+            raise DocumentNotFoundError(document_id)
+        document_format = record.document_format or DocumentFormat.PDF
+        if document_format is DocumentFormat.PDF:
+            raise ContentUnavailableError("a PDF has no rendered view: open it at its page (GET .../download)")
+        assert self._artifacts is not None
+        pages_prefix = artifact_key(document_id, record.version, PAGES_FOLDER, self._env.artifacts_prefix)
+        key = page_range_key(pages_prefix, 1)
+        if not self._artifacts.exists(self._env.bucket_name, key):
+            raise ContentUnavailableError(f"the document's text is not extracted (status {record.status.value})")
+        parsed = ParsedRange.model_validate(self._artifacts.get_json(self._env.bucket_name, key))
+        return DocumentContent.of(record, document_format, parsed.pages)
 
     def readable(self, tenant_id: str, document_id: str, principal: Principal | None = None) -> DocumentRecord:
         """The record of a document the caller may see, else ``DocumentNotFoundError`` (a route that

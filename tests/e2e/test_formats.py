@@ -1,0 +1,108 @@
+"""DOCX, PPTX, HTML, Markdown and text through the whole local stack: each is read as its bytes
+say, found by search with where it stands (slide, section anchor, paragraph), and its rendered
+view holds the passage at that place."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from local.client import LocalStackClient
+from tests.support import documents
+
+pytestmark = pytest.mark.e2e
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+
+#: name → (bytes, declared type, a sentence of it, the format, the document's section anchors)
+FORMATS: dict[str, tuple[Callable[[], bytes], str, str, str, set[str]]] = {
+    "manual.docx": (
+        documents.docx_bytes,
+        documents.DOCX_CONTENT_TYPE,
+        "Vessels longer than 200 metres moor only at berths seven to nine.",
+        "docx",
+        {"harbour-operations-manual", "berths", "mooring-rules", "cranes"},
+    ),
+    "survey.pptx": (
+        documents.pptx_bytes,
+        documents.PPTX_CONTENT_TYPE,
+        "Marsh End suffered a late frost in April.",
+        "pptx",
+        {"slide-1", "slide-2", "slide-3"},
+    ),
+    "keeping.html": (
+        lambda: documents.HTML_PAGE.encode(),
+        "text/html",
+        "The Fresnel lens of the Skerry light focused a paraffin flame into a beam seen thirty kilometres out.",
+        "html",
+        {"lighthouse-keeping", "lamps-and-lenses", "daily-routine"},
+    ),
+    "starter.md": (
+        lambda: documents.MARKDOWN_TEXT.encode(),
+        "text/markdown",
+        "A fed starter keeps for a week in the refrigerator at four degrees.",
+        "markdown",
+        {"sourdough-starter-guide", "feeding", "storage"},
+    ),
+    "locks.txt": (
+        lambda: documents.PLAIN_TEXT.encode(),
+        "text/plain",
+        "The lock keeper closes the lower gates and opens the upper sluices until the chamber fills.",
+        "text",
+        {"canal-locks", "how-a-lock-works"},
+    ),
+}
+
+
+def upload(client: LocalStackClient, tmp_path: Path, name: str, data: bytes, content_type: str) -> str:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return client.upload(path, content_type)
+
+
+def best_passage(client: LocalStackClient, query: str, document_id: str) -> dict[str, Any]:
+    response = client.search(query, k=10)
+    response.raise_for_status()
+    passages = [p for p in response.json()["passages"] if p["document_id"] == document_id]
+    assert passages, f"{query!r} did not find {document_id}"
+    return dict(passages[0])
+
+
+def test_every_format_is_ready_and_its_passages_say_where_they_stand(client: LocalStackClient, tmp_path: Path) -> None:
+    ids = {
+        name: upload(client, tmp_path, name, make(), content_type)
+        for name, (make, content_type, *_rest) in FORMATS.items()
+    }
+    states = client.wait_until_done(list(ids.values()), timeout_seconds=300)
+    for name, (_make, _type, sentence, document_format, anchors) in FORMATS.items():
+        state = states[ids[name]]
+        assert state["status"] == "READY", (name, state["error_code"], state["error_detail"])
+        assert state["document_format"] == document_format, name
+        passage = best_passage(client, sentence, ids[name])
+        assert sentence in " ".join(passage["text"].split()), (name, passage)
+        # The passage starts in a section of the document, at one of its paragraphs (from 1).
+        assert passage["document_format"] == document_format and passage["anchor"] in anchors, (name, passage)
+        assert passage["paragraph_index"] and passage["paragraph_index"] >= 1, (name, passage)
+        # The rendered view has every section, and the passage's first paragraph where it points.
+        content = client.request("GET", f"/documents/{ids[name]}/content")
+        assert content.status_code == 200, content.text
+        blocks = {block["anchor"]: block for page in content.json()["pages"] for block in page["blocks"]}
+        assert anchors <= set(blocks), (name, sorted(blocks))
+        target = blocks[f"{passage['anchor']}-p{passage['paragraph_index']}"]
+        assert target["kind"] != "heading" and target["text"][:40] in passage["text"], (name, target, passage)
+    slides = client.request("GET", f"/documents/{ids['survey.pptx']}/content").json()["pages"]
+    assert [page["page_number"] for page in slides] == [1, 2, 3] and states[ids["survey.pptx"]]["page_count"] == 3
+
+
+def test_a_pdf_named_docx_is_read_as_a_pdf_and_has_no_rendered_view(client: LocalStackClient, tmp_path: Path) -> None:
+    document_id = upload(
+        client, tmp_path, "report.docx", (SAMPLES / "sourdough.pdf").read_bytes(), documents.DOCX_CONTENT_TYPE
+    )
+    state = client.wait_until_done([document_id], timeout_seconds=300)[document_id]
+    assert state["status"] == "READY" and state["document_format"] == "pdf", state
+    response = client.request("GET", f"/documents/{document_id}/content")
+    assert response.status_code == 409 and response.json()["error"]["code"] == "NO_RENDERED_VIEW"
+    download = client.request("GET", f"/documents/{document_id}/download").json()["url"]
+    assert "response-content-type=application%2Fpdf" in download
