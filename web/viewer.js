@@ -3,6 +3,18 @@
 // scrolled to. A PDF opens in the browser's own viewer at its page instead (search.js).
 
 import { el } from "./format.js";
+import { decodeEntities } from "./search.js";
+
+const squeeze = (text) => text.replace(/\s+/g, " ").trim().toLowerCase();
+
+/** The words the search highlighted in the passage (its <em> runs), lower-cased. */
+export function highlightedWords(passage) {
+  const words = [];
+  for (const fragment of passage.highlights || []) {
+    for (const match of String(fragment).matchAll(/<em>(.*?)<\/em>/gi)) words.push(squeeze(decodeEntities(match[1])));
+  }
+  return words.filter(Boolean);
+}
 
 /** The id of a block in the view: prefixed, so a document's anchor never clashes with the page's ids. */
 export const viewId = (anchor) => `view-${anchor}`;
@@ -57,13 +69,31 @@ export class DocumentViewer {
     );
     this.dialog.querySelector("#viewer-title").textContent = content.filename || content.document_id;
     if (!this.dialog.open) this.dialog.showModal();
-    const target = passageTarget(passage);
-    const element = target ? body.querySelector(`#${CSS.escape(target)}`) : null;
-    if (element) {
-      element.classList.add("view-hit");
-      element.scrollIntoView({ block: "center" });
+    const start = passageTarget(passage);
+    const first = start ? body.querySelector(`#${CSS.escape(start)}`) : null;
+    const span = first ? this.passageSpan(body, first, passage) : [];
+    for (const block of span) block.classList.add("view-passage");
+    // Where the passage stands: its first block, or the first of its blocks the search's words are in.
+    const words = highlightedWords(passage);
+    const focus = span.find((block) => words.some((word) => squeeze(block.textContent).includes(word))) || first;
+    if (focus) {
+      focus.classList.add("view-hit");
+      focus.scrollIntoView({ block: "center" });
     }
-    this.shown = { documentId: content.document_id, target: element ? target : null };
+    this.shown = { documentId: content.document_id, target: focus ? focus.id : null, span: span.map((block) => block.id) };
     return this.shown;
+  }
+
+  /** The blocks the passage covers: from its first one, each next block whose text is in the passage. */
+  passageSpan(body, first, passage) {
+    const text = squeeze(passage.text || "");
+    const blocks = [...body.querySelectorAll(".view-block, .view-heading")];
+    const span = [];
+    for (const block of blocks.slice(blocks.indexOf(first))) {
+      const start = squeeze(block.textContent).slice(0, 60);
+      if (span.length && !text.includes(start)) break;
+      span.push(block);
+    }
+    return span;
   }
 }

@@ -26,6 +26,7 @@ from selenium.webdriver.common.keys import Keys
 from local.client import LocalStackClient
 from local.runtime.harness import LocalStackProcess
 from tests.browser.page import SAMPLES, Page, elapsed, new_driver, write_figures
+from tests.support import documents
 
 pytestmark = pytest.mark.browser
 
@@ -256,6 +257,54 @@ def test_files_that_are_not_documents_or_too_large_are_refused_in_the_page_befor
     page.find("#refresh").click()
     page.wait(lambda: page.find("#documents-empty").is_displayed(), "the list is still empty")
     assert page.rows() == {}
+    assert_no_console_errors(page)
+
+
+def test_a_slide_and_a_word_paragraph_open_where_they_stand_in_the_rendered_view(
+    page: Page, tenant: str, tmp_path: Path
+) -> None:
+    """A PPTX and a DOCX uploaded from the page (type from their bytes), READY; a hit in each opens
+    the rendered view scrolled to its slide or paragraph, that block marked and holding the passage."""
+    page.sign_in("dave", tenant)
+    deck, manual = tmp_path / "survey.pptx", tmp_path / "manual.docx"
+    deck.write_bytes(documents.pptx_bytes())
+    manual.write_bytes(documents.docx_bytes())
+    page.choose_files(deck, manual)
+    page.wait(
+        lambda: len([row for row in page.rows().values() if row.get("status") == "READY"]) == 2,
+        "both documents READY",
+        PIPELINE_TIMEOUT,
+    )
+    for query, words in (
+        ("Westfield tonnes per hectare Marsh End", "Westfield"),
+        ("Vessels longer than 200 metres moor at berths seven to nine", "Vessels longer than 200 metres"),
+    ):
+        passages = page.search(query)
+        assert passages, query
+        page.find("#results .result .open-document").click()
+        opened = page.wait(
+            lambda: (
+                (page.js("return ragIngest.lastOpened") or "").startswith("view:")
+                and page.js("return ragIngest.lastOpened")
+            ),
+            "the rendered view shows the hit",
+        )
+        target = opened.split("#", 1)[1]
+        assert target, opened
+        hit = page.js(
+            """const element = document.getElementById(arguments[0]);
+               const box = element.getBoundingClientRect();
+               const view = document.getElementById('viewer-content').getBoundingClientRect();
+               return {text: element.textContent, marked: element.classList.contains('view-hit'),
+                       visible: box.top >= view.top - 1 && box.bottom <= view.bottom + 1,
+                       slide: element.closest('section').dataset.page}""",
+            target,
+        )
+        assert hit["marked"] and hit["visible"] and words in hit["text"], (query, hit)
+        if words == "Westfield":
+            assert hit["slide"] == "2" and "slide 2" in passages[0]["title"], (hit, passages[0])
+        page.screenshot(f"view-{target}")
+        page.find("#viewer-close").click()
     assert_no_console_errors(page)
 
 
