@@ -260,3 +260,17 @@ def undecodable_text(size: int = 20_000) -> bytes:
 
     generator = random.Random(7)
     return bytes(generator.randrange(0x80, 0x100) for _ in range(size))
+
+
+def image_only_pptx(png: bytes) -> bytes:
+    """A deck of two slides that hold a picture each and no text at all."""
+    import pptx
+    from pptx.util import Inches
+
+    presentation = pptx.Presentation()
+    for _ in range(2):
+        slide = presentation.slides.add_slide(presentation.slide_layouts[6])  # the blank layout
+        slide.shapes.add_picture(io.BytesIO(png), Inches(1), Inches(1))
+    buffer = io.BytesIO()
+    presentation.save(buffer)
+    return buffer.getvalue()

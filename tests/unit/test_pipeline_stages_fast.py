@@ -278,6 +278,14 @@ def test_every_format_is_read_as_its_bytes_say_and_its_chunks_say_where_they_sta
     assert all(chunk.paragraph_index is None or chunk.paragraph_index >= 1 for chunk in chunks)
 
 
+def test_a_deck_of_pictures_only_is_an_empty_document(world: World) -> None:
+    job = world.pipeline.validate(world.upload(documents.image_only_pptx(sample("invalid/not-a-pdf.pdf"))))
+    assert job.document_format is DocumentFormat.PPTX
+    with pytest.raises(PermanentError) as caught:
+        world.pipeline.parse(job)  # one range: Parse judges it, as for a short PDF
+    assert caught.value.code is ErrorCode.EMPTY_DOCUMENT and "2 pages" in caught.value.detail
+
+
 def test_a_pdf_named_docx_is_read_as_a_pdf(world: World) -> None:
     job = world.run(world.upload(sample("sourdough.pdf"), filename="report.docx"))
     record = world.documents.get(job.document_id)

@@ -230,18 +230,26 @@ def read_pptx(data: bytes, limits: FormatLimits) -> StructuredDocument:
         builder = PageBuilder(page_number=number, used_anchors=anchors)
         title_shape = slide.shapes.title
         title = title_shape.text_frame.text if title_shape is not None and title_shape.has_text_frame else ""
-        builder.add(BlockKind.HEADING, title or f"Slide {number}", level=1, anchor=f"slide-{number}")
+        body = PageBuilder(page_number=number, used_anchors=set())  # the slide's text, before its heading
         for shape in _shapes(slide.shapes):
             if title_shape is not None and shape.shape_id == title_shape.shape_id:
                 continue
             if getattr(shape, "has_table", False) and shape.has_table:
-                builder.add_table([cell.text for cell in row.cells] for row in shape.table.rows)
+                body.add_table([cell.text for cell in row.cells] for row in shape.table.rows)
             elif getattr(shape, "has_text_frame", False) and shape.has_text_frame:
-                builder.add(BlockKind.PARAGRAPH, shape.text_frame.text)
+                body.add(BlockKind.PARAGRAPH, shape.text_frame.text)
         if slide.has_notes_slide:
             notes = slide.notes_slide.notes_text_frame
             if notes is not None and notes.text.strip():
-                builder.add(BlockKind.PARAGRAPH, f"Notes: {notes.text}")
+                body.add(BlockKind.PARAGRAPH, f"Notes: {notes.text}")
+        # A slide with text is a section anchored slide-<n> (titled "Slide n" when it has no title); a
+        # slide with none (a picture) is an empty page: an image-only deck is EMPTY_DOCUMENT.
+        if title.strip() or body.parts:
+            builder.add(
+                BlockKind.HEADING, title if title.strip() else f"Slide {number}", level=1, anchor=f"slide-{number}"
+            )
+            for block, text in zip(body.blocks, body.parts, strict=True):
+                builder.add(block.kind, text, level=block.level)
         pages.append(builder.page())
     title = (presentation.core_properties.title or "").strip() or None
     return StructuredDocument(pages=pages, title=title)

@@ -213,7 +213,8 @@ class Pipeline:
             last_page=len(pages),
             pages=pages,
             document_format=document_format,
-            draws_marks=True,
+            # No text anywhere is EMPTY_DOCUMENT (nothing to read), never NO_TEXT_LAYER (OCR is for PDFs).
+            draws_marks=False,
             metadata_title=document.title,
         )
 
