@@ -25,8 +25,8 @@ from selenium.webdriver.common.keys import Keys
 
 from local.client import LocalStackClient
 from local.runtime.harness import LocalStackProcess
+from samples import documents
 from tests.browser.page import SAMPLES, Page, elapsed, new_driver, write_figures
-from tests.support import documents
 
 pytestmark = pytest.mark.browser
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from local.client import LocalStackClient
-from tests.support import documents
+from samples import documents
 
 pytestmark = pytest.mark.e2e
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"

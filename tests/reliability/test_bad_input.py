@@ -23,7 +23,8 @@ from rag_ingest.core.models import DocumentStatus
 
 from local.client import LocalStackClient
 from local.runtime.harness import LocalStackProcess
-from tests.support import documents, hostile_pdfs
+from samples import documents
+from tests.support import hostile_pdfs
 from tests.support.pipeline_probe import PipelineProbe, intake_poller_stats, wait_until
 
 pytestmark = pytest.mark.reliability

@@ -11,7 +11,7 @@ from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.models import BlockKind, DocumentFormat, PageText
 from rag_ingest.ingest.formats import SNIFF_BYTES, FormatLimits, detect_format, read_structured
 
-from tests.support import documents
+from samples import documents
 
 pytestmark = pytest.mark.unit
 

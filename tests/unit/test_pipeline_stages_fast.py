@@ -21,7 +21,7 @@ from rag_ingest.core.models import DocumentFormat, DocumentJob, DocumentStatus, 
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.ingest.pipeline import Pipeline, StageDependencies
 
-from tests.support import documents
+from samples import documents
 from tests.support.fakes import (
     CountingEmbedder,
     InMemoryChunkIndex,

@@ -1,14 +1,21 @@
-"""Real DOCX, PPTX, HTML, Markdown and text documents for the tests, written by python-docx and
-python-pptx (and by hand for the markup formats), and the hostile ones of docs/formats.md.
+"""The formats beside PDF: real DOCX, PPTX, HTML, Markdown and text documents, written by
+python-docx and python-pptx (by hand for the markup formats), and the hostile ones of
+docs/formats.md, generated the same way for the tests and on demand.
 
-Each valid document holds the same facts in its format's own structure (headings, a table,
-slides), so a test can ask where a passage stands."""
+Each valid document holds a few facts in its format's own structure (headings, a table, slides),
+so a test can ask where a passage stands.
+
+    .venv/bin/python -m samples.documents                    # samples/formats/ (checked in)
+    .venv/bin/python -m samples.documents --hostile DIR      # the hostile files too (~22 MB), in DIR
+"""
 
 from __future__ import annotations
 
+import argparse
 import io
 import re
 import zipfile
+from pathlib import Path
 
 DOCX_CONTENT_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 PPTX_CONTENT_TYPE = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
@@ -274,3 +281,50 @@ def image_only_pptx(png: bytes) -> bytes:
     buffer = io.BytesIO()
     presentation.save(buffer)
     return buffer.getvalue()
+
+
+FORMATS_DIR = Path(__file__).resolve().parent / "formats"
+
+
+def valid_documents() -> dict[str, bytes]:
+    return {
+        "harbour-manual.docx": docx_bytes(),
+        "orchard-survey.pptx": pptx_bytes(),
+        "lighthouse-keeping.html": HTML_PAGE.encode(),
+        "sourdough-starter.md": MARKDOWN_TEXT.encode(),
+        "canal-locks.txt": PLAIN_TEXT.encode(),
+    }
+
+
+def hostile_documents() -> dict[str, bytes]:
+    """What docs/formats.md's "Hostile inputs" lists, each named by what it is."""
+    return {
+        "zip-bomb.docx": zip_bomb_docx(),
+        "entity-expansion.docx": entity_expansion_docx(),
+        "external-entity.docx": external_entity_docx(),
+        "10000-slides.pptx": many_slides_pptx(),
+        "100000-nested.html": deeply_nested_html(),
+        "10mb-line.md": one_line_markdown(),
+        "legacy.doc": ole2_document(),
+        "macros.docm": macro_enabled(docx_bytes(), "word/document.xml"),
+        "unknown-encoding.txt": undecodable_text(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hostile", type=Path, help="also write the hostile documents into this folder")
+    options = parser.parse_args()
+    FORMATS_DIR.mkdir(exist_ok=True)
+    for name, data in valid_documents().items():
+        (FORMATS_DIR / name).write_bytes(data)
+        print(f"{FORMATS_DIR / name}: {len(data):,} bytes")
+    if options.hostile:
+        options.hostile.mkdir(parents=True, exist_ok=True)
+        for name, data in hostile_documents().items():
+            (options.hostile / name).write_bytes(data)
+            print(f"{options.hostile / name}: {len(data):,} bytes")
+
+
+if __name__ == "__main__":
+    main()
