@@ -37,13 +37,14 @@ function renderTable(text) {
 }
 
 function renderBlock(block) {
-  const id = viewId(block.anchor);
+  // data-text: the block's text as extracted (a table's cells with their " | "), what passages hold.
+  const props = { id: viewId(block.anchor), dataset: { text: block.text } };
   if (block.kind === "heading") {
     const level = Math.min(6, Math.max(3, block.level + 2)); // under the dialog's own h2
-    return el(`h${level}`, { id, className: "view-heading" }, block.text);
+    return el(`h${level}`, { ...props, className: "view-heading" }, block.text);
   }
-  if (block.kind === "table") return el("div", { id, className: "view-block" }, renderTable(block.text));
-  return el("p", { id, className: "view-block" }, block.text);
+  if (block.kind === "table") return el("div", { ...props, className: "view-block" }, renderTable(block.text));
+  return el("p", { ...props, className: "view-block" }, block.text);
 }
 
 export class DocumentViewer {
@@ -73,9 +74,16 @@ export class DocumentViewer {
     const first = start ? body.querySelector(`#${CSS.escape(start)}`) : null;
     const span = first ? this.passageSpan(body, first, passage) : [];
     for (const block of span) block.classList.add("view-passage");
-    // Where the passage stands: its first block, or the first of its blocks the search's words are in.
-    const words = highlightedWords(passage);
-    const focus = span.find((block) => words.some((word) => squeeze(block.textContent).includes(word))) || first;
+    // Where the passage stands: the block of it that holds most of the search's words (the first
+    // such block on a tie), or its first block when the search marked none.
+    const words = [...new Set(highlightedWords(passage))];
+    let focus = first;
+    let best = 0;
+    for (const block of span) {
+      const text = squeeze(block.dataset.text);
+      const found = words.filter((word) => text.includes(word)).length;
+      if (found > best) [focus, best] = [block, found];
+    }
     if (focus) {
       focus.classList.add("view-hit");
       focus.scrollIntoView({ block: "center" });
@@ -90,7 +98,7 @@ export class DocumentViewer {
     const blocks = [...body.querySelectorAll(".view-block, .view-heading")];
     const span = [];
     for (const block of blocks.slice(blocks.indexOf(first))) {
-      const start = squeeze(block.textContent).slice(0, 60);
+      const start = squeeze(block.dataset.text).slice(0, 60);
       if (span.length && !text.includes(start)) break;
       span.push(block);
     }
