@@ -13,7 +13,6 @@ import { LiveChannel } from "./live.js";
 import { MetadataEditor, MetadataError } from "./metadata.js";
 import { SearchView } from "./search.js";
 import { ACCEPTED_FILES, checkUpload, postToStorage } from "./upload.js";
-import { DocumentViewer } from "./viewer.js";
 import { WebhooksPanel } from "./webhooks.js";
 
 const UPLOAD_CONCURRENCY = 3;
@@ -323,7 +322,7 @@ async function main() {
   });
   state.search = new SearchView({
     api: state.api,
-    viewer: new DocumentViewer({ api: state.api, dialog: $("viewer-dialog") }),
+    viewerDialog: $("viewer-dialog"),
     elements: { form: $("search-form"), query: $("query"), mode: $("mode"), status: $("search-status"), results: $("results") },
     onError: showError,
     filters: state.filters,

@@ -52,9 +52,10 @@ export function pageSpan(passage) {
 }
 
 export class SearchView {
-  constructor({ api, elements, onError, filters = null, viewer = null }) {
+  constructor({ api, elements, onError, filters = null, viewerDialog = null }) {
     this.api = api;
-    this.viewer = viewer;
+    this.viewerDialog = viewerDialog;
+    this.viewer = null; // viewer.js, loaded the first time a non-PDF hit is opened (not on first load)
     this.elements = elements;
     this.onError = onError;
     this.filters = filters;
@@ -133,8 +134,12 @@ export class SearchView {
   /** Open a PDF at the passage's page in a new tab (opened first: popup blockers); any other format
    * in the rendered view, at the passage's section and paragraph (a PPTX at its slide). */
   async open(passage) {
-    if (passage.document_format && passage.document_format !== "pdf" && this.viewer) {
+    if (passage.document_format && passage.document_format !== "pdf" && this.viewerDialog) {
       try {
+        if (!this.viewer) {
+          const { DocumentViewer } = await import("./viewer.js");
+          this.viewer = new DocumentViewer({ api: this.api, dialog: this.viewerDialog });
+        }
         const shown = await this.viewer.show(passage);
         this.lastOpened = `view:${shown.documentId}#${shown.target || ""}`;
       } catch (error) {
