@@ -16,6 +16,9 @@ carries the ``heading_path`` in force at its first line of text (outermost first
 Structured formats (DOCX, PPTX, HTML, Markdown, text: pages with ``blocks``) state their
 headings: those are used, never detected, and each chunk also carries the ``anchor`` of its
 section and the number of its first paragraph in that section (``paragraph_index``, from 1).
+Their tables are cut between rows, never inside one, and a chunk that starts after a table's
+header row begins with that header row (so its ``text`` is the header, a line break, then
+``document_text[char_start:char_end]``: the one exception to the offsets rule below).
 
 Method. The text is cut into units: headings, and sentences inside paragraphs (a paragraph is
 text between blank lines or headings; a page boundary always ends a paragraph). A sentence
@@ -104,6 +107,9 @@ class _Unit:
     is_heading: bool = False
     heading_path: tuple[str, ...] = ()
     anchor: str | None = None  # the innermost heading's anchor (structured formats)
+    # A table row after the header row: the header's (start, end), repeated at the top of a chunk
+    # that starts at this row.
+    table_header: tuple[int, int] | None = None
 
 
 def document_text(pages: Sequence[PageText]) -> str:
@@ -132,7 +138,8 @@ def chunk_pages(
     # A structured format states its headings; a PDF's are found in its text.
     headings = _stated_headings(pages, page_starts, text) if structured else detect_headings(text)
     paragraph_starts, paragraph_numbers = _paragraph_numbers(pages, page_starts) if structured else ([], [])
-    units = _units(text, page_starts, headings, count_tokens=count_tokens, limit=target_tokens)
+    tables = _table_spans(pages, page_starts) if structured else set()
+    units = _units(text, page_starts, headings, tables, count_tokens=count_tokens, limit=target_tokens)
     paragraph_tokens = _paragraph_tokens_from(units)
 
     chunks: list[Chunk] = []
@@ -140,7 +147,12 @@ def chunk_pages(
     first_new = 0  # units before this index were already in the previous chunk (overlap)
     while first < len(units):
         end = first
-        total = 0
+        # A chunk that starts inside a table repeats its header row first (when both fit).
+        header = units[first].table_header
+        header_tokens = count_tokens(text[header[0] : header[1]]) if header else 0
+        if header and header_tokens + units[first].tokens > target_tokens:
+            header, header_tokens = None, 0
+        total = header_tokens
         while end < len(units):
             unit = units[end]
             if total + unit.tokens > target_tokens:
@@ -167,6 +179,8 @@ def chunk_pages(
         # Every unit fits the target on its own, so the chunk holds at least one new unit.
         char_start, char_end = units[first].start, units[end - 1].end
         chunk_text = text[char_start:char_end]
+        if header:
+            chunk_text = f"{text[header[0] : header[1]]}\n{chunk_text}"
         body = _body_unit(units[first:end])
         paragraph_index = None
         if paragraph_starts and not body.is_heading:
@@ -266,10 +280,55 @@ def _page_offsets(pages: Sequence[PageText]) -> tuple[list[int], list[int]]:
     return starts, numbers
 
 
+def _table_spans(pages: Sequence[PageText], page_starts: list[int]) -> set[tuple[int, int]]:
+    """The (start, end) of every table block, as offsets into the document text."""
+    return {
+        (page_start + block.start, page_start + block.end)
+        for page, page_start in zip(pages, page_starts, strict=True)
+        for block in page.blocks
+        if block.kind is BlockKind.TABLE
+    }
+
+
+def _table_units(
+    text: str,
+    start: int,
+    end: int,
+    titles: tuple[str, ...],
+    anchor: str | None,
+    count_tokens: Callable[[str], int],
+    limit: int,
+) -> list[_Unit]:
+    """A table's rows, one unit each (the first is the header row): a chunk ends between rows, never
+    inside one (unless a row alone is longer than a chunk), and a chunk that starts after the header
+    row repeats it."""
+    units: list[_Unit] = []
+    rows = [(match.start(), match.end()) for match in re.finditer(r"[^\n]+", text[start:end])]
+    header = (start + rows[0][0], start + rows[0][1]) if rows else None
+    for index, (row_start, row_end) in enumerate(rows):
+        absolute = (start + row_start, start + row_end)
+        tokens = count_tokens(text[absolute[0] : absolute[1]])
+        pieces = [(*absolute, tokens)] if tokens <= limit else _split_oversized(text, *absolute, count_tokens, limit)
+        for piece_start, piece_end, piece_tokens in pieces:
+            units.append(
+                _Unit(
+                    piece_start,
+                    piece_end,
+                    piece_tokens,
+                    starts_paragraph=index == 0 and piece_start == absolute[0],
+                    heading_path=titles,
+                    anchor=anchor,
+                    table_header=header if index > 0 else None,
+                )
+            )
+    return units
+
+
 def _units(
     text: str,
     page_starts: list[int],
     headings: Sequence[Heading],
+    tables: set[tuple[int, int]],
     *,
     count_tokens: Callable[[str], int],
     limit: int,
@@ -293,6 +352,13 @@ def _units(
                         _Unit(paragraph_start, paragraph_end, tokens, True, True, _titles(path), _anchor(path))
                     )
                     continue
+            if (paragraph_start, paragraph_end) in tables:
+                units.extend(
+                    _table_units(
+                        text, paragraph_start, paragraph_end, _titles(path), _anchor(path), count_tokens, limit
+                    )
+                )
+                continue
             starts_paragraph = True
             for sentence_start, sentence_end in _sentence_spans(text, paragraph_start, paragraph_end):
                 tokens = count_tokens(text[sentence_start:sentence_end])
