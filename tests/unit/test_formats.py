@@ -198,3 +198,9 @@ def test_the_10000_slide_deck_is_a_real_presentation_under_the_limit() -> None:
     deck = documents.many_slides_pptx(slides=40)
     pages = read_structured(deck, DocumentFormat.PPTX, FormatLimits(max_pages=50)).pages
     assert len(pages) == 40 and all(page.blocks[0].anchor == f"slide-{page.page_number}" for page in pages)
+
+
+def test_a_pdf_after_junk_is_a_pdf() -> None:
+    pdf = open(SAMPLES_PDF, "rb").read()  # noqa: SIM115
+    assert detect(b"From: scanner@example.org\nSubject: report\n\n" + pdf) is DocumentFormat.PDF
+    assert detect(b"\x00\x01\x02" * 100 + pdf) is DocumentFormat.PDF

@@ -97,22 +97,12 @@ def detect_format(head: bytes, *, size: int, max_bytes: int, read_all: Callable[
 
 
 def is_pdf(head: bytes) -> bool:
-    """``%PDF-`` at the start, or after binary junk within the first 1024 bytes followed by an
-    object (a text file that merely mentions ``%PDF-`` is not a PDF)."""
+    """``%PDF-`` at the start, or within the first 1024 bytes (after junk, as Acrobat allows) and
+    followed by an object: a text file that merely mentions ``%PDF-`` is not a PDF."""
     if head.startswith(PDF_MAGIC):
         return True
     at = head.find(PDF_MAGIC, 0, PDF_MAGIC_WINDOW_BYTES)
-    if at < 0:
-        return False
-    return _PDF_OBJECT.search(head, at) is not None and not _is_text(head[:at])
-
-
-def _is_text(prefix: bytes) -> bool:
-    try:
-        text = prefix.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return all(character.isprintable() or character in "\t\r\n\f" for character in text)
+    return at >= 0 and _PDF_OBJECT.search(head, at) is not None
 
 
 def text_format(text: str) -> DocumentFormat:
