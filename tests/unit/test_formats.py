@@ -204,3 +204,21 @@ def test_a_pdf_after_junk_is_a_pdf() -> None:
     pdf = open(SAMPLES_PDF, "rb").read()  # noqa: SIM115
     assert detect(b"From: scanner@example.org\nSubject: report\n\n" + pdf) is DocumentFormat.PDF
     assert detect(b"\x00\x01\x02" * 100 + pdf) is DocumentFormat.PDF
+
+
+def test_word_text_inside_content_controls_is_read() -> None:
+    """Word wraps cover pages and form fields in content controls (w:sdt): their paragraphs count."""
+    import io
+    import zipfile
+
+    source = documents.docx_bytes()
+    xml = zipfile.ZipFile(io.BytesIO(source)).read("word/document.xml")
+    cover = (
+        b"<w:sdt><w:sdtPr/><w:sdtContent><w:p><w:r><w:t>Prepared for the Port Ellery harbour board.</w:t></w:r></w:p>"
+        b"</w:sdtContent></w:sdt>"
+    )
+    body = xml.index(b"<w:body>") + len(b"<w:body>")
+    wrapped = documents._replace_part(source, "word/document.xml", xml[:body] + cover + xml[body:])
+    (page,) = read(wrapped)
+    assert page.text.startswith("Prepared for the Port Ellery harbour board.")
+    assert "Vessels longer than 200 metres" in page.text and "G1 | 40 tonnes | 45 m" in page.text

@@ -158,6 +158,7 @@ _HEADING_STYLE = re.compile(r"^heading\s*(\d)$", re.IGNORECASE)
 
 def read_docx(data: bytes, limits: FormatLimits) -> StructuredDocument:
     import docx
+    from docx.oxml.ns import qn
     from docx.table import Table
     from docx.text.paragraph import Paragraph
 
@@ -167,17 +168,30 @@ def read_docx(data: bytes, limits: FormatLimits) -> StructuredDocument:
     except Exception as exc:  # python-docx raises KeyError, ValueError, lxml errors...: all a broken file
         raise PermanentError(ErrorCode.CORRUPT_DOCUMENT, f"the Word document cannot be opened: {exc}") from None
     builder = PageBuilder(page_number=1, used_anchors=set())
-    for item in document.iter_inner_content():
-        if isinstance(item, Paragraph):
-            level = _heading_level(item)
-            if level:
-                builder.add(BlockKind.HEADING, item.text, level=level)
-            else:
-                builder.add(BlockKind.PARAGRAPH, item.text)
-        elif isinstance(item, Table):
-            builder.add_table(_docx_rows(item))
+    body = document.element.body
+    for element in _body_blocks(body):
+        if element.tag == qn("w:p"):
+            paragraph = Paragraph(element, document)
+            level = _heading_level(paragraph)
+            builder.add(BlockKind.HEADING if level else BlockKind.PARAGRAPH, paragraph.text, level=level)
+        else:
+            builder.add_table(_docx_rows(Table(element, document)))
     title = (document.core_properties.title or "").strip() or None
     return StructuredDocument(pages=[builder.page()], title=title)
+
+
+def _body_blocks(container: Any) -> Iterator[Any]:
+    """The body's paragraphs and tables in order, including those inside content controls
+    (``w:sdt``: Word wraps cover pages, tables of contents and form fields in them)."""
+    from docx.oxml.ns import qn
+
+    for child in container.iterchildren():
+        if child.tag in (qn("w:p"), qn("w:tbl")):
+            yield child
+        elif child.tag == qn("w:sdt"):
+            content = child.find(qn("w:sdtContent"))
+            if content is not None:
+                yield from _body_blocks(content)
 
 
 def _heading_level(paragraph: Any) -> int:
