@@ -38,7 +38,8 @@ PDF_MAGIC_WINDOW_BYTES = 1024
 OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 ZIP_MAGIC = b"PK\x03\x04"
 
-# Signatures of common files that are none of the accepted formats: named in the refusal.
+# Signatures of common files that are none of the accepted formats: named in the refusal. (Other
+# binaries, executables among them, hold NUL bytes: "binary data".)
 _OTHER_SIGNATURES: tuple[tuple[bytes, str], ...] = (
     (b"\x89PNG\r\n\x1a\n", "a PNG image"),
     (b"\xff\xd8\xff", "a JPEG image"),
@@ -51,7 +52,6 @@ _OTHER_SIGNATURES: tuple[tuple[bytes, str], ...] = (
     (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
     (b"Rar!", "a RAR archive"),
     (b"\x7fELF", "an executable"),
-    (b"MZ", "a Windows executable"),
 )
 _HTML_START = re.compile(r"\A\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html[\s>])", re.IGNORECASE | re.DOTALL)
 _HTML_SECTION = re.compile(r"<(?:head|body)[\s>]", re.IGNORECASE)
