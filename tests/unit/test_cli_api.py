@@ -181,6 +181,16 @@ def test_login_ls_search_and_rm_output(api: Api, outputs: Path, capsys: pytest.C
     api.answers["POST /search"] = (200, {"passages": [passage]})
     code, out, _ = run_cli(["search", "tide", *base], capsys)
     assert out.splitlines() == ["1. tides.pdf p.2-3  score 0.500  (01B)", "   the *tide* & the moon"]
+    # Other formats say where they stand their own way: a slide, a section and its paragraph.
+    deck = {**passage, "filename": "tides.pptx", "document_format": "pptx", "page_start": 4, "page_end": 4}
+    notes = {**passage, "filename": "tides.md", "document_format": "markdown", "page_start": 1, "page_end": 1,
+             "heading_path": ["Tides", "Spring tides"], "anchor": "spring-tides", "paragraph_index": 2}  # fmt: skip
+    api.answers["POST /search"] = (200, {"passages": [deck, notes]})
+    code, out, _ = run_cli(["search", "tide", *base], capsys)
+    assert [line for line in out.splitlines() if line[0].isdigit()] == [
+        "1. tides.pptx slide 4  score 0.500  (01B)",
+        "2. tides.md § Tides > Spring tides ¶2  score 0.500  (01B)",
+    ]
 
     api.answers["DELETE /documents/01B"] = (200, {"document_id": "01B", "status": "DELETED"})
     code, out, _ = run_cli(["rm", "01B", *base], capsys)

@@ -306,17 +306,28 @@ def search(
         return 0
     emphasis = ("\x1b[1m", "\x1b[0m") if console.out.isatty() else ("*", "*")
     for rank, passage in enumerate(passages, 1):
-        pages = passage.get("page_start")
-        if passage.get("page_end") not in (None, pages):
-            pages = f"{pages}-{passage['page_end']}"
         console.print(
-            f"{rank}. {passage.get('filename') or passage.get('document_id')} p.{pages}  "
+            f"{rank}. {passage.get('filename') or passage.get('document_id')} {_where(passage)}  "
             f"score {float(passage.get('score', 0)):.3f}  ({passage['document_id']})"
         )
         highlight = (passage.get("highlights") or [None])[0]
         text = _plain_highlight(highlight, emphasis) if highlight else _snippet(str(passage.get("text", "")))
         console.print(f"   {text}")
     return 0
+
+
+def _where(passage: dict[str, Any]) -> str:
+    """Where a passage stands: ``p.3`` (PDF pages), ``slide 2`` (PPTX), ``§ Heading > Sub ¶2`` (others)."""
+    start, end = passage.get("page_start"), passage.get("page_end")
+    span = f"{start}-{end}" if end not in (None, start) else f"{start}"
+    document_format = passage.get("document_format") or "pdf"
+    if document_format == "pdf":
+        return f"p.{span}"
+    if document_format == "pptx":
+        return f"slide {span}" if "-" not in span else f"slides {span}"
+    section = " > ".join(passage.get("heading_path") or []) or "top"
+    paragraph = passage.get("paragraph_index")
+    return f"§ {section}" + (f" ¶{paragraph}" if paragraph else "")
 
 
 def _plain_highlight(fragment: str, emphasis: tuple[str, str]) -> str:

@@ -1,4 +1,4 @@
-"""rag-ingest: upload PDFs, follow them to READY, search them, and operate the pipeline.
+"""rag-ingest: upload documents, follow them to READY, search them, and operate the pipeline.
 
 The local stack is the default target (its ``ApiUrl`` from ``.local/runtime/outputs.json``, tokens from
 its identity provider); ``--stack NAME`` targets a deployed stack (its CloudFormation outputs, Cognito
