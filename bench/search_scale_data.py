@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from opensearchpy import OpenSearch, helpers
-from rag_ingest.adapters.opensearch_filters import LEGACY_CONTENT_TYPE, METADATA_FIELD, chunk_access, chunk_metadata
-from rag_ingest.adapters.vector_store import INDEXED_TEXT_FIELD
+from rag_ingest.adapters.opensearch_filters import METADATA_FIELD, chunk_access, chunk_metadata
+from rag_ingest.adapters.vector_store import INDEXED_TEXT_FIELD, OPTIONAL_CHUNK_FIELDS, chunk_provenance
 from rag_ingest.core.ids import chunk_id, new_document_id, version_hash
 from rag_ingest.core.models import Chunk
 from rag_ingest.core.retrieval_text import document_title, indexed_text
@@ -221,9 +221,10 @@ def chunk_source(chunks: SyntheticChunks, row: int) -> dict[str, Any]:
         "page_end": chunk.page_end,
         "heading_path": chunk.heading_path,
         "filename": chunks.filenames[row],
+        # Its format and media type (a PDF's), as the product writes them.
+        **chunk_provenance(chunk),
         # The document's fields every chunk carries.
         METADATA_FIELD: chunk_metadata(chunks.metadata[row]),
-        "content_type": LEGACY_CONTENT_TYPE,
         "created_at": SYNTHETIC_CREATED_AT,
         # Open to the whole tenant (no access on the synthetic documents), uploaded straight to S3.
         **chunk_access(None, None),
@@ -235,7 +236,7 @@ def chunk_source(chunks: SyntheticChunks, row: int) -> dict[str, Any]:
 
 def check_shape(mapping: dict[str, Any], chunks: SyntheticChunks) -> None:
     """Every field of the product's mapping is written, and nothing else (the mapping is strict)."""
-    expected = set(mapping["mappings"]["properties"])
+    expected = set(mapping["mappings"]["properties"]) - OPTIONAL_CHUNK_FIELDS  # a PDF's chunks carry neither
     written = set(chunk_source(chunks, 0))
     if written != expected:
         raise RuntimeError(f"the bench's chunks differ from the product's mapping: {sorted(written ^ expected)}")

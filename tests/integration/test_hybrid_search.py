@@ -121,9 +121,10 @@ def test_search_service_answers_with_passage_views(store: VectorStore, embedder:
     top = response.passages[0].model_dump()
     assert set(top) == {
         "chunk_id", "document_id", "filename", "page_start", "page_end", "heading_path",
+        "document_format", "anchor", "paragraph_index",
         "score", "text", "highlights", "retrieved_by", "copies", "metadata",
     }  # fmt: skip
-    assert top["filename"] == "grfguide.pdf"
+    assert top["filename"] == "grfguide.pdf" and top["document_format"] == "pdf" and top["anchor"] is None
     # BM25 alone never loads the embedding model.
     bm25_only = SearchService(store=lambda: store, embedder=lambda: pytest.fail("embedder loaded for BM25"))
     assert bm25_only.search(TENANT_A, SearchRequest(query="rotate", mode=SearchMode.BM25)).passages

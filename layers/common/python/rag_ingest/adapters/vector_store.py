@@ -106,7 +106,12 @@ _PROVENANCE_MAPPING = {
 }
 
 
-def _provenance(chunk: Chunk) -> dict[str, Any]:
+#: Provenance fields a chunk has only in some formats (a PDF's chunks carry neither).
+OPTIONAL_CHUNK_FIELDS = frozenset({"anchor", "paragraph_index"})
+
+
+def chunk_provenance(chunk: Chunk) -> dict[str, Any]:
+    """A chunk's format, media type, and (structured formats) section anchor and paragraph index."""
     fields: dict[str, Any] = {
         "document_format": chunk.document_format.value,
         "content_type": chunk.document_format.content_type,
@@ -309,7 +314,7 @@ class VectorStore:
                     "page_start": chunk.page_start,
                     "page_end": chunk.page_end,
                     "heading_path": chunk.heading_path,
-                    **_provenance(chunk),
+                    **chunk_provenance(chunk),
                     "filename": filename,
                     **document_fields,
                     "text": chunk.text,
