@@ -16,7 +16,7 @@ from rag_ingest.cli.messages import sentence
 from rag_ingest.cli.progress import ProgressBoard, status_text
 from rag_ingest.cli.signin import CognitoSignIn, LocalSignIn
 from rag_ingest.cli.transport import CliError, HttpError, MultipartBody, post_multipart
-from rag_ingest.core.upload_types import EXTENSION_CONTENT_TYPES, client_refusal, declared_type
+from rag_ingest.core.upload_types import EXTENSION_FORMATS, client_refusal, declared_type
 
 POLL_SECONDS = 0.5
 
@@ -73,9 +73,9 @@ def document_files(inputs: list[str]) -> list[Path]:
     for text in inputs:
         path = Path(text)
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in EXTENSION_CONTENT_TYPES)
+            found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in EXTENSION_FORMATS)
             if not found:
-                raise CliError(f"{path}: no documents in this folder ({', '.join(EXTENSION_CONTENT_TYPES)})")
+                raise CliError(f"{path}: no documents in this folder ({', '.join(EXTENSION_FORMATS)})")
             files.extend(found)
         elif path.is_file():
             files.append(path)

@@ -6,7 +6,7 @@ Step Functions state (``DocumentJob``) stays small: ids, counts, S3 pointers.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
@@ -117,6 +117,23 @@ class PageText(BaseModel):
     source: TextSource = TextSource.TEXT_LAYER
     ocr_confidence: float | None = Field(default=None, ge=0.0, le=1.0)
     blocks: list[TextBlock] = Field(default_factory=list)
+
+
+def section_paragraphs(pages: Iterable[PageText]) -> Iterator[tuple[PageText, TextBlock, str | None, int | None]]:
+    """Each block of ``pages`` with its page, the anchor of the section it is in and, for a
+    non-heading block, its 1-based number in that section (None for a heading). The one rule a
+    passage's ``anchor`` and ``paragraph_index`` (the chunker) and the rendered view's block ids
+    (the API) both follow."""
+    section: str | None = None
+    number = 0
+    for page in pages:
+        for block in page.blocks:
+            if block.kind is BlockKind.HEADING:
+                section, number = block.anchor, 0
+                yield page, block, section, None
+            else:
+                number += 1
+                yield page, block, section, number
 
 
 class ParsedDocument(BaseModel):

@@ -15,25 +15,20 @@ TEXT_FORMATS = frozenset({DocumentFormat.HTML, DocumentFormat.MARKDOWN, Document
 #: The media types an upload may declare, and the format each announces. The declaration sets the
 #: presigned POST's Content-Type and size limit; Validate still decides by the bytes.
 UPLOAD_CONTENT_TYPES: dict[str, DocumentFormat] = {
-    "application/pdf": DocumentFormat.PDF,
-    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": DocumentFormat.DOCX,
-    "application/vnd.openxmlformats-officedocument.presentationml.presentation": DocumentFormat.PPTX,
-    "text/html": DocumentFormat.HTML,
+    **{document_format.content_type: document_format for document_format in DocumentFormat},
     "application/xhtml+xml": DocumentFormat.HTML,
-    "text/markdown": DocumentFormat.MARKDOWN,
     "text/x-markdown": DocumentFormat.MARKDOWN,
-    "text/plain": DocumentFormat.TEXT,
 }
 #: The file names a client may go by to declare a type (the CLI; the page's picker filter).
-EXTENSION_CONTENT_TYPES: dict[str, str] = {
-    ".pdf": "application/pdf",
-    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
-    ".html": "text/html",
-    ".htm": "text/html",
-    ".md": "text/markdown",
-    ".markdown": "text/markdown",
-    ".txt": "text/plain",
+EXTENSION_FORMATS: dict[str, DocumentFormat] = {
+    ".pdf": DocumentFormat.PDF,
+    ".docx": DocumentFormat.DOCX,
+    ".pptx": DocumentFormat.PPTX,
+    ".html": DocumentFormat.HTML,
+    ".htm": DocumentFormat.HTML,
+    ".md": DocumentFormat.MARKDOWN,
+    ".markdown": DocumentFormat.MARKDOWN,
+    ".txt": DocumentFormat.TEXT,
 }
 
 
@@ -60,12 +55,13 @@ def declared_type(filename: str, head: bytes) -> str:
     """The type a client declares for a file: from its first bytes when they say PDF or zip, else
     from its extension, else ``text/plain`` (the pipeline decides again from the stored bytes)."""
     suffix = "." + filename.rpartition(".")[2].lower() if "." in filename else ""
-    by_name = EXTENSION_CONTENT_TYPES.get(suffix)
+    by_name = EXTENSION_FORMATS.get(suffix)
     if head.startswith(b"%PDF-"):
-        return "application/pdf"
+        return DocumentFormat.PDF.content_type
     if head.startswith(b"PK\x03\x04"):
-        return by_name if by_name and "openxmlformats" in by_name else EXTENSION_CONTENT_TYPES[".docx"]
-    return by_name or "text/plain"
+        office = by_name if by_name in (DocumentFormat.DOCX, DocumentFormat.PPTX) else DocumentFormat.DOCX
+        return office.content_type
+    return (by_name or DocumentFormat.TEXT).content_type
 
 
 # Declared types refused with their own code before any byte is sent.

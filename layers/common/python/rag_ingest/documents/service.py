@@ -35,12 +35,12 @@ from rag_ingest.core.ids import new_document_id
 from rag_ingest.core.layout import PAGES_FOLDER, artifact_key, filename_of, page_range_key, upload_key
 from rag_ingest.core.metadata import MetadataError, validate_metadata
 from rag_ingest.core.models import (
-    BlockKind,
     DocumentFormat,
     DocumentRecord,
     DocumentStatus,
     PageText,
     ParsedRange,
+    section_paragraphs,
 )
 from rag_ingest.core.ports import (
     ApiDocuments,
@@ -312,26 +312,19 @@ class DocumentContent(BaseModel):
 
     @classmethod
     def of(cls, record: DocumentRecord, document_format: DocumentFormat, pages: list[PageText]) -> DocumentContent:
-        views = []
-        section: str | None = None
-        paragraph = 0
-        for page in pages:
-            blocks = []
-            for block in page.blocks:
-                text = page.text[block.start : block.end]
-                if block.kind is BlockKind.HEADING:
-                    section, paragraph = block.anchor, 0
-                    anchor = block.anchor or ""
-                else:
-                    paragraph += 1
-                    anchor = f"{section}-p{paragraph}" if section else f"p{paragraph}"
-                blocks.append(ContentBlockView(kind=block.kind.value, text=text, level=block.level, anchor=anchor))
-            views.append(ContentPageView(page_number=page.page_number, blocks=blocks))
+        views = {page.page_number: ContentPageView(page_number=page.page_number, blocks=[]) for page in pages}
+        for page, block, section, number in section_paragraphs(pages):
+            paragraph = f"{section}-p{number}" if section else f"p{number}"
+            anchor = (block.anchor or "") if number is None else paragraph
+            text = page.text[block.start : block.end]
+            views[page.page_number].blocks.append(
+                ContentBlockView(kind=block.kind.value, text=text, level=block.level, anchor=anchor)
+            )
         return cls(
             document_id=record.document_id,
             document_format=document_format.value,
             filename=record.filename,
-            pages=views,
+            pages=list(views.values()),
         )
 
 

@@ -41,7 +41,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from rag_ingest.core.models import BlockKind, Chunk, PageText
+from rag_ingest.core.models import BlockKind, Chunk, PageText, section_paragraphs
 
 PAGE_SEPARATOR = "\n\n"
 #: A chunk this full (fraction of the target) ends early rather than split the next paragraph.
@@ -236,18 +236,13 @@ def _stated_headings(pages: Sequence[PageText], page_starts: list[int], text: st
 def _paragraph_numbers(pages: Sequence[PageText], page_starts: list[int]) -> tuple[list[int], list[int]]:
     """(start offsets of the non-heading blocks, their 1-based number inside their section): a
     chunk's ``paragraph_index`` is that of the block its first text is in."""
-    starts: list[int] = []
-    numbers: list[int] = []
-    number = 0
-    for page, page_start in zip(pages, page_starts, strict=True):
-        for block in page.blocks:
-            if block.kind is BlockKind.HEADING:
-                number = 0
-                continue
-            number += 1
-            starts.append(page_start + block.start)
-            numbers.append(number)
-    return starts, numbers
+    page_start_of = {id(page): start for page, start in zip(pages, page_starts, strict=True)}
+    numbered = [
+        (page_start_of[id(page)] + block.start, number)
+        for page, block, _section, number in section_paragraphs(pages)
+        if number is not None
+    ]
+    return [start for start, _ in numbered], [number for _, number in numbered]
 
 
 def _overlap_start(units: list[_Unit], first: int, end: int, *, overlap_tokens: int, target_tokens: int) -> int:

@@ -29,7 +29,7 @@ from typing import Any
 
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.models import BlockKind, DocumentFormat
-from rag_ingest.ingest.structure import FormatLimits, PageBuilder, StructuredDocument
+from rag_ingest.ingest.structure import FormatLimits, PageBuilder, StructuredDocument, clean_block_text, table_text
 
 _MAIN_CONTENT_TYPES = {
     "application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml": DocumentFormat.DOCX,
@@ -244,26 +244,27 @@ def read_pptx(data: bytes, limits: FormatLimits) -> StructuredDocument:
         builder = PageBuilder(page_number=number, used_anchors=anchors)
         title_shape = slide.shapes.title
         title = title_shape.text_frame.text if title_shape is not None and title_shape.has_text_frame else ""
-        body = PageBuilder(page_number=number, used_anchors=set())  # the slide's text, before its heading
+        body: list[tuple[BlockKind, str]] = []  # the slide's text, before its heading is known to be needed
         for shape in _shapes(slide.shapes):
             if title_shape is not None and shape.shape_id == title_shape.shape_id:
                 continue
             if getattr(shape, "has_table", False) and shape.has_table:
-                body.add_table([cell.text for cell in row.cells] for row in shape.table.rows)
+                body.append(
+                    (BlockKind.TABLE, table_text([cell.text for cell in row.cells] for row in shape.table.rows))
+                )
             elif getattr(shape, "has_text_frame", False) and shape.has_text_frame:
-                body.add(BlockKind.PARAGRAPH, shape.text_frame.text)
+                body.append((BlockKind.PARAGRAPH, shape.text_frame.text))
         if slide.has_notes_slide:
             notes = slide.notes_slide.notes_text_frame
             if notes is not None and notes.text.strip():
-                body.add(BlockKind.PARAGRAPH, f"Notes: {notes.text}")
+                body.append((BlockKind.PARAGRAPH, f"Notes: {notes.text}"))
         # A slide with text is a section anchored slide-<n> (titled "Slide n" when it has no title); a
         # slide with none (a picture) is an empty page: an image-only deck is EMPTY_DOCUMENT.
-        if title.strip() or body.parts:
-            builder.add(
-                BlockKind.HEADING, title if title.strip() else f"Slide {number}", level=1, anchor=f"slide-{number}"
-            )
-            for block, text in zip(body.blocks, body.parts, strict=True):
-                builder.add(block.kind, text, level=block.level)
+        if title.strip() or any(clean_block_text(text) for _kind, text in body):
+            heading = title if title.strip() else f"Slide {number}"
+            builder.add(BlockKind.HEADING, heading, level=1, anchor=f"slide-{number}")
+            for kind, text in body:
+                builder.add(kind, text)
         pages.append(builder.page())
     title = (presentation.core_properties.title or "").strip() or None
     return StructuredDocument(pages=pages, title=title)

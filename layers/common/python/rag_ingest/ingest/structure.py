@@ -101,6 +101,16 @@ def slug(title: str) -> str:
     return _SLUG_DROP.sub("", title.strip().lower()).replace(" ", "-")[:80] or "section"
 
 
+def table_text(rows: Iterable[Iterable[str]]) -> str:
+    """A table as lines of cells (`` | `` between them), its first row the header; empty rows dropped."""
+    lines = []
+    for row in rows:
+        cells = [" ".join(clean_block_text(cell).split()) for cell in row]
+        if any(cells):
+            lines.append(" | ".join(cells))
+    return "\n".join(lines)
+
+
 @dataclass
 class PageBuilder:
     """Collects one page's blocks; :meth:`page` joins them with blank lines (the chunker's paragraph
@@ -128,17 +138,10 @@ class PageBuilder:
         self.offset += len(cleaned)
 
     def add_table(self, rows: Iterable[Iterable[str]], caption: str | None = None) -> None:
-        """A table as lines of cells (`` | `` between them), its first row the header; a caption
-        is its own paragraph before it."""
-        lines = []
-        for row in rows:
-            cells = [" ".join(clean_block_text(cell).split()) for cell in row]
-            if any(cells):
-                lines.append(" | ".join(cells))
+        """A table (:func:`table_text`); a caption is its own paragraph before it."""
         if caption:
             self.add(BlockKind.PARAGRAPH, caption)
-        if lines:
-            self.add(BlockKind.TABLE, "\n".join(lines))
+        self.add(BlockKind.TABLE, table_text(rows))
 
     def page(self) -> PageText:
         return PageText(page_number=self.page_number, text="\n\n".join(self.parts), blocks=self.blocks)
