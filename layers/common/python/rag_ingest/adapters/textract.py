@@ -53,7 +53,7 @@ from botocore.exceptions import ClientError
 
 from rag_ingest.adapters import aws
 from rag_ingest.core.logs import logger
-from rag_ingest.ingest.ocr import OcrPageError, OcrResult, OcrUnavailableError
+from rag_ingest.ingest.ocr import OcrPageError, OcrResult, OcrUnavailableError, PlacedWord
 
 SERVICE = "textract"
 
@@ -134,9 +134,25 @@ class TextractEngine:
 
 
 def textract_result(response: dict[str, Any]) -> OcrResult:
-    """The LINE blocks in Textract's reading order, and their mean confidence (0..1)."""
-    lines = [block for block in response.get("Blocks", []) if block.get("BlockType") == "LINE"]
+    """The LINE blocks in Textract's reading order, their mean confidence (0..1), and the WORD
+    blocks with their boxes: ``Geometry.BoundingBox`` is already in fractions of the image from
+    its top-left corner (https://docs.aws.amazon.com/textract/latest/APIReference/API_BoundingBox.html),
+    and the image is the page as displayed (pdfium renders it rotated)."""
+    blocks = response.get("Blocks", [])
+    lines = [block for block in blocks if block.get("BlockType") == "LINE"]
     text = "\n".join(str(block.get("Text", "")) for block in lines)
     confidences = [float(block.get("Confidence", 0.0)) / 100 for block in lines]
     confidence = sum(confidences) / len(confidences) if confidences else 0.0
-    return OcrResult(text=text, confidence=round(min(confidence, 1.0), 4))
+    words = tuple(
+        word for block in blocks if block.get("BlockType") == "WORD" and (word := _placed_word(block)) is not None
+    )
+    return OcrResult(text=text, confidence=round(min(confidence, 1.0), 4), words=words)
+
+
+def _placed_word(block: Mapping[str, Any]) -> PlacedWord | None:
+    box = block.get("Geometry", {}).get("BoundingBox")
+    text = str(block.get("Text", "")).strip()
+    if not box or not text:
+        return None
+    left, top = float(box.get("Left", 0.0)), float(box.get("Top", 0.0))
+    return PlacedWord(text, left, top, left + float(box.get("Width", 0.0)), top + float(box.get("Height", 0.0)))

@@ -53,7 +53,7 @@ from rag_ingest.core.access import DocumentAccess, Principal
 from rag_ingest.core.errors import TransientError
 from rag_ingest.core.filters import Filter
 from rag_ingest.core.ids import chunk_id, version_hash
-from rag_ingest.core.models import Chunk, DocumentFormat, IndexedVersion, SearchHit
+from rag_ingest.core.models import Chunk, DocumentFormat, IndexedVersion, PassageBox, SearchHit
 from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE, indexed_text
 from rag_ingest.core.tracing import traced
 
@@ -103,11 +103,13 @@ _PROVENANCE_MAPPING = {
     "document_format": {"type": "keyword"},
     "anchor": {"type": "keyword"},
     "paragraph_index": {"type": "integer"},
+    # A PDF passage's rectangles (page, x0, y0, x1, y1): returned with a hit, never searched.
+    "boxes": {"type": "object", "enabled": False},
 }
 
 
 #: Provenance fields a chunk has only in some formats (a PDF's chunks carry neither).
-OPTIONAL_CHUNK_FIELDS = frozenset({"anchor", "paragraph_index"})
+OPTIONAL_CHUNK_FIELDS = frozenset({"anchor", "paragraph_index", "boxes"})
 
 
 def chunk_provenance(chunk: Chunk) -> dict[str, Any]:
@@ -120,6 +122,8 @@ def chunk_provenance(chunk: Chunk) -> dict[str, Any]:
         fields["anchor"] = chunk.anchor
     if chunk.paragraph_index is not None:
         fields["paragraph_index"] = chunk.paragraph_index
+    if chunk.boxes:
+        fields["boxes"] = [box.model_dump() for box in chunk.boxes]
     return fields
 
 
@@ -554,6 +558,7 @@ class VectorStore:
                 document_format=DocumentFormat(hit["_source"].get("document_format") or DocumentFormat.PDF),
                 anchor=hit["_source"].get("anchor"),
                 paragraph_index=hit["_source"].get("paragraph_index"),
+                boxes=tuple(PassageBox(**box) for box in hit["_source"].get("boxes") or ()),
                 highlights=tuple(hit.get("highlight", {}).get("text", ())),
                 retrieved_by=(retriever,),
                 metadata=metadata_of_chunk(hit["_source"].get(METADATA_FIELD)),

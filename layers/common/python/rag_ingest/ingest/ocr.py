@@ -23,13 +23,23 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from rag_ingest.core.settings import DEFAULT_MAX_OCR_PAGES, OCR_DPI
 
 #: A page with fewer letters and digits than this in its text layer has no usable text layer
 #: (a scan often carries a stray page number or a scanner's stamp).
 MIN_TEXT_LAYER_CHARS = 16
+
+
+class PlacedWord(NamedTuple):
+    """A word and its rectangle on the displayed page (fractions, origin top-left)."""
+
+    text: str
+    x0: float
+    y0: float
+    x1: float
+    y1: float
 
 
 @dataclass(frozen=True)
@@ -39,6 +49,9 @@ class OcrResult:
 
     text: str
     confidence: float
+    #: The words read, with their rectangles on the image (fractions, origin top-left), when the
+    #: engine gives them: the page's layout, for the passages' rectangles (rag_ingest.ingest.geometry).
+    words: tuple[PlacedWord, ...] = ()
 
 
 class OcrPageError(Exception):

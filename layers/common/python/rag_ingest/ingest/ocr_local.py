@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import shutil
 import subprocess
 from collections import defaultdict
 from typing import Any
 
 from rag_ingest.core.errors import ConfigurationError
-from rag_ingest.ingest.ocr import OCR_DPI, OcrPageError, OcrResult
+from rag_ingest.ingest.ocr import OCR_DPI, OcrPageError, OcrResult, PlacedWord
 
 #: One page's OCR may take this long before it counts as a failed page (a 300-dpi A4 page takes ~2 s).
 TESSERACT_TIMEOUT_SECONDS = 60.0
@@ -59,16 +60,27 @@ class TesseractEngine:
 
 
 def tesseract_tsv_result(tsv: str) -> OcrResult:
-    """Lines (words joined by spaces, paragraphs by a blank line) and the mean word confidence."""
+    """Lines (words joined by spaces, paragraphs by a blank line), the mean word confidence, and
+    each word's box (TSV pixels, over the level-1 row's image size)."""
     lines: dict[tuple[int, int, int, int], list[str]] = defaultdict(list)
+    boxes: dict[tuple[int, int, int, int], list[PlacedWord]] = defaultdict(list)
     confidences: list[float] = []
+    image_width = image_height = 0
     for row in csv.DictReader(io.StringIO(tsv), delimiter="\t", quoting=csv.QUOTE_NONE):
+        if row.get("level") == "1":
+            image_width, image_height = int(row["width"]), int(row["height"])
         text = (row.get("text") or "").strip()
         if row.get("level") != "5" or not text:
             continue
         key = (int(row["page_num"]), int(row["block_num"]), int(row["par_num"]), int(row["line_num"]))
         lines[key].append(text)
         confidences.append(max(0.0, float(row["conf"])) / 100)
+        if image_width > 0 and image_height > 0:
+            left, top = int(row["left"]), int(row["top"])
+            right, bottom = left + int(row["width"]), top + int(row["height"])
+            boxes[key].append(
+                PlacedWord(text, left / image_width, top / image_height, right / image_width, bottom / image_height)
+            )
     parts: list[str] = []
     previous_paragraph: tuple[int, int, int] | None = None
     for key in sorted(lines):
@@ -78,7 +90,8 @@ def tesseract_tsv_result(tsv: str) -> OcrResult:
         parts.append(" ".join(lines[key]))
         previous_paragraph = paragraph
     confidence = sum(confidences) / len(confidences) if confidences else 0.0
-    return OcrResult(text="\n".join(parts), confidence=round(confidence, 4))
+    words = tuple(word for key in sorted(boxes) for word in boxes[key])
+    return OcrResult(text="\n".join(parts), confidence=round(confidence, 4), words=words)
 
 
 class RapidOcrEngine:
@@ -100,17 +113,30 @@ class RapidOcrEngine:
             found, _elapsed = self._engine(png)
         except Exception as error:  # decode errors and the like: this page cannot be read
             raise OcrPageError(f"rapidocr: {error!r}") from error
-        return rapidocr_result(found or [])
+        return rapidocr_result(found or [], png_size(png))
 
 
-def rapidocr_result(found: list[Any]) -> OcrResult:
+def png_size(png: bytes) -> tuple[int, int]:
+    """A PNG's width and height, from its IHDR chunk ((0, 0) when it is not one)."""
+    if len(png) < 24 or png[:8] != b"\x89PNG\r\n\x1a\n":
+        return 0, 0
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
+def rapidocr_result(found: list[Any], image_size: tuple[int, int] = (0, 0)) -> OcrResult:
     """Detected boxes ``[corners, text, score]`` into lines: boxes whose vertical centres lie within
-    half a box height of each other are one line, read left to right; lines top to bottom."""
+    half a box height of each other are one line, read left to right; lines top to bottom. The
+    engine boxes a run of words, not a word: each word gets its share of the run's width by its
+    number of characters (an estimate, for the passages' rectangles)."""
+    width, height = image_size
     boxes = []
+    words: list[PlacedWord] = []
     for corners, text, score in found:
         ys = [point[1] for point in corners]
         xs = [point[0] for point in corners]
         boxes.append(((min(ys) + max(ys)) / 2, max(ys) - min(ys), min(xs), str(text), float(score)))
+        if width > 0 and height > 0:
+            words.extend(_shared_out(str(text), min(xs) / width, min(ys) / height, max(xs) / width, max(ys) / height))
     boxes.sort()
     lines: list[list[tuple[float, str]]] = []
     line_centre = -1e9
@@ -123,7 +149,19 @@ def rapidocr_result(found: list[Any]) -> OcrResult:
             line_centre, line_height = centre, height
     text = "\n".join(" ".join(word for _left, word in sorted(line)) for line in lines)
     scores = [box[4] for box in boxes]
-    return OcrResult(text=text, confidence=round(sum(scores) / len(scores), 4) if scores else 0.0)
+    words.sort(key=lambda word: ((word.y0 + word.y1) / 2, word.x0))
+    return OcrResult(
+        text=text, confidence=round(sum(scores) / len(scores), 4) if scores else 0.0, words=tuple(words)
+    )
+
+
+def _shared_out(text: str, x0: float, y0: float, x1: float, y1: float) -> list[PlacedWord]:
+    """The words of a run boxed as a whole, each given the run's width in proportion to its characters."""
+    runs = list(re.finditer(r"\S+", text))
+    if not runs:
+        return []
+    per_char = (x1 - x0) / max(len(text), 1)
+    return [PlacedWord(run.group(), x0 + run.start() * per_char, y0, x0 + run.end() * per_char, y1) for run in runs]
 
 
 def local_engine() -> TesseractEngine:

@@ -74,8 +74,9 @@ from pypdf.generic import ArrayObject, StreamObject
 
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.logs import logger
-from rag_ingest.core.models import PageText, ParsedDocument, ParsedRange, TextSource
+from rag_ingest.core.models import PageLayout, PageText, ParsedDocument, ParsedRange, TextSource
 from rag_ingest.core.tokens import is_vocabulary_word
+from rag_ingest.ingest.geometry import pack_layout, text_layer_layouts
 from rag_ingest.ingest.ocr import MIN_TEXT_LAYER_CHARS, OcrPageError, OcrUnavailableError, PageOcr, render_page_png
 
 PDF_MAGIC = b"%PDF-"
@@ -492,6 +493,7 @@ def parse_page_range(
     ]
     sources: dict[int, TextSource] = {}
     confidences: dict[int, float] = {}
+    layouts: dict[int, PageLayout] = {}
     failure_reasons: dict[int, str] = {}
     cap = ocr.max_pages if ocr is not None and ocr_page_cap is None else (ocr_page_cap or 0)
     unavailable: str | None = None  # the engine said it cannot read any page here: stop rasterising
@@ -516,16 +518,29 @@ def parse_page_range(
                 raw_texts[page_number - first_page] = result.text
                 sources[page_number] = TextSource.OCR
                 confidences[page_number] = result.confidence
+                if (layout := pack_layout(result.words)) is not None:
+                    layouts[page_number] = layout
                 continue
         logger.warning("page %d: %s", page_number, failure_reasons[page_number])
         raw_texts[page_number - first_page] = ""
 
+    # Where each word stands, for the passages' rectangles (geometry.py): the text layer's pages
+    # from pdfium's character boxes (the OCR'd pages have their engine's words already).
+    layouts |= text_layer_layouts(
+        data,
+        [
+            number
+            for number, text in enumerate(raw_texts, start=first_page)
+            if number not in sources and number not in failed_pages and text.strip()
+        ],
+    )
     pages = [
         PageText(
             page_number=number,
             text=text,
             source=sources.get(number, TextSource.TEXT_LAYER),
             ocr_confidence=confidences.get(number),
+            layout=layouts.get(number),
         )
         for number, text in enumerate(raw_texts, start=first_page)
     ]

@@ -52,6 +52,7 @@ from rag_ingest.embeddings.base import Embedder
 from rag_ingest.ingest.chunking import chunk_pages
 from rag_ingest.ingest.embedding_cache import NoEmbeddingCache
 from rag_ingest.ingest.formats import SNIFF_BYTES, FormatLimits, detect_format, read_structured
+from rag_ingest.ingest.geometry import passage_boxes
 from rag_ingest.ingest.ocr import OcrEngine, PageOcr
 from rag_ingest.ingest.pdf import count_pdf_pages, join_page_ranges, parse_page_range
 from rag_ingest.ingest.refresh import MAX_REWRITES, ChunkRefresher, chunk_fields
@@ -261,6 +262,7 @@ class Pipeline:
                 )
                 if not chunks:
                     raise PermanentError(ErrorCode.EMPTY_DOCUMENT, "the document has no text to chunk")
+                chunks = passage_boxes(chunks, parsed.pages)
                 title = document_title(parsed.metadata_title, filename_of(job.key))
                 chunks = [
                     chunk.model_copy(update={"document_title": title, "document_format": job.document_format})

@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rag_ingest.core.access import Principal
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.filters import Filter, FilterError, parse_filter
-from rag_ingest.core.models import DocumentFormat, PassageCopy, SearchHit
+from rag_ingest.core.models import DocumentFormat, PassageBox, PassageCopy, SearchHit
 from rag_ingest.core.ports import PassageRetriever, Reranker
 from rag_ingest.core.settings import (
     DEFAULT_FUSION,
@@ -316,6 +316,9 @@ class PassageView(BaseModel):
     document_format: DocumentFormat = DocumentFormat.PDF
     anchor: str | None = None
     paragraph_index: int | None = None
+    #: A PDF passage's rectangles on its pages (fractions of the displayed page, origin top-left):
+    #: one per line it covers. Empty for other formats, and for a page whose words had no geometry.
+    boxes: list[PassageBox] = Field(default_factory=list)
     score: float
     text: str
     highlights: list[str]
@@ -338,6 +341,7 @@ class PassageView(BaseModel):
             document_format=hit.document_format,
             anchor=hit.anchor,
             paragraph_index=hit.paragraph_index,
+            boxes=list(hit.boxes),
             score=hit.score,
             text=hit.text,
             highlights=list(hit.highlights),
