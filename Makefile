@@ -58,7 +58,7 @@ ocr-tools:
 layer: install
 	$(PY) tools/build_layer.py
 
-synth: layer
+synth: layer node-modules
 	$(PY) app.py
 
 opensearch: install local-tools
@@ -169,8 +169,15 @@ chaos: synth opensearch
 .PHONY: node-modules node-version
 NODE_STAMP := node_modules/.installed-$(shell sha256sum package-lock.json | cut -c1-12)
 node-modules: $(NODE_STAMP)
+# Optional dependencies are Node-only extras (pdfjs-dist's canvas binding for server-side rendering):
+# the page's PDF viewer runs in the browser.
 $(NODE_STAMP): package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
+	npm ci --no-audit --no-fund --loglevel=error --omit=optional
+	# PDF.js for the page's PDF viewer (web/pdf-view.js): the built module, its worker and its licence,
+	# copied as they ship into web/vendor/pdfjs/ (not committed; deployed and served with web/).
+	rm -rf web/vendor/pdfjs && mkdir -p web/vendor/pdfjs
+	cp node_modules/pdfjs-dist/build/pdf.min.mjs node_modules/pdfjs-dist/build/pdf.worker.min.mjs \
+	  node_modules/pdfjs-dist/LICENSE web/vendor/pdfjs/
 	touch $@
 
 # Node 20 is end-of-life (jsii warns on every synth): the CDK CLI is tested on the LTS lines, 22 and 24.

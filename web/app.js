@@ -41,6 +41,9 @@ window.ragIngest = Object.freeze({
   get lastOpened() {
     return state.search?.lastOpened ?? null;
   },
+  get pdfShown() {
+    return state.search?.pdfViewer?.shown ?? null;
+  },
   get deliveryLoads() {
     return state.webhooks?.deliveryLoads ?? 0;
   },

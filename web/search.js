@@ -1,5 +1,5 @@
-// Search: passages with their highlight, document and page span; a result opens the original PDF
-// at its page through a short-lived download URL.
+// Search: passages with their highlight, document and page span; a result opens where it stands:
+// a PDF in the embedded viewer (pdf-view.js) with the passage marked, the others in the rendered view.
 
 import { el } from "./format.js";
 
@@ -56,6 +56,7 @@ export class SearchView {
     this.api = api;
     this.viewerDialog = viewerDialog;
     this.viewer = null; // viewer.js, loaded the first time a non-PDF hit is opened (not on first load)
+    this.pdfViewer = null; // pdf-view.js and PDF.js, loaded the first time a PDF hit is opened
     this.elements = elements;
     this.onError = onError;
     this.filters = filters;
@@ -131,22 +132,40 @@ export class SearchView {
     );
   }
 
-  /** Open a PDF at the passage's page in a new tab (opened first: popup blockers); any other format
-   * in the rendered view, at the passage's section and paragraph (a PPTX at its slide). */
+  /** Open a hit where it stands: a PDF in the embedded viewer at its page, the passage's rectangles
+   * marked; any other format in the rendered view, at the passage's section and paragraph (a PPTX
+   * at its slide). Without the dialog, a PDF opens in a new tab. */
   async open(passage) {
-    if (passage.document_format && passage.document_format !== "pdf" && this.viewerDialog) {
-      try {
+    if (!this.viewerDialog) return this.openOriginal(passage);
+    const original = this.viewerDialog.querySelector("#viewer-original");
+    try {
+      if (passage.document_format && passage.document_format !== "pdf") {
+        if (original) original.hidden = true;
         if (!this.viewer) {
           const { DocumentViewer } = await import("./viewer.js");
           this.viewer = new DocumentViewer({ api: this.api, dialog: this.viewerDialog });
         }
         const shown = await this.viewer.show(passage);
         this.lastOpened = `view:${shown.documentId}#${shown.target || ""}`;
-      } catch (error) {
-        this.onError(`The document could not be opened: ${error.message}`);
+        return;
       }
-      return;
+      if (!this.pdfViewer) {
+        const { PdfViewer } = await import("./pdf-view.js");
+        this.pdfViewer = new PdfViewer({
+          api: this.api,
+          dialog: this.viewerDialog,
+          openOriginal: (hit) => this.openOriginal(hit),
+        });
+      }
+      const shown = await this.pdfViewer.show(passage, passage.filename);
+      this.lastOpened = `pdf:${shown.documentId}#page=${shown.pages[0] ?? ""}`;
+    } catch (error) {
+      this.onError(`The document could not be opened: ${error.message}`);
     }
+  }
+
+  /** The original file in a new tab (opened first: popup blockers), a PDF at the passage's page. */
+  async openOriginal(passage) {
     const tab = window.open("about:blank", "_blank");
     try {
       const answer = await this.api.download(passage.document_id);

@@ -241,8 +241,9 @@ class Api(Construct):
         http_api = self.http_api.node.default_child
         assert isinstance(http_api, apigwv2.CfnApi)
         http_api.add_property_override("CorsConfiguration.AllowOrigins", list(self._cors_origins))
+        # The page uploads with the presigned POST and its PDF viewer reads with the presigned GET.
         self._storage.bucket.add_cors_rule(
-            allowed_methods=[s3.HttpMethods.POST],
+            allowed_methods=[s3.HttpMethods.POST, s3.HttpMethods.GET],
             allowed_origins=[origin],
             allowed_headers=["*"],
             exposed_headers=["ETag", "x-amz-version-id"],

@@ -50,10 +50,11 @@ class Storage(Construct):
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             server_access_logs_bucket=self.access_logs_bucket,
             server_access_logs_prefix="documents-bucket/",
-            # Browsers upload straight to S3 with the presigned POST the API hands out.
+            # Browsers upload straight to S3 with the presigned POST the API hands out, and the page's
+            # PDF viewer reads an original through the presigned GET of /documents/{id}/download.
             cors=[
                 s3.CorsRule(
-                    allowed_methods=[s3.HttpMethods.POST],
+                    allowed_methods=[s3.HttpMethods.POST, s3.HttpMethods.GET],
                     allowed_origins=list(config.allowed_origins),
                     allowed_headers=["*"],
                     exposed_headers=["ETag", "x-amz-version-id"],

@@ -35,12 +35,59 @@ PIPELINE_TIMEOUT = 420.0  # two documents through the whole local pipeline on a 
 # A sentence of lighthouses.pdf and its page (samples/expected.json): the search must cite that page.
 QUERY = "Argand burner hollow circular wick glass chimney"
 QUERY_FILE, QUERY_PAGE = "lighthouses.pdf", 2
+EVAL_CORPUS = Path(__file__).resolve().parents[2] / "eval" / "corpus"
 LIST_PAGE_SIZE = 20  # documents per GET /documents the page asks for (web/api.js)
 
 
 def assert_no_console_errors(page: Page) -> None:
     errors = page.console_errors()
     assert errors == [], f"console errors: {json.dumps(errors, indent=2)}"
+
+
+def letters(text: str) -> str:
+    return "".join(character for character in text.casefold() if character.isalnum())
+
+
+def assert_marks_lie_over_the_passage(
+    page: Page, passage_text: str, page_number: int, *, partial: bool = False
+) -> None:
+    """The passage's marks against PDF.js's text layer (where PDF.js itself places each run of text):
+    a run the marks cover is the passage's text, and the passage's runs on the page are covered.
+    ``partial``: the passage covers only part of the page, so some runs must stay unmarked."""
+    layout = page.js(
+        """const sheet = document.querySelector(`#viewer-content .pdf-page[data-page="${arguments[0]}"]`);
+           const box = (node) => { const r = node.getBoundingClientRect();
+                                   return [r.left, r.top, r.right, r.bottom]; };
+           return {marks: [...sheet.querySelectorAll('.pdf-passage')].map(box),
+                   runs: [...sheet.querySelectorAll('.textLayer span')]
+                           .filter((span) => span.textContent.trim())
+                           .map((span) => ({text: span.textContent, box: box(span)}))};""",
+        page_number,
+    )
+    marks, runs = layout["marks"], layout["runs"]
+    assert marks and len(runs) >= 10, layout
+
+    def covered(run: list[float]) -> float:
+        area = max((run[2] - run[0]) * (run[3] - run[1]), 1e-6)
+        overlaps = (
+            max(0.0, min(run[2], mark[2]) - max(run[0], mark[0]))
+            * max(0.0, min(run[3], mark[3]) - max(run[1], mark[1]))
+            for mark in marks
+        )
+        return sum(overlaps) / area
+
+    passage = letters(passage_text)
+    marked = [run for run in runs if covered(run["box"]) >= 0.6]
+    assert len(marked) >= 3, (marks, runs[:5])
+    strays = [run["text"] for run in marked if letters(run["text"]) not in passage]
+    assert not strays, f"marked text that is not the passage's: {strays}"
+    # Runs of the passage long enough to be its own (not a word that happens to recur): covered.
+    own = [run for run in runs if len(letters(run["text"])) >= 20 and letters(run["text"]) in passage]
+    missed = [run["text"] for run in own if covered(run["box"]) < 0.5]
+    assert own and len(missed) <= len(own) // 10, f"{len(missed)} of {len(own)} passage runs unmarked: {missed}"
+    if partial:
+        unmarked = [run for run in runs if covered(run["box"]) < 0.1 and letters(run["text"]) not in passage]
+        assert len(unmarked) >= 5, "the marks cover the whole page, not the passage"
 
 
 def wait_status(page: Page, document_id: str, status: str, timeout: float = PIPELINE_TIMEOUT) -> dict[str, Any]:
@@ -135,12 +182,22 @@ def test_signed_in_user_uploads_two_pdfs_watches_them_ready_live_searches_opens_
     assert (best["documentId"], best["pageStart"]) == (ids[QUERY_FILE], QUERY_PAGE), passages
     assert "<em>" in best["passageHtml"] and f"page {QUERY_PAGE}" in best["title"], best
 
-    # Opening a hit: a short-lived download URL of the original, at the passage's page, in a new tab.
+    # Opening a hit: the PDF in the page's viewer (PDF.js) at the passage's page, the passage marked
+    # over its words; then the original, through a short-lived download URL, in a new tab.
     assert_no_console_errors(page)
-    main_window = page.driver.current_window_handle
     page.find("#results .result .open-document").click()
+    shown = page.wait(lambda: page.js("return ragIngest.pdfShown"), "the PDF viewer shows the hit", 60)
+    assert shown["documentId"] == ids[QUERY_FILE] and shown["pages"][0] == QUERY_PAGE, shown
+    assert_marks_lie_over_the_passage(page, shown["text"], QUERY_PAGE)
+    page.screenshot("pdf-viewer")
+    main_window = page.driver.current_window_handle
+    page.find("#viewer-original").click()
     page.wait(lambda: len(page.driver.window_handles) == 2, "the document opens in a new tab")
-    opened = page.wait(lambda: page.js("return ragIngest.lastOpened"), "the download URL is known")
+    def download_url() -> str | None:
+        opened = page.js("return ragIngest.lastOpened") or ""
+        return opened if opened.startswith("http") else None
+
+    opened = page.wait(download_url, "the download URL is known")
     assert opened.endswith(f"#page={QUERY_PAGE}"), opened
     original = requests.get(opened.split("#", 1)[0], timeout=30)
     assert original.status_code == 200 and original.content == (SAMPLES / QUERY_FILE).read_bytes()
@@ -152,6 +209,7 @@ def test_signed_in_user_uploads_two_pdfs_watches_them_ready_live_searches_opens_
     # The PDF's tab asks the storage origin for a favicon it does not have: that tab's log, not the page's.
     storage_favicon = f"{urlsplit(opened).scheme}://{urlsplit(opened).netloc}/favicon.ico"
     assert [e for e in page.console_errors() if not e["message"].startswith(storage_favicon)] == []
+    page.find("#viewer-close").click()
 
     # Another tenant sees none of it: not in the list, not in search.
     page.sign_out()
@@ -310,6 +368,29 @@ def test_a_slide_and_a_word_paragraph_open_where_they_stand_in_the_rendered_view
             assert hit["slide"] == "2" and "slide" in passages[0]["title"], (hit, passages[0])
         page.screenshot(f"view-{target}")
         page.find("#viewer-close").click()
+    assert_no_console_errors(page)
+
+
+def test_a_two_column_pdf_hit_is_marked_over_its_own_words_only(
+    page: Page, tenant: str, stack_process: LocalStackProcess
+) -> None:
+    """A real two-column PDF (eval/corpus/ltnews35.pdf, LaTeX News 35): a hit on a page its passage
+    covers only part of opens in the PDF viewer, the marks over the passage's words and not over
+    the rest of the page, as PDF.js's own text layer places them."""
+    client = LocalStackClient(api_url=stack_process.api_url, tenant_id=tenant)
+    document_id = client.upload(EVAL_CORPUS / "ltnews35.pdf")
+    done = client.wait_until_done([document_id], timeout_seconds=PIPELINE_TIMEOUT)
+    assert done[document_id]["status"] == "READY", done
+    page.sign_in("erin", tenant)
+    passages = page.search("treat each package option as a key value pair instead of a plain string")
+    assert passages and passages[0]["title"].startswith("ltnews35.pdf"), passages
+    page.find("#results .result .open-document").click()
+    shown = page.wait(lambda: page.js("return ragIngest.pdfShown"), "the PDF viewer shows the hit", 60)
+    assert shown["documentId"] == document_id and shown["boxes"] > 0, shown
+    for number in shown["pages"]:
+        assert_marks_lie_over_the_passage(page, shown["text"], number, partial=number == shown["pages"][0])
+    page.screenshot("two-column-marks")
+    page.find("#viewer-close").click()
     assert_no_console_errors(page)
 
 

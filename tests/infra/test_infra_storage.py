@@ -46,17 +46,18 @@ def test_buckets_are_private_encrypted_and_ssl_only(synth: SynthResult, path: st
     assert _denies_insecure_transport(_bucket_policy_statements(synth, bucket_id))
 
 
-def test_documents_bucket_is_versioned_logged_and_allows_browser_posts(synth: SynthResult) -> None:
+def test_documents_bucket_is_versioned_logged_and_allows_browser_posts_and_gets(synth: SynthResult) -> None:
     props = synth.resource("Storage/DocumentsBucket")["Properties"]
     assert props["VersioningConfiguration"] == {"Status": "Enabled"}
     assert props["LoggingConfiguration"]["DestinationBucketName"] == {
         "Ref": synth.logical_id("Storage/AccessLogsBucket")
     }
     cors, page_cors = props["CorsConfiguration"]["CorsRules"]
-    assert cors["AllowedMethods"] == ["POST"]
+    # POST: the presigned upload; GET: the page's PDF viewer reading a presigned download.
+    assert cors["AllowedMethods"] == ["POST", "GET"]
     assert cors["AllowedOrigins"] == list(synth.config.allowed_origins)
     # The page served by CloudFront uploads from its own origin (infra/stack.py).
-    assert page_cors["AllowedMethods"] == ["POST"]
+    assert page_cors["AllowedMethods"] == ["POST", "GET"]
     assert page_cors["AllowedOrigins"] == [
         {"Fn::Join": ["", ["https://", {"Fn::GetAtt": [synth.logical_id("Web/Distribution"), "DomainName"]}]]}
     ]
