@@ -119,7 +119,14 @@ def text_layer_layouts(pdf: bytes, page_numbers: Sequence[int]) -> dict[int, Pag
     return layouts
 
 
+def _character(code: int) -> str:
+    """A code point pdfium reports as a string of one character (a surrogate half, or nothing: U+FFFD)."""
+    return chr(code) if 0 < code < 0x110000 and not 0xD800 <= code < 0xE000 else "\ufffd"
+
+
 def _page_layout(document: object, index: int) -> PageLayout | None:
+    import pypdfium2.raw as pdfium_c
+
     page = document[index]  # type: ignore[index]
     try:
         # The media box clipped by the crop box, inherited entries resolved: what a viewer shows.
@@ -133,9 +140,9 @@ def _page_layout(document: object, index: int) -> PageLayout | None:
             count = textpage.count_chars()
             if count <= 0 or count > MAX_LAYOUT_CHARS:
                 return None
-            text = textpage.get_text_range(0, count)
-            if len(text) != count:  # characters outside the BMP: indices no longer line up
-                return None
+            # Character by character: get_text_range's string can be shorter than the page's character
+            # count (pdfium drops some), and then its offsets no longer name character boxes.
+            text = "".join(_character(pdfium_c.FPDFText_GetUnicode(textpage.raw, index)) for index in range(count))
             words: list[PlacedWord] = []
             for run in _WORD_RUN.finditer(text):
                 boxes = [textpage.get_charbox(i, loose=True) for i in range(run.start(), run.end())]
