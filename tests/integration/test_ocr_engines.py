@@ -4,11 +4,13 @@ parse_pdf on an image-only and a mixed PDF. Needs ``make ocr-tools`` (tesseract,
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from rag_ingest.core.errors import ErrorCode, PermanentError
-from rag_ingest.core.models import TextSource
+from rag_ingest.core.models import PageText, TextSource
+from rag_ingest.ingest.geometry import align_page, unpack_layout
 from rag_ingest.ingest.ocr import OCR_DPI, PageOcr, render_page_png
 from rag_ingest.ingest.ocr_local import TesseractEngine, local_engine
 from rag_ingest.ingest.pdf import parse_pdf
@@ -55,6 +57,7 @@ def test_an_image_only_pdf_is_read_by_ocr_with_its_confidence(engine: TesseractE
         assert page.source is TextSource.OCR
         assert page.ocr_confidence is not None and page.ocr_confidence > 0.8
         assert character_error_rate(page.text, truth) <= CLEAN_GOAL
+        assert_words_placed_as_read(page)
 
 
 def test_a_mixed_pdf_ocrs_its_scanned_pages_only(engine: TesseractEngine) -> None:
@@ -94,3 +97,27 @@ def test_a_scan_stored_sideways_with_a_page_rotation_is_read_upright(engine: Tes
     parsed = parse_pdf(rotated.getvalue(), **LIMITS, ocr=PageOcr(engine))
     assert parsed.pages[0].source is TextSource.OCR
     assert character_error_rate(parsed.pages[0].text, truths[0]) <= CLEAN_GOAL
+    # The words' rectangles are on the page as shown (upright), where a viewer draws them.
+    assert_words_placed_as_read(parsed.pages[0])
+
+
+def assert_words_placed_as_read(page: PageText) -> None:
+    """An OCR'd page's layout: its words match the page's text, and read as a page reads: along a
+    line left to right at one height, lines from the top down."""
+    assert page.layout is not None
+    words = unpack_layout(page.layout)
+    assert len(align_page(page.text, words)) >= 0.95 * len(re.findall(r"\w+", page.text))
+    assert all(0 <= word.x0 < word.x1 <= 1 and 0 <= word.y0 < word.y1 <= 1 for word in words)
+    lines = [line for line in page.text.splitlines() if line.split()]
+    assert len(lines) >= 5 and sum(len(line.split()) for line in lines) == len(words)
+    position = 0
+    previous_line_top = -1.0
+    for line in lines:
+        count = len(line.split())
+        placed = words[position : position + count]
+        position += count
+        tops = [word.y0 for word in placed]
+        assert max(tops) - min(tops) < 0.02, (line, placed)  # one line, one height
+        assert [word.x0 for word in placed] == sorted(word.x0 for word in placed), line
+        assert min(tops) > previous_line_top, line
+        previous_line_top = min(tops)
