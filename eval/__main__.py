@@ -26,6 +26,10 @@ and the other does not.
 reranker is the lexical stand-in (no cross-encoder's weights install here), so the row measures the
 stand-in, not a Bedrock reranker model.
 
+The formats corpus (DOCX, PPTX and HTML: ``eval/formats``, ``eval.formats_eval``) is evaluated
+after the PDFs, through the same path, with a table per split of scores per format and mode;
+``--formats-only`` runs it alone, ``--no-formats`` skips it.
+
 Fusion is tuned with ``python -m eval.tune`` (dev split only); ``python -m eval.ablation``
 switches each cleanup rule and retrieval feature off in turn (test split by default).
 """
@@ -268,12 +272,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="also evaluate ours in hybrid mode with the rerank stage on (a row, and its gain per split)",
     )
+    formats = parser.add_mutually_exclusive_group()
+    formats.add_argument("--formats-only", action="store_true", help="evaluate the formats corpus only (no PDFs)")
+    formats.add_argument("--no-formats", action="store_true", help="skip the formats corpus (DOCX, PPTX, HTML)")
     args = parser.parse_args(argv)
 
     endpoint = os.environ.get("OPENSEARCH_URL", "").strip() or DEFAULT_OPENSEARCH
     questions = load_questions()
     splits = load_splits()
-    corpora = [split_corpus(name, splits, questions) for name in SPLITS if args.split in (name, "all")]
+    chosen_splits = [name for name in SPLITS if args.split in (name, "all")]
+    corpora = [] if args.formats_only else [split_corpus(name, splits, questions) for name in chosen_splits]
     # Vectors of texts embedded by earlier runs are reused (the same model, the same text).
     embedder = MemoEmbedder(create_embedder("local", LOCAL_MODEL_ID, MINILM_DIMENSION), EMBEDDINGS_CACHE)
     print(f"OpenSearch {endpoint}", flush=True)
@@ -301,6 +309,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     for corpus, rows in tables:
         print(f"\n{corpus.name} split ({len(corpus.pdfs)} documents, {len(corpus.questions)} questions)")
         print_table(rows)
+    if not args.no_formats:
+        from eval import formats_eval
+
+        print(flush=True)
+        formats_eval.run(
+            splits=chosen_splits, in_process=args.in_process, endpoint=endpoint, embedder=embedder, timeout=args.timeout
+        )
     return 0
 
 

@@ -127,6 +127,19 @@ def test_html_keeps_the_article_and_drops_navigation_banners_and_scripts() -> No
     assert "Lights of the coast" in block_texts(page, BlockKind.PARAGRAPH)
 
 
+def test_xhtml_with_an_xml_declaration_is_read() -> None:
+    xhtml = (
+        '<?xml version="1.0" encoding="UTF-8" standalone="no"?>\n'
+        '<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.1//EN" "http://www.w3.org/TR/xhtml11/DTD/xhtml11.dtd">\n'
+        '<html xmlns="http://www.w3.org/1999/xhtml"><head><title>Chapter 4</title></head>'
+        "<body><h1>Chapter 4</h1><p>Caf\u00e9 rules.</p></body></html>"
+    ).encode()
+    assert detect_format(xhtml, size=len(xhtml), max_bytes=1 << 20, read_all=lambda: xhtml) is DocumentFormat.HTML
+    (page,) = read_structured(xhtml, DocumentFormat.HTML, LIMITS).pages
+    assert block_texts(page, BlockKind.HEADING) == ["Chapter 4"]
+    assert block_texts(page, BlockKind.PARAGRAPH) == ["Caf\u00e9 rules."]
+
+
 def test_markdown_headings_and_its_pipe_table() -> None:
     document = read_structured(documents.MARKDOWN_TEXT.encode(), DocumentFormat.MARKDOWN, LIMITS)
     (page,) = document.pages

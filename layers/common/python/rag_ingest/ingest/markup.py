@@ -40,6 +40,9 @@ _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGN
 _HEADINGS = {f"h{level}": level for level in range(1, 7)}
 _PARAGRAPH_TAGS = frozenset({"p", "li", "pre", "blockquote", "dt", "dd", "figcaption", "address", "summary"})
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([\w-]+)""", re.IGNORECASE)
+#: XHTML's XML declaration (DocBook XSL writes one): lxml refuses a decoded string that carries an
+#: encoding declaration, and the text is already decoded.
+_XML_DECLARATION = re.compile(r"\A\s*<\?xml[^>]*\?>")
 
 
 def read_html(data: bytes, limits: FormatLimits) -> StructuredDocument:
@@ -49,6 +52,7 @@ def read_html(data: bytes, limits: FormatLimits) -> StructuredDocument:
     declared = _META_CHARSET.search(data[:4096])
     text = decode_text(data, declared=declared.group(1).decode("ascii") if declared else None)
     _bound_text(text, limits)
+    text = _XML_DECLARATION.sub("", text, count=1)
     parser = lxml.html.HTMLParser(no_network=True, remove_comments=True, remove_pis=True, huge_tree=False)
     try:
         root = lxml.html.document_fromstring(text, parser=parser)

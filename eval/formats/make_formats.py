@@ -1,0 +1,209 @@
+"""Rebuild the formats corpus (DOCX, PPTX, HTML) from Debian packages.
+
+    .venv/bin/python -m eval.formats.make_formats [--work-dir DIR]
+
+Downloads the Debian packages named in ``SOURCES`` with ``apt-get download`` and extracts them
+with ``dpkg-deb -x``. Each file taken from a package is checked against the sha256 recorded here
+(of the file as shipped, so of the ``.gz`` where Debian compressed it), so a newer package version
+fails loudly. HTML manuals are used as shipped (gunzipped where Debian compressed them). No
+freely licensed DOCX or PPTX with real content was found in a package (only templates and
+one-paragraph examples), so the DOCX and PPTX files are converted from packaged Markdown and HTML
+manuals by Debian's pandoc (``CONVERTER_VERSION``; needed only here, never by ``make eval`` or the
+tests, which read the committed files). README.md beside this file gives versions and licences.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+FORMATS_DIR = Path(__file__).resolve().parent
+#: The converter the DOCX and PPTX files were made with (Debian 12's pandoc package).
+CONVERTER_VERSION = "2.17.1.1"
+#: Fixed timestamps in the converted files' metadata, so a rebuild gives the same document.
+SOURCE_DATE_EPOCH = "1672531200"  # 2023-01-01T00:00:00Z
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str  # file name in this corpus
+    package: str  # Debian package
+    version: str
+    path: str  # inside the package
+    sha256: str  # of the file as shipped (the .gz where it is compressed)
+    #: "copy": the file as shipped; "docx"/"pptx": converted by pandoc from ``reader``'s format.
+    make: Literal["copy", "docx", "pptx"] = "copy"
+    reader: Literal["markdown", "html"] = "markdown"
+
+
+SOURCES = (
+    # HTML, as shipped.
+    Source(
+        "r-data-import-export.html",
+        "r-doc-html",
+        "4.2.2.20221110-2",
+        "usr/share/R/doc/manual/R-data.html",
+        "0d3d4c4befc6e4b30701ec358f7da73487a6eb520b9b768145dcaf72db27a39f",
+    ),
+    Source(
+        "sphinx-rst-basics.html",
+        "sphinx-doc",
+        "5.3.0-4",
+        "usr/share/doc/sphinx-doc/html/usage/restructuredtext/basics.html",
+        "9883755aebf69004f9efa0916f76229c191c64aa68e3b3e99de2436826761840",
+    ),
+    Source(
+        "debian-reference-auth.html",
+        "debian-reference-en",
+        "2.100",
+        "usr/share/debian-reference/ch04.en.html",
+        "fee37e8caeeb3df571d6a469d56c7d493ca1e63ebb014adc2506f01ded356c74",
+    ),
+    Source(
+        "lynx-users-guide.html",
+        "lynx-common",
+        "2.9.0dev.12-1",
+        "usr/share/doc/lynx-common/lynx_help/Lynx_users_guide.html.gz",
+        "6190b19756127d4a6edbc0bfbb4911a496bb2df58926e3517f2a42b7094b27a0",
+    ),
+    # DOCX, converted by pandoc.
+    Source(
+        "systemd-uids-gids.docx",
+        "systemd",
+        "252.39-1~deb12u2",
+        "usr/share/doc/systemd/UIDS-GIDS.md.gz",
+        "686e735116bc50e0997a8825437b643b552c05537da317236c3f05e75fe2c4de",
+        make="docx",
+    ),
+    Source(
+        "systemd-environment.docx",
+        "systemd",
+        "252.39-1~deb12u2",
+        "usr/share/doc/systemd/ENVIRONMENT.md.gz",
+        "f4cf1771a1cbd74bc442e21ba72ed0822e72adeb80eefba5d75321957c3c0457",
+        make="docx",
+    ),
+    Source(
+        "zstd-readme.docx",
+        "zstd",
+        "1.5.4+dfsg2-5+deb12u1",
+        "usr/share/doc/zstd/README.md.gz",
+        "83931b652049a3a6cfa9df297cb1027b35ef1137532433b9de56827e4ae2e9c5",
+        make="docx",
+    ),
+    Source(
+        "debian-reference-i18n.docx",
+        "debian-reference-en",
+        "2.100",
+        "usr/share/debian-reference/ch08.en.html",
+        "c0ee6f9782d9e559d349a445341cb8a612a2e07f63e0987bf18c6748ef1cfe40",
+        make="docx",
+        reader="html",
+    ),
+    # PPTX, converted by pandoc (a slide per second-level heading).
+    Source(
+        "systemd-coding-style.pptx",
+        "systemd",
+        "252.39-1~deb12u2",
+        "usr/share/doc/systemd/CODING_STYLE.md.gz",
+        "d7acb955ddef97de0cca1e4cdba331fb1941df55084b189ce09c2fcb6f088f8e",
+        make="pptx",
+    ),
+    Source(
+        "systemd-hacking.pptx",
+        "systemd",
+        "252.39-1~deb12u2",
+        "usr/share/doc/systemd/HACKING.md.gz",
+        "83051de26992a06cc3d16e5ac2db886f136735b431bfce8d1eda8a9b95053e85",
+        make="pptx",
+    ),
+    Source(
+        "zstd-contributing.pptx",
+        "zstd",
+        "1.5.4+dfsg2-5+deb12u1",
+        "usr/share/doc/zstd/CONTRIBUTING.md.gz",
+        "8249de4e461a446bc605fd5b4715389121df293581ac5b2ef6d0a51692daabda",
+        make="pptx",
+    ),
+    Source(
+        "apt-readme.pptx",
+        "apt",
+        "2.6.2",
+        "usr/share/doc/apt/README.md.gz",
+        "4e4814a5488b9bbbe71e9783e28c700ce3b6a4d713e991e05d7ee4cd8e73e2e1",
+        make="pptx",
+    ),
+)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def fetch_debian(sources: tuple[Source, ...], work_dir: Path, extracted: Path) -> None:
+    packages = sorted({f"{s.package}={s.version}" for s in sources})
+    subprocess.run(["apt-get", "download", *packages], cwd=work_dir, check=True)
+    for deb in sorted(work_dir.glob("*.deb")):
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(extracted)], check=True)
+
+
+def check_converter() -> None:
+    if shutil.which("pandoc") is None:
+        raise SystemExit("pandoc not found: apt-get install pandoc (only needed to rebuild this corpus)")
+    first_line = subprocess.run(["pandoc", "--version"], capture_output=True, text=True, check=True).stdout
+    version = first_line.split()[1]
+    if version != CONVERTER_VERSION:
+        raise SystemExit(f"pandoc {version} found, the corpus was made with {CONVERTER_VERSION}")
+
+
+def convert(original: Path, target: Path, source: Source) -> None:
+    command = ["pandoc", "--from", source.reader, "--to", source.make, "--output", str(target), str(original)]
+    if source.make == "pptx":
+        command.insert(-1, "--slide-level=2")
+    subprocess.run(command, check=True, env={**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH})
+
+
+def build(work_dir: Path) -> None:
+    if any(source.make != "copy" for source in SOURCES):
+        check_converter()
+    extracted = work_dir / "root"
+    fetch_debian(SOURCES, work_dir, extracted)
+    for source in SOURCES:
+        shipped = (extracted / source.path).resolve()
+        if sha256(shipped) != source.sha256:
+            raise SystemExit(f"{source.path} in {source.package}: sha256 {sha256(shipped)}, expected {source.sha256}")
+        original = shipped
+        if shipped.suffix == ".gz":  # Debian compresses large documentation files
+            original = work_dir / "gunzipped" / shipped.name.removesuffix(".gz")
+            original.parent.mkdir(exist_ok=True)
+            original.write_bytes(gzip.decompress(shipped.read_bytes()))
+        target = FORMATS_DIR / source.name
+        if source.make == "copy":
+            shutil.copyfile(original, target)
+        else:
+            convert(original, target, source)
+        print(f"{source.name}: {target.stat().st_size} bytes, sha256 {sha256(target)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work-dir", type=Path, help="where to download and extract (default: a temporary dir)")
+    args = parser.parse_args()
+    if args.work_dir:
+        args.work_dir.mkdir(parents=True, exist_ok=True)
+        build(args.work_dir)
+    else:
+        with tempfile.TemporaryDirectory() as work_dir:
+            build(Path(work_dir))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,378 @@
+"""The formats evaluation: DOCX, PPTX and HTML documents (``eval/formats``) beside the PDF corpus.
+
+Each document is assigned to dev or test in ``eval/formats/manifest.json`` (by document, fixed
+once); its questions are in ``eval/formats/questions.json``. Like the PDF corpus, each split is
+evaluated as a corpus of its own (one index holding that split's documents of every format), and
+the scores are reported per format and search mode.
+
+A question is answered at rank r when the r-th passage comes from the question's document and its
+text contains the question's ``evidence`` (a short exact phrase of the answering passage), both
+whitespace-normalised: a rule that means the same for a slide, a section or a page. ``locator``
+(``slide-<n>`` for PPTX, the section's anchor for the others) says where the answer stands, for
+reading; it is not scored.
+
+Two paths, as for PDFs: the default uploads the documents through a local stack's API (each with
+the content type a client declares for it, ``rag_ingest.core.upload_types.declared_type``) and
+searches with ``POST /search``; ``--in-process`` reads each file with the product's own functions
+(``detect_format``, ``read_structured``) and chunks it with the Chunk stage's ``chunk_pages`` and
+parameters, then indexes and searches with the same code as the PDF evaluation.
+
+    .venv/bin/python -m eval --formats-only --in-process      # these formats only, in process
+    .venv/bin/python -m eval.formats_eval --in-process --split dev
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rag_ingest.core.models import Chunk, DocumentFormat
+from rag_ingest.core.retrieval_text import document_title
+from rag_ingest.core.tokens import count_tokens
+from rag_ingest.core.upload_types import declared_type
+from rag_ingest.embeddings.base import Embedder
+from rag_ingest.ingest.chunking import chunk_pages
+from rag_ingest.ingest.formats import SNIFF_BYTES, detect_format, read_structured
+from rag_ingest.ingest.structure import FormatLimits, StructuredDocument
+from rag_ingest.retrieval.search import SearchMode, search_passages
+
+from eval.retrieval import MAX_BYTES, MAX_PAGES, RESULTS_PER_QUESTION, SPLITS, Scores, in_process_index
+
+FORMATS_DIR = Path(__file__).resolve().parent / "formats"
+FORMATS_MANIFEST = FORMATS_DIR / "manifest.json"
+FORMATS_QUESTIONS = FORMATS_DIR / "questions.json"
+MODES = (SearchMode.KNN, SearchMode.BM25, SearchMode.HYBRID)
+#: The pipeline's defaults (cdk.json chunking), as for the PDF evaluation.
+CHUNK_TOKENS = 300
+CHUNK_OVERLAP_TOKENS = 60
+NAIVE_NOTE = (
+    "no naive baseline for these formats: the baseline is defined on pypdf's raw PDF text "
+    "(fixed 1,000-character windows), which these files do not have"
+)
+
+
+@dataclass(frozen=True)
+class FormatDocument:
+    path: Path
+    split: str
+    document_format: DocumentFormat
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+@dataclass(frozen=True)
+class EvidenceQuestion:
+    id: str
+    document: str  # file name in eval/formats
+    question: str
+    evidence: str  # a short exact phrase of the answering passage
+    locator: str | None  # slide-<n> (PPTX) or the section's anchor (DOCX, HTML); None before any heading
+
+
+@dataclass(frozen=True)
+class TextPassage:
+    """What the evidence rule needs of a search result: its document and its text."""
+
+    document: str
+    text: str
+
+
+def normalise(text: str) -> str:
+    """Whitespace-normalised text: the form evidence and passages are compared in."""
+    return " ".join(text.split())
+
+
+def load_documents(path: Path = FORMATS_MANIFEST) -> list[FormatDocument]:
+    entries = json.loads(path.read_text(encoding="utf-8"))
+    documents = [
+        FormatDocument(path.parent / entry["document"], entry["split"], DocumentFormat(entry["format"]))
+        for entry in entries
+    ]
+    unknown = [document.name for document in documents if document.split not in SPLITS]
+    if unknown:
+        raise ValueError(f"{path}: splits must be one of {SPLITS}: {unknown}")
+    return documents
+
+
+def load_evidence_questions(path: Path = FORMATS_QUESTIONS) -> list[EvidenceQuestion]:
+    return [EvidenceQuestion(**item) for item in json.loads(path.read_text(encoding="utf-8"))]
+
+
+def detected_format(data: bytes) -> DocumentFormat:
+    """What Validate decides the file is, from its bytes (rag_ingest.ingest.formats.detect_format)."""
+    return detect_format(data[:SNIFF_BYTES], size=len(data), max_bytes=MAX_BYTES, read_all=lambda: data)
+
+
+def read_document(path: Path) -> tuple[DocumentFormat, StructuredDocument]:
+    """The file as Validate and Parse read it: its detected format, then pages of blocks."""
+    data = path.read_bytes()
+    document_format = detected_format(data)
+    return document_format, read_structured(data, document_format, FormatLimits(max_pages=MAX_PAGES))
+
+
+def document_text(document: StructuredDocument) -> str:
+    """The extracted text of every page, whitespace-normalised (what evidence must occur in)."""
+    return normalise("\n\n".join(page.text for page in document.pages))
+
+
+def structured_chunks(
+    path: Path, *, chunk_tokens: int = CHUNK_TOKENS, overlap_tokens: int = CHUNK_OVERLAP_TOKENS
+) -> list[Chunk]:
+    """What the Parse and Chunk stages make of a structured file: its pages of blocks chunked by
+    ``chunk_pages`` with the stated headings, each chunk carrying the document's title and format."""
+    document_format, document = read_document(path)
+    chunks = chunk_pages(
+        document.pages, count_tokens=count_tokens, target_tokens=chunk_tokens, overlap_tokens=overlap_tokens
+    )
+    title = document_title(document.title, path.name)
+    return [chunk.model_copy(update={"document_title": title, "document_format": document_format}) for chunk in chunks]
+
+
+def answer_rank(question: EvidenceQuestion, passages: Sequence[TextPassage]) -> int | None:
+    """1-based rank of the first passage of the question's document whose text holds the evidence."""
+    evidence = normalise(question.evidence)
+    for rank, passage in enumerate(passages, start=1):
+        if passage.document == question.document and evidence in normalise(passage.text):
+            return rank
+    return None
+
+
+def score(questions: Sequence[EvidenceQuestion], results: Mapping[str, Sequence[TextPassage]]) -> Scores:
+    ranks = [answer_rank(question, results.get(question.id, ())) for question in questions]
+    count = len(questions)
+    if not count:
+        return Scores(questions=0, recall_at_1=0.0, recall_at_5=0.0, mrr_at_10=0.0)
+    return Scores(
+        questions=count,
+        recall_at_1=sum(1 for rank in ranks if rank == 1) / count,
+        recall_at_5=sum(1 for rank in ranks if rank is not None and rank <= 5) / count,
+        mrr_at_10=sum(1 / rank for rank in ranks if rank is not None and rank <= RESULTS_PER_QUESTION) / count,
+    )
+
+
+Results = dict[SearchMode, dict[str, list[TextPassage]]]
+
+
+@dataclass(frozen=True)
+class SplitRun:
+    """One split's documents and questions, and the passages each mode returned for each question."""
+
+    name: str
+    system: str
+    documents: list[FormatDocument]
+    questions: list[EvidenceQuestion]
+    chunk_count: int
+    results: Results
+
+    def scores(self, document_format: DocumentFormat | None = None) -> dict[SearchMode, Scores]:
+        formats = {d.name: d.document_format for d in self.documents}
+        questions = [q for q in self.questions if document_format is None or formats[q.document] is document_format]
+        return {mode: score(questions, by_question) for mode, by_question in self.results.items()}
+
+
+def evaluate_in_process(
+    name: str,
+    documents: Sequence[FormatDocument],
+    questions: Sequence[EvidenceQuestion],
+    endpoint: str,
+    embedder: Embedder,
+) -> SplitRun:
+    """Read, chunk, embed and index the split's documents here; search each question in each mode."""
+    with in_process_index(
+        endpoint,
+        embedder,
+        name_prefix=f"rag-eval-formats-{name}",
+        chunker=structured_chunks,
+        pdfs=[document.path for document in documents],
+    ) as index:
+
+        def search(query: str, mode: SearchMode) -> list[TextPassage]:
+            hits = search_passages(
+                index.store,
+                index.embedder,
+                tenant_id=index.tenant_id,
+                query=query,
+                k=RESULTS_PER_QUESTION,
+                mode=mode,
+                fusion=index.fusion,
+            )
+            return [TextPassage(hit.filename or "", hit.text) for hit in hits]
+
+        results = {mode: {q.id: search(q.question, mode) for q in questions} for mode in MODES}
+        return SplitRun(name, "ours, in process", list(documents), list(questions), index.chunk_count, results)
+
+
+def evaluate_through_stack(
+    name: str, documents: Sequence[FormatDocument], questions: Sequence[EvidenceQuestion], timeout: float
+) -> SplitRun:
+    """Upload the split's documents through a local stack's API (an index of its own), wait for
+    READY, and search each question in each mode with ``POST /search``."""
+    from rag_ingest.embeddings.local import MINILM_DIMENSION
+    from rag_ingest.wiring import vector_store_for
+
+    from eval.stack import eval_template
+    from local.client import LocalStackClient
+    from local.runtime.harness import LocalStackProcess
+    from local.runtime.settings import REPO_ROOT, stack_name_from_cdk_json
+
+    source = REPO_ROOT / "cdk.out" / f"{stack_name_from_cdk_json(REPO_ROOT)}.template.json"
+    if not source.is_file():
+        raise SystemExit(f"{source} not found: synthesize first (make synth)")
+    index_name = f"rag-eval-formats-{uuid.uuid4().hex[:8]}"
+    with tempfile.TemporaryDirectory(prefix="rag-eval-formats-") as work:
+        template = Path(work) / "template.json"
+        template.write_text(json.dumps(eval_template(source, index_name)))
+        process = LocalStackProcess(Path(work) / "state", template=template)
+        print(f"{name}: starting a local stack (index {index_name}) ...", flush=True)
+        outputs = process.start(timeout=300)
+        store = vector_store_for(
+            process.env.get("OPENSEARCH_URL") or "http://127.0.0.1:9200", index_name, MINILM_DIMENSION
+        )
+        try:
+            client = LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=f"eval-{uuid.uuid4().hex[:8]}")
+            names: dict[str, str] = {}
+            for document in documents:
+                content_type = declared_type(document.name, document.path.read_bytes()[:SNIFF_BYTES])
+                names[client.upload(document.path, content_type)] = document.name
+            print(f"{name}: uploaded {len(names)} documents; waiting for READY ...", flush=True)
+            states = client.wait_until_done(list(names), timeout_seconds=timeout)
+            failed = {names[d]: s.get("error_code") for d, s in states.items() if s["status"] != "READY"}
+            if failed:
+                raise SystemExit(f"documents not READY: {failed}\n{process.log_tail()}")
+            chunk_count = sum(int(state["chunk_count"]) for state in states.values())
+
+            def search(query: str, mode: SearchMode) -> list[TextPassage]:
+                response = client.search(query, k=RESULTS_PER_QUESTION, mode=mode.value, rerank=False)
+                if response.status_code != 200:
+                    raise RuntimeError(f"POST /search answered {response.status_code}: {response.text[:500]}")
+                return [TextPassage(p["filename"] or "", p["text"]) for p in response.json()["passages"]]
+
+            results = {mode: {q.id: search(q.question, mode) for q in questions} for mode in MODES}
+            return SplitRun(
+                name, "ours, through the local stack", list(documents), list(questions), chunk_count, results
+            )
+        finally:
+            process.stop()
+            store.drop_index()
+
+
+def _row(*cells: object) -> str:
+    widths = (8, 5, 9, 8, 8, 8, 8)
+    left = (0, 3)  # format and mode
+    aligned = (
+        f"{c!s:<{w}}" if i in left else f"{c!s:>{w}}" for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+    )
+    return "  ".join(aligned)
+
+
+def print_split(run: SplitRun) -> None:
+    formats = [f for f in DocumentFormat if any(d.document_format is f for d in run.documents)]
+    print(
+        f"\nformats, {run.name} split ({run.system}; {len(run.documents)} documents, "
+        f"{len(run.questions)} questions, {run.chunk_count} chunks)"
+    )
+    print(_row("format", "docs", "questions", "mode", "recall@1", "recall@5", "MRR@10"))
+    for document_format in [*formats, None]:
+        label = document_format.value if document_format else "all"
+        documents = [d for d in run.documents if document_format is None or d.document_format is document_format]
+        by_mode = run.scores(document_format)
+        for line, (mode, scores) in enumerate(by_mode.items()):
+            first = (label, len(documents), scores.questions) if line == 0 else ("", "", "")
+            print(
+                _row(
+                    *first,
+                    mode.value,
+                    f"{scores.recall_at_1:.3f}",
+                    f"{scores.recall_at_5:.3f}",
+                    f"{scores.mrr_at_10:.3f}",
+                )
+            )
+    print(NAIVE_NOTE)
+
+
+def print_misses(run: SplitRun, mode: SearchMode = SearchMode.HYBRID, rank: int = 5) -> None:
+    """The questions not answered within ``rank`` in ``mode``, with the top passage's start."""
+    for question in run.questions:
+        passages = run.results[mode][question.id]
+        found = answer_rank(question, passages)
+        if found is None or found > rank:
+            top = f"{passages[0].document}: {normalise(passages[0].text)[:100]}" if passages else "(nothing)"
+            print(f"  miss ({mode.value}, rank {found}): {question.id} {question.question}\n    top: {top}")
+
+
+def split_documents(split: str, documents: Sequence[FormatDocument]) -> list[FormatDocument]:
+    return [document for document in documents if document.split == split]
+
+
+def run(
+    *,
+    splits: Sequence[str],
+    in_process: bool,
+    endpoint: str,
+    embedder: Embedder | None,
+    timeout: float,
+    show_misses: bool = False,
+) -> list[SplitRun]:
+    """Evaluate each split of the formats corpus; print a table per split (per format and mode)."""
+    documents = load_documents()
+    questions = load_evidence_questions()
+    runs: list[SplitRun] = []
+    for split in splits:
+        chosen = split_documents(split, documents)
+        names = {document.name for document in chosen}
+        asked = [question for question in questions if question.document in names]
+        started = time.monotonic()
+        print(f"formats {split} split: {len(chosen)} documents, {len(asked)} questions", flush=True)
+        if in_process:
+            if embedder is None:
+                raise ValueError("the in-process evaluation needs an embedder")
+            split_run = evaluate_in_process(split, chosen, asked, endpoint, embedder)
+        else:
+            split_run = evaluate_through_stack(split, chosen, asked, timeout)
+        print(f"formats {split}: done after {time.monotonic() - started:.0f}s", flush=True)
+        runs.append(split_run)
+    for split_run in runs:
+        print_split(split_run)
+        if show_misses:
+            print_misses(split_run)
+    return runs
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from rag_ingest.embeddings.factory import create_embedder
+    from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
+
+    from eval.retrieval import EMBEDDINGS_CACHE, MemoEmbedder
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--in-process", action="store_true", help="skip the local stack (read, chunk, search here)")
+    parser.add_argument("--split", choices=(*SPLITS, "all"), default="all")
+    parser.add_argument("--timeout", type=float, default=1200, help="seconds to wait for the documents to be READY")
+    parser.add_argument("--misses", action="store_true", help="list the questions hybrid misses within the top 5")
+    args = parser.parse_args(argv)
+    endpoint = os.environ.get("OPENSEARCH_URL", "").strip() or "http://127.0.0.1:9200"
+    embedder = MemoEmbedder(create_embedder("local", LOCAL_MODEL_ID, MINILM_DIMENSION), EMBEDDINGS_CACHE)
+    splits = [name for name in SPLITS if args.split in (name, "all")]
+    run(
+        splits=splits,
+        in_process=args.in_process,
+        endpoint=endpoint,
+        embedder=embedder,
+        timeout=args.timeout,
+        show_misses=args.misses,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
