@@ -127,6 +127,18 @@ def test_html_keeps_the_article_and_drops_navigation_banners_and_scripts() -> No
     assert "Lights of the coast" in block_texts(page, BlockKind.PARAGRAPH)
 
 
+def test_a_manuals_section_on_cookies_is_content_not_a_banner() -> None:
+    html = (
+        "<html><body><h2 id='id-Cookies'>State management</h2><div class='cookies'><p>Lynx keeps cookies"
+        " in a file between sessions.</p></div><div class='cookie-notice'>We use cookies.</div>"
+        "<div id='gdpr_banner'>Accept?</div></body></html>"
+    )
+    (page,) = read_structured(html.encode(), DocumentFormat.HTML, LIMITS).pages
+    assert block_texts(page, BlockKind.HEADING) == ["State management"]
+    assert "Lynx keeps cookies in a file between sessions." in page.text
+    assert "We use cookies" not in page.text and "Accept?" not in page.text
+
+
 def test_xhtml_with_an_xml_declaration_is_read() -> None:
     xhtml = (
         '<?xml version="1.0" encoding="UTF-8" standalone="no"?>\n'

@@ -5,7 +5,8 @@ when the page has a ``<main>`` (or ``role="main"``) only that is read, else the 
 not the document is dropped before reading: scripts, styles, forms, navigation (``<nav>``,
 ``role="navigation"``), site headers and footers (``<header>``/``<footer>`` outside an
 ``<article>``, ``role="banner"``/``"contentinfo"``), asides, dialogs, hidden elements, and cookie
-or consent banners (an id or class naming cookies, consent or GDPR). ``<h1>``-``<h6>`` are
+or consent banners (an id or class naming consent, or a cookie or GDPR banner, notice, bar,
+popup...; never a heading, and not a manual's section on cookies). ``<h1>``-``<h6>`` are
 headings; tables are rows of cells (the ``<thead>`` or first row their header, the
 ``<caption>`` before them). libxml2 stops at 256 levels of nesting: a document deeper than that
 is DOCUMENT_TOO_COMPLEX rather than read in part.
@@ -35,7 +36,13 @@ _DROPPED_TAGS = frozenset(
 _DROPPED_ROLES = frozenset(
     {"navigation", "banner", "contentinfo", "complementary", "search", "dialog", "alertdialog", "menu", "menubar"}
 )
-_BOILERPLATE_NAMES = re.compile(r"cookie|consent|gdpr|cc-banner|onetrust|privacy-banner", re.IGNORECASE)
+# A banner's name says what it is for *and* that it is a banner: a manual's section on cookies
+# (``id="id-Cookies"``) is content, ``cookie-banner``/``cookie-consent``/``gdpr-notice`` are not.
+_BOILERPLATE_NAMES = re.compile(
+    r"consent|cc-banner|onetrust|privacy-banner|(cookie|gdpr)s?[-_ ]?(banner|notice|bar|popup|modal|dialog|overlay"
+    r"|prompt|message|alert|law|wall|policy-banner)",
+    re.IGNORECASE,
+)
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
 _HEADINGS = {f"h{level}": level for level in range(1, 7)}
 _PARAGRAPH_TAGS = frozenset({"p", "li", "pre", "blockquote", "dt", "dd", "figcaption", "address", "summary"})
@@ -89,6 +96,8 @@ def _dropped(element: Any, inside_article: bool) -> bool:
         return True
     if _HIDDEN_STYLE.search(attributes.get("style", "")):
         return True
+    if tag in _HEADINGS:
+        return False  # a heading is the document's, whatever its id says
     names = f"{attributes.get('id', '')} {attributes.get('class', '')}"
     return bool(_BOILERPLATE_NAMES.search(names))
 
