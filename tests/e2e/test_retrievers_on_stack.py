@@ -84,6 +84,9 @@ def test_langchain_returns_what_the_api_returns_with_text_pages_and_metadata(
     assert top.metadata["filename"] == "lighthouses.pdf"
     assert top.metadata["document_id"] == documents["lighthouses.pdf"]
     assert top.metadata["page_start"] <= 3 <= top.metadata["page_end"]
+    # Where the passage stands on its pages: rectangles a viewer can draw (docs/formats.md).
+    assert top.metadata["document_format"] == "pdf" and top.metadata["boxes"]
+    assert all(top.metadata["page_start"] <= box["page"] <= top.metadata["page_end"] for box in top.metadata["boxes"])
     assert top.id is not None and top.metadata["chunk_id"] == top.id
     assert top.id.startswith(documents["lighthouses.pdf"])
     assert {key: top.metadata[key] for key in ("customer", "year", "tags")} == METADATA["lighthouses.pdf"]

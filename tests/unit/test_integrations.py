@@ -20,6 +20,7 @@ import pydantic
 import pytest
 from langchain_core.documents import Document
 from llama_index.core.schema import MetadataMode, NodeWithScore
+from rag_ingest.core.models import PassageBox
 from rag_ingest.integrations import langchain as lc
 from rag_ingest.integrations import llamaindex as li
 from rag_ingest.integrations.client import MODES, RagIngestApiError, RagIngestError, SearchClient, error_of
@@ -44,6 +45,7 @@ def canned_answer() -> dict[str, Any]:
             highlights=["<em>notice</em>"],
             retrieved_by=["bm25", "knn"],
             metadata=metadata,
+            boxes=[PassageBox(page=pages[0], x0=0.1, y0=0.2, x1=0.9, y1=0.23)],
         )
 
     response = SearchResponse(
@@ -118,6 +120,10 @@ def test_langchain_documents_carry_text_score_pages_and_metadata(api: Api) -> No
         "score": 0.0325,
         "heading_path": ["Terms", "Notice"],
         "retrieved_by": ["bm25", "knn"],
+        "document_format": "pdf",
+        "anchor": None,
+        "paragraph_index": None,
+        "boxes": [{"page": 3, "x0": 0.1, "y0": 0.2, "x1": 0.9, "y1": 0.23}],
     }
     assert second.metadata["filename"] == "contract-2.pdf" and (second.metadata["page_start"], 7) == (7, 7)
     assert first.metadata["score"] > second.metadata["score"]
@@ -157,11 +163,15 @@ def test_llamaindex_nodes_carry_text_score_pages_and_metadata(api: Api) -> None:
         "chunk_id": "doc1#00001",
         "heading_path": ["Terms", "Notice"],
         "retrieved_by": ["bm25", "knn"],
+        "document_format": "pdf",
+        "anchor": None,
+        "paragraph_index": None,
+        "boxes": [{"page": 3, "x0": 0.1, "y0": 0.2, "x1": 0.9, "y1": 0.23}],
     }
     # What an LLM is shown: the filename, the pages and the user's metadata, not rag-ingest's ids.
     shown = first.node.get_content(metadata_mode=MetadataMode.LLM)
     assert "filename: contract-1.pdf" in shown and "page_start: 3" in shown and "customer: acme" in shown
-    assert "doc1#00001" not in shown and "retrieved_by" not in shown
+    assert "doc1#00001" not in shown and "retrieved_by" not in shown and "boxes" not in shown
 
 
 def test_llamaindex_async(api: Api) -> None:

@@ -51,6 +51,11 @@ RESERVED_KEYS = BUILTIN_KEYS | frozenset(
         "embedding",
         "metadata",
         "status",
+        # Where a passage stands (the retrievers put them beside the user's metadata).
+        "document_format",
+        "anchor",
+        "paragraph_index",
+        "boxes",
     }
 )
 

@@ -2,7 +2,8 @@
 add nothing but the ecosystem's own package (no boto3, no AWS code: this runs in the application).
 
 The API's answer is ``{query, mode, k, passages: [{chunk_id, document_id, filename, page_start,
-page_end, heading_path, score, text, highlights, retrieved_by, copies, metadata}]}`` (docs/api.md);
+page_end, heading_path, document_format, anchor, paragraph_index, boxes, score, text, highlights,
+retrieved_by, copies, metadata}]}`` (docs/api.md);
 a refusal is ``{"error": {"code", "message"}}`` and raises :class:`RagIngestApiError` with both,
 never an empty list.
 """
@@ -57,6 +58,12 @@ class Passage:
     heading_path: tuple[str, ...] = ()
     retrieved_by: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: Where the passage stands (docs/formats.md, "Provenance"): the format; for a PDF its
+    #: rectangles ``{page, x0, y0, x1, y1}``; for the others the section anchor and paragraph.
+    document_format: str = "pdf"
+    boxes: tuple[Mapping[str, Any], ...] = ()
+    anchor: str | None = None
+    paragraph_index: int | None = None
 
     @classmethod
     def of(cls, item: Any) -> Passage:
@@ -74,6 +81,10 @@ class Passage:
                 heading_path=tuple(item.get("heading_path") or ()),
                 retrieved_by=tuple(item.get("retrieved_by") or ()),
                 metadata=dict(item.get("metadata") or {}),
+                document_format=str(item.get("document_format") or "pdf"),
+                boxes=tuple(dict(box) for box in item.get("boxes") or ()),
+                anchor=item.get("anchor"),
+                paragraph_index=item.get("paragraph_index"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise RagIngestError(f"the search answer has a passage without {exc}: {item!r:.200}") from None
@@ -92,6 +103,10 @@ class Passage:
             "score": self.score,
             "heading_path": list(self.heading_path),
             "retrieved_by": list(self.retrieved_by),
+            "document_format": self.document_format,
+            "anchor": self.anchor,
+            "paragraph_index": self.paragraph_index,
+            "boxes": [dict(box) for box in self.boxes],
         }
 
 

@@ -23,8 +23,12 @@ from .client import MODES, Passage, RagIngestApiError, RagIngestError, SearchCli
 
 __all__ = ["RagIngestApiError", "RagIngestError", "RagIngestRetriever", "to_node"]
 
-#: Metadata an LLM prompt or an embedding does not need (ids, the retrieval's own bookkeeping).
-HIDDEN_KEYS = ["document_id", "chunk_id", "score", "heading_path", "retrieved_by"]
+#: Metadata an LLM prompt or an embedding does not need (ids, the retrieval's own bookkeeping, and
+#: the provenance an application uses to show where a passage stands).
+HIDDEN_KEYS = [
+    "document_id", "chunk_id", "score", "heading_path", "retrieved_by",
+    "document_format", "anchor", "paragraph_index", "boxes",
+]  # fmt: skip
 
 
 class RagIngestRetriever(BaseRetriever):
