@@ -27,9 +27,7 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,53 +215,24 @@ def evaluate_through_stack(
 ) -> SplitRun:
     """Upload the split's documents through a local stack's API (an index of its own), wait for
     READY, and search each question in each mode with ``POST /search``."""
-    from rag_ingest.embeddings.local import MINILM_DIMENSION
-    from rag_ingest.wiring import vector_store_for
+    from eval.stack import eval_stack, upload_all
 
-    from eval.stack import eval_template
-    from local.client import LocalStackClient
-    from local.runtime.harness import LocalStackProcess
-    from local.runtime.settings import REPO_ROOT, stack_name_from_cdk_json
+    with eval_stack("formats") as (client, process):
+        uploads = {
+            document.path: declared_type(document.name, document.path.read_bytes()[:SNIFF_BYTES])
+            for document in documents
+        }
+        states = upload_all(client, process, uploads, timeout)
+        chunk_count = sum(int(state["chunk_count"]) for state in states.values())
 
-    source = REPO_ROOT / "cdk.out" / f"{stack_name_from_cdk_json(REPO_ROOT)}.template.json"
-    if not source.is_file():
-        raise SystemExit(f"{source} not found: synthesize first (make synth)")
-    index_name = f"rag-eval-formats-{uuid.uuid4().hex[:8]}"
-    with tempfile.TemporaryDirectory(prefix="rag-eval-formats-") as work:
-        template = Path(work) / "template.json"
-        template.write_text(json.dumps(eval_template(source, index_name)))
-        process = LocalStackProcess(Path(work) / "state", template=template)
-        print(f"{name}: starting a local stack (index {index_name}) ...", flush=True)
-        outputs = process.start(timeout=300)
-        store = vector_store_for(
-            process.env.get("OPENSEARCH_URL") or "http://127.0.0.1:9200", index_name, MINILM_DIMENSION
-        )
-        try:
-            client = LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=f"eval-{uuid.uuid4().hex[:8]}")
-            names: dict[str, str] = {}
-            for document in documents:
-                content_type = declared_type(document.name, document.path.read_bytes()[:SNIFF_BYTES])
-                names[client.upload(document.path, content_type)] = document.name
-            print(f"{name}: uploaded {len(names)} documents; waiting for READY ...", flush=True)
-            states = client.wait_until_done(list(names), timeout_seconds=timeout)
-            failed = {names[d]: s.get("error_code") for d, s in states.items() if s["status"] != "READY"}
-            if failed:
-                raise SystemExit(f"documents not READY: {failed}\n{process.log_tail()}")
-            chunk_count = sum(int(state["chunk_count"]) for state in states.values())
+        def search(query: str, mode: SearchMode) -> list[TextPassage]:
+            response = client.search(query, k=RESULTS_PER_QUESTION, mode=mode.value, rerank=False)
+            if response.status_code != 200:
+                raise RuntimeError(f"POST /search answered {response.status_code}: {response.text[:500]}")
+            return [TextPassage(p["filename"] or "", p["text"]) for p in response.json()["passages"]]
 
-            def search(query: str, mode: SearchMode) -> list[TextPassage]:
-                response = client.search(query, k=RESULTS_PER_QUESTION, mode=mode.value, rerank=False)
-                if response.status_code != 200:
-                    raise RuntimeError(f"POST /search answered {response.status_code}: {response.text[:500]}")
-                return [TextPassage(p["filename"] or "", p["text"]) for p in response.json()["passages"]]
-
-            results = {mode: {q.id: search(q.question, mode) for q in questions} for mode in MODES}
-            return SplitRun(
-                name, "ours, through the local stack", list(documents), list(questions), chunk_count, results
-            )
-        finally:
-            process.stop()
-            store.drop_index()
+        results = {mode: {q.id: search(q.question, mode) for q in questions} for mode in MODES}
+        return SplitRun(name, "ours, through the local stack", list(documents), list(questions), chunk_count, results)
 
 
 def _row(*cells: object) -> str:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from rag_ingest.embeddings.local import MINILM_DIMENSION
 from rag_ingest.retrieval.search import SearchMode
+from rag_ingest.wiring import vector_store_for
 
 from eval.retrieval import RESULTS_PER_QUESTION, Passage, Question
 from local.client import LocalStackClient
@@ -31,6 +33,43 @@ def eval_template(source: Path, index_name: str) -> dict[str, Any]:
     return template_with_environment(source, {"OPENSEARCH_INDEX": index_name})
 
 
+@contextmanager
+def eval_stack(label: str) -> Iterator[tuple[LocalStackClient, LocalStackProcess]]:
+    """A local stack on the synthesized template with an index of its own (dropped at the end), and
+    a client of a tenant of its own."""
+    source = REPO_ROOT / "cdk.out" / f"{stack_name_from_cdk_json(REPO_ROOT)}.template.json"
+    if not source.is_file():
+        raise SystemExit(f"{source} not found: synthesize first (make synth)")
+    index_name = f"rag-eval-{label}-{uuid.uuid4().hex[:8]}"
+    with tempfile.TemporaryDirectory(prefix=f"rag-eval-{label}-") as work:
+        template = Path(work) / "template.json"
+        template.write_text(json.dumps(eval_template(source, index_name)))
+        process = LocalStackProcess(Path(work) / "state", template=template)
+        print(f"starting a local stack (index {index_name}) ...", flush=True)
+        outputs = process.start(timeout=300)
+        opensearch_url = process.env.get("OPENSEARCH_URL") or "http://127.0.0.1:9200"
+        store = vector_store_for(opensearch_url, index_name, MINILM_DIMENSION)
+        try:
+            yield LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=f"eval-{uuid.uuid4().hex[:8]}"), process
+        finally:
+            process.stop()
+            store.drop_index()
+
+
+def upload_all(
+    client: LocalStackClient, process: LocalStackProcess, uploads: Mapping[Path, str], timeout: float
+) -> dict[str, dict[str, Any]]:
+    """Upload each file with its content type, wait until all are done: each file name's final state.
+    A document that is not READY ends the evaluation, with the stack's log."""
+    names = {client.upload(path, content_type): path.name for path, content_type in uploads.items()}
+    print(f"uploaded {len(names)} documents; waiting for READY ...", flush=True)
+    states = client.wait_until_done(list(names), timeout_seconds=timeout)
+    failed = {names[d]: s.get("error_code") for d, s in states.items() if s["status"] != "READY"}
+    if failed:
+        raise SystemExit(f"documents not READY: {failed}\n{process.log_tail()}")
+    return {names[document_id]: state for document_id, state in states.items()}
+
+
 def evaluate_through_local_stack(
     pdfs: Sequence[Path],
     questions: Sequence[Question],
@@ -41,40 +80,17 @@ def evaluate_through_local_stack(
 ) -> tuple[str, int, dict[SearchMode, dict[str, list[Passage]]], dict[str, list[Passage]] | None]:
     """(system name, chunk count, passages per mode and question, and with ``rerank`` the passages
     of hybrid searches with ``"rerank": true`` per question)."""
-    from rag_ingest.wiring import vector_store_for
-
-    source = REPO_ROOT / "cdk.out" / f"{stack_name_from_cdk_json(REPO_ROOT)}.template.json"
-    if not source.is_file():
-        raise SystemExit(f"{source} not found: synthesize first (make synth)")
-    index_name = f"rag-eval-stack-{uuid.uuid4().hex[:8]}"
-    with tempfile.TemporaryDirectory(prefix="rag-eval-") as work:
-        template = Path(work) / "template.json"
-        template.write_text(json.dumps(eval_template(source, index_name)))
-        process = LocalStackProcess(Path(work) / "state", template=template)
-        print(f"starting a local stack (index {index_name}) ...", flush=True)
-        outputs = process.start(timeout=300)
-        opensearch_url = process.env.get("OPENSEARCH_URL") or "http://127.0.0.1:9200"
-        store = vector_store_for(opensearch_url, index_name, MINILM_DIMENSION)
-        try:
-            client = LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=f"eval-{uuid.uuid4().hex[:8]}")
-            names = {client.upload(pdf): pdf.name for pdf in pdfs}
-            print(f"uploaded {len(names)} documents; waiting for READY ...", flush=True)
-            states = client.wait_until_done(list(names), timeout_seconds=timeout)
-            failed = {names[d]: s.get("error_code") for d, s in states.items() if s["status"] != "READY"}
-            if failed:
-                raise SystemExit(f"documents not READY: {failed}\n{process.log_tail()}")
-            chunk_count = sum(int(state["chunk_count"]) for state in states.values())
-            # "rerank": false, explicitly: the rows without reranking whatever the deployment's default.
-            results = {
-                mode: {question.id: search(client, question.question, mode, rerank=False) for question in questions}
-                for mode in modes
-            }
-            hybrid = SearchMode.HYBRID
-            reranked = {q.id: search(client, q.question, hybrid, rerank=True) for q in questions} if rerank else None
-            return SYSTEM_NAME, chunk_count, results, reranked
-        finally:
-            process.stop()
-            store.drop_index()
+    with eval_stack("stack") as (client, process):
+        states = upload_all(client, process, dict.fromkeys(pdfs, "application/pdf"), timeout)
+        chunk_count = sum(int(state["chunk_count"]) for state in states.values())
+        # "rerank": false, explicitly: the rows without reranking whatever the deployment's default.
+        results = {
+            mode: {question.id: search(client, question.question, mode, rerank=False) for question in questions}
+            for mode in modes
+        }
+        hybrid = SearchMode.HYBRID
+        reranked = {q.id: search(client, q.question, hybrid, rerank=True) for q in questions} if rerank else None
+        return SYSTEM_NAME, chunk_count, results, reranked
 
 
 def search(client: LocalStackClient, query: str, mode: SearchMode, *, rerank: bool | None = None) -> list[Passage]:

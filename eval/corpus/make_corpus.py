@@ -21,9 +21,10 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from pypdf import PdfReader, PdfWriter
 
@@ -220,7 +221,18 @@ def trim(source: Path, target: Path, pages: int) -> None:
         writer.write(output)
 
 
-def fetch_debian(sources: list[Source], work_dir: Path, extracted: Path) -> None:
+class PackagedSource(Protocol):
+    """A file of a Debian package at a pinned version (this corpus's and eval/formats' sources)."""
+
+    @property
+    def package(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+
+def fetch_debian(sources: Iterable[PackagedSource], work_dir: Path, extracted: Path) -> None:
+    """Download the sources' packages at their versions and extract them all into ``extracted``."""
     packages = sorted({f"{s.package}={s.version}" for s in sources})
     subprocess.run(["apt-get", "download", *packages], cwd=work_dir, check=True)
     for deb in sorted(work_dir.glob("*.deb")):
@@ -260,8 +272,9 @@ def build(work_dir: Path) -> None:
         print(f"{source.name}: {pages} pages, {target.stat().st_size} bytes, sha256 {sha256(target)}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def run_build(build: Callable[[Path], None], description: str | None) -> None:
+    """The command line of a corpus builder: ``--work-dir`` to keep the downloads, else a temporary dir."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work-dir", type=Path, help="where to download and extract (default: a temporary dir)")
     args = parser.parse_args()
     if args.work_dir:
@@ -273,4 +286,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_build(build, __doc__)

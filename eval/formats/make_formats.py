@@ -14,16 +14,15 @@ tests, which read the committed files). README.md beside this file gives version
 
 from __future__ import annotations
 
-import argparse
 import gzip
-import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from eval.corpus.make_corpus import fetch_debian, run_build, sha256
 
 FORMATS_DIR = Path(__file__).resolve().parent
 #: The converter the DOCX and PPTX files were made with (Debian 12's pandoc package).
@@ -144,17 +143,6 @@ SOURCES = (
 )
 
 
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def fetch_debian(sources: tuple[Source, ...], work_dir: Path, extracted: Path) -> None:
-    packages = sorted({f"{s.package}={s.version}" for s in sources})
-    subprocess.run(["apt-get", "download", *packages], cwd=work_dir, check=True)
-    for deb in sorted(work_dir.glob("*.deb")):
-        subprocess.run(["dpkg-deb", "-x", str(deb), str(extracted)], check=True)
-
-
 def check_converter() -> None:
     if shutil.which("pandoc") is None:
         raise SystemExit("pandoc not found: apt-get install pandoc (only needed to rebuild this corpus)")
@@ -193,17 +181,5 @@ def build(work_dir: Path) -> None:
         print(f"{source.name}: {target.stat().st_size} bytes, sha256 {sha256(target)}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--work-dir", type=Path, help="where to download and extract (default: a temporary dir)")
-    args = parser.parse_args()
-    if args.work_dir:
-        args.work_dir.mkdir(parents=True, exist_ok=True)
-        build(args.work_dir)
-    else:
-        with tempfile.TemporaryDirectory() as work_dir:
-            build(Path(work_dir))
-
-
 if __name__ == "__main__":
-    main()
+    run_build(build, __doc__)
