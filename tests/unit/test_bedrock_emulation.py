@@ -421,7 +421,7 @@ def test_each_request_takes_at_least_its_drawn_latency(make_server: ServerFactor
 
 
 def test_a_request_slower_than_its_draw_is_not_delayed_further(make_server: ServerFactory) -> None:
-    clock, slept = FakeClock(), []
+    clock, slept = FakeClock(), list[float]()
 
     def slow_vector(text: str, dimension: int, normalize: bool) -> list[float]:
         clock.advance(0.5)  # the model took 500 ms: more than the fixed 100 ms
