@@ -9,6 +9,13 @@ Wire format (botocore's ``bedrock-runtime`` service model, rest-json):
   ``ModelTimeoutException`` 408 (a request that waited ``queue_timeout_seconds`` for a batch),
   ``InternalServerException`` 500. botocore turns them into ``ClientError`` with that code.
 
+The Bedrock emulation (``settings.emulation``; profile ``none`` turns all of it off, the default):
+per-model requests-per-minute and tokens-per-minute quotas, answered ``ThrottlingException`` 429
+with Bedrock's messages (:mod:`local.embedding_server.quota`); a per-request latency drawn from a
+seeded distribution, the least time an admitted request takes (:mod:`local.embedding_server.latency`);
+and, instead of a model, deterministic vectors computed in the request's thread
+(:mod:`local.embedding_server.deterministic`), for several models at once (Titan V2 and the local id).
+
 Bedrock Agent Runtime's ``Rerank`` (``POST /rerank``, optionally under ``/lanes/<lane>``): the
 request and response shape of botocore's ``bedrock-agent-runtime`` model (``queries``, ``sources``
 with ``inlineDocumentSource``, ``rerankingConfiguration.bedrockRerankingConfiguration``; the answer's
@@ -18,8 +25,9 @@ a package registry reachable here, so the scores come from a plainly labelled st
 ``rag_ingest.retrieval.rerank.LexicalStandInReranker`` (BM25 over the request's sources). Every
 answer says so in its ``x-local-reranker`` header, and the server's log says so at start.
 
-Besides Bedrock's routes: ``GET /ping`` (ready) and ``GET /_local/stats`` (requests, throttles and
-the batcher's counters, for tests and the benchmark).
+Besides Bedrock's routes: ``GET /ping`` (ready) and ``GET /_local/stats`` (requests, throttles by
+cause, admitted tokens, each model's use of its quotas in the last minute, the latency drawn, and the
+batcher's counters, for tests and the benchmarks).
 """
 
 from __future__ import annotations
@@ -38,6 +46,8 @@ from typing import Any
 from urllib.parse import unquote
 
 from local.embedding_server.batcher import DynamicBatcher, EmbedFunction, Lane, QueueTimeout
+from local.embedding_server.latency import LatencySampler
+from local.embedding_server.quota import Clock, QuotaBook
 from local.embedding_server.settings import EmbeddingServerSettings
 
 LOG = logging.getLogger("local.embedding_server")
@@ -85,6 +95,15 @@ class ServedModel:
     # The same vectors for the query lane's batches, computed for latency instead of throughput;
     # None: ``embed``.
     embed_queries: EmbedFunction | None = None
+    # Other sizes a request's "dimensions" may ask for (Titan V2: 512, 256); ``dimension`` is the default.
+    other_dimensions: tuple[int, ...] = ()
+    # Set: vector(text, dimensions, normalize) answers in the request's thread, without the batcher
+    # (the deterministic vectors); None: the batcher runs ``embed``.
+    vector: Callable[[str, int, bool], list[float]] | None = None
+
+    @property
+    def dimensions(self) -> tuple[int, ...]:
+        return (self.dimension, *self.other_dimensions)
 
 
 class StandInReranker:
@@ -168,14 +187,29 @@ def validation_error(message: str) -> BedrockError:
 
 
 class EmbeddingServer:
-    """Serves ``model`` over HTTP on ``host:port`` (0 = a free port), batching across callers."""
+    """Serves ``model`` (and ``also_serves``) over HTTP on ``host:port`` (0 = a free port), batching
+    across callers. ``clock`` (the quotas' and the latency's) and ``sleep`` are injected by tests."""
 
     def __init__(
-        self, model: ServedModel, settings: EmbeddingServerSettings, *, host: str = "127.0.0.1", port: int = 0
+        self,
+        model: ServedModel,
+        settings: EmbeddingServerSettings,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        also_serves: tuple[ServedModel, ...] = (),
+        clock: Clock = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.model = model
+        self.models = {served.model_id: served for served in (model, *also_serves)}
         self.settings = settings
         self.host = host
+        emulation = settings.emulation
+        self.quotas = QuotaBook(emulation.requests_per_minute, emulation.tokens_per_minute, clock=clock)
+        self.latency = LatencySampler(emulation.latency, emulation.seed)
+        self._clock = clock
+        self._sleep = sleep
         self.batcher = DynamicBatcher(
             model.embed,
             embed_queries=model.embed_queries,
@@ -187,6 +221,7 @@ class EmbeddingServer:
         self._requests = 0
         self._requests_by_lane = dict.fromkeys(Lane, 0)
         self._throttled = 0
+        self._throttled_in_flight = 0
         self._httpd = ThreadingHTTPServer((host, port), _handler_class(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -220,11 +255,13 @@ class EmbeddingServer:
                 "requests": self._requests,
                 "requests_by_lane": {lane.value: count for lane, count in self._requests_by_lane.items()},
                 "throttled": self._throttled,
+                "throttled_in_flight": self._throttled_in_flight,
                 "in_flight": self._in_flight,
                 "reranks": self._reranks,
             }
         return {
             "model_id": self.model.model_id,
+            "model_ids": sorted(self.models),
             "settings": {
                 "intra_op_threads": self.settings.intra_op_threads,
                 "max_batch": self.settings.max_batch,
@@ -233,6 +270,9 @@ class EmbeddingServer:
                 "queue_timeout_seconds": self.settings.queue_timeout_seconds,
             },
             **counters,
+            "emulation": self.settings.emulation.as_dict(),
+            "quota": self.quotas.stats(),
+            "latency": self.latency.stats(),
             "batcher": self.batcher.stats(),
         }
 
@@ -243,18 +283,23 @@ class EmbeddingServer:
         return self.reranker.rerank(body)
 
     def invoke(self, model_id: str, body: bytes, lane: Lane = Lane.STANDARD) -> tuple[dict[str, Any], int]:
-        """One ``InvokeModel``: the response body and the input's token count, or a BedrockError."""
-        if model_id != self.model.model_id:
+        """One ``InvokeModel``: the response body and the input's token count, or a BedrockError.
+
+        In order: the model id, the in-flight limit, the body and the input limit, the quotas (a
+        refused request spends none), then the vector, answered no sooner than the drawn latency."""
+        model = self.models.get(model_id)
+        if model is None:
             raise BedrockError(
                 HTTPStatus.NOT_FOUND,
                 "ResourceNotFoundException",
-                f"Model {model_id} not found: this local server serves {self.model.model_id}",
+                f"Model {model_id} not found: this local server serves {', '.join(sorted(self.models))}",
             )
         with self._lock:
             self._requests += 1
             self._requests_by_lane[lane] += 1
             if self._in_flight >= self.settings.max_in_flight:
                 self._throttled += 1
+                self._throttled_in_flight += 1
                 raise BedrockError(
                     HTTPStatus.TOO_MANY_REQUESTS,
                     "ThrottlingException",
@@ -262,20 +307,35 @@ class EmbeddingServer:
                 )
             self._in_flight += 1
         try:
-            text = self._parse(body)
-            tokens = self.model.count_tokens(text)
-            if tokens > self.model.max_input_tokens:
+            text, dimensions, normalize = self._parse(model, body)
+            tokens = model.count_tokens(text)
+            if tokens > model.max_input_tokens:
                 raise validation_error(
-                    f"400 Bad Request: Too many input tokens. Max input tokens: {self.model.max_input_tokens}, "
+                    f"400 Bad Request: Too many input tokens. Max input tokens: {model.max_input_tokens}, "
                     f"request input token count: {tokens}"
                 )
-            deadline = time.monotonic() + self.settings.queue_timeout_seconds
-            try:
-                embedding = self.batcher.submit(text, deadline, lane).result()
-            except QueueTimeout as timeout:
-                raise BedrockError(
-                    HTTPStatus.REQUEST_TIMEOUT, "ModelTimeoutException", f"The model did not answer in time: {timeout}"
-                ) from None
+            refusal = self.quotas.admit(model.model_id, tokens) if self.quotas.enforced else None
+            if refusal is not None:
+                with self._lock:
+                    self._throttled += 1
+                raise BedrockError(HTTPStatus.TOO_MANY_REQUESTS, "ThrottlingException", refusal.message)
+            admitted_at = self._clock()
+            latency = self.latency.next_seconds()
+            if model.vector is not None:
+                embedding = model.vector(text, dimensions, normalize)
+            else:
+                deadline = time.monotonic() + self.settings.queue_timeout_seconds
+                try:
+                    embedding = self.batcher.submit(text, deadline, lane).result()
+                except QueueTimeout as timeout:
+                    raise BedrockError(
+                        HTTPStatus.REQUEST_TIMEOUT,
+                        "ModelTimeoutException",
+                        f"The model did not answer in time: {timeout}",
+                    ) from None
+            remaining = latency - (self._clock() - admitted_at)
+            if remaining > 0:
+                self._sleep(remaining)
         finally:
             with self._lock:
                 self._in_flight -= 1
@@ -283,7 +343,8 @@ class EmbeddingServer:
         # Normalize layer), so "normalize": false gets the same vector.
         return {"embedding": embedding, "inputTextTokenCount": tokens}, tokens
 
-    def _parse(self, body: bytes) -> str:
+    def _parse(self, model: ServedModel, body: bytes) -> tuple[str, int, bool]:
+        """The request's text, vector size and normalize flag, or a ValidationException."""
         try:
             request = json.loads(body)
         except ValueError:
@@ -303,15 +364,16 @@ class EmbeddingServer:
                 f"Malformed input request: expected maxLength: {MAX_INPUT_CHARS}, actual: {len(text)}, "
                 "please reformat your input and try again."
             )
-        dimensions = request.get("dimensions", self.model.dimension)
-        if dimensions != self.model.dimension or isinstance(dimensions, bool):
+        dimensions = request.get("dimensions", model.dimension)
+        if dimensions not in model.dimensions or isinstance(dimensions, bool):
             raise validation_error(
-                f"Malformed input request: dimensions {dimensions!r} is not valid for {self.model.model_id}: "
-                f"{self.model.dimension} only"
+                f"Malformed input request: dimensions {dimensions!r} is not valid for {model.model_id}: "
+                f"{' or '.join(str(size) for size in model.dimensions)} only"
             )
-        if not isinstance(request.get("normalize", True), bool):
+        normalize = request.get("normalize", True)
+        if not isinstance(normalize, bool):
             raise validation_error("Malformed input request: normalize must be a boolean")
-        return text
+        return text, int(dimensions), normalize
 
 
 def _handler_class(server: EmbeddingServer) -> type[BaseHTTPRequestHandler]:
