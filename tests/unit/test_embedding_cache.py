@@ -3,9 +3,13 @@ Embed stage's use of it over in-memory fakes (lookup before the model, write aft
 
 from __future__ import annotations
 
+import hashlib
 import json
+import random
 import struct
+import zlib
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from rag_ingest.core.models import Chunk, DocumentJob, EmbedTask
@@ -13,10 +17,15 @@ from rag_ingest.core.telemetry import CloudTelemetry
 from rag_ingest.ingest.embedding_cache import (
     CHECKSUM_ATTRIBUTE,
     DIMENSION_ATTRIBUTE,
+    KEY_ATTRIBUTE,
+    KIND_RAW,
+    KIND_SPLIT,
+    PACKED_ATTRIBUTE,
     VECTOR_ATTRIBUTE,
     CacheKey,
     decode_entry,
     encode_entry,
+    entry_size_bytes,
 )
 from rag_ingest.ingest.pipeline import texts_to_embed
 
@@ -73,21 +82,112 @@ def test_an_entry_round_trips_as_float32() -> None:
         encode_entry(KEY, [0.1, 0.2])  # a vector of another dimension is never stored
 
 
+def unit_vector(rng: random.Random, dimension: int) -> list[float]:
+    """A vector like an embedding model's: Gaussian components, normalised (Titan v2's default)."""
+    vector = [rng.gauss(0.0, 1.0) for _ in range(dimension)]
+    norm = sum(x * x for x in vector) ** 0.5
+    return [x / norm for x in vector]
+
+
+def unpacked_entry(key: CacheKey, vector: Sequence[float]) -> dict[str, Any]:
+    """An entry as the cache wrote it before the packed format (float32 bytes, dimension, hex sha256)."""
+    data = struct.pack(f"<{len(vector)}f", *vector)
+    return {
+        KEY_ATTRIBUTE: key.id,
+        VECTOR_ATTRIBUTE: data,
+        DIMENSION_ATTRIBUTE: key.dimension,
+        CHECKSUM_ATTRIBUTE: hashlib.sha256(data).hexdigest(),
+    }
+
+
+def test_a_packed_entry_gives_back_every_float32_bit_for_bit() -> None:
+    rng = random.Random(7)
+    key = CacheKey.of("acme", "model", 1024, "a passage")
+    vectors = [
+        unit_vector(rng, 1024),
+        [x * 37.5 for x in unit_vector(rng, 1024)],  # not normalised
+        [0.0, -0.0, 1e-45, -3.4e38, 1.0, *unit_vector(rng, 1019)],  # zeros, a subnormal, the extremes
+    ]
+    for vector in vectors:
+        entry = encode_entry(key, vector)
+        assert set(entry) == {KEY_ATTRIBUTE, PACKED_ATTRIBUTE}  # the dimension is the key's
+        decoded = decode_entry(key, entry)
+        assert decoded is not None
+        assert struct.pack("<1024f", *decoded) == struct.pack("<1024f", *vector)
+
+
+def test_a_vector_whose_high_bytes_do_not_shrink_is_stored_unpacked() -> None:
+    rng = random.Random(3)
+    key = CacheKey.of("acme", "model", 256, "noise")
+    # Every bit pattern equally likely (finite ones): the sign-and-exponent bytes do not deflate.
+    words = [w for w in (rng.getrandbits(32) for _ in range(400)) if (w >> 23) & 0xFF != 0xFF][:256]
+    noise = list(struct.unpack("<256f", struct.pack("<256I", *words)))
+    entry = encode_entry(key, noise)
+    assert entry[PACKED_ATTRIBUTE][1] == KIND_RAW
+    assert decode_entry(key, entry) == noise
+    assert encode_entry(key, unit_vector(rng, 256))[PACKED_ATTRIBUTE][1] == KIND_SPLIT
+
+
+def test_an_entry_at_titan_v2_s_1024_dimensions_is_four_write_units() -> None:
+    """DynamoDB bills a write per started 1 KB of the item (names and values; binary at its raw
+    length) and an eventually consistent read per started 4 KB at half a unit: under 4,096 bytes
+    an entry is 4 write units and half a read unit, where the unpacked one (4,096 bytes of floats
+    alone) was 5 and 1. A tenant id of 64 characters leaves room; 200 vectors, the largest counts."""
+    rng = random.Random(11)
+    key = CacheKey.of("t" * 64, "amazon.titan-embed-text-v2:0", 1024, "a passage")
+    largest = max(entry_size_bytes(encode_entry(key, unit_vector(rng, 1024))) for _ in range(200))
+    assert largest <= 4096 - 150  # with room to spare
+    assert entry_size_bytes(unpacked_entry(key, unit_vector(rng, 1024))) > 4096
+
+
+def test_an_entry_of_the_unpacked_format_is_still_a_hit() -> None:
+    vector = [0.125, -0.5, 0.1, 1 / 3]
+    assert decode_entry(KEY, unpacked_entry(KEY, vector)) == as_float32(vector)
+    damaged = unpacked_entry(KEY, vector)
+    damaged[VECTOR_ATTRIBUTE] = flip_first_bit(damaged[VECTOR_ATTRIBUTE])
+    assert decode_entry(KEY, damaged) is None  # its own checksum still guards it
+
+
+def with_payload(entry: dict[str, Any], change: Any) -> None:
+    entry[PACKED_ATTRIBUTE] = change(entry[PACKED_ATTRIBUTE])
+
+
+def deflated_high_bytes(value: bytes, dimension: int) -> bytes:
+    return value[2 + 3 * dimension : -8]
+
+
 @pytest.mark.parametrize(
     "damage",
     [
-        pytest.param(lambda e: e.update({VECTOR_ATTRIBUTE: e[VECTOR_ATTRIBUTE][:8]}), id="partial vector"),
-        pytest.param(lambda e: e.update({VECTOR_ATTRIBUTE: flip_first_bit(e[VECTOR_ATTRIBUTE])}), id="flipped bit"),
-        pytest.param(lambda e: e.update({DIMENSION_ATTRIBUTE: 8}), id="wrong dimension"),
-        pytest.param(lambda e: e.pop(CHECKSUM_ATTRIBUTE), id="no checksum"),
-        pytest.param(lambda e: e.update({VECTOR_ATTRIBUTE: "not bytes"}), id="not binary"),
-        pytest.param(lambda e: e.update({"cache_key": "globex#fake-embedder#4#x"}), id="another key"),
+        pytest.param(lambda e: with_payload(e, lambda v: v[:8]), id="partial vector"),
+        pytest.param(lambda e: with_payload(e, lambda v: v[:-1]), id="digest cut"),
+        pytest.param(lambda e: with_payload(e, lambda v: v[:2] + flip_first_bit(v[2:])), id="flipped bit"),
+        pytest.param(lambda e: with_payload(e, lambda v: bytes([9]) + v[1:]), id="unknown format"),
+        pytest.param(lambda e: with_payload(e, lambda v: v[:1] + bytes([7]) + v[2:]), id="unknown kind"),
+        pytest.param(
+            lambda e: with_payload(e, lambda v: v[: 2 + 3 * 64] + zlib.compress(b"\x3c" * 65) + v[-8:]),
+            id="high bytes of another dimension",
+        ),
+        pytest.param(
+            lambda e: with_payload(e, lambda v: v[: 2 + 3 * 64] + deflated_high_bytes(v, 64) + b"x" + v[-8:]),
+            id="trailing bytes",
+        ),
+        pytest.param(lambda e: e.update({PACKED_ATTRIBUTE: "not bytes"}), id="not binary"),
+        pytest.param(lambda e: e.pop(PACKED_ATTRIBUTE), id="no vector"),
+        pytest.param(lambda e: e.update({"cache_key": "globex#fake-embedder#64#x"}), id="another key"),
     ],
 )
 def test_a_damaged_entry_is_no_vector(damage: object) -> None:
-    entry = encode_entry(KEY, [0.5, 0.25, 0.125, 1.0])
+    key = CacheKey.of("acme", "fake-embedder", 64, "a passage")
+    entry = encode_entry(key, unit_vector(random.Random(5), 64))
+    assert entry[PACKED_ATTRIBUTE][1] == KIND_SPLIT  # the high bytes deflated: every check applies
     damage(entry)  # type: ignore[operator]
-    assert decode_entry(KEY, entry) is None
+    assert decode_entry(key, entry) is None
+
+
+def test_an_entry_of_another_dimension_is_no_vector() -> None:
+    entry = encode_entry(KEY, [0.5, 0.25, 0.125, 1.0])
+    assert decode_entry(CacheKey(KEY.tenant_id, KEY.model_id, 8, KEY.text_sha256), entry) is None
 
 
 # -- the Embed stage -----------------------------------------------------------------------------
@@ -146,7 +246,7 @@ def test_a_corrupt_entry_is_ignored_embedded_again_and_rewritten(world: World, c
     ingest(world, sample("sourdough.pdf"))
     paid = world.embedder.texts_embedded
     damaged_id = sorted(cache.entries)[0]
-    cache.entries[damaged_id][VECTOR_ATTRIBUTE] = cache.entries[damaged_id][VECTOR_ATTRIBUTE][:-4]
+    cache.entries[damaged_id][PACKED_ATTRIBUTE] = cache.entries[damaged_id][PACKED_ATTRIBUTE][:-4]
     copy = ingest(world, sample("sourdough.pdf"))
     assert world.embedder.texts_embedded == paid + 1
     assert cache_counts(world, copy) == ((copy.chunk_count or 0) - 1, 1)

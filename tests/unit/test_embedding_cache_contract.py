@@ -4,6 +4,8 @@ overwrites, per-tenant keys, and a damaged item read as a miss."""
 
 from __future__ import annotations
 
+import hashlib
+import struct
 import uuid
 from collections.abc import Iterator
 
@@ -11,7 +13,14 @@ import boto3
 import pytest
 from rag_ingest.adapters.embedding_cache_table import MAX_KEYS_PER_READ, EmbeddingCacheTable
 from rag_ingest.core.models import CacheKey
-from rag_ingest.ingest.embedding_cache import VECTOR_ATTRIBUTE, encode_entry
+from rag_ingest.ingest.embedding_cache import (
+    CHECKSUM_ATTRIBUTE,
+    DIMENSION_ATTRIBUTE,
+    KEY_ATTRIBUTE,
+    PACKED_ATTRIBUTE,
+    VECTOR_ATTRIBUTE,
+    encode_entry,
+)
 
 from tests.support.aws import moto_server
 from tests.support.fakes import InMemoryEmbeddingCache
@@ -69,7 +78,7 @@ def test_a_write_overwrites_and_keys_are_per_tenant(cache: Cache) -> None:
 def test_a_damaged_item_is_a_miss(cache: Cache) -> None:
     damaged = key(f"{uuid.uuid4().hex} damaged")
     entry = encode_entry(damaged, vector(3))
-    entry[VECTOR_ATTRIBUTE] = entry[VECTOR_ATTRIBUTE][: 4 * (DIMENSION - 1)]  # a partial vector
+    entry[PACKED_ATTRIBUTE] = entry[PACKED_ATTRIBUTE][:-1]  # a partial value
     if isinstance(cache, InMemoryEmbeddingCache):
         cache.entries[damaged.id] = entry
     else:
@@ -77,3 +86,20 @@ def test_a_damaged_item_is_a_miss(cache: Cache) -> None:
     assert cache.lookup([damaged]) == {}
     cache.store({damaged: vector(3)})  # recomputed and rewritten whole
     assert cache.lookup([damaged]) == {damaged: vector(3)}
+
+
+def test_an_item_of_the_unpacked_format_is_still_found(cache: Cache) -> None:
+    """Entries written before the packed format (float32 bytes, dimension, hex sha256) are hits."""
+    old = key(f"{uuid.uuid4().hex} written before")
+    data = struct.pack(f"<{DIMENSION}f", *vector(4))
+    entry = {
+        KEY_ATTRIBUTE: old.id,
+        VECTOR_ATTRIBUTE: data,
+        DIMENSION_ATTRIBUTE: DIMENSION,
+        CHECKSUM_ATTRIBUTE: hashlib.sha256(data).hexdigest(),
+    }
+    if isinstance(cache, InMemoryEmbeddingCache):
+        cache.entries[old.id] = entry
+    else:
+        boto3.resource("dynamodb").Table(cache._table_name).put_item(Item=entry)
+    assert cache.lookup([old]) == {old: vector(4)}

@@ -4,20 +4,32 @@ Key. ``sha256(text embedded)`` + model id + dimension, inside the tenant's own k
 tenant never reads (or times) another's entries. A new version of a document whose chunks did
 not change, or the same bytes under another name, finds its vectors here and pays for nothing.
 
-Entry. The vector as little-endian float32 (what the k-NN index stores anyway: half the bytes of
-float64, so half the write units) with its dimension and a sha256 checksum of those bytes. An
-entry that fails any check (wrong dimension, wrong length, bad checksum, missing field) is a miss:
-the chunk is embedded again and its entry rewritten. Entries are written only after the model
-returned the vectors (the pipeline's Embed stage), never before.
+Entry. The key and one binary attribute (``v``) holding the vector as little-endian float32 (what
+the k-NN index stores anyway), exactly: a hit gives back the float32 value of every component the
+model returned. DynamoDB bills a write per started KB of the item, so the entry carries nothing
+a hit does not need (the dimension is the key's) and is packed: the float32 bytes are split into
+their high byte (sign and exponent, which take few values in an embedding) and their three low
+bytes; the high bytes are deflated, the low ones stored as they are. At 1,024 dimensions that takes
+the item under 4 KB, 4 write units instead of 5 and half a read unit instead of 1
+(docs/embedding-cache.md). A vector whose high bytes do not shrink is stored unpacked. The value
+starts with its format and kind bytes and ends with the first 8 bytes of the sha256 of the float32
+bytes it decodes to: an entry that fails any check (unknown format, wrong length, bad digest,
+missing attribute) is a miss, so the chunk is embedded again and its entry rewritten.
 
-The store behind it is the ``EmbeddingCache`` port (rag_ingest.core.ports); the DynamoDB adapter is
-``rag_ingest.adapters.embedding_cache_table`` (why DynamoDB and not S3: docs/embedding-cache.md).
+Entries written before this format (``vector``, ``dimension`` and a hex ``checksum`` attribute,
+the float32 bytes unpacked) are still read, with their own checks: they are hits, never rewritten.
+
+Entries are written only after the model returned the vectors (the pipeline's Embed stage), never
+before. The store behind it is the ``EmbeddingCache`` port (rag_ingest.core.ports); the DynamoDB
+adapter is ``rag_ingest.adapters.embedding_cache_table`` (why DynamoDB and not S3:
+docs/embedding-cache.md).
 """
 
 from __future__ import annotations
 
 import hashlib
 import struct
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,31 +37,88 @@ from rag_ingest.core.models import CacheKey
 
 #: The entry's attributes (the DynamoDB item's, and the in-memory fake's).
 KEY_ATTRIBUTE = "cache_key"
+PACKED_ATTRIBUTE = "v"
+#: The attributes of entries written before the packed format: still read, no longer written.
 VECTOR_ATTRIBUTE = "vector"
 DIMENSION_ATTRIBUTE = "dimension"
 CHECKSUM_ATTRIBUTE = "checksum"
+
+#: The packed value: format byte, kind byte, the payload, then the digest of the float32 bytes.
+FORMAT = 2
+KIND_RAW = 0  # the float32 bytes as they are
+KIND_SPLIT = 1  # the three low bytes of every float, then the high bytes deflated
+DIGEST_BYTES = 8
+_HEADER_BYTES = 2
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()[:DIGEST_BYTES]
+
+
+def pack_vector(vector: Sequence[float]) -> bytes:
+    """The packed value of ``vector``: its float32 bytes, split and deflated when that is smaller."""
+    data = struct.pack(f"<{len(vector)}f", *vector)
+    high = zlib.compress(data[3::4], 9)
+    if len(high) < len(vector):
+        kind, payload = KIND_SPLIT, data[0::4] + data[1::4] + data[2::4] + high
+    else:
+        kind, payload = KIND_RAW, data
+    return bytes((FORMAT, kind)) + payload + _digest(data)
+
+
+def unpack_vector(value: bytes, dimension: int) -> list[float] | None:
+    """The vector of a packed value of ``dimension`` floats, or None when it is not one, intact."""
+    if len(value) < _HEADER_BYTES + DIGEST_BYTES or value[0] != FORMAT:
+        return None
+    kind, payload, digest = value[1], value[_HEADER_BYTES:-DIGEST_BYTES], value[-DIGEST_BYTES:]
+    if kind == KIND_RAW:
+        data = payload
+    elif kind == KIND_SPLIT and len(payload) > 3 * dimension:
+        try:
+            inflater = zlib.decompressobj()
+            high = inflater.decompress(payload[3 * dimension :], dimension + 1)
+        except zlib.error:
+            return None
+        if len(high) != dimension or not inflater.eof or inflater.unused_data:
+            return None
+        joined = bytearray(4 * dimension)
+        for plane in range(3):
+            joined[plane::4] = payload[plane * dimension : (plane + 1) * dimension]
+        joined[3::4] = high
+        data = bytes(joined)
+    else:
+        return None
+    if len(data) != 4 * dimension or _digest(data) != digest:
+        return None
+    return list(struct.unpack(f"<{dimension}f", data))
 
 
 def encode_entry(key: CacheKey, vector: Sequence[float]) -> dict[str, Any]:
     """The stored entry of ``vector`` (raises ValueError when it does not have the key's dimension)."""
     if len(vector) != key.dimension:
         raise ValueError(f"a vector of {len(vector)} floats under a key of dimension {key.dimension}")
-    data = struct.pack(f"<{len(vector)}f", *vector)
-    return {
-        KEY_ATTRIBUTE: key.id,
-        VECTOR_ATTRIBUTE: data,
-        DIMENSION_ATTRIBUTE: key.dimension,
-        CHECKSUM_ATTRIBUTE: hashlib.sha256(data).hexdigest(),
-    }
+    return {KEY_ATTRIBUTE: key.id, PACKED_ATTRIBUTE: pack_vector(vector)}
 
 
 def decode_entry(key: CacheKey, entry: Any) -> list[float] | None:
     """The vector of a stored entry, or None when the entry is not a whole, intact vector for ``key``."""
     if not isinstance(entry, dict) or entry.get(KEY_ATTRIBUTE) != key.id:
         return None
-    data = entry.get(VECTOR_ATTRIBUTE)
-    data = getattr(data, "value", data)  # boto3 hands binary attributes back wrapped in Binary
-    if not isinstance(data, bytes | bytearray) or len(data) != 4 * key.dimension:
+    packed = _binary(entry.get(PACKED_ATTRIBUTE))
+    if packed is not None:
+        return unpack_vector(packed, key.dimension)
+    return _decode_unpacked_entry(key, entry)
+
+
+def _binary(value: Any) -> bytes | None:
+    value = getattr(value, "value", value)  # boto3 hands binary attributes back wrapped in Binary
+    return bytes(value) if isinstance(value, bytes | bytearray) else None
+
+
+def _decode_unpacked_entry(key: CacheKey, entry: dict[str, Any]) -> list[float] | None:
+    """An entry of the first format: the float32 bytes, the dimension and a hex sha256 of the bytes."""
+    data = _binary(entry.get(VECTOR_ATTRIBUTE))
+    if data is None or len(data) != 4 * key.dimension:
         return None
     try:
         dimension = int(entry.get(DIMENSION_ATTRIBUTE, -1))
@@ -57,7 +126,17 @@ def decode_entry(key: CacheKey, entry: Any) -> list[float] | None:
         return None
     if dimension != key.dimension or entry.get(CHECKSUM_ATTRIBUTE) != hashlib.sha256(data).hexdigest():
         return None
-    return list(struct.unpack(f"<{key.dimension}f", bytes(data)))
+    return list(struct.unpack(f"<{key.dimension}f", data))
+
+
+def entry_size_bytes(entry: Mapping[str, Any]) -> int:
+    """The entry's size as DynamoDB bills it: each attribute's name plus its value's bytes (UTF-8 for
+    strings, raw length for binary; numbers taken at their digits, an upper bound)."""
+    size = 0
+    for name, value in entry.items():
+        raw = getattr(value, "value", value)
+        size += len(name.encode()) + (len(raw) if isinstance(raw, bytes | bytearray) else len(str(raw).encode()))
+    return size
 
 
 class NoEmbeddingCache:
