@@ -249,15 +249,17 @@ class Workflow(Construct):
         fan_out.item_processor(self._task(stage, state_name=task_state_name))
         return fan_out
 
-    def _lane_steps(self, lane: Lane) -> list[sfn.TaskStateBase | sfn.Map]:
-        """The steps between Parse's first task and Finalize, in ``lane``'s functions.
+    def _lane_steps(self, lane: Lane) -> tuple[sfn.Map, list[sfn.TaskStateBase | sfn.Map]]:
+        """The Map over the other page ranges, then the steps from Chunk to Finalize, in ``lane``'s
+        functions.
 
         ParseRanges: the page ranges after the first (planned by Parse's first task), each in the
         Parse function, whose memory and time are then the range's; MaxConcurrency bounds the copies
         of the PDF read at once. Items are {first_page, last_page, max_ocr_pages}: text stays in S3.
-        Embed: the embedding tasks Chunk planned; MaxConcurrency bounds the calls in flight to the
-        embedding model, whose quota is the bottleneck (retrying into a throttled model only makes
-        it worse). The bulk lane takes the smaller share of both.
+        A document of one range skips it (the Lane choice goes straight to Chunk: an empty Map is a
+        state transition that does nothing). Embed: the embedding tasks Chunk planned; MaxConcurrency
+        bounds the calls in flight to the embedding model, whose quota is the bottleneck (retrying
+        into a throttled model only makes it worse). The bulk lane takes the smaller share of both.
         """
         in_bulk = lane is Lane.BULK
 
@@ -267,11 +269,11 @@ class Workflow(Construct):
         lanes = self._config.lanes
         parse_concurrency = lanes.bulk_parse_max_concurrency if in_bulk else self._config.parsing.max_concurrency
         embed_concurrency = lanes.bulk_embed_max_concurrency if in_bulk else self._config.embedding.max_concurrency
-        return [
-            self._fan_out(
-                named("ParseRanges"), f"{named('ParseRange')}Task", "$.parse_tasks", "range", named("Parse"),
-                parse_concurrency,
-            ),
+        parse_ranges = self._fan_out(
+            named("ParseRanges"), f"{named('ParseRange')}Task", "$.parse_tasks", "range", named("Parse"),
+            parse_concurrency,
+        )
+        return parse_ranges, [
             self._task(named("Chunk")),
             self._fan_out(
                 named("Embed"), f"{named('Embed')}Task", "$.embed_tasks", "task", named("Embed"), embed_concurrency
@@ -307,16 +309,32 @@ class Workflow(Construct):
             assert chain is not None
             return chain
 
-        finalize = chained([self._task("Finalize")]).next(sfn.Succeed(self, "Succeeded"))
-        # One Choice (one state transition a document) once Parse's first task has set $.lane.
-        lane_choice = (
-            sfn.Choice(self, "Lane", comment="Documents above lanes.bulkAbovePages pages run in the bulk lane.")
-            .when(
-                sfn.Condition.string_equals("$.lane", Lane.BULK.value),
-                chained(self._lane_steps(Lane.BULK)).next(finalize),
-            )
-            .otherwise(chained(self._lane_steps(Lane.STANDARD)).next(finalize))
+        # Finalize ends the execution itself: a Succeed state after it would be one more state
+        # transition a document, billed, doing nothing.
+        finalize = chained([self._task("Finalize")])
+        # One Choice (one state transition a document) once Parse's first task has set $.lane and
+        # planned the other page ranges ($.parse_tasks): a document of one range goes straight to
+        # Chunk, without entering the lane's Map over no items.
+        lane_choice = sfn.Choice(
+            self,
+            "Lane",
+            comment=(
+                "Documents above lanes.bulkAbovePages pages run in the bulk lane; "
+                "documents of one page range skip the Map over the others."
+            ),
         )
+        has_more_ranges = sfn.Condition.is_present("$.parse_tasks[0]")
+        for lane in (Lane.BULK, Lane.STANDARD):
+            parse_ranges, steps = self._lane_steps(lane)
+            from_chunk = chained(steps).next(finalize)
+            chained([parse_ranges]).next(from_chunk)
+            in_lane = sfn.Condition.string_equals("$.lane", lane.value)
+            if lane is Lane.BULK:
+                lane_choice.when(sfn.Condition.and_(in_lane, has_more_ranges), parse_ranges)
+                lane_choice.when(in_lane, from_chunk)
+            else:
+                lane_choice.when(has_more_ranges, parse_ranges)
+                lane_choice.otherwise(from_chunk)
         definition = chained([self._task("Validate"), self._task("Parse")]).next(lane_choice)
 
         stack_name = Stack.of(self).stack_name
@@ -338,8 +356,8 @@ class Workflow(Construct):
             tracing_enabled=True,
             logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
             comment=(
-                "rag-ingest: Validate -> Parse -> Lane -> ParseRanges -> Chunk -> Embed -> Index -> Finalize "
-                "(the bulk lane: the same steps in the *Bulk functions)"
+                "rag-ingest: Validate -> Parse -> Lane -> ParseRanges (documents of more than one page range) "
+                "-> Chunk -> Embed -> Index -> Finalize (the bulk lane: the same steps in the *Bulk functions)"
             ),
         )
         acknowledge(

@@ -37,7 +37,7 @@ def test_parse_ranges_is_a_map_over_the_planned_ranges_with_bounded_concurrency(
 
 def test_parse_runs_the_first_range_before_the_map_and_chunk_after_it(definition: dict[str, Any]) -> None:
     states = definition["States"]
-    # Parse's first task, then the Lane choice, then the lane's Map over the other ranges.
+    # Parse's first task, then the Lane choice, then the lane's Map over the other ranges (if any).
     assert states["Parse"]["Next"] == "Lane"
     assert (states["ParseRanges"]["Next"], states["ParseRangesBulk"]["Next"]) == ("Chunk", "ChunkBulk")
 

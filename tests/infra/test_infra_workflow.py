@@ -18,7 +18,8 @@ STAGES = ["Validate", "Parse", "Chunk", "Embed", "Index", "Finalize"]
 # The bulk lane's copies of the stages whose work grows with the page count.
 BULK_STAGES = ["ParseBulk", "ChunkBulk", "EmbedBulk", "IndexBulk"]
 # The top-level states of each lane in order: Parse's first task, the Lane choice, the Map over the
-# other page ranges, and on to the shared Finalize.
+# other page ranges (skipped by a document of one range), and on to the shared Finalize, which ends
+# the execution.
 STANDARD_LANE = ["Validate", "Parse", "Lane", "ParseRanges", "Chunk", "Embed", "Index", "Finalize"]
 BULK_LANE = ["Validate", "Parse", "Lane", "ParseRangesBulk", "ChunkBulk", "EmbedBulk", "IndexBulk", "Finalize"]
 TASK_AND_MAP_STATES = sorted({*STANDARD_LANE, *BULK_LANE} - {"Lane"})
@@ -59,14 +60,16 @@ def test_embed_fans_out_over_planned_tasks_with_bounded_concurrency(
     assert list(processor["States"]) == ["EmbedTask"] and processor["States"]["EmbedTask"]["End"] is True
 
 
-def test_stages_run_in_order_then_succeed(definition: dict[str, Any]) -> None:
+def test_stages_run_in_order_and_finalize_ends_the_execution(definition: dict[str, Any]) -> None:
     assert definition["StartAt"] == "Validate"
     states = definition["States"]
     for lane in (STANDARD_LANE, BULK_LANE):
-        for current, following in zip(lane, [*lane[1:], "Succeeded"], strict=True):
+        for current, following in zip(lane[:-1], lane[1:], strict=True):
             if current != "Lane":
                 assert states[current]["Next"] == following, (current, following)
-    assert states["Succeeded"]["Type"] == "Succeed"
+    # No Succeed state after it: each state entered is a billed transition (docs/cost.md).
+    assert states["Finalize"]["End"] is True and "Next" not in states["Finalize"]
+    assert not [name for name, state in states.items() if state["Type"] in ("Succeed", "Pass")]
 
 
 def test_the_lane_choice_sends_bulk_documents_to_the_bulk_copies_and_the_rest_to_the_standard_ones(
@@ -74,8 +77,15 @@ def test_the_lane_choice_sends_bulk_documents_to_the_bulk_copies_and_the_rest_to
 ) -> None:
     lane = definition["States"]["Lane"]
     assert lane["Type"] == "Choice"
-    assert lane["Choices"] == [{"Variable": "$.lane", "StringEquals": "bulk", "Next": "ParseRangesBulk"}]
-    assert lane["Default"] == "ParseRanges"
+    more_ranges = {"Variable": "$.parse_tasks[0]", "IsPresent": True}
+    in_bulk = {"Variable": "$.lane", "StringEquals": "bulk"}
+    # A document of one page range goes straight to its lane's Chunk, not through an empty Map.
+    assert lane["Choices"] == [
+        {"And": [in_bulk, more_ranges], "Next": "ParseRangesBulk"},
+        {**in_bulk, "Next": "ChunkBulk"},
+        {**more_ranges, "Next": "ParseRanges"},
+    ]
+    assert lane["Default"] == "Chunk"
     lanes = synth.config.lanes
     assert definition["States"]["ParseRangesBulk"]["MaxConcurrency"] == lanes.bulk_parse_max_concurrency
     assert definition["States"]["EmbedBulk"]["MaxConcurrency"] == lanes.bulk_embed_max_concurrency
