@@ -154,6 +154,37 @@ def count_requests(recording: str) -> dict[str, dict[str, int]]:
     return {service: dict(sorted(operations.items())) for service, operations in sorted(counts.items())}
 
 
+def embedding_cache_entries(recording: str, dimension: int) -> dict[str, Any]:
+    """The embedding cache entries the run wrote (PutItem on its table), sized from the wire: each
+    item's DynamoDB size and, for packed entries, the payload of its value (format, kind and digest
+    left out), which grows with the dimension."""
+    from rag_ingest.ingest.embedding_cache import DIGEST_BYTES, PACKED_ATTRIBUTE
+
+    item_bytes: list[int] = []
+    payload_bytes: list[int] = []
+    entries, _unread = recorded_entries(recording)
+    for entry in entries:
+        kind = classify_request(entry)
+        if kind is None or kind[0] != "dynamodb" or not kind[1].startswith("PutItem:StorageEmbeddingCacheTable"):
+            continue
+        item = _json_body(entry).get("Item") or {}
+        item_bytes.append(dynamodb_item_bytes(item))
+        packed = item.get(PACKED_ATTRIBUTE, {}).get("B")
+        if packed is not None:
+            payload_bytes.append(len(base64.b64decode(packed)) - 2 - DIGEST_BYTES)
+    if not item_bytes:
+        return {}
+    return {
+        "count": len(item_bytes),
+        "dimension": dimension,
+        "packed": len(payload_bytes) == len(item_bytes),
+        "mean_item_bytes": round(sum(item_bytes) / len(item_bytes), 1),
+        "max_item_bytes": max(item_bytes),
+        "max_payload_bytes": max(payload_bytes, default=0),
+        "mean_payload_bytes": round(sum(payload_bytes) / len(payload_bytes), 1) if payload_bytes else 0,
+    }
+
+
 def invocation_durations(log_text: str) -> dict[str, list[float]]:
     """Every Lambda invocation's duration (ms) per function, from the stack's log."""
     durations: dict[str, list[float]] = defaultdict(list)
@@ -167,7 +198,9 @@ def dynamodb_item_bytes(item: dict[str, Any]) -> int:
 
     def value_bytes(value: dict[str, Any]) -> int:
         ((kind, inner),) = value.items()
-        if kind in ("S", "N", "B"):
+        if kind == "B":
+            return len(base64.b64decode(inner))  # base64 on the wire, sized at its raw bytes
+        if kind in ("S", "N"):
             return len(str(inner).encode())
         if kind == "BOOL" or kind == "NULL":
             return 1
@@ -299,6 +332,7 @@ def measure(pdfs: Sequence[Path], timeout: float = 1800) -> dict[str, Any]:
                 "requests": count_requests(recorded),
                 "recording_unread_bytes": recorded_entries(recorded)[1],
                 "invocation_ms": invocation_durations(log_text),
+                "embedding_cache_entries": embedding_cache_entries(recorded, 384),
                 "log_bytes": log_bytes(log_text),
                 "load_average_after": os.getloadavg(),
                 "embedder": "local all-MiniLM-L6-v2 (384 dimensions): the offline stand-in for Titan v2",

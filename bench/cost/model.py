@@ -24,9 +24,13 @@ DOCUMENTS_PUT_WRITES = 1 + 1 + 1  # table, by_status, by_tenant
 DOCUMENTS_UPDATE_WRITES = 1 + 2 + 1
 DYNAMODB_WRITE_UNIT_BYTES = 1024
 DYNAMODB_READ_UNIT_BYTES = 4096
-# An embedding cache entry besides its vector: key id (tenant, model, dimension, sha256: ~120 bytes),
-# checksum (64), dimension, attribute names.
+# An embedding cache entry of the first format (float32 bytes unpacked) besides its vector: key id
+# (tenant, model, dimension, sha256: ~120 bytes), checksum (64), dimension, attribute names.
 EMBEDDING_CACHE_ENTRY_OVERHEAD_BYTES = 220
+# A packed entry (rag_ingest.ingest.embedding_cache) besides its payload: "cache_key" and the key id
+# for Titan v2 (a 36-character tenant id, "amazon.titan-embed-text-v2:0", the dimension and the
+# text's sha256 in hex: 135 bytes), then "v" and the value's format, kind and 8-byte digest.
+EMBEDDING_CACHE_PACKED_OVERHEAD_BYTES = 9 + 135 + 1 + 2 + 8
 # SQS: the S3 notification's SendMessage, the event source mapping's ReceiveMessage that returns
 # it and its DeleteMessageBatch, per upload (upper bound: a batch of 10 shares one receive and one
 # delete). The mapping's idle polling is a fixed monthly cost, not a per-page one.
@@ -73,6 +77,10 @@ class RunUsage:
     # up (BatchGetItem items). Priced at the entry's size for the configured dimension.
     embedding_cache_writes: int = 0
     embedding_cache_lookups: int = 0
+    # Packed entries: the largest payload measured per float of the vector (the float32 bytes with
+    # their sign-and-exponent bytes deflated), which the entry's size at another dimension scales
+    # with. None: the run wrote entries of the first format (4 bytes a float, unpacked).
+    embedding_cache_payload_bytes_per_float: float | None = None
 
     @property
     def pages(self) -> int:
@@ -196,7 +204,9 @@ def cost_table(usage: RunUsage, settings: CostSettings) -> CostTable:
     storage = stored / prices.GIB * prices.S3_STORAGE_GB_MONTH.usd * settings.storage_months
     lines.append(CostLine("S3 storage", storage, f"{stored / 1e6:.2f} MB for {settings.storage_months:g} month"))
 
-    cache_writes, cache_reads = embedding_cache_units(usage, settings.embedding_dimension)
+    cache_writes, cache_reads = embedding_cache_units(
+        usage, settings.embedding_dimension, usage.embedding_cache_payload_bytes_per_float
+    )
     write_units = (
         usage.dynamodb_puts * dynamodb_write_units(usage.status_item_bytes, DOCUMENTS_PUT_WRITES)
         + usage.dynamodb_updates * dynamodb_write_units(usage.status_item_bytes, DOCUMENTS_UPDATE_WRITES)
@@ -238,17 +248,24 @@ def cost_table(usage: RunUsage, settings: CostSettings) -> CostTable:
     return CostTable(tuple(lines), pages=usage.pages, documents=documents)
 
 
-def embedding_cache_entry_bytes(dimension: int) -> int:
-    """A cache entry's DynamoDB item size: the float32 vector, the sha256 key id and checksum, the
-    dimension, and the attribute names (rag_ingest.ingest.embedding_cache.encode_entry)."""
-    return 4 * dimension + EMBEDDING_CACHE_ENTRY_OVERHEAD_BYTES
+def embedding_cache_entry_bytes(dimension: int, payload_bytes_per_float: float | None = None) -> int:
+    """A cache entry's DynamoDB item size (rag_ingest.ingest.embedding_cache.encode_entry).
+
+    Packed (``payload_bytes_per_float`` measured): the key, and one binary value of the payload at
+    that many bytes a float, its format, kind and digest. The first format (None): the float32
+    vector unpacked, the sha256 key id and checksum, the dimension, and the attribute names."""
+    if payload_bytes_per_float is None:
+        return 4 * dimension + EMBEDDING_CACHE_ENTRY_OVERHEAD_BYTES
+    return math.ceil(payload_bytes_per_float * dimension) + EMBEDDING_CACHE_PACKED_OVERHEAD_BYTES
 
 
-def embedding_cache_units(usage: RunUsage, dimension: int) -> tuple[int, float]:
+def embedding_cache_units(
+    usage: RunUsage, dimension: int, payload_bytes_per_float: float | None = None
+) -> tuple[int, float]:
     """(write units, read units) of the embedding cache: each entry written once, each key looked
     up once with an eventually consistent BatchGetItem (half a unit per 4 KB, the entry's size
     counted even for a miss: an upper bound)."""
-    entry = embedding_cache_entry_bytes(dimension)
+    entry = embedding_cache_entry_bytes(dimension, payload_bytes_per_float)
     writes = usage.embedding_cache_writes * dynamodb_write_units(entry, 1)
     reads = usage.embedding_cache_lookups * 0.5 * max(1, math.ceil(entry / DYNAMODB_READ_UNIT_BYTES))
     return writes, reads

@@ -135,6 +135,9 @@ def usage_from_measurement(data: Mapping[str, Any]) -> RunUsage:
         count for key, count in dynamodb.items() if key.split(":")[0] == "PutItem" and "EmbeddingCacheTable" in key
     )
     items = [int(doc["status_item_bytes"]) for doc in data["documents"]]
+    # Packed cache entries: their largest payload per float (absent from runs that wrote the first format).
+    entries = data.get("embedding_cache_entries") or {}
+    payload_per_float = int(entries["max_payload_bytes"]) / int(entries["dimension"]) if entries.get("packed") else None
     return RunUsage(
         documents=documents,
         lambda_ms=lambda_ms,
@@ -153,6 +156,7 @@ def usage_from_measurement(data: Mapping[str, Any]) -> RunUsage:
         embedding_cache_writes=cache_writes,
         # Embed looks every chunk up once before it embeds (a run before the cache looked nothing up).
         embedding_cache_lookups=sum(d.chunks for d in documents) if cache_writes else 0,
+        embedding_cache_payload_bytes_per_float=payload_per_float,
     )
 
 

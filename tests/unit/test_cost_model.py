@@ -15,6 +15,7 @@ from bench.cost.measure import (
     PROBE_USER_AGENT,
     classify_request,
     count_requests,
+    embedding_cache_entries,
     invocation_durations,
     log_bytes,
     recorded_entries,
@@ -357,6 +358,35 @@ def test_embedding_cache_entries_are_priced_at_their_size_for_the_configured_dim
     extra_writes, extra_reads = embedding_cache_units(cached, dimension)
     assert line.usd == pytest.approx(base.usd + extra_writes * 0.625e-6 + extra_reads * 0.125e-6)
     assert f"({extra_writes} of them embedding-cache entries)" in line.detail
+
+
+def test_packed_cache_entries_are_priced_at_their_measured_payload_scaled_to_the_dimension() -> None:
+    from bench.cost.model import embedding_cache_entry_bytes, embedding_cache_units
+
+    # 3.45 bytes a float (the sign-and-exponent bytes deflated) + key, "v", format, kind, digest.
+    assert embedding_cache_entry_bytes(1024, 3.45) == 3533 + 155
+    cached = replace(USAGE, embedding_cache_writes=100, embedding_cache_lookups=100)
+    assert embedding_cache_units(cached, 1024, 3.45) == (100 * 4, 100 * 0.5)  # under 4 KB
+    assert embedding_cache_units(cached, 1024, 4.0) == (100 * 5, 100 * 0.5 * 2)  # nothing deflated
+    packed = replace(cached, embedding_cache_payload_bytes_per_float=3.45)
+    assert "(400 of them embedding-cache entries)" in cost_table(packed, SETTINGS).line("DynamoDB on-demand").detail
+
+
+def test_the_cache_entries_written_are_sized_from_the_recording() -> None:
+    from rag_ingest.core.models import CacheKey
+    from rag_ingest.ingest.embedding_cache import encode_entry
+
+    put = {**_auth("dynamodb"), "X-Amz-Target": "DynamoDB_20120810.PutItem"}
+    table = "RagIngest-StorageEmbeddingCacheTableBF78E7DE-ABC"
+    key = CacheKey.of("acme", "model", 64, "a passage")
+    entry = encode_entry(key, [(-1) ** i * (i + 1) / 64 for i in range(64)])
+    item = {"cache_key": {"S": key.id}, "v": {"B": base64.b64encode(entry["v"]).decode()}}
+    recording = json.dumps(_recorded(put, body={"TableName": table, "Item": item}))
+    found = embedding_cache_entries(recording, 64)
+    assert found["count"] == 1 and found["packed"] is True
+    assert found["max_item_bytes"] == len("cache_key") + len(key.id) + len("v") + len(entry["v"])  # raw bytes
+    assert found["max_payload_bytes"] == len(entry["v"]) - 10
+    assert embedding_cache_entries("", 64) == {}
 
 
 def test_the_cache_knob_removes_the_cache_entries_and_lookups_from_the_bill() -> None:
