@@ -67,6 +67,10 @@ def function_settings(config: RagIngestConfig) -> dict[str, FunctionSettings]:
         "Workflow/IndexFunction": stages.index,
         "Workflow/FinalizeFunction": stages.finalize,
         "Workflow/MarkFailedFunction": stages.mark_failed,
+        # DocumentReady -> the fan-out queue -> one invocation a document (it reads the tenant's
+        # endpoints; with none, nothing is delivered).
+        "Webhooks/WebhookFanOutFunction": config.functions.webhook_fan_out,
+        "Webhooks/WebhookDeliveryFunction": config.functions.webhook_delivery,
     }
 
 
