@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,7 @@ def test_stages_run_in_order_and_finalize_ends_the_execution(definition: dict[st
     assert definition["StartAt"] == "Validate"
     states = definition["States"]
     for lane in (STANDARD_LANE, BULK_LANE):
-        for current, following in zip(lane[:-1], lane[1:], strict=True):
+        for current, following in itertools.pairwise(lane):
             if current != "Lane":
                 assert states[current]["Next"] == following, (current, following)
     # No Succeed state after it: each state entered is a billed transition (docs/cost.md).
