@@ -401,3 +401,14 @@ def test_the_cache_knob_removes_the_cache_entries_and_lookups_from_the_bill() ->
     assert knob.per_thousand_pages == pytest.approx(without_cache.base.total_per_thousand_pages)
     assert knob.per_thousand_pages < study.base.total_per_thousand_pages
     assert not [knob for knob in without_cache.knobs if knob.name == "embedding.cache"]
+
+
+def test_the_kept_runs_are_priced_in_the_cache_format_they_wrote() -> None:
+    from pathlib import Path
+
+    runs = Path(__file__).resolve().parents[2] / "bench" / "cost"
+    before = usage_from_measurement(json.loads((runs / "measured-2026-12-01.json").read_text()))
+    after = usage_from_measurement(json.loads((runs / "measured-2026-12-04.json").read_text()))
+    assert before.embedding_cache_payload_bytes_per_float is None  # unpacked entries: 4 bytes a float
+    assert after.embedding_cache_payload_bytes_per_float == pytest.approx(1354 / 384)
+    assert before.embedding_cache_writes == after.embedding_cache_writes == 682
