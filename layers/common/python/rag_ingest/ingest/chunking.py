@@ -13,11 +13,12 @@ and a capitalised line). Dot leaders and a trailing page number mark a table-of-
 never a heading. Unnumbered headings nest one level below the nearest numbered one. Each chunk
 carries the ``heading_path`` in force at its first line of text (outermost first).
 
-Structured formats (DOCX, PPTX, HTML, Markdown, text: pages with ``blocks``) state their
-headings: those are used, never detected, and each chunk also carries the ``anchor`` of its
-section and the number of its first paragraph in that section (``paragraph_index``, from 1).
-Their tables are cut between rows, never inside one, and a chunk that starts after a table's
-header row begins with that header row (so its ``text`` is the header, a line break, then
+Structured formats (DOCX, PPTX, HTML, Markdown, text: pages with heading and paragraph
+``blocks``) state their headings: those are used, never detected, and each chunk also carries the
+``anchor`` of its section and the number of its first paragraph in that section (``paragraph_index``,
+from 1). Tables (TABLE blocks: theirs, and a PDF page's, rag_ingest.ingest.pdf_tables) are cut
+between rows, never inside one, and a chunk that starts after a table's header row begins with
+that header row (so its ``text`` is the header, a line break, then
 ``document_text[char_start:char_end]``: the one exception to the offsets rule below).
 
 Method. The text is cut into units: headings, and sentences inside paragraphs (a paragraph is
@@ -134,11 +135,14 @@ def chunk_pages(
     count_tokens = _bounded_by_length(count_tokens)
     text = document_text(pages)
     page_starts, page_numbers = _page_offsets(pages)
-    structured = any(page.blocks for page in pages)
-    # A structured format states its headings; a PDF's are found in its text.
+    # A structured format states its headings and paragraphs; a PDF's headings are found in its
+    # text (a PDF page's only blocks are its tables, rag_ingest.ingest.pdf_tables).
+    structured = any(block.kind is not BlockKind.TABLE for page in pages for block in page.blocks)
+    tables = _table_spans(pages, page_starts)
     headings = _stated_headings(pages, page_starts, text) if structured else detect_headings(text)
+    if tables and not structured:  # a table's row (a one-cell section label) is not a heading
+        headings = [h for h in headings if not any(start <= h.start < end for start, end in tables)]
     paragraph_starts, paragraph_numbers = _paragraph_numbers(pages, page_starts) if structured else ([], [])
-    tables = _table_spans(pages, page_starts) if structured else set()
     units = _units(text, page_starts, headings, tables, count_tokens=count_tokens, limit=target_tokens)
     paragraph_tokens = _paragraph_tokens_from(units)
 

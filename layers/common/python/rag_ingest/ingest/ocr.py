@@ -39,6 +39,9 @@ class OcrResult:
 
     text: str
     confidence: float
+    #: Tables the engine found (Textract's TABLES): rows of cells, the header row first, each
+    #: table's words also in ``text`` (parse places them there, as for the text layer's tables).
+    tables: tuple[list[list[str]], ...] = ()
 
 
 class OcrPageError(Exception):
