@@ -110,3 +110,20 @@ def test_a_pdf_table_longer_than_a_chunk_is_cut_between_rows_each_piece_under_th
         assert all(line == header or line in rows for line in lines)  # no row is cut
     # Every row is indexed, in some chunk.
     assert {line for chunk in table_chunks for line in chunk.text.split("\n")} >= set(rows)
+
+
+def test_a_table_opens_its_own_chunk_with_its_caption_and_takes_no_overlap() -> None:
+    from rag_ingest.core.tokens import count_tokens
+
+    [chunk_before, table_chunk, *_] = chunk_pages(
+        _parse("zen-google-docs.pdf"), count_tokens=count_tokens, target_tokens=300, overlap_tokens=60
+    )
+    assert "Namespaces are one honking great idea" in chunk_before.text and "Jakarta" not in chunk_before.text
+    assert table_chunk.text.startswith("| Indonesia") and "Namespaces" not in table_chunk.text
+
+    body = "Name | Size\nalpha | 12\nbeta | 7"
+    text = "A first paragraph of prose that fills the chunk enough to end it.\n\nTable 2: Sizes\n\n" + body
+    start = text.index(body)
+    page = PageText(page_number=1, text=text, blocks=[TextBlock(start=start, end=len(text), kind=BlockKind.TABLE)])
+    chunks = chunk_pages([page], count_tokens=lambda t: len(t.split()), target_tokens=40, overlap_tokens=10)
+    assert [chunk.text for chunk in chunks][-1] == "Table 2: Sizes\n\n" + body

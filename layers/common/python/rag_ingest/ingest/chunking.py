@@ -40,9 +40,10 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rag_ingest.core.models import BlockKind, Chunk, PageText, section_paragraphs
+from rag_ingest.ingest.structure import TABLE_CAPTION
 
 PAGE_SEPARATOR = "\n\n"
 #: A chunk this full (fraction of the target) ends early rather than split the next paragraph.
@@ -111,6 +112,9 @@ class _Unit:
     # A table row after the header row: the header's (start, end), repeated at the top of a chunk
     # that starts at this row.
     table_header: tuple[int, int] | None = None
+    # A table's first unit (its caption, else its header row) or the first unit after a table: a
+    # chunk HEADING_BREAK_MIN_FILL full ends before it, and the next chunk takes no overlap.
+    table_bound: bool = False
 
 
 def document_text(pages: Sequence[PageText]) -> str:
@@ -162,7 +166,7 @@ def chunk_pages(
             if total + unit.tokens > target_tokens:
                 break
             if (
-                unit.is_heading
+                (unit.is_heading or unit.table_bound)
                 and end > first_new
                 and total >= target_tokens * HEADING_BREAK_MIN_FILL
                 and not all(units[index].is_heading for index in range(first, end))
@@ -255,8 +259,8 @@ def _overlap_start(units: list[_Unit], first: int, end: int, *, overlap_tokens: 
     start = end
     overlap = 0
     next_tokens = units[end].tokens
-    if units[end].is_heading:
-        return start  # the next chunk opens a section: no text of the previous one
+    if units[end].is_heading or units[end].table_bound:
+        return start  # the next chunk opens a section or a table, or follows one: no text of the previous one
     while start - 1 > first:
         candidate = overlap + units[start - 1].tokens
         if candidate > overlap_tokens or candidate + next_tokens > target_tokens:
@@ -338,6 +342,8 @@ def _units(
     heading_at = {heading.start: heading for heading in headings}
     heading_bounds = sorted({heading.start for heading in headings} | {heading.end for heading in headings})
     path: list[Heading] = []
+    after_table = -1  # len(units) right after the last table's rows
+    pending_bound = False
     page_bounds = [*page_starts[1:], len(text) + len(PAGE_SEPARATOR)]
     for page_start, next_page_start in zip(page_starts, page_bounds, strict=True):
         page_end = next_page_start - len(PAGE_SEPARATOR)
@@ -352,12 +358,19 @@ def _units(
                     )
                     continue
             if (paragraph_start, paragraph_end) in tables:
-                units.extend(
-                    _table_units(
-                        text, paragraph_start, paragraph_end, _titles(path), _anchor(path), count_tokens, limit
-                    )
+                table = _table_units(
+                    text, paragraph_start, paragraph_end, _titles(path), _anchor(path), count_tokens, limit
                 )
+                caption = _caption_unit(text, units)
+                if caption is not None:
+                    units[caption] = replace(units[caption], table_bound=True)
+                elif table:
+                    table[0] = replace(table[0], table_bound=True)
+                units.extend(table)
+                after_table = len(units)
                 continue
+            if after_table == len(units) and units:
+                pending_bound = True
             starts_paragraph = True
             for sentence_start, sentence_end in _sentence_spans(text, paragraph_start, paragraph_end):
                 tokens = count_tokens(text[sentence_start:sentence_end])
@@ -367,9 +380,31 @@ def _units(
                     pieces = _split_oversized(text, sentence_start, sentence_end, count_tokens, limit)
                 titles, anchor = _titles(path), _anchor(path)
                 for piece_start, piece_end, piece_tokens in pieces:
-                    units.append(_Unit(piece_start, piece_end, piece_tokens, starts_paragraph, False, titles, anchor))
-                    starts_paragraph = False
+                    units.append(
+                        _Unit(
+                            piece_start,
+                            piece_end,
+                            piece_tokens,
+                            starts_paragraph,
+                            False,
+                            titles,
+                            anchor,
+                            table_bound=pending_bound,
+                        )
+                    )
+                    starts_paragraph = pending_bound = False
     return units
+
+
+def _caption_unit(text: str, units: list[_Unit]) -> int | None:
+    """The index of the first unit of the paragraph just before a table when it is the table's
+    caption ("Table 3: ..."), else None."""
+    index = len(units) - 1
+    while index >= 0 and not units[index].starts_paragraph:
+        index -= 1
+    if index < 0 or units[index].is_heading or units[index].table_header is not None:
+        return None
+    return index if TABLE_CAPTION.match(text, units[index].start) else None
 
 
 def _titles(path: Sequence[Heading]) -> tuple[str, ...]:

@@ -36,7 +36,7 @@ from typing import Any
 
 from rag_ingest.core.logs import logger
 from rag_ingest.core.models import BlockKind, TextBlock
-from rag_ingest.ingest.structure import table_text
+from rag_ingest.ingest.structure import TABLE_CAPTION, table_text
 
 #: A table: rows of cells, the first row its header.
 TableRows = list[list[str]]
@@ -57,7 +57,6 @@ MIN_FULL_ROW_SHARE = 0.5
 #: lines found must hold this share of the table's words.
 LINE_MATCH_SHARE = 0.6
 TABLE_MATCH_SHARE = 0.6
-CAPTION = re.compile(r"^(?:Table|Tab\.)\s*[A-Z]?[\dIVXL]+(?:[.\-]\d+)*\s*(?:[:.\u2013\u2014-]|$)", re.IGNORECASE)
 _WORD = re.compile(r"\w+")
 _LIGATURES = str.maketrans({"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl"})
 
@@ -291,7 +290,7 @@ def place_tables(text: str, tables: Sequence[TableRows]) -> tuple[str, list[Text
         first, last = run
         caption = None
         for index in (*_nearby(lines, first, -1), *_nearby(lines, last, 1)):
-            if index not in taken and CAPTION.match(lines[index].strip()):
+            if index not in taken and TABLE_CAPTION.match(lines[index].strip()):
                 caption = lines[index].strip()
                 taken.add(index)
                 if index == first - 1:
