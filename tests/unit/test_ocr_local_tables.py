@@ -1,0 +1,36 @@
+"""Tables in Tesseract's layout (rag_ingest.ingest.ocr_local.tesseract_tables), on Tesseract 5.3's TSV
+output recorded for real corpus pages rendered at the OCR resolution (200 dpi): the ruled table of
+zen-google-docs.pdf is found, rows under their header; a table of contents with dot leaders
+(r-intro.pdf p3) and a two-column newsletter page (ltnews35.pdf p2) are not tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rag_ingest.core.models import BlockKind, PageText
+from rag_ingest.ingest.ocr_local import tesseract_tsv_result
+from rag_ingest.ingest.pdf import clean_page_texts
+from rag_ingest.ingest.pdf_tables import place_tables
+
+pytestmark = pytest.mark.unit
+RECORDED = Path(__file__).parent / "tesseract_tsv"
+
+
+def test_a_ruled_table_in_a_scan_becomes_rows_under_its_header() -> None:
+    result = tesseract_tsv_result((RECORDED / "zen-google-docs-p1.tsv").read_text())
+    [table] = result.tables
+    assert table[0][1:] == ["Indonesia", "Germany", "Austria", "France", "Vatican"]
+    assert table[2] == ["Capital", "Jakarta", "Berlin", "Vienna", "Paris", "Vatican City"]
+    text, blocks = place_tables(result.text, list(result.tables))
+    [page] = clean_page_texts([PageText(page_number=1, text=text, blocks=blocks)])
+    [block] = page.blocks
+    assert block.kind is BlockKind.TABLE
+    assert "Capital | Jakarta | Berlin | Vienna | Paris | Vatican City" in page.text[block.start : block.end]
+    assert page.text.count("Jakarta") == 1
+
+
+@pytest.mark.parametrize("name", ["r-intro-p3.tsv", "ltnews35-p2.tsv"])
+def test_a_table_of_contents_and_a_two_column_page_are_not_tables(name: str) -> None:
+    result = tesseract_tsv_result((RECORDED / name).read_text())
+    assert result.text and result.tables == ()
