@@ -12,7 +12,7 @@ import pytest
 from rag_ingest.core.models import BlockKind, PageText, TextBlock
 from rag_ingest.ingest.chunking import chunk_pages
 from rag_ingest.ingest.pdf import clean_page_texts, parse_pdf
-from rag_ingest.ingest.pdf_tables import find_page_tables, place_tables
+from rag_ingest.ingest.pdf_tables import candidate_pages, find_page_tables, place_tables
 from rag_ingest.ingest.structure import table_text
 
 pytestmark = pytest.mark.unit
@@ -127,3 +127,14 @@ def test_a_table_opens_its_own_chunk_with_its_caption_and_takes_no_overlap() -> 
     page = PageText(page_number=1, text=text, blocks=[TextBlock(start=start, end=len(text), kind=BlockKind.TABLE)])
     chunks = chunk_pages([page], count_tokens=lambda t: len(t.split()), target_tokens=40, overlap_tokens=10)
     assert [chunk.text for chunk in chunks][-1] == "Table 2: Sizes\n\n" + body
+
+
+def test_the_pre_check_passes_grids_and_skips_framed_and_stacked_boxes() -> None:
+    def candidates(name: str, pages: list[int]) -> list[int]:
+        return candidate_pages((CORPUS / name).read_bytes(), pages)
+
+    assert candidates("zen-google-docs.pdf", [1]) == [1]
+    assert candidates("sil-padauk-features.pdf", [1, 2, 3, 4]) == [2, 3, 4]
+    assert candidates("latex-usrguide.pdf", [8, 11, 12]) == []  # framed command signatures
+    assert candidates("why3-manual.pdf", [16, 17]) == []  # stacked boxes of code: one column
+    assert candidates("r-intro.pdf", list(range(1, 31))) == []  # prose, code and contents only

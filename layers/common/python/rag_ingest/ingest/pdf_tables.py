@@ -2,9 +2,9 @@
 
 Finding (text layer). pdfplumber's table finder, "lines" strategy: a table is a grid of ruling
 lines (drawn lines and the edges of rectangles) whose cells hold text. It runs only on pages that
-pass a cheap pre-check over pdfium's page objects (:func:`ruled_page`: at least three horizontal
-and three vertical ruling edges, about a millisecond a page), so a long document of prose pays
-nothing but that check. A grid is kept as a table only when it has at least two rows and two
+pass a cheap pre-check over pdfium's path objects (:func:`ruled_page`: ruling edges crossing into
+a grid of at least two rows of two cells, a few milliseconds a page), so a long document of prose
+pays nothing but that check. A grid is kept as a table only when it has at least two rows and two
 columns, most of its cells exist (merged cells are few) and hold a short text, and its header
 row is filled (:func:`keep_table`): framed code listings (one column), diagrams drawn with
 boxes (cells of twenty lines, most cells merged or empty) and empty forms are not tables.
@@ -41,11 +41,14 @@ from rag_ingest.ingest.structure import TABLE_CAPTION, table_text
 #: A table: rows of cells, the first row its header.
 TableRows = list[list[str]]
 
-#: The pre-check: a page with fewer ruling edges in either direction holds no ruled table.
+#: The pre-check: a grid has at least this many crossing ruling edges in each direction.
 MIN_RULING_EDGES = 3
-#: An edge thinner than this (points) is a ruling line; one longer than ``_MIN_RULE_LENGTH`` counts.
+#: A segment at least ``_MIN_RULE_LENGTH`` points long is a ruling edge; two edges cross when they
+#: meet within ``_RULE_THICKNESS``. Paths of more segments than ``_MAX_PATH_SEGMENTS`` are drawings.
 _RULE_THICKNESS = 3.0
 _MIN_RULE_LENGTH = 8.0
+_MAX_PATH_SEGMENTS = 2000
+_MAX_CROSSING_TESTS = 250_000
 #: keep_table: share of the grid's cells that must exist (not covered by a merged cell) and, of
 #: those, hold text; the header row's share of filled cells; the longest cell, in lines.
 MIN_CELL_SHARE = 0.6
@@ -70,26 +73,76 @@ class PdfTable:
 
 
 def ruled_page(page: Any) -> bool:
-    """Whether a pdfium page (``pypdfium2.PdfPage``) draws enough ruling edges, both ways, to hold a
-    ruled table. Counts thin path objects as one edge each and a path with a box's extent as its
-    segments (a rectangle's four sides, a grid drawn as one path)."""
+    """Whether a pdfium page (``pypdfium2.PdfPage``) draws a grid: ruling edges (straight horizontal
+    and vertical segments of its paths, a rectangle's four sides included) that cross one another
+    into a connected set with horizontal edges at three heights and vertical ones at three places at
+    least, the fewest that make two rows of two cells. A framed box, stacked boxes (one column),
+    separate boxes or a rule under a heading is no grid."""
+    horizontal, vertical = _ruling_edges(page)
+    if len(horizontal) < MIN_RULING_EDGES or len(vertical) < MIN_RULING_EDGES:
+        return False
+    if len(horizontal) * len(vertical) > _MAX_CROSSING_TESTS:
+        return True  # a dense drawing: pdfplumber decides, within the page's time budget
+    parent = list(range(len(horizontal) + len(vertical)))
+
+    def root(node: int) -> int:
+        while parent[node] != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    tolerance = _RULE_THICKNESS
+    for h, (y, x0, x1) in enumerate(horizontal):
+        for v, (x, y0, y1) in enumerate(vertical, start=len(horizontal)):
+            if x0 - tolerance <= x <= x1 + tolerance and y0 - tolerance <= y <= y1 + tolerance:
+                parent[root(h)] = root(v)
+    # Per connected set: the distinct heights of its horizontal edges and places of its vertical ones
+    # (stacked boxes share two vertical places: one column, no table).
+    places: dict[int, tuple[set[int], set[int]]] = {}
+    for node, (position, _low, _high) in enumerate([*horizontal, *vertical]):
+        places.setdefault(root(node), (set(), set()))[node >= len(horizontal)].add(round(position / tolerance))
+    return any(len(ys) >= MIN_RULING_EDGES and len(xs) >= MIN_RULING_EDGES for ys, xs in places.values())
+
+
+def _ruling_edges(page: Any) -> tuple[list[tuple[float, float, float]], list[tuple[float, float, float]]]:
+    """The page's horizontal edges (y, x0, x1) and vertical edges (x, y0, y1): straight segments of
+    its path objects at least ``_MIN_RULE_LENGTH`` long, in page space."""
+    import ctypes
+
     import pypdfium2.raw as pdfium_c
 
-    horizontal = vertical = 0
+    horizontal: list[tuple[float, float, float]] = []
+    vertical: list[tuple[float, float, float]] = []
+
+    def add(a: tuple[float, float], b: tuple[float, float]) -> None:
+        (ax, ay), (bx, by) = a, b
+        if abs(ay - by) < 1 and abs(ax - bx) >= _MIN_RULE_LENGTH:
+            horizontal.append(((ay + by) / 2, min(ax, bx), max(ax, bx)))
+        elif abs(ax - bx) < 1 and abs(ay - by) >= _MIN_RULE_LENGTH:
+            vertical.append(((ax + bx) / 2, min(ay, by), max(ay, by)))
+
+    x, y = ctypes.c_float(), ctypes.c_float()
     for obj in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_PATH], max_depth=3):
-        left, bottom, right, top = obj.get_bounds()
-        width, height = right - left, top - bottom
-        if height < _RULE_THICKNESS and width >= _MIN_RULE_LENGTH:
-            horizontal += 1
-        elif width < _RULE_THICKNESS and height >= _MIN_RULE_LENGTH:
-            vertical += 1
-        elif width >= _MIN_RULE_LENGTH and height >= _MIN_RULE_LENGTH:
-            sides = max(pdfium_c.FPDFPath_CountSegments(obj.raw), 4) // 2
-            horizontal += sides
-            vertical += sides
-        if horizontal >= MIN_RULING_EDGES and vertical >= MIN_RULING_EDGES:
-            return True
-    return False
+        count = pdfium_c.FPDFPath_CountSegments(obj.raw)
+        if count > _MAX_PATH_SEGMENTS:
+            continue  # a drawing (a map, a plot), not a table's rules
+        matrix = obj.get_matrix()
+        start = previous = None
+        for index in range(count):
+            segment = pdfium_c.FPDFPath_GetPathSegment(obj.raw, index)
+            if not pdfium_c.FPDFPathSegment_GetPoint(segment, ctypes.byref(x), ctypes.byref(y)):
+                continue
+            point = matrix.on_point(x.value, y.value)
+            kind = pdfium_c.FPDFPathSegment_GetType(segment)
+            if kind == pdfium_c.FPDF_SEGMENT_MOVETO:
+                start = point
+            elif kind == pdfium_c.FPDF_SEGMENT_LINETO and previous is not None:
+                add(previous, point)
+            previous = point
+            if pdfium_c.FPDFPathSegment_GetClose(segment) and start is not None:
+                add(point, start)
+                previous = start
+    return horizontal, vertical
 
 
 def candidate_pages(data: bytes, page_numbers: Sequence[int]) -> list[int]:
