@@ -41,6 +41,11 @@ evidence from every page:
 Text is extracted in pypdf's plain mode (content-stream order), which keeps the columns of a
 two-column page apart, left column first; layout mode would interleave them line by line.
 
+Tables (:mod:`rag_ingest.ingest.pdf_tables`): a page's ruled tables, and the tables an OCR engine
+found, replace the loose lines of their cells in that text as TABLE blocks of the page (rows under
+their header); cleanup (:func:`clean_page_texts`) keeps their rows whole. ``tables=False`` is the
+ablation's switch.
+
 Budgets (:class:`ParseBudget`): a hostile PDF must cost seconds, never the function's timeout.
 Each page gets a time budget (enforced by an interval timer that interrupts the extraction, in
 the main thread, as a Lambda handler runs; elsewhere checked after the page), a budget of
