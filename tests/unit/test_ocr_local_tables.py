@@ -1,7 +1,9 @@
 """Tables in Tesseract's layout (rag_ingest.ingest.ocr_local.tesseract_tables), on Tesseract 5.3's TSV
-output recorded for real corpus pages rendered at the OCR resolution (200 dpi): the ruled table of
-zen-google-docs.pdf is found, rows under their header; a table of contents with dot leaders
-(r-intro.pdf p3) and a two-column newsletter page (ltnews35.pdf p2) are not tables."""
+output recorded for real corpus pages rendered at the OCR resolution (200 dpi), clean or as the eval's
+desk-scanned variant (eval/scans/variant.py): the ruled table of zen-google-docs.pdf and the rule-less
+table of mnras-guide.pdf p4 are found, rows under their header; a table of contents with dot leaders
+(r-intro.pdf p3, clean; cfitsio-quick.pdf p1, desk-scanned, its leaders read as noise) and a
+two-column newsletter page (ltnews35.pdf p2) are not tables."""
 
 from __future__ import annotations
 
@@ -30,7 +32,14 @@ def test_a_ruled_table_in_a_scan_becomes_rows_under_its_header() -> None:
     assert page.text.count("Jakarta") == 1
 
 
-@pytest.mark.parametrize("name", ["r-intro-p3.tsv", "ltnews35-p2.tsv"])
+def test_a_table_without_rules_in_a_desk_scan_is_found() -> None:
+    result = tesseract_tsv_result((RECORDED / "mnras-guide-p4-desk-scan.tsv").read_text())
+    symbols = result.tables[0]
+    assert symbols[0] == ["Command", "Output", "Meaning"]
+    assert ["\\upartial", "a", "upright partial derivative"] in symbols
+
+
+@pytest.mark.parametrize("name", ["r-intro-p3.tsv", "ltnews35-p2.tsv", "cfitsio-quick-p1-desk-scan.tsv"])
 def test_a_table_of_contents_and_a_two_column_page_are_not_tables(name: str) -> None:
     result = tesseract_tsv_result((RECORDED / name).read_text())
     assert result.text and result.tables == ()
