@@ -10,7 +10,8 @@ the contextual text (title and heading path before the text, BM25-indexed as shi
 without the title, or embedded too), or the tuned fusion (back to unweighted RRF with the paper's
 constant, 60), or table handling (off: a PDF table's cells stay loose lines). Questions marked
 ``"table": true`` (answers in a table's cells) get a table of their own. ``--only TEXT`` runs the
-shipped configuration and the variants named with TEXT (``--only tables``). Every variant's
+shipped configuration and the variants named with TEXT (``--only tables``); ``--scanned`` runs them
+on the split's scanned variant (``eval.scans.variant``, Tesseract in process). Every variant's
 chunks are embedded once per distinct text.
 """
 
@@ -93,11 +94,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="TEXT",
         help="run only the shipped configuration and the variants whose name contains TEXT (repeatable)",
     )
+    parser.add_argument(
+        "--scanned",
+        action="store_true",
+        help="on the split's scanned variant, its scanned pages read by Tesseract (eval.scans.variant)",
+    )
     args = parser.parse_args(argv)
     endpoint = os.environ.get("OPENSEARCH_URL", "").strip() or DEFAULT_OPENSEARCH
     corpus = split_corpus(args.split, load_splits(), load_questions())
     embedder = MemoEmbedder(create_embedder("local", LOCAL_MODEL_ID, MINILM_DIMENSION), EMBEDDINGS_CACHE)
-    print(f"ablation on the {corpus.name} split: {len(corpus.pdfs)} documents, {len(corpus.questions)} questions")
+    pdfs, ocr = list(corpus.pdfs), None
+    if args.scanned:
+        from rag_ingest.ingest.ocr import PageOcr
+        from rag_ingest.ingest.ocr_local import local_engine
+
+        from eval.scans.variant import build_scanned_corpus
+
+        variants_of = build_scanned_corpus(corpus.pdfs, corpus.questions)
+        pdfs, ocr = [variants_of[pdf] for pdf in corpus.pdfs], PageOcr(local_engine())
+    print(
+        f"ablation on the {corpus.name} split{' (scanned variant)' if ocr else ''}: {len(pdfs)} documents, "
+        f"{len(corpus.questions)} questions"
+    )
     table_questions = [question for question in corpus.questions if question.table]
     results: list[tuple[str, dict[SearchMode, Scores]]] = []
     table_results: list[tuple[str, dict[SearchMode, Scores]]] = []
@@ -110,13 +128,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             rules=variant.rules,
             with_title=variant.with_title,
             tables=variant.tables,
+            ocr=ocr,
         )
         index = in_process_index(
             endpoint,
             embedder,
             name_prefix=f"rag-eval-ablation-{corpus.name}",
             chunker=chunker,
-            pdfs=corpus.pdfs,
+            pdfs=pdfs,
             fusion=variant.fusion,
             embed_context=variant.embed_context,
             context_line=variant.context_line,
