@@ -43,3 +43,10 @@ def test_a_table_without_rules_in_a_desk_scan_is_found() -> None:
 def test_a_table_of_contents_and_a_two_column_page_are_not_tables(name: str) -> None:
     result = tesseract_tsv_result((RECORDED / name).read_text())
     assert result.text and result.tables == ()
+
+
+def test_a_cell_wrapped_over_two_lines_makes_two_rows() -> None:
+    """The shortfall docs/ocr.md names: Tesseract's rows are printed lines, not table rows."""
+    [table] = tesseract_tsv_result((RECORDED / "sil-padauk-features-p4.tsv").read_text()).tables
+    assert table[0][:2] == ["Feature Name", "Graphite"] and table[1][1] == "Feature ID"
+    assert table[2][0] == "Variant tta" and table[3][0] == "(U+100B)"
