@@ -8,7 +8,11 @@ the shipped configuration with one thing switched: a cleanup rule of
 ``rag_ingest.ingest.pdf.CleanupRules`` (off, or on for a rule that does not ship), all of the cleanup,
 the contextual text (title and heading path before the text, BM25-indexed as shipped: off,
 without the title, or embedded too), or the tuned fusion (back to unweighted RRF with the paper's
-constant, 60). Every variant's chunks are embedded once per distinct text.
+constant, 60), or table handling (off: a PDF table's cells stay loose lines). Questions marked
+``"table": true`` (answers in a table's cells) get a table of their own. ``--only TEXT`` runs the
+shipped configuration and the variants named with TEXT (``--only tables``); ``--scanned`` runs them
+on the split's scanned variant (``eval.scans.variant``, Tesseract in process). Every variant's
+chunks are embedded once per distinct text.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ DEFAULT_OPENSEARCH = "http://127.0.0.1:9200"
 #: What search did before issue 14: unweighted RRF with the paper's constant.
 UNTUNED_FUSION = FusionSettings(bm25_weight=1.0, knn_weight=1.0, rank_constant=60)
 MODES = (SearchMode.KNN, SearchMode.BM25, SearchMode.HYBRID)
+NO_TABLES = "tables: none (cells as loose lines)"
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,7 @@ class Variant:
     with_title: bool = True
     embed_context: bool = False
     fusion: FusionSettings = DEFAULT_FUSION
+    tables: bool = True  # tables as TABLE blocks (rag_ingest.ingest.pdf_tables); off: loose lines of cells
 
 
 def variants() -> list[Variant]:
@@ -65,6 +71,7 @@ def variants() -> list[Variant]:
         Variant("BM25 on the text alone (no contextual text)", context_line=False),
         Variant("contextual text in BM25, without the title", context_line=True, with_title=False),
         Variant("contextual text in BM25 and embedded", context_line=True, embed_context=True),
+        Variant(NO_TABLES, tables=False),
         *(_switched(rule) for rule in (field.name for field in fields(CleanupRules))),
         Variant("cleanup: none at all", rules=no_cleanup),
     ]
@@ -80,42 +87,79 @@ def _switched(rule: str) -> Variant:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--split", choices=SPLITS, default="test")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="run only the shipped configuration and the variants whose name contains TEXT (repeatable)",
+    )
+    parser.add_argument(
+        "--scanned",
+        action="store_true",
+        help="on the split's scanned variant, its scanned pages read by Tesseract (eval.scans.variant)",
+    )
     args = parser.parse_args(argv)
     endpoint = os.environ.get("OPENSEARCH_URL", "").strip() or DEFAULT_OPENSEARCH
     corpus = split_corpus(args.split, load_splits(), load_questions())
     embedder = MemoEmbedder(create_embedder("local", LOCAL_MODEL_ID, MINILM_DIMENSION), EMBEDDINGS_CACHE)
-    print(f"ablation on the {corpus.name} split: {len(corpus.pdfs)} documents, {len(corpus.questions)} questions")
+    pdfs, ocr = list(corpus.pdfs), None
+    if args.scanned:
+        from rag_ingest.ingest.ocr import PageOcr
+        from rag_ingest.ingest.ocr_local import local_engine
+
+        from eval.scans.variant import build_scanned_corpus
+
+        variants_of = build_scanned_corpus(corpus.pdfs, corpus.questions)
+        pdfs, ocr = [variants_of[pdf] for pdf in corpus.pdfs], PageOcr(local_engine())
+    print(
+        f"ablation on the {corpus.name} split{' (scanned variant)' if ocr else ''}: {len(pdfs)} documents, "
+        f"{len(corpus.questions)} questions"
+    )
+    table_questions = [question for question in corpus.questions if question.table]
     results: list[tuple[str, dict[SearchMode, Scores]]] = []
-    for variant in variants():
+    table_results: list[tuple[str, dict[SearchMode, Scores]]] = []
+    chosen = [v for v in variants() if v.name == "shipped" or not args.only or any(t in v.name for t in args.only)]
+    for variant in chosen:
         chunker = partial(
             pipeline_chunks,
             chunk_tokens=300,
             overlap_tokens=60,
             rules=variant.rules,
             with_title=variant.with_title,
+            tables=variant.tables,
+            ocr=ocr,
         )
         index = in_process_index(
             endpoint,
             embedder,
             name_prefix=f"rag-eval-ablation-{corpus.name}",
             chunker=chunker,
-            pdfs=corpus.pdfs,
+            pdfs=pdfs,
             fusion=variant.fusion,
             embed_context=variant.embed_context,
             context_line=variant.context_line,
         )
         with index as opened:
-            by_mode = {
-                mode: score(corpus.questions, run_questions(corpus.questions, partial(opened.search, mode=mode)))
-                for mode in MODES
-            }
+            runs = {mode: run_questions(corpus.questions, partial(opened.search, mode=mode)) for mode in MODES}
+        by_mode = {mode: score(corpus.questions, ranked) for mode, ranked in runs.items()}
         results.append((variant.name, by_mode))
+        if table_questions:
+            table_results.append(
+                (variant.name, {mode: score(table_questions, ranked) for mode, ranked in runs.items()})
+            )
         print(f"  {table_row(variant.name, by_mode)}", flush=True)
 
     print(f"\n| {corpus.name} split | k-NN MRR | BM25 MRR | hybrid R@1 | hybrid R@5 | hybrid MRR |")
     print("|---|---|---|---|---|---|")
     for name, by_mode in results:
         print(table_row(name, by_mode))
+    if table_results:
+        heading = f"{corpus.name} split, {len(table_questions)} table questions"
+        print(f"\n| {heading} | k-NN MRR | BM25 MRR | hybrid R@1 | hybrid R@5 | hybrid MRR |")
+        print("|---|---|---|---|---|---|")
+        for name, by_mode in table_results:
+            print(table_row(name, by_mode))
     return 0
 
 

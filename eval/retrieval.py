@@ -19,14 +19,14 @@ from functools import cache
 from pathlib import Path
 
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
-from rag_ingest.core.models import Chunk, PageText, SearchHit
+from rag_ingest.core.models import Chunk, SearchHit
 from rag_ingest.core.ports import Reranker
 from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE, document_title, indexed_text
 from rag_ingest.core.tokens import count_tokens, load_tokenizer
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.ingest.chunking import chunk_pages, document_text
 from rag_ingest.ingest.ocr import PageOcr
-from rag_ingest.ingest.pdf import SHIPPED_CLEANUP_RULES, CleanupRules, clean_pages, parse_pdf
+from rag_ingest.ingest.pdf import SHIPPED_CLEANUP_RULES, CleanupRules, clean_page_texts, parse_pdf
 from rag_ingest.retrieval.search import DEFAULT_FUSION, FusionSettings, SearchMode, search_passages
 from tokenizers import Tokenizer
 
@@ -55,6 +55,7 @@ class Question:
     document: str  # file name in the corpus
     page: int  # 1-based page of the PDF that answers it
     question: str
+    table: bool = False  # its answer sits in a table's cells (issue 29)
 
 
 @dataclass(frozen=True)
@@ -136,14 +137,15 @@ def pipeline_chunks(
     rules: CleanupRules = SHIPPED_CLEANUP_RULES,
     with_title: bool = True,
     ocr: PageOcr | None = None,
+    tables: bool = True,
 ) -> list[Chunk]:
     """What the Parse and Chunk stages make of a PDF (cleanup, headings, token-aware chunks, the
     document's title on each chunk). ``rules`` and ``with_title`` are for the ablation:
     ``with_title=False`` leaves the title out of the contextual text but keeps the heading path.
-    ``ocr`` reads the pages without a text layer, as Parse does (the scanned variant)."""
-    parsed = parse_pdf(pdf.read_bytes(), max_bytes=MAX_BYTES, max_pages=MAX_PAGES, clean=False, ocr=ocr)
-    texts = clean_pages([page.text for page in parsed.pages], rules)
-    pages = [PageText(page_number=page.page_number, text=text) for page, text in zip(parsed.pages, texts, strict=True)]
+    ``ocr`` reads the pages without a text layer, as Parse does (the scanned variant). ``tables``
+    off leaves a table's cells as loose lines (the ablation's switch)."""
+    parsed = parse_pdf(pdf.read_bytes(), max_bytes=MAX_BYTES, max_pages=MAX_PAGES, clean=False, ocr=ocr, tables=tables)
+    pages = clean_page_texts(parsed.pages, rules)
     chunks = chunk_pages(pages, count_tokens=count_tokens, target_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
     title = document_title(parsed.metadata_title, pdf.name) if with_title else ""
     return [chunk.model_copy(update={"document_title": title}) for chunk in chunks]

@@ -103,8 +103,11 @@ class TextractEngine:
 
     name = "textract"
 
-    def __init__(self, client: Any | None = None, *, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, client: Any | None = None, *, environ: Mapping[str, str] | None = None, tables: bool = False
+    ) -> None:
         self._client = client if client is not None else aws.client(SERVICE)
+        self._tables = tables
         self.unavailable_reason = unavailable_reason(self._client, environ)
         if self.unavailable_reason is not None:
             logger.warning(
@@ -120,7 +123,13 @@ class TextractEngine:
         if self.unavailable_reason is not None:
             raise OcrUnavailableError(self.unavailable_reason)
         try:
-            response = self._client.detect_document_text(Document={"Bytes": png})
+            if self._tables:
+                # AnalyzeDocument with FeatureTypes=["TABLES"] returns the LINE blocks DetectDocumentText
+                # does, plus TABLE, CELL and MERGED_CELL blocks (Textract developer guide, "Tables";
+                # API reference, AnalyzeDocument and Block). Priced per page at ten times DetectDocumentText.
+                response = self._client.analyze_document(Document={"Bytes": png}, FeatureTypes=["TABLES"])
+            else:
+                response = self._client.detect_document_text(Document={"Bytes": png})
         except ClientError as error:
             code = aws.error_code(error)
             if code in PAGE_FAILURE_CODES:
@@ -134,10 +143,11 @@ class TextractEngine:
 
 
 def textract_result(response: dict[str, Any]) -> OcrResult:
-    """The LINE blocks in Textract's reading order, their mean confidence (0..1), and the WORD
-    blocks with their boxes: ``Geometry.BoundingBox`` is already in fractions of the image from
-    its top-left corner (https://docs.aws.amazon.com/textract/latest/APIReference/API_BoundingBox.html),
-    and the image is the page as displayed (pdfium renders it rotated)."""
+    """The LINE blocks in Textract's reading order, their mean confidence (0..1), the WORD blocks
+    with their boxes, and the tables of an AnalyzeDocument response (:func:`textract_tables`).
+    ``Geometry.BoundingBox`` is already in fractions of the image from its top-left corner
+    (https://docs.aws.amazon.com/textract/latest/APIReference/API_BoundingBox.html), and the image
+    is the page as displayed (pdfium renders it rotated)."""
     blocks = response.get("Blocks", [])
     lines = [block for block in blocks if block.get("BlockType") == "LINE"]
     text = "\n".join(str(block.get("Text", "")) for block in lines)
@@ -146,7 +156,9 @@ def textract_result(response: dict[str, Any]) -> OcrResult:
     words = tuple(
         word for block in blocks if block.get("BlockType") == "WORD" and (word := _placed_word(block)) is not None
     )
-    return OcrResult(text=text, confidence=round(min(confidence, 1.0), 4), words=words)
+    return OcrResult(
+        text=text, confidence=round(min(confidence, 1.0), 4), words=words, tables=textract_tables(response)
+    )
 
 
 def _placed_word(block: Mapping[str, Any]) -> PlacedWord | None:
@@ -156,3 +168,50 @@ def _placed_word(block: Mapping[str, Any]) -> PlacedWord | None:
         return None
     left, top = float(box.get("Left", 0.0)), float(box.get("Top", 0.0))
     return PlacedWord(text, left, top, left + float(box.get("Width", 0.0)), top + float(box.get("Height", 0.0)))
+
+
+def _children(block: dict[str, Any], kind: str = "CHILD") -> list[str]:
+    return [
+        child
+        for relation in block.get("Relationships", [])
+        if relation.get("Type") == kind
+        for child in relation.get("Ids", [])
+    ]
+
+
+def textract_tables(response: dict[str, Any]) -> tuple[list[list[str]], ...]:
+    """Each TABLE block as rows of cell texts (row 1, Textract's first, is the header), in the
+    response's order. A CELL's text is its WORD children's; a MERGED_CELL's text (its CELL
+    children's, in order) fills every position it spans, so each row reads whole. Empty rows go."""
+    blocks = {block["Id"]: block for block in response.get("Blocks", []) if "Id" in block}
+
+    def words(cell: dict[str, Any]) -> str:
+        return " ".join(
+            str(blocks[child].get("Text", ""))
+            for child in _children(cell)
+            if child in blocks and blocks[child].get("BlockType") == "WORD"
+        )
+
+    tables: list[list[list[str]]] = []
+    for table in (block for block in blocks.values() if block.get("BlockType") == "TABLE"):
+        grid: dict[tuple[int, int], str] = {}
+        for child in _children(table):
+            cell = blocks.get(child)
+            if cell is not None and cell.get("BlockType") == "CELL":
+                grid[(int(cell.get("RowIndex", 1)), int(cell.get("ColumnIndex", 1)))] = words(cell)
+        for child in _children(table, "MERGED_CELL"):
+            merged = blocks.get(child)
+            if merged is None:
+                continue
+            text = " ".join(words(blocks[cell]) for cell in _children(merged) if cell in blocks).strip()
+            row, column = int(merged.get("RowIndex", 1)), int(merged.get("ColumnIndex", 1))
+            for r in range(row, row + int(merged.get("RowSpan", 1))):
+                for c in range(column, column + int(merged.get("ColumnSpan", 1))):
+                    grid[(r, c)] = " ".join(text.split())
+        if not grid:
+            continue
+        rows = max(r for r, _ in grid)
+        columns = max(c for _, c in grid)
+        cells = [[grid.get((r, c), "") for c in range(1, columns + 1)] for r in range(1, rows + 1)]
+        tables.append([row for row in cells if any(cell.strip() for cell in row)])
+    return tuple(table for table in tables if table)

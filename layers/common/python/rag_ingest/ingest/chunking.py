@@ -13,11 +13,12 @@ and a capitalised line). Dot leaders and a trailing page number mark a table-of-
 never a heading. Unnumbered headings nest one level below the nearest numbered one. Each chunk
 carries the ``heading_path`` in force at its first line of text (outermost first).
 
-Structured formats (DOCX, PPTX, HTML, Markdown, text: pages with ``blocks``) state their
-headings: those are used, never detected, and each chunk also carries the ``anchor`` of its
-section and the number of its first paragraph in that section (``paragraph_index``, from 1).
-Their tables are cut between rows, never inside one, and a chunk that starts after a table's
-header row begins with that header row (so its ``text`` is the header, a line break, then
+Structured formats (DOCX, PPTX, HTML, Markdown, text: pages with heading and paragraph
+``blocks``) state their headings: those are used, never detected, and each chunk also carries the
+``anchor`` of its section and the number of its first paragraph in that section (``paragraph_index``,
+from 1). Tables (TABLE blocks: theirs, and a PDF page's, rag_ingest.ingest.pdf_tables) are cut
+between rows, never inside one, and a chunk that starts after a table's header row begins with
+that header row (so its ``text`` is the header, a line break, then
 ``document_text[char_start:char_end]``: the one exception to the offsets rule below).
 
 Method. The text is cut into units: headings, and sentences inside paragraphs (a paragraph is
@@ -39,9 +40,10 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rag_ingest.core.models import BlockKind, Chunk, PageText, section_paragraphs
+from rag_ingest.ingest.structure import TABLE_CAPTION
 
 PAGE_SEPARATOR = "\n\n"
 #: A chunk this full (fraction of the target) ends early rather than split the next paragraph.
@@ -110,6 +112,9 @@ class _Unit:
     # A table row after the header row: the header's (start, end), repeated at the top of a chunk
     # that starts at this row.
     table_header: tuple[int, int] | None = None
+    # A table's first unit (its caption, else its header row) or the first unit after a table: a
+    # chunk HEADING_BREAK_MIN_FILL full ends before it, and the next chunk takes no overlap.
+    table_bound: bool = False
 
 
 def document_text(pages: Sequence[PageText]) -> str:
@@ -134,11 +139,14 @@ def chunk_pages(
     count_tokens = _bounded_by_length(count_tokens)
     text = document_text(pages)
     page_starts, page_numbers = _page_offsets(pages)
-    structured = any(page.blocks for page in pages)
-    # A structured format states its headings; a PDF's are found in its text.
+    # A structured format states its headings and paragraphs; a PDF's headings are found in its
+    # text (a PDF page's only blocks are its tables, rag_ingest.ingest.pdf_tables).
+    structured = any(block.kind is not BlockKind.TABLE for page in pages for block in page.blocks)
+    tables = _table_spans(pages, page_starts)
     headings = _stated_headings(pages, page_starts, text) if structured else detect_headings(text)
+    if tables and not structured:  # a table's row (a one-cell section label) is not a heading
+        headings = [h for h in headings if not any(start <= h.start < end for start, end in tables)]
     paragraph_starts, paragraph_numbers = _paragraph_numbers(pages, page_starts) if structured else ([], [])
-    tables = _table_spans(pages, page_starts) if structured else set()
     units = _units(text, page_starts, headings, tables, count_tokens=count_tokens, limit=target_tokens)
     paragraph_tokens = _paragraph_tokens_from(units)
 
@@ -158,7 +166,7 @@ def chunk_pages(
             if total + unit.tokens > target_tokens:
                 break
             if (
-                unit.is_heading
+                (unit.is_heading or unit.table_bound)
                 and end > first_new
                 and total >= target_tokens * HEADING_BREAK_MIN_FILL
                 and not all(units[index].is_heading for index in range(first, end))
@@ -251,8 +259,8 @@ def _overlap_start(units: list[_Unit], first: int, end: int, *, overlap_tokens: 
     start = end
     overlap = 0
     next_tokens = units[end].tokens
-    if units[end].is_heading:
-        return start  # the next chunk opens a section: no text of the previous one
+    if units[end].is_heading or units[end].table_bound:
+        return start  # the next chunk opens a section or a table, or follows one: no text of the previous one
     while start - 1 > first:
         candidate = overlap + units[start - 1].tokens
         if candidate > overlap_tokens or candidate + next_tokens > target_tokens:
@@ -334,6 +342,8 @@ def _units(
     heading_at = {heading.start: heading for heading in headings}
     heading_bounds = sorted({heading.start for heading in headings} | {heading.end for heading in headings})
     path: list[Heading] = []
+    after_table = -1  # len(units) right after the last table's rows
+    pending_bound = False
     page_bounds = [*page_starts[1:], len(text) + len(PAGE_SEPARATOR)]
     for page_start, next_page_start in zip(page_starts, page_bounds, strict=True):
         page_end = next_page_start - len(PAGE_SEPARATOR)
@@ -348,12 +358,19 @@ def _units(
                     )
                     continue
             if (paragraph_start, paragraph_end) in tables:
-                units.extend(
-                    _table_units(
-                        text, paragraph_start, paragraph_end, _titles(path), _anchor(path), count_tokens, limit
-                    )
+                table = _table_units(
+                    text, paragraph_start, paragraph_end, _titles(path), _anchor(path), count_tokens, limit
                 )
+                caption = _caption_unit(text, units)
+                if caption is not None:
+                    units[caption] = replace(units[caption], table_bound=True)
+                elif table:
+                    table[0] = replace(table[0], table_bound=True)
+                units.extend(table)
+                after_table = len(units)
                 continue
+            if after_table == len(units) and units:
+                pending_bound = True
             starts_paragraph = True
             for sentence_start, sentence_end in _sentence_spans(text, paragraph_start, paragraph_end):
                 tokens = count_tokens(text[sentence_start:sentence_end])
@@ -363,9 +380,31 @@ def _units(
                     pieces = _split_oversized(text, sentence_start, sentence_end, count_tokens, limit)
                 titles, anchor = _titles(path), _anchor(path)
                 for piece_start, piece_end, piece_tokens in pieces:
-                    units.append(_Unit(piece_start, piece_end, piece_tokens, starts_paragraph, False, titles, anchor))
-                    starts_paragraph = False
+                    units.append(
+                        _Unit(
+                            piece_start,
+                            piece_end,
+                            piece_tokens,
+                            starts_paragraph,
+                            False,
+                            titles,
+                            anchor,
+                            table_bound=pending_bound,
+                        )
+                    )
+                    starts_paragraph = pending_bound = False
     return units
+
+
+def _caption_unit(text: str, units: list[_Unit]) -> int | None:
+    """The index of the first unit of the paragraph just before a table when it is the table's
+    caption ("Table 3: ..."), else None."""
+    index = len(units) - 1
+    while index >= 0 and not units[index].starts_paragraph:
+        index -= 1
+    if index < 0 or units[index].is_heading or units[index].table_header is not None:
+        return None
+    return index if TABLE_CAPTION.match(text, units[index].start) else None
 
 
 def _titles(path: Sequence[Heading]) -> tuple[str, ...]:

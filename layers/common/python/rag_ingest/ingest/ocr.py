@@ -52,6 +52,9 @@ class OcrResult:
     #: The words read, with their rectangles on the image (fractions, origin top-left), when the
     #: engine gives them: the page's layout, for the passages' rectangles (rag_ingest.ingest.geometry).
     words: tuple[PlacedWord, ...] = ()
+    #: Tables the engine found (Textract's TABLES): rows of cells, the header row first, each
+    #: table's words also in ``text`` (parse places them there, as for the text layer's tables).
+    tables: tuple[list[list[str]], ...] = ()
 
 
 class OcrPageError(Exception):

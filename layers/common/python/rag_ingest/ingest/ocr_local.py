@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import re
 import shutil
 import subprocess
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from rag_ingest.core.errors import ConfigurationError
 from rag_ingest.ingest.ocr import OCR_DPI, OcrPageError, OcrResult, PlacedWord
+from rag_ingest.ingest.pdf_tables import keep_table
 
 #: One page's OCR may take this long before it counts as a failed page (a 300-dpi A4 page takes ~2 s).
 TESSERACT_TIMEOUT_SECONDS = 60.0
@@ -60,12 +63,14 @@ class TesseractEngine:
 
 
 def tesseract_tsv_result(tsv: str) -> OcrResult:
-    """Lines (words joined by spaces, paragraphs by a blank line), the mean word confidence, and
-    each word's box (TSV pixels, over the level-1 row's image size)."""
+    """Lines (words joined by spaces, paragraphs by a blank line), the mean word confidence, each
+    word's box (TSV pixels, over the level-1 row's image size), and the tables the word boxes line
+    up into (:func:`tesseract_tables`)."""
     lines: dict[tuple[int, int, int, int], list[str]] = defaultdict(list)
     boxes: dict[tuple[int, int, int, int], list[PlacedWord]] = defaultdict(list)
     confidences: list[float] = []
     image_width = image_height = 0
+    words: list[_Word] = []
     for row in csv.DictReader(io.StringIO(tsv), delimiter="\t", quoting=csv.QUOTE_NONE):
         if row.get("level") == "1":
             image_width, image_height = int(row["width"]), int(row["height"])
@@ -75,6 +80,7 @@ def tesseract_tsv_result(tsv: str) -> OcrResult:
         key = (int(row["page_num"]), int(row["block_num"]), int(row["par_num"]), int(row["line_num"]))
         lines[key].append(text)
         confidences.append(max(0.0, float(row["conf"])) / 100)
+        words.append(_Word(key, int(row["left"]), int(row["width"]), int(row["height"]), text, confidences[-1]))
         if image_width > 0 and image_height > 0:
             left, top = int(row["left"]), int(row["top"])
             right, bottom = left + int(row["width"]), top + int(row["height"])
@@ -90,8 +96,104 @@ def tesseract_tsv_result(tsv: str) -> OcrResult:
         parts.append(" ".join(lines[key]))
         previous_paragraph = paragraph
     confidence = sum(confidences) / len(confidences) if confidences else 0.0
-    words = tuple(word for key in sorted(boxes) for word in boxes[key])
-    return OcrResult(text="\n".join(parts), confidence=round(confidence, 4), words=words)
+    placed = tuple(word for key in sorted(boxes) for word in boxes[key])
+    return OcrResult(
+        text="\n".join(parts), confidence=round(confidence, 4), words=placed, tables=tesseract_tables(words)
+    )
+
+
+@dataclass(frozen=True)
+class _Word:
+    line: tuple[int, int, int, int]  # page, block, paragraph, line
+    left: int
+    width: int
+    height: int
+    text: str
+    confidence: float  # 0..1
+
+
+#: Tesseract tables: a gap wider than this many word heights separates two cells of a line; a table
+#: is at least this many consecutive lines of a block, each of two cells or more, whose cells start
+#: at the left edges of at least ``MIN_OCR_COLUMNS`` columns (an edge shared by a third of the lines).
+CELL_GAP_HEIGHTS = 1.5
+MIN_OCR_ROWS = 3
+MIN_OCR_COLUMNS = 3
+#: ... and Tesseract read its words with this mean confidence at least, and it passes the text layer's
+#: test of a table (rag_ingest.ingest.pdf_tables.keep_table). On the dev split's scanned pages the
+#: runs below 0.8 were dot leaders of contents pages, screenshots, glyph charts and code output read
+#: as noise (0.23-0.76); the tables, 0.80-0.95.
+MIN_OCR_TABLE_CONFIDENCE = 0.8
+_ALNUM = re.compile(r"[^\W_]")
+_RULE = re.compile(r"[|\u00a6\[\]]+")
+
+
+def tesseract_tables(words: list[_Word]) -> tuple[list[list[str]], ...]:
+    """Tables read from Tesseract's word boxes (docs/ocr.md, "Tables"): within one block of its
+    layout, runs of lines whose words fall into cells separated by wide gaps, the cells' left edges
+    lining up into columns. Three columns at least: two aligned columns are also what a table of
+    contents, a definition list or a two-column page shows. Ruling lines are not seen (a stray
+    "|" read from one is dropped), nor are merged cells: a spanning cell lands in the column where
+    it starts."""
+    by_line: dict[tuple[int, int, int, int], list[_Word]] = defaultdict(list)
+    for word in words:
+        by_line[word.line].append(word)
+    blocks: dict[tuple[int, int], list[list[list[_Word]]]] = defaultdict(list)
+    for key in sorted(by_line):
+        line = sorted(by_line[key], key=lambda word: word.left)
+        heights = sorted(word.height for word in line if _ALNUM.search(word.text))
+        if not heights:
+            continue
+        gap = CELL_GAP_HEIGHTS * heights[len(heights) // 2]
+        # Gaps are measured between all the words ("--" is a word of the sentence), but only words
+        # with a letter or digit fill cells; a "|" read from a ruling line separates two cells.
+        cells: list[list[_Word]] = [[line[0]]]
+        for previous, word in itertools.pairwise(line):
+            if word.left - (previous.left + previous.width) > gap or _RULE.fullmatch(previous.text):
+                cells.append([])
+            cells[-1].append(word)
+        filled = [kept for kept in ([word for word in cell if _ALNUM.search(word.text)] for cell in cells) if kept]
+        blocks[key[:2]].append(filled)
+    tables: list[list[list[str]]] = []
+    for lines in blocks.values():
+        run: list[list[list[_Word]]] = []
+        for cells in [*lines, []]:
+            if len(cells) >= 2:
+                run.append(cells)
+                continue
+            if len(run) >= MIN_OCR_ROWS:
+                table = _columns(run)
+                run_words = [word for cells in run for cell in cells for word in cell]
+                confidence = sum(word.confidence for word in run_words) / len(run_words)
+                if table is not None and confidence >= MIN_OCR_TABLE_CONFIDENCE and keep_table(table):
+                    tables.append(table)
+            run = []
+    return tuple(tables)
+
+
+def _columns(run: list[list[list[_Word]]]) -> list[list[str]] | None:
+    """The run's rows over its columns, or None when fewer than ``MIN_OCR_COLUMNS`` line up."""
+    heights = sorted(word.height for cells in run for cell in cells for word in cell)
+    tolerance = heights[len(heights) // 2]
+    edges = sorted(cell[0].left for cells in run for cell in cells)
+    clusters: list[list[int]] = []
+    for edge in edges:
+        if clusters and edge - clusters[-1][-1] <= tolerance:
+            clusters[-1].append(edge)
+        else:
+            clusters.append([edge])
+    columns = [min(cluster) for cluster in clusters if len(cluster) * 3 >= len(run)]
+    if len(columns) < MIN_OCR_COLUMNS:
+        return None
+    rows = []
+    for cells in run:
+        row = [""] * len(columns)
+        for cell in cells:
+            # The last column starting at or before the cell (within a word height): a right-aligned
+            # number or a centred spanning cell lands in the column it sits in.
+            column = max((i for i, left in enumerate(columns) if left <= cell[0].left + tolerance), default=0)
+            row[column] = " ".join(filter(None, [row[column], *(word.text for word in cell)]))
+        rows.append(row)
+    return rows
 
 
 class RapidOcrEngine:
@@ -150,9 +252,7 @@ def rapidocr_result(found: list[Any], image_size: tuple[int, int] = (0, 0)) -> O
     text = "\n".join(" ".join(word for _left, word in sorted(line)) for line in lines)
     scores = [box[4] for box in boxes]
     words.sort(key=lambda word: ((word.y0 + word.y1) / 2, word.x0))
-    return OcrResult(
-        text=text, confidence=round(sum(scores) / len(scores), 4) if scores else 0.0, words=tuple(words)
-    )
+    return OcrResult(text=text, confidence=round(sum(scores) / len(scores), 4) if scores else 0.0, words=tuple(words))
 
 
 def _shared_out(text: str, x0: float, y0: float, x1: float, y1: float) -> list[PlacedWord]:

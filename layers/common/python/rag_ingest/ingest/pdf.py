@@ -41,6 +41,11 @@ evidence from every page:
 Text is extracted in pypdf's plain mode (content-stream order), which keeps the columns of a
 two-column page apart, left column first; layout mode would interleave them line by line.
 
+Tables (:mod:`rag_ingest.ingest.pdf_tables`): a page's ruled tables, and the tables an OCR engine
+found, replace the loose lines of their cells in that text as TABLE blocks of the page (rows under
+their header); cleanup (:func:`clean_page_texts`) keeps their rows whole. ``tables=False`` is the
+ablation's switch.
+
 Budgets (:class:`ParseBudget`): a hostile PDF must cost seconds, never the function's timeout.
 Each page gets a time budget (enforced by an interval timer that interrupts the extraction, in
 the main thread, as a Lambda handler runs; elsewhere checked after the page), a budget of
@@ -65,7 +70,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from itertools import pairwise
+from itertools import groupby, pairwise
 from typing import TypeVar
 
 from pypdf import PageObject, PasswordType, PdfReader
@@ -74,10 +79,11 @@ from pypdf.generic import ArrayObject, StreamObject
 
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.logs import logger
-from rag_ingest.core.models import PageLayout, PageText, ParsedDocument, ParsedRange, TextSource
+from rag_ingest.core.models import BlockKind, PageLayout, PageText, ParsedDocument, ParsedRange, TextBlock, TextSource
 from rag_ingest.core.tokens import is_vocabulary_word
 from rag_ingest.ingest.geometry import pack_layout, text_layer_layouts
 from rag_ingest.ingest.ocr import MIN_TEXT_LAYER_CHARS, OcrPageError, OcrUnavailableError, PageOcr, render_page_png
+from rag_ingest.ingest.pdf_tables import TableRows, find_page_tables, place_tables
 
 PDF_MAGIC = b"%PDF-"
 #: Acrobat accepts the header anywhere in the first 1024 bytes (some producers prepend junk).
@@ -262,16 +268,73 @@ def clean_pages(texts: Sequence[str], rules: CleanupRules = SHIPPED_CLEANUP_RULE
     Line breaks are kept (a paragraph break stays one blank line); runs of other whitespace
     become one space. Returns one text per page, in order; an empty page stays empty.
     """
-    pages_lines = [_normalise_characters(text, rules).split("\n") for text in texts]
-    pages_lines = _drop_running_lines(pages_lines, rules)
-    pages = ["\n".join(lines) for lines in pages_lines]
-    hyphenation = _HyphenationEvidence(pages)
-    cleaned = []
+    pages = [PageText(page_number=number, text=text) for number, text in enumerate(texts, start=1)]
+    return [page.text for page in clean_page_texts(pages, rules)]
+
+
+def clean_page_texts(pages: Sequence[PageText], rules: CleanupRules = SHIPPED_CLEANUP_RULES) -> list[PageText]:
+    """:func:`clean_pages` on pages that may hold TABLE blocks (``rag_ingest.ingest.pdf_tables``).
+
+    A table's lines get the character rules only: they are never dropped as running lines nor
+    joined by dehyphenation (a row is not a wrapped line), and each table stays a paragraph of its
+    own, its block's offsets moved to where the cleaned text has it. Without tables, the same
+    text as :func:`clean_pages`.
+    """
+    pages_lines: list[list[str]] = []
+    pages_tables: list[list[int | None]] = []  # per line: the index of the table it belongs to
     for page in pages:
-        if rules.dehyphenation:
-            page = _LINE_END_HYPHEN.sub(hyphenation.resolve, page)
-        cleaned.append(_BLANK_LINES.sub("\n\n", page).strip())
+        lines, owners = [], []
+        for table, segment in _segments(page):
+            segment_lines = _normalise_characters(segment, rules).split("\n")
+            if table is not None:
+                segment_lines = [line for line in segment_lines if line]
+            lines.extend(segment_lines)
+            owners.extend([table] * len(segment_lines))
+        pages_lines.append(lines)
+        pages_tables.append(owners)
+    protected = [{index for index, owner in enumerate(owners) if owner is not None} for owners in pages_tables]
+    dropped = _running_line_indices(pages_lines, rules, protected)
+    hyphenation = _HyphenationEvidence(
+        [
+            "\n".join(line for index, line in enumerate(lines) if index not in gone)
+            for lines, gone in zip(pages_lines, dropped, strict=True)
+        ]
+    )
+    cleaned = []
+    for page, lines, owners, gone in zip(pages, pages_lines, pages_tables, dropped, strict=True):
+        parts: list[str] = []
+        blocks: list[TextBlock] = []
+        offset = 0
+        kept = [pair for index, pair in enumerate(zip(lines, owners, strict=True)) if index not in gone]
+        for owner, group in groupby(kept, key=lambda item: item[1]):
+            text = "\n".join(line for line, _owner in group)
+            if owner is None:
+                if rules.dehyphenation:
+                    text = _LINE_END_HYPHEN.sub(hyphenation.resolve, text)
+                text = _BLANK_LINES.sub("\n\n", text).strip()
+            if not text:
+                continue
+            if parts:
+                offset += 2  # the blank line before this part
+            if owner is not None:
+                blocks.append(TextBlock(start=offset, end=offset + len(text), kind=BlockKind.TABLE))
+            parts.append(text)
+            offset += len(text)
+        cleaned.append(page.model_copy(update={"text": "\n\n".join(parts), "blocks": blocks}))
     return cleaned
+
+
+def _segments(page: PageText) -> list[tuple[int | None, str]]:
+    """The page's text cut at its TABLE blocks: (None, text) between tables, (k, table text) for the k-th."""
+    tables = sorted((block.start, block.end) for block in page.blocks if block.kind is BlockKind.TABLE)
+    segments: list[tuple[int | None, str]] = []
+    cursor = 0
+    for number, (start, end) in enumerate(tables):
+        segments.append((None, page.text[cursor:start]))
+        segments.append((number, page.text[start:end]))
+        cursor = end
+    segments.append((None, page.text[cursor:]))
+    return segments
 
 
 def _normalise_characters(text: str, rules: CleanupRules = SHIPPED_CLEANUP_RULES) -> str:
@@ -306,9 +369,28 @@ def _zone_key(zone: int, signature: str) -> tuple[int, str]:
 
 def _drop_running_lines(pages_lines: list[list[str]], rules: CleanupRules = SHIPPED_CLEANUP_RULES) -> list[list[str]]:
     """Remove running headers and footers (page numbers included) from every page."""
+    dropped = _running_line_indices(pages_lines, rules)
+    return [
+        [line for index, line in enumerate(lines) if index not in gone]
+        for lines, gone in zip(pages_lines, dropped, strict=True)
+    ]
+
+
+def _running_line_indices(
+    pages_lines: list[list[str]],
+    rules: CleanupRules = SHIPPED_CLEANUP_RULES,
+    protected: Sequence[set[int]] | None = None,
+) -> list[set[int]]:
+    """For each page, the indices of its running header and footer lines (page numbers included).
+    ``protected`` lines (a table's rows) are neither counted nor dropped."""
+    if protected is not None:
+        pages_lines = [
+            ["" if index in keep else line for index, line in enumerate(lines)]
+            for lines, keep in zip(pages_lines, protected, strict=True)
+        ]
     pages_with_text = sum(1 for lines in pages_lines if any(lines))
     if pages_with_text < 2:
-        return pages_lines
+        return [set() for _ in pages_lines]
     min_pages = max(RUNNING_LINE_MIN_PAGES, math.ceil(RUNNING_LINE_MIN_SHARE * pages_with_text))
     zones = [_zone_indices(lines) for lines in pages_lines]
     # (zone, signature) -> the pages on which it occurs in that zone
@@ -331,16 +413,15 @@ def _drop_running_lines(pages_lines: list[list[str]], rules: CleanupRules = SHIP
             other != page_index and abs(other - page_index) <= RUNNING_LINE_NEIGHBOURHOOD for other in pages
         )
 
-    cleaned: list[list[str]] = []
-    for page_index, (lines, page_zones) in enumerate(zip(pages_lines, zones, strict=True)):
-        dropped = {
+    return [
+        {
             index
             for zone, indices in enumerate(page_zones)
             for index in indices
             if running(zone, _line_signature(lines[index]), page_index)
         }
-        cleaned.append([line for index, line in enumerate(lines) if index not in dropped])
-    return cleaned
+        for page_index, (lines, page_zones) in enumerate(zip(pages_lines, zones, strict=True))
+    ]
 
 
 class _HyphenationEvidence:
@@ -384,10 +465,12 @@ def parse_pdf(
     clean: bool = True,
     budget: ParseBudget = DEFAULT_BUDGET,
     ocr: PageOcr | None = None,
+    tables: bool = True,
 ) -> ParsedDocument:
     """Extract the text of every page of the PDF in ``data``, cleaned by :func:`clean_pages`
     (``clean=False`` keeps pypdf's raw text: for baselines and benchmarks). Pages that need OCR
-    are read by ``ocr`` (see the module docstring).
+    are read by ``ocr`` (see the module docstring). ``tables``: tables become TABLE blocks
+    (:mod:`rag_ingest.ingest.pdf_tables`); off, their cells stay loose lines (the ablation's switch).
 
     Raises ``PermanentError`` with FILE_TOO_LARGE, UNSUPPORTED_TYPE, CORRUPT_PDF, ENCRYPTED_PDF,
     TOO_MANY_PAGES, PDF_TOO_COMPLEX, EMPTY_DOCUMENT or NO_TEXT_LAYER. A page whose extraction
@@ -399,7 +482,14 @@ def parse_pdf(
     as the workflow's Parse Map and Chunk do range by range.
     """
     whole = parse_page_range(
-        data, first_page=1, last_page=None, max_bytes=max_bytes, max_pages=max_pages, budget=budget, ocr=ocr
+        data,
+        first_page=1,
+        last_page=None,
+        max_bytes=max_bytes,
+        max_pages=max_pages,
+        budget=budget,
+        ocr=ocr,
+        tables=tables,
     )
     return join_page_ranges([whole], clean=clean)
 
@@ -427,6 +517,7 @@ def parse_page_range(
     budget: ParseBudget = DEFAULT_BUDGET,
     ocr: PageOcr | None = None,
     ocr_page_cap: int | None = None,
+    tables: bool = True,
 ) -> ParsedRange:
     """The raw (not yet cleaned) text of pages ``first_page``..``last_page`` (1-based, inclusive;
     ``None``: to the last page) of the PDF in ``data``.
@@ -436,6 +527,7 @@ def parse_page_range(
     task with its own timeout). ``ocr_page_cap`` is how many of the range's pages may be OCR'd
     (its share of ``ocr.max_pages``, the document's cap; default: all of it). Document-level
     verdicts (every page failed, no text at all) need every range: :func:`join_page_ranges`.
+    ``tables``: find tables and make them TABLE blocks of their pages (see :func:`parse_pdf`).
     """
     validate_pdf_header(data[:PDF_MAGIC_WINDOW_BYTES], len(data), max_bytes=max_bytes)
     reader = _open_reader(data)
@@ -497,6 +589,7 @@ def parse_page_range(
     failure_reasons: dict[int, str] = {}
     cap = ocr.max_pages if ocr is not None and ocr_page_cap is None else (ocr_page_cap or 0)
     unavailable: str | None = None  # the engine said it cannot read any page here: stop rasterising
+    ocr_tables: dict[int, list[TableRows]] = {}  # tables the OCR engine found (Textract's TABLES)
     for position, page_number in enumerate(needs_ocr):
         if ocr is None:
             failure_reasons[page_number] = "no text layer (OCR is off)"
@@ -516,6 +609,8 @@ def parse_page_range(
                 failure_reasons[page_number] = f"OCR failed: {error}"
             else:
                 raw_texts[page_number - first_page] = result.text
+                if tables and result.tables:
+                    ocr_tables[page_number] = list(result.tables)
                 sources[page_number] = TextSource.OCR
                 confidences[page_number] = result.confidence
                 if (layout := pack_layout(result.words)) is not None:
@@ -534,6 +629,19 @@ def parse_page_range(
             if number not in sources and number not in failed_pages and text.strip()
         ],
     )
+    table_blocks: dict[int, list[TextBlock]] = {}
+    if tables:
+        text_layer = {
+            number: text
+            for number, text in enumerate(raw_texts, start=first_page)
+            if number not in sources and number not in failed_pages and text.strip()
+        }
+        placed = find_page_tables(data, text_layer, partial(_within_budget, budget.page_seconds), deadline)
+        for number, rows in ocr_tables.items():
+            placed[number] = place_tables(raw_texts[number - first_page], rows)
+        for number, (text, blocks) in placed.items():
+            raw_texts[number - first_page] = text
+            table_blocks[number] = blocks
     pages = [
         PageText(
             page_number=number,
@@ -541,6 +649,7 @@ def parse_page_range(
             source=sources.get(number, TextSource.TEXT_LAYER),
             ocr_confidence=confidences.get(number),
             layout=layouts.get(number),
+            blocks=table_blocks.get(number, []),
         )
         for number, text in enumerate(raw_texts, start=first_page)
     ]
@@ -584,8 +693,7 @@ def join_page_ranges(ranges: Sequence[ParsedRange], *, clean: bool = True) -> Pa
     failure_reasons = {number: reason for parsed in ordered for number, reason in parsed.failure_reasons.items()}
     over_budget = [reason for parsed in ordered for reason in parsed.over_budget]
     if clean:
-        texts = clean_pages([page.text for page in pages])
-        pages = [page.model_copy(update={"text": text}) for page, text in zip(pages, texts, strict=True)]
+        pages = clean_page_texts(pages)
 
     if sum(parsed.extraction_failures for parsed in ordered) == page_count:
         if over_budget:

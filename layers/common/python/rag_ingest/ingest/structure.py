@@ -85,6 +85,8 @@ _INVISIBLE = re.compile(
 _HORIZONTAL_SPACE = re.compile(r"[^\S\n]+")
 _BLANK_LINES = re.compile(r"\n\s*\n")
 _SLUG_DROP = re.compile(r"[^\w\- ]")
+#: A table's caption line: "Table 3: ...", "Table 2.1. ...", "Tab. IV - ...".
+TABLE_CAPTION = re.compile(r"(?:Table|Tab\.)\s*[A-Z]?[\dIVXL]+(?:[.\-]\d+)*\s*(?:[:.\u2013\u2014-]|$)", re.IGNORECASE)
 
 
 def clean_block_text(text: str) -> str:

@@ -1,0 +1,390 @@
+"""Tables in PDF pages: found in the text layer, placed into the page's text as TABLE blocks.
+
+Finding (text layer). pdfplumber's table finder, "lines" strategy: a table is a grid of ruling
+lines (drawn lines and the edges of rectangles) whose cells hold text. It runs only on pages that
+pass a cheap pre-check over pdfium's path objects (:func:`ruled_page`: ruling edges crossing into
+a grid of at least two rows of two cells, a few milliseconds a page), so a long document of prose
+pays nothing but that check. A grid is kept as a table only when it has at least two rows and two
+columns, most of its cells exist (merged cells are few) and hold a short text, and its header
+row is filled (:func:`keep_table`): framed code listings (one column), diagrams drawn with
+boxes (cells of twenty lines, most cells merged or empty) and empty forms are not tables.
+Tables without ruling lines (LaTeX ``booktabs``, columns aligned by spaces) are not found: text
+alignment alone is what two-column pages, code listings and tables of contents also show.
+
+Merged cells: a cell spanning several columns or rows is repeated in each row and column it
+covers, so every row reads whole ("Continent | Asia | Europe | Europe"); a row that is a single
+spanning cell (a section label inside the table) stays one cell.
+
+Placing. The page's text stays pypdf's (its cleanup rules, its reading order): the run of lines
+that holds the table's words (:func:`place_tables`) is replaced by the table, its rows under its
+header row (:func:`rag_ingest.ingest.structure.table_text`), with its caption ("Table 3: ...")
+as a paragraph before it when a caption line stands right above or below. A table whose words
+are not found together in the page's text is left as the text has it (never indexed twice).
+Scanned pages' tables (Textract's TABLE blocks) are placed the same way into the OCR text.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from rag_ingest.core.logs import logger
+from rag_ingest.core.models import BlockKind, TextBlock
+from rag_ingest.ingest.structure import TABLE_CAPTION, table_text
+
+#: A table: rows of cells, the first row its header.
+TableRows = list[list[str]]
+
+#: The pre-check: a grid has at least this many crossing ruling edges in each direction.
+MIN_RULING_EDGES = 3
+#: A segment at least ``_MIN_RULE_LENGTH`` points long is a ruling edge; two edges cross when they
+#: meet within ``_RULE_THICKNESS``. Paths of more segments than ``_MAX_PATH_SEGMENTS`` are drawings.
+_RULE_THICKNESS = 3.0
+_MIN_RULE_LENGTH = 8.0
+_MAX_PATH_SEGMENTS = 2000
+_MAX_CROSSING_TESTS = 250_000
+#: keep_table: share of the grid's cells that must exist (not covered by a merged cell) and, of
+#: those, hold text; the header row's share of filled cells; the longest cell, in lines.
+MIN_CELL_SHARE = 0.6
+MIN_FILLED_SHARE = 0.6
+MIN_HEADER_FILLED = 0.5
+MAX_CELL_LINES = 8
+MIN_FULL_ROW_SHARE = 0.5
+#: place_tables: a line belongs to the table when this share of its words are the table's; the
+#: lines found must hold this share of the table's words.
+LINE_MATCH_SHARE = 0.6
+TABLE_MATCH_SHARE = 0.6
+_WORD = re.compile(r"\w+")
+_LIGATURES = str.maketrans({"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl"})
+
+
+@dataclass(frozen=True)
+class PdfTable:
+    """A table found on a page: its rows (the first is the header) and the top of its box."""
+
+    rows: TableRows
+    top: float = 0.0
+
+
+def ruled_page(page: Any) -> bool:
+    """Whether a pdfium page (``pypdfium2.PdfPage``) draws a grid: ruling edges (straight horizontal
+    and vertical segments of its paths, a rectangle's four sides included) that cross one another
+    into a connected set with horizontal edges at three heights and vertical ones at three places at
+    least, the fewest that make two rows of two cells. A framed box, stacked boxes (one column),
+    separate boxes or a rule under a heading is no grid."""
+    horizontal, vertical = _ruling_edges(page)
+    if len(horizontal) < MIN_RULING_EDGES or len(vertical) < MIN_RULING_EDGES:
+        return False
+    if len(horizontal) * len(vertical) > _MAX_CROSSING_TESTS:
+        return True  # a dense drawing: pdfplumber decides, within the page's time budget
+    parent = list(range(len(horizontal) + len(vertical)))
+
+    def root(node: int) -> int:
+        while parent[node] != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    tolerance = _RULE_THICKNESS
+    for h, (y, x0, x1) in enumerate(horizontal):
+        for v, (x, y0, y1) in enumerate(vertical, start=len(horizontal)):
+            if x0 - tolerance <= x <= x1 + tolerance and y0 - tolerance <= y <= y1 + tolerance:
+                parent[root(h)] = root(v)
+    # Per connected set: the distinct heights of its horizontal edges and places of its vertical ones
+    # (stacked boxes share two vertical places: one column, no table).
+    places: dict[int, tuple[set[int], set[int]]] = {}
+    for node, (position, _low, _high) in enumerate([*horizontal, *vertical]):
+        places.setdefault(root(node), (set(), set()))[node >= len(horizontal)].add(round(position / tolerance))
+    return any(len(ys) >= MIN_RULING_EDGES and len(xs) >= MIN_RULING_EDGES for ys, xs in places.values())
+
+
+def _ruling_edges(page: Any) -> tuple[list[tuple[float, float, float]], list[tuple[float, float, float]]]:
+    """The page's horizontal edges (y, x0, x1) and vertical edges (x, y0, y1): straight segments of
+    its path objects at least ``_MIN_RULE_LENGTH`` long, in page space."""
+    import ctypes
+
+    import pypdfium2.raw as pdfium_c
+
+    horizontal: list[tuple[float, float, float]] = []
+    vertical: list[tuple[float, float, float]] = []
+
+    def add(a: tuple[float, float], b: tuple[float, float]) -> None:
+        (ax, ay), (bx, by) = a, b
+        if abs(ay - by) < 1 and abs(ax - bx) >= _MIN_RULE_LENGTH:
+            horizontal.append(((ay + by) / 2, min(ax, bx), max(ax, bx)))
+        elif abs(ax - bx) < 1 and abs(ay - by) >= _MIN_RULE_LENGTH:
+            vertical.append(((ax + bx) / 2, min(ay, by), max(ay, by)))
+
+    x, y = ctypes.c_float(), ctypes.c_float()
+    for obj in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_PATH], max_depth=3):
+        count = pdfium_c.FPDFPath_CountSegments(obj.raw)
+        if count > _MAX_PATH_SEGMENTS:
+            continue  # a drawing (a map, a plot), not a table's rules
+        matrix = obj.get_matrix()
+        start = previous = None
+        for index in range(count):
+            segment = pdfium_c.FPDFPath_GetPathSegment(obj.raw, index)
+            if not pdfium_c.FPDFPathSegment_GetPoint(segment, ctypes.byref(x), ctypes.byref(y)):
+                continue
+            point = matrix.on_point(x.value, y.value)
+            kind = pdfium_c.FPDFPathSegment_GetType(segment)
+            if kind == pdfium_c.FPDF_SEGMENT_MOVETO:
+                start = point
+            elif kind == pdfium_c.FPDF_SEGMENT_LINETO and previous is not None:
+                add(previous, point)
+            previous = point
+            if pdfium_c.FPDFPathSegment_GetClose(segment) and start is not None:
+                add(point, start)
+                previous = start
+    return horizontal, vertical
+
+
+def candidate_pages(data: bytes, page_numbers: Sequence[int]) -> list[int]:
+    """The pages (1-based) among ``page_numbers`` that pass :func:`ruled_page`."""
+    import pypdfium2 as pdfium
+
+    document = pdfium.PdfDocument(data)
+    try:
+        found = []
+        for number in page_numbers:
+            page = document[number - 1]
+            try:
+                if ruled_page(page):
+                    found.append(number)
+            finally:
+                page.close()
+        return found
+    finally:
+        document.close()
+
+
+def find_page_tables(
+    data: bytes,
+    texts: Mapping[int, str],
+    within_budget: Callable[[Callable[[], list[PdfTable]]], list[PdfTable]],
+    deadline: float,
+) -> dict[int, tuple[str, list[TextBlock]]]:
+    """For each page of ``texts`` (page number -> its extracted text) holding a table: its text with
+    the tables placed (:func:`place_tables`) and their blocks. Finding a page's tables runs inside
+    ``within_budget`` (the page's time budget); a page over it, or past ``deadline`` (monotonic),
+    or one pdfplumber cannot read, keeps its text as extracted. Never raises for a page."""
+    placed: dict[int, tuple[str, list[TextBlock]]] = {}
+    if not texts:
+        return placed
+    try:
+        candidates = candidate_pages(data, sorted(texts))
+    except Exception as error:  # pdfium cannot open what pypdf did: no tables, the text stands
+        logger.warning("table pre-check failed: %r", error)
+        return placed
+    finder = TableFinder(data)
+    try:
+        for number in candidates:
+            if time.monotonic() > deadline:
+                break
+            try:
+                found = within_budget(partial(finder.tables, number))
+            except Exception as error:  # over the page budget, or a page pdfminer cannot read
+                logger.warning("page %d: tables not read: %r", number, error)
+                continue
+            if found:
+                text, blocks = place_tables(texts[number], [table.rows for table in found])
+                if blocks:
+                    placed[number] = (text, blocks)
+    finally:
+        finder.close()
+    return placed
+
+
+class TableFinder:
+    """pdfplumber over one PDF, opened on first use (only documents with a candidate page pay for
+    pdfminer's parsing), closed by :meth:`close`."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._pdf: Any = None
+
+    def tables(self, page_number: int) -> list[PdfTable]:
+        """The tables kept on the page (1-based), top to bottom."""
+        if self._pdf is None:
+            import pdfplumber
+
+            self._pdf = pdfplumber.open(io.BytesIO(self._data))
+        page = self._pdf.pages[page_number - 1]
+        try:
+            found = [PdfTable(_filled_rows(table), float(table.bbox[1])) for table in page.find_tables()]
+        finally:
+            page.close()  # pdfplumber caches a page's objects until closed
+        return sorted((table for table in found if keep_table(table.rows)), key=lambda table: table.top)
+
+    def close(self) -> None:
+        if self._pdf is not None:
+            self._pdf.close()
+            self._pdf = None
+
+
+def _filled_rows(table: Any) -> TableRows:
+    """The table's cells as text, merged cells repeated over the rows and columns they span (a
+    pdfplumber ``Table``: ``extract()`` has None where a merged cell covers a grid position)."""
+    texts: list[list[str | None]] = table.extract()
+    boxes = [row.cells for row in table.rows]
+    columns = [column.bbox for column in table.columns]
+    filled: TableRows = []
+    for r, row in enumerate(texts):
+        present = sum(cell is not None for cell in row)
+        out: list[str] = []
+        for c, cell in enumerate(row):
+            if cell is not None:
+                out.append(cell)
+                continue
+            if present < 2:
+                continue  # a row that is one spanning cell: a label, kept once
+            out.append(_spanning_text(texts, boxes, columns, r, c))
+        filled.append(out)
+    return filled
+
+
+def _spanning_text(texts: list[list[str | None]], boxes: list[list[Any]], columns: list[Any], r: int, c: int) -> str:
+    """The text of the merged cell covering grid position (r, c): the nearest cell to its left in
+    the row, or above it in the column, whose box reaches over the position; "" when none."""
+    centre_x = (columns[c][0] + columns[c][2]) / 2
+    for left in range(c - 1, -1, -1):
+        box = boxes[r][left] if left < len(boxes[r]) else None
+        if box is not None:
+            return (texts[r][left] or "") if box[2] >= centre_x else ""
+    row_box = next((box for box in boxes[r] if box is not None), None)
+    centre_y = (row_box[1] + row_box[3]) / 2 if row_box is not None else None
+    for up in range(r - 1, -1, -1):
+        box = boxes[up][c] if c < len(boxes[up]) else None
+        if box is not None:
+            return (texts[up][c] or "") if centre_y is None or box[3] >= centre_y else ""
+    return ""
+
+
+def keep_table(rows: TableRows) -> bool:
+    """Whether a grid is a table worth indexing as one (see the module docstring)."""
+    width = max((len(row) for row in rows), default=0)
+    # TableRows of two or more filled cells: the header and at least one more, and most of the rows
+    # (a row of one spanning cell is a section label; a box diagram is mostly such rows).
+    full_rows = sum(1 for row in rows if sum(1 for cell in row if cell.strip()) >= 2)
+    if width < 2 or full_rows < 2 or full_rows < MIN_FULL_ROW_SHARE * len(rows):
+        return False
+    cells = [cell for row in rows for cell in row]
+    filled = [cell for cell in cells if cell.strip()]
+    if len(cells) < MIN_CELL_SHARE * width * len(rows) or len(filled) < MIN_FILLED_SHARE * len(cells):
+        return False
+    if sum(1 for cell in rows[0] if cell.strip()) < MIN_HEADER_FILLED * len(rows[0]):
+        return False
+    return max(cell.count("\n") + 1 for cell in filled) <= MAX_CELL_LINES
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.translate(_LIGATURES).casefold())
+
+
+def _line_spans(text: str) -> list[tuple[int, int]]:
+    spans, start = [], 0
+    for line in text.split("\n"):
+        spans.append((start, start + len(line)))
+        start += len(line) + 1
+    return spans
+
+
+def _matching_run(lines: list[str], table_words: Counter[str]) -> tuple[int, int] | None:
+    """The first and last index of the run of lines that holds the table's words, or None."""
+    total = sum(table_words.values())
+    best: tuple[int, int, int] | None = None  # (matched words, first, last)
+    first = None
+    matched = 0
+    left = Counter(table_words)
+    for index, line in enumerate([*lines, "\0not a table line\0"]):
+        words = _words(line) if index < len(lines) else ["\0"]
+        hits = sum(1 for word in words if left[word] > 0)
+        if words and hits >= LINE_MATCH_SHARE * len(words):
+            if first is None:
+                first, matched, left = index, 0, Counter(table_words)
+            for word in words:
+                if left[word] > 0:
+                    left[word] -= 1
+                    matched += 1
+            last = index
+        elif words:  # a line that is not the table's ends the run (blank lines do not)
+            if first is not None and (best is None or matched > best[0]):
+                best = (matched, first, last)
+            first, matched, left = None, 0, Counter(table_words)
+    if best is None or best[0] < TABLE_MATCH_SHARE * total:
+        return None
+    return best[1], best[2]
+
+
+def place_tables(text: str, tables: Sequence[TableRows]) -> tuple[str, list[TextBlock]]:
+    """``text`` with each table's run of lines replaced by the table (and the caption line next to
+    it moved before it), and the TABLE blocks giving where each table now stands.
+
+    Tables whose words are not found together in the text are skipped. The text outside the
+    replaced runs is unchanged; each table stands between blank lines (a paragraph of its own)."""
+    lines = text.split("\n")
+    replaced: list[tuple[int, int, str | None, str]] = []  # (first line, last line, caption, table text)
+    taken: set[int] = set()
+    for rows in tables:
+        body = table_text(rows)
+        words = Counter(_words(body))
+        if not body or not words:
+            continue
+        masked = ["" if index in taken else line for index, line in enumerate(lines)]
+        run = _matching_run(masked, words)
+        if run is None:
+            continue
+        first, last = run
+        caption = None
+        for index in (*_nearby(lines, first, -1), *_nearby(lines, last, 1)):
+            if index not in taken and TABLE_CAPTION.match(lines[index].strip()):
+                caption = lines[index].strip()
+                taken.add(index)
+                if index == first - 1:
+                    first = index
+                elif index == last + 1:
+                    last = index
+                break
+        taken.update(range(first, last + 1))
+        replaced.append((first, last, caption, body))
+
+    if not replaced:
+        return text, []
+    replaced.sort()
+    parts: list[str] = []
+    blocks: list[TextBlock] = []
+    cursor = 0
+    offset = 0
+
+    def emit(piece: str) -> None:
+        nonlocal offset
+        parts.append(piece)
+        offset += len(piece)
+
+    for first, last, caption, body in replaced:
+        before = "\n".join(line for index, line in enumerate(lines[cursor:first], start=cursor) if index not in taken)
+        emit(before + "\n\n" if before.strip() else "\n\n" if parts else "")
+        if caption:
+            emit(caption + "\n\n")
+        blocks.append(TextBlock(start=offset, end=offset + len(body), kind=BlockKind.TABLE))
+        emit(body + "\n\n")
+        cursor = last + 1
+    emit("\n".join(line for index, line in enumerate(lines[cursor:], start=cursor) if index not in taken))
+    return "".join(parts), blocks
+
+
+def _nearby(lines: list[str], index: int, step: int) -> Iterator[int]:
+    """The two non-empty lines next to ``index`` in direction ``step``."""
+    seen = 0
+    position = index + step
+    while 0 <= position < len(lines) and seen < 2:
+        if lines[position].strip():
+            seen += 1
+            yield position
+        position += step

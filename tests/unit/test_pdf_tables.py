@@ -1,0 +1,140 @@
+"""Tables in text-layer PDFs (rag_ingest.ingest.pdf_tables) on real pages of the eval corpus: a ruled
+table becomes a TABLE block with its header row and its rows; a two-column page, a table of contents
+with dot leaders and a diagram drawn with boxes do not; a table longer than a chunk is cut between
+rows, each piece under the header row."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from rag_ingest.core.models import BlockKind, PageText, TextBlock
+from rag_ingest.ingest.chunking import chunk_pages
+from rag_ingest.ingest.pdf import clean_page_texts, parse_pdf
+from rag_ingest.ingest.pdf_tables import candidate_pages, find_page_tables, place_tables
+from rag_ingest.ingest.structure import table_text
+
+pytestmark = pytest.mark.unit
+CORPUS = Path(__file__).resolve().parents[2] / "eval" / "corpus"
+
+
+def _parse(name: str, *, tables: bool = True) -> list[PageText]:
+    return parse_pdf((CORPUS / name).read_bytes(), max_bytes=1 << 26, max_pages=100, tables=tables).pages
+
+
+def _tables(page: PageText) -> list[str]:
+    return [page.text[block.start : block.end] for block in page.blocks if block.kind is BlockKind.TABLE]
+
+
+def _found(name: str, pages: list[int]) -> dict[int, object]:
+    return dict(
+        find_page_tables(
+            (CORPUS / name).read_bytes(), dict.fromkeys(pages, "text"), lambda work: work(), time.monotonic() + 60
+        )
+    )
+
+
+def test_a_ruled_table_with_merged_cells_becomes_rows_under_its_header() -> None:
+    page = _parse("zen-google-docs.pdf")[0]
+    [table] = _tables(page)
+    rows = table.split("\n")
+    assert rows[0].startswith(" | Indonesia") or rows[0].startswith("| Indonesia")
+    assert "Capital | Jakarta | Berlin | Vienna | Paris | Vatican City" in rows
+    # "Europe" spans four columns on the page: every column of its row reads it.
+    assert "Continent | Asia | Europe | Europe | Europe | Europe" in rows
+    # The loose lines pypdf gave for the cells are gone: the cells are read once, in their rows.
+    assert page.text.count("Jakarta") == 1
+    assert page.text.startswith("Example document\n")
+
+
+def test_each_page_of_a_long_feature_table_has_its_header_and_the_prose_around_it_stays() -> None:
+    pages = _parse("sil-padauk-features.pdf")
+    header = (
+        "Feature Name | Graphite Feature ID | OpenType Feature ID"
+        " | Feature Setting (top-most in each section is default) | Example"
+    )
+    for page in pages[1:4]:
+        [table] = _tables(page)
+        assert table.split("\n")[0] == header
+    assert "Khamti (Graphite: turns on fdot=1, cv06=1) | kht | kht | Language set to Khamti" in _tables(pages[1])[0]
+    assert "affected by a feature is not exhaustive):" in pages[1].text
+    assert _parse("sil-padauk-features.pdf", tables=False)[1].blocks == []
+
+
+def test_two_column_text_a_table_of_contents_and_a_box_diagram_are_not_tables() -> None:
+    assert _found("ltnews35.pdf", [1, 2, 3]) == {}  # two columns (page 1 also lists its contents)
+    assert _found("tugboat-babelbib.pdf", [2, 3]) == {}  # a two-column journal article
+    assert _found("r-intro.pdf", [3, 4]) == {}  # a table of contents with dot leaders
+    assert _found("why3-manual.pdf", [4, 11, 16]) == {}  # a contents page; framed code listings
+    assert _found("geobase-nhn-data-model.pdf", [6, 10, 13, 18]) == {}  # diagrams drawn with boxes
+
+
+def test_a_table_whose_words_the_text_does_not_hold_is_left_out() -> None:
+    text = "Some prose here.\nMore prose follows."
+    assert place_tables(text, [[["Name", "Value"], ["alpha", "1"]]]) == (text, [])
+
+
+def test_a_caption_next_to_the_table_goes_before_it_and_cleanup_leaves_the_rows_whole() -> None:
+    raw = "Intro line one\nTable 3: Sizes of the ﬁles\nName Size\nalpha 12\nbeta-\ngamma 7\nclosing sen-\ntence here"
+    rows = [["Name", "Size"], ["alpha", "12"], ["beta-", "gamma 7"]]
+    text, blocks = place_tables(raw, [rows])
+    [block] = blocks
+    assert text[block.start : block.end] == table_text(rows)
+    assert "Table 3: Sizes of the ﬁles\n\n" + table_text(rows) in text
+    [page] = clean_page_texts([PageText(page_number=1, text=text, blocks=blocks)])
+    [cleaned] = page.blocks
+    # Ligatures go in the caption, dehyphenation joins the prose but never a table's rows.
+    assert (
+        page.text == "Intro line one\n\nTable 3: Sizes of the files\n\n"
+        "Name | Size\nalpha | 12\nbeta- | gamma 7\n\nclosing sentence here"
+    )
+    assert page.text[cleaned.start : cleaned.end] == "Name | Size\nalpha | 12\nbeta- | gamma 7"
+
+
+def test_a_pdf_table_longer_than_a_chunk_is_cut_between_rows_each_piece_under_the_header() -> None:
+    header = "Month | Rainfall | Station"
+    rows = [f"{month} | {10 + index} mm | Station number {index}" for index, month in enumerate(["January"] * 40)]
+    body = "\n".join([header, *rows])
+    text = "The 1.2 Rainfall section\n\n" + body + "\n\nThe end of the report."
+    start = text.index(header)
+    page = PageText(
+        page_number=1, text=text, blocks=[TextBlock(start=start, end=start + len(body), kind=BlockKind.TABLE)]
+    )
+    chunks = chunk_pages([page], count_tokens=lambda t: len(t.split()), target_tokens=60, overlap_tokens=10)
+    table_chunks = [chunk for chunk in chunks if "Station number" in chunk.text]
+    assert len(table_chunks) >= 4
+    for chunk in table_chunks:
+        lines = [line for line in chunk.text.split("\n") if "|" in line]
+        assert lines[0] == header
+        assert all(line == header or line in rows for line in lines)  # no row is cut
+    # Every row is indexed, in some chunk.
+    assert {line for chunk in table_chunks for line in chunk.text.split("\n")} >= set(rows)
+
+
+def test_a_table_opens_its_own_chunk_with_its_caption_and_takes_no_overlap() -> None:
+    from rag_ingest.core.tokens import count_tokens
+
+    [chunk_before, table_chunk, *_] = chunk_pages(
+        _parse("zen-google-docs.pdf"), count_tokens=count_tokens, target_tokens=300, overlap_tokens=60
+    )
+    assert "Namespaces are one honking great idea" in chunk_before.text and "Jakarta" not in chunk_before.text
+    assert table_chunk.text.startswith("| Indonesia") and "Namespaces" not in table_chunk.text
+
+    body = "Name | Size\nalpha | 12\nbeta | 7"
+    text = "A first paragraph of prose that fills the chunk enough to end it.\n\nTable 2: Sizes\n\n" + body
+    start = text.index(body)
+    page = PageText(page_number=1, text=text, blocks=[TextBlock(start=start, end=len(text), kind=BlockKind.TABLE)])
+    chunks = chunk_pages([page], count_tokens=lambda t: len(t.split()), target_tokens=40, overlap_tokens=10)
+    assert [chunk.text for chunk in chunks][-1] == "Table 2: Sizes\n\n" + body
+
+
+def test_the_pre_check_passes_grids_and_skips_framed_and_stacked_boxes() -> None:
+    def candidates(name: str, pages: list[int]) -> list[int]:
+        return candidate_pages((CORPUS / name).read_bytes(), pages)
+
+    assert candidates("zen-google-docs.pdf", [1]) == [1]
+    assert candidates("sil-padauk-features.pdf", [1, 2, 3, 4]) == [2, 3, 4]
+    assert candidates("latex-usrguide.pdf", [8, 11, 12]) == []  # framed command signatures
+    assert candidates("why3-manual.pdf", [16, 17]) == []  # stacked boxes of code: one column
+    assert candidates("r-intro.pdf", list(range(1, 31))) == []  # prose, code and contents only
