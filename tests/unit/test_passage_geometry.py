@@ -17,6 +17,7 @@ from rag_ingest.adapters.textract import textract_result
 from rag_ingest.core.models import Chunk, PageText, PassageBox
 from rag_ingest.ingest.chunking import chunk_pages, document_text
 from rag_ingest.ingest.geometry import (
+    align_page,
     displayed,
     line_boxes,
     pack_layout,
@@ -157,6 +158,19 @@ def test_words_the_cleanup_changed_lose_only_their_own_rectangle() -> None:
     tail = Chunk(chunk_index=1, text="works.", page_start=1, page_end=1, char_start=18, char_end=24, token_count=1)
     [placed_tail] = passage_boxes([tail], [page])
     assert [(box.x0, box.x1) for box in placed_tail.boxes] == [(0.15, 0.22)]
+
+
+def test_a_table_read_in_another_order_than_drawn_still_finds_its_cells() -> None:
+    """The page draws a table column by column, with one merged cell; the text reads it row by row
+    and repeats the merged cell in each row it spans: every cell's word finds its drawn word."""
+    drawn = [("Lamp", 0.1, 0.1), ("Argand", 0.1, 0.2), ("Fresnel", 0.1, 0.3), ("Fuel", 0.4, 0.1), ("oil", 0.4, 0.25)]
+    words = [PlacedWord(text, x, y, x + 0.1, y + 0.02) for text, x, y in drawn]
+    text = "Lamp | Fuel\nArgand | oil\nFresnel | oil"
+    page = PageText(page_number=1, text=text, layout=pack_layout(words))
+    aligned = align_page(page.text, unpack_layout(page.layout))  # type: ignore[arg-type]
+    assert [(text[token.start : token.end], token.word) for token in aligned] == [
+        ("Lamp", 0), ("Fuel", 3), ("Argand", 1), ("oil", 4), ("Fresnel", 2), ("oil", 4)
+    ]  # fmt: skip
 
 
 def test_a_page_without_a_layout_gives_no_rectangles() -> None:

@@ -25,6 +25,7 @@ import base64
 import re
 import struct
 import unicodedata
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from difflib import SequenceMatcher
 from typing import NamedTuple
@@ -40,6 +41,8 @@ _TOKEN = re.compile(r"\w+")
 #: A page with more characters than this in pdfium's text layer gets no layout (a pathological
 #: page would otherwise cost a ctypes call per character); its passages have no rectangles.
 MAX_LAYOUT_CHARS = 200_000
+#: How far (in words) from the in-order matches around it a left-over token may find its word.
+_REORDER_WINDOW = 60
 #: Words of one line: their vertical extents overlap by at least this share of the smaller one.
 _SAME_LINE_OVERLAP = 0.5
 
@@ -171,16 +174,39 @@ class _Aligned(NamedTuple):
 
 
 def align_page(text: str, words: Sequence[PlacedWord]) -> list[_Aligned]:
-    """The page text's word tokens that match a layout word, in text order."""
+    """The page text's word tokens that match a layout word, in text order.
+
+    First in order (``difflib``'s longest matching blocks); then each token left over is matched to
+    the nearest layout word of the same token between the matches around it (give or take
+    ``_REORDER_WINDOW`` words). That second pass is for text the page draws in another order than
+    the text reads: a table's rows (whose merged cells the text repeats in every row they span,
+    all of them pointing at the one drawn cell), a caption placed before its table."""
     text_tokens = [(match.start(), match.end(), _normal(match.group())) for match in _TOKEN.finditer(text)]
     word_tokens = [(index, _normal(token)) for index, word in enumerate(words) for token in _TOKEN.findall(word.text)]
     matcher = SequenceMatcher(None, [t[2] for t in text_tokens], [t[1] for t in word_tokens], autojunk=False)
-    aligned: list[_Aligned] = []
+    matched: dict[int, int] = {}  # text token -> word token
     for block in matcher.get_matching_blocks():
         for offset in range(block.size):
-            start, end, _token = text_tokens[block.a + offset]
-            aligned.append(_Aligned(start, end, word_tokens[block.b + offset][0]))
-    return aligned
+            matched[block.a + offset] = block.b + offset
+    where: dict[str, list[int]] = {}
+    for position, (_index, token) in enumerate(word_tokens):
+        where.setdefault(token, []).append(position)
+    in_order = sorted(matched)
+    for number, (_start, _end, token) in enumerate(text_tokens):
+        if number in matched or token not in where:
+            continue
+        slot = bisect_left(in_order, number)
+        before = matched[in_order[slot - 1]] if slot > 0 else 0
+        after = matched[in_order[slot]] if slot < len(in_order) else len(word_tokens) - 1
+        low, high = min(before, after) - _REORDER_WINDOW, max(before, after) + _REORDER_WINDOW
+        middle = (before + after) / 2
+        candidates = [position for position in where[token] if low <= position <= high]
+        if candidates:
+            matched[number] = min(candidates, key=lambda position: abs(position - middle))
+    return [
+        _Aligned(text_tokens[number][0], text_tokens[number][1], word_tokens[matched[number]][0])
+        for number in sorted(matched)
+    ]
 
 
 def _normal(token: str) -> str:
