@@ -9,10 +9,10 @@ that gave the page its text:
 
 The page text the chunker sees is pypdf's (cleaned: ligatures, hyphenation, running lines
 dropped), not pdfium's, so words are matched, not indexed: :func:`passage_boxes` aligns each page's
-text with its layout word by word (``difflib``, on case-folded NFKC word tokens), then gives every
-chunk the rectangles of the words inside its offsets, merged into one rectangle per line. A word
-pypdf and pdfium split differently (a hyphenated line end) or order differently (some two-column
-pages) has no rectangle; the passage's other words keep theirs.
+text with its layout word by word (``difflib``, on case-folded NFKC word tokens, then the words
+left over by nearness: :func:`align_page`), then gives every chunk the rectangles of the words
+inside its offsets, merged into one rectangle per line. A word pypdf and pdfium split differently
+(a hyphenated line end) has no rectangle; the passage's other words keep theirs.
 
 Rectangles are fractions of the page *as displayed* (``/Rotate`` applied), origin top-left:
 Textract's convention (https://docs.aws.amazon.com/textract/latest/APIReference/API_BoundingBox.html),
