@@ -21,6 +21,7 @@ export const ERROR_SENTENCES = Object.freeze({
   INPUT_TOO_LONG: "A passage was too long for the embedding model.",
   INVALID_REQUEST: "The request for this document was invalid.",
   TRANSIENT_RETRIES_EXHAUSTED: "A temporary service problem persisted through every retry. Retrying usually works.",
+  EMBEDDING_CAPACITY: "The embedding model's quota stayed in use by other documents for longer than processing waits. Retrying usually works.",
   TIMEOUT: "Processing took too long and was stopped.",
   STUCK: "Processing stalled and was stopped.",
   SUPERSEDED: "A newer upload of this document replaced this one.",
