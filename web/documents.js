@@ -109,6 +109,7 @@ export class DocumentList {
         stage: null,
         progress: null,
         pages_parsed: null,
+        waiting_for: null,
         lane: null,
         attempts: {},
         error_code: null,
@@ -201,7 +202,15 @@ export class DocumentList {
     row.append(
       fileCell,
       el("td", { className: "status", dataset: { label: "Status" } }, el("span", { className: `badge status-${doc.status.toLowerCase()}` }, STATUS_LABELS[doc.status] || doc.status)),
-      el("td", { className: "stage", dataset: { label: "Stage" } }, doc.status === "PROCESSING" || doc.status === "FAILED" ? (doc.stage || "").toLowerCase() : ""),
+      el(
+        "td",
+        { className: "stage", dataset: { label: "Stage" } },
+        doc.status === "PROCESSING" || doc.status === "FAILED" ? (doc.stage || "").toLowerCase() : "",
+        // Its Embed tasks gave way to other documents' on the shared embedding quota: waiting, not stuck.
+        doc.status === "PROCESSING" && doc.waiting_for === "EMBEDDING_CAPACITY"
+          ? el("div", { className: "muted waiting", dataset: { waitingFor: doc.waiting_for } }, "waiting for embedding capacity")
+          : null,
+      ),
       el("td", { className: "progress", dataset: { label: "Progress" } }, progressCell),
       el(
         "td",

@@ -32,6 +32,8 @@ def test_document_states() -> None:
     assert status_text({"status": "QUEUED"}) == "QUEUED"
     processing = {"status": "PROCESSING", "stage": "EMBED", "progress": {"done": 12, "total": 40}}
     assert status_text(processing) == "PROCESSING EMBED 12/40"
+    waiting = {**processing, "waiting_for": "EMBEDDING_CAPACITY"}
+    assert status_text(waiting) == "PROCESSING EMBED 12/40 (waiting for embedding capacity)"
     assert status_text({"status": "READY", "page_count": 5, "chunk_count": 14}) == "READY 5 pages 14 chunks"
     assert status_text({"status": "FAILED", "error_code": "ENCRYPTED_PDF"}) == "FAILED ENCRYPTED_PDF"
 

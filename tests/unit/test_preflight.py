@@ -69,6 +69,11 @@ def _overlap(settings: PreflightSettings) -> dict[str, Any]:
         "bulk_parse_max_concurrency": settings.bulk_parse_max_concurrency,
         "max_ocr_pages": settings.max_ocr_pages,
         "domain_prefix": settings.domain_prefix,
+        "capacity": (
+            settings.capacity_mode,
+            settings.capacity_requests_per_minute,
+            settings.capacity_tokens_per_minute,
+        ),
     }
 
 
@@ -86,6 +91,11 @@ def _infra_overlap(raw: dict[str, Any]) -> dict[str, Any]:
         "bulk_parse_max_concurrency": config.lanes.bulk_parse_max_concurrency,
         "max_ocr_pages": config.limits.max_ocr_pages,
         "domain_prefix": config.auth.domain_prefix,
+        "capacity": (
+            config.embedding.capacity.mode,
+            config.embedding.capacity.requests_per_minute,
+            config.embedding.capacity.tokens_per_minute,
+        ),
     }
 
 
@@ -270,12 +280,25 @@ def test_textract() -> None:
 
 
 # ================================================================= quotas
-def test_the_assumed_demand_follows_the_configuration() -> None:
+def test_the_demand_is_what_the_shared_limiter_books() -> None:
     requests, tokens = embedding_demand(PreflightSettings())
-    # (4 + 2) tasks x 4 calls in flight x 300 calls/min (200 ms each)
+    assert (requests.rate, tokens.rate) == (2000, 300_000)
+    assert "limiter books" in requests.how
+    settings = settings_from_context(
+        {"rag-ingest": {"embedding": {"capacity": {"requestsPerMinute": None, "tokensPerMinute": 50_000}}}}
+    )
+    requests, tokens = embedding_demand(settings)
+    assert (requests.rate, tokens.rate) == (0, 50_000) and "not limited" in requests.how
+
+
+def test_the_assumed_demand_follows_the_configuration() -> None:
+    requests, tokens = embedding_demand(PreflightSettings(capacity_mode="off"))
+    # Without the limiter: (4 + 2) tasks x 4 calls in flight x 300 calls/min (200 ms each)
     assert requests.rate == 7200 and tokens.rate == 7200 * 300
     assert "embedding.maxConcurrency 4" in requests.how and "200 ms" in requests.how
-    halved, _ = embedding_demand(replace(PreflightSettings(), embed_max_concurrency=1, bulk_embed_max_concurrency=1))
+    halved, _ = embedding_demand(
+        replace(PreflightSettings(capacity_mode="off"), embed_max_concurrency=1, bulk_embed_max_concurrency=1)
+    )
     assert halved.rate == 2400
     assert textract_demand(PreflightSettings()).rate == 15  # (10 + 5) Parse tasks, one page a second each
 

@@ -75,6 +75,10 @@ class PreflightSettings:
     # POST /search's optional rerank stage (search.rerank): its model, and whether it is on by default.
     rerank_model_id: str = DEFAULT_RERANK_MODEL_ID
     rerank_default: bool = False
+    # embedding.capacity: with "shared", the limiter books at most these per minute (None: not limited).
+    capacity_mode: str = "shared"
+    capacity_requests_per_minute: int | None = 2000
+    capacity_tokens_per_minute: int | None = 300_000
 
 
 def _section(raw: dict[str, Any], key: str) -> dict[str, Any]:
@@ -93,6 +97,13 @@ def _int(section: dict[str, Any], key: str, default: int, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise CliError(f"cdk.json: {CONTEXT_KEY}.{where}{key} must be an integer, got {value!r}")
     return value
+
+
+def _optional_int(section: dict[str, Any], key: str, default: int | None, where: str) -> int | None:
+    """An integer, or None when cdk.json says null (not limited); the default when absent."""
+    if key in section and section[key] is None:
+        return None
+    return _int(section, key, default or 0, where) if key in section or default is not None else None
 
 
 def _str(section: dict[str, Any], key: str, default: str, where: str = "") -> str:
@@ -122,6 +133,7 @@ def settings_from_context(context: dict[str, Any], *, base: Path = Path(".")) ->
     if not isinstance(raw, dict):
         raise CliError(f"cdk.json: context '{CONTEXT_KEY}' must be an object")
     embedding, lanes = _section(raw, "embedding"), _section(raw, "lanes")
+    capacity = _section(embedding, "capacity")
     rerank = _section(_section(raw, "search"), "rerank")
     rerank_default = rerank.get("default", False)
     if not isinstance(rerank_default, bool):
@@ -151,6 +163,13 @@ def settings_from_context(context: dict[str, Any], *, base: Path = Path(".")) ->
         cdk_out=base / "cdk.out",
         rerank_model_id=_str(rerank, "modelId", defaults.rerank_model_id, "search.rerank."),
         rerank_default=rerank_default,
+        capacity_mode=_str(capacity, "mode", defaults.capacity_mode, "embedding.capacity."),
+        capacity_requests_per_minute=_optional_int(
+            capacity, "requestsPerMinute", defaults.capacity_requests_per_minute, "embedding.capacity."
+        ),
+        capacity_tokens_per_minute=_optional_int(
+            capacity, "tokensPerMinute", defaults.capacity_tokens_per_minute, "embedding.capacity."
+        ),
     )
 
 
@@ -378,9 +397,26 @@ class Demand:
 
 
 def embedding_demand(settings: PreflightSettings) -> tuple[Demand, Demand]:
-    """Peak InvokeModel requests and tokens per minute: one document in each lane at once, each lane
-    at its Embed Map concurrency, each task with DEFAULT_MAX_CONCURRENCY calls in flight, each call
+    """Peak InvokeModel requests and tokens per minute. With the shared limiter
+    (embedding.capacity.mode "shared"), what it books: the configured per-minute budget, which the
+    account's quota must cover. Without it: one document in each lane at once, each lane at its Embed
+    Map concurrency, each task with DEFAULT_MAX_CONCURRENCY calls in flight, each call
     ASSUMED_INVOKE_SECONDS long; a call's tokens at most one chunk (chunking.chunkTokens)."""
+    if settings.capacity_mode == "shared":
+        unlimited = "not limited (null)"
+        rpm, tpm = settings.capacity_requests_per_minute, settings.capacity_tokens_per_minute
+        return (
+            Demand(
+                float(rpm or 0),
+                "requests/min",
+                "embedding.capacity.requestsPerMinute, which the limiter books" if rpm else unlimited,
+            ),
+            Demand(
+                float(tpm or 0),
+                "tokens/min",
+                "embedding.capacity.tokensPerMinute, which the limiter books" if tpm else unlimited,
+            ),
+        )
     tasks = settings.embed_max_concurrency + settings.bulk_embed_max_concurrency
     per_slot = 60.0 / ASSUMED_INVOKE_SECONDS
     requests = tasks * DEFAULT_MAX_CONCURRENCY * per_slot
@@ -452,6 +488,7 @@ def decide_quota(
     region: str,
     binding: bool = True,
     note: str = "",
+    fix_in_config: str = "or lower the concurrency in cdk.json",
 ) -> CheckResult:
     """warn on 0, on a value below the assumed peak (when ``binding``), or when it cannot be found."""
     if quota is None:
@@ -472,7 +509,7 @@ def decide_quota(
         return warn(
             name,
             f"{finding}: throttled calls are retried with backoff, so ingest slows rather than fails",
-            increase_fix(service_code, quota, region, demand.rate) + "; or lower the concurrency in cdk.json",
+            increase_fix(service_code, quota, region, demand.rate) + "; " + fix_in_config,
         )
     return ok(name, f"{value} ≥ the assumed peak {demand.rate:,.0f} ({demand.how})")
 
@@ -666,6 +703,7 @@ def check_embed_requests_quota(probe: Probe, context: Context) -> CheckResult:
         quota=find_quota(_quota_values(probe, "bedrock"), bedrock_quota_matcher(model, "requests")),
         demand=requests,
         region=context.region,
+        fix_in_config=_capacity_fix(context.settings, "requestsPerMinute"),
     )
 
 
@@ -679,9 +717,17 @@ def check_embed_tokens_quota(probe: Probe, context: Context) -> CheckResult:
         quota=find_quota(_quota_values(probe, "bedrock"), bedrock_quota_matcher(model, "tokens")),
         demand=tokens,
         region=context.region,
-        binding=False,
+        # The limiter books tokens as well as requests: above the account's quota, it would be throttled.
+        binding=context.settings.capacity_mode == "shared",
         note=TOKENS_NOT_BINDING,
+        fix_in_config=_capacity_fix(context.settings, "tokensPerMinute"),
     )
+
+
+def _capacity_fix(settings: PreflightSettings, key: str) -> str:
+    if settings.capacity_mode != "shared":
+        return "or lower the concurrency in cdk.json"
+    return f"or set rag-ingest.embedding.capacity.{key} in cdk.json to the account's quota (the limiter books it)"
 
 
 def check_textract_quota(probe: Probe, context: Context) -> CheckResult:

@@ -34,8 +34,8 @@ def human_bytes(n_bytes: float) -> str:
 
 
 def status_text(document: dict[str, Any]) -> str:
-    """``PROCESSING PARSE 150/2000 pages (bulk lane)``, ``PROCESSING EMBED 12/40``, ``READY 3 pages
-    14 chunks``, ``FAILED ENCRYPTED_PDF``."""
+    """``PROCESSING PARSE 150/2000 pages (bulk lane)``, ``PROCESSING EMBED 12/40``, ``PROCESSING
+    EMBED 12/40 (waiting for embedding capacity)``, ``READY 3 pages 14 chunks``, ``FAILED ENCRYPTED_PDF``."""
     status = str(document.get("status", "?"))
     if status == "READY":
         return f"READY {document.get('page_count') or 0} pages {document.get('chunk_count') or 0} chunks"
@@ -51,6 +51,8 @@ def status_text(document: dict[str, Any]) -> str:
         parts.append(f"{progress.get('done', 0)}/{progress['total']}")
     if document.get("lane") == "bulk":
         parts.append("(bulk lane)")
+    if document.get("waiting_for") == "EMBEDDING_CAPACITY":
+        parts.append("(waiting for embedding capacity)")
     return " ".join(parts)
 
 
