@@ -20,7 +20,7 @@ from rag_ingest.operations.reaper import ReapAction, Reaper, ReaperSettings, Rea
 from rag_ingest.operations.replay import Replayer
 
 from tests.support.aws import FakeLambdaContext, import_handler, moto_server
-from tests.support.operations import RecordWriter, create_documents_table, create_state_machine
+from tests.support.operations import RecordWriter, create_documents_table, create_state_machine, iso_ago
 
 pytestmark = pytest.mark.integration
 STUCK_AFTER = 1800
@@ -65,8 +65,17 @@ def test_reaper_compares_records_with_their_executions(world: dict[str, Any]) ->
     records: RecordWriter = world["records"]
     reaper: Reaper = world["reaper"]
     old = STUCK_AFTER + 600
-    running, aborted, missing, fresh, spent = (new_document_id() for _ in range(5))
+    running, aborted, missing, fresh, spent, waiting = (new_document_id() for _ in range(6))
     records.put(running, "PROCESSING", age_seconds=old, stage="EMBED", execution_arn=start(world, running))
+    # Its Embed tasks keep giving way to the shared embedding quota: not stuck, whatever its age.
+    records.put(
+        waiting,
+        "PROCESSING",
+        age_seconds=old,
+        stage="EMBED",
+        capacity_wait_until=iso_ago(-90),
+        execution_arn=start(world, waiting),
+    )
     records.put(aborted, "PROCESSING", age_seconds=old, stage="PARSE", execution_arn=start(world, aborted, stop=True))
     records.put(missing, "QUEUED", age_seconds=old)  # intake crashed before StartExecution
     records.put(fresh, "QUEUED", age_seconds=60)  # not past the deadline: not even a suspect
@@ -77,8 +86,11 @@ def test_reaper_compares_records_with_their_executions(world: dict[str, Any]) ->
     assert records.get(aborted)["status"] == "PROCESSING"
 
     report = reaper.reap()
-    assert report.examined == 4
-    assert [(d.document_id, d.reason) for d in report.left_alone] == [(running, "execution still running")]
+    assert report.examined == 5
+    assert sorted((d.document_id, d.reason) for d in report.left_alone) == sorted(
+        [(running, "execution still running"), (waiting, "execution still running (waiting for embedding capacity)")]
+    )
+    assert records.get(waiting)["status"] == "PROCESSING"
     redriven = {d.document_id: d for d in report.redriven}
     assert set(redriven) == {aborted, missing}
     assert redriven[aborted].execution_state == ExecutionState.ABORTED
@@ -99,7 +111,7 @@ def test_reaper_compares_records_with_their_executions(world: dict[str, Any]) ->
     # Run again: the re-driven ones were just updated (not suspects), the rest is settled.
     again = reaper.reap()
     assert again.redriven == [] and again.marked_failed == []
-    assert [d.document_id for d in again.left_alone] == [running]
+    assert sorted(d.document_id for d in again.left_alone) == sorted([running, waiting])
 
 
 def test_reaper_loses_to_a_worker_that_moved_the_document(world: dict[str, Any]) -> None:

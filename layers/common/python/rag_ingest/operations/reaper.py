@@ -188,7 +188,10 @@ class Reaper:
             replays=record.replays,
         )
         if state in _LIVE:
-            report.left_alone.append(found.model_copy(update={"reason": "execution still running"}))
+            # A document waiting for the shared embedding quota is such a one: its Embed tasks give
+            # way and are called again (rag_ingest.embeddings.capacity); the record says so.
+            waiting = " (waiting for embedding capacity)" if record.capacity_wait_until else ""
+            report.left_alone.append(found.model_copy(update={"reason": f"execution still running{waiting}"}))
             return
         redrivable = state in _DEAD and record.version and record.bucket and record.key
         if redrivable and record.replays < settings.max_redrives:
