@@ -187,7 +187,7 @@ class EmbeddingCapacityConfig(_Model):
     on-demand quotas as AWS's quota table lists them (an account may have less: `make preflight`
     reads the account's own values from Service Quotas and says when these are above them)."""
 
-    # "shared": one timeline in DynamoDB that every Embed task books (chosen by measurement:
+    # "shared": one ledger in DynamoDB that every Embed task books (chosen by measurement:
     # docs/benchmarks.md, "Throughput against Bedrock's quotas"); "adaptive": botocore's adaptive
     # retries per Lambda; "off": throttles are retried by Step Functions only.
     mode: CapacityMode = "shared"

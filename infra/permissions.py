@@ -69,9 +69,9 @@ DOCUMENTS_TABLE: Mapping[str, TableAccess] = MappingProxyType(
 # (BatchGetItem) and writes the ones it paid for (PutItem).
 EMBEDDING_CACHE_TABLE: Mapping[str, TableAccess] = MappingProxyType({"Embed": _access(BATCH_GET, PUT)})
 
-# The shared embedding-quota timeline (rag_ingest.adapters.capacity_table): Embed books it with
-# conditional UpdateItem calls and nothing else (embedding.capacity.mode "shared").
-EMBEDDING_CAPACITY_TABLE: Mapping[str, TableAccess] = MappingProxyType({"Embed": _access(UPDATE)})
+# The shared embedding-quota ledger (rag_ingest.adapters.capacity_table): Embed books it with
+# a consistent GetItem and a conditional PutItem, nothing else (embedding.capacity.mode "shared").
+EMBEDDING_CAPACITY_TABLE: Mapping[str, TableAccess] = MappingProxyType({"Embed": _access(GET, PUT)})
 
 # The webhooks table (rag_ingest.adapters.webhooks_table.WebhooksTable, key tenant_id + endpoint_id).
 WEBHOOKS_TABLE: Mapping[str, TableAccess] = MappingProxyType(

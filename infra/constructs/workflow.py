@@ -131,8 +131,8 @@ class Workflow(Construct):
         )
 
     def _capacity_table(self) -> dynamodb.Table:
-        """The shared embedding-quota timeline: one small item per model, booked by every Embed task
-        (rag_ingest.adapters.capacity_table). It holds a moment, nothing that needs restoring."""
+        """The shared embedding-quota ledger: one small item per model, booked by every Embed task
+        (rag_ingest.adapters.capacity_table). It holds the last minute's bookings, nothing to restore."""
         table = dynamodb.Table(
             self,
             "EmbeddingCapacityTable",
@@ -144,8 +144,8 @@ class Workflow(Construct):
         acknowledge(
             table,
             "AwsSolutions-DDB3",
-            "The table holds one timestamp per model (when the embedding quota is booked until); a lost "
-            "item only restarts the booking from now, so point-in-time recovery would back up nothing of value.",
+            "The table holds the last minute's bookings of the embedding quota, per model; a lost item only "
+            "forgets a minute of bookings, so point-in-time recovery would back up nothing of value.",
         )
         CfnOutput(self, "EmbeddingCapacityTableName", value=table.table_name).override_logical_id(
             "EmbeddingCapacityTableName"

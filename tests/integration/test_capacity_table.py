@@ -1,6 +1,6 @@
-"""The shared embedding-quota timeline on moto's DynamoDB (rag_ingest.adapters.capacity_table):
-concurrent reservers get stretches that never overlap and leave no gap, a booked-out timeline
-refuses without writing, and an idle one starts from now."""
+"""The shared embedding-quota ledger on moto's DynamoDB (rag_ingest.adapters.capacity_table) under
+the limiter: concurrent Embed tasks' bookings all land (compare-and-set on the version, the losers
+read again) and never put more than the quota in any window; a stale version is refused."""
 
 from __future__ import annotations
 
@@ -9,8 +9,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import boto3
 import pytest
-from rag_ingest.adapters.capacity_table import FREE_AT_ATTRIBUTE, SCOPE_ATTRIBUTE, CapacityTable
-from rag_ingest.embeddings.capacity import MICROSECONDS, Reservation
+from rag_ingest.adapters.capacity_table import CapacityTable, decode_bookings, encode_bookings
+from rag_ingest.embeddings.capacity import (
+    MICROSECONDS,
+    QUOTA_WINDOW_US,
+    WINDOW_MARGIN_US,
+    Booking,
+    CapacityLimiter,
+    EmbeddingQuota,
+    Ledger,
+)
 
 from tests.support.aws import moto_server
 
@@ -23,51 +31,43 @@ def table() -> Iterator[CapacityTable]:
     with moto_server():
         boto3.client("dynamodb").create_table(
             TableName=TABLE,
-            KeySchema=[{"AttributeName": SCOPE_ATTRIBUTE, "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": SCOPE_ATTRIBUTE, "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "scope", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "scope", "AttributeType": "S"}],
             BillingMode="PAY_PER_REQUEST",
         )
         yield CapacityTable(TABLE)
 
 
-def free_at(scope: str) -> int:
-    item = boto3.resource("dynamodb").Table(TABLE).get_item(Key={SCOPE_ATTRIBUTE: scope}, ConsistentRead=True)
-    return int(item["Item"][FREE_AT_ATTRIBUTE])
+def test_a_ledger_is_written_once_per_version(table: CapacityTable) -> None:
+    assert table.read("new") == Ledger((), 0)
+    bookings = [Booking(1_000_000_000, 16, 3700), Booking(1_000_500_000, 3, 690)]
+    assert table.write("new", bookings, 0)
+    assert not table.write("new", bookings, 0)  # someone wrote version 1 already
+    assert table.read("new") == Ledger(tuple(bookings), 1)
+    assert not table.write("new", [], 5)
+    assert table.write("new", bookings[1:], 1)
+    assert table.read("new") == Ledger(tuple(bookings[1:]), 2)
+    assert decode_bookings(encode_bookings(bookings) + ";junk;1:2") == tuple(bookings)
 
 
-def test_an_idle_timeline_starts_now_and_a_booked_one_after_what_is_booked(table: CapacityTable) -> None:
-    now = 1_000 * MICROSECONDS
-    first = table.reserve("idle", 500_000, now, now + 30 * MICROSECONDS)
-    assert first == Reservation(granted=True, start_us=now, queue_end_us=now + 500_000)
-    second = table.reserve("idle", 250_000, now + 100_000, now + 30 * MICROSECONDS)
-    assert (second.granted, second.start_us, second.queue_end_us) == (True, now + 500_000, now + 750_000)
-    # Long after: the timeline is idle again and restarts from the caller's now, not from the past.
-    later = now + 60 * MICROSECONDS
-    third = table.reserve("idle", 1_000, later, later + MICROSECONDS)
-    assert (third.granted, third.start_us) == (True, later)
-    assert free_at("idle") == later + 1_000
-
-
-def test_a_timeline_booked_past_the_latest_start_refuses_and_writes_nothing(table: CapacityTable) -> None:
-    now = 5_000 * MICROSECONDS
-    table.reserve("busy", 40 * MICROSECONDS, now, now)
-    refused = table.reserve("busy", MICROSECONDS, now + MICROSECONDS, now + 10 * MICROSECONDS)
-    assert not refused.granted and refused.queue_end_us == now + 40 * MICROSECONDS
-    assert free_at("busy") == now + 40 * MICROSECONDS
-
-
-def test_concurrent_reservations_tile_the_timeline(table: CapacityTable) -> None:
-    """Eight threads, 15 reservations each, all at the same 'now': every stretch is its own,
-    back to back from now, whatever order the conditional writes landed in."""
+def test_concurrent_tasks_book_the_quota_and_no_more(table: CapacityTable) -> None:
+    """Eight tasks at the same moment, five batches of 16 each, against 200 requests a minute:
+    every booking lands, none is lost to the races, and no window holds more than 200."""
     now = 9_000 * MICROSECONDS
-    cost = 10_000
+    quota = EmbeddingQuota(requests_per_minute=200, tokens_per_minute=None, headroom=1.0)
 
-    def book(_: int) -> list[Reservation]:
-        return [table.reserve("shared", cost, now, now + 3600 * MICROSECONDS) for _ in range(15)]
+    def task(_: int) -> list[float]:
+        limiter = CapacityLimiter(table, quota, "shared", max_wait_seconds=3600, clock_us=lambda: now)
+        return [moment for _ in range(5) for moment in limiter.schedule([100] * 16)]
 
     with ThreadPoolExecutor(max_workers=8) as pool:
-        reservations = [r for batch in pool.map(book, range(8)) for r in batch]
-    assert all(r.granted for r in reservations)
-    starts = sorted(r.start_us for r in reservations)
-    assert starts == [now + i * cost for i in range(8 * 15)]
-    assert free_at("shared") == now + 8 * 15 * cost
+        moments = sorted(m for sent in pool.map(task, range(8)) for m in sent)
+    assert len(moments) == 8 * 5 * 16
+    window = (QUOTA_WINDOW_US + WINDOW_MARGIN_US) / MICROSECONDS
+    for index, moment in enumerate(moments):
+        in_window = sum(1 for other in moments[: index + 1] if other > moment - window)
+        assert in_window <= 200, moment
+    # The quota is used, not wasted: 640 calls in four windows' time (200, 200, 200, 40).
+    assert moments[-1] == pytest.approx(now / MICROSECONDS + 3 * window)
+    ledger = table.read("shared")
+    assert sum(b.requests for b in ledger.bookings) == 640 and ledger.version == 40

@@ -233,7 +233,7 @@ class StagesEnv(CommonEnv, BucketEnv, SearchEnv):
     embed_batch_size: int = Field(default=16, gt=0, le=256)
     embed_task_chunks: int = Field(default=256, gt=0, le=10_000)
     # One budget for every Embed task (rag_ingest.embeddings.capacity; cdk.json embedding.capacity):
-    # the mode, the shared timeline's table ("shared" only), the model's quota (unset: not enforced)
+    # the mode, the shared ledger's table ("shared" only), the model's quota (unset: not enforced)
     # and the share of it used, and how long a batch waits for its turn before the task gives way.
     embedding_capacity_mode: CapacityMode = "off"
     embedding_capacity_table: str | None = Field(default=None, min_length=1)
