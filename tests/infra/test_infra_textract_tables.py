@@ -7,15 +7,13 @@ else in the stack may call Textract; the stack still passes cdk-nag and cfn-lint
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from aws_cdk.assertions import Template
 from cfnlint.api import ManualArgs, lint_file
 
-from infra.cdk_app import create_app
 from infra.config import CONTEXT_KEY, ConfigError, parse_config
+from tests.infra.conftest import synthesize
 from tests.infra.template_tools import SynthResult, as_list, problem_annotations, render_token
 
 pytestmark = pytest.mark.infra
@@ -50,25 +48,8 @@ def _textract_grants(synth: SynthResult) -> dict[str, list[tuple[str, list[str]]
 @pytest.fixture(scope="module")
 def tables_on(tmp_path_factory: pytest.TempPathFactory) -> SynthResult:
     """The stack synthesized (with cdk-nag) with the switch on, as ``cdk deploy -c`` would give it."""
-    outdir = tmp_path_factory.mktemp("cdk.out-textract-tables")
-    app, stack, config = create_app(context={CONTEXT_KEY: {"parsing": {"textractTables": True}}}, outdir=str(outdir))
-    error: str | None = None
-    try:
-        app.synth()
-    except RuntimeError as exc:  # cdk-nag findings fail the synth
-        error = str(exc)
-    template_dict = json.loads((outdir / stack.template_file).read_text())
-    report = outdir / "validation-report.json"
-    return SynthResult(
-        config=config,
-        template=Template.from_json(template_dict),
-        template_dict=template_dict,
-        outdir=outdir,
-        stack_name=stack.stack_name,
-        validation_error=error,
-        validation_report=json.loads(report.read_text()) if report.exists() else {},
-        manifest=json.loads((outdir / "manifest.json").read_text()),
-    )
+    context = {CONTEXT_KEY: {"parsing": {"textractTables": True}}}
+    return synthesize(tmp_path_factory.mktemp("cdk.out-textract-tables"), context=context)
 
 
 def test_off_by_default_parse_may_only_detect_document_text(synth: SynthResult) -> None:

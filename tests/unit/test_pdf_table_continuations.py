@@ -95,16 +95,25 @@ def test_the_join_holds_across_parse_page_ranges() -> None:
     assert join_page_ranges(ranges).pages == whole
 
 
-def test_a_new_captioned_table_at_the_top_of_the_next_page_stays_a_table_of_its_own() -> None:
-    def second(pdf: FPDF) -> None:
-        pdf.multi_cell(0, 5, "Table 2: Readings of the second survey")
+@pytest.mark.parametrize(
+    ("line", "joined"),
+    [
+        ("Table 2: Readings of the second survey", False),  # a caption of its own: a new table
+        ("The next readings come from the coastal stations, measured with new gauges.", False),  # prose
+        ("Table 1 (continued)", True),  # says it goes on: the same table
+    ],
+)
+def test_what_stands_above_the_next_pages_table_decides(line: str, joined: bool) -> None:
+    def second(pdf: FPDF) -> None:  # the same columns at the same places, the header row repeated
+        pdf.multi_cell(0, 5, line)
         pdf.ln(2)
         draw_table(pdf, HEADER, station_rows(5, first=200), col_widths=(25, 55, 40, 30))
 
     pages = _parse(two_tables_pdf(second))
-    [(_, continues)] = _tables(pages[1])
-    assert not continues
-    assert pages[1].text.startswith("Table 2: Readings of the second survey\n\n" + " | ".join(HEADER))
+    [(table, continues)] = _tables(pages[1])
+    assert continues is joined
+    assert table.startswith(" | ".join(HEADER)) is not joined  # a joined part's repeated header is dropped
+    assert pages[1].text.startswith(line)
 
 
 def test_a_table_with_other_columns_at_the_top_of_the_next_page_stays_a_table_of_its_own() -> None:
@@ -130,17 +139,6 @@ def test_a_header_row_over_a_column_of_numbers_opens_a_new_table() -> None:
     pages = _parse(two_tables_pdf(second))
     [(table, continues)] = _tables(pages[1])
     assert not continues and table.startswith("Site | Town | Readings | Days")
-
-
-def test_prose_between_the_tables_keeps_them_apart() -> None:
-    def second(pdf: FPDF) -> None:
-        pdf.multi_cell(0, 5, "The next readings come from the coastal stations, measured with new gauges.")
-        pdf.ln(2)
-        draw_table(pdf, HEADER, station_rows(5, first=400), col_widths=(25, 55, 40, 30))
-
-    pages = _parse(two_tables_pdf(second))
-    [(_, continues)] = _tables(pages[1])
-    assert not continues
 
 
 def test_without_column_edges_only_a_repeated_header_joins() -> None:
