@@ -151,6 +151,10 @@ class ParsingConfig(_Model):
     range_pages: int = Field(default=DEFAULT_PARSE_RANGE_PAGES, ge=1, le=1000)
     # Parse Map iterations at once: each reads the PDF (at most maxFileBytes) into its own function.
     max_concurrency: int = Field(default=10, ge=1, le=40)
+    # Scanned pages' tables in AWS: Textract AnalyzeDocument with TABLES instead of DetectDocumentText,
+    # so a scanned table is indexed as rows under its header. Off by default: it bills about ten times
+    # DetectDocumentText per OCR'd page (docs/ocr.md, docs/cost.md); on, Parse may call AnalyzeDocument.
+    textract_tables: bool = False
 
 
 class LanesConfig(_Model):

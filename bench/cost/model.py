@@ -42,6 +42,15 @@ EVENTS_PER_DOCUMENT = 1
 PUSHER_MS_PER_STATUS_WRITE = 100.0
 
 
+# The cost table's Textract line, by parsing.textractTables (its price: ocr_page_price).
+OCR_LINES = {False: "Textract DetectDocumentText (OCR)", True: "Textract AnalyzeDocument TABLES (OCR)"}
+
+
+def ocr_page_price(textract_tables: bool) -> prices.Price:
+    """What Textract bills per OCR'd page: DetectDocumentText, or AnalyzeDocument with TABLES."""
+    return prices.TEXTRACT_ANALYZE_TABLES_PAGE if textract_tables else prices.TEXTRACT_DETECT_TEXT_PAGE
+
+
 @dataclass(frozen=True)
 class DocumentUsage:
     """One document of the measured run."""
@@ -104,6 +113,13 @@ class CostSettings:
     express_seconds_per_document: float = 0.0
     pusher_memory_mb: int = 256
     storage_months: float = 1.0
+    # cdk.json parsing.textractTables: OCR'd pages go to AnalyzeDocument TABLES, not DetectDocumentText.
+    textract_tables: bool = False
+
+    @property
+    def ocr_line(self) -> str:
+        """The name of the cost table's Textract line for this setting."""
+        return OCR_LINES[self.textract_tables]
 
 
 @dataclass(frozen=True)
@@ -181,8 +197,8 @@ def cost_table(usage: RunUsage, settings: CostSettings) -> CostTable:
     share = ocr_pages / usage.pages if usage.pages else 0.0
     lines.append(
         CostLine(
-            "Textract DetectDocumentText (OCR)",
-            ocr_pages * prices.TEXTRACT_DETECT_TEXT_PAGE.usd,
+            settings.ocr_line,
+            ocr_pages * ocr_page_price(settings.textract_tables).usd,
             f"{ocr_pages:g} pages OCR'd ({share:.0%} of pages)",
         )
     )

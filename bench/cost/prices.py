@@ -34,6 +34,7 @@ XRAY = "AWS X-Ray Pricing (aws.amazon.com/xray/pricing)"
 API_GATEWAY = "Amazon API Gateway Pricing (aws.amazon.com/api-gateway/pricing), WebSocket APIs"
 OPENSEARCH = "Amazon OpenSearch Service Pricing (aws.amazon.com/opensearch-service/pricing)"
 TEXTRACT = "Amazon Textract Pricing (aws.amazon.com/textract/pricing), Detect Document Text API"
+TEXTRACT_TABLES = "Amazon Textract Pricing (aws.amazon.com/textract/pricing), Analyze Document API, Tables"
 
 LAMBDA_GB_SECOND = {
     "x86_64": Price(0.0000166667, "GB-second, x86_64 (first 6 billion GB-s a month)", LAMBDA),
@@ -50,6 +51,11 @@ SFN_EXPRESS_GB_SECOND = Price(0.00001667, "GB-second, Express workflow (first 1,
 # Above a million pages a month the price falls to 0.60 USD per 1,000 pages; the model keeps the first tier.
 TEXTRACT_DETECT_TEXT_PAGE = Price(
     1.50 / 1000, "page, DetectDocumentText (first 1 million pages a month; 0.60 per 1,000 after)", TEXTRACT
+)
+# What it calls instead with cdk.json parsing.textractTables on: AnalyzeDocument with FeatureTypes=["TABLES"],
+# 10x DetectDocumentText (the model keeps the first tier: the first 1 million pages a month).
+TEXTRACT_ANALYZE_TABLES_PAGE = Price(
+    15.00 / 1000, "page, AnalyzeDocument with TABLES (first 1 million pages a month)", TEXTRACT_TABLES
 )
 
 TITAN_V2_INPUT_TOKEN = Price(0.00002 / 1000, "input token, Titan Text Embeddings V2, on-demand", BEDROCK)

@@ -11,6 +11,7 @@ from rag_ingest.embeddings.bedrock import DEFAULT_MAX_CONCURRENCY
 
 from bench.cost import prices
 from bench.cost.model import (
+    OCR_LINES,
     Architecture,
     ChunkingChange,
     CostSettings,
@@ -19,6 +20,7 @@ from bench.cost.model import (
     RunUsage,
     cost_table,
     lambda_gb_seconds,
+    ocr_page_price,
     rechunked,
     scaled_memory,
     with_scanned_share,
@@ -80,6 +82,7 @@ def settings_from_config(config: RagIngestConfig) -> CostSettings:
         architecture=config.functions.architecture,
         embedding_dimension=config.embedding.dimension,
         pusher_memory_mb=config.live.pusher.memory_mb,
+        textract_tables=config.parsing.textract_tables,
     )
 
 
@@ -371,27 +374,36 @@ def render(data: Mapping[str, Any], config: RagIngestConfig, call_ms: float = AS
 
 
 def render_ocr_share(usage: RunUsage, settings: CostSettings) -> list[str]:
-    """The OCR lines per 1,000 pages as the share of scanned pages grows (Embed on Bedrock)."""
+    """The OCR lines per 1,000 pages as the share of scanned pages grows (Embed on Bedrock), in both
+    modes of parsing.textractTables: DetectDocumentText, or AnalyzeDocument with TABLES."""
     parse = STAGE_FUNCTIONS["PARSE"]
     memory = settings.memory_mb[parse]
+    detect, tables = ocr_page_price(False), ocr_page_price(True)
+    configured = "on" if settings.textract_tables else "off"
     out = [
-        f"Scanned pages (OCR by Textract `DetectDocumentText`): the same run as if a share of every document's "
-        f"pages had no text layer. Each such page adds {prices.TEXTRACT_DETECT_TEXT_PAGE.usd * 1000:.2f} USD per "
-        f"1,000 pages of Textract and {OCR_MS_PER_PAGE / 1000:.2f} s of Parse at {memory} MB "
+        f"Scanned pages (OCR by Textract): the same run as if a share of every document's pages had no text "
+        f"layer. Each such page adds {detect.usd * 1000:.2f} USD per 1,000 pages of Textract `DetectDocumentText` "
+        f"(`parsing.textractTables` off), or {tables.usd * 1000:.2f} USD of `AnalyzeDocument` with TABLES (on; "
+        f"cdk.json has it {configured}), and {OCR_MS_PER_PAGE / 1000:.2f} s of Parse at {memory} MB "
         f"({MEASURED_RASTERISE_MS_PER_PAGE:.0f} ms rasterising, measured; {ASSUMED_TEXTRACT_CALL_MS:.0f} ms "
-        "waiting on Textract, assumed):",
+        "waiting on Textract, assumed, the same for both calls):",
         "",
-        "| share of scanned pages | Textract per 1,000 pages | Parse Lambda per 1,000 pages | total per 1,000 pages |",
+        "| share of scanned pages | Textract per 1,000 pages: text only / TABLES | Parse Lambda per 1,000 pages "
+        "| total per 1,000 pages: text only / TABLES |",
         "|---|---|---|---|",
     ]
     price = prices.LAMBDA_GB_SECOND[settings.architecture].usd
     for share in SCANNED_SHARES:
         scanned = with_scanned_share(usage, share, parse, OCR_MS_PER_PAGE)
-        table = cost_table(scanned, settings)
+        text_only = cost_table(scanned, replace(settings, textract_tables=False))
+        with_tables = cost_table(scanned, replace(settings, textract_tables=True))
         parse_usd = lambda_gb_seconds(scanned.lambda_ms[parse], memory) * price
         out.append(
-            f"| {share:.0%} | {_money(table.per_thousand_pages(table.line('Textract DetectDocumentText (OCR)').usd))} "
-            f"| {_money(table.per_thousand_pages(parse_usd))} | {_money(table.total_per_thousand_pages)} |"
+            f"| {share:.0%} "
+            f"| {_money(text_only.per_thousand_pages(text_only.line(OCR_LINES[False]).usd))} / "
+            f"{_money(with_tables.per_thousand_pages(with_tables.line(OCR_LINES[True]).usd))} "
+            f"| {_money(text_only.per_thousand_pages(parse_usd))} "
+            f"| {_money(text_only.total_per_thousand_pages)} / {_money(with_tables.total_per_thousand_pages)} |"
         )
     return out
 

@@ -74,6 +74,12 @@ EVENT_BUS_NAME = "default"
 BULK_LANE_STAGES = ("Parse", "Chunk", "Embed", "Index")
 
 
+def textract_actions(config: RagIngestConfig) -> list[str]:
+    """What Parse may call on Textract: DetectDocumentText, and AnalyzeDocument when parsing.textractTables
+    is on (rag_ingest.adapters.textract calls one or the other, as OCR_TEXTRACT_TABLES says)."""
+    return ["textract:DetectDocumentText", *(["textract:AnalyzeDocument"] if config.parsing.textract_tables else [])]
+
+
 def bulk(name: str) -> str:
     """The bulk lane's copy of a stage: its function key and state names (``Parse`` -> ``ParseBulk``)."""
     return f"{name}Bulk"
@@ -116,6 +122,8 @@ class Workflow(Construct):
             "OCR_ENGINE": "textract",
             "MAX_OCR_PAGES": str(config.limits.max_ocr_pages),
             "OCR_DPI": str(OCR_DPI),
+            # parsing.textractTables: AnalyzeDocument TABLES instead of DetectDocumentText (Parse's grant below).
+            "OCR_TEXTRACT_TABLES": "true" if config.parsing.textract_tables else "false",
             **self._capacity_environment(capacity),
         }
         self.functions: dict[str, lambda_.Function] = {}
@@ -224,13 +232,15 @@ class Workflow(Construct):
             bus_arn = Stack.of(self).format_arn(service="events", resource="event-bus", resource_name=EVENT_BUS_NAME)
             role.add_to_principal_policy(iam.PolicyStatement(actions=["events:PutEvents"], resources=[bus_arn]))
         if spec.ocr:
-            # DetectDocumentText on image bytes touches no resource: Textract has no resource-level
-            # permissions for it, so '*' is the only resource IAM accepts.
-            role.add_to_principal_policy(iam.PolicyStatement(actions=["textract:DetectDocumentText"], resources=["*"]))
+            # DetectDocumentText (and AnalyzeDocument) on image bytes touch no resource: Textract has no
+            # resource-level permissions for them, so '*' is the only resource IAM accepts. AnalyzeDocument
+            # only when parsing.textractTables is on.
+            actions = textract_actions(self._config)
+            role.add_to_principal_policy(iam.PolicyStatement(actions=actions, resources=["*"]))
             acknowledge(
                 role,
                 "AwsSolutions-IAM5",
-                "textract:DetectDocumentText has no resource-level permissions (IAM requires '*'); the only action.",
+                f"{' and '.join(actions)}: no resource-level permissions (IAM requires '*'); the only actions.",
                 "Resource::*",
             )
         if findings:

@@ -257,6 +257,7 @@ class RuntimeSettings:
             **self._capacity_overrides(via_server),
             # Pages without a text layer: offline Tesseract instead of Textract (docs/ocr.md).
             "OCR_ENGINE": "local",
+            "OCR_TEXTRACT_TABLES": None,  # a Textract feature (cdk.json parsing.textractTables): not offline
             # Webhook receivers on loopback (tests, a developer's listener); private addresses stay refused.
             "WEBHOOK_ALLOW_LOOPBACK_HTTP": "true",
             # No X-Ray daemon locally.

@@ -30,6 +30,8 @@ STAR_ONLY_ACTIONS = {
     "dynamodb:ListStreams",
     # Parse's OCR of image bytes (rag_ingest.adapters.textract): no resource-level permissions exist.
     "textract:DetectDocumentText",
+    # ... and AnalyzeDocument with TABLES when parsing.textractTables is on (tests/infra/test_infra_textract_tables.py).
+    "textract:AnalyzeDocument",
     # POST /search's rerank stage: Rerank names no resource; the model is scoped by InvokeModel
     # (https://docs.aws.amazon.com/bedrock/latest/userguide/rerank-prereq.html).
     "bedrock:Rerank",

@@ -74,6 +74,20 @@ def test_ocr_pages_are_billed_per_page_by_textract() -> None:
     assert "4 pages OCR'd (40% of pages)" in line.detail
 
 
+def test_textract_tables_bill_ocr_pages_at_analyze_document_tables_price() -> None:
+    # cdk.json parsing.textractTables: the same pages, AnalyzeDocument TABLES's price (10x DetectDocumentText).
+    scanned = replace(USAGE, documents=(replace(DOCUMENT, ocr_pages=4),))
+    tables = replace(SETTINGS, textract_tables=True)
+    line = cost_table(scanned, tables).line("Textract AnalyzeDocument TABLES (OCR)")
+    assert line.usd == pytest.approx(4 * 15.00 / 1000)
+    assert prices.TEXTRACT_ANALYZE_TABLES_PAGE.usd == pytest.approx(10 * prices.TEXTRACT_DETECT_TEXT_PAGE.usd)
+    assert cost_table(scanned, tables).total_usd - cost_table(scanned, SETTINGS).total_usd == pytest.approx(
+        4 * (15.00 - 1.50) / 1000
+    )
+    with pytest.raises(StopIteration):  # one Textract line, the configured call's
+        cost_table(scanned, tables).line("Textract DetectDocumentText (OCR)")
+
+
 def test_a_share_of_scanned_pages_scales_textract_and_parse_time() -> None:
     parse = "Workflow/ParseFunction"
     half = with_scanned_share(USAGE, 0.5, parse, ms_per_ocr_page=2000.0)

@@ -178,3 +178,54 @@ def test_the_engine_asks_analyze_document_for_tables_and_parse_makes_them_a_tabl
             tables=False,
         )
     assert plain.pages[0].blocks == [] and "France Paris" in plain.pages[0].text
+
+
+_STAGE_ENV = {
+    "DOCUMENTS_TABLE": "documents",
+    "BUCKET_NAME": "docs",
+    "OPENSEARCH_ENDPOINT": "http://127.0.0.1:9200",
+    "OPENSEARCH_INDEX": "chunks",
+    "EMBEDDING_PROVIDER": "local",
+    "EMBEDDING_MODEL_ID": "fake-embedder",
+    "EMBEDDING_DIMENSION": "4",
+    "MAX_FILE_BYTES": "1048576",
+    "MAX_PAGES": "50",
+    "CHUNK_TOKENS": "120",
+    "CHUNK_OVERLAP_TOKENS": "20",
+}
+
+
+@pytest.mark.parametrize(("variable", "analyzes"), [("true", True), ("false", False), (None, False)])
+def test_ocr_textract_tables_picks_the_api_at_cold_start(
+    monkeypatch: pytest.MonkeyPatch, variable: str | None, analyzes: bool
+) -> None:
+    """cdk.json parsing.textractTables -> OCR_TEXTRACT_TABLES -> the engine Parse builds at cold start."""
+    from rag_ingest import wiring
+    from rag_ingest.core.config import StagesEnv
+
+    environ = {**_STAGE_ENV, "OCR_ENGINE": "textract"} | ({"OCR_TEXTRACT_TABLES": variable} if variable else {})
+    env = StagesEnv.from_env(environ)
+    assert env.ocr_textract_tables is analyzes
+    client = _client()
+    monkeypatch.setattr(wiring.aws, "client", lambda _service: client)
+    engine = wiring.ocr_engine_for(env)
+    assert isinstance(engine, TextractEngine)
+    stub = Stubber(client)
+    if analyzes:
+        stub.add_response(
+            "analyze_document", ANALYZE_RESPONSE, {"Document": {"Bytes": PNG}, "FeatureTypes": ["TABLES"]}
+        )
+    else:
+        stub.add_response("detect_document_text", {"Blocks": []}, {"Document": {"Bytes": PNG}})
+    with stub:
+        engine.recognize(PNG)
+    stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize(("engine", "value"), [("local", "true"), ("off", "true"), ("textract", "maybe")])
+def test_ocr_textract_tables_is_validated_at_cold_start(engine: str, value: str) -> None:
+    from rag_ingest.core.config import StagesEnv
+    from rag_ingest.core.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="OCR_TEXTRACT_TABLES"):
+        StagesEnv.from_env({**_STAGE_ENV, "OCR_ENGINE": engine, "OCR_TEXTRACT_TABLES": value})

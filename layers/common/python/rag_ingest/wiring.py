@@ -151,7 +151,7 @@ def reranker_for(env: SearchEnv) -> Reranker:
 def ocr_engine_for(env: StagesEnv) -> OcrEngine | None:
     """The OCR engine OCR_ENGINE names (made at cold start: a missing tesseract fails loudly)."""
     if env.ocr_engine == "textract":
-        return TextractEngine()
+        return TextractEngine(tables=env.ocr_textract_tables)
     if env.ocr_engine == "local":
         return local_engine()
     return None

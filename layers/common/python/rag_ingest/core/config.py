@@ -249,6 +249,15 @@ class StagesEnv(CommonEnv, BucketEnv, SearchEnv):
     ocr_engine: Literal["off", "local", "textract"] = "off"
     max_ocr_pages: int = Field(default=DEFAULT_MAX_OCR_PAGES, ge=0, le=3000)
     ocr_dpi: int = Field(default=OCR_DPI, ge=72, le=600)
+    # Textract reads scanned pages with AnalyzeDocument TABLES instead of DetectDocumentText (cdk.json
+    # parsing.textractTables; about ten times the price per page, docs/ocr.md). Only with OCR_ENGINE=textract.
+    ocr_textract_tables: bool = False
+
+    @model_validator(mode="after")
+    def _textract_tables_need_textract(self) -> Self:
+        if self.ocr_textract_tables and self.ocr_engine != "textract":
+            raise ValueError(f"OCR_TEXTRACT_TABLES=true needs OCR_ENGINE=textract, not {self.ocr_engine!r}")
+        return self
 
     @model_validator(mode="after")
     def _shared_capacity_has_a_table(self) -> Self:

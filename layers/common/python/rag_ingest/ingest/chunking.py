@@ -19,7 +19,9 @@ Structured formats (DOCX, PPTX, HTML, Markdown, text: pages with heading and par
 from 1). Tables (TABLE blocks: theirs, and a PDF page's, rag_ingest.ingest.pdf_tables) are cut
 between rows, never inside one, and a chunk that starts after a table's header row begins with
 that header row (so its ``text`` is the header, a line break, then
-``document_text[char_start:char_end]``: the one exception to the offsets rule below).
+``document_text[char_start:char_end]``: the one exception to the offsets rule below). A table block
+that ``continues`` the previous page's table (and the running lines between the two parts) is read
+as more rows of that table: its header row, its heading path, no break forced at the page break.
 
 Method. The text is cut into units: headings, and sentences inside paragraphs (a paragraph is
 text between blank lines or headings; a page boundary always ends a paragraph). A sentence
@@ -41,6 +43,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from itertools import pairwise
 
 from rag_ingest.core.models import BlockKind, Chunk, PageText, section_paragraphs
 from rag_ingest.ingest.structure import TABLE_CAPTION
@@ -146,6 +149,9 @@ def chunk_pages(
     headings = _stated_headings(pages, page_starts, text) if structured else detect_headings(text)
     if tables and not structured:  # a table's row (a one-cell section label) is not a heading
         headings = [h for h in headings if not any(start <= h.start < end for start, end in tables)]
+    # A running line between a table and its continuation on the next page is not a heading either.
+    gaps = _continuation_gaps(tables)
+    headings = [h for h in headings if not any(start <= h.start < end for start, end in gaps)]
     paragraph_starts, paragraph_numbers = _paragraph_numbers(pages, page_starts) if structured else ([], [])
     units = _units(text, page_starts, headings, tables, count_tokens=count_tokens, limit=target_tokens)
     paragraph_tokens = _paragraph_tokens_from(units)
@@ -283,14 +289,21 @@ def _page_offsets(pages: Sequence[PageText]) -> tuple[list[int], list[int]]:
     return starts, numbers
 
 
-def _table_spans(pages: Sequence[PageText], page_starts: list[int]) -> set[tuple[int, int]]:
-    """The (start, end) of every table block, as offsets into the document text."""
+def _table_spans(pages: Sequence[PageText], page_starts: list[int]) -> dict[tuple[int, int], bool]:
+    """The (start, end) of every table block, as offsets into the document text, and whether it
+    continues the previous page's table (``TextBlock.continues``)."""
     return {
-        (page_start + block.start, page_start + block.end)
+        (page_start + block.start, page_start + block.end): block.continues
         for page, page_start in zip(pages, page_starts, strict=True)
         for block in page.blocks
         if block.kind is BlockKind.TABLE
     }
+
+
+def _continuation_gaps(tables: dict[tuple[int, int], bool]) -> list[tuple[int, int]]:
+    """Between each table and its continuation: (the end of the first part, the start of the next)."""
+    spans = sorted(tables)
+    return [(before[1], after[0]) for before, after in pairwise(spans) if tables[after]]
 
 
 def _table_units(
@@ -301,13 +314,17 @@ def _table_units(
     anchor: str | None,
     count_tokens: Callable[[str], int],
     limit: int,
+    header: tuple[int, int] | None = None,
 ) -> list[_Unit]:
     """A table's rows, one unit each (the first is the header row): a chunk ends between rows, never
     inside one (unless a row alone is longer than a chunk), and a chunk that starts after the header
-    row repeats it."""
+    row repeats it. ``header``: the table continues one whose header row stands there (on the
+    previous page): every row is a body row under it."""
     units: list[_Unit] = []
     rows = [(match.start(), match.end()) for match in re.finditer(r"[^\n]+", text[start:end])]
-    header = (start + rows[0][0], start + rows[0][1]) if rows else None
+    continued = header is not None
+    if header is None and rows:
+        header = (start + rows[0][0], start + rows[0][1])
     for index, (row_start, row_end) in enumerate(rows):
         absolute = (start + row_start, start + row_end)
         tokens = count_tokens(text[absolute[0] : absolute[1]])
@@ -318,10 +335,10 @@ def _table_units(
                     piece_start,
                     piece_end,
                     piece_tokens,
-                    starts_paragraph=index == 0 and piece_start == absolute[0],
+                    starts_paragraph=index == 0 and piece_start == absolute[0] and not continued,
                     heading_path=titles,
                     anchor=anchor,
-                    table_header=header if index > 0 else None,
+                    table_header=header if index > 0 or continued else None,
                 )
             )
     return units
@@ -331,7 +348,7 @@ def _units(
     text: str,
     page_starts: list[int],
     headings: Sequence[Heading],
-    tables: set[tuple[int, int]],
+    tables: dict[tuple[int, int], bool],
     *,
     count_tokens: Callable[[str], int],
     limit: int,
@@ -343,6 +360,7 @@ def _units(
     heading_bounds = sorted({heading.start for heading in headings} | {heading.end for heading in headings})
     path: list[Heading] = []
     after_table = -1  # len(units) right after the last table's rows
+    last_table: tuple[tuple[int, int], tuple[str, ...], str | None] | None = None  # its header, titles, anchor
     pending_bound = False
     page_bounds = [*page_starts[1:], len(text) + len(PAGE_SEPARATOR)]
     for page_start, next_page_start in zip(page_starts, page_bounds, strict=True):
@@ -357,10 +375,31 @@ def _units(
                         _Unit(paragraph_start, paragraph_end, tokens, True, True, _titles(path), _anchor(path))
                     )
                     continue
+            if tables.get((paragraph_start, paragraph_end)) and last_table is not None:
+                # The rest of the previous page's table: its rows, and the running lines between the
+                # two parts, read under the first part's header, with no break or bound between.
+                header, titles, anchor = last_table
+                for index in range(after_table, len(units)):
+                    units[index] = replace(units[index], starts_paragraph=False, table_bound=False, table_header=header)
+                pending_bound = False
+                units.extend(
+                    _table_units(
+                        text, paragraph_start, paragraph_end, titles, anchor, count_tokens, limit, header=header
+                    )
+                )
+                after_table = len(units)
+                continue
             if (paragraph_start, paragraph_end) in tables:
                 table = _table_units(
                     text, paragraph_start, paragraph_end, _titles(path), _anchor(path), count_tokens, limit
                 )
+                first_row = re.search(r"[^\n]+", text[paragraph_start:paragraph_end])
+                if first_row is not None:
+                    last_table = (
+                        (paragraph_start + first_row.start(), paragraph_start + first_row.end()),
+                        _titles(path),
+                        _anchor(path),
+                    )
                 caption = _caption_unit(text, units)
                 if caption is not None:
                     units[caption] = replace(units[caption], table_bound=True)

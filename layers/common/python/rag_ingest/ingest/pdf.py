@@ -43,8 +43,9 @@ two-column page apart, left column first; layout mode would interleave them line
 
 Tables (:mod:`rag_ingest.ingest.pdf_tables`): a page's ruled tables, and the tables an OCR engine
 found, replace the loose lines of their cells in that text as TABLE blocks of the page (rows under
-their header); cleanup (:func:`clean_page_texts`) keeps their rows whole. ``tables=False`` is the
-ablation's switch.
+their header); cleanup (:func:`clean_page_texts`) keeps their rows whole, and a table continued on
+the next page is joined to its first part (:func:`join_continued_tables`, with the cleanup when the
+page ranges are joined). ``tables=False`` is the ablation's switch.
 
 Budgets (:class:`ParseBudget`): a hostile PDF must cost seconds, never the function's timeout.
 Each page gets a time budget (enforced by an interval timer that interrupts the extraction, in
@@ -66,7 +67,7 @@ import threading
 import time
 import zlib
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -83,7 +84,15 @@ from rag_ingest.core.models import BlockKind, PageLayout, PageText, ParsedDocume
 from rag_ingest.core.tokens import is_vocabulary_word
 from rag_ingest.ingest.geometry import pack_layout, text_layer_layouts
 from rag_ingest.ingest.ocr import MIN_TEXT_LAYER_CHARS, OcrPageError, OcrUnavailableError, PageOcr, render_page_png
-from rag_ingest.ingest.pdf_tables import TableRows, find_page_tables, place_tables
+from rag_ingest.ingest.pdf_tables import (
+    CONTINUED_MARK,
+    TableRows,
+    continues_table,
+    find_page_tables,
+    place_tables,
+    table_rows,
+)
+from rag_ingest.ingest.structure import TABLE_CAPTION
 
 PDF_MAGIC = b"%PDF-"
 #: Acrobat accepts the header anywhere in the first 1024 bytes (some producers prepend junk).
@@ -302,6 +311,7 @@ def clean_page_texts(pages: Sequence[PageText], rules: CleanupRules = SHIPPED_CL
     )
     cleaned = []
     for page, lines, owners, gone in zip(pages, pages_lines, pages_tables, dropped, strict=True):
+        tables = sorted((block for block in page.blocks if block.kind is BlockKind.TABLE), key=lambda b: b.start)
         parts: list[str] = []
         blocks: list[TextBlock] = []
         offset = 0
@@ -317,11 +327,101 @@ def clean_page_texts(pages: Sequence[PageText], rules: CleanupRules = SHIPPED_CL
             if parts:
                 offset += 2  # the blank line before this part
             if owner is not None:
-                blocks.append(TextBlock(start=offset, end=offset + len(text), kind=BlockKind.TABLE))
+                blocks.append(tables[owner].model_copy(update={"start": offset, "end": offset + len(text)}))
             parts.append(text)
             offset += len(text)
         cleaned.append(page.model_copy(update={"text": "\n\n".join(parts), "blocks": blocks}))
     return cleaned
+
+
+def join_continued_tables(pages: Sequence[PageText]) -> list[PageText]:
+    """``pages`` (cleaned, in order) with each table continued from the previous page marked as such
+    (``TextBlock.continues``: the chunker reads its rows under the first table's header) and its
+    repeated header row, if any, dropped from its page's text.
+
+    A page's first table continues the previous page's last table when the pages follow each other,
+    nothing but running lines stand between the two tables (after the first on its page: the table
+    reaches the bottom of its page's text; before the second: it starts at the top of its page's),
+    and the tables agree (:func:`rag_ingest.ingest.pdf_tables.continues_table`: the same columns
+    at the same places, and a first row that repeats the header or is more of the body). A running
+    line is a line among the first or last ``RUNNING_LINE_ZONE`` lines of its page whose signature
+    (numbers masked) recurs in that zone on another page, or a line saying the table goes on
+    ("(continued)"); a caption of its own ("Table 4: ..."), a heading or a sentence is not, and keeps
+    the two tables apart. Each page keeps its own text and words, so pages and rectangles stay exact."""
+    result = list(pages)
+    if len(result) < 2 or not any(block.kind is BlockKind.TABLE for page in result for block in page.blocks):
+        return result
+    zones = _zone_signatures(result)
+    chain_headers: dict[int, list[str]] = {}  # page index -> the header row its continued table reads under
+    for index in range(len(result) - 1):
+        page, following = result[index], result[index + 1]
+        if following.page_number != page.page_number + 1:
+            continue
+        tables = [block for block in page.blocks if block.kind is BlockKind.TABLE]
+        next_tables = [block for block in following.blocks if block.kind is BlockKind.TABLE]
+        if not tables or not next_tables:
+            continue
+        first, second = tables[-1], next_tables[0]
+        if not (
+            _only_running_lines(page.text[first.end :], zones, 1, index)
+            and _only_running_lines(following.text[: second.start], zones, 0, index + 1)
+        ):
+            continue
+        first_rows = table_rows(page.text[first.start : first.end])
+        if first.continues and index in chain_headers:  # a table over three pages or more
+            first_rows = [chain_headers[index], *first_rows]
+        second_rows = table_rows(following.text[second.start : second.end])
+        verdict = continues_table(first_rows, first.columns, second_rows, second.columns)
+        if verdict is None or (verdict and len(second_rows) < 2):
+            continue
+        chain_headers[index + 1] = first_rows[0]
+        result[index + 1] = _continued(following, second, drop_first_row=verdict)
+    return result
+
+
+def _zone_signatures(pages: Sequence[PageText]) -> dict[tuple[int, str], set[int]]:
+    """(zone, line signature) -> the indices of the pages holding such a line outside their tables
+    among their first (zone 0) or last (zone 1) ``RUNNING_LINE_ZONE`` lines."""
+    found: defaultdict[tuple[int, str], set[int]] = defaultdict(set)
+    for index, page in enumerate(pages):
+        lines = [line.strip() for table, segment in _segments(page) if table is None for line in segment.split("\n")]
+        for zone, indices in enumerate(_zone_indices(lines)):
+            for line_index in indices:
+                found[(zone, _line_signature(lines[line_index]))].add(index)
+    return found
+
+
+def _only_running_lines(text: str, zones: Mapping[tuple[int, str], set[int]], zone: int, index: int) -> bool:
+    """Whether every line of ``text`` (at the bottom, zone 1, or the top, zone 0, of page ``index``)
+    is a running line: its signature in that zone on another page too, or a "continued" mark."""
+    lines = [line.strip() for line in text.split("\n") if line.strip()]
+    if len(lines) > RUNNING_LINE_ZONE:
+        return False
+    for line in lines:
+        if CONTINUED_MARK.search(line):
+            continue
+        if TABLE_CAPTION.match(line) or not zones.get((zone, _line_signature(line)), set()) - {index}:
+            return False
+    return True
+
+
+def _continued(page: PageText, block: TextBlock, *, drop_first_row: bool) -> PageText:
+    """``page`` with ``block`` (a TABLE block) marked as continuing the previous page's table, its
+    first row (a repeated header) cut out of the text when ``drop_first_row``."""
+    removed = 0
+    if drop_first_row:
+        row_end = page.text.index("\n", block.start, block.end)
+        removed = row_end + 1 - block.start
+    text = page.text[: block.start] + page.text[block.start + removed :]
+    blocks = [
+        other.model_copy(update={"end": other.end - removed, "continues": True})
+        if other is block
+        else other.model_copy(update={"start": other.start - removed, "end": other.end - removed})
+        if other.start >= block.end
+        else other
+        for other in page.blocks
+    ]
+    return page.model_copy(update={"text": text, "blocks": blocks})
 
 
 def _segments(page: PageText) -> list[tuple[int | None, str]]:
@@ -693,7 +793,7 @@ def join_page_ranges(ranges: Sequence[ParsedRange], *, clean: bool = True) -> Pa
     failure_reasons = {number: reason for parsed in ordered for number, reason in parsed.failure_reasons.items()}
     over_budget = [reason for parsed in ordered for reason in parsed.over_budget]
     if clean:
-        pages = clean_page_texts(pages)
+        pages = join_continued_tables(clean_page_texts(pages))
 
     if sum(parsed.extraction_failures for parsed in ordered) == page_count:
         if over_budget:

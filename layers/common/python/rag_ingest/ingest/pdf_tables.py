@@ -21,6 +21,13 @@ header row (:func:`rag_ingest.ingest.structure.table_text`), with its caption ("
 as a paragraph before it when a caption line stands right above or below. A table whose words
 are not found together in the page's text is left as the text has it (never indexed twice).
 Scanned pages' tables (Textract's TABLE blocks) are placed the same way into the OCR text.
+
+Continued tables. Each text-layer table's block records its column edges (``TextBlock.columns``);
+when the pages are joined, a page's first table that goes on with the previous page's last table
+(:func:`continues_table`: the same columns at the same places, nothing but running lines between,
+a first row that repeats the header or is not a header of its own) is marked ``continues``
+(``rag_ingest.ingest.pdf.join_continued_tables``), and the chunker reads it under the first part's
+header row.
 """
 
 from __future__ import annotations
@@ -66,10 +73,12 @@ _LIGATURES = str.maketrans({"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\uf
 
 @dataclass(frozen=True)
 class PdfTable:
-    """A table found on a page: its rows (the first is the header) and the top of its box."""
+    """A table found on a page: its rows (the first is the header), the top of its box, and the x of
+    its column edges as fractions of the page's width (see ``TextBlock.columns``)."""
 
     rows: TableRows
     top: float = 0.0
+    columns: tuple[float, ...] = ()
 
 
 def ruled_page(page: Any) -> bool:
@@ -193,7 +202,9 @@ def find_page_tables(
                 logger.warning("page %d: tables not read: %r", number, error)
                 continue
             if found:
-                text, blocks = place_tables(texts[number], [table.rows for table in found])
+                text, blocks = place_tables(
+                    texts[number], [table.rows for table in found], [table.columns for table in found]
+                )
                 if blocks:
                     placed[number] = (text, blocks)
     finally:
@@ -217,7 +228,11 @@ class TableFinder:
             self._pdf = pdfplumber.open(io.BytesIO(self._data))
         page = self._pdf.pages[page_number - 1]
         try:
-            found = [PdfTable(_filled_rows(table), float(table.bbox[1])) for table in page.find_tables()]
+            width = float(page.width) or 1.0
+            found = [
+                PdfTable(_filled_rows(table), float(table.bbox[1]), _column_edges(table, width))
+                for table in page.find_tables()
+            ]
         finally:
             page.close()  # pdfplumber caches a page's objects until closed
         return sorted((table for table in found if keep_table(table.rows)), key=lambda table: table.top)
@@ -226,6 +241,14 @@ class TableFinder:
         if self._pdf is not None:
             self._pdf.close()
             self._pdf = None
+
+
+def _column_edges(table: Any, width: float) -> tuple[float, ...]:
+    """The left edge of each of the table's columns and the right edge of the last, over ``width``."""
+    boxes = [column.bbox for column in table.columns]
+    if not boxes:
+        return ()
+    return tuple(round(float(edge) / width, 4) for edge in [*(box[0] for box in boxes), boxes[-1][2]])
 
 
 def _filled_rows(table: Any) -> TableRows:
@@ -322,16 +345,21 @@ def _matching_run(lines: list[str], table_words: Counter[str]) -> tuple[int, int
     return best[1], best[2]
 
 
-def place_tables(text: str, tables: Sequence[TableRows]) -> tuple[str, list[TextBlock]]:
+def place_tables(
+    text: str, tables: Sequence[TableRows], columns: Sequence[Sequence[float]] = ()
+) -> tuple[str, list[TextBlock]]:
     """``text`` with each table's run of lines replaced by the table (and the caption line next to
-    it moved before it), and the TABLE blocks giving where each table now stands.
+    it moved before it), and the TABLE blocks giving where each table now stands (with the table's
+    column edges from ``columns``, parallel to ``tables``, when given).
 
     Tables whose words are not found together in the text are skipped. The text outside the
     replaced runs is unchanged; each table stands between blank lines (a paragraph of its own)."""
     lines = text.split("\n")
-    replaced: list[tuple[int, int, str | None, str]] = []  # (first line, last line, caption, table text)
+    # (first line, last line, caption, table text, column edges)
+    replaced: list[tuple[int, int, str | None, str, list[float] | None]] = []
     taken: set[int] = set()
-    for rows in tables:
+    for number, rows in enumerate(tables):
+        edges = list(columns[number]) if number < len(columns) and columns[number] else None
         body = table_text(rows)
         words = Counter(_words(body))
         if not body or not words:
@@ -352,11 +380,11 @@ def place_tables(text: str, tables: Sequence[TableRows]) -> tuple[str, list[Text
                     last = index
                 break
         taken.update(range(first, last + 1))
-        replaced.append((first, last, caption, body))
+        replaced.append((first, last, caption, body, edges))
 
     if not replaced:
         return text, []
-    replaced.sort()
+    replaced.sort(key=lambda item: item[:2])
     parts: list[str] = []
     blocks: list[TextBlock] = []
     cursor = 0
@@ -367,12 +395,12 @@ def place_tables(text: str, tables: Sequence[TableRows]) -> tuple[str, list[Text
         parts.append(piece)
         offset += len(piece)
 
-    for first, last, caption, body in replaced:
+    for first, last, caption, body, edges in replaced:
         before = "\n".join(line for index, line in enumerate(lines[cursor:first], start=cursor) if index not in taken)
         emit(before + "\n\n" if before.strip() else "\n\n" if parts else "")
         if caption:
             emit(caption + "\n\n")
-        blocks.append(TextBlock(start=offset, end=offset + len(body), kind=BlockKind.TABLE))
+        blocks.append(TextBlock(start=offset, end=offset + len(body), kind=BlockKind.TABLE, columns=edges))
         emit(body + "\n\n")
         cursor = last + 1
     emit("\n".join(line for index, line in enumerate(lines[cursor:], start=cursor) if index not in taken))
@@ -388,3 +416,86 @@ def _nearby(lines: list[str], index: int, step: int) -> Iterator[int]:
             seen += 1
             yield position
         position += step
+
+
+# -- a table continued on the next page ---------------------------------------------------------
+#: continues_table: two tables' column edges match when each differs by at most this share of the
+#: page's width (about 12 points on an A4 page: a ruling line's width and a column re-measured).
+COLUMN_EDGE_TOLERANCE = 0.02
+#: A body column is numeric when this share (and at least two) of its filled cells are numbers.
+NUMERIC_COLUMN_SHARE = 0.8
+#: A number as a cell holds it: signs, currency and comparison marks before; digits with separators,
+#: ranges and ratios; a short unit after ("12.5 kg", "(3)", "$1,200", "45%", "2-4", "10x").
+_NUMBER = re.compile(
+    r"[(+\-\u2212\u2013$\u20ac\u00a3\u00a5#~<>=\u2264\u2265 ]*\d[\d .,:/%)\u2013\-x\u00d7]*[A-Za-z%\u00b0]{0,3}"
+)
+#: A line that says a table goes on ("Table 2 (continued)", "cont.", "contd").
+CONTINUED_MARK = re.compile(r"\b(?:continued|cont\.|contd\b\.?)", re.IGNORECASE)
+
+
+def table_rows(body: str) -> TableRows:
+    """A TABLE block's text (:func:`rag_ingest.ingest.structure.table_text`) back as rows of cells."""
+    return [line.split(" | ") for line in body.split("\n") if line.strip()]
+
+
+def _columns_of(rows: TableRows) -> int:
+    """The table's number of columns: the commonest cell count of its rows of two cells or more (a
+    row of one spanning cell is a section label)."""
+    counts = Counter(len(row) for row in rows if len(row) >= 2)
+    return counts.most_common(1)[0][0] if counts else max((len(row) for row in rows), default=0)
+
+
+def _normal_row(row: Sequence[str]) -> tuple[str, ...]:
+    return tuple(" ".join(cell.casefold().split()) for cell in row)
+
+
+def _numeric(cell: str) -> bool:
+    return _NUMBER.fullmatch(cell.strip()) is not None
+
+
+def _opens_a_table(first_rows: TableRows, row: Sequence[str], width: int) -> bool:
+    """Whether ``row`` reads as a header rather than as more of ``first_rows``' body: a word where
+    a column of the body holds numbers only."""
+    body = [r for r in first_rows[1:] if len(r) == width]
+    for column in range(width):
+        values = [r[column] for r in body if r[column].strip()]
+        numbers = sum(1 for value in values if _numeric(value))
+        cell = row[column].strip() if column < len(row) else ""
+        if len(values) >= 2 and numbers >= NUMERIC_COLUMN_SHARE * len(values) and cell and not _numeric(cell):
+            return True
+    return False
+
+
+def continues_table(
+    first_rows: TableRows,
+    first_columns: Sequence[float] | None,
+    next_rows: TableRows,
+    next_columns: Sequence[float] | None,
+) -> bool | None:
+    """Whether a page's first table (``next_rows``) goes on with the previous page's last table
+    (``first_rows``), when nothing but running lines stand between them (the caller's check, see
+    ``rag_ingest.ingest.pdf.join_continued_tables``).
+
+    None: another table. Otherwise the same table: True when its first row repeats the header row
+    (the caller drops it), False when its first row is more of the body. The evidence: the same
+    number of columns; the same column edges (within ``COLUMN_EDGE_TOLERANCE`` of the page's width)
+    when both tables have them (a text layer's); and a first row that either repeats the header
+    or does not read as a header of its own (a word over a column of numbers). Without the column
+    edges (an OCR engine's tables) only a repeated header row joins them."""
+    if not first_rows or not next_rows:
+        return None
+    width = _columns_of(first_rows)
+    if width < 2 or _columns_of(next_rows) != width:
+        return None
+    measured = bool(first_columns) and bool(next_columns)
+    if measured:
+        assert first_columns is not None and next_columns is not None
+        if len(first_columns) != len(next_columns) or any(
+            abs(a - b) > COLUMN_EDGE_TOLERANCE for a, b in zip(first_columns, next_columns, strict=True)
+        ):
+            return None
+    if _normal_row(next_rows[0]) == _normal_row(first_rows[0]):
+        return True
+    if not measured or _opens_a_table(first_rows, next_rows[0], width):
+        return None
+    return False
