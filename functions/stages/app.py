@@ -49,6 +49,13 @@ def embed(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
+def embed_batch(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    # The bulk lane's Embed by Bedrock batch inference (embedding.batchInference): submit, look, collect.
+    return _out(pipeline.embed_batch(DocumentJob.model_validate(event)))
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
 def index(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return _out(pipeline.index(DocumentJob.model_validate(event)))
 

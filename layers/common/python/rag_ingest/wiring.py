@@ -13,6 +13,7 @@ from functools import cache
 from typing import Any, Protocol
 
 from rag_ingest.adapters import aws
+from rag_ingest.adapters.batch_inference import BedrockBatchJobs
 from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.embedding_cache_table import EmbeddingCacheTable
 from rag_ingest.adapters.events import EventPublisher
@@ -49,6 +50,7 @@ from rag_ingest.documents.intake import IntakeService
 from rag_ingest.documents.service import DocumentService
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.embeddings.factory import create_embedder
+from rag_ingest.ingest.batch_embedding import BatchEmbedding, BatchSettings
 from rag_ingest.ingest.embedding_cache import NoEmbeddingCache
 from rag_ingest.ingest.ocr import OcrEngine
 from rag_ingest.ingest.ocr_local import local_engine
@@ -151,7 +153,34 @@ def build_pipeline(env: StagesEnv) -> Pipeline:
                 EmbeddingCacheTable(env.embedding_cache_table) if env.embedding_cache_table else NoEmbeddingCache()
             ),
             ocr_engine=ocr_engine_for(env),
+            batch_embedding=batch_embedding_for(env),
         )
+    )
+
+
+def batch_embedding_for(env: StagesEnv) -> BatchEmbedding | None:
+    """The bulk lane's batch inference Embed, where the stack turned it on (BATCH_INFERENCE_ROLE_ARN set)."""
+    if not env.batch_inference_role_arn:
+        return None
+    settings = BatchSettings(
+        bucket=env.bucket_name,
+        artifacts_prefix=env.artifacts_prefix,
+        role_arn=env.batch_inference_role_arn,
+        model_id=env.embedding_model_id,
+        dimension=env.embedding_dimension,
+        batch_size=env.embed_batch_size,
+        min_records=env.batch_min_records,
+        timeout_hours=env.batch_timeout_hours,
+        poll_seconds=env.batch_poll_seconds,
+        max_poll_seconds=env.batch_max_poll_seconds,
+        write_cache=env.batch_write_cache,
+    )
+    return BatchEmbedding(
+        settings,
+        jobs=BedrockBatchJobs(),
+        objects=ObjectStore(),
+        status=documents_table(env.documents_table),
+        cache=EmbeddingCacheTable(env.embedding_cache_table) if env.embedding_cache_table else NoEmbeddingCache(),
     )
 
 
