@@ -148,8 +148,8 @@ class BatchJobRunner:
         self._s3: Any = None
         self.region = region
         self.account_id = account_id
-        self.min_records = min_records if min_records is not None else int(
-            env.get("LOCAL_BATCH_MIN_RECORDS") or DEFAULT_MIN_RECORDS
+        self.min_records = (
+            min_records if min_records is not None else int(env.get("LOCAL_BATCH_MIN_RECORDS") or DEFAULT_MIN_RECORDS)
         )
         self.max_jobs = max_jobs if max_jobs is not None else int(env.get("LOCAL_BATCH_MAX_JOBS") or DEFAULT_MAX_JOBS)
         self.start_delay = (

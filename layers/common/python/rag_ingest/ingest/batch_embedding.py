@@ -415,4 +415,3 @@ class BatchEmbedding:
 
     def _key(self, job: DocumentJob, text: str) -> CacheKey:
         return CacheKey.of(job.tenant_id, self._settings.model_id, self._settings.dimension, text)
-
