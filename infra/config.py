@@ -199,7 +199,7 @@ class BatchInferenceConfig(_Model):
     min_records: int = Field(default=BATCH_MIN_RECORDS, ge=BATCH_MIN_RECORDS, le=BATCH_MAX_RECORDS)
     timeout_hours: int = Field(default=BATCH_MIN_TIMEOUT_HOURS, ge=BATCH_MIN_TIMEOUT_HOURS, le=BATCH_MAX_TIMEOUT_HOURS)
     poll_seconds: int = Field(default=60, ge=10, le=3600)
-    max_poll_seconds: int = Field(default=900, ge=10, le=3600)
+    max_poll_seconds: int = Field(default=1800, ge=10, le=3600)
     write_cache: bool = False
 
     @model_validator(mode="after")

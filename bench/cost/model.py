@@ -104,6 +104,8 @@ class CostSettings:
     express_seconds_per_document: float = 0.0
     pusher_memory_mb: int = 256
     storage_months: float = 1.0
+    # Titan's tokens at the batch inference price (the bulk lane's Embed by batch jobs, bench.cost.batch).
+    bedrock_batch: bool = False
 
 
 @dataclass(frozen=True)
@@ -188,8 +190,13 @@ def cost_table(usage: RunUsage, settings: CostSettings) -> CostTable:
     )
 
     tokens = sum(d.chunk_tokens for d in usage.documents)
+    token_price = prices.TITAN_V2_BATCH_INPUT_TOKEN if settings.bedrock_batch else prices.TITAN_V2_INPUT_TOKEN
     lines.append(
-        CostLine("Bedrock Titan v2 input tokens", tokens * prices.TITAN_V2_INPUT_TOKEN.usd, f"{tokens} tokens")
+        CostLine(
+            "Bedrock Titan v2 input tokens",
+            tokens * token_price.usd,
+            f"{tokens} tokens" + (", batch price" if settings.bedrock_batch else ""),
+        )
     )
 
     s3_requests = (

@@ -5,14 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from rag_ingest.core.config import StagesEnv
+from rag_ingest.core.config import BatchInferenceEnv, StagesEnv
 from rag_ingest.core.logs import logger
 from rag_ingest.core.models import DocumentJob, EmbedTask, FailedJob, ParseTask
 from rag_ingest.core.tracing import tracer
 from rag_ingest.wiring import build_pipeline
 
 ENV = StagesEnv.from_env()  # fails the cold start, loudly, on a bad environment
-pipeline = build_pipeline(ENV)
+# Set on the bulk lane's EmbedBatch function only (embedding.batchInference); empty elsewhere.
+pipeline = build_pipeline(ENV, BatchInferenceEnv.from_env())
 
 
 def _out(job: DocumentJob) -> dict[str, Any]:

@@ -12,12 +12,14 @@ import pytest
 from aws_cdk import Environment
 from aws_cdk.assertions import Template
 from cfnlint.api import ManualArgs, lint_file
+from rag_ingest.core.config import BatchInferenceEnv, StagesEnv
 
 from infra.cdk_app import cdk_json_context, create_app
 from infra.config import CONTEXT_KEY, ConfigError, parse_config
 from tests.infra.conftest import BOUND_ACCOUNT
 from tests.infra.template_tools import SynthResult, problem_annotations
 from tests.infra.test_infra_compliance import CFN_LINT_IGNORED, CFN_LINT_REGIONS, _violations
+from tests.infra.test_infra_functions import POWERTOOLS_ENV
 from tools.build_layer import build_layer
 
 pytestmark = pytest.mark.infra
@@ -123,6 +125,8 @@ def test_bulk_lane_waits_on_the_job_and_falls_back_to_the_embed_map(batch_synth:
 
 def test_the_batch_function_environment(batch_synth: SynthResult) -> None:
     variables = batch_synth.resource("Workflow/EmbedBatchBulkFunction")["Properties"]["Environment"]["Variables"]
+    expected = POWERTOOLS_ENV | StagesEnv.variable_names() | BatchInferenceEnv.variable_names()
+    assert set(variables) == expected
     assert variables["BATCH_POLL_SECONDS"] == "30" and variables["BATCH_MAX_POLL_SECONDS"] == "600"
     assert variables["BATCH_MIN_RECORDS"] == "100" and variables["BATCH_TIMEOUT_HOURS"] == "24"
     role_logical_id = batch_synth.logical_id("Workflow/BatchInferenceRole")

@@ -31,6 +31,7 @@ from rag_ingest.adapters.webhooks_table import WebhooksTable
 from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.core.config import (
     ApiEnv,
+    BatchInferenceEnv,
     IndexParamsEnv,
     IntakeEnv,
     ReaperEnv,
@@ -139,7 +140,7 @@ def documents_table(table_name: str, clients: AwsClients = DEFAULT_AWS) -> Docum
 
 
 # -- the functions' services ---------------------------------------------------------------------
-def build_pipeline(env: StagesEnv) -> Pipeline:
+def build_pipeline(env: StagesEnv, batch_env: BatchInferenceEnv | None = None) -> Pipeline:
     return Pipeline(
         StageDependencies(
             env=env,
@@ -153,27 +154,27 @@ def build_pipeline(env: StagesEnv) -> Pipeline:
                 EmbeddingCacheTable(env.embedding_cache_table) if env.embedding_cache_table else NoEmbeddingCache()
             ),
             ocr_engine=ocr_engine_for(env),
-            batch_embedding=batch_embedding_for(env),
+            batch_embedding=batch_embedding_for(env, batch_env) if batch_env else None,
         )
     )
 
 
-def batch_embedding_for(env: StagesEnv) -> BatchEmbedding | None:
+def batch_embedding_for(env: StagesEnv, batch: BatchInferenceEnv) -> BatchEmbedding | None:
     """The bulk lane's batch inference Embed, where the stack turned it on (BATCH_INFERENCE_ROLE_ARN set)."""
-    if not env.batch_inference_role_arn:
+    if not batch.batch_inference_role_arn:
         return None
     settings = BatchSettings(
         bucket=env.bucket_name,
         artifacts_prefix=env.artifacts_prefix,
-        role_arn=env.batch_inference_role_arn,
+        role_arn=batch.batch_inference_role_arn,
         model_id=env.embedding_model_id,
         dimension=env.embedding_dimension,
         batch_size=env.embed_batch_size,
-        min_records=env.batch_min_records,
-        timeout_hours=env.batch_timeout_hours,
-        poll_seconds=env.batch_poll_seconds,
-        max_poll_seconds=env.batch_max_poll_seconds,
-        write_cache=env.batch_write_cache,
+        min_records=batch.batch_min_records,
+        timeout_hours=batch.batch_timeout_hours,
+        poll_seconds=batch.batch_poll_seconds,
+        max_poll_seconds=batch.batch_max_poll_seconds,
+        write_cache=batch.batch_write_cache,
     )
     return BatchEmbedding(
         settings,

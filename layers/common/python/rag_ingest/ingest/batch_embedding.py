@@ -128,7 +128,7 @@ class BatchSettings:
     max_input_bytes: int = BATCH_MAX_INPUT_FILE_BYTES
     timeout_hours: int = BATCH_MIN_TIMEOUT_HOURS
     poll_seconds: int = 60
-    max_poll_seconds: int = 900
+    max_poll_seconds: int = 1800
     # Vectors the job returned go into the embedding cache too (DynamoDB writes; off by default:
     # a backfill is embedded once, docs/cost.md).
     write_cache: bool = False
