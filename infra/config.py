@@ -34,6 +34,7 @@ from rag_ingest.core.settings import (
     DEFAULT_RERANK_MODEL_ID,
     RERANK_CANDIDATES,
     RERANK_MAX_CANDIDATES,
+    CapacityMode,
     RerankModelId,
 )
 from rag_ingest.embeddings.bedrock import TITAN_V2_DIMENSIONS, TITAN_V2_MODEL_ID
@@ -209,6 +210,34 @@ class BatchInferenceConfig(_Model):
         return self
 
 
+class EmbeddingCapacityConfig(_Model):
+    """One budget for every Embed task of every document and both lanes (docs/architecture.md,
+    "One limiter across all Embed work"). The quota defaults are Titan Text Embeddings V2's default
+    on-demand quotas as AWS's quota table lists them (an account may have less: `make preflight`
+    reads the account's own values from Service Quotas and says when these are above them)."""
+
+    # "shared": one timeline in DynamoDB that every Embed task books (chosen by measurement:
+    # docs/benchmarks.md, "Throughput against Bedrock's quotas"); "adaptive": botocore's adaptive
+    # retries per Lambda; "off": throttles are retried by Step Functions only.
+    mode: CapacityMode = "shared"
+    requests_per_minute: int | None = Field(default=2000, ge=1)
+    tokens_per_minute: int | None = Field(default=300_000, ge=1)
+    # The share of the quota the limiter books: the rest is for search queries (not paced) and for
+    # clock skew between Lambdas.
+    headroom: float = Field(default=0.97, gt=0, le=1)
+    # How long one batch waits for its turn inside an Embed task before the task gives way.
+    max_wait_seconds: int = Field(default=30, ge=0, le=600)
+    # How long a document's Embed tasks keep giving way before it fails with EMBEDDING_CAPACITY:
+    # one Step Functions retry of about a minute each (below workflow.timeoutMinutes).
+    wait_minutes: int = Field(default=50, ge=1, le=10_000)
+
+    @model_validator(mode="after")
+    def _a_quota_when_limited(self) -> Self:
+        if self.mode == "shared" and self.requests_per_minute is None and self.tokens_per_minute is None:
+            raise ValueError("embedding.capacity mode 'shared' needs requestsPerMinute or tokensPerMinute")
+        return self
+
+
 class EmbeddingConfig(_Model):
     # Only Bedrock runs in AWS; the local stack swaps in an offline model behind the same interface.
     provider: Literal["bedrock"] = "bedrock"
@@ -219,6 +248,7 @@ class EmbeddingConfig(_Model):
     # the Lambda timeout, while the Map's MaxConcurrency keeps the total rate under the Bedrock quota.
     task_chunks: int = Field(default=256, ge=1, le=10_000)
     max_concurrency: int = Field(default=4, ge=1, le=40)
+    capacity: EmbeddingCapacityConfig = EmbeddingCapacityConfig()
     # The content-addressed embedding cache (docs/embedding-cache.md). An entry costs about 70 % of
     # embedding its chunk (5 DynamoDB write units at 1,024 dimensions): off suits a corpus ingested
     # once; on pays when documents come back as new versions or copies.
@@ -578,6 +608,15 @@ class RagIngestConfig(_Model):
             raise ValueError(
                 f"limits.maxPages / parsing.rangePages is {ranges} page ranges, more than {MAX_PARSE_RANGES}: "
                 "raise parsing.rangePages (an execution's history holds at most 25,000 events)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _capacity_wait_within_the_workflow(self) -> Self:
+        if self.embedding.capacity.wait_minutes >= self.workflow.timeout_minutes:
+            raise ValueError(
+                "embedding.capacity.waitMinutes must be below workflow.timeoutMinutes (the execution's timeout "
+                "would stop a document still waiting for embedding capacity)"
             )
         return self
 

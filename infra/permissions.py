@@ -78,6 +78,10 @@ EMBEDDING_CACHE_TABLE: Mapping[str, TableAccess] = MappingProxyType(
     }
 )
 
+# The shared embedding-quota timeline (rag_ingest.adapters.capacity_table): Embed books it with
+# conditional UpdateItem calls and nothing else (embedding.capacity.mode "shared").
+EMBEDDING_CAPACITY_TABLE: Mapping[str, TableAccess] = MappingProxyType({"Embed": _access(UPDATE)})
+
 # The webhooks table (rag_ingest.adapters.webhooks_table.WebhooksTable, key tenant_id + endpoint_id).
 WEBHOOKS_TABLE: Mapping[str, TableAccess] = MappingProxyType(
     {

@@ -22,6 +22,7 @@ export const ERROR_SENTENCES = Object.freeze({
   EMBEDDING_BATCH_FAILED: "The batch embedding job for this document failed. Retrying usually works.",
   INVALID_REQUEST: "The request for this document was invalid.",
   TRANSIENT_RETRIES_EXHAUSTED: "A temporary service problem persisted through every retry. Retrying usually works.",
+  EMBEDDING_CAPACITY: "The embedding model's quota stayed in use by other documents for longer than processing waits. Retrying usually works.",
   TIMEOUT: "Processing took too long and was stopped.",
   STUCK: "Processing stalled and was stopped.",
   SUPERSEDED: "A newer upload of this document replaced this one.",

@@ -27,9 +27,10 @@ VISIBILITY_TIMEOUT_FACTOR = 6
 
 def visibility_timeout_seconds(config: RagIngestConfig) -> int:
     return (
-        VISIBILITY_TIMEOUT_FACTOR * config.functions.intake.timeout_seconds
-        + config.intake.max_batching_window_seconds
+        VISIBILITY_TIMEOUT_FACTOR * config.functions.intake.timeout_seconds + config.intake.max_batching_window_seconds
     )
+
+
 # CDK's singleton handler behind Custom::S3BucketNotifications (id fixed by aws-cdk-lib).
 NOTIFICATIONS_HANDLER_ID = "BucketNotificationsHandler050a0587b7544547bf325f094a3db834"
 

@@ -58,7 +58,7 @@ def system_failures_query() -> str:
 def _search(metric_name: str, statistic: str, period: Duration) -> str:
     # Schema-free: matches the metric whatever dimensions Powertools added next to ours.
     return (
-        f"SEARCH('Namespace=\"{METRICS_NAMESPACE}\" MetricName=\"{metric_name}\"', "
+        f'SEARCH(\'Namespace="{METRICS_NAMESPACE}" MetricName="{metric_name}"\', '
         f"'{statistic}', {int(period.to_seconds())})"
     )
 
@@ -95,9 +95,7 @@ class Monitoring(Construct):
         )
         self._alarm(
             "DeadLetterQueueAgeAlarm",
-            dead_letter_queue.metric_approximate_age_of_oldest_message(
-                period=Duration.minutes(5), statistic="Maximum"
-            ),
+            dead_letter_queue.metric_approximate_age_of_oldest_message(period=Duration.minutes(5), statistic="Maximum"),
             "A dead letter has waited longer than the configured threshold; the DLQ drops messages after 14 days",
             threshold=monitoring.dead_letter_age_threshold_seconds,
         )
@@ -197,9 +195,7 @@ class Monitoring(Construct):
         monitoring = self._config.monitoring
         five = Duration.minutes(5)
         return cloudwatch.MathExpression(
-            expression=(
-                f"IF(invocations >= {monitoring.stage_error_min_invocations}, 100 * errors / invocations, 0)"
-            ),
+            expression=(f"IF(invocations >= {monitoring.stage_error_min_invocations}, 100 * errors / invocations, 0)"),
             using_metrics={
                 "errors": function.metric_errors(period=five, statistic="Sum"),
                 "invocations": function.metric_invocations(period=five, statistic="Sum"),

@@ -12,25 +12,32 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from aws_cdk import CfnOutput, Duration, Stack, Tags
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
+from rag_ingest.core.errors import EmbeddingCapacityWait
 from rag_ingest.core.layout import ARTIFACTS_PREFIX, BATCH_FOLDER, RAW_PREFIX
 from rag_ingest.core.models import LANE_TAG, BatchPhase, Lane
 from rag_ingest.ingest.ocr import OCR_DPI
 
-from infra.config import FunctionSettings, RagIngestConfig
-from infra.constructs.function import FunctionFactory, new_log_group
+from infra.config import EmbeddingCapacityConfig, FunctionSettings, RagIngestConfig
+from infra.constructs.function import FunctionFactory, new_log_group, removal_policy
 from infra.constructs.search import Search
-from infra.constructs.storage import Storage
+from infra.constructs.storage import Storage, grant_table
 from infra.nag import acknowledge, arn_ref, pseudo_spelling
 from infra.naming import unique_name
+from infra.permissions import EMBEDDING_CAPACITY_TABLE
 
 # Retry/Catch match the Lambda errorType, i.e. the exception class name (rag_ingest.core.errors).
 PERMANENT_ERRORS = ["PermanentError"]
+CAPACITY_WAIT_ERROR = EmbeddingCapacityWait.__name__
+CAPACITY_RETRY_INTERVAL_SECONDS = 10
+CAPACITY_RETRY_BACKOFF = 1.5
+CAPACITY_RETRY_MAX_DELAY_SECONDS = 60
 TRANSIENT_ERRORS = [
     "TransientError",
     "Lambda.ServiceException",
@@ -91,6 +98,8 @@ class Workflow(Construct):
         self._storage = storage
         self._search = search
         self._factory = factory
+        capacity = config.embedding.capacity
+        self.capacity_table = self._capacity_table() if capacity.mode == "shared" else None
 
         # Every stage gets the same environment: one code asset, seven entry points.
         self.environment = {
@@ -110,6 +119,7 @@ class Workflow(Construct):
             "OCR_ENGINE": "textract",
             "MAX_OCR_PAGES": str(config.limits.max_ocr_pages),
             "OCR_DPI": str(OCR_DPI),
+            **self._capacity_environment(capacity),
         }
         self.functions: dict[str, lambda_.Function] = {}
         for spec in (*STAGES, MARK_FAILED):
@@ -125,6 +135,42 @@ class Workflow(Construct):
         CfnOutput(self, "StateMachineArn", value=self.state_machine.state_machine_arn).override_logical_id(
             "StateMachineArn"
         )
+
+    def _capacity_table(self) -> dynamodb.Table:
+        """The shared embedding-quota timeline: one small item per model, booked by every Embed task
+        (rag_ingest.adapters.capacity_table). It holds a moment, nothing that needs restoring."""
+        table = dynamodb.Table(
+            self,
+            "EmbeddingCapacityTable",
+            partition_key=dynamodb.Attribute(name="scope", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            removal_policy=removal_policy(self._config),
+        )
+        acknowledge(
+            table,
+            "AwsSolutions-DDB3",
+            "The table holds one timestamp per model (when the embedding quota is booked until); a lost "
+            "item only restarts the booking from now, so point-in-time recovery would back up nothing of value.",
+        )
+        CfnOutput(self, "EmbeddingCapacityTableName", value=table.table_name).override_logical_id(
+            "EmbeddingCapacityTableName"
+        )
+        return table
+
+    def _capacity_environment(self, capacity: EmbeddingCapacityConfig) -> dict[str, str]:
+        environment = {
+            "EMBEDDING_CAPACITY_MODE": capacity.mode,
+            "EMBEDDING_CAPACITY_HEADROOM": str(capacity.headroom),
+            "EMBEDDING_CAPACITY_MAX_WAIT_SECONDS": str(capacity.max_wait_seconds),
+        }
+        if self.capacity_table is not None:
+            environment["EMBEDDING_CAPACITY_TABLE"] = self.capacity_table.table_name
+        if capacity.requests_per_minute is not None:
+            environment["EMBEDDING_REQUESTS_PER_MINUTE"] = str(capacity.requests_per_minute)
+        if capacity.tokens_per_minute is not None:
+            environment["EMBEDDING_TOKENS_PER_MINUTE"] = str(capacity.tokens_per_minute)
+        return environment
 
     def _settings(self, spec: StageSpec) -> FunctionSettings:
         stages = self._config.functions.stages
@@ -179,6 +225,8 @@ class Workflow(Construct):
             self._search.grant_embedding(role)
             if self._config.embedding.cache:
                 self._storage.grant_embedding_cache(role, spec.name)
+            if self.capacity_table is not None:
+                grant_table(role, self.capacity_table, EMBEDDING_CAPACITY_TABLE[spec.name])
         if spec.publishes:
             bus_arn = Stack.of(self).format_arn(service="events", resource="event-bus", resource_name=EVENT_BUS_NAME)
             role.add_to_principal_policy(iam.PolicyStatement(actions=["events:PutEvents"], resources=[bus_arn]))
@@ -320,6 +368,17 @@ class Workflow(Construct):
         )
         # Order matters: Step Functions uses the first retrier whose errors match.
         task.add_retry(errors=PERMANENT_ERRORS, max_attempts=0)
+        if name in ("Embed", bulk("Embed")):
+            # Waiting for the shared embedding quota is not a failure: its own, patient retrier
+            # (about a minute apart with the task's own wait; embedding.capacity.waitMinutes in all).
+            task.add_retry(
+                errors=[CAPACITY_WAIT_ERROR],
+                interval=Duration.seconds(CAPACITY_RETRY_INTERVAL_SECONDS),
+                backoff_rate=CAPACITY_RETRY_BACKOFF,
+                max_attempts=self._config.embedding.capacity.wait_minutes,
+                max_delay=Duration.seconds(CAPACITY_RETRY_MAX_DELAY_SECONDS),
+                jitter_strategy=sfn.JitterType.FULL,
+            )
         task.add_retry(
             errors=TRANSIENT_ERRORS,
             interval=Duration.seconds(retry.interval_seconds),
@@ -377,7 +436,11 @@ class Workflow(Construct):
         parse_concurrency = lanes.bulk_parse_max_concurrency if in_bulk else self._config.parsing.max_concurrency
         embed_concurrency = lanes.bulk_embed_max_concurrency if in_bulk else self._config.embedding.max_concurrency
         parse_ranges = self._fan_out(
-            named("ParseRanges"), f"{named('ParseRange')}Task", "$.parse_tasks", "range", named("Parse"),
+            named("ParseRanges"),
+            f"{named('ParseRange')}Task",
+            "$.parse_tasks",
+            "range",
+            named("Parse"),
             parse_concurrency,
         )
         return parse_ranges, [

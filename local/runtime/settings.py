@@ -13,7 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rag_ingest.adapters.stack_resources import LOCAL_OUTPUTS
+from rag_ingest.core.settings import CAPACITY_MODES
 from rag_ingest.embeddings.base import LOCAL_MODEL_ID, MINILM_DIMENSION
+
+from local.embedding_server.settings import NO_EMULATION, BedrockEmulation, emulation_from_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -123,6 +126,11 @@ class RuntimeSettings:
     # The embedding server's port (0: a free one) and, once it listens, its URL (set by the stack).
     embedding_port: int = 0
     embedding_endpoint: str | None = None
+    # The Bedrock emulation the embedding server runs (LOCAL_EMBEDDING_PROFILE...): its quotas are
+    # what the Embed functions' limiter is sized from, as the account's quota is in AWS; and the
+    # limiter's mode (LOCAL_EMBEDDING_CAPACITY; default "shared" under a quota, "off" without one).
+    embedding_emulation: BedrockEmulation = NO_EMULATION
+    embedding_capacity_mode: str | None = None
     # The local identity provider's RSA key (PEM); None: generated at start. Tests set it to sign
     # tokens the provider would not issue (wrong issuer or audience).
     oidc_signing_key_file: Path | None = None
@@ -178,6 +186,8 @@ class RuntimeSettings:
             passthrough_env=passthrough,
             embedding_mode=embedding_mode,
             embedding_port=_int_env(env, "LOCAL_EMBEDDING_PORT", 0),
+            embedding_emulation=emulation_from_env(env),
+            embedding_capacity_mode=_capacity_mode(env),
             oidc_signing_key_file=Path(env["LOCAL_OIDC_SIGNING_KEY"]) if env.get("LOCAL_OIDC_SIGNING_KEY") else None,
             live_keepalive_seconds=max(0.1, _float_env(env, "LOCAL_LIVE_KEEPALIVE_SECONDS", 15.0)),
             bulk_lane_nice=min(19, max(0, _int_env(env, "LOCAL_BULK_LANE_NICE", DEFAULT_BULK_LANE_NICE))),
@@ -211,6 +221,19 @@ class RuntimeSettings:
     def outputs_path(self) -> Path:
         return self.state_dir / LOCAL_OUTPUTS.name
 
+    def _capacity_overrides(self, via_server: bool) -> dict[str, str | None]:
+        """The Embed functions' limiter, sized from the emulated quota; off without one (nothing to
+        share: the local model's own speed is the limit)."""
+        emulation = self.embedding_emulation
+        quota = (emulation.requests_per_minute, emulation.tokens_per_minute)
+        limited = via_server and any(value is not None for value in quota)
+        mode = (self.embedding_capacity_mode or "shared") if limited else "off"
+        return {
+            "EMBEDDING_CAPACITY_MODE": mode,
+            "EMBEDDING_REQUESTS_PER_MINUTE": str(quota[0]) if limited and quota[0] is not None else None,
+            "EMBEDDING_TOKENS_PER_MINUTE": str(quota[1]) if limited and quota[1] is not None else None,
+        }
+
     def local_lambda_overrides(self) -> dict[str, str | None]:
         """Where a local function's environment differs from the template (None = unset).
 
@@ -233,6 +256,7 @@ class RuntimeSettings:
             "AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME": self.embedding_endpoint if via_server else None,
             "EMBEDDING_MODEL_ID": LOCAL_EMBEDDING_MODEL_ID,
             "EMBEDDING_DIMENSION": str(LOCAL_EMBEDDING_DIMENSION),
+            **self._capacity_overrides(via_server),
             # Pages without a text layer: offline Tesseract instead of Textract (docs/ocr.md).
             "OCR_ENGINE": "local",
             # Webhook receivers on loopback (tests, a developer's listener); private addresses stay refused.
@@ -242,3 +266,10 @@ class RuntimeSettings:
             # POWERTOOLS_DEV changes logging and tracing behaviour: run as in AWS.
             "POWERTOOLS_DEV": None,
         }
+
+
+def _capacity_mode(env: Mapping[str, str]) -> str | None:
+    mode = env.get("LOCAL_EMBEDDING_CAPACITY", "").strip().lower() or None
+    if mode is not None and mode not in CAPACITY_MODES:
+        raise ValueError(f"LOCAL_EMBEDDING_CAPACITY must be one of {', '.join(CAPACITY_MODES)}, got {mode!r}")
+    return mode

@@ -32,6 +32,7 @@ from infra.paths import FUNCTIONS_DIR, ROOT
 from infra.permissions import (
     DOCUMENTS_TABLE,
     EMBEDDING_CACHE_TABLE,
+    EMBEDDING_CAPACITY_TABLE,
     IDEMPOTENCY_TABLE,
     STAGE_FUNCTIONS,
     VECTOR_STORE_CALLS,
@@ -82,8 +83,9 @@ FUNCTION_PATHS = {
 # The adapter class of each table besides the documents table (whose adapter is every other class).
 EMBEDDING_CACHE_ADAPTER = "EmbeddingCacheTable"
 WEBHOOKS_ADAPTER = "WebhooksTable"
+CAPACITY_ADAPTER = "CapacityTable"
 # Which table each adapter class talks to (every other class: the documents table).
-ADAPTER_TABLES = {EMBEDDING_CACHE_ADAPTER: "cache", WEBHOOKS_ADAPTER: "webhooks"}
+ADAPTER_TABLES = {EMBEDDING_CACHE_ADAPTER: "cache", WEBHOOKS_ADAPTER: "webhooks", CAPACITY_ADAPTER: "capacity"}
 
 # (resource, action): resource is "table" or "index/<name>".
 Access = frozenset[tuple[str, str]]
@@ -318,6 +320,17 @@ def test_the_embedding_cache_grants_are_what_the_code_calls(function: str) -> No
 
 
 @pytest.mark.parametrize("function", sorted(FUNCTION_CODE))
+def test_the_embedding_capacity_grants_are_what_the_code_calls(function: str) -> None:
+    # Like the cache: the stages share one code asset, only Embed books the shared quota.
+    called = set(_called_by(function, table="capacity"))
+    if function == "Embed":
+        assert called == _as_pairs(EMBEDDING_CAPACITY_TABLE["Embed"]) == {("table", "dynamodb:UpdateItem")}
+    else:
+        assert function not in EMBEDDING_CAPACITY_TABLE
+        assert called == set() or function in STAGE_FUNCTIONS, function
+
+
+@pytest.mark.parametrize("function", sorted(FUNCTION_CODE))
 def test_the_webhooks_table_grants_are_what_the_code_calls(function: str) -> None:
     called = set(_called_by(function, table="webhooks"))
     declared = _as_pairs(WEBHOOKS_TABLE[function]) if function in WEBHOOKS_TABLE else frozenset()
@@ -369,6 +382,8 @@ def test_each_role_is_granted_exactly_the_declared_table_actions(synth: SynthRes
     assert _table_grants(synth, path, "Storage/EmbeddingCacheTable") == expected, function
     expected = _as_pairs(WEBHOOKS_TABLE[function]) if function in WEBHOOKS_TABLE else frozenset()
     assert _table_grants(synth, path, "Webhooks/WebhooksTable") == expected, function
+    expected = _as_pairs(EMBEDDING_CAPACITY_TABLE[function]) if function in EMBEDDING_CAPACITY_TABLE else frozenset()
+    assert _table_grants(synth, path, "Workflow/EmbeddingCapacityTable") == expected, function
     # Nothing on any other table, and never a Scan or a batch write; DeleteItem only on the
     # idempotency table (Intake) and the webhooks table (Api: DELETE /webhooks/{id}).
     actions = {a for s in synth.role_statements(path) for a in as_list(s["Action"]) if a.startswith("dynamodb:")}
@@ -390,6 +405,7 @@ def test_every_function_with_table_access_has_an_entry(synth: SynthResult) -> No
             ("Storage/IdempotencyTable", IDEMPOTENCY_TABLE),
             ("Storage/EmbeddingCacheTable", EMBEDDING_CACHE_TABLE),
             ("Webhooks/WebhooksTable", WEBHOOKS_TABLE),
+            ("Workflow/EmbeddingCapacityTable", EMBEDDING_CAPACITY_TABLE),
         ):
             # Stream reads (a stream consumer) are not item access: they are not in the table.
             grants = {(r, a) for r, a in _table_grants(synth, path, table_path) if not r.startswith("stream/")}

@@ -11,7 +11,7 @@ import pytest
 
 from infra.cdk_app import create_app
 from infra.config import CONTEXT_KEY
-from tests.infra.template_tools import SynthResult
+from tests.infra.template_tools import SynthResult, as_list
 
 pytestmark = pytest.mark.infra
 
@@ -132,6 +132,16 @@ def test_retriers_permanent_first_then_transient_with_full_jitter(
     retry = task_state(definition, stage)["Retry"]
     config = synth.config.workflow.retry
     assert retry[0] == {"ErrorEquals": ["PermanentError"], "MaxAttempts": 0}
+    if stage in ("Embed", "EmbedBulk"):
+        # Waiting for the shared embedding quota has its own retrier, never the transient budget.
+        assert retry.pop(1) == {
+            "ErrorEquals": ["EmbeddingCapacityWait"],
+            "IntervalSeconds": 10,
+            "BackoffRate": 1.5,
+            "MaxAttempts": synth.config.embedding.capacity.wait_minutes,
+            "MaxDelaySeconds": 60,
+            "JitterStrategy": "FULL",
+        }
     assert retry[1] == {
         "ErrorEquals": TRANSIENT,
         "IntervalSeconds": config.interval_seconds,
@@ -220,3 +230,38 @@ def test_with_the_embedding_cache_off_embed_has_neither_the_table_nor_its_grant(
             assert "EMBEDDING_CACHE_TABLE" not in resource["Properties"].get("Environment", {}).get("Variables", {})
         if resource["Type"] == "AWS::IAM::Policy":
             assert cache_table not in json.dumps(resource["Properties"]["PolicyDocument"]), logical_id
+
+
+def test_embed_shares_one_quota_timeline_and_only_embed_may_book_it(synth: SynthResult, tmp_path: Path) -> None:
+    capacity = synth.config.embedding.capacity
+    table_arn = {"Fn::GetAtt": [synth.logical_id("Workflow/EmbeddingCapacityTable"), "Arn"]}
+    for name in ("Embed", "EmbedBulk"):
+        variables = synth.resource(f"Workflow/{name}Function")["Properties"]["Environment"]["Variables"]
+        assert variables["EMBEDDING_CAPACITY_MODE"] == capacity.mode == "shared"
+        assert variables["EMBEDDING_CAPACITY_TABLE"] == {"Ref": synth.logical_id("Workflow/EmbeddingCapacityTable")}
+        assert variables["EMBEDDING_REQUESTS_PER_MINUTE"] == str(capacity.requests_per_minute)
+        assert variables["EMBEDDING_TOKENS_PER_MINUTE"] == str(capacity.tokens_per_minute)
+        statements = [s for s in synth.role_statements(f"Workflow/{name}Function") if table_arn in as_list(s["Resource"])]
+        assert [s["Action"] for s in statements] == ["dynamodb:UpdateItem"]
+    table = synth.resource("Workflow/EmbeddingCapacityTable")["Properties"]
+    assert table["BillingMode"] == "PAY_PER_REQUEST" and table["SSESpecification"] == {"SSEEnabled": True}
+
+    app, stack, config = create_app(
+        context={CONTEXT_KEY: {"embedding": {"capacity": {"mode": "adaptive"}}}}, outdir=str(tmp_path)
+    )
+    app.synth()
+    resources = json.loads((tmp_path / stack.template_file).read_text())["Resources"]
+    assert not [r for r in resources.values() if r["Type"] == "AWS::DynamoDB::Table"
+                and "EmbeddingCapacityTable" in r.get("Metadata", {}).get("aws:cdk:path", "")]  # fmt: skip
+    embed = next(r for r in resources.values() if r.get("Metadata", {}).get("aws:cdk:path", "").endswith(
+        "/Workflow/EmbedFunction/Resource"))  # fmt: skip
+    variables = embed["Properties"]["Environment"]["Variables"]
+    assert variables["EMBEDDING_CAPACITY_MODE"] == "adaptive" and "EMBEDDING_CAPACITY_TABLE" not in variables
+
+
+def test_the_capacity_wait_must_end_before_the_workflow_times_out(tmp_path: Path) -> None:
+    with pytest.raises(Exception, match="waitMinutes must be below workflow.timeoutMinutes"):
+        create_app(
+            context={CONTEXT_KEY: {"embedding": {"capacity": {"waitMinutes": 60}}, "workflow": {"timeoutMinutes": 60}}},
+            outdir=str(tmp_path),
+        )

@@ -183,6 +183,8 @@ class InMemoryDocuments:
     def start_stage(self, document_id: str, version: str, stage: Stage) -> None:
         item = self._transition(document_id, version, _IN_FLIGHT)
         item.update(status=DocumentStatus.PROCESSING.value, stage=stage.value)
+        if stage is not Stage.EMBED:
+            item.pop("capacity_wait_until", None)
         item.setdefault("attempts", {})[stage.value] = item.get("attempts", {}).get(stage.value, 0) + 1
 
     def record_stage(
@@ -212,6 +214,11 @@ class InMemoryDocuments:
         item = self._transition(document_id, version, _IN_FLIGHT)
         item.setdefault("embedded_parts", set()).add(f"{task}:{chunks}")
         item.setdefault("embed_cache_parts", set()).add(embed_cache_part(task, cache_hits, cache_misses))
+        item.pop("capacity_wait_until", None)
+
+    def record_capacity_wait(self, document_id: str, version: str, until: str) -> None:
+        item = self._transition(document_id, version, _IN_FLIGHT)
+        item["capacity_wait_until"] = until
 
     def find_ready_copy(self, *, tenant_id: str, content_sha256: str, document_id: str) -> str | None:
         wanted = content_key(tenant_id, content_sha256)

@@ -6,7 +6,7 @@ The same stages against moto and the real OpenSearch: tests/integration/test_pip
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 from rag_ingest.core.config import StagesEnv
-from rag_ingest.core.errors import ErrorCode, PermanentError, StaleWriteError
+from rag_ingest.core.errors import EmbeddingCapacityWait, ErrorCode, PermanentError, StaleWriteError
 from rag_ingest.core.ids import new_document_id
 from rag_ingest.core.layout import embedding_batch_key
 from rag_ingest.core.models import DocumentFormat, DocumentJob, DocumentStatus, EmbedTask, FailedJob, ObjectRef, Stage
 from rag_ingest.core.tokens import count_tokens
+from rag_ingest.documents.service import DocumentView
 from rag_ingest.ingest.pipeline import Pipeline, StageDependencies
 
 from samples import documents
@@ -178,6 +179,39 @@ def test_a_retried_embed_task_pays_only_for_batches_not_yet_checkpointed(world: 
     assert second == first and world.embedder.texts_embedded == paid
     record = world.documents.get(job.document_id)
     assert record is not None and record.progress is not None and record.progress.done == first["chunks"]
+
+
+def test_an_embed_task_that_gives_way_to_the_shared_quota_shows_its_document_waiting(world: World) -> None:
+    job = world.through_chunk(world.upload(sample("sourdough.pdf")))
+    task = EmbedTask(job=job, task=0)
+    inner_embed = world.embedder.embed
+    calls = 0
+
+    def second_batch_waits(texts: Sequence[str]) -> list[list[float]]:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise EmbeddingCapacityWait("booked 90 s ahead", booked_ahead_seconds=90.0)
+        return inner_embed(texts)
+
+    world.embedder.embed = second_batch_waits  # type: ignore[method-assign]
+    with pytest.raises(EmbeddingCapacityWait):
+        world.pipeline.embed(task)
+    record = world.documents.get(job.document_id)
+    assert record is not None and record.capacity_wait_until is not None
+    until = datetime.fromisoformat(record.capacity_wait_until)
+    assert 60 < (until - datetime.now(UTC)).total_seconds() <= 90
+    view = DocumentView.of(record)
+    assert (view.status, view.stage, view.waiting_for) == ("PROCESSING", "EMBED", "EMBEDDING_CAPACITY")
+    assert view.waiting_until == record.capacity_wait_until
+    paid = world.embedder.texts_embedded
+    assert paid == ENV.embed_batch_size  # the first batch, checkpointed before the task gave way
+
+    world.pipeline.embed(task)  # Step Functions calls it again: the first batch is not paid twice
+    record = world.documents.get(job.document_id)
+    assert record is not None and record.capacity_wait_until is None
+    assert DocumentView.of(record).waiting_for is None
+    assert record.progress is not None and record.progress.done == world.embedder.texts_embedded
 
 
 def test_an_index_retry_never_embeds_again(world: World) -> None:

@@ -7,6 +7,7 @@ the CLI passes a stack's own session (``adapters.stack_resources.StackResources`
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -14,6 +15,7 @@ from typing import Any, Protocol
 
 from rag_ingest.adapters import aws
 from rag_ingest.adapters.batch_inference import BedrockBatchJobs
+from rag_ingest.adapters.capacity_table import CapacityTable
 from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.embedding_cache_table import EmbeddingCacheTable
 from rag_ingest.adapters.events import EventPublisher
@@ -50,6 +52,7 @@ from rag_ingest.documents.deletion import DocumentDeletion
 from rag_ingest.documents.intake import IntakeService
 from rag_ingest.documents.service import DocumentService
 from rag_ingest.embeddings.base import Embedder
+from rag_ingest.embeddings.capacity import CapacityLimiter, EmbeddingQuota
 from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.ingest.batch_embedding import BatchEmbedding, BatchSettings
 from rag_ingest.ingest.embedding_cache import NoEmbeddingCache
@@ -118,6 +121,28 @@ def embedder_for(env: SearchEnv) -> Embedder:
     return create_embedder(env.embedding_provider, env.embedding_model_id, env.embedding_dimension, bedrock)
 
 
+def stage_embedder_for(env: StagesEnv) -> Embedder:
+    """Embed's embedder: as the search's, plus the configured way of sharing the model's quota
+    (rag_ingest.embeddings.capacity; queries embedded by the API are few and are not paced)."""
+    if env.embedding_provider != "bedrock" or env.embedding_capacity_mode == "off":
+        return embedder_for(env)
+    bedrock = aws.bedrock_runtime_client(adaptive=env.embedding_capacity_mode == "adaptive")
+    limiter = None
+    if env.embedding_capacity_mode == "shared" and env.embedding_capacity_table:
+        limiter = CapacityLimiter(
+            CapacityTable(env.embedding_capacity_table),
+            EmbeddingQuota(
+                env.embedding_requests_per_minute, env.embedding_tokens_per_minute, env.embedding_capacity_headroom
+            ),
+            # Bedrock's quotas are per model, account and Region; the table is the account's in its Region.
+            scope=f"{env.embedding_model_id}@{os.environ.get('AWS_REGION', 'local')}",
+            max_wait_seconds=env.embedding_capacity_max_wait_seconds,
+        )
+    return create_embedder(
+        env.embedding_provider, env.embedding_model_id, env.embedding_dimension, bedrock, limiter=limiter
+    )
+
+
 def reranker_for(env: SearchEnv) -> Reranker:
     """Bedrock's Rerank where the query embedder is Bedrock's (locally: the embedding server's Rerank
     route, a lexical stand-in); the in-process stand-in where the embedder runs in process."""
@@ -147,7 +172,7 @@ def build_pipeline(env: StagesEnv, batch_env: BatchInferenceEnv | None = None) -
             status=documents_table(env.documents_table),
             objects=ObjectStore(),
             vector_store=lazy_vector_store(env),
-            embedder=cache(lambda: embedder_for(env)),  # loading a model is only Embed's cost
+            embedder=cache(lambda: stage_embedder_for(env)),  # loading a model is only Embed's cost
             count_tokens=count_tokens,
             telemetry=CloudTelemetry(EventPublisher(env.event_bus_name)),
             embedding_cache=(

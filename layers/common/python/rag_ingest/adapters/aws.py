@@ -80,11 +80,20 @@ def translate(exc: Exception, what: str, *, transient: Callable[[BaseException],
     return TransientError(f"{what}: {type(exc).__name__}: {exc}") if transient(exc) else exc
 
 
-def bedrock_runtime_client() -> Any:
+#: botocore's adaptive retry mode: standard retries plus a client-side rate, lowered on throttles
+#: (https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html). Per client, so per
+#: Lambda: it is not shared between concurrent Embed tasks (embedding.capacity.mode "adaptive").
+ADAPTIVE_RETRIES = {"mode": "adaptive", "max_attempts": 10}
+
+
+def bedrock_runtime_client(*, adaptive: bool = False) -> Any:
     """The embedder's client: the default chain and endpoint (locally ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``,
-    the local embedding server), with a connection per text the embedder sends at once."""
+    the local embedding server), with a connection per text the embedder sends at once; ``adaptive``
+    switches botocore's adaptive retry mode on."""
     connections = max(model.default_concurrency for model in SERVED_MODELS.values())
     config = BOTO_CONFIG.merge(Config(max_pool_connections=connections))
+    if adaptive:
+        config = config.merge(Config(retries=ADAPTIVE_RETRIES))  # type: ignore[arg-type]
     return boto3.client("bedrock-runtime", config=config)  # type: ignore[call-overload]
 
 

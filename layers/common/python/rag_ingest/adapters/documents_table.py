@@ -261,7 +261,9 @@ class DocumentsTable:
         self._transition(
             document_id,
             version,
-            "SET #status = :processing, stage = :stage, updated_at = :now ADD attempts.#stage_name :one",
+            "SET #status = :processing, stage = :stage, updated_at = :now ADD attempts.#stage_name :one"
+            # An Embed task starting again is still waiting until it embeds; the next stage is not.
+            + ("" if stage is Stage.EMBED else " REMOVE capacity_wait_until"),
             {":processing": DocumentStatus.PROCESSING.value, ":stage": stage.value, ":one": 1},
             names={"#stage_name": stage.value},
             allowed=_IN_FLIGHT,
@@ -316,8 +318,17 @@ class DocumentsTable:
         self._transition(
             document_id,
             version,
-            "SET updated_at = :now ADD embedded_parts :part, embed_cache_parts :cache_part",
+            "SET updated_at = :now ADD embedded_parts :part, embed_cache_parts :cache_part REMOVE capacity_wait_until",
             {":part": {f"{task}:{chunks}"}, ":cache_part": {embed_cache_part(task, cache_hits, cache_misses)}},
+            allowed=_IN_FLIGHT,
+        )
+
+    def record_capacity_wait(self, document_id: str, version: str, until: str) -> None:
+        self._transition(
+            document_id,
+            version,
+            "SET capacity_wait_until = :until, updated_at = :now",
+            {":until": until},
             allowed=_IN_FLIGHT,
         )
 

@@ -16,6 +16,7 @@ from rag_ingest.cli.transport import CliError, HttpError, NetworkError, request_
 class TargetError(CliError):
     """The target cannot serve any request (unreachable, or the caller is not let in): no use going on."""
 
+
 DEFAULT_LOCAL_TENANT = "demo"
 DEFAULT_LOCAL_USER = "cli-user"
 TERMINAL = frozenset({"READY", "FAILED", "DELETED", "EXPIRED"})

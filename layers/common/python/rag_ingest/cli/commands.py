@@ -204,8 +204,7 @@ def report(console: Console, outcomes: list[UploadOutcome], *, waited: bool) -> 
         elif document.get("status") == "FAILED":
             detail = f" ({document['error_detail']})" if document.get("error_detail") else ""
             console.print(
-                f"✗ {name}: FAILED {document.get('error_code')}: "
-                f"{sentence(document.get('error_code'))}{detail}"
+                f"✗ {name}: FAILED {document.get('error_code')}: {sentence(document.get('error_code'))}{detail}"
             )
         elif not waited:
             console.print(f"↑ {name}: uploaded")

@@ -107,7 +107,7 @@ def add_operator_commands(commands: Any, common: argparse.ArgumentParser) -> Non
         action="append",
         dest="error_codes",
         help="repeatable; default without --document-id: the system codes "
-        "(INTERNAL_ERROR, TRANSIENT_RETRIES_EXHAUSTED, TIMEOUT, STUCK)",
+        "(INTERNAL_ERROR, TRANSIENT_RETRIES_EXHAUSTED, EMBEDDING_CAPACITY, TIMEOUT, STUCK)",
     )
     replay.add_argument("--older-than", type=duration, help="only documents failed at least this long ago")
     replay.add_argument("--newer-than", type=duration, help="only documents failed at most this long ago")

@@ -19,6 +19,7 @@ from rag_ingest.core.settings import (
     OCR_DPI,
     RERANK_CANDIDATES,
     RERANK_MAX_CANDIDATES,
+    CapacityMode,
     FusionSettings,
     RerankModelId,
 )
@@ -244,6 +245,15 @@ class StagesEnv(CommonEnv, BucketEnv, SearchEnv):
     chunk_overlap_tokens: int = Field(ge=0)
     embed_batch_size: int = Field(default=16, gt=0, le=256)
     embed_task_chunks: int = Field(default=256, gt=0, le=10_000)
+    # One budget for every Embed task (rag_ingest.embeddings.capacity; cdk.json embedding.capacity):
+    # the mode, the shared timeline's table ("shared" only), the model's quota (unset: not enforced)
+    # and the share of it used, and how long a batch waits for its turn before the task gives way.
+    embedding_capacity_mode: CapacityMode = "off"
+    embedding_capacity_table: str | None = Field(default=None, min_length=1)
+    embedding_requests_per_minute: int | None = Field(default=None, ge=1)
+    embedding_tokens_per_minute: int | None = Field(default=None, ge=1)
+    embedding_capacity_headroom: float = Field(default=0.97, gt=0, le=1)
+    embedding_capacity_max_wait_seconds: int = Field(default=30, ge=0, le=600)
     event_bus_name: str = Field(default="default", min_length=1)
     # The content-addressed embedding cache's table; unset, every chunk is embedded (no cache).
     embedding_cache_table: str | None = Field(default=None, min_length=1)
@@ -252,6 +262,12 @@ class StagesEnv(CommonEnv, BucketEnv, SearchEnv):
     ocr_engine: Literal["off", "local", "textract"] = "off"
     max_ocr_pages: int = Field(default=DEFAULT_MAX_OCR_PAGES, ge=0, le=3000)
     ocr_dpi: int = Field(default=OCR_DPI, ge=72, le=600)
+
+    @model_validator(mode="after")
+    def _shared_capacity_has_a_table(self) -> Self:
+        if self.embedding_capacity_mode == "shared" and self.embedding_capacity_table is None:
+            raise ValueError("EMBEDDING_CAPACITY_MODE 'shared' needs EMBEDDING_CAPACITY_TABLE")
+        return self
 
     @property
     def batches_per_embed_task(self) -> int:

@@ -1,10 +1,14 @@
 """One error taxonomy for the whole pipeline.
 
 Step Functions matches Retry/Catch on the Lambda ``errorType``, which is the exception's
-class name. So there are exactly three class names that cross the Lambda boundary:
+class name. So there are exactly three class names that cross the Lambda boundary for failures:
 ``TransientError`` (retried with backoff), ``PermanentError`` (never retried; its code travels
 at the start of the message) and anything else (a few retries, then INTERNAL_ERROR).
 Do not subclass these for new failure kinds: add an ``ErrorCode`` instead.
+
+One more name crosses it and is not a failure: ``EmbeddingCapacityWait``, an Embed task giving
+way because the shared embedding quota is booked ahead (rag_ingest.embeddings.capacity). It has a
+Retry of its own (long, patient), so waiting never spends the transient-error budget.
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ class ErrorCode(StrEnum):
     EMBEDDING_BATCH_FAILED = "EMBEDDING_BATCH_FAILED"
     INVALID_REQUEST = "INVALID_REQUEST"
     TRANSIENT_RETRIES_EXHAUSTED = "TRANSIENT_RETRIES_EXHAUSTED"
+    # The embedding quota stayed booked for longer than the workflow waits for it (its Retry ran out).
+    EMBEDDING_CAPACITY = "EMBEDDING_CAPACITY"
     TIMEOUT = "TIMEOUT"
     STUCK = "STUCK"
     SUPERSEDED = "SUPERSEDED"
@@ -63,6 +69,7 @@ class ErrorCode(StrEnum):
 SYSTEM_ERROR_CODES: tuple[ErrorCode, ...] = (
     ErrorCode.INTERNAL_ERROR,
     ErrorCode.TRANSIENT_RETRIES_EXHAUSTED,
+    ErrorCode.EMBEDDING_CAPACITY,
     ErrorCode.TIMEOUT,
     ErrorCode.STUCK,
     ErrorCode.EMBEDDING_BATCH_FAILED,
@@ -81,6 +88,15 @@ class RagIngestError(Exception):
 
 class TransientError(RagIngestError):
     """Throttling, timeouts, 5xx, connection errors: safe to retry with backoff."""
+
+
+class EmbeddingCapacityWait(TransientError):
+    """Not a failure: the shared embedding quota is booked further ahead than an Embed task waits.
+    Step Functions calls the task again under its own Retry; finished batches stay checkpointed."""
+
+    def __init__(self, message: str, *, booked_ahead_seconds: float = 0.0) -> None:
+        super().__init__(message)
+        self.booked_ahead_seconds = booked_ahead_seconds
 
 
 class PermanentError(RagIngestError):
@@ -127,6 +143,8 @@ def parse_failure(error_type: str, cause: str) -> tuple[ErrorCode, str]:
             return ErrorCode.INTERNAL_ERROR, message
     if error_type == "TransientError":
         return ErrorCode.TRANSIENT_RETRIES_EXHAUSTED, message
+    if error_type == EmbeddingCapacityWait.__name__:
+        return ErrorCode.EMBEDDING_CAPACITY, message
     if error_type in ("States.Timeout", "Sandbox.Timedout"):
         return ErrorCode.TIMEOUT, message
     return ErrorCode.INTERNAL_ERROR, f"{error_type}: {message}"
@@ -161,6 +179,10 @@ ERROR_SENTENCES: dict[ErrorCode, str] = {
     ErrorCode.INVALID_REQUEST: "The request for this document was invalid.",
     ErrorCode.TRANSIENT_RETRIES_EXHAUSTED: (
         "A temporary service problem persisted through every retry. Retrying usually works."
+    ),
+    ErrorCode.EMBEDDING_CAPACITY: (
+        "The embedding model's quota stayed in use by other documents for longer than processing waits. "
+        "Retrying usually works."
     ),
     ErrorCode.TIMEOUT: "Processing took too long and was stopped.",
     ErrorCode.STUCK: "Processing stalled and was stopped.",

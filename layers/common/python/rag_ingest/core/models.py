@@ -459,6 +459,9 @@ class DocumentRecord(BaseModel):
     # Embed tasks done, as "task:chunks" (a set, so a retried task is counted once), of embed_total.
     embedded_parts: set[str] = Field(default_factory=set)
     embed_total: int | None = None
+    # Set when an Embed task gave way to the shared embedding quota (ISO 8601: when the quota is
+    # booked until); removed when an Embed task starts or finishes (rag_ingest.embeddings.capacity).
+    capacity_wait_until: str | None = None
     # Parse ranges done, as "first_page:pages" (a set, so a retried range is counted once), of page_count.
     parsed_parts: set[str] = Field(default_factory=set)
     # Embed tasks' cache counts as "task:hits:misses" (a set, like embedded_parts). Batches a retry

@@ -66,6 +66,11 @@ class PipelineDocuments(DocumentReader, Protocol):
         self, document_id: str, version: str, task: int, chunks: int, *, cache_hits: int = 0, cache_misses: int = 0
     ) -> None: ...
 
+    def record_capacity_wait(self, document_id: str, version: str, until: str) -> None:
+        """An Embed task gave way to the shared embedding quota, booked until ``until`` (ISO 8601):
+        the document is waiting for capacity, not stuck. Cleared when an Embed task starts or ends."""
+        ...
+
     def find_ready_copy(self, *, tenant_id: str, content_sha256: str, document_id: str) -> str | None:
         """The tenant's other READY document with these bytes (never another tenant's), if any."""
         ...

@@ -68,3 +68,11 @@ class FusionSettings:
 #: candidates per leg (10 to 100 at k=10) made no measurable difference, so the first pass is the
 #: cheaper max(20, 2 x k).
 DEFAULT_FUSION = FusionSettings(bm25_weight=1.0, knn_weight=1.0, rank_constant=5)
+
+
+#: How Embed tasks share the embedding model's quota (rag_ingest.embeddings.capacity): ``off``, no
+#: limiter (throttles become TransientError, retried by Step Functions); ``adaptive``, botocore's
+#: adaptive retry mode on the embedder's client (a client-side rate per Lambda, learned from
+#: throttles, not shared); ``shared``, one timeline in DynamoDB that every Embed task books.
+CapacityMode = Literal["off", "adaptive", "shared"]
+CAPACITY_MODES: tuple[CapacityMode, ...] = ("off", "adaptive", "shared")

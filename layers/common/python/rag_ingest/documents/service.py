@@ -40,6 +40,7 @@ from rag_ingest.core.models import (
     DocumentStatus,
     PageText,
     ParsedRange,
+    Stage,
     section_paragraphs,
 )
 from rag_ingest.core.ports import (
@@ -52,6 +53,8 @@ from rag_ingest.core.ports import (
 from rag_ingest.core.upload_types import max_bytes_for, upload_format
 
 PDF_CONTENT_TYPE = "application/pdf"
+#: DocumentView.waiting_for of a document whose Embed tasks gave way to the shared embedding quota.
+WAITING_FOR_EMBEDDING_CAPACITY = "EMBEDDING_CAPACITY"
 _UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._ -]")
 # A ULID from the API, or the id of an object put straight into the bucket (rag_ingest.core.ids).
 _DOCUMENT_ID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}|obj-[0-9a-f]{32}")
@@ -136,7 +139,7 @@ class DocumentPatch(BaseModel):
     access: DocumentAccess | None = Field(
         default=None,
         description=(
-            "Replaces who may read the document besides its uploader and tenant admins ({\"users\": [], "
+            'Replaces who may read the document besides its uploader and tenant admins ({"users": [], '
             '"groups": []} opens it to the tenant); only the uploader or a tenant admin may change it (else 403 '
             'ACCESS_CHANGE_FORBIDDEN). Written onto every passage like metadata (docs/api.md, "Per-document access").'
         ),
@@ -182,6 +185,11 @@ class DocumentView(BaseModel):
     progress: dict[str, int] | None
     # Pages the Parse Map has parsed so far, of page_count (None before Parse started).
     pages_parsed: int | None
+    # "EMBEDDING_CAPACITY" while the document waits for the shared embedding quota (its Embed tasks
+    # gave way to other documents' and are called again; not stuck), with when the quota is booked
+    # until; None otherwise.
+    waiting_for: str | None = None
+    waiting_until: str | None = None
     attempts: dict[str, int]
     error_code: str | None
     error_detail: str | None
@@ -212,6 +220,11 @@ class DocumentView(BaseModel):
 
     @classmethod
     def of(cls, record: DocumentRecord) -> DocumentView:
+        waiting = (
+            record.capacity_wait_until is not None
+            and record.status == DocumentStatus.PROCESSING
+            and record.stage == Stage.EMBED
+        )
         return cls(
             document_id=record.document_id,
             status=record.status.value,
@@ -219,6 +232,8 @@ class DocumentView(BaseModel):
             stage=record.stage.value if record.stage else None,
             progress=record.progress.model_dump() if record.progress else None,
             pages_parsed=record.pages_parsed,
+            waiting_for=WAITING_FOR_EMBEDDING_CAPACITY if waiting else None,
+            waiting_until=record.capacity_wait_until if waiting else None,
             attempts=record.attempts,
             error_code=record.error_code.value if record.error_code else None,
             error_detail=record.error_detail,

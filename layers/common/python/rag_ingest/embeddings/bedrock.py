@@ -26,6 +26,7 @@ from rag_ingest.core.errors import ErrorCode, PermanentError, TransientError
 from rag_ingest.core.tokens import count_tokens as minilm_count_tokens
 from rag_ingest.core.tracing import traced
 from rag_ingest.embeddings.base import LOCAL_MODEL_ID, MINILM_DIMENSION
+from rag_ingest.embeddings.capacity import CapacityLimiter, sleep_until
 
 TITAN_V2_MODEL_ID = "amazon.titan-embed-text-v2:0"
 TITAN_V2_DIMENSIONS = (256, 512, 1024)
@@ -99,10 +100,13 @@ class BedrockTitanEmbedder:
         dimension: int = 1024,
         max_concurrency: int | None = None,
         count_tokens: Callable[[str], int] = minilm_count_tokens,
+        limiter: CapacityLimiter | None = None,
     ) -> None:
-        """``client`` is a boto3 ``bedrock-runtime`` client. ``count_tokens`` only guards the input
-        limit: WordPiece counts run above Titan's own for English, so it errs on the safe side.
-        ``max_concurrency`` defaults to the model's (``SERVED_MODELS``)."""
+        """``client`` is a boto3 ``bedrock-runtime`` client. ``count_tokens`` guards the input limit
+        and prices each text for the ``limiter``: WordPiece counts run above Titan's own for English,
+        so both err on the safe side. ``max_concurrency`` defaults to the model's (``SERVED_MODELS``).
+        With a ``limiter``, each ``embed`` call books its texts on the shared quota first and sends
+        each at its moment (rag_ingest.embeddings.capacity)."""
         model = SERVED_MODELS.get(model_id)
         if model is None:
             raise ValueError(f"the bedrock embedder supports {sorted(SERVED_MODELS)}, not {model_id!r}")
@@ -118,17 +122,23 @@ class BedrockTitanEmbedder:
         self.max_concurrency = max_concurrency
         self._client = client
         self._count_tokens = count_tokens
+        self._limiter = limiter
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One vector per text, in input order. Inputs are checked before any call is made."""
-        for index, text in enumerate(texts):
-            self._check_input(index, text)
+        """One vector per text, in input order. Inputs are checked before any call is made; with a
+        limiter, the quota is booked before any call too (EmbeddingCapacityWait when it is full)."""
+        token_counts = [self._check_input(index, text) for index, text in enumerate(texts)]
         if not texts:
             return []
+        moments: list[float | None] = (
+            list(self._limiter.schedule(token_counts)) if self._limiter is not None else [None] * len(texts)
+        )
         if self.max_concurrency == 1 or len(texts) == 1:
-            return [self._embed_one(text) for text in texts]
+            return [self._embed_one(text, at) for text, at in zip(texts, moments, strict=True)]
         with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(texts))) as pool:
-            futures: list[Future[list[float]]] = [pool.submit(self._embed_one, text) for text in texts]
+            futures: list[Future[list[float]]] = [
+                pool.submit(self._embed_one, text, at) for text, at in zip(texts, moments, strict=True)
+            ]
             try:
                 return [future.result() for future in futures]
             except BaseException:
@@ -137,7 +147,8 @@ class BedrockTitanEmbedder:
                     future.cancel()
                 raise
 
-    def _check_input(self, index: int, text: str) -> None:
+    def _check_input(self, index: int, text: str) -> int:
+        """The text's token count, once it is known to fit."""
         if not text.strip():
             raise PermanentError(ErrorCode.INVALID_REQUEST, f"text {index} is empty")
         if len(text) > self.max_input_chars:
@@ -151,8 +162,11 @@ class BedrockTitanEmbedder:
                 ErrorCode.INPUT_TOO_LONG,
                 f"text {index} has {tokens} tokens; {self.model_id} accepts {self.max_input_tokens}",
             )
+        return tokens
 
-    def _embed_one(self, text: str) -> list[float]:
+    def _embed_one(self, text: str, send_at: float | None = None) -> list[float]:
+        if send_at is not None:
+            sleep_until(send_at)
         body = json.dumps({"inputText": text, "dimensions": self.dimension, "normalize": True})
         try:
             response = self._client.invoke_model(

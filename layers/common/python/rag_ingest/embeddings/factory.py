@@ -7,10 +7,19 @@ from __future__ import annotations
 from typing import Any
 
 from rag_ingest.embeddings.base import BEDROCK_PROVIDER, LOCAL_PROVIDER, PROVIDERS, Embedder
+from rag_ingest.embeddings.capacity import CapacityLimiter
 
 
-def create_embedder(provider: str, model_id: str, dimension: int, bedrock_client: Any | None = None) -> Embedder:
-    """Build the embedder for ``provider`` ("local" or "bedrock").
+def create_embedder(
+    provider: str,
+    model_id: str,
+    dimension: int,
+    bedrock_client: Any | None = None,
+    *,
+    limiter: CapacityLimiter | None = None,
+) -> Embedder:
+    """Build the embedder for ``provider`` ("local" or "bedrock"); a ``limiter`` paces Bedrock's
+    calls on the shared quota (the in-process model has none).
 
     Raises ``ValueError`` for an unknown provider, a model id the provider does not serve, a
     dimension the model cannot produce, or "bedrock" without a ``bedrock-runtime`` client.
@@ -24,5 +33,5 @@ def create_embedder(provider: str, model_id: str, dimension: int, bedrock_client
 
         if bedrock_client is None:
             raise ValueError("the bedrock embedding provider needs a bedrock-runtime client")
-        return BedrockTitanEmbedder(bedrock_client, model_id=model_id, dimension=dimension)
+        return BedrockTitanEmbedder(bedrock_client, model_id=model_id, dimension=dimension, limiter=limiter)
     raise ValueError(f"unknown embedding provider {provider!r}: expected one of {', '.join(PROVIDERS)}")

@@ -77,8 +77,6 @@ class OcrEngine(Protocol):
     def recognize(self, png: bytes) -> OcrResult: ...
 
 
-
-
 @dataclass(frozen=True)
 class PageOcr:
     """How Parse reads pages without a text layer: the engine, at most ``max_pages`` pages per

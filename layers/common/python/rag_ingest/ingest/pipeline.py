@@ -14,10 +14,18 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, cast
 
 from rag_ingest.core.config import StagesEnv
-from rag_ingest.core.errors import ErrorCode, PermanentError, StaleWriteError, TransientError, parse_failure
+from rag_ingest.core.errors import (
+    EmbeddingCapacityWait,
+    ErrorCode,
+    PermanentError,
+    StaleWriteError,
+    TransientError,
+    parse_failure,
+)
 from rag_ingest.core.layout import (
     CHUNKS_ARTIFACT,
     EMBEDDINGS_FOLDER,
@@ -317,7 +325,7 @@ class Pipeline:
                 fresh: dict[str, list[float]] = {}
                 if missing:
                     embedder = embedder or self._deps.embedder()
-                    fresh = dict(zip(missing, embedder.embed(missing), strict=True))
+                    fresh = dict(zip(missing, self._embed_or_wait(job, embedder, missing), strict=True))
                 vectors = [fresh[text] if vector is None else vector for text, vector in zip(texts, found, strict=True)]
                 self._deps.objects.put_json(self._env.bucket_name, embedding_batch_key(prefix, number), vectors)
                 self._store_in_cache({keys[text]: vector for text, vector in fresh.items()})
@@ -328,6 +336,19 @@ class Pipeline:
             )
             self._deps.telemetry.embedding_cache_used(job.document_id, hits, misses)
         return {"task": item.task, "chunks": embedded}
+
+    def _embed_or_wait(self, job: DocumentJob, embedder: Embedder, texts: list[str]) -> list[list[float]]:
+        """The texts' vectors; when the shared quota is booked too far ahead, the document's record
+        says it is waiting for capacity (and until when) before the task gives way."""
+        try:
+            return embedder.embed(texts)
+        except EmbeddingCapacityWait as wait:
+            until = datetime.now(UTC) + timedelta(seconds=wait.booked_ahead_seconds)
+            self._deps.status.record_capacity_wait(
+                job.document_id, job.version, until.isoformat(timespec="seconds").replace("+00:00", "Z")
+            )
+            logger.info("waiting for embedding capacity", extra={"booked_ahead_seconds": wait.booked_ahead_seconds})
+            raise
 
     def _cache_key(self, job: DocumentJob, text: str) -> CacheKey:
         return CacheKey.of(job.tenant_id, self._env.embedding_model_id, self._env.embedding_dimension, text)

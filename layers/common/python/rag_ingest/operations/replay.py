@@ -42,8 +42,6 @@ class ReplayRequest(BaseModel):
     max_documents: int = Field(default=100, ge=1, le=10_000)
 
 
-
-
 class DocumentEntry(BaseModel):
     document_id: str
     reason: str
