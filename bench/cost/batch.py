@@ -6,7 +6,7 @@ scaled to that many pages, with what the batch path changes:
 - **Embed**: no Embed Map and no Embed function waiting on InvokeModel; the EmbedBatch function
   instead: a look per turn of the wait loop (``ASSUMED_LOOK_MS``, one GetModelInvocationJob and one
   status write), plus writing the JSONL records and reading the output back into the checkpoints
-  (``MEASURED_BATCH_MS_PER_CHUNK``, measured on the integration test's run here);
+  (``MEASURED_BATCH_MS_PER_CHUNK``, measured on the 2,000-page document through the local stack);
 - **the embedding cache**: looked up (a hit is not sent), but the job's vectors are not written to
   it (``embedding.batchInference.writeCache`` false, the default): those writes were most of the
   DynamoDB line, and a backfill is embedded once;
@@ -41,12 +41,12 @@ STATUS_WRITES_PER_RANGE = 3
 # One turn of the wait loop in the EmbedBatch function: GetModelInvocationJob, a status update
 # (assumed: two AWS calls of ~50 ms and the handler's overhead).
 ASSUMED_LOOK_MS = 150.0
-# Submitting (JSONL records written) and collecting (output read, checkpoints written) per chunk at
-# 384 floats: the EmbedBatch step's time over the samples' three PDFs (20-25 chunks each) through
-# moto and the local job runner, 2026-12-04: 10.5, 15.8 and 63 ms a chunk (the median taken; an
-# upper bound: the per-call fixed part weighs on so few chunks, and the machine was busy); scaled to
-# the configured dimension by the vector's size (reading and writing the JSON dominates).
-MEASURED_BATCH_MS_PER_CHUNK = 15.8
+# Submitting (JSONL records written) and collecting (output read by recordId, checkpoints written,
+# the job's files deleted) per chunk at 384 floats: the EmbedBatchBulk function's stage time on the
+# 2,000-page document of `make bench-big` through the local stack with batch inference on
+# (44.2 worker-s for 8,675 chunks over 2 turns, 2026-12-04, 2 busy cores); scaled to the configured
+# dimension by the vector's size (reading and writing the JSON dominates).
+MEASURED_BATCH_MS_PER_CHUNK = 5.1
 # The output's JSON per float (the vector as text, ~20 bytes a float) and the input's per chunk.
 OUTPUT_BYTES_PER_FLOAT = 20
 INPUT_BYTES_PER_TOKEN = 6

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 # jsii prints a banner per kernel start on Node 20; silence it before aws_cdk loads.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
@@ -25,9 +26,10 @@ BOUND_ACCOUNT = "123456789012"
 BOUND_REGIONS = ("us-east-1", "eu-west-1", "ap-northeast-1")
 
 
-def synthesize(outdir: Path, env: Environment | None = None) -> SynthResult:
-    """One synthesis with cdk-nag; a failing synth is reported in ``validation_error``, not raised."""
-    app, stack, config = create_app(outdir=str(outdir), env=env or Environment())
+def synthesize(outdir: Path, env: Environment | None = None, context: dict[str, Any] | None = None) -> SynthResult:
+    """One synthesis with cdk-nag; a failing synth is reported in ``validation_error``, not raised.
+    ``context`` overrides cdk.json's keys (e.g. a feature switched on)."""
+    app, stack, config = create_app(context=context, outdir=str(outdir), env=env or Environment())
     error: str | None = None
     try:
         app.synth()

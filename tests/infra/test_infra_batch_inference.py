@@ -10,13 +10,12 @@ from typing import Any
 
 import pytest
 from aws_cdk import Environment
-from aws_cdk.assertions import Template
 from cfnlint.api import ManualArgs, lint_file
 from rag_ingest.core.config import BatchInferenceEnv, StagesEnv
 
-from infra.cdk_app import cdk_json_context, create_app
+from infra.cdk_app import cdk_json_context
 from infra.config import CONTEXT_KEY, ConfigError, parse_config
-from tests.infra.conftest import BOUND_ACCOUNT
+from tests.infra.conftest import BOUND_ACCOUNT, synthesize
 from tests.infra.template_tools import SynthResult, problem_annotations
 from tests.infra.test_infra_compliance import CFN_LINT_IGNORED, CFN_LINT_REGIONS, _violations
 from tests.infra.test_infra_functions import POWERTOOLS_ENV
@@ -35,27 +34,7 @@ def batch_context() -> dict[str, Any]:
 
 
 def synthesize_with_batch(outdir: Path, env: Environment | None = None) -> SynthResult:
-    app, stack, config = create_app(
-        context={CONTEXT_KEY: batch_context()}, outdir=str(outdir), env=env or Environment()
-    )
-    error: str | None = None
-    try:
-        app.synth()
-    except RuntimeError as exc:
-        error = str(exc)
-    template_dict = json.loads((outdir / stack.template_file).read_text())
-    report = outdir / "validation-report.json"
-    return SynthResult(
-        config=config,
-        template=Template.from_json(template_dict),
-        template_dict=template_dict,
-        outdir=outdir,
-        stack_name=stack.stack_name,
-        validation_error=error,
-        validation_report=json.loads(report.read_text()) if report.exists() else {},
-        manifest=json.loads((outdir / "manifest.json").read_text()),
-        region=env.region if env is not None else None,
-    )
+    return synthesize(outdir, env, context={CONTEXT_KEY: batch_context()})
 
 
 @pytest.fixture(scope="module")
