@@ -464,9 +464,7 @@ class Workflow(Construct):
         to_index = chained([index]).next(finalize)
         on_demand = chained([embed_map]).next(to_index)
         look = self._task(bulk(EMBED_BATCH.name))
-        wait = sfn.Wait(
-            self, bulk("EmbedBatchWait"), time=sfn.WaitTime.seconds_path("$.embed_batch.wait_seconds")
-        )
+        wait = sfn.Wait(self, bulk("EmbedBatchWait"), time=sfn.WaitTime.seconds_path("$.embed_batch.wait_seconds"))
         phase = sfn.Choice(self, bulk("EmbedBatchPhase"), comment="The batch inference job's phase (EmbedBatch)")
         phase.when(sfn.Condition.string_equals("$.embed_batch.phase", BatchPhase.WAITING.value), wait.next(look))
         phase.when(sfn.Condition.string_equals("$.embed_batch.phase", BatchPhase.ON_DEMAND.value), on_demand)
