@@ -207,7 +207,7 @@ def test_documented_record_limits() -> None:
 
 def test_submit_poll_collect_writes_the_checkpoints_in_chunk_order() -> None:
     batch, jobs, objects, status = make()
-    state = batch.advance(job(), [], TEXTS)
+    state = batch.advance(job(), TEXTS)
     assert state.phase is BatchPhase.WAITING and state.status == "Submitted" and state.records == 4
     assert state.wait_seconds == 10 and status.fields["embed_batch_job_arn"] == state.job_arn
     (written,) = jobs.files.values()
@@ -217,15 +217,15 @@ def test_submit_poll_collect_writes_the_checkpoints_in_chunk_order() -> None:
     jobs.jobs[state.job_arn] = BatchJob(state.job_arn, state.job_name or "", "InProgress")
     current = job()
     current.embed_batch = state
-    state = batch.advance(current, [], TEXTS)
+    state = batch.advance(current, TEXTS)
     assert state.phase is BatchPhase.WAITING and state.status == "InProgress" and state.wait_seconds == 10
     current.embed_batch = state
-    state = batch.advance(current, [], TEXTS)
+    state = batch.advance(current, TEXTS)
     assert state.wait_seconds == 20
 
     jobs.finish(state.job_arn)
     current.embed_batch = state
-    state = batch.advance(current, [], TEXTS)
+    state = batch.advance(current, TEXTS)
     assert state.phase is BatchPhase.DONE and status.parts == [(0, 5)]
     prefix = current.embeddings_prefix or ""
     assert objects.stored[embedding_batch_key(prefix, 0)] == [vector_of("alpha"), vector_of("beta")]
@@ -235,17 +235,17 @@ def test_submit_poll_collect_writes_the_checkpoints_in_chunk_order() -> None:
 
 def test_a_rerun_with_the_state_lost_finds_the_live_job() -> None:
     batch, jobs, _, _ = make()
-    first = batch.advance(job(), [], TEXTS)
-    again = batch.advance(job(), [], TEXTS)  # a crash after CreateModelInvocationJob
+    first = batch.advance(job(), TEXTS)
+    again = batch.advance(job(), TEXTS)  # a crash after CreateModelInvocationJob
     assert again.job_arn == first.job_arn and jobs.created == 1
 
 
 def test_a_new_run_after_a_failed_job_submits_a_second_attempt() -> None:
     batch, jobs, _, _ = make()
-    first = batch.advance(job(), [], TEXTS)
+    first = batch.advance(job(), TEXTS)
     assert first.job_arn is not None
     jobs.jobs[first.job_arn] = BatchJob(first.job_arn, first.job_name or "", "Failed")
-    second = batch.advance(job(), [], TEXTS)
+    second = batch.advance(job(), TEXTS)
     assert second.job_arn != first.job_arn and (second.job_name or "").endswith("-2") and jobs.created == 2
 
 
@@ -253,10 +253,10 @@ def test_a_new_run_after_a_failed_job_submits_a_second_attempt() -> None:
 def test_a_job_that_ends_badly_fails_the_document(status: str) -> None:
     batch, jobs, _, fields = make()
     current = job()
-    current.embed_batch = batch.advance(current, [], TEXTS)
+    current.embed_batch = batch.advance(current, TEXTS)
     jobs.finish(current.embed_batch.job_arn or "", status)
     with pytest.raises(PermanentError) as caught:
-        batch.advance(current, [], TEXTS)
+        batch.advance(current, TEXTS)
     assert caught.value.code is ErrorCode.EMBEDDING_BATCH_FAILED and status in caught.value.detail
     assert fields.fields["embed_batch_status"] == status
 
@@ -264,10 +264,10 @@ def test_a_job_that_ends_badly_fails_the_document(status: str) -> None:
 def test_a_record_answered_with_an_error_fails_the_document() -> None:
     batch, jobs, objects, _ = make()
     current = job()
-    current.embed_batch = batch.advance(current, [], TEXTS)
+    current.embed_batch = batch.advance(current, TEXTS)
     jobs.finish(current.embed_batch.job_arn or "", error_for="R0000000001")
     with pytest.raises(PermanentError, match="R0000000001"):
-        batch.advance(current, [], TEXTS)
+        batch.advance(current, TEXTS)
     assert not objects.stored
 
 
@@ -276,36 +276,36 @@ def test_a_job_past_its_timeout_fails_instead_of_waiting_for_ever() -> None:
     batch, _jobs, _, _ = make()
     batch._now = lambda: clock[0]
     current = job()
-    current.embed_batch = batch.advance(current, [], TEXTS)
+    current.embed_batch = batch.advance(current, TEXTS)
     clock[0] += timedelta(hours=26)
     with pytest.raises(PermanentError, match="still Submitted"):
-        batch.advance(current, [], TEXTS)
+        batch.advance(current, TEXTS)
 
 
 def test_too_few_or_too_many_texts_take_the_on_demand_path() -> None:
     batch, jobs, _, _ = make()
-    state = batch.advance(job(), [], ["one", "two"])
+    state = batch.advance(job(), ["one", "two"])
     assert state.phase is BatchPhase.ON_DEMAND and jobs.created == 0
     batch, jobs, _, _ = make(max_records=3)
-    assert batch.advance(job(), [], TEXTS).phase is BatchPhase.ON_DEMAND
+    assert batch.advance(job(), TEXTS).phase is BatchPhase.ON_DEMAND
 
 
 def test_an_input_file_over_the_size_limit_takes_the_on_demand_path() -> None:
     batch, jobs, _, _ = make(max_input_bytes=50)
-    state = batch.advance(job(), [], TEXTS)
+    state = batch.advance(job(), TEXTS)
     assert state.phase is BatchPhase.ON_DEMAND and jobs.created == 0 and "bytes" in (state.reason or "")
 
 
 def test_no_free_job_slot_waits_and_tries_again() -> None:
     batch, jobs, _, status = make()
     jobs.slots_full = True
-    state = batch.advance(job(), [], TEXTS)
+    state = batch.advance(job(), TEXTS)
     assert state.phase is BatchPhase.WAITING and state.job_arn is None and state.status == "WAITING_FOR_JOB_SLOT"
     assert status.fields["embed_batch_status"] == "WAITING_FOR_JOB_SLOT"
     jobs.slots_full = False
     current = job()
     current.embed_batch = state
-    assert batch.advance(current, [], TEXTS).job_arn is not None
+    assert batch.advance(current, TEXTS).job_arn is not None
 
 
 def test_done_and_on_demand_states_are_left_alone() -> None:
@@ -313,7 +313,7 @@ def test_done_and_on_demand_states_are_left_alone() -> None:
     for phase in (BatchPhase.DONE, BatchPhase.ON_DEMAND):
         current = job()
         current.embed_batch = EmbedBatchState(phase=phase)
-        assert batch.advance(current, [], TEXTS).phase is phase
+        assert batch.advance(current, TEXTS).phase is phase
     assert jobs.created == 0
 
 
@@ -321,11 +321,11 @@ def test_cached_texts_are_not_sent_and_the_job_vectors_are_not_cached_by_default
     cached = {"alpha": [9.0, 9.0, 9.0, 9.0]}
     batch, jobs, objects, _ = make(cached)
     current = job()
-    current.embed_batch = batch.advance(current, [], TEXTS)
+    current.embed_batch = batch.advance(current, TEXTS)
     (written,) = jobs.files.values()
     assert [json.loads(line)["modelInput"]["inputText"] for line in written] == ["beta", "gamma", "epsilon"]
     jobs.finish(current.embed_batch.job_arn or "")
-    batch.advance(current, [], TEXTS)
+    batch.advance(current, TEXTS)
     assert objects.stored[embedding_batch_key(current.embeddings_prefix or "", 0)][0] == [9.0, 9.0, 9.0, 9.0]
     assert batch._cache.stored == {}  # type: ignore[attr-defined]
 
@@ -333,13 +333,13 @@ def test_cached_texts_are_not_sent_and_the_job_vectors_are_not_cached_by_default
 def test_write_cache_stores_the_jobs_vectors() -> None:
     batch, jobs, _, _ = make({}, write_cache=True, min_records=1)
     current = job()
-    current.embed_batch = batch.advance(current, [], TEXTS)
+    current.embed_batch = batch.advance(current, TEXTS)
     jobs.finish(current.embed_batch.job_arn or "")
-    batch.advance(current, [], TEXTS)
+    batch.advance(current, TEXTS)
     assert len(batch._cache.stored) == 4  # type: ignore[attr-defined]
 
 
 def test_everything_cached_needs_no_job() -> None:
     batch, jobs, objects, _ = make({text: vector_of(text) for text in TEXTS})
-    state = batch.advance(job(), [], TEXTS)
+    state = batch.advance(job(), TEXTS)
     assert state.phase is BatchPhase.DONE and jobs.created == 0 and len(objects.stored) == 3

@@ -34,7 +34,7 @@ import hashlib
 import json
 import re
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -42,7 +42,7 @@ from typing import Any, Protocol
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.layout import batch_inference_folder, embedding_batch_key
 from rag_ingest.core.logs import logger
-from rag_ingest.core.models import BatchPhase, CacheKey, Chunk, DocumentJob, EmbedBatchState, Stage
+from rag_ingest.core.models import BatchPhase, CacheKey, DocumentJob, EmbedBatchState, Stage
 from rag_ingest.core.ports import EmbeddingCache, PipelineDocuments, StageObjects
 
 #: Bedrock's batch inference quotas' default values (module doc): records per job, bytes per input file.
@@ -217,8 +217,9 @@ class BatchEmbedding:
         self._cache = cache
         self._now = now or (lambda: datetime.now(UTC))
 
-    def advance(self, job: DocumentJob, chunks: Sequence[Chunk], texts: Sequence[str]) -> EmbedBatchState:
-        """One turn of the wait loop (module doc). ``texts`` are what the model embeds, per chunk."""
+    def advance(self, job: DocumentJob, texts: Sequence[str]) -> EmbedBatchState:
+        """One turn of the wait loop (module doc). ``texts`` are what the model embeds, one per chunk
+        in chunk order (rag_ingest.ingest.pipeline.texts_to_embed)."""
         state = job.embed_batch or EmbedBatchState()
         if state.phase in (BatchPhase.DONE, BatchPhase.ON_DEMAND):
             return state
@@ -373,26 +374,26 @@ class BatchEmbedding:
                 f"batch job {found.arn} returned no vector for {len(absent)} of {len(wanted)} records "
                 f"(first: {absent[0]})",
             )
-        fresh = {text: list(vector) for text, vector in vectors.items()}
-        self._write_checkpoints(job, batches, texts, {**cached, **fresh})
+        self._write_checkpoints(job, batches, texts, {**cached, **vectors})
         # The output (about 20 KB of JSON a record at 1,024 floats) is in the checkpoints now.
         folder = batch_inference_folder(job.document_id, job.version, found.name, settings.artifacts_prefix)
         self._jobs.delete_files(settings.bucket, folder)
-        if settings.write_cache and fresh:
+        if settings.write_cache and vectors:
             try:
-                self._cache.store({self._key(job, text): vector for text, vector in fresh.items()})
+                self._cache.store({self._key(job, text): list(vector) for text, vector in vectors.items()})
             except Exception as exc:
-                logger.warning("embedding cache write failed", extra={"error": str(exc), "entries": len(fresh)})
+                logger.warning("embedding cache write failed", extra={"error": str(exc), "entries": len(vectors)})
 
     def _write_checkpoints(
-        self, job: DocumentJob, batches: list[int], texts: Sequence[str], vectors: dict[str, list[float]]
+        self, job: DocumentJob, batches: list[int], texts: Sequence[str], vectors: Mapping[str, Sequence[float]]
     ) -> None:
+        """One checkpoint per batch, as the Embed Map writes them (lists made a batch at a time)."""
         prefix = self._prefix(job)
         size = self._settings.batch_size
         for number in batches:
             batch = texts[number * size : (number + 1) * size]
             self._objects.put_json(
-                self._settings.bucket, embedding_batch_key(prefix, number), [vectors[text] for text in batch]
+                self._settings.bucket, embedding_batch_key(prefix, number), [list(vectors[text]) for text in batch]
             )
 
     def _finish(self, job: DocumentJob, state: EmbedBatchState, chunk_count: int) -> EmbedBatchState:

@@ -531,7 +531,7 @@ class Pipeline:
             raise ValueError("batch inference is off: BATCH_INFERENCE_ROLE_ARN is not set")
         with self._stage(job, Stage.EMBED, accumulate=True):
             chunks = self._load_chunks(job)
-            job.embed_batch = batch.advance(job, chunks, texts_to_embed(chunks))
+            job.embed_batch = batch.advance(job, texts_to_embed(chunks))
         return job
 
     # -- helpers ---------------------------------------------------------------------------
