@@ -322,7 +322,7 @@ def _execution_events(sfn: Any, execution_arn: str) -> Counter[str]:
     return events
 
 
-def run_through_stack(pages: int, timeout: float) -> dict[str, Any]:
+def run_through_stack(pages: int, timeout: float, template_source: Path | None = None) -> dict[str, Any]:
     import boto3
     from rag_ingest.wiring import vector_store_for
 
@@ -331,7 +331,8 @@ def run_through_stack(pages: int, timeout: float) -> dict[str, Any]:
     from local.runtime.harness import LocalStackProcess
     from local.runtime.settings import DEFAULT_OPENSEARCH_URL, stack_name_from_cdk_json
 
-    source = REPO / "cdk.out" / f"{stack_name_from_cdk_json(REPO)}.template.json"
+    # --template: another synthesis (e.g. with embedding.batchInference on, docs/cost.md).
+    source = template_source or REPO / "cdk.out" / f"{stack_name_from_cdk_json(REPO)}.template.json"
     if not source.is_file():
         raise SystemExit(f"{source} not found: synthesize first (make synth)")
     index_name = f"rag-bench-big-{uuid.uuid4().hex[:8]}"
@@ -423,13 +424,16 @@ def main(argv: list[str] | None = None) -> None:
     run = commands.add_parser("run", help="ingest it through a fresh local stack")
     run.add_argument("--pages", type=int, default=DEFAULT_PAGES)
     run.add_argument("--timeout", type=float, default=3600)
+    run.add_argument("--template", type=Path, help="a synthesized template (default: cdk.out's)")
     args = parser.parse_args(argv)
     if args.command == "write":
         path = write_big_document(args.path, args.pages)
         print(f"{path}: {args.pages} pages, {path.stat().st_size / 1e6:.1f} MB")
         return
     results = (
-        measure_rss(args.pages, args.pdf) if args.command == "rss" else run_through_stack(args.pages, args.timeout)
+        measure_rss(args.pages, args.pdf)
+        if args.command == "rss"
+        else run_through_stack(args.pages, args.timeout, args.template)
     )
     if args.command == "run":
         stopped = f" ({results['stopped']})" if results["stopped"] else ""

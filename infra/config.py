@@ -38,6 +38,12 @@ from rag_ingest.core.settings import (
     RerankModelId,
 )
 from rag_ingest.embeddings.bedrock import TITAN_V2_DIMENSIONS, TITAN_V2_MODEL_ID
+from rag_ingest.ingest.batch_embedding import (
+    BATCH_MAX_RECORDS,
+    BATCH_MAX_TIMEOUT_HOURS,
+    BATCH_MIN_RECORDS,
+    BATCH_MIN_TIMEOUT_HOURS,
+)
 from rag_ingest.ingest.ocr import DEFAULT_MAX_OCR_PAGES
 from rag_ingest.retrieval.search import DEFAULT_FUSION, HYBRID_MAX_CANDIDATES
 
@@ -185,6 +191,29 @@ class ChunkingConfig(_Model):
         return self
 
 
+class BatchInferenceConfig(_Model):
+    """The bulk lane's Embed by Bedrock batch inference (rag_ingest.ingest.batch_embedding): a job per
+    bulk document instead of one InvokeModel per chunk, at Bedrock's batch price. Off by default: a
+    job can take up to its timeout (24 h by default), so turning it on needs a workflow timeout as
+    long. ``minRecords``: documents with fewer texts to embed take the on-demand Embed Map (Bedrock's
+    default quota is 100 records per job; raise it to your account's if yours is higher);
+    ``pollSeconds`` doubling up to ``maxPollSeconds``: the wait between looks at a job;
+    ``writeCache``: store the job's vectors in the embedding cache too (DynamoDB writes)."""
+
+    enabled: bool = False
+    min_records: int = Field(default=BATCH_MIN_RECORDS, ge=BATCH_MIN_RECORDS, le=BATCH_MAX_RECORDS)
+    timeout_hours: int = Field(default=BATCH_MIN_TIMEOUT_HOURS, ge=BATCH_MIN_TIMEOUT_HOURS, le=BATCH_MAX_TIMEOUT_HOURS)
+    poll_seconds: int = Field(default=60, ge=10, le=3600)
+    max_poll_seconds: int = Field(default=1800, ge=10, le=3600)
+    write_cache: bool = False
+
+    @model_validator(mode="after")
+    def _poll_bounds(self) -> Self:
+        if self.max_poll_seconds < self.poll_seconds:
+            raise ValueError("embedding.batchInference.maxPollSeconds must not be below pollSeconds")
+        return self
+
+
 class EmbeddingCapacityConfig(_Model):
     """One budget for every Embed task of every document and both lanes (docs/architecture.md,
     "One limiter across all Embed work"). The quota defaults are Titan Text Embeddings V2's default
@@ -228,6 +257,7 @@ class EmbeddingConfig(_Model):
     # embedding its chunk (5 DynamoDB write units at 1,024 dimensions): off suits a corpus ingested
     # once; on pays when documents come back as new versions or copies.
     cache: bool = True
+    batch_inference: BatchInferenceConfig = BatchInferenceConfig()
 
     @field_validator("model_id")
     @classmethod
@@ -599,6 +629,19 @@ class RagIngestConfig(_Model):
         # A batch's POSTs run in parallel: one timeout, plus DNS, connection and the queue calls.
         if self.functions.webhook_delivery.timeout_seconds < self.webhooks.timeout_seconds + 5:
             raise ValueError("functions.webhookDelivery.timeoutSeconds must be at least webhooks.timeoutSeconds + 5")
+        return self
+
+    @model_validator(mode="after")
+    def _workflow_outlasts_a_batch_job(self) -> Self:
+        # The execution waits for its job: a workflow timeout shorter than the job's would end it first.
+        batch = self.embedding.batch_inference
+        if batch.enabled:
+            needed = batch.timeout_hours * 60 + 60
+            if self.workflow.timeout_minutes < needed:
+                raise ValueError(
+                    f"embedding.batchInference.enabled needs workflow.timeoutMinutes of at least {needed} "
+                    f"(the job's {batch.timeout_hours} h timeout and an hour for the stages around it)"
+                )
         return self
 
     @property

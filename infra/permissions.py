@@ -59,6 +59,8 @@ DOCUMENTS_TABLE: Mapping[str, TableAccess] = MappingProxyType(
         # Every stage records its progress in the document's status record; Parse finds the tenant's
         # earlier READY upload of the same bytes (the stages share one code asset, so one grant).
         **dict.fromkeys(STAGE_FUNCTIONS, _access(GET, UPDATE, by_content=frozenset({QUERY}))),
+        # The bulk lane's batch inference Embed (embedding.batchInference): the same stage code.
+        "EmbedBatch": _access(GET, UPDATE, by_content=frozenset({QUERY})),
         # The webhook functions read only the webhooks table (WEBHOOKS_TABLE).
         "WebhookFanOut": _access(),
         "WebhookDelivery": _access(),
@@ -67,7 +69,14 @@ DOCUMENTS_TABLE: Mapping[str, TableAccess] = MappingProxyType(
 
 # The embedding cache (rag_ingest.adapters.embedding_cache_table): only Embed looks vectors up
 # (BatchGetItem) and writes the ones it paid for (PutItem).
-EMBEDDING_CACHE_TABLE: Mapping[str, TableAccess] = MappingProxyType({"Embed": _access(BATCH_GET, PUT)})
+EMBEDDING_CACHE_TABLE: Mapping[str, TableAccess] = MappingProxyType(
+    {
+        "Embed": _access(BATCH_GET, PUT),
+        # The batch inference Embed looks vectors up; it writes the job's only with batchInference.writeCache.
+        "EmbedBatch": _access(BATCH_GET),
+        "EmbedBatchWritingCache": _access(BATCH_GET, PUT),
+    }
+)
 
 # The shared embedding-quota ledger (rag_ingest.adapters.capacity_table): Embed books it with
 # a consistent GetItem and a conditional PutItem, nothing else (embedding.capacity.mode "shared").

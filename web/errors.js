@@ -19,6 +19,7 @@ export const ERROR_SENTENCES = Object.freeze({
   OBJECT_NOT_FOUND: "The uploaded file was not found in storage.",
   INVALID_OBJECT_KEY: "The file was stored under a path that names no valid workspace.",
   INPUT_TOO_LONG: "A passage was too long for the embedding model.",
+  EMBEDDING_BATCH_FAILED: "The batch embedding job for this document failed. Retrying usually works.",
   INVALID_REQUEST: "The request for this document was invalid.",
   TRANSIENT_RETRIES_EXHAUSTED: "A temporary service problem persisted through every retry. Retrying usually works.",
   EMBEDDING_CAPACITY: "The embedding model's quota stayed in use by other documents for longer than processing waits. Retrying usually works.",

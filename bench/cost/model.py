@@ -121,6 +121,9 @@ class CostSettings:
         """The name of the cost table's Textract line for this setting."""
         return OCR_LINES[self.textract_tables]
 
+    # Titan's tokens at the batch inference price (the bulk lane's Embed by batch jobs, bench.cost.batch).
+    bedrock_batch: bool = False
+
 
 @dataclass(frozen=True)
 class CostLine:
@@ -204,8 +207,13 @@ def cost_table(usage: RunUsage, settings: CostSettings) -> CostTable:
     )
 
     tokens = sum(d.chunk_tokens for d in usage.documents)
+    token_price = prices.TITAN_V2_BATCH_INPUT_TOKEN if settings.bedrock_batch else prices.TITAN_V2_INPUT_TOKEN
     lines.append(
-        CostLine("Bedrock Titan v2 input tokens", tokens * prices.TITAN_V2_INPUT_TOKEN.usd, f"{tokens} tokens")
+        CostLine(
+            "Bedrock Titan v2 input tokens",
+            tokens * token_price.usd,
+            f"{tokens} tokens" + (", batch price" if settings.bedrock_batch else ""),
+        )
     )
 
     s3_requests = (

@@ -10,6 +10,7 @@ from typing import Any
 from rag_ingest.embeddings.bedrock import DEFAULT_MAX_CONCURRENCY
 
 from bench.cost import prices
+from bench.cost.batch import ASSUMED_JOB_HOURS, BATCH_DOCUMENT_PAGES, batch_table, looks
 from bench.cost.model import (
     OCR_LINES,
     Architecture,
@@ -285,6 +286,38 @@ def _money(usd: float) -> str:
     return f"${usd:.5f}" if usd >= 0.0001 else f"${usd:.7f}"
 
 
+def render_batch(usage: RunUsage, settings: CostSettings, config: RagIngestConfig, pages: int) -> list[str]:
+    """The batch path's table (docs/cost.md, "The batch inference path")."""
+    batch = config.embedding.batch_inference
+    turns = looks(ASSUMED_JOB_HOURS, batch.poll_seconds, batch.max_poll_seconds)
+    knobs = {
+        "pages": pages,
+        "range_pages": config.parsing.range_pages,
+        "turns": turns,
+        "dimension": settings.embedding_dimension,
+        "noncurrent_days": config.storage.artifacts_noncurrent_expiration_days,
+    }
+    table = batch_table(usage, settings, **knobs)
+    out = [
+        f"The batch inference path (embedding.batchInference; modelled from the run above): one bulk document of "
+        f"{pages:,} pages, its tokens at the batch price, a job taking {ASSUMED_JOB_HOURS:g} h (assumed: Bedrock's "
+        f"window; {turns} turns of the wait loop at pollSeconds {batch.poll_seconds} doubling to "
+        f"{batch.max_poll_seconds}), the job's vectors not written to the embedding cache (writeCache "
+        f"{str(batch.write_cache).lower()}):",
+        "",
+        "| item | per document | per 1,000 pages | what |",
+        "|---|---|---|---|",
+    ]
+    for line in table.lines:
+        out.append(
+            f"| {line.item} | {_money(line.usd)} | {_money(table.per_thousand_pages(line.usd))} | {line.detail} |"
+        )
+    out.append(
+        f"| **total** | {_money(table.total_usd)} | **{_money(table.total_per_thousand_pages)}** | goal: < $0.02 |"
+    )
+    return out
+
+
 def render(data: Mapping[str, Any], config: RagIngestConfig, call_ms: float = ASSUMED_BEDROCK_CALL_MS) -> str:
     """The markdown docs/cost.md shows: cost per 1,000 pages, knobs, the vector store, prices."""
     usage = usage_from_measurement(data)
@@ -329,6 +362,8 @@ def render(data: Mapping[str, Any], config: RagIngestConfig, call_ms: float = AS
         f"(Embed on Bedrock): Lambda duration {_money(abs(modelled.per_thousand_pages(saved)))} per 1,000 pages "
         f"{'less' if saved > 0 else 'more'}."
     )
+    out.append("")
+    out.extend(render_batch(usage, settings, config, BATCH_DOCUMENT_PAGES))
     out.append("")
     out.extend(render_ocr_share(bedrock, settings))
     out.append("")

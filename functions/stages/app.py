@@ -5,14 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from rag_ingest.core.config import StagesEnv
+from rag_ingest.core.config import BatchInferenceEnv, StagesEnv
 from rag_ingest.core.logs import logger
 from rag_ingest.core.models import DocumentJob, EmbedTask, FailedJob, ParseTask
 from rag_ingest.core.tracing import tracer
 from rag_ingest.wiring import build_pipeline
 
 ENV = StagesEnv.from_env()  # fails the cold start, loudly, on a bad environment
-pipeline = build_pipeline(ENV)
+# Set on the bulk lane's EmbedBatch function only (embedding.batchInference); empty elsewhere.
+pipeline = build_pipeline(ENV, BatchInferenceEnv.from_env())
 
 
 def _out(job: DocumentJob) -> dict[str, Any]:
@@ -45,6 +46,13 @@ def chunk(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 @tracer.capture_lambda_handler(capture_response=False)
 def embed(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return pipeline.embed(EmbedTask.model_validate(event))
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
+def embed_batch(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    # The bulk lane's Embed by Bedrock batch inference (embedding.batchInference): submit, look, collect.
+    return _out(pipeline.embed_batch(DocumentJob.model_validate(event)))
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -8,6 +8,7 @@ need. Both lanes end in the same Finalize.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from aws_cdk import CfnOutput, Duration, Stack, Tags
@@ -19,15 +20,15 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 from rag_ingest.core.errors import EmbeddingCapacityWait
-from rag_ingest.core.layout import ARTIFACTS_PREFIX, RAW_PREFIX
-from rag_ingest.core.models import LANE_TAG, Lane
+from rag_ingest.core.layout import ARTIFACTS_PREFIX, BATCH_FOLDER, RAW_PREFIX
+from rag_ingest.core.models import LANE_TAG, BatchPhase, Lane
 from rag_ingest.ingest.ocr import OCR_DPI
 
 from infra.config import EmbeddingCapacityConfig, FunctionSettings, RagIngestConfig
 from infra.constructs.function import FunctionFactory, new_log_group, removal_policy
 from infra.constructs.search import Search
 from infra.constructs.storage import Storage, grant_table
-from infra.nag import acknowledge, arn_ref
+from infra.nag import acknowledge, arn_ref, pseudo_spelling
 from infra.naming import unique_name
 from infra.permissions import EMBEDDING_CAPACITY_TABLE
 
@@ -69,6 +70,8 @@ STAGES = (
     StageSpec("Finalize", "app.finalize", search=True, publishes=True),
 )
 MARK_FAILED = StageSpec("MarkFailed", "app.mark_failed", publishes=True)
+# The bulk lane's Embed by Bedrock batch inference (embedding.batchInference): submit, look, collect.
+EMBED_BATCH = StageSpec("EmbedBatch", "app.embed_batch", artifacts=True)
 EVENT_BUS_NAME = "default"
 # The stages whose work grows with the page count: the bulk lane has its own copy of each.
 BULK_LANE_STAGES = ("Parse", "Chunk", "Embed", "Index")
@@ -132,6 +135,9 @@ class Workflow(Construct):
         for spec in STAGES:
             if spec.name in BULK_LANE_STAGES:
                 self.functions[bulk(spec.name)] = self._stage_function(spec, self._settings(spec), Lane.BULK)
+        self.batch_role: iam.Role | None = None
+        if config.embedding.batch_inference.enabled:
+            self._batch_inference()
 
         self.state_machine = self._state_machine()
         CfnOutput(self, "StateMachineArn", value=self.state_machine.state_machine_arn).override_logical_id(
@@ -181,6 +187,7 @@ class Workflow(Construct):
             "Parse": stages.parse,
             "Chunk": stages.chunk,
             "Embed": stages.embed,
+            "EmbedBatch": stages.embed,
             "Index": stages.index,
             "Finalize": stages.finalize,
             "MarkFailed": stages.mark_failed,
@@ -251,6 +258,106 @@ class Workflow(Construct):
                 *findings,
             )
         return function
+
+    def _batch_inference(self) -> None:
+        """The bulk lane's batch Embed function and the service role Bedrock assumes for its jobs.
+
+        The role (https://docs.aws.amazon.com/bedrock/latest/userguide/batch-iam-sr.html): trusted by
+        bedrock.amazonaws.com for this account's model-invocation jobs only (aws:SourceAccount,
+        aws:SourceArn), reading the jobs' input and listing their folder, writing under their
+        ``output/`` only. The function creates, reads and lists jobs on the configured model, passes
+        that role and no other (iam:PassedToService bedrock), and deletes a job's files once collected.
+        """
+        stack = Stack.of(self)
+        spelling = pseudo_spelling(self)
+        bucket = self._storage.bucket
+        batch = self._config.embedding.batch_inference
+        job_arns = stack.format_arn(service="bedrock", resource="model-invocation-job", resource_name="*")
+        jobs_folder = f"{ARTIFACTS_PREFIX}*/{BATCH_FOLDER}*"
+        role = iam.Role(
+            self,
+            "BatchInferenceRole",
+            description="rag-ingest: Bedrock batch inference jobs read their input and write their output",
+            assumed_by=iam.ServicePrincipal(
+                "bedrock.amazonaws.com",
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {"aws:SourceArn": job_arns},
+                },
+            ),
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects(jobs_folder)])
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(actions=["s3:PutObject"], resources=[bucket.arn_for_objects(f"{jobs_folder}/output/*")])
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"],
+                resources=[bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [jobs_folder]}},
+            )
+        )
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5",
+            "Wildcards are the batch jobs' folders under the one bucket's artifacts/ (artifacts/*/batch/*): "
+            "resource-scoped, not '*'.",
+            f"Resource::{arn_ref(bucket)}/{jobs_folder}",
+            f"Resource::{arn_ref(bucket)}/{jobs_folder}/output/*",
+        )
+        self.batch_role = role
+
+        function = self._stage_function(EMBED_BATCH, self._settings(EMBED_BATCH), Lane.BULK)
+        for name, value in {
+            "BATCH_INFERENCE_ROLE_ARN": role.role_arn,
+            "BATCH_MIN_RECORDS": str(batch.min_records),
+            "BATCH_TIMEOUT_HOURS": str(batch.timeout_hours),
+            "BATCH_POLL_SECONDS": str(batch.poll_seconds),
+            "BATCH_MAX_POLL_SECONDS": str(batch.max_poll_seconds),
+            "BATCH_WRITE_CACHE": "true" if batch.write_cache else "false",
+        }.items():
+            function.add_environment(name, value)
+        fn_role = function.role
+        assert fn_role is not None
+        if self._config.embedding.cache:
+            access = "EmbedBatchWritingCache" if batch.write_cache else "EmbedBatch"
+            self._storage.grant_embedding_cache(fn_role, access)
+        fn_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["bedrock:CreateModelInvocationJob"],
+                resources=[job_arns, self._search.embedding_model_arn],
+            )
+        )
+        fn_role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["bedrock:GetModelInvocationJob"], resources=[job_arns])
+        )
+        # ListModelInvocationJobs names no resource type: '*' is the only resource IAM takes for it.
+        fn_role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["bedrock:ListModelInvocationJobs"], resources=["*"])
+        )
+        fn_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["iam:PassRole"],
+                resources=[role.role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": "bedrock.amazonaws.com"}},
+            )
+        )
+        fn_role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:DeleteObject"], resources=[bucket.arn_for_objects(jobs_folder)])
+        )
+        acknowledge(
+            fn_role,
+            "AwsSolutions-IAM5",
+            "bedrock:ListModelInvocationJobs has no resource-level permissions (IAM requires '*'); the jobs "
+            "it creates and reads are this account's model-invocation-job/* in this Region; deletions are "
+            "limited to the batch jobs' folders (artifacts/*/batch/*).",
+            "Resource::*",
+            f"Resource::arn:{spelling.partition}:bedrock:{spelling.region}:{spelling.account}:model-invocation-job/*",
+            f"Resource::{arn_ref(bucket)}/{jobs_folder}",
+        )
+        self.functions[bulk(EMBED_BATCH.name)] = function
 
     @staticmethod
     def _grant_objects(role: iam.IRole, bucket: s3.IBucket, prefix: str, actions: list[str]) -> None:
@@ -354,6 +461,26 @@ class Workflow(Construct):
             self._task(named("Index")),
         ]
 
+    def _batch_embed_steps(
+        self,
+        steps: list[sfn.TaskStateBase | sfn.Map],
+        chained: Callable[[list[sfn.TaskStateBase | sfn.Map]], sfn.Chain],
+        finalize: sfn.Chain,
+    ) -> sfn.Chain:
+        """The bulk lane from Chunk with batch inference: Chunk -> EmbedBatchBulk -> a Choice on
+        ``$.embed_batch.phase``: WAITING waits ``$.embed_batch.wait_seconds`` and looks again;
+        ON_DEMAND takes the Embed Map (too few texts for a job); DONE goes on to Index."""
+        chunk, embed_map, index = steps
+        to_index = chained([index]).next(finalize)
+        on_demand = chained([embed_map]).next(to_index)
+        look = self._task(bulk(EMBED_BATCH.name))
+        wait = sfn.Wait(self, bulk("EmbedBatchWait"), time=sfn.WaitTime.seconds_path("$.embed_batch.wait_seconds"))
+        phase = sfn.Choice(self, bulk("EmbedBatchPhase"), comment="The batch inference job's phase (EmbedBatch)")
+        phase.when(sfn.Condition.string_equals("$.embed_batch.phase", BatchPhase.WAITING.value), wait.next(look))
+        phase.when(sfn.Condition.string_equals("$.embed_batch.phase", BatchPhase.ON_DEMAND.value), on_demand)
+        phase.otherwise(to_index)
+        return chained([chunk, look]).next(phase)
+
     def _state_machine(self) -> sfn.StateMachine:
         mark_failed = tasks.LambdaInvoke(
             self,
@@ -399,7 +526,10 @@ class Workflow(Construct):
         has_more_ranges = sfn.Condition.is_present("$.parse_tasks[0]")
         for lane in (Lane.BULK, Lane.STANDARD):
             parse_ranges, steps = self._lane_steps(lane)
-            from_chunk = chained(steps).next(finalize)
+            if lane is Lane.BULK and self.batch_role is not None:
+                from_chunk = self._batch_embed_steps(steps, chained, finalize)
+            else:
+                from_chunk = chained(steps).next(finalize)
             chained([parse_ranges]).next(from_chunk)
             in_lane = sfn.Condition.string_equals("$.lane", lane.value)
             if lane is Lane.BULK:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -33,8 +34,18 @@ class EmbeddingServerProcess:
     (a crash, ``kill -9``), the server is started again on the same port and :attr:`restarts`
     counts it. ``command`` replaces the server's command line (tests run a stand-in server)."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, command: Sequence[str] = SERVER_COMMAND) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        command: Sequence[str] = SERVER_COMMAND,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        """``env``: variables set in the server's environment besides this process's own (the
+        batch job runner's moto endpoint, ``LOCAL_BATCH_S3_ENDPOINT``)."""
         self.host = host
+        self.env = dict(env or {})
         self.requested_port = port
         self.command = tuple(command)
         self.port: int | None = None
@@ -76,6 +87,7 @@ class EmbeddingServerProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
+                env={**os.environ, **self.env} if self.env else None,
             )
             self._process = process
             assert process.stdout is not None

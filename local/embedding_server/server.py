@@ -45,6 +45,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
 
+from local.embedding_server.batch_jobs import BatchApiError, BatchJobRunner, server_embedder
 from local.embedding_server.batcher import DynamicBatcher, EmbedFunction, Lane, QueueTimeout
 from local.embedding_server.latency import LatencySampler
 from local.embedding_server.quota import Clock, QuotaBook
@@ -227,6 +228,10 @@ class EmbeddingServer:
         self._thread: threading.Thread | None = None
         self.reranker = StandInReranker()
         self._reranks = 0
+        # Bedrock's batch inference control plane and its job runner (local.embedding_server.batch_jobs).
+        self.batch_jobs = BatchJobRunner(
+            server_embedder(self.models, lambda text: self.batcher.submit(text, lane=Lane.STANDARD))
+        )
 
     @property
     def port(self) -> int:
@@ -244,6 +249,7 @@ class EmbeddingServer:
         self._httpd.shutdown()
         self._httpd.server_close()
         self.batcher.close()
+        self.batch_jobs.close()
 
     def in_flight(self) -> int:
         with self._lock:
@@ -393,6 +399,8 @@ def _handler_class(server: EmbeddingServer) -> type[BaseHTTPRequestHandler]:
                 if length > MAX_BODY_BYTES:
                     raise validation_error(f"request body of {length} bytes is too large")
                 body = self.rfile.read(length)
+                if self._batch_job_call("POST", body):
+                    return
                 path = self.path.split("?", 1)[0]
                 if _RERANK_PATH.match(path):
                     answer = server.rerank(body)
@@ -429,7 +437,22 @@ def _handler_class(server: EmbeddingServer) -> type[BaseHTTPRequestHandler]:
                 },
             )
 
+        def _batch_job_call(self, method: str, body: bytes) -> bool:
+            """Bedrock's batch inference routes (local.embedding_server.batch_jobs): answered here."""
+            request_id = str(uuid.uuid4())
+            try:
+                answer = server.batch_jobs.route(method, self.path, body)
+            except BatchApiError as error:
+                self._send_error(BedrockError(error.status, error.code, error.message), request_id)
+                return True
+            if answer is None:
+                return False
+            self._send(HTTPStatus.OK, answer, {"x-amzn-RequestId": request_id})
+            return True
+
         def do_GET(self) -> None:
+            if self._batch_job_call("GET", b""):
+                return
             if self.path == "/ping":
                 self._send(HTTPStatus.OK, {"status": "healthy"}, {})
             elif self.path == "/_local/stats":

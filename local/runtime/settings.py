@@ -250,6 +250,8 @@ class RuntimeSettings:
             "OPENSEARCH_ENDPOINT": self.opensearch_url,
             "EMBEDDING_PROVIDER": "bedrock" if via_server else "local",
             "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": self.embedding_endpoint if via_server else None,
+            # Batch inference's control plane (bedrock): the same server's job runner, over moto's S3.
+            "AWS_ENDPOINT_URL_BEDROCK": self.embedding_endpoint if via_server else None,
             # POST /search's Rerank (bedrock-agent-runtime): the same server's /rerank route.
             "AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME": self.embedding_endpoint if via_server else None,
             "EMBEDDING_MODEL_ID": LOCAL_EMBEDDING_MODEL_ID,

@@ -117,7 +117,10 @@ class LocalStack:
         if settings.embedding_mode == EMBEDDING_SERVER:
             # Before the Lambda runner: the functions' environment carries the server's URL.
             self.phase = "starting the embedding server"
-            self.embedding_server = EmbeddingServerProcess(settings.host, settings.embedding_port)
+            # Its batch inference jobs read and write moto's S3 (local.embedding_server.batch_jobs).
+            self.embedding_server = EmbeddingServerProcess(
+                settings.host, settings.embedding_port, env={"LOCAL_BATCH_S3_ENDPOINT": settings.moto_endpoint}
+            )
             self.embedding_server.start()
             self.settings = settings = dataclasses.replace(settings, embedding_endpoint=self.embedding_server.url)
         else:

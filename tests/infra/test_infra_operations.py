@@ -30,7 +30,14 @@ FUNCTIONS = {
 }
 # Errors of these are real incidents at once; a stage's errors include bad files (Catch → MarkFailed).
 ERRORS_ALARMED = ["Api", "Intake", "Redrive", "Reaper", "Reconciler", "MarkFailed", "WebhookFanOut", "WebhookDelivery"]
-SYSTEM_CODES = {"INTERNAL_ERROR", "TRANSIENT_RETRIES_EXHAUSTED", "EMBEDDING_CAPACITY", "TIMEOUT", "STUCK"}
+SYSTEM_CODES = {
+    "INTERNAL_ERROR",
+    "TRANSIENT_RETRIES_EXHAUSTED",
+    "EMBEDDING_CAPACITY",
+    "TIMEOUT",
+    "STUCK",
+    "EMBEDDING_BATCH_FAILED",
+}
 XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 
 

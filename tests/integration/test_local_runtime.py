@@ -57,7 +57,7 @@ def echo(event, context):
             "TABLE_NAME", "QUEUE_URL", "GREETING", "OPENSEARCH_ENDPOINT", "EMBEDDING_PROVIDER",
             "EMBEDDING_MODEL_ID", "EMBEDDING_DIMENSION", "POWERTOOLS_TRACE_DISABLED", "POWERTOOLS_DEV",
             "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_BEDROCK_RUNTIME", "AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME",
-            "AWS_LAMBDA_FUNCTION_TIMEOUT")},
+            "AWS_ENDPOINT_URL_BEDROCK", "AWS_LAMBDA_FUNCTION_TIMEOUT")},
         "pid": os.getpid(),
     }
 
@@ -528,6 +528,8 @@ def test_handler_runs_with_the_template_environment_and_local_overrides(
     assert env["AWS_ENDPOINT_URL_BEDROCK_RUNTIME"] == stack.outputs["EmbeddingEndpoint"]
     # POST /search's Rerank (bedrock-agent-runtime) goes to the same server's /rerank route.
     assert env["AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME"] == stack.outputs["EmbeddingEndpoint"]
+    # Batch inference's control plane (bedrock): the same server's job runner.
+    assert env["AWS_ENDPOINT_URL_BEDROCK"] == stack.outputs["EmbeddingEndpoint"]
     assert stack.outputs["EmbeddingEndpoint"].startswith("http://127.0.0.1:")
     assert env["POWERTOOLS_TRACE_DISABLED"] == "true"
     assert env["POWERTOOLS_DEV"] is None

@@ -14,6 +14,7 @@ from functools import cache
 from typing import Any, Protocol
 
 from rag_ingest.adapters import aws
+from rag_ingest.adapters.batch_inference import BedrockBatchJobs
 from rag_ingest.adapters.capacity_table import CapacityTable
 from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.embedding_cache_table import EmbeddingCacheTable
@@ -32,6 +33,7 @@ from rag_ingest.adapters.webhooks_table import WebhooksTable
 from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.core.config import (
     ApiEnv,
+    BatchInferenceEnv,
     IndexParamsEnv,
     IntakeEnv,
     ReaperEnv,
@@ -52,6 +54,7 @@ from rag_ingest.documents.service import DocumentService
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.embeddings.capacity import CapacityLimiter, EmbeddingQuota
 from rag_ingest.embeddings.factory import create_embedder
+from rag_ingest.ingest.batch_embedding import BatchEmbedding, BatchSettings
 from rag_ingest.ingest.embedding_cache import NoEmbeddingCache
 from rag_ingest.ingest.ocr import OcrEngine
 from rag_ingest.ingest.ocr_local import local_engine
@@ -162,7 +165,7 @@ def documents_table(table_name: str, clients: AwsClients = DEFAULT_AWS) -> Docum
 
 
 # -- the functions' services ---------------------------------------------------------------------
-def build_pipeline(env: StagesEnv) -> Pipeline:
+def build_pipeline(env: StagesEnv, batch_env: BatchInferenceEnv | None = None) -> Pipeline:
     return Pipeline(
         StageDependencies(
             env=env,
@@ -176,7 +179,34 @@ def build_pipeline(env: StagesEnv) -> Pipeline:
                 EmbeddingCacheTable(env.embedding_cache_table) if env.embedding_cache_table else NoEmbeddingCache()
             ),
             ocr_engine=ocr_engine_for(env),
+            batch_embedding=batch_embedding_for(env, batch_env) if batch_env else None,
         )
+    )
+
+
+def batch_embedding_for(env: StagesEnv, batch: BatchInferenceEnv) -> BatchEmbedding | None:
+    """The bulk lane's batch inference Embed, where the stack turned it on (BATCH_INFERENCE_ROLE_ARN set)."""
+    if not batch.batch_inference_role_arn:
+        return None
+    settings = BatchSettings(
+        bucket=env.bucket_name,
+        artifacts_prefix=env.artifacts_prefix,
+        role_arn=batch.batch_inference_role_arn,
+        model_id=env.embedding_model_id,
+        dimension=env.embedding_dimension,
+        batch_size=env.embed_batch_size,
+        min_records=batch.batch_min_records,
+        timeout_hours=batch.batch_timeout_hours,
+        poll_seconds=batch.batch_poll_seconds,
+        max_poll_seconds=batch.batch_max_poll_seconds,
+        write_cache=batch.batch_write_cache,
+    )
+    return BatchEmbedding(
+        settings,
+        jobs=BedrockBatchJobs(),
+        objects=ObjectStore(),
+        status=documents_table(env.documents_table),
+        cache=EmbeddingCacheTable(env.embedding_cache_table) if env.embedding_cache_table else NoEmbeddingCache(),
     )
 
 

@@ -219,6 +219,19 @@ class IntakeEnv(WorkflowEnv, BucketEnv, ChunkIndexEnv):
     idempotency_ttl_seconds: int = Field(default=86400 * 7, gt=0)
 
 
+class BatchInferenceEnv(EnvModel):
+    """The bulk lane's Embed by Bedrock batch inference (cdk.json embedding.batchInference;
+    rag_ingest.ingest.batch_embedding): set only on the EmbedBatchBulk function, where it is on. The
+    role is the service role Bedrock assumes to read the job's input and write its output."""
+
+    batch_inference_role_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/")
+    batch_min_records: int = Field(default=100, ge=1, le=50_000)
+    batch_timeout_hours: int = Field(default=24, ge=24, le=168)
+    batch_poll_seconds: int = Field(default=60, ge=1, le=3600)
+    batch_max_poll_seconds: int = Field(default=1800, ge=1, le=3600)
+    batch_write_cache: bool = False
+
+
 class StagesEnv(CommonEnv, BucketEnv, SearchEnv):
     """The workflow's stages: Embed needs the embedder, Index and Finalize the index."""
 

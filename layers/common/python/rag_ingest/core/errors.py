@@ -47,6 +47,9 @@ class ErrorCode(StrEnum):
     # An object whose key names no valid tenant (written outside the API): intake rejects it.
     INVALID_OBJECT_KEY = "INVALID_OBJECT_KEY"
     INPUT_TOO_LONG = "INPUT_TOO_LONG"
+    # The bulk lane's Bedrock batch inference job failed, stopped, expired, ran past its timeout or
+    # answered a record with an error (rag_ingest.ingest.batch_embedding).
+    EMBEDDING_BATCH_FAILED = "EMBEDDING_BATCH_FAILED"
     INVALID_REQUEST = "INVALID_REQUEST"
     TRANSIENT_RETRIES_EXHAUSTED = "TRANSIENT_RETRIES_EXHAUSTED"
     # The embedding quota stayed booked for longer than the workflow waits for it (its Retry ran out).
@@ -69,6 +72,7 @@ SYSTEM_ERROR_CODES: tuple[ErrorCode, ...] = (
     ErrorCode.EMBEDDING_CAPACITY,
     ErrorCode.TIMEOUT,
     ErrorCode.STUCK,
+    ErrorCode.EMBEDDING_BATCH_FAILED,
 )
 
 
@@ -171,6 +175,7 @@ ERROR_SENTENCES: dict[ErrorCode, str] = {
     ErrorCode.OBJECT_NOT_FOUND: "The uploaded file was not found in storage.",
     ErrorCode.INVALID_OBJECT_KEY: "The file was stored under a path that names no valid workspace.",
     ErrorCode.INPUT_TOO_LONG: "A passage was too long for the embedding model.",
+    ErrorCode.EMBEDDING_BATCH_FAILED: "The batch embedding job for this document failed. Retrying usually works.",
     ErrorCode.INVALID_REQUEST: "The request for this document was invalid.",
     ErrorCode.TRANSIENT_RETRIES_EXHAUSTED: (
         "A temporary service problem persisted through every retry. Retrying usually works."

@@ -22,6 +22,7 @@ ARTIFACTS_PREFIX = "artifacts/"
 PAGES_FOLDER = "pages/"  # one artifact per parsed page range, named by its first page
 CHUNKS_ARTIFACT = "chunks.json"
 EMBEDDINGS_FOLDER = "embeddings/"
+BATCH_FOLDER = "batch/"  # Bedrock batch inference jobs' input and output (rag_ingest.ingest.batch_embedding)
 
 
 class KeyOutsideUploadsError(ValueError):
@@ -94,6 +95,15 @@ def page_range_key(pages_prefix: str, first_page: int) -> str:
 def embedding_batch_key(embeddings_prefix: str, batch_number: int) -> str:
     """The checkpoint of one embedding batch, under a version's ``embeddings/`` folder."""
     return f"{as_prefix(embeddings_prefix)}{batch_number:06d}.json"
+
+
+def batch_inference_folder(
+    document_id: str, version: str, job_name: str, artifacts_prefix: str = ARTIFACTS_PREFIX
+) -> str:
+    """One Bedrock batch inference job's folder (its JSONL input, and ``output/`` where Bedrock writes
+    ``<job id>/records.jsonl.out``), under the version's artifacts: the service role Bedrock assumes
+    reads and writes ``*/batch/*`` only (infra/constructs/workflow.py)."""
+    return artifact_key(document_id, version, f"{BATCH_FOLDER}{job_name}/", artifacts_prefix)
 
 
 def sidecar_target(key: str, suffix: str = ".metadata.json") -> str | None:

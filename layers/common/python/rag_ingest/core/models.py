@@ -305,6 +305,32 @@ class Chunk(BaseModel):
     boxes: list[PassageBox] = Field(default_factory=list)
 
 
+class BatchPhase(StrEnum):
+    """What the workflow's Choice after an ``advance`` does: embed on demand (the Embed Map), wait
+    and advance again, or go on to Index."""
+
+    ON_DEMAND = "ON_DEMAND"
+    WAITING = "WAITING"
+    DONE = "DONE"
+
+
+class EmbedBatchState(BaseModel):
+    """The bulk lane's batch inference job in the Step Functions state (small: ids and counts;
+    rag_ingest.ingest.batch_embedding)."""
+
+    phase: BatchPhase = BatchPhase.WAITING
+    job_arn: str | None = None
+    job_name: str | None = None
+    status: str | None = None
+    records: int = Field(default=0, ge=0)
+    polls: int = Field(default=0, ge=0)
+    # The Wait state's SecondsPath: how long before the next advance.
+    wait_seconds: int = Field(default=0, ge=0)
+    # When the job was created (ISO 8601, UTC): past it plus the job's timeout, the document fails.
+    submitted_at: str | None = None
+    reason: str | None = None
+
+
 class DocumentJob(BaseModel):
     """The Step Functions state: ids, counts and S3 pointers only (state is capped at 256 KB).
 
@@ -332,6 +358,8 @@ class DocumentJob(BaseModel):
     chunks_key: str | None = None
     embeddings_prefix: str | None = None
     embed_tasks: list[int] = Field(default_factory=list)  # Map items: one Embed task each
+    # The bulk lane's Embed by Bedrock batch inference (embedding.batchInference), when it is on.
+    embed_batch: EmbedBatchState | None = None
     content_sha256: str | None = None
     indexed_count: int | None = None
     # The record's revision whose metadata Index wrote onto the chunks: Finalize rewrites them when a

@@ -57,6 +57,7 @@ from rag_ingest.core.ports import ChunkIndex, EmbeddingCache, PipelineDocuments,
 from rag_ingest.core.retrieval_text import document_title
 from rag_ingest.core.telemetry import NoTelemetry, Telemetry
 from rag_ingest.embeddings.base import Embedder
+from rag_ingest.ingest.batch_embedding import BatchEmbedding
 from rag_ingest.ingest.chunking import chunk_pages
 from rag_ingest.ingest.embedding_cache import NoEmbeddingCache
 from rag_ingest.ingest.formats import SNIFF_BYTES, FormatLimits, detect_format, read_structured
@@ -101,6 +102,8 @@ class StageDependencies:
     embedding_cache: EmbeddingCache = field(default_factory=NoEmbeddingCache)
     # Reads pages without a text layer (None: OCR off, such pages are failed pages).
     ocr_engine: OcrEngine | None = None
+    # The bulk lane's Embed by Bedrock batch inference (None: off; rag_ingest.ingest.batch_embedding).
+    batch_embedding: BatchEmbedding | None = None
 
 
 class Pipeline:
@@ -517,6 +520,19 @@ class Pipeline:
             "document failed", extra={"document_id": job.document_id, "error_code": code.value, "detail": detail}
         )
         return {"document_id": job.document_id, "error_code": code.value, "applied": True}
+
+    @_logged(Stage.EMBED)
+    def embed_batch(self, job: DocumentJob) -> DocumentJob:
+        """The bulk lane's Embed by batch inference: one turn of its wait loop (submit, look, or
+        collect into the same checkpoints the Embed Map writes); ``job.embed_batch.phase`` tells the
+        workflow what comes next (rag_ingest.ingest.batch_embedding)."""
+        batch = self._deps.batch_embedding
+        if batch is None:
+            raise ValueError("batch inference is off: BATCH_INFERENCE_ROLE_ARN is not set")
+        with self._stage(job, Stage.EMBED, accumulate=True):
+            chunks = self._load_chunks(job)
+            job.embed_batch = batch.advance(job, texts_to_embed(chunks))
+        return job
 
     # -- helpers ---------------------------------------------------------------------------
     @contextmanager
