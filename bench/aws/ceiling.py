@@ -11,14 +11,14 @@ quotas RPM and TPM a minute:
 A quota that is not enforced drops out of the max. This is the steady rate: the server's window is
 a sliding minute, so a run may spend a whole minute's quota at once at its start, and a corpus that
 needs W = max(ceil(R / RPM), ceil(K / TPM)) windows cannot finish before 60 * (W - 1) s (the
-``sliding_window_*`` figures; none when the corpus fits in one minute's quota).
+``sliding_window_*`` figure: 0 when the corpus fits in one minute's quota).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 SECONDS_PER_MINUTE = 60.0
@@ -152,15 +152,7 @@ class EmbeddingCounters:
         )
 
     def as_dict(self) -> dict[str, int]:
-        return {
-            "calls": self.calls,
-            "admitted": self.admitted,
-            "admitted_tokens": self.admitted_tokens,
-            "throttled": self.throttled,
-            "throttled_requests_per_minute": self.throttled_requests_per_minute,
-            "throttled_tokens_per_minute": self.throttled_tokens_per_minute,
-            "throttled_in_flight": self.throttled_in_flight,
-        }
+        return {**asdict(self), "throttled": self.throttled}
 
 
 def _optional_int(value: Any) -> int | None:
