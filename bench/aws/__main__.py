@@ -135,6 +135,8 @@ def figures(system: System, outcome: dict[str, Any], corpus_pages: int) -> dict[
     seconds = float(outcome["seconds"])
     pages_per_second = int(outcome["pages"]) / seconds
     top = limit.pages_per_second
+    # Against the ceiling only when every document made it: a run that gave documents up is fast for free.
+    percent = round(100 * pages_per_second / top, 1) if top and not outcome["documents_failed"] else None
     return {
         "system": system.name,
         "label": system.label,
@@ -149,7 +151,7 @@ def figures(system: System, outcome: dict[str, Any], corpus_pages: int) -> dict[
         "failures": outcome.get("failures", []),
         "embedding": counters.as_dict(),
         "ceiling": limit.as_dict(),
-        "percent_of_ceiling": round(100 * pages_per_second / top, 1) if top else None,
+        "percent_of_ceiling": percent,
         "emulation": stats.get("emulation"),
         "latency_drawn": stats.get("latency"),
     }
@@ -165,6 +167,8 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
         limit = row["ceiling"]
         top = limit["pages_per_second"]
         percent = "-" if row["percent_of_ceiling"] is None else f"{row['percent_of_ceiling']:.0f} %"
+        if row["documents_failed"]:
+            percent = "n/a (documents failed)"
         embedding = row["embedding"]
         lines.append(
             f"| {row['label']} | {row['pages_per_second']:.2f} | {row['chunks_per_second']:.2f} | "
@@ -175,8 +179,12 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     ours = next((row for row in rows if row["system"] == OURS), None)
     peers = [row for row in rows if row["system"] != OURS and row["headline"]]
     if ours and peers:
-        best = max(peers, key=lambda row: row["pages_per_second"])
-        if best["pages_per_second"]:
+        # Only runs that ingested the whole corpus compare: pages/s of a run that failed documents is not a rate.
+        complete = [row for row in peers if not row["documents_failed"]]
+        if ours["documents_failed"] or not complete:
+            lines += ["", "rag-ingest / best peer: n/a (documents failed)"]
+        else:
+            best = max(complete, key=lambda row: row["pages_per_second"])
             ratio = ours["pages_per_second"] / best["pages_per_second"]
             lines += ["", f"rag-ingest / best peer ({best['system']}), pages/s: {ratio:.2f}x"]
     return "\n".join(lines)

@@ -22,7 +22,9 @@ Titan Text Embeddings V2 on the local Bedrock-compatible server at ``--endpoint`
 document at a time, as a job over a folder would: a document whose ingest raises is recorded as
 failed (the exception, when) and the next one goes on. They are configured as each one's docs show:
 LangChain's ``BedrockEmbeddings(model_id=..., region_name=..., endpoint_url=...)``, whose boto3
-client keeps botocore's defaults (legacy retry mode, 5 attempts); LlamaIndex's
+client keeps botocore's defaults (the pinned botocore 1.44 has the SDKs' 2026 retry behaviour on:
+standard mode, 3 attempts, 1 s throttling backoff base; 1.43 had it behind AWS_NEW_RETRIES_2026,
+github.com/boto/botocore/pull/3678, and defaulted to legacy mode, 5 attempts); LlamaIndex's
 ``BedrockEmbedding(model_name=..., region_name=...)``, which has no endpoint parameter and builds its
 client with its own retry config (standard mode, max_retries=10), so the endpoint comes from the
 environment (AWS_ENDPOINT_URL_BEDROCK_RUNTIME, the SDKs' service-specific endpoint setting:

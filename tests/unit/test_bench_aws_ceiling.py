@@ -84,7 +84,7 @@ def test_a_server_without_a_profile_has_no_throttles_by_quota() -> None:
     assert (counters.calls, counters.throttled) == (4, 0)
 
 
-def row(system: str, pages_per_second: float, *, headline: bool = True) -> dict[str, Any]:
+def row(system: str, pages_per_second: float, *, headline: bool = True, failed: int = 0) -> dict[str, Any]:
     return {
         "system": system,
         "label": SYSTEMS[system].label,
@@ -92,23 +92,28 @@ def row(system: str, pages_per_second: float, *, headline: bool = True) -> dict[
         "pages_per_second": pages_per_second,
         "chunks_per_second": 3 * pages_per_second,
         "ceiling": ceiling(98, 283, 64_672, Quota(60, 300_000)).as_dict(),
-        "percent_of_ceiling": 50.0,
+        "percent_of_ceiling": None if failed else 50.0,
         "embedding": EmbeddingCounters.from_stats(stats()).as_dict(),
         "documents": 6,
-        "documents_failed": 1,
+        "documents_failed": failed,
         "seconds": 400.0,
     }
 
 
-def test_the_table_compares_rag_ingest_with_the_best_headline_peer_only() -> None:
+def test_the_table_compares_rag_ingest_with_the_best_complete_headline_peer() -> None:
     rendered = table(
         [
             row("rag-ingest", 0.3),
-            row("langchain", 0.1),
+            row("langchain", 0.9, failed=5),  # fast because it gave five documents up
             row("llamaindex", 0.2),
             row("langchain+retries", 0.6, headline=False),
         ]
     )
     assert "rag-ingest / best peer (llamaindex), pages/s: 1.50x" in rendered
-    assert "| 1 of 6 |" in rendered
-    assert "(requests: 283 calls, 64,672 tokens)" in rendered
+    assert "| n/a (documents failed) | 75 (63) | 12 | 5 of 6 |" in rendered
+    assert "(requests: 283 calls, 64,672 tokens) | 50 % |" in rendered
+
+
+def test_no_ratio_when_rag_ingest_failed_documents() -> None:
+    rendered = table([row("rag-ingest", 0.3, failed=1), row("llamaindex", 0.2)])
+    assert rendered.endswith("rag-ingest / best peer: n/a (documents failed)")
