@@ -13,6 +13,7 @@ help:
 	@echo "make check  - the fast loop: lint, type check, unit and infra tests (a few minutes, no server)"
 	@echo "make bench  - per-stage and end-to-end throughput on the sample corpus"
 	@echo "make bench-peers - rag-ingest vs LangChain and LlamaIndex on the same 315 pages (docs/benchmarks.md)"
+	@echo "make bench-aws - rag-ingest vs LangChain's and LlamaIndex's Bedrock integrations under emulated Bedrock quotas"
 	@echo "make bench-reingest - a 10 %-edited new version and a copy of a 113-page PDF: speedup, cache hit rate"
 	@echo "make bench-search - POST /search p50/p95/p99 per mode and k-NN recall@10 at 100,000 chunks (docs/benchmarks.md)"
 	@echo "make bench-big - a 2,000-page PDF through the local stack: progress, time to READY, parse memory"
@@ -151,6 +152,14 @@ $(PEERS_VENV_STAMP): bench/requirements-peers.txt pyproject.toml
 	.venv-peers/bin/pip install -q -r bench/requirements-peers.txt
 	.venv-peers/bin/pip install -q --no-deps -e .
 	rm -f .venv-peers/.installed-* && touch $@
+
+# rag-ingest, LangChain (langchain-aws) and LlamaIndex (llama-index-embeddings-bedrock) on bench/corpus/
+# manifest-aws.json, each against the local Bedrock-compatible server under the bedrock and bedrock-low-quota
+# profiles (deterministic vectors): pages/s, throttles, failed documents, % of the quota's ceiling; writes
+# bench/aws/measured-<date>.json (docs/benchmarks.md). AWS_ARGS="--profiles bedrock": the default quota only.
+.PHONY: bench-aws
+bench-aws: synth opensearch $(PEERS_VENV_STAMP)
+	$(PY) -m bench.aws $(AWS_ARGS)
 
 # The 200-upload burst with 10 % injected faults (make test runs a 40-upload one); figures in docs/reliability.md.
 burst: synth opensearch

@@ -19,7 +19,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,7 @@ _CREDENTIAL_SCOPE = re.compile(r"Credential=[^/]+/\d{8}/[^/]+/(?P<service>[^/]+)
 TERMINAL = frozenset({"READY", "FAILED"})
 
 
-def _probe_client(service: str, outputs: dict[str, Any]) -> Any:
+def probe_client(service: str, outputs: Mapping[str, Any]) -> Any:
     return boto3.session.Session(
         aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
         aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
@@ -246,6 +246,18 @@ def _artifacts(s3: Any, bucket: str, document_id: str) -> list[dict[str, Any]]:
     return objects
 
 
+def document_chunks(
+    s3: Any, bucket: str, document_id: str, artifacts: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """The document's chunks artifact (each chunk's ``text`` is what the model embeds); empty for a
+    document that failed before Chunk: nothing was sent to Bedrock for it."""
+    listed = _artifacts(s3, bucket, document_id) if artifacts is None else artifacts
+    chunks_keys = [a["key"] for a in listed if a["key"].endswith("/chunks.json")]
+    if not chunks_keys:
+        return []
+    return list(json.loads(s3.get_object(Bucket=bucket, Key=chunks_keys[0])["Body"].read()))
+
+
 def _document_measurement(
     outputs: dict[str, Any], item: dict[str, Any], pdf: Path, clients: dict[str, Any]
 ) -> dict[str, Any]:
@@ -255,11 +267,7 @@ def _document_measurement(
     document_id = str(record["document_id"])
     bucket = outputs["BucketName"]
     artifacts = _artifacts(clients["s3"], bucket, document_id)
-    chunks_keys = [a["key"] for a in artifacts if a["key"].endswith("/chunks.json")]
-    # A document that failed before Chunk has no chunks: nothing was sent to Bedrock for it.
-    chunks = (
-        json.loads(clients["s3"].get_object(Bucket=bucket, Key=chunks_keys[0])["Body"].read()) if chunks_keys else []
-    )
+    chunks = document_chunks(clients["s3"], bucket, document_id, artifacts)
     history = _execution_history(clients["stepfunctions"], str(record["execution_arn"]))
     return {
         "document_id": document_id,
@@ -313,7 +321,7 @@ def measure(pdfs: Sequence[Path], timeout: float = 1800) -> dict[str, Any]:
             started = time.monotonic()
             files = {client.upload(pdf): pdf for pdf in pdfs}
             print(f"uploaded {len(files)} documents; waiting for READY ...", flush=True)
-            clients = {name: _probe_client(name, outputs) for name in ("dynamodb", "s3", "stepfunctions")}
+            clients = {name: probe_client(name, outputs) for name in ("dynamodb", "s3", "stepfunctions")}
             items = _wait_until_done(clients["dynamodb"], outputs["DocumentsTableName"], list(files), timeout)
             wall_seconds = time.monotonic() - started
             # Let the last invocations' END lines reach the log before it is read.

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +40,27 @@ LABELS = {
 GIB = 1024**3
 
 
-def run_peer(peer: str, documents: Sequence[CorpusDocument], peers_python: Path) -> dict[str, Any]:
-    """One peer in a child process; its peak RSS is the child's own ru_maxrss (os.wait4)."""
-    command = [str(peers_python), "-m", "bench.peers.peer_ingest", peer, *(str(d.path) for d in documents)]
+def run_peer(
+    peer: str,
+    documents: Sequence[CorpusDocument],
+    peers_python: Path,
+    *,
+    options: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """One peer in a child process (``options`` after its name, ``env`` over this environment); its
+    peak RSS is the child's own ru_maxrss (os.wait4)."""
+    command = [str(peers_python), "-m", "bench.peers.peer_ingest", peer, *options, *(str(d.path) for d in documents)]
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         load_before = os.getloadavg()
-        child = subprocess.Popen(command, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
+        child = subprocess.Popen(
+            command,
+            cwd=REPO_ROOT,
+            env={**os.environ, **(env or {})},
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+        )
         _, status, usage = os.wait4(child.pid, 0)
         child.returncode = os.waitstatus_to_exitcode(status)
         stdout.seek(0)

@@ -14,7 +14,7 @@ import os
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +28,23 @@ from local.runtime.settings import DEFAULT_OPENSEARCH_URL, REPO_ROOT, stack_name
 
 SYSTEM_NAME = "rag-ingest"
 STAGES = ("VALIDATE", "PARSE", "CHUNK", "EMBED", "INDEX", "FINALIZE")
+#: Reads more from the stack after the run, before it stops: (outputs, each document's final state) -> figures.
+AfterRun = Callable[[Mapping[str, Any], Mapping[str, dict[str, Any]]], dict[str, Any]]
 
 
-def ingest_through_local_stack(documents: Sequence[CorpusDocument], timeout: float) -> dict[str, Any]:
-    """One measured run: pages, chunks, seconds, peak RSS of the stack and of OpenSearch, stage times."""
+def ingest_through_local_stack(
+    documents: Sequence[CorpusDocument],
+    timeout: float,
+    *,
+    env: Mapping[str, str] | None = None,
+    require_ready: bool = True,
+    after_run: AfterRun | None = None,
+) -> dict[str, Any]:
+    """One measured run: pages, chunks, seconds, peak RSS of the stack and of OpenSearch, stage times.
+
+    ``env`` is the stack's environment over this one's (e.g. the embedding server's Bedrock profile);
+    a document not READY ends the run unless ``require_ready`` is false, when the figures count the
+    READY ones and list the others; ``after_run``'s figures are added to the result."""
     from rag_ingest.wiring import vector_store_for
 
     source = REPO_ROOT / "cdk.out" / f"{stack_name_from_cdk_json(REPO_ROOT)}.template.json"
@@ -41,7 +54,7 @@ def ingest_through_local_stack(documents: Sequence[CorpusDocument], timeout: flo
     with tempfile.TemporaryDirectory(prefix="rag-bench-peers-") as work:
         template = Path(work) / "template.json"
         template.write_text(json.dumps(eval_template(source, index_name)))
-        process = LocalStackProcess(Path(work) / "state", template=template)
+        process = LocalStackProcess(Path(work) / "state", template=template, env=dict(env or {}))
         outputs = process.start(timeout=300)
         assert process.process is not None  # started above
         opensearch_url = process.env.get("OPENSEARCH_URL") or DEFAULT_OPENSEARCH_URL
@@ -56,16 +69,28 @@ def ingest_through_local_stack(documents: Sequence[CorpusDocument], timeout: flo
                 states = client.wait_until_done(ids, timeout_seconds=timeout)
                 seconds = time.perf_counter() - started
             failed = {d: (s["status"], s.get("error_code")) for d, s in states.items() if s["status"] != "READY"}
-            if failed:
+            if failed and require_ready:
                 raise SystemExit(f"documents not READY: {failed}\n{process.log_tail()}")
+            ready = [state for state in states.values() if state["status"] == "READY"]
             stage_seconds = {
-                stage: sum(int(state["timings_ms"].get(stage, 0)) for state in states.values()) / 1000
+                stage: sum(int(state.get("timings_ms", {}).get(stage, 0)) for state in states.values()) / 1000
                 for stage in STAGES
             }
             return {
                 "system": SYSTEM_NAME,
-                "pages": sum(int(state["page_count"]) for state in states.values()),
-                "chunks": sum(int(state["chunk_count"]) for state in states.values()),
+                "pages": sum(int(state["page_count"]) for state in ready),
+                "chunks": sum(int(state["chunk_count"]) for state in ready),
+                "documents": len(states),
+                "documents_failed": len(failed),
+                "failures": [
+                    {
+                        "file": documents[ids.index(d)].path.name,
+                        "status": s,
+                        "error_code": c,
+                        "error_detail": str(states[d].get("error_detail") or "")[:300],
+                    }
+                    for d, (s, c) in failed.items()
+                ],
                 "seconds": seconds,
                 "peak_rss_bytes": memory.peak_tree_bytes,
                 "peak_rss_processes": memory.peak_tree_processes,
@@ -75,6 +100,7 @@ def ingest_through_local_stack(documents: Sequence[CorpusDocument], timeout: flo
                 "stage_seconds_total": stage_seconds,
                 "load_average_before": load_before,
                 "load_average_after": os.getloadavg(),
+                **(after_run(outputs, states) if after_run else {}),
             }
         finally:
             process.stop()

@@ -1,6 +1,7 @@
 """One peer's ingest of the corpus; runs in the peers' virtual environment (.venv-peers), not the product's.
 
     .venv-peers/bin/python -m bench.peers.peer_ingest {langchain,llamaindex} FILE.pdf ...
+    .venv-peers/bin/python -m bench.peers.peer_ingest {langchain,llamaindex}-bedrock --endpoint URL FILE.pdf ...
 
 Prints one JSON object: pages, chunks, seconds, vectors stored. Each peer is used as its own
 documentation shows: LangChain loads every file with langchain-community's PyPDFLoader (pypdf,
@@ -15,6 +16,20 @@ Both embed with the same code rag-ingest runs locally (rag_ingest.embeddings.loc
 int8 ONNX, 2 intra-op threads, batches of 16). A chunk longer than the model's 512 positions is
 cut to fit, as sentence-transformers would cut it; rag-ingest's chunker never makes one.
 The clock starts after the imports (a service has them loaded) and includes loading the model.
+
+The ``-bedrock`` peers (make bench-aws) embed with each framework's own Bedrock integration instead,
+Titan Text Embeddings V2 on the local Bedrock-compatible server at ``--endpoint``, and ingest one
+document at a time, as a job over a folder would: a document whose ingest raises is recorded as
+failed (the exception, when) and the next one goes on. They are configured as each one's docs show:
+LangChain's ``BedrockEmbeddings(model_id=..., region_name=..., endpoint_url=...)``, whose boto3
+client keeps botocore's defaults (the pinned botocore 1.44 has the SDKs' 2026 retry behaviour on:
+standard mode, 3 attempts, 1 s throttling backoff base; 1.43 had it behind AWS_NEW_RETRIES_2026,
+github.com/boto/botocore/pull/3678, and defaulted to legacy mode, 5 attempts); LlamaIndex's
+``BedrockEmbedding(model_name=..., region_name=...)``, which has no endpoint parameter and builds its
+client with its own retry config (standard mode, max_retries=10), so the endpoint comes from the
+environment (AWS_ENDPOINT_URL_BEDROCK_RUNTIME, the SDKs' service-specific endpoint setting:
+docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html). ``--retry-mode``/``--max-attempts``
+give LangChain's client a botocore retry config instead: what its user would write to survive throttling.
 """
 
 from __future__ import annotations
@@ -24,7 +39,8 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -146,16 +162,156 @@ def ingest_with_llamaindex(paths: Sequence[Path]) -> dict[str, Any]:
     }
 
 
+#: The model both Bedrock peers call: Titan Text Embeddings V2, at its default 1,024 floats.
+TITAN_V2_MODEL_ID = "amazon.titan-embed-text-v2:0"
+
+
+@dataclass(frozen=True)
+class BedrockTarget:
+    """Where the Bedrock peers send InvokeModel, and the retry config a LangChain user may add."""
+
+    endpoint: str
+    region: str
+    retry_mode: str | None = None  # None: the client as the framework builds it
+    max_attempts: int | None = None
+
+
+def ingest_one_at_a_time(
+    paths: Sequence[Path],
+    ingest: Callable[[Path], tuple[int, int]],
+    stored: Callable[[], int],
+    texts_sent: Callable[[Path], list[str]],
+) -> dict[str, Any]:
+    """``ingest(path)`` -> (pages, chunks) for each file in turn, timed; one that raises is recorded as
+    failed (its exception, and when: after how many documents) and the run goes on.
+
+    After the clock stops, ``texts_sent(path)`` gives every document's texts as the framework sends
+    them to the model (the failed documents' too): the requests and tokens the quota must admit for
+    this corpus, tokens counted as the local server counts them."""
+    from rag_ingest.core.tokens import count_tokens
+
+    started = time.perf_counter()
+    pages = chunks = 0
+    failures: list[dict[str, Any]] = []
+    for number, path in enumerate(paths, start=1):
+        try:
+            document_pages, document_chunks = ingest(path)
+        except Exception as error:  # the measurement: how a user's loop sees the framework fail
+            failures.append(
+                {
+                    "file": path.name,
+                    "document_number": number,
+                    "documents_done_before": number - 1 - len(failures),
+                    "seconds_into_run": round(time.perf_counter() - started, 1),
+                    "exception": f"{type(error).__module__}.{type(error).__name__}",
+                    "message": str(error)[:300],
+                }
+            )
+            continue
+        pages += document_pages
+        chunks += document_chunks
+    seconds = time.perf_counter() - started
+    texts = [text for path in paths for text in texts_sent(path)]
+    return {
+        "pages": pages,
+        "chunks": chunks,
+        "vectors": stored(),
+        "documents": len(paths),
+        "documents_failed": len(failures),
+        "failures": failures,
+        "seconds": seconds,
+        "corpus_requests": len(texts),
+        "corpus_tokens": sum(count_tokens(text) for text in texts),
+    }
+
+
+def ingest_with_langchain_bedrock(paths: Sequence[Path], target: BedrockTarget) -> dict[str, Any]:
+    from botocore.config import Config
+    from langchain_aws import BedrockEmbeddings
+    from langchain_community.document_loaders import PyPDFLoader
+    from langchain_core.vectorstores import InMemoryVectorStore
+    from langchain_text_splitters import TokenTextSplitter
+
+    retries = {"mode": target.retry_mode, "max_attempts": target.max_attempts} if target.retry_mode else None
+    embeddings = BedrockEmbeddings(
+        model_id=TITAN_V2_MODEL_ID,
+        region_name=target.region,
+        endpoint_url=target.endpoint,
+        config=Config(retries=retries) if retries else None,
+    )
+    store = InMemoryVectorStore(embedding=embeddings)
+    splitter = TokenTextSplitter(encoding_name=TIKTOKEN_ENCODING, chunk_size=CHUNK_TOKENS, chunk_overlap=OVERLAP_TOKENS)
+
+    def ingest(path: Path) -> tuple[int, int]:
+        pages = PyPDFLoader(str(path)).load()
+        chunks = splitter.split_documents(pages)
+        store.add_documents(chunks)
+        return len(pages), len(chunks)
+
+    def texts_sent(path: Path) -> list[str]:
+        # BedrockEmbeddings sends each text with its line breaks replaced by spaces.
+        chunks = splitter.split_documents(PyPDFLoader(str(path)).load())
+        return [chunk.page_content.replace(os.linesep, " ") for chunk in chunks]
+
+    return ingest_one_at_a_time(paths, ingest, lambda: len(store.store), texts_sent)
+
+
+def ingest_with_llamaindex_bedrock(paths: Sequence[Path], target: BedrockTarget) -> dict[str, Any]:
+    from llama_index.core import SimpleDirectoryReader, StorageContext, VectorStoreIndex
+    from llama_index.core.ingestion import IngestionPipeline
+    from llama_index.core.node_parser import TokenTextSplitter
+    from llama_index.core.schema import MetadataMode
+    from llama_index.core.vector_stores import SimpleVectorStore
+    from llama_index.embeddings.bedrock import BedrockEmbedding
+
+    if target.retry_mode:
+        raise SystemExit("--retry-mode is LangChain's variant: LlamaIndex's BedrockEmbedding has max_retries")
+    os.environ["AWS_ENDPOINT_URL_BEDROCK_RUNTIME"] = target.endpoint
+    embedding = BedrockEmbedding(model_name=TITAN_V2_MODEL_ID, region_name=target.region)
+    store = SimpleVectorStore()
+    storage = StorageContext.from_defaults(vector_store=store)
+    index = VectorStoreIndex([], storage_context=storage, embed_model=embedding)
+    splitter = TokenTextSplitter(chunk_size=CHUNK_TOKENS, chunk_overlap=OVERLAP_TOKENS)
+    pipeline = IngestionPipeline(transformations=[splitter, embedding])
+
+    def ingest(path: Path) -> tuple[int, int]:
+        pages = SimpleDirectoryReader(input_files=[str(path)]).load_data()
+        nodes = pipeline.run(documents=pages)
+        index.insert_nodes(nodes)
+        return len(pages), len(nodes)
+
+    def texts_sent(path: Path) -> list[str]:
+        # The embedding sees each node with its metadata (page label, file name, ...), LlamaIndex's EMBED mode.
+        nodes = splitter.get_nodes_from_documents(SimpleDirectoryReader(input_files=[str(path)]).load_data())
+        return [node.get_content(metadata_mode=MetadataMode.EMBED) for node in nodes]
+
+    return ingest_one_at_a_time(paths, ingest, lambda: len(store.data.embedding_dict), texts_sent)
+
+
 PEERS = {"langchain": ingest_with_langchain, "llamaindex": ingest_with_llamaindex}
+BEDROCK_PEERS = {
+    "langchain-bedrock": ingest_with_langchain_bedrock,
+    "llamaindex-bedrock": ingest_with_llamaindex_bedrock,
+}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("peer", choices=sorted(PEERS))
+    parser.add_argument("peer", choices=sorted([*PEERS, *BEDROCK_PEERS]))
     parser.add_argument("files", nargs="+", type=Path)
+    parser.add_argument("--endpoint", help="the Bedrock-compatible server (the -bedrock peers)")
+    parser.add_argument("--region", default="us-east-1")
+    parser.add_argument("--retry-mode", choices=("legacy", "standard", "adaptive"), help="LangChain's variant")
+    parser.add_argument("--max-attempts", type=int, help="with --retry-mode")
     args = parser.parse_args()
     _use_bundled_tiktoken_encodings()
-    outcome = PEERS[args.peer](args.files)
+    if args.peer in BEDROCK_PEERS:
+        if not args.endpoint:
+            parser.error(f"{args.peer} needs --endpoint")
+        target = BedrockTarget(args.endpoint, args.region, args.retry_mode, args.max_attempts)
+        outcome = BEDROCK_PEERS[args.peer](args.files, target)
+    else:
+        outcome = PEERS[args.peer](args.files)
     if outcome["vectors"] != outcome["chunks"]:
         sys.exit(f"{args.peer}: {outcome['chunks']} chunks but {outcome['vectors']} vectors stored")
     print(json.dumps(outcome))
