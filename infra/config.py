@@ -221,7 +221,7 @@ class EmbeddingCapacityConfig(_Model):
     reads the account's own values from Service Quotas and says when these are above them)."""
 
     # "shared": one ledger in DynamoDB that every Embed task books (chosen by measurement:
-    # docs/benchmarks.md, "Throughput against Bedrock's quotas"); "adaptive": botocore's adaptive
+    # docs/architecture.md, "One limiter across all Embed work"); "adaptive": botocore's adaptive
     # retries per Lambda; "off": throttles are retried by Step Functions only.
     mode: CapacityMode = "shared"
     requests_per_minute: int | None = Field(default=2000, ge=1)
