@@ -156,7 +156,7 @@ $(PEERS_VENV_STAMP): bench/requirements-peers.txt pyproject.toml
 # rag-ingest, LangChain (langchain-aws) and LlamaIndex (llama-index-embeddings-bedrock) on bench/corpus/
 # manifest-aws.json, each against the local Bedrock-compatible server under the bedrock and bedrock-low-quota
 # profiles (deterministic vectors): pages/s, throttles, failed documents, % of the quota's ceiling; writes
-# bench/aws/measured-<date>.json (docs/benchmarks.md). AWS_ARGS="--profiles bedrock": the default quota only.
+# bench/aws/measured-<UTC date-HHMM>.json (docs/benchmarks.md). AWS_ARGS="--profiles bedrock": the default quota only.
 .PHONY: bench-aws
 bench-aws: synth opensearch $(PEERS_VENV_STAMP)
 	$(PY) -m bench.aws $(AWS_ARGS)

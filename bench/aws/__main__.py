@@ -15,7 +15,8 @@ Per profile, in one run, each system on a fresh server (so no system spends anot
 Every server answers with deterministic vectors (no model runs), so the run measures orchestration
 against the quota and latency, not this machine's CPU. The server's /_local/stats give each run's
 calls and throttles; bench/aws/ceiling.py the quota's ceiling for the corpus as each system chunks
-it. Figures go to bench/aws/measured-<date>.json (written after every run) and a table per profile.
+it. Figures go to bench/aws/measured-<UTC date and time>.json (written after every run; a run never
+overwrites another's) and a table per profile.
 """
 
 from __future__ import annotations
@@ -219,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {tuple(SYSTEMS)}")
     parser.add_argument("--manifest", type=Path, default=MANIFEST)
     parser.add_argument("--timeout", type=float, default=1800, help="seconds for the stack to finish every document")
-    parser.add_argument("--output", type=Path, help="results JSON (default bench/aws/measured-<UTC date>.json)")
+    parser.add_argument("--output", type=Path, help="results JSON (default bench/aws/measured-<UTC date-HHMM>.json)")
     args = parser.parse_args(argv)
     profiles = [name.strip() for name in args.profiles.split(",") if name.strip()]
     systems = [name.strip() for name in args.systems.split(",") if name.strip()]
@@ -232,7 +233,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     documents = load_corpus(args.manifest)
     corpus_pages = sum(document.pages for document in documents)
     started = datetime.now(UTC)
-    output = args.output or REPO_ROOT / "bench" / "aws" / f"measured-{started:%Y-%m-%d}.json"
+    output = args.output or REPO_ROOT / "bench" / "aws" / f"measured-{started:%Y-%m-%d-%H%M}.json"
     print(f"corpus: {len(documents)} PDFs, {corpus_pages} pages ({shown(args.manifest)})", flush=True)
     results = Results(
         output,
