@@ -277,7 +277,8 @@ def test_quotas_read_by_name_across_pages_and_defaults() -> None:
             {"ServiceCode": "textract", "MaxResults": 100},
         )
         probe = AccountProbe(REGION, clients={"service-quotas": quotas})
-        ctx = context()
+        # Without the shared limiter: the assumed peak of the Embed tasks in flight.
+        ctx = context(PreflightSettings(stack_name=f"RagIngest{uuid.uuid4().hex[:6]}", capacity_mode="off"))
         rpm = check_embed_requests_quota(probe, ctx)
         tpm = check_embed_tokens_quota(probe, ctx)  # the bedrock list is read once
         tps = check_textract_quota(probe, ctx)
@@ -287,6 +288,13 @@ def test_quotas_read_by_name_across_pages_and_defaults() -> None:
     assert "--quota-code L-RPM00001 --desired-value 7200" in (rpm.fix or "")
     assert tpm.status == "ok" and "requests per minute, not tokens" in tpm.finding
     assert tps.status == "warn" and "(AWS default" in tps.finding and "--quota-code L-TXT00001" in (tps.fix or "")
+    # With it (the default): what it books, which these quotas cover; above them, the cdk.json fix.
+    shared = check_embed_requests_quota(probe, context())
+    assert shared.status == "ok" and "which the limiter books" in shared.finding
+    greedy = PreflightSettings(stack_name="RagIngestX", capacity_tokens_per_minute=500_000)
+    tokens = check_embed_tokens_quota(probe, context(greedy))
+    assert tokens.status == "warn" and "300,000 tokens/min < the assumed peak 500,000" in tokens.finding
+    assert "embedding.capacity.tokensPerMinute" in (tokens.fix or "")
 
 
 def test_a_quota_that_is_not_listed_or_denied_warns() -> None:

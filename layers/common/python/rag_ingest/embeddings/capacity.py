@@ -34,8 +34,11 @@ QUOTA_WINDOW_US = 60 * MICROSECONDS
 #: they were booked for (a network hop; in AWS, 16 texts on 4 threads take about four call
 #: latencies), so Bedrock's minute for them ends a little later than ours.
 WINDOW_MARGIN_US = 1 * MICROSECONDS
-# Rounds of read-and-write lost to concurrent writers before the booking gives up (transient).
-_MAX_ROUNDS = 12
+# Rounds of read-and-write lost to concurrent writers before the booking gives up (transient), and
+# the longest pause between two: each round loses only to another task's booking, so contention
+# is bounded by the Embed tasks in flight; the pause grows (with full jitter) so they spread out.
+_MAX_ROUNDS = 40
+_MAX_PAUSE_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -168,7 +171,7 @@ class CapacityLimiter:
                     ErrorCode.EMBEDDING_CAPACITY,
                     f"a text of {count} tokens is more than the embedding quota of {self.scope} allows in a minute",
                 )
-        for _ in range(_MAX_ROUNDS):
+        for lost in range(_MAX_ROUNDS):
             now = self._clock_us()
             ledger = self._store.read(self.scope)
             # Bookings older than a window can never count again.
@@ -192,7 +195,8 @@ class CapacityLimiter:
                 )
             if not booked or self._store.write(self.scope, [*live, *booked], ledger.version):
                 return [moment / MICROSECONDS for moment in moments]
-            self._pause(random.uniform(0, 0.05))  # another task booked meanwhile: read again
+            # Another task booked meanwhile: read again, after a pause that grows with the rounds lost.
+            self._pause(random.uniform(0, min(_MAX_PAUSE_SECONDS, 0.01 * 2**lost)))
         raise TransientError(f"embedding capacity {self.scope}: {_MAX_ROUNDS} bookings lost to concurrent writers")
 
 
