@@ -53,7 +53,8 @@ def _visibility_covers_six_timeouts_and_the_window(template: dict[str, Any]) -> 
 
 def test_visibility_timeout_covers_six_intake_timeouts_and_the_batching_window(synth: SynthResult) -> None:
     _visibility_covers_six_timeouts_and_the_window(synth.template_dict)
-    assert synth.config.intake.max_batching_window_seconds > 0  # the window counts in the default too
+    # Lambda's default for SQS (no window): an upload's workflow starts as soon as it is read.
+    assert synth.config.intake.max_batching_window_seconds == 0
 
 
 def test_visibility_timeout_is_computed_from_the_config(synth: SynthResult, tmp_path: Path) -> None:

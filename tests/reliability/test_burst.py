@@ -57,7 +57,7 @@ def test_burst_of_uploads_with_transient_faults_ends_all_ready_exactly_once(
     started = time.monotonic()
     log_offset = faults.log_path.stat().st_size
     # A crashed intake batch comes back after 40 s, not the template's 180 s; still more than the
-    # batching window + the intake timeout (5 + 30 s), so a batch still running is not redelivered.
+    # batching window + the intake timeout (0 + 30 s), so a batch still running is not redelivered.
     with probe.visibility_timeout(40):
         with ThreadPoolExecutor(max_workers=UPLOADERS) as uploaders:
             tickets: list[UploadTicket] = list(
