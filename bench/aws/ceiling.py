@@ -125,7 +125,8 @@ def ceiling(pages: int, requests: int, tokens: int, quota: Quota) -> Ceiling:
 
 @dataclass(frozen=True)
 class EmbeddingCounters:
-    """What the embedding server counted for one run (a fresh server per run, so no baseline)."""
+    """What the embedding server counted for one run (a fresh server per run; ``since`` takes off
+    what it counted before the clock, e.g. a warm-up's calls)."""
 
     calls: int  # every InvokeModel received: admitted, throttled or refused
     admitted: int
@@ -150,6 +151,11 @@ class EmbeddingCounters:
             throttled_tokens_per_minute=int(by_quota.get("tokens_per_minute", 0)),
             throttled_in_flight=int(stats.get("throttled_in_flight", 0)),
         )
+
+    def since(self, baseline: EmbeddingCounters) -> EmbeddingCounters:
+        """What was counted after ``baseline`` (the same server's counters, read earlier)."""
+        now, before = asdict(self), asdict(baseline)
+        return EmbeddingCounters(**{name: now[name] - before[name] for name in now})
 
     def as_dict(self) -> dict[str, int]:
         return {**asdict(self), "throttled": self.throttled}

@@ -78,6 +78,13 @@ def test_counters_come_from_the_servers_stats() -> None:
     assert Quota.from_stats(stats(requests_per_minute=None)) == Quota(None, 300_000)
 
 
+def test_counters_since_a_baseline_leave_out_what_came_before_the_clock() -> None:
+    warm_up = {"requests": 9, "quota": {"admitted": 7, "admitted_tokens": 900, "throttled": {"requests_per_minute": 2}}}
+    after = EmbeddingCounters.from_stats(stats()).since(EmbeddingCounters.from_stats(warm_up))
+    assert (after.calls, after.admitted, after.admitted_tokens) == (75 - 9, 63 - 7, 17_000 - 900)
+    assert after.throttled == 12 - 2
+
+
 def test_a_server_without_a_profile_has_no_throttles_by_quota() -> None:
     plain = {"requests": 4, "quota": {"requests_per_minute": None, "tokens_per_minute": None, "admitted": 0}}
     counters = EmbeddingCounters.from_stats(plain)
