@@ -359,7 +359,7 @@ class SearchConfig(_Model):
 class IntakeConfig(_Model):
     batch_size: int = Field(default=10, ge=1, le=10000)
     # 0, Lambda's own default for SQS: an upload's workflow starts as soon as the poller reads it, not up to
-    # a window later; a burst still fills batches of 10, as each receive returns up to 10 messages.
+    # a window later; a burst is still read up to 10 messages a batch (smaller batches cost only requests).
     max_batching_window_seconds: int = Field(default=0, ge=0, le=300)
     # Lambda's SQS maximum concurrency must be between 2 and 1000.
     max_concurrency: int = Field(default=5, ge=2, le=1000)
