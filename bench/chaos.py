@@ -292,12 +292,13 @@ def embedding_server_replaced(run: Run) -> None:
 
 
 def busy_stage_worker(run: Run, stages: Sequence[str] = KILLABLE_STAGES) -> bool:
-    """A document in one of ``stages`` whose function has a worker process running an
-    invocation: the moment; that worker becomes the target."""
-    in_progress = {r.stage for r in run.records().values() if r.status == DocumentStatus.PROCESSING}
+    """A worker process of one of ``stages``' functions running an invocation while a document of
+    the run is PROCESSING: the moment; that worker becomes the target. The workers are looked at
+    first (one status call): a warm stage on a small document is busy for a tenth of a second, less
+    than reading the run's records takes, so a record read first would be stale by then."""
     for stage in stages:
-        busy = run.process.busy_worker_pids(STAGE_FUNCTIONS[stage]) if stage in in_progress else []
-        if busy:
+        busy = run.process.busy_worker_pids(STAGE_FUNCTIONS[stage])
+        if busy and any(r.status == DocumentStatus.PROCESSING for r in run.records().values()):
             run.target_function, run.target_pid = STAGE_FUNCTIONS[stage], busy[0]
             run.target = f"{run.target_function} worker pid {run.target_pid} (a document in {stage})"
             return True

@@ -30,7 +30,7 @@ def test_kill_9_of_a_stage_worker_mid_burst_ends_settled_with_no_drift_and_no_du
     run.uploads = upload_burst(probe, tenant, DOCUMENTS)
 
     wait_until(
-        lambda: busy_stage_worker(run, [STAGE]), timeout=60, what="a document in Parse, its worker busy", interval=0.1
+        lambda: busy_stage_worker(run, [STAGE]), timeout=60, what="a document in Parse, its worker busy", interval=0.01
     )
     log_offset = faults.log_path.stat().st_size
     worker.kill(run)
