@@ -34,6 +34,7 @@ from local.runtime.lambda_runner import LambdaRunner
 from local.runtime.live_status import LiveStatusHub, LiveStatusUnavailable
 from local.runtime.moto_lambda_seam import install_moto_seam, invoke_in_process
 from local.runtime.moto_server import PortInUseError, configure_moto, ensure_port_free, start_moto_server
+from local.runtime.moto_sfn_clients import install_sfn_client_cache
 from local.runtime.provision import ProvisionedStack, Provisioner, ProvisioningError, api_function_name
 from local.runtime.settings import EMBEDDING_SERVER, LIVE_PATH, RuntimeSettings
 from local.runtime.sqs_poller import SqsPoller
@@ -85,6 +86,7 @@ class LocalStack:
         self.embedding_server: EmbeddingServerProcess | None = None
         self._moto: ThreadedMotoServer | None = None
         self._uninstall_seam: Any = None
+        self._uninstall_sfn_client_cache: Any = None
         self._outputs: dict[str, Any] = {}
         self.durable: DurableState | None = None
         self.identity = LocalIdentityProvider(f"{settings.api_url}{OIDC_PATH}", private_key=_signing_key(settings))
@@ -132,6 +134,7 @@ class LocalStack:
         configure_moto(settings.moto_port, verbose=bool(os.environ.get("LOCAL_MOTO_VERBOSE")))
         self.runner = LambdaRunner(settings)
         self._uninstall_seam = install_moto_seam(self.runner)
+        self._uninstall_sfn_client_cache = install_sfn_client_cache()
         self.api.runner = self.runner
         self._moto = start_moto_server(
             settings.host, settings.moto_port, wrap=self.durable.wsgi if self.durable is not None else None
@@ -205,6 +208,8 @@ class LocalStack:
             self._moto.stop()
         if self._uninstall_seam is not None:
             self._uninstall_seam()
+        if self._uninstall_sfn_client_cache is not None:
+            self._uninstall_sfn_client_cache()
         if self.embedding_server is not None:
             self.embedding_server.stop()
         # The outputs describe resources that exist only while this process runs.
