@@ -22,6 +22,7 @@ so a viewer multiplies them by the rendered page's size.
 from __future__ import annotations
 
 import base64
+import math
 import re
 import struct
 import unicodedata
@@ -145,17 +146,26 @@ def _page_layout(document: object, index: int) -> PageLayout | None:
                 return None
             # Character by character: get_text_range's string can be shorter than the page's character
             # count (pdfium drops some), and then its offsets no longer name character boxes.
-            text = "".join(_character(pdfium_c.FPDFText_GetUnicode(textpage.raw, index)) for index in range(count))
+            raw, unicode_of = textpage.raw, pdfium_c.FPDFText_GetUnicode
+            text = "".join(_character(unicode_of(raw, index)) for index in range(count))
             words: list[PlacedWord] = []
+            # pdfium's calls direct, one rectangle reused, one pass a word: Parse calls this per character.
+            loose_box, rect = pdfium_c.FPDFText_GetLooseCharBox, pdfium_c.FS_RECTF()
             for run in _WORD_RUN.finditer(text):
-                boxes = [textpage.get_charbox(i, loose=True) for i in range(run.start(), run.end())]
-                boxes = [box for box in boxes if box[2] > box[0] and box[3] > box[1]]
-                if not boxes:
+                low_x = low_y = math.inf
+                high_x = high_y = -math.inf
+                for index in range(run.start(), run.end()):
+                    if not loose_box(raw, index, rect):
+                        raise ValueError(f"pdfium has no box for character {index}")
+                    box_left, box_bottom, box_right, box_top = rect.left, rect.bottom, rect.right, rect.top
+                    if box_right <= box_left or box_top <= box_bottom:
+                        continue  # an empty box (a space-like glyph) does not widen the word
+                    low_x, high_x = min(low_x, box_left), max(high_x, box_right)
+                    low_y, high_y = min(low_y, box_bottom), max(high_y, box_top)
+                if low_x == math.inf:
                     continue
-                x0 = (min(box[0] for box in boxes) - left) / width
-                x1 = (max(box[2] for box in boxes) - left) / width
-                y0 = (top - max(box[3] for box in boxes)) / height
-                y1 = (top - min(box[1] for box in boxes)) / height
+                x0, x1 = (low_x - left) / width, (high_x - left) / width
+                y0, y1 = (top - high_y) / height, (top - low_y) / height
                 words.append(PlacedWord(run.group(), *displayed(x0, y0, x1, y1, rotation)))
             return pack_layout(words)
         finally:
