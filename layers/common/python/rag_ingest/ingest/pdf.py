@@ -84,6 +84,7 @@ from rag_ingest.core.models import BlockKind, PageLayout, PageText, ParsedDocume
 from rag_ingest.core.tokens import is_vocabulary_word
 from rag_ingest.ingest.geometry import pack_layout, text_layer_layouts
 from rag_ingest.ingest.ocr import MIN_TEXT_LAYER_CHARS, OcrPageError, OcrUnavailableError, PageOcr, render_page_png
+from rag_ingest.ingest.pdf_fonts import fonts_read_once
 from rag_ingest.ingest.pdf_tables import (
     CONTINUED_MARK,
     TableRows,
@@ -645,36 +646,38 @@ def parse_page_range(
     over_budget: list[str] = []  # why each over-budget page failed
     deadline = time.monotonic() + budget.document_seconds
     text_chars = 0
-    for page_number in range(first_page, last + 1):
-        if time.monotonic() > deadline:
-            raise PermanentError(
-                ErrorCode.PDF_TOO_COMPLEX,
-                f"text extraction took more than {budget.document_seconds:g} s before page {page_number} "
-                f"of {page_count}",
-            )
-        try:
-            page = reader.pages[page_number - 1]
-            raw_text = _within_budget(budget.page_seconds, partial(_extract_page, page, budget))
-            if not raw_text.strip() and _content_undecodable(page, budget.page_content_bytes):
-                # pypdf logs a broken stream and reads it as empty: a failure all the same.
-                logger.warning("page %d: content stream cannot be decoded", page_number)
+    # pypdf would read each shared font again on every page (pdf_fonts).
+    with fonts_read_once():
+        for page_number in range(first_page, last + 1):
+            if time.monotonic() > deadline:
+                raise PermanentError(
+                    ErrorCode.PDF_TOO_COMPLEX,
+                    f"text extraction took more than {budget.document_seconds:g} s before page {page_number} "
+                    f"of {page_count}",
+                )
+            try:
+                page = reader.pages[page_number - 1]
+                raw_text = _within_budget(budget.page_seconds, partial(_extract_page, page, budget))
+                if not raw_text.strip() and _content_undecodable(page, budget.page_content_bytes):
+                    # pypdf logs a broken stream and reads it as empty: a failure all the same.
+                    logger.warning("page %d: content stream cannot be decoded", page_number)
+                    failed_pages.append(page_number)
+            except _BudgetExceeded as error:
+                logger.warning("page %d: over the page budget: %s", page_number, error)
                 failed_pages.append(page_number)
-        except _BudgetExceeded as error:
-            logger.warning("page %d: over the page budget: %s", page_number, error)
-            failed_pages.append(page_number)
-            over_budget.append(f"page {page_number} {error}")
-            raw_text = ""
-        except Exception as error:  # pypdf raises many kinds on one bad page; keep the others
-            logger.warning("page %d: text extraction failed: %r", page_number, error)
-            failed_pages.append(page_number)
-            raw_text = ""
-        raw_texts.append(raw_text)
-        text_chars += len(raw_text)
-        if text_chars > budget.document_text_chars:
-            raise PermanentError(
-                ErrorCode.PDF_TOO_COMPLEX,
-                f"more than {budget.document_text_chars} characters of text by page {page_number} of {page_count}",
-            )
+                over_budget.append(f"page {page_number} {error}")
+                raw_text = ""
+            except Exception as error:  # pypdf raises many kinds on one bad page; keep the others
+                logger.warning("page %d: text extraction failed: %r", page_number, error)
+                failed_pages.append(page_number)
+                raw_text = ""
+            raw_texts.append(raw_text)
+            text_chars += len(raw_text)
+            if text_chars > budget.document_text_chars:
+                raise PermanentError(
+                    ErrorCode.PDF_TOO_COMPLEX,
+                    f"more than {budget.document_text_chars} characters of text by page {page_number} of {page_count}",
+                )
     extraction_failures = len(failed_pages)
     needs_ocr = [
         number
