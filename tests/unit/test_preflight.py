@@ -68,6 +68,7 @@ def _overlap(settings: PreflightSettings) -> dict[str, Any]:
         "parse_max_concurrency": settings.parse_max_concurrency,
         "bulk_parse_max_concurrency": settings.bulk_parse_max_concurrency,
         "max_ocr_pages": settings.max_ocr_pages,
+        "textract_tables": settings.textract_tables,
         "domain_prefix": settings.domain_prefix,
         "capacity": (
             settings.capacity_mode,
@@ -90,6 +91,7 @@ def _infra_overlap(raw: dict[str, Any]) -> dict[str, Any]:
         "parse_max_concurrency": config.parsing.max_concurrency,
         "bulk_parse_max_concurrency": config.lanes.bulk_parse_max_concurrency,
         "max_ocr_pages": config.limits.max_ocr_pages,
+        "textract_tables": config.parsing.textract_tables,
         "domain_prefix": config.auth.domain_prefix,
         "capacity": (
             config.embedding.capacity.mode,
@@ -315,9 +317,13 @@ def test_quotas_are_found_by_name_not_code() -> None:
     assert find_quota(quotas, bedrock_quota_matcher(TITAN, "requests")) == quotas[2]
     assert find_quota(quotas, bedrock_quota_matcher(TITAN, "tokens")) == quotas[3]
     assert find_quota(quotas[:2], bedrock_quota_matcher(TITAN, "requests")) is None
-    assert textract_quota_matcher("detectdocumenttext throttle limit in transactions per second")
-    assert not textract_quota_matcher("startdocumenttextdetection throttle limit in transactions per second")
-    assert not textract_quota_matcher("analyzedocument throttle limit in transactions per second")
+    detect, analyze = textract_quota_matcher("DetectDocumentText"), textract_quota_matcher("AnalyzeDocument")
+    assert detect("detectdocumenttext throttle limit in transactions per second")
+    assert not detect("startdocumenttextdetection throttle limit in transactions per second")
+    assert not detect("analyzedocument throttle limit in transactions per second")
+    assert analyze("analyzedocument throttle limit in transactions per second")
+    assert not analyze("startdocumentanalysis throttle limit in transactions per second")
+    assert not analyze("detectdocumenttext throttle limit in transactions per second")
 
 
 def _quota(value: float, *, rate: float = 7200, binding: bool = True) -> Any:
@@ -471,6 +477,29 @@ def test_a_ready_account_passes_every_check() -> None:
     assert [r.name for r in results] == ["credentials", *(name for name, _ in CHECKS)]
     assert {r.status for r in results} == {"ok"}, [render(r) for r in results if r.status != "ok"]
     assert exit_code(results) == 0
+
+
+def test_the_textract_quota_is_the_one_of_the_operation_parse_calls() -> None:
+    class TwoOperations(FakeProbe):
+        def quotas(self, service_code: str) -> list[Quota]:
+            if service_code != "textract":
+                return super().quotas(service_code)
+            return [
+                Quota("textract", "L-D", "DetectDocumentText throttle limit in transactions per second", 25, True),
+                Quota("textract", "L-S", "StartDocumentAnalysis throttle limit in transactions per second", 10, True),
+                Quota("textract", "L-A", "AnalyzeDocument throttle limit in transactions per second", 5, True),
+            ]
+
+    detect = {r.name: r for r in run_checks(TwoOperations(), PreflightSettings())}["quota-textract-tps"]
+    assert detect.status == "ok" and "DetectDocumentText call" in detect.finding
+    tables = {r.name: r for r in run_checks(TwoOperations(), PreflightSettings(textract_tables=True))}
+    analyze = tables["quota-textract-tps"]
+    # 5 TPS against (10 + 5) Parse tasks calling AnalyzeDocument a page a second each.
+    assert analyze.status == "warn" and analyze.finding.startswith("5 TPS < the assumed peak 15")
+    assert "AnalyzeDocument call" in analyze.finding and "--quota-code L-A --desired-value 15" in (analyze.fix or "")
+    assert settings_from_context({"rag-ingest": {"parsing": {"textractTables": True}}}).textract_tables
+    with pytest.raises(CliError, match=r"parsing\.textractTables"):
+        settings_from_context({"rag-ingest": {"parsing": {"textractTables": "on"}}})
 
 
 def test_a_denied_or_broken_check_warns_and_the_others_still_run() -> None:

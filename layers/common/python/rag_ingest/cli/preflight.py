@@ -50,7 +50,8 @@ QUOTA_MODEL_NAMES = {TITAN_V2_MODEL_ID: "titan text embeddings v2"}
 # assumed to take 200 ms, the figure docs/cost.md assumes for Titan V2 (not measured: no AWS here).
 ASSUMED_INVOKE_SECONDS = 0.2
 # Textract DetectDocumentText answers in about a second per page (docs/ocr.md); a Parse task OCRs its
-# pages one after another.
+# pages one after another. AnalyzeDocument (parsing.textractTables) is assumed no faster: a slower
+# answer only lowers the real peak below the one checked.
 ASSUMED_OCR_SECONDS = 1.0
 
 
@@ -68,6 +69,8 @@ class PreflightSettings:
     parse_max_concurrency: int = 10
     bulk_parse_max_concurrency: int = 5
     max_ocr_pages: int = 50
+    # parsing.textractTables: scanned pages go to AnalyzeDocument (TABLES), whose TPS quota is its own.
+    textract_tables: bool = False
     domain_prefix: str | None = None
     # "create": the stack sets the API Gateway account's CloudWatch role; "existing": the account must have one.
     api_gateway_account_role: str = "create"
@@ -139,6 +142,9 @@ def settings_from_context(context: dict[str, Any], *, base: Path = Path(".")) ->
     if not isinstance(rerank_default, bool):
         raise CliError(f"cdk.json: {CONTEXT_KEY}.search.rerank.default must be true or false")
     parsing, limits = _section(raw, "parsing"), _section(raw, "limits")
+    textract_tables = parsing.get("textractTables", False)
+    if not isinstance(textract_tables, bool):
+        raise CliError(f"cdk.json: {CONTEXT_KEY}.parsing.textractTables must be true or false")
     chunking, auth = _section(raw, "chunking"), _section(raw, "auth")
     prefix = auth.get("domainPrefix")
     if prefix is not None and not isinstance(prefix, str):
@@ -158,6 +164,7 @@ def settings_from_context(context: dict[str, Any], *, base: Path = Path(".")) ->
             lanes, "bulkParseMaxConcurrency", defaults.bulk_parse_max_concurrency, "lanes."
         ),
         max_ocr_pages=_int(limits, "maxOcrPages", defaults.max_ocr_pages, "limits."),
+        textract_tables=textract_tables,
         domain_prefix=prefix or None,
         api_gateway_account_role=_account_role_mode(raw),
         cdk_out=base / "cdk.out",
@@ -438,8 +445,8 @@ def textract_demand(settings: PreflightSettings) -> Demand:
         tasks / ASSUMED_OCR_SECONDS,
         "TPS",
         f"{tasks} Parse tasks (parsing.maxConcurrency {settings.parse_max_concurrency} + "
-        f"lanes.bulkParseMaxConcurrency {settings.bulk_parse_max_concurrency}) x 1 page at a time, "
-        f"~{ASSUMED_OCR_SECONDS:.0f} s per page",
+        f"lanes.bulkParseMaxConcurrency {settings.bulk_parse_max_concurrency}) x 1 {textract_operation(settings)} "
+        f"call at a time, ~{ASSUMED_OCR_SECONDS:.0f} s per page",
     )
 
 
@@ -466,8 +473,21 @@ def bedrock_quota_matcher(model_id: str, kind: Literal["requests", "tokens"]) ->
     return matches
 
 
-def textract_quota_matcher(name: str) -> bool:
-    return "detectdocumenttext" in name and "async" not in name and "start" not in name
+def textract_operation(settings: PreflightSettings) -> str:
+    """The synchronous Textract operation Parse calls per scanned page (rag_ingest.adapters.textract)."""
+    return "AnalyzeDocument" if settings.textract_tables else "DetectDocumentText"
+
+
+def textract_quota_matcher(operation: str) -> Callable[[str], bool]:
+    """A quota named for ``operation``: "TPS quotas are unique to API, Synchronous or Asynchronous
+    operations, and Region" (https://docs.aws.amazon.com/textract/latest/dg/limits-quotas-explained.html),
+    so DetectDocumentText and AnalyzeDocument each have one; the asynchronous Start*/Get* ones are apart."""
+    wanted = operation.lower()
+
+    def matches(name: str) -> bool:
+        return wanted in name and "async" not in name and "start" not in name
+
+    return matches
 
 
 def increase_fix(service_code: str, quota: QuotaValue, region: str, desired: float) -> str:
@@ -736,11 +756,12 @@ def check_textract_quota(probe: Probe, context: Context) -> CheckResult:
         return ok(name, "OCR is off (limits.maxOcrPages is 0)")
     if context.region not in probe.offered_regions("textract"):
         return ok(name, f"not applicable: Textract is not offered in {context.region} (see textract)")
+    operation = textract_operation(context.settings)
     return decide_quota(
         name,
         service_code="textract",
-        described="DetectDocumentText ... transactions per second",
-        quota=find_quota(_quota_values(probe, "textract"), textract_quota_matcher),
+        described=f"{operation} ... transactions per second",
+        quota=find_quota(_quota_values(probe, "textract"), textract_quota_matcher(operation)),
         demand=textract_demand(context.settings),
         region=context.region,
     )
