@@ -66,10 +66,27 @@ def test_a_long_feature_table_over_three_pages_is_one_table_and_the_prose_around
     assert _parse("sil-padauk-features.pdf", tables=False)[1].blocks == []
 
 
+def test_a_table_with_horizontal_rules_only_becomes_rows_under_its_header() -> None:
+    # LaTeX booktabs: \toprule, \midrule, \bottomrule, columns aligned by space (mnras-guide.pdf
+    # page 4: a symbol table and an example table; x11-ctext.pdf page 7; jacow-a4.pdf page 1).
+    symbols, example = _tables(_parse("mnras-guide.pdf")[3])
+    rows = symbols.split("\n")
+    assert rows[0] == "Command | Output | Meaning"
+    assert "\\upi | π | upright pi" in rows and "\\upartial | ∂ | upright partial derivative" in rows
+    assert example.split("\n")[1:3] == ["Sun | 1.00 | 1.00", "\u03b1 Cen A | 1.10 | 1.52"]
+    [encodings] = _tables(_parse("x11-ctext.pdf")[6])
+    assert encodings.split("\n")[0] == "Name | Encoding Standard | Description"
+    assert "ISO8859-2 | ISO8859-2 | Latinalphabet No. 2" in encodings.split("\n")
+    [margins] = _tables(_parse("jacow-a4.pdf")[0])
+    assert "Top | 37 mm (1.46 in) | 0.75 in (19 mm)" in margins.split("\n")
+    # The ablation's switch turns these off too: their cells stay pypdf's lines.
+    assert _parse("mnras-guide.pdf", tables=False)[3].blocks == []
+
+
 def test_two_column_text_a_table_of_contents_and_a_box_diagram_are_not_tables() -> None:
     assert _found("ltnews35.pdf", [1, 2, 3]) == {}  # two columns (page 1 also lists its contents)
     assert _found("tugboat-babelbib.pdf", [2, 3]) == {}  # a two-column journal article
-    assert _found("r-intro.pdf", [3, 4]) == {}  # a table of contents with dot leaders
+    assert _found("r-intro.pdf", [1, 3, 4]) == {}  # a title page between rules; contents with dot leaders
     assert _found("why3-manual.pdf", [4, 11, 16]) == {}  # a contents page; framed code listings
     assert _found("geobase-nhn-data-model.pdf", [6, 10, 13, 18]) == {}  # diagrams drawn with boxes
 
@@ -141,4 +158,8 @@ def test_the_pre_check_passes_grids_and_skips_framed_and_stacked_boxes() -> None
     assert candidates("sil-padauk-features.pdf", [1, 2, 3, 4]) == [2, 3, 4]
     assert candidates("latex-usrguide.pdf", [8, 11, 12]) == []  # framed command signatures
     assert candidates("why3-manual.pdf", [16, 17]) == []  # stacked boxes of code: one column
-    assert candidates("r-intro.pdf", list(range(1, 31))) == []  # prose, code and contents only
+    # Prose, code and contents pages; only the title page passes, by its three rules of one width
+    # (the finder then keeps nothing there: test_two_column_text_...).
+    assert candidates("r-intro.pdf", list(range(1, 31))) == [1]
+    # Three rules of one width with a header's height between the first two: a rule-bounded table.
+    assert candidates("mnras-guide.pdf", [1, 2, 3, 4, 5]) == [3, 4, 5]

@@ -8,8 +8,11 @@ pays nothing but that check. A grid is kept as a table only when it has at least
 columns, most of its cells exist (merged cells are few) and hold a short text, and its header
 row is filled (:func:`keep_table`): framed code listings (one column), diagrams drawn with
 boxes (cells of twenty lines, most cells merged or empty) and empty forms are not tables.
-Tables without ruling lines (LaTeX ``booktabs``, columns aligned by spaces) are not found: text
-alignment alone is what two-column pages, code listings and tables of contents also show.
+Tables with horizontal rules only (LaTeX ``booktabs``, a word processor's simple styles: a top
+rule, a rule under the header, a bottom rule, columns aligned by space) are found from those rules
+and the words between them (:mod:`rag_ingest.ingest.rule_tables`); the pre-check passes a page
+with such a rule group too (:func:`rule_bounded_page`). Tables with no rule at all are not found:
+text alignment alone is what two-column pages, code listings and tables of contents also show.
 
 Merged cells: a cell spanning several columns or rows is repeated in each row and column it
 covers, so every row reads whole ("Continent | Asia | Europe | Europe"); a row that is a single
@@ -43,6 +46,7 @@ from typing import Any
 
 from rag_ingest.core.logs import logger
 from rag_ingest.core.models import BlockKind, TextBlock
+from rag_ingest.ingest.rule_tables import overlaps_any, rows_between_rules, rule_groups
 from rag_ingest.ingest.structure import TABLE_CAPTION, table_text
 
 #: A table: rows of cells, the first row its header.
@@ -87,7 +91,24 @@ def ruled_page(page: Any) -> bool:
     into a connected set with horizontal edges at three heights and vertical ones at three places at
     least, the fewest that make two rows of two cells. A framed box, stacked boxes (one column),
     separate boxes or a rule under a heading is no grid."""
-    horizontal, vertical = _ruling_edges(page)
+    return _grid(*_ruling_edges(page))
+
+
+def rule_bounded_page(page: Any) -> bool:
+    """Whether a pdfium page draws a table with horizontal rules only (:mod:`rule_tables`)."""
+    return _rule_bounded(*_ruling_edges(page), float(page.get_height()))
+
+
+def _rule_bounded(
+    horizontal: list[tuple[float, float, float]], vertical: list[tuple[float, float, float]], height: float
+) -> bool:
+    # pdfium's page space is bottom-up; rule_tables' is top-down (pdfplumber's).
+    top_down_horizontal = [(height - y, x0, x1) for y, x0, x1 in horizontal]
+    top_down_vertical = [(x, height - y1, height - y0) for x, y0, y1 in vertical]
+    return bool(rule_groups(top_down_horizontal, top_down_vertical))
+
+
+def _grid(horizontal: list[tuple[float, float, float]], vertical: list[tuple[float, float, float]]) -> bool:
     if len(horizontal) < MIN_RULING_EDGES or len(vertical) < MIN_RULING_EDGES:
         return False
     if len(horizontal) * len(vertical) > _MAX_CROSSING_TESTS:
@@ -155,7 +176,7 @@ def _ruling_edges(page: Any) -> tuple[list[tuple[float, float, float]], list[tup
 
 
 def candidate_pages(data: bytes, page_numbers: Sequence[int]) -> list[int]:
-    """The pages (1-based) among ``page_numbers`` that pass :func:`ruled_page`."""
+    """The pages (1-based) among ``page_numbers`` that pass :func:`ruled_page` or :func:`rule_bounded_page`."""
     import pypdfium2 as pdfium
 
     document = pdfium.PdfDocument(data)
@@ -164,7 +185,8 @@ def candidate_pages(data: bytes, page_numbers: Sequence[int]) -> list[int]:
         for number in page_numbers:
             page = document[number - 1]
             try:
-                if ruled_page(page):
+                horizontal, vertical = _ruling_edges(page)
+                if _grid(horizontal, vertical) or _rule_bounded(horizontal, vertical, float(page.get_height())):
                     found.append(number)
             finally:
                 page.close()
@@ -229,10 +251,11 @@ class TableFinder:
         page = self._pdf.pages[page_number - 1]
         try:
             width = float(page.width) or 1.0
+            grids = page.find_tables()
             found = [
-                PdfTable(_filled_rows(table), float(table.bbox[1]), _column_edges(table, width))
-                for table in page.find_tables()
+                PdfTable(_filled_rows(table), float(table.bbox[1]), _column_edges(table, width)) for table in grids
             ]
+            found += _rule_bounded_tables(page, [tuple(table.bbox) for table in grids], width)
         finally:
             page.close()  # pdfplumber caches a page's objects until closed
         return sorted((table for table in found if keep_table(table.rows)), key=lambda table: table.top)
@@ -241,6 +264,28 @@ class TableFinder:
         if self._pdf is not None:
             self._pdf.close()
             self._pdf = None
+
+
+def _rule_bounded_tables(page: Any, grids: list[tuple[float, ...]], width: float) -> list[PdfTable]:
+    """The page's tables with horizontal rules only (:mod:`rule_tables`), apart from its grids."""
+    horizontal = [(float(edge["top"]), float(edge["x0"]), float(edge["x1"])) for edge in page.horizontal_edges]
+    vertical = [(float(edge["x0"]), float(edge["top"]), float(edge["bottom"])) for edge in page.vertical_edges]
+    left, top, right, bottom = (float(value) for value in page.bbox)
+    tables: list[PdfTable] = []
+    for group in rule_groups(horizontal, vertical):
+        if overlaps_any(group, grids):  # type: ignore[arg-type]
+            continue
+        x0, y0, x1, y1 = group.bbox
+        region = page.crop((max(left, x0 - 2), max(top, y0), min(right, x1 + 2), min(bottom, y1)))
+        words = [
+            (float(w["x0"]), float(w["top"]), float(w["x1"]), float(w["bottom"]), str(w["text"]))
+            for w in region.extract_words(x_tolerance=1.5)
+        ]
+        found = rows_between_rules(words, group)
+        if found is not None:
+            edges = tuple(round(edge / width, 4) for edge in found.column_edges)
+            tables.append(PdfTable(found.rows, found.top, edges))
+    return tables
 
 
 def _column_edges(table: Any, width: float) -> tuple[float, ...]:

@@ -1,0 +1,174 @@
+"""Tables with horizontal rules only: a header and a body between rules, columns aligned by space.
+
+LaTeX's ``booktabs`` (``\\toprule``, ``\\midrule``, ``\\bottomrule``) and word processors' "simple"
+table styles draw a table this way: no vertical rule, no cell borders, so the grid finder of
+:mod:`rag_ingest.ingest.pdf_tables` sees no grid. Alignment alone is no evidence (two-column
+pages, contents pages and code align too), so the rules are required:
+
+- **A rule group** (:func:`rule_groups`): at least three horizontal rules of the same extent
+  (within ``TOLERANCE``), at least ``MIN_RULE_WIDTH`` wide, stacked, with no vertical ruling edge
+  between the first and the last (a box, a UML class or a ruled grid is not one) and the first two
+  at most ``MAX_HEADER_HEIGHT`` apart (a header of a few lines). Segments that touch at the same
+  height are one rule (a rule drawn column by column), and so are the two sides of a thin
+  rectangle (how TeX draws a rule).
+- **Columns** (:func:`rows_between_rules`): the body's gutters, x-ranges no word of the body covers,
+  at least ``max(MIN_GUTTER, GUTTER_OF_HEIGHT * the median word height)`` wide (a word space is a
+  third of the height; LaTeX puts 12 pt between columns). A body of one column is no table.
+- **Rows**: each line of the body is a row, its words in the column their middle falls in; the
+  header's lines (between the first two rules) are joined column by column into the header row.
+
+What this finds is then judged as every table is (``pdf_tables.keep_table``). Positions are in a
+top-down page space (pdfplumber's; the pdfium pre-check converts its bottom-up one).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+#: (position, low, high): a horizontal edge is (top, x0, x1), a vertical one (x, top, bottom).
+Edge = tuple[float, float, float]
+#: A word: (x0, top, x1, bottom, text).
+Word = tuple[float, float, float, float, str]
+
+TOLERANCE = 3.0
+MIN_RULE_WIDTH = 72.0
+MIN_RULES = 3
+MAX_HEADER_HEIGHT = 50.0
+MIN_GUTTER = 6.0
+GUTTER_OF_HEIGHT = 0.8
+#: Words of one line: their tops within this many points.
+LINE_TOLERANCE = 2.5
+
+
+@dataclass(frozen=True)
+class RuleGroup:
+    """Rules of one table, top-down: ``tops[0]`` the top rule, ``tops[1]`` under the header,
+    ``tops[-1]`` the bottom rule; ``x0``..``x1`` their common extent."""
+
+    x0: float
+    x1: float
+    tops: tuple[float, ...]
+
+    @property
+    def bbox(self) -> tuple[float, float, float, float]:
+        return (self.x0, self.tops[0], self.x1, self.tops[-1])
+
+
+@dataclass(frozen=True)
+class RuleTable:
+    rows: list[list[str]]
+    top: float
+    #: the left edge of each column and the right edge of the last, in page units
+    column_edges: tuple[float, ...]
+
+
+def merged_rules(horizontal: Iterable[Edge]) -> list[Edge]:
+    """Horizontal edges as rules: touching segments at one height joined, then the narrow dropped."""
+    merged: list[list[float]] = []
+    for top, x0, x1 in sorted(horizontal, key=lambda edge: (round(edge[0] / TOLERANCE), edge[1])):
+        for rule in merged:
+            if abs(rule[0] - top) <= TOLERANCE and x0 <= rule[2] + TOLERANCE and x1 >= rule[1] - TOLERANCE:
+                rule[1], rule[2] = min(rule[1], x0), max(rule[2], x1)
+                break
+        else:
+            merged.append([top, x0, x1])
+    return [(top, x0, x1) for top, x0, x1 in merged if x1 - x0 >= MIN_RULE_WIDTH]
+
+
+def rule_groups(horizontal: Iterable[Edge], vertical: Sequence[Edge]) -> list[RuleGroup]:
+    """The page's rule groups (see the module docstring), top to bottom, none overlapping another."""
+    by_extent: dict[tuple[float, float], list[float]] = {}
+    for top, x0, x1 in merged_rules(horizontal):
+        extent = next(
+            (key for key in by_extent if abs(key[0] - x0) <= TOLERANCE and abs(key[1] - x1) <= TOLERANCE), (x0, x1)
+        )
+        by_extent.setdefault(extent, []).append(top)
+    groups: list[RuleGroup] = []
+    for (x0, x1), tops in sorted(by_extent.items(), key=lambda item: min(item[1])):
+        distinct = _distinct(tops)
+        if len(distinct) < MIN_RULES or distinct[1] - distinct[0] > MAX_HEADER_HEIGHT:
+            continue
+        group = RuleGroup(x0, x1, tuple(distinct))
+        if _crossed_by(group, vertical) or any(_overlap(group.bbox, other.bbox) for other in groups):
+            continue
+        groups.append(group)
+    return groups
+
+
+def _distinct(tops: Iterable[float]) -> list[float]:
+    """Heights within ``TOLERANCE`` of the one before as one (a thin rectangle's two sides), top-down."""
+    distinct: list[float] = []
+    for top in sorted(tops):
+        if not distinct or top - distinct[-1] > TOLERANCE:
+            distinct.append(top)
+    return distinct
+
+
+def _crossed_by(group: RuleGroup, vertical: Sequence[Edge]) -> bool:
+    top, bottom = group.tops[0], group.tops[-1]
+    return any(
+        group.x0 - TOLERANCE <= x <= group.x1 + TOLERANCE and low <= bottom + TOLERANCE and high >= top - TOLERANCE
+        for x, low, high in vertical
+    )
+
+
+def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
+    return a[0] <= b[2] and b[0] <= a[2] and a[1] <= b[3] and b[1] <= a[3]
+
+
+def overlaps_any(group: RuleGroup, boxes: Iterable[tuple[float, float, float, float]]) -> bool:
+    return any(_overlap(group.bbox, box) for box in boxes)
+
+
+def rows_between_rules(words: Sequence[Word], group: RuleGroup) -> RuleTable | None:
+    """The table the group's words make (header row first), or None: no header, no body, or one column."""
+    under_header = group.tops[1]
+    header = [word for word in words if (word[1] + word[3]) / 2 < under_header]
+    body = [word for word in words if (word[1] + word[3]) / 2 >= under_header]
+    if not header or not body:
+        return None
+    gutter = max(MIN_GUTTER, GUTTER_OF_HEIGHT * statistics.median(word[3] - word[1] for word in body))
+    columns: list[list[float]] = []
+    for x0, x1 in sorted((word[0], word[2]) for word in body):
+        if columns and x0 - columns[-1][1] < gutter:
+            columns[-1][1] = max(columns[-1][1], x1)
+        else:
+            columns.append([x0, x1])
+    if len(columns) < 2:
+        return None
+
+    def column_of(word: Word) -> int:
+        middle = (word[0] + word[2]) / 2
+        return min(
+            range(len(columns)),
+            key=lambda c: (
+                0.0
+                if columns[c][0] <= middle <= columns[c][1]
+                else min(abs(middle - columns[c][0]), abs(middle - columns[c][1]))
+            ),
+        )
+
+    def row(line: Sequence[Word]) -> list[str]:
+        cells: list[list[str]] = [[] for _ in columns]
+        for word in line:
+            cells[column_of(word)].append(word[4])
+        return [" ".join(cell) for cell in cells]
+
+    header_lines = [row(line) for line in _lines(header)]
+    header_row = [" ".join(cell for cell in cells if cell) for cells in zip(*header_lines, strict=True)]
+    rows = [header_row, *(row(line) for line in _lines(body))]
+    edges = (*(column[0] for column in columns), columns[-1][1])
+    return RuleTable(rows=rows, top=group.tops[0], column_edges=tuple(edges))
+
+
+def _lines(words: Sequence[Word]) -> list[list[Word]]:
+    """Words grouped into lines by their tops, each line left to right."""
+    lines: list[list[Word]] = []
+    for word in sorted(words, key=lambda word: (word[1], word[0])):
+        if lines and abs(lines[-1][0][1] - word[1]) <= LINE_TOLERANCE:
+            lines[-1].append(word)
+        else:
+            lines.append([word])
+    return [sorted(line, key=lambda word: word[0]) for line in lines]

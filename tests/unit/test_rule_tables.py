@@ -1,0 +1,87 @@
+"""Rule groups and their rows (rag_ingest/ingest/rule_tables.py) on hand-made edges and words; the
+real pages are in tests/unit/test_pdf_tables.py."""
+
+from __future__ import annotations
+
+import pytest
+from rag_ingest.ingest.rule_tables import RuleGroup, merged_rules, rows_between_rules, rule_groups
+
+pytestmark = pytest.mark.unit
+
+# A booktabs table 200 pt wide at x 100-300: rules at 100 (top), 118 (under the header), 160 (bottom),
+# each drawn as a thin rectangle (two edges 0.4 pt apart), the top one in two touching segments.
+BOOKTABS = [
+    (100.0, 100.0, 180.0),
+    (100.4, 180.0, 300.0),
+    (118.0, 100.0, 300.0),
+    (118.4, 100.0, 300.0),
+    (160.0, 100.0, 300.0),
+    (160.4, 100.0, 300.0),
+]
+
+
+def _word(x0: float, top: float, text: str) -> tuple[float, float, float, float, str]:
+    return (x0, top, x0 + 5.0 * len(text), top + 8.0, text)
+
+
+def test_touching_segments_at_one_height_are_one_rule_and_short_ones_are_dropped() -> None:
+    rules = merged_rules([*BOOKTABS, (200.0, 100.0, 150.0)])  # 50 pt: a rule under a heading, not a table's
+    assert (100.0, 100.0, 300.0) in rules
+    assert all(x1 - x0 >= 72 for _top, x0, x1 in rules)
+
+
+def test_three_rules_of_one_width_make_a_group() -> None:
+    assert rule_groups(BOOKTABS, []) == [RuleGroup(100.0, 300.0, (100.0, 118.0, 160.0))]
+
+
+@pytest.mark.parametrize(
+    ("horizontal", "vertical", "why"),
+    [
+        (BOOKTABS[:4], [], "two rules: a rule above and below a heading"),
+        (BOOKTABS, [(100.0, 100.0, 160.0), (300.0, 100.0, 160.0)], "a box: vertical edges at its sides"),
+        (BOOKTABS, [(200.0, 120.0, 150.0)], "a ruled grid: a vertical rule inside"),
+        ([(100.0, 100.0, 300.0), (190.0, 100.0, 300.0), (260.0, 100.0, 300.0)], [], "a header 90 pt tall"),
+        ([(100.0, 100.0, 300.0), (118.0, 100.0, 250.0), (160.0, 100.0, 300.0)], [], "rules of other widths"),
+    ],
+)
+def test_what_is_no_rule_group(horizontal: list[tuple[float, float, float]], vertical: list, why: str) -> None:
+    assert rule_groups(horizontal, vertical) == [], why
+
+
+def test_the_words_between_the_rules_become_a_header_row_and_rows_by_the_body_gutters() -> None:
+    [group] = rule_groups(BOOKTABS, [])
+    words = [
+        # header, on two lines; "Unit" under "Mass"
+        _word(105, 104, "Star"),
+        _word(160, 103.5, "Mass"),
+        _word(230, 104, "Luminosity"),
+        _word(160, 110, "(kg)"),
+        # body: the second column's words start where the header's do, a row's tops differ by a glyph
+        _word(105, 122, "Sun"),
+        _word(160, 121, "1.00"),
+        _word(230, 122, "1.00"),
+        _word(105, 134, "Alpha"),
+        _word(135, 134, "Cen"),
+        _word(160, 134, "1.10"),
+        _word(230, 133.5, "1.52"),
+        _word(105, 146, "Tau"),
+        _word(230, 146, "0.52"),
+    ]
+    table = rows_between_rules(words, group)
+    assert table is not None
+    assert table.rows == [
+        ["Star", "Mass (kg)", "Luminosity"],
+        ["Sun", "1.00", "1.00"],
+        ["Alpha Cen", "1.10", "1.52"],
+        ["Tau", "", "0.52"],
+    ]
+    assert table.top == 100.0
+    assert table.column_edges == (105.0, 160.0, 230.0, 250.0)  # the body's extent: "1.52" ends at 250
+
+
+def test_one_column_of_body_or_no_header_is_no_table() -> None:
+    [group] = rule_groups(BOOKTABS, [])
+    code = [_word(105, 104, "Algorithm"), _word(105, 122, "for"), _word(120, 122, "each"), _word(110, 134, "x")]
+    assert rows_between_rules(code, group) is None  # the body's words leave no gutter
+    no_header = [_word(105, 122, "a"), _word(200, 122, "b")]
+    assert rows_between_rules(no_header, group) is None
