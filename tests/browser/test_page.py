@@ -522,3 +522,44 @@ def test_a_bulk_lane_document_says_so_beside_its_page_count(page: Page) -> None:
     assert cells["big"] == "2000 bulk lane" and cells["bigLane"] == "bulk"
     assert cells["small"] == "5" and cells["smallLane"] == "standard"
     assert cells["progress"] == "150/2000"  # pages parsed while Parse runs, in either lane
+
+
+def test_a_document_waiting_for_embedding_capacity_says_so_until_it_goes_on(page: Page) -> None:
+    # GET /documents/{id} gives waiting_for while its Embed tasks give way on the shared quota
+    # (rag_ingest.documents.service.DocumentView); the row says so, and stops saying so after.
+    states = page.js(
+        """return import('./documents.js').then(m => {
+             const elements = {body: document.createElement('tbody'), empty: document.createElement('p'),
+                               loadMore: document.createElement('button'), error: document.createElement('p')};
+             const list = new m.DocumentList({api: {}, elements, announce: () => {}, confirmDelete: () => false,
+                                              onError: () => {}});
+             const base = {document_id: 'doc', filename: 'manual.pdf', status: 'PROCESSING', stage: 'EMBED',
+                           page_count: 40, progress: {done: 3, total: 12}, attempts: {}, failed_pages: [],
+                           timings_ms: {}, created_at: '2026-12-01T10:00:00Z', updated_at: '2026-12-01T10:00:01Z'};
+             const read = () => {
+               const row = list.rows.get('doc');
+               const line = row.querySelector('td.stage .waiting');
+               const first = row.querySelector('td.stage').firstChild;
+               return {stage: first && first.nodeType === Node.TEXT_NODE ? first.textContent : '',
+                       waiting: line ? line.textContent : null, waitingFor: line ? line.dataset.waitingFor : null,
+                       status: row.querySelector('td.status').textContent};
+             };
+             list.apply({...base, waiting_for: 'EMBEDDING_CAPACITY', waiting_until: '2026-12-01T10:00:31Z'},
+                        {announce: false});
+             const waiting = read();
+             list.apply({...base, waiting_for: null, waiting_until: null, progress: {done: 4, total: 12}},
+                        {announce: false});
+             const goingOn = read();
+             // A document no longer processing never shows the line, whatever the field says.
+             list.apply({...base, status: 'READY', stage: null, waiting_for: 'EMBEDDING_CAPACITY'}, {announce: false});
+             return {waiting, goingOn, ready: read()};
+           })"""
+    )
+    assert states["waiting"] == {
+        "stage": "embed",
+        "waiting": "waiting for embedding capacity",
+        "waitingFor": "EMBEDDING_CAPACITY",
+        "status": "Processing",
+    }, states
+    assert states["goingOn"]["waiting"] is None and states["goingOn"]["stage"] == "embed"
+    assert states["ready"]["waiting"] is None and states["ready"]["status"] == "Ready"

@@ -51,7 +51,7 @@ def test_what_is_no_rule_group(horizontal: list[tuple[float, float, float]], ver
 def test_the_words_between_the_rules_become_a_header_row_and_rows_by_the_body_gutters() -> None:
     [group] = rule_groups(BOOKTABS, [])
     words = [
-        # header, on two lines; "Unit" under "Mass"
+        # header, on two lines: "(kg)" under "Mass"
         _word(105, 104, "Star"),
         _word(160, 103.5, "Mass"),
         _word(230, 104, "Luminosity"),
