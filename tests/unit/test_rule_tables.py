@@ -4,7 +4,14 @@ real pages are in tests/unit/test_pdf_tables.py."""
 from __future__ import annotations
 
 import pytest
-from rag_ingest.ingest.rule_tables import RuleGroup, merged_rules, rows_between_rules, rule_groups
+from rag_ingest.ingest.rule_tables import (
+    MAX_RULES,
+    MAX_VERTICAL_EDGES,
+    RuleGroup,
+    merged_rules,
+    rows_between_rules,
+    rule_groups,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -85,3 +92,12 @@ def test_one_column_of_body_or_no_header_is_no_table() -> None:
     assert rows_between_rules(code, group) is None  # the body's words leave no gutter
     no_header = [_word(105, 122, "a"), _word(200, 122, "b")]
     assert rows_between_rules(no_header, group) is None
+
+
+def test_a_page_drawn_with_thousands_of_rules_or_edges_is_a_drawing() -> None:
+    # A chart or a form: tens of thousands of segments. No groups (and so no quadratic work on them).
+    ruled_paper = [(12.0 * index, 50.0 + index % 300, 400.0 + index) for index in range(50_000)]
+    assert rule_groups(ruled_paper, []) == []
+    hatching = [(float(index % 500), 0.0, 10.0) for index in range(MAX_VERTICAL_EDGES + 1)]
+    assert rule_groups(BOOKTABS, hatching) == []  # the table's own rules would group, but not on a drawing
+    assert len(merged_rules(ruled_paper)) > MAX_RULES

@@ -38,6 +38,9 @@ MIN_RULES = 3
 MAX_HEADER_HEIGHT = 50.0
 MIN_GUTTER = 6.0
 GUTTER_OF_HEIGHT = 0.8
+#: More than these on a page, it is a drawing, not a page of tables (rule_groups does no work on it).
+MAX_RULES = 400
+MAX_VERTICAL_EDGES = 5000
 #: Words of one line: their tops within this many points.
 LINE_TOLERANCE = 2.5
 
@@ -65,22 +68,42 @@ class RuleTable:
 
 
 def merged_rules(horizontal: Iterable[Edge]) -> list[Edge]:
-    """Horizontal edges as rules: touching segments at one height joined, then the narrow dropped."""
-    merged: list[list[float]] = []
-    for top, x0, x1 in sorted(horizontal, key=lambda edge: (round(edge[0] / TOLERANCE), edge[1])):
-        for rule in merged:
-            if abs(rule[0] - top) <= TOLERANCE and x0 <= rule[2] + TOLERANCE and x1 >= rule[1] - TOLERANCE:
-                rule[1], rule[2] = min(rule[1], x0), max(rule[2], x1)
-                break
-        else:
-            merged.append([top, x0, x1])
+    """Horizontal edges as rules: touching segments at one height joined, then the narrow dropped.
+    Sorted once and swept (a page may draw thousands of edges)."""
+    merged: list[Edge] = []
+    band: list[Edge] = []  # edges within TOLERANCE of the band's first height
+
+    def close_band() -> None:
+        current: list[float] | None = None
+        for top, x0, x1 in sorted(band, key=lambda edge: edge[1]):
+            if current is not None and x0 <= current[2] + TOLERANCE:
+                current[2] = max(current[2], x1)
+                continue
+            if current is not None:
+                merged.append((current[0], current[1], current[2]))
+            current = [top, x0, x1]
+        if current is not None:
+            merged.append((current[0], current[1], current[2]))
+
+    for edge in sorted(horizontal):
+        if band and edge[0] - band[0][0] > TOLERANCE:
+            close_band()
+            band = []
+        band.append(edge)
+    if band:
+        close_band()
     return [(top, x0, x1) for top, x0, x1 in merged if x1 - x0 >= MIN_RULE_WIDTH]
 
 
 def rule_groups(horizontal: Iterable[Edge], vertical: Sequence[Edge]) -> list[RuleGroup]:
-    """The page's rule groups (see the module docstring), top to bottom, none overlapping another."""
+    """The page's rule groups (see the module docstring), top to bottom, none overlapping another.
+    A page of more than ``MAX_RULES`` rules or ``MAX_VERTICAL_EDGES`` vertical edges is a drawing
+    (a chart, a form, a map): no groups, and no quadratic work on it."""
+    rules = merged_rules(horizontal)
+    if len(rules) > MAX_RULES or len(vertical) > MAX_VERTICAL_EDGES:
+        return []
     by_extent: dict[tuple[float, float], list[float]] = {}
-    for top, x0, x1 in merged_rules(horizontal):
+    for top, x0, x1 in rules:
         extent = next(
             (key for key in by_extent if abs(key[0] - x0) <= TOLERANCE and abs(key[1] - x1) <= TOLERANCE), (x0, x1)
         )
