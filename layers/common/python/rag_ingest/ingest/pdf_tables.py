@@ -255,7 +255,8 @@ class TableFinder:
             found = [
                 PdfTable(_filled_rows(table), float(table.bbox[1]), _column_edges(table, width)) for table in grids
             ]
-            found += _rule_bounded_tables(page, [tuple(table.bbox) for table in grids], width)
+            grid_boxes = [_box(table.bbox) for table in grids]
+            found += _rule_bounded_tables(page, grid_boxes, width)
         finally:
             page.close()  # pdfplumber caches a page's objects until closed
         return sorted((table for table in found if keep_table(table.rows)), key=lambda table: table.top)
@@ -266,14 +267,18 @@ class TableFinder:
             self._pdf = None
 
 
-def _rule_bounded_tables(page: Any, grids: list[tuple[float, ...]], width: float) -> list[PdfTable]:
+def _box(bbox: Sequence[Any]) -> tuple[float, float, float, float]:
+    return (float(bbox[0]), float(bbox[1]), float(bbox[2]), float(bbox[3]))
+
+
+def _rule_bounded_tables(page: Any, grids: list[tuple[float, float, float, float]], width: float) -> list[PdfTable]:
     """The page's tables with horizontal rules only (:mod:`rule_tables`), apart from its grids."""
     horizontal = [(float(edge["top"]), float(edge["x0"]), float(edge["x1"])) for edge in page.horizontal_edges]
     vertical = [(float(edge["x0"]), float(edge["top"]), float(edge["bottom"])) for edge in page.vertical_edges]
     left, top, right, bottom = (float(value) for value in page.bbox)
     tables: list[PdfTable] = []
     for group in rule_groups(horizontal, vertical):
-        if overlaps_any(group, grids):  # type: ignore[arg-type]
+        if overlaps_any(group, grids):
             continue
         x0, y0, x1, y1 = group.bbox
         region = page.crop((max(left, x0 - 2), max(top, y0), min(right, x1 + 2), min(bottom, y1)))
