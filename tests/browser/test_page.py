@@ -500,13 +500,19 @@ def test_page_config_and_sign_in_form_say_local_sign_in_is_for_development_only(
         driver.quit()
 
 
-def test_a_bulk_lane_document_says_so_beside_its_page_count(page: Page) -> None:
-    cells = page.js(
-        """return import('./documents.js').then(m => {
+# The page's document list on detached elements (no API): a test then ``list.apply``s documents
+# and reads the rows, and closes the promise with ``})``.
+_WITH_A_DOCUMENT_LIST = """return import('./documents.js').then(m => {
              const elements = {body: document.createElement('tbody'), empty: document.createElement('p'),
                                loadMore: document.createElement('button'), error: document.createElement('p')};
              const list = new m.DocumentList({api: {}, elements, announce: () => {}, confirmDelete: () => false,
-                                              onError: () => {}});
+                                              onError: () => {}});"""
+
+
+def test_a_bulk_lane_document_says_so_beside_its_page_count(page: Page) -> None:
+    cells = page.js(
+        _WITH_A_DOCUMENT_LIST
+        + """
              const base = {status: 'PROCESSING', stage: 'PARSE', pages_parsed: 150, page_count: 2000, progress: null,
                            attempts: {}, failed_pages: [], timings_ms: {}, created_at: '2026-12-01T10:00:00Z',
                            updated_at: '2026-12-01T10:00:01Z'};
@@ -528,11 +534,8 @@ def test_a_document_waiting_for_embedding_capacity_says_so_until_it_goes_on(page
     # GET /documents/{id} gives waiting_for while its Embed tasks give way on the shared quota
     # (rag_ingest.documents.service.DocumentView); the row says so, and stops saying so after.
     states = page.js(
-        """return import('./documents.js').then(m => {
-             const elements = {body: document.createElement('tbody'), empty: document.createElement('p'),
-                               loadMore: document.createElement('button'), error: document.createElement('p')};
-             const list = new m.DocumentList({api: {}, elements, announce: () => {}, confirmDelete: () => false,
-                                              onError: () => {}});
+        _WITH_A_DOCUMENT_LIST
+        + """
              const base = {document_id: 'doc', filename: 'manual.pdf', status: 'PROCESSING', stage: 'EMBED',
                            page_count: 40, progress: {done: 3, total: 12}, attempts: {}, failed_pages: [],
                            timings_ms: {}, created_at: '2026-12-01T10:00:00Z', updated_at: '2026-12-01T10:00:01Z'};
