@@ -11,7 +11,7 @@ boxes (cells of twenty lines, most cells merged or empty) and empty forms are no
 Tables with horizontal rules only (LaTeX ``booktabs``, a word processor's simple styles: a top
 rule, a rule under the header, a bottom rule, columns aligned by space) are found from those rules
 and the words between them (:mod:`rag_ingest.ingest.rule_tables`); the pre-check passes a page
-with such a rule group too (:func:`rule_bounded_page`). Tables with no rule at all are not found:
+with such a rule group too (:func:`candidate_pages`). Tables with no rule at all are not found:
 text alignment alone is what two-column pages, code listings and tables of contents also show.
 
 Merged cells: a cell spanning several columns or rows is repeated in each row and column it
@@ -94,14 +94,10 @@ def ruled_page(page: Any) -> bool:
     return _grid(*_ruling_edges(page))
 
 
-def rule_bounded_page(page: Any) -> bool:
-    """Whether a pdfium page draws a table with horizontal rules only (:mod:`rule_tables`)."""
-    return _rule_bounded(*_ruling_edges(page), float(page.get_height()))
-
-
 def _rule_bounded(
     horizontal: list[tuple[float, float, float]], vertical: list[tuple[float, float, float]], height: float
 ) -> bool:
+    """Whether a pdfium page's ruling edges hold a rule group (a table with horizontal rules only)."""
     # pdfium's page space is bottom-up; rule_tables' is top-down (pdfplumber's).
     top_down_horizontal = [(height - y, x0, x1) for y, x0, x1 in horizontal]
     top_down_vertical = [(x, height - y1, height - y0) for x, y0, y1 in vertical]
@@ -176,7 +172,8 @@ def _ruling_edges(page: Any) -> tuple[list[tuple[float, float, float]], list[tup
 
 
 def candidate_pages(data: bytes, page_numbers: Sequence[int]) -> list[int]:
-    """The pages (1-based) among ``page_numbers`` that pass :func:`ruled_page` or :func:`rule_bounded_page`."""
+    """The pages (1-based) among ``page_numbers`` that draw a grid (:func:`ruled_page`) or a rule group
+    (:mod:`rule_tables`), from one read of each page's ruling edges."""
     import pypdfium2 as pdfium
 
     document = pdfium.PdfDocument(data)
