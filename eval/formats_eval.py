@@ -270,13 +270,17 @@ def print_split(run: SplitRun) -> None:
 
 
 def print_misses(run: SplitRun, mode: SearchMode = SearchMode.HYBRID, rank: int = 5) -> None:
-    """The questions not answered within ``rank`` in ``mode``, with the top passage's start."""
+    """The questions not answered within ``rank`` in ``mode``: every mode's rank, the top passage's start."""
     for question in run.questions:
         passages = run.results[mode][question.id]
         found = answer_rank(question, passages)
         if found is None or found > rank:
+            ranks = " / ".join(
+                f"{other.value} {answer_rank(question, run.results[other][question.id]) or '-'}"
+                for other in run.results
+            )
             top = f"{passages[0].document}: {normalise(passages[0].text)[:100]}" if passages else "(nothing)"
-            print(f"  miss ({mode.value}, rank {found}): {question.id} {question.question}\n    top: {top}")
+            print(f"  miss ({mode.value}, rank {found}; {ranks}): {question.id} {question.question}\n    top: {top}")
 
 
 def split_documents(split: str, documents: Sequence[FormatDocument]) -> list[FormatDocument]:
