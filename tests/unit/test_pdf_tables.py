@@ -83,6 +83,18 @@ def test_a_table_with_horizontal_rules_only_becomes_rows_under_its_header() -> N
     assert _parse("mnras-guide.pdf", tables=False)[3].blocks == []
 
 
+def test_cells_wrapped_over_lines_stay_in_their_rows_where_rows_are_set_apart() -> None:
+    # jacow-a4.pdf page 3: a style table whose rows stand 16.4 pt apart and whose wrapped cells' lines
+    # 12 pt; mnras-guide.pdf page 4 draws \lesssim as "<" over "≈", two lines of one row.
+    [styles] = _tables(_parse("jacow-a4.pdf")[2])
+    rows = styles.split("\n")
+    assert "Author list 12 pt UPPER- and lowercase | 9 pt | 12 pt" in rows
+    assert "Refs. ≥ 10 9 pt \\bibliography{99} | 0 pt | 3 pt" in rows
+    assert len(rows) == 12  # the header and 11 styles, not a row per line
+    symbols, _example = _tables(_parse("mnras-guide.pdf")[3])
+    assert "\\loa | < ≈ | less than approximately" in symbols.split("\n")
+
+
 def test_two_column_text_a_table_of_contents_and_a_box_diagram_are_not_tables() -> None:
     assert _found("ltnews35.pdf", [1, 2, 3]) == {}  # two columns (page 1 also lists its contents)
     assert _found("tugboat-babelbib.pdf", [2, 3]) == {}  # a two-column journal article

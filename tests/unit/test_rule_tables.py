@@ -8,6 +8,7 @@ from rag_ingest.ingest.rule_tables import (
     MAX_RULES,
     MAX_VERTICAL_EDGES,
     RuleGroup,
+    body_rows,
     merged_rules,
     rows_between_rules,
     rule_groups,
@@ -84,6 +85,48 @@ def test_the_words_between_the_rules_become_a_header_row_and_rows_by_the_body_gu
     ]
     assert table.top == 100.0
     assert table.column_edges == (105.0, 160.0, 230.0, 250.0)  # the body's extent: "1.52" ends at 250
+
+
+def test_a_cell_wrapped_over_lines_stays_in_its_row_when_rows_are_set_apart_by_space() -> None:
+    # A word processor's padded table: rows 18 pt apart, the lines of a wrapped cell 12 pt.
+    [group] = rule_groups([(100.0, 100.0, 300.0), (118.0, 100.0, 300.0), (190.0, 100.0, 300.0)], [])
+    words = [
+        _word(105, 104, "Style"),
+        _word(230, 104, "Size"),
+        _word(105, 122, "Title"),
+        _word(230, 122, "14 pt"),
+        _word(105, 134, "uppercase,"),
+        _word(105, 146, "bold"),
+        _word(105, 164, "Author"),
+        _word(150, 164, "list"),
+        _word(230, 164, "12 pt"),
+        _word(105, 176, "mixed"),
+        _word(150, 176, "case"),
+    ]
+    table = rows_between_rules(words, group)
+    assert table is not None
+    assert table.rows == [["Style", "Size"], ["Title uppercase, bold", "14 pt"], ["Author list mixed case", "12 pt"]]
+
+
+def test_rows_are_lines_where_space_cannot_tell_a_wrapped_cell() -> None:
+    lines = [["Sun", "1.00"], ["Tau", ""], ["Vega", "2.1"]]
+    # Evenly spaced (LaTeX's tabular): a line with an empty cell is a row.
+    assert body_rows(lines, [120.0, 132.0, 144.0]) == lines
+    # Rows of a group set close, groups set apart: a close line with a number where its row's
+    # first line has one is a row of its own.
+    group_rows = [["Sun", "1.00"], ["", "1.10"], ["", "0.90"], ["Vega", "2.1"], ["", "2.3"]]
+    assert body_rows(group_rows, [120.0, 132.0, 144.0, 162.0, 174.0]) == group_rows
+    # A rule between two close lines (a \midrule) starts a row.
+    wrapped = [["Title", "14 pt"], ["bold", ""], ["Author", "12 pt"], ["mixed", ""]]
+    assert body_rows(wrapped, [120.0, 132.0, 150.0, 162.0], rules=[141.0]) == [
+        ["Title bold", "14 pt"],
+        ["Author mixed", "12 pt"],
+    ]
+    assert body_rows(wrapped, [120.0, 132.0, 150.0, 162.0], rules=[128.0]) == [
+        ["Title", "14 pt"],
+        ["bold", ""],
+        ["Author mixed", "12 pt"],
+    ]
 
 
 def test_one_column_of_body_or_no_header_is_no_table() -> None:

@@ -16,6 +16,11 @@ pages, contents pages and code align too), so the rules are required:
   third of the height; LaTeX puts 12 pt between columns). A body of one column is no table.
 - **Rows**: each line of the body is a row, its words in the column their middle falls in; the
   header's lines (between the first two rules) are joined column by column into the header row.
+  A cell that wraps over lines (:func:`body_rows`) is told by space: where rows are set apart by
+  more space than the lines of one row (cell padding, a word processor's or a class's spacing), a
+  line close under the one before that fills fewer cells than its row's first line continues that
+  row, cell by cell. Where every line is as close as the next (LaTeX's plain ``tabular``), space
+  cannot tell a wrapped cell from a row with an empty cell, and each line stays a row.
 
 What this finds is then judged as every table is (``pdf_tables.keep_table``). Positions are in a
 top-down page space (pdfplumber's; the pdfium pre-check converts its bottom-up one).
@@ -23,6 +28,8 @@ top-down page space (pdfplumber's; the pdfium pre-check converts its bottom-up o
 
 from __future__ import annotations
 
+import itertools
+import re
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -43,6 +50,13 @@ MAX_RULES = 400
 MAX_VERTICAL_EDGES = 5000
 #: Words of one line: their tops within this many points.
 LINE_TOLERANCE = 2.5
+#: body_rows: a gap between two lines' tops more than this times the body's smallest starts a row...
+ROW_GAP_RATIO = 1.25
+#: ...and lines close under a row's first line are joined to it only when at least this share of
+#: them fill fewer cells than it (wrapped cells; rows of a group set close together fill as many).
+CONTINUATION_SHARE = 2 / 3
+#: A cell that is a number, with a sign or comparison, a currency, a percent or a short unit ("14 pt").
+_NUMBER = re.compile(r"[-+\u2212±<>≤≥~≈]?\s*[$€£]?\d[\d.,]*\s*(%|[A-Za-zµ°]{1,4})?")
 
 
 @dataclass(frozen=True)
@@ -181,9 +195,51 @@ def rows_between_rules(words: Sequence[Word], group: RuleGroup) -> RuleTable | N
 
     header_lines = [row(line) for line in _lines(header)]
     header_row = [" ".join(cell for cell in cells if cell) for cells in zip(*header_lines, strict=True)]
-    rows = [header_row, *(row(line) for line in _lines(body))]
+    body_lines = _lines(body)
+    tops = [min(word[1] for word in line) for line in body_lines]
+    rows = [header_row, *body_rows([row(line) for line in body_lines], tops, group.tops[2:-1])]
     edges = (*(column[0] for column in columns), columns[-1][1])
     return RuleTable(rows=rows, top=group.tops[0], column_edges=tuple(edges))
+
+
+def body_rows(lines: Sequence[list[str]], tops: Sequence[float], rules: Sequence[float] = ()) -> list[list[str]]:
+    """The body's lines (cells per column, top to bottom, ``tops`` their heights) as rows: each line
+    a row, unless rows are set apart by space (see the module docstring). A rule between two lines
+    (a ``\\midrule``) starts a row, and so does a close line with a number where its row's first
+    line has one (a row of a group set close, not a wrapped cell)."""
+    gaps = [below - above for above, below in itertools.pairwise(tops)]
+    if not gaps or all(gap <= ROW_GAP_RATIO * min(gaps) for gap in gaps):
+        return [list(line) for line in lines]  # evenly spaced: space tells nothing
+    smallest = min(gaps)
+    starts_row = [True] + [
+        gap > ROW_GAP_RATIO * smallest or any(above < rule < below for rule in rules)
+        for gap, (above, below) in zip(gaps, itertools.pairwise(tops), strict=True)
+    ]
+    filled = [sum(1 for cell in line if cell) for line in lines]
+    continuing: set[int] = set()
+    close = 0
+    first = 0  # the current row's first line
+    for index, line in enumerate(lines):
+        if starts_row[index]:
+            first = index
+            continue
+        close += 1
+        numbers_in_a_column = any(
+            _NUMBER.fullmatch(mine) and _NUMBER.fullmatch(more) for mine, more in zip(lines[first], line, strict=True)
+        )
+        if filled[index] < filled[first] and not numbers_in_a_column:
+            continuing.add(index)
+        else:
+            first = index  # a row of its own, set close
+    if len(continuing) < CONTINUATION_SHARE * close:
+        return [list(line) for line in lines]  # most close lines are rows of their own
+    rows: list[list[str]] = []
+    for index, line in enumerate(lines):
+        if index in continuing:
+            rows[-1] = [" ".join(part for part in pair if part) for pair in zip(rows[-1], line, strict=True)]
+        else:
+            rows.append(list(line))
+    return rows
 
 
 def _lines(words: Sequence[Word]) -> list[list[Word]]:
