@@ -178,6 +178,16 @@ def test_legacy_encodings_are_decoded() -> None:
     assert "Маяк стоит на скалистом мысе" in page.text
     utf16 = "Ein Leuchtturm steht auf der Klippe.\n".encode("utf-16")
     assert "Leuchtturm" in read(utf16)[0].text
+    # Without a byte order mark (some Windows tools' "Unicode"), told by the NUL in every other byte.
+    for encoding in ("utf-16-le", "utf-16-be"):
+        assert "Klippe" in read("Ein Leuchtturm steht auf der Klippe.\n".encode(encoding))[0].text
+
+
+def test_binary_data_with_nul_bytes_in_a_utf16_like_pattern_is_still_binary() -> None:
+    # NULs at every other byte, but the other bytes control characters: not text.
+    with pytest.raises(PermanentError) as caught:
+        read(bytes([1, 0, 2, 0, 3, 0, 4, 0]) * 64)
+    assert caught.value.code is ErrorCode.UNSUPPORTED_TYPE
 
 
 def test_bytes_that_decode_in_no_encoding_are_a_code() -> None:

@@ -23,9 +23,14 @@ _BOMS: tuple[tuple[bytes, str], ...] = (
 )
 
 
+#: UTF-16 without a byte order mark: the share of code units with a NUL high byte (Latin text).
+_UTF16_NUL_SHARE = 0.6
+
+
 def decode_text(data: bytes, *, partial: bool = False, declared: str | None = None) -> str:
-    """The text of ``data``: by its byte order mark, else the ``declared`` charset (HTML's meta),
-    else UTF-8, else what charset-normalizer finds. ``partial``: ``data`` is the start of a
+    """The text of ``data``: by its byte order mark, else UTF-16 by its NUL bytes' pattern when it
+    has NUL bytes, else the ``declared`` charset (HTML's meta), else UTF-8, else what
+    charset-normalizer finds. ``partial``: ``data`` is the start of a
     longer file (a character cut at its end is not an error).
 
     Raises ``PermanentError`` UNSUPPORTED_TYPE for binary data (NUL bytes outside UTF-16/32) and
@@ -34,7 +39,14 @@ def decode_text(data: bytes, *, partial: bool = False, declared: str | None = No
         if data.startswith(bom):
             return _decode(data, encoding, partial)
     if b"\x00" in data:
-        raise PermanentError(ErrorCode.UNSUPPORTED_TYPE, "the file holds binary data (NUL bytes): no accepted format")
+        binary = PermanentError(ErrorCode.UNSUPPORTED_TYPE, "the file holds binary data (NUL bytes): not a text format")
+        wide = _utf16_without_bom(data)
+        if wide is None:
+            raise binary
+        text = _decode(data, wide, partial)
+        if _control_share(text) > 0.01:
+            raise binary
+        return text
     if declared:
         try:
             return _decode(data, declared, partial)
@@ -60,6 +72,23 @@ def decode_text(data: bytes, *, partial: bool = False, declared: str | None = No
     if _control_share(text) > 0.01:
         raise PermanentError(ErrorCode.UNKNOWN_ENCODING, f"the text read as {encoding} is mostly control characters")
     return text
+
+
+def _utf16_without_bom(data: bytes) -> str | None:
+    """ "utf-16-le" or "utf-16-be" when ``data`` looks like UTF-16 text written without a byte order
+    mark (some Windows tools' "Unicode"): a NUL in (nearly) every other byte, on one side only, as
+    text of Latin letters gives; else None (binary data)."""
+    sample = data[: 2 * 4096]
+    pairs = len(sample) // 2
+    if pairs < 4:
+        return None
+    even_nuls = sample[0 : 2 * pairs : 2].count(0)
+    odd_nuls = sample[1 : 2 * pairs : 2].count(0)
+    if odd_nuls >= _UTF16_NUL_SHARE * pairs and even_nuls == 0:
+        return "utf-16-le"
+    if even_nuls >= _UTF16_NUL_SHARE * pairs and odd_nuls == 0:
+        return "utf-16-be"
+    return None
 
 
 def _decode(data: bytes, encoding: str, partial: bool) -> str:
