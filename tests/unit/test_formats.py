@@ -190,6 +190,35 @@ def test_binary_data_with_nul_bytes_in_a_utf16_like_pattern_is_still_binary() ->
     assert caught.value.code is ErrorCode.UNSUPPORTED_TYPE
 
 
+CODE = "def berth_for(length):\n    if length > 200:\n        return 7\n    return 1"
+
+
+def test_code_blocks_keep_their_indentation() -> None:
+    # Markdown (fenced and indented), HTML's <pre> (indented in its source) and a Word paragraph in
+    # a code style: the code's lines keep their indentation; prose lines are still stripped.
+    fenced = f"# Berths\n\n  Prose,   indented.\n\n```python\n{CODE}\n```\n".encode()
+    indented = "# Berths\n\nProse.\n\n" + "".join(f"    {line}\n" for line in CODE.split("\n"))
+    html = "<html><body><h1>Berths</h1><pre>\n" + "".join(f"  {line}\n" for line in CODE.split("\n")) + "</pre>"
+    for data in (fenced, indented.encode(), html.encode()):
+        (page,) = read(data)
+        assert CODE in page.text.split("\n\n"), page.text
+    assert "Prose, indented." in read(fenced)[0].text
+
+    import io
+
+    import docx
+    from docx.enum.style import WD_STYLE_TYPE
+
+    document = docx.Document()
+    document.styles.add_style("Source Code", WD_STYLE_TYPE.PARAGRAPH)
+    document.add_paragraph("   Prose,   indented.")
+    document.add_paragraph(CODE, style="Source Code")
+    buffer = io.BytesIO()
+    document.save(buffer)
+    (page,) = read(buffer.getvalue())
+    assert page.text.split("\n\n") == ["Prose, indented.", CODE]
+
+
 def test_bytes_that_decode_in_no_encoding_are_a_code() -> None:
     with pytest.raises(PermanentError) as caught:
         read(documents.undecodable_text())

@@ -120,7 +120,9 @@ def _read_element(element: Any, builder: PageBuilder, *, inside_article: bool) -
                 caption_text = _inline_text(caption, inside_article) if caption is not None else None
                 builder.add_table(_html_rows(child, inside_article), caption=caption_text)
             elif tag in _PARAGRAPH_TAGS and not _has_block_children(child):
-                builder.add(BlockKind.PARAGRAPH, _inline_text(child, inside_article, keep_lines=tag == "pre"))
+                preformatted = tag == "pre"
+                text = _inline_text(child, inside_article, keep_lines=preformatted)
+                builder.add(BlockKind.PARAGRAPH, text, preformatted=preformatted)
             else:
                 _read_element(child, builder, inside_article=inside_article or tag == "article")
             loose.append(child.tail or "")
@@ -202,7 +204,7 @@ def read_markdown(data: bytes, limits: FormatLimits) -> StructuredDocument:
             builder.add(BlockKind.PARAGRAPH, _inline(tokens[index + 1]))
             index += 3
         elif token.type in ("fence", "code_block"):
-            builder.add(BlockKind.PARAGRAPH, token.content)
+            builder.add(BlockKind.PARAGRAPH, token.content, preformatted=True)
             index += 1
         elif token.type == "table_open":
             rows, index = _markdown_table(tokens, index)

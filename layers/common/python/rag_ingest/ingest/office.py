@@ -154,6 +154,7 @@ def _root_start(prolog: bytes) -> int:
 
 # -- Word ---------------------------------------------------------------------------------------
 _HEADING_STYLE = re.compile(r"^heading\s*(\d)$", re.IGNORECASE)
+_CODE_STYLE = re.compile(r"code|preformatted|^plain text$|verbatim", re.IGNORECASE)
 
 
 def read_docx(data: bytes, limits: FormatLimits) -> StructuredDocument:
@@ -173,11 +174,21 @@ def read_docx(data: bytes, limits: FormatLimits) -> StructuredDocument:
         if element.tag == qn("w:p"):
             paragraph = Paragraph(element, document)
             level = _heading_level(paragraph)
-            builder.add(BlockKind.HEADING if level else BlockKind.PARAGRAPH, paragraph.text, level=level)
+            if level:
+                builder.add(BlockKind.HEADING, paragraph.text, level=level)
+            else:
+                builder.add(BlockKind.PARAGRAPH, paragraph.text, preformatted=_code_style(paragraph))
         else:
             builder.add_table(_docx_rows(Table(element, document)))
     title = (document.core_properties.title or "").strip() or None
     return StructuredDocument(pages=[builder.page()], title=title)
+
+
+def _code_style(paragraph: Any) -> bool:
+    """Whether a Word paragraph's style is one for code (pandoc's "Source Code", Word's "HTML
+    Preformatted", "Plain Text", or any style whose name says code or preformatted)."""
+    name = (paragraph.style.name if paragraph.style is not None else "") or ""
+    return bool(_CODE_STYLE.search(name))
 
 
 def _body_blocks(container: Any) -> Iterator[Any]:

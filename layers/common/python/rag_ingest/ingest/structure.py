@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import codecs
 import re
+import textwrap
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -118,10 +119,15 @@ _SLUG_DROP = re.compile(r"[^\w\- ]")
 TABLE_CAPTION = re.compile(r"(?:Table|Tab\.)\s*[A-Z]?[\dIVXL]+(?:[.\-]\d+)*\s*(?:[:.\u2013\u2014-]|$)", re.IGNORECASE)
 
 
-def clean_block_text(text: str) -> str:
+def clean_block_text(text: str, *, preformatted: bool = False) -> str:
     """One block's text as indexed: invisible characters dropped, horizontal whitespace one
-    space, lines stripped, no blank line inside (a blank line would end the chunker's paragraph)."""
+    space, lines stripped, no blank line inside (a blank line would end the chunker's paragraph).
+    ``preformatted`` (a code block): lines keep their indentation, less what all of them share,
+    and their spacing; tabs become spaces (8 columns, as a terminal shows them)."""
     text = unicodedata.normalize("NFC", _INVISIBLE.sub("", text.replace("\r\n", "\n").replace("\r", "\n")))
+    if preformatted:
+        lines = [line.expandtabs().rstrip() for line in text.split("\n")]
+        return textwrap.dedent("\n".join(line for line in lines if line)).strip("\n")
     text = _HORIZONTAL_SPACE.sub(" ", text)
     text = "\n".join(line.strip() for line in text.split("\n"))
     return _BLANK_LINES.sub("\n", text).strip()
@@ -153,8 +159,11 @@ class PageBuilder:
     blocks: list[TextBlock] = field(default_factory=list)
     offset: int = 0
 
-    def add(self, kind: BlockKind, text: str, level: int = 0, anchor: str | None = None) -> None:
-        cleaned = clean_block_text(text)
+    def add(
+        self, kind: BlockKind, text: str, level: int = 0, anchor: str | None = None, *, preformatted: bool = False
+    ) -> None:
+        """A block (``preformatted``: a code block, its lines' indentation kept)."""
+        cleaned = clean_block_text(text, preformatted=preformatted)
         if not cleaned:
             return
         if kind is BlockKind.HEADING:
