@@ -49,6 +49,9 @@ def test_the_format_is_read_from_the_bytes(make: Callable[[], bytes], expected: 
 
 def test_a_text_file_that_mentions_the_pdf_signature_is_text() -> None:
     assert detect(b"Every PDF starts with %PDF-1.7 and ends with %%EOF.\n") is DocumentFormat.TEXT
+    # ...and one that shows SVG markup after prose, or HTML with an inline <svg>, is not an SVG image.
+    assert detect(b"Draw it with <svg width='10'> and a path.\n") is DocumentFormat.TEXT
+    assert detect(b"<html><body><svg><circle/></svg><p>Hi</p></body></html>") is DocumentFormat.HTML
 
 
 @pytest.mark.parametrize(
@@ -57,6 +60,11 @@ def test_a_text_file_that_mentions_the_pdf_signature_is_text() -> None:
         (documents.ole2_document(), ErrorCode.LEGACY_OFFICE_FORMAT, "OLE2"),
         (b"\x89PNG\r\n\x1a\n" + b"\x00" * 64, ErrorCode.UNSUPPORTED_TYPE, "PNG image"),
         (b"text with a \x00 NUL byte", ErrorCode.UNSUPPORTED_TYPE, "binary"),
+        (
+            b'<?xml version="1.0"?>\n<!-- drawn -->\n<svg xmlns="http://www.w3.org/2000/svg"><text>Hi</text></svg>',
+            ErrorCode.UNSUPPORTED_TYPE,
+            "SVG image",
+        ),
         (b"", ErrorCode.EMPTY_FILE, "empty"),
     ],
 )

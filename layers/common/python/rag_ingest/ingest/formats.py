@@ -54,6 +54,10 @@ _OTHER_SIGNATURES: tuple[tuple[bytes, str], ...] = (
     (b"\x7fELF", "an executable"),
 )
 _HTML_START = re.compile(r"\A\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html[\s>])", re.IGNORECASE | re.DOTALL)
+#: An SVG image: its first element is <svg>, after an XML declaration, comments or a doctype.
+_SVG_START = re.compile(
+    r"\A\s*(?:<\?xml[^>]*>\s*)?(?:(?:<!--.*?-->|<!DOCTYPE[^>]*>)\s*)*<svg[\s>]", re.IGNORECASE | re.DOTALL
+)
 _HTML_SECTION = re.compile(r"<(?:head|body)[\s>]", re.IGNORECASE)
 _MARKDOWN_SIGNS = (
     re.compile(r"^#{1,6}[ \t]+\S", re.MULTILINE),  # ATX heading
@@ -87,7 +91,10 @@ def detect_format(head: bytes, *, size: int, max_bytes: int, read_all: Callable[
     for signature, what in _OTHER_SIGNATURES:
         if head.startswith(signature):
             raise PermanentError(ErrorCode.UNSUPPORTED_TYPE, f"the file is {what}")
-    text_kind = text_format(decode_text(head, partial=size > len(head)))
+    text = decode_text(head, partial=size > len(head))
+    if _SVG_START.match(text):
+        raise PermanentError(ErrorCode.UNSUPPORTED_TYPE, "the file is an SVG image")
+    text_kind = text_format(text)
     limit = max_bytes_for(text_kind, max_bytes)
     if size > limit:
         raise PermanentError(
