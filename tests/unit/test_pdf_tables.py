@@ -28,11 +28,9 @@ def _tables(page: PageText) -> list[str]:
 
 
 def _found(name: str, pages: list[int]) -> dict[int, object]:
-    return dict(
-        find_page_tables(
-            (CORPUS / name).read_bytes(), dict.fromkeys(pages, "text"), lambda work: work(), time.monotonic() + 60
-        )
-    )
+    """The tables placed on ``pages`` of ``name``, found and placed in the pages' own extracted text."""
+    texts = {page.page_number: page.text for page in _parse(name, tables=False) if page.page_number in pages}
+    return dict(find_page_tables((CORPUS / name).read_bytes(), texts, lambda work: work(), time.monotonic() + 60))
 
 
 def test_a_ruled_table_with_merged_cells_becomes_rows_under_its_header() -> None:
@@ -95,9 +93,28 @@ def test_cells_wrapped_over_lines_stay_in_their_rows_where_rows_are_set_apart() 
     assert "\\loa | < ≈ | less than approximately" in symbols.split("\n")
 
 
+def test_a_rotated_watermark_over_a_table_and_a_four_line_header_leave_the_rows_whole() -> None:
+    # tugboat-babelbib.pdf (a "preliminary draft" watermark set at an angle across every page):
+    # page 8's replacement table, where the watermark's "t" once joined a cell's "in" ("tin") and
+    # its box covered the gutter; page 3's font table, whose header is four lines (52 pt) tall.
+    pages = _parse("tugboat-babelbib.pdf")
+    [replacements] = _tables(pages[7])
+    rows = replacements.split("\n")
+    assert rows[0] == "Text | Macro"
+    assert "in | \\btxinlong{}" in rows and "Ph.D. thesis | \\btxphdthesis{}" in rows
+    [fonts] = _tables(pages[2])
+    assert "ISBN | ISBN | \\MakeUppercase | \\MakeUppercase" in fonts.split("\n")
+
+
+def test_found_places_tables_in_the_pages_own_text() -> None:
+    # What the next test's emptiness means: the same helper finds the tables that are there.
+    assert sorted(_found("zen-google-docs.pdf", [1])) == [1]
+    assert sorted(_found("tugboat-babelbib.pdf", [2, 3, 4, 8])) == [3, 8]
+
+
 def test_two_column_text_a_table_of_contents_and_a_box_diagram_are_not_tables() -> None:
     assert _found("ltnews35.pdf", [1, 2, 3]) == {}  # two columns (page 1 also lists its contents)
-    assert _found("tugboat-babelbib.pdf", [2, 3]) == {}  # a two-column journal article
+    assert _found("tugboat-babelbib.pdf", [2, 4]) == {}  # a two-column journal article (page 3 has Table 1)
     assert _found("r-intro.pdf", [1, 3, 4]) == {}  # a title page between rules; contents with dot leaders
     assert _found("why3-manual.pdf", [4, 11, 16]) == {}  # a contents page; framed code listings
     assert _found("geobase-nhn-data-model.pdf", [6, 10, 13, 18]) == {}  # diagrams drawn with boxes

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import io
 import re
+import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -60,6 +61,8 @@ _RULE_THICKNESS = 3.0
 _MIN_RULE_LENGTH = 8.0
 _MAX_PATH_SEGMENTS = 2000
 _MAX_CROSSING_TESTS = 250_000
+#: _cell_text_only: a character over this times the region's median size is not a cell's.
+MAX_CHAR_SIZE_OF_MEDIAN = 3.0
 #: keep_table: share of the grid's cells that must exist (not covered by a merged cell) and, of
 #: those, hold text; the header row's share of filled cells; the longest cell, in lines.
 MIN_CELL_SHARE = 0.6
@@ -278,7 +281,7 @@ def _rule_bounded_tables(page: Any, grids: list[tuple[float, float, float, float
         if overlaps_any(group, grids):
             continue
         x0, y0, x1, y1 = group.bbox
-        region = page.crop((max(left, x0 - 2), max(top, y0), min(right, x1 + 2), min(bottom, y1)))
+        region = _cell_text_only(page.crop((max(left, x0 - 2), max(top, y0), min(right, x1 + 2), min(bottom, y1))))
         words = [
             (float(w["x0"]), float(w["top"]), float(w["x1"]), float(w["bottom"]), str(w["text"]))
             for w in region.extract_words(x_tolerance=1.5)
@@ -288,6 +291,20 @@ def _rule_bounded_tables(page: Any, grids: list[tuple[float, float, float, float
             edges = tuple(round(edge / width, 4) for edge in found.column_edges)
             tables.append(PdfTable(found.rows, found.top, edges))
     return tables
+
+
+def _cell_text_only(region: Any) -> Any:
+    """A pdfplumber region without the characters no cell holds: rotated ones (a "draft" watermark
+    across the page) and ones over ``MAX_CHAR_SIZE_OF_MEDIAN`` times the median size (a drawn
+    bracket). Left in, such a character joins a cell's word ("in" read as "tin") and its box spans
+    the columns' gutters."""
+    sizes = [float(char["size"]) for char in region.chars]
+    if not sizes:
+        return region
+    largest = MAX_CHAR_SIZE_OF_MEDIAN * statistics.median(sizes)
+    return region.filter(
+        lambda obj: obj.get("object_type") != "char" or (bool(obj.get("upright", True)) and obj["size"] <= largest)
+    )
 
 
 def _column_edges(table: Any, width: float) -> tuple[float, ...]:

@@ -8,7 +8,7 @@ pages, contents pages and code align too), so the rules are required:
 - **A rule group** (:func:`rule_groups`): at least three horizontal rules of the same extent
   (within ``TOLERANCE``), at least ``MIN_RULE_WIDTH`` wide, stacked, with no vertical ruling edge
   between the first and the last (a box, a UML class or a ruled grid is not one) and the first two
-  at most ``MAX_HEADER_HEIGHT`` apart (a header of a few lines). Segments that touch at the same
+  at most ``MAX_HEADER_HEIGHT`` apart (a header of up to four lines). Segments that touch at the same
   height are one rule (a rule drawn column by column), and so are the two sides of a thin
   rectangle (how TeX draws a rule).
 - **Columns** (:func:`rows_between_rules`): the body's gutters, x-ranges no word of the body covers,
@@ -42,7 +42,7 @@ Word = tuple[float, float, float, float, str]
 TOLERANCE = 3.0
 MIN_RULE_WIDTH = 72.0
 MIN_RULES = 3
-MAX_HEADER_HEIGHT = 50.0
+MAX_HEADER_HEIGHT = 60.0
 MIN_GUTTER = 6.0
 GUTTER_OF_HEIGHT = 0.8
 #: More than these on a page, it is a drawing, not a page of tables (rule_groups does no work on it).
