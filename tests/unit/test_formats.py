@@ -227,6 +227,34 @@ def test_code_blocks_keep_their_indentation() -> None:
     assert page.text.split("\n\n") == ["Prose, indented.", CODE]
 
 
+def test_word_text_boxes_are_read_once_after_their_paragraph() -> None:
+    # A sidebar as Word writes it: a DrawingML text box, and its VML copy for older readers.
+    import io
+
+    import docx
+    from docx.oxml import parse_xml
+
+    sidebar = "Sidebar: berth seven is closed until March."
+    box = f"<w:txbxContent><w:p><w:r><w:t>{sidebar}</w:t></w:r></w:p></w:txbxContent>"
+    shape = parse_xml(
+        '<w:r xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+        ' xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006"'
+        ' xmlns:wps="http://schemas.microsoft.com/office/word/2010/wordprocessingShape"'
+        ' xmlns:v="urn:schemas-microsoft-com:vml"><mc:AlternateContent>'
+        f'<mc:Choice Requires="wps"><w:drawing><wps:wsp><wps:txbx>{box}</wps:txbx></wps:wsp></w:drawing></mc:Choice>'
+        f"<mc:Fallback><w:pict><v:shape><v:textbox>{box}</v:textbox></v:shape></w:pict></mc:Fallback>"
+        "</mc:AlternateContent></w:r>"
+    )
+    document = docx.Document()
+    anchor = document.add_paragraph("The quay has nine berths.")
+    anchor._p.append(shape)
+    document.add_paragraph("Cranes are rated below.")
+    buffer = io.BytesIO()
+    document.save(buffer)
+    (page,) = read(buffer.getvalue())
+    assert page.text.split("\n\n") == ["The quay has nine berths.", sidebar, "Cranes are rated below."]
+
+
 def test_bytes_that_decode_in_no_encoding_are_a_code() -> None:
     with pytest.raises(PermanentError) as caught:
         read(documents.undecodable_text())

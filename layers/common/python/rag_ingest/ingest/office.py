@@ -169,17 +169,22 @@ def read_docx(data: bytes, limits: FormatLimits) -> StructuredDocument:
     except Exception as exc:  # python-docx raises KeyError, ValueError, lxml errors...: all a broken file
         raise PermanentError(ErrorCode.CORRUPT_DOCUMENT, f"the Word document cannot be opened: {exc}") from None
     builder = PageBuilder(page_number=1, used_anchors=set())
-    body = document.element.body
-    for element in _body_blocks(body):
-        if element.tag == qn("w:p"):
-            paragraph = Paragraph(element, document)
-            level = _heading_level(paragraph)
-            if level:
-                builder.add(BlockKind.HEADING, paragraph.text, level=level)
+
+    def read_blocks(container: Any) -> None:
+        for element in _body_blocks(container):
+            if element.tag == qn("w:p"):
+                paragraph = Paragraph(element, document)
+                level = _heading_level(paragraph)
+                if level:
+                    builder.add(BlockKind.HEADING, paragraph.text, level=level)
+                else:
+                    builder.add(BlockKind.PARAGRAPH, paragraph.text, preformatted=_code_style(paragraph))
+                for text_box in _text_boxes(element):
+                    read_blocks(text_box)
             else:
-                builder.add(BlockKind.PARAGRAPH, paragraph.text, preformatted=_code_style(paragraph))
-        else:
-            builder.add_table(_docx_rows(Table(element, document)))
+                builder.add_table(_docx_rows(Table(element, document)))
+
+    read_blocks(document.element.body)
     title = (document.core_properties.title or "").strip() or None
     return StructuredDocument(pages=[builder.page()], title=title)
 
@@ -203,6 +208,24 @@ def _body_blocks(container: Any) -> Iterator[Any]:
             content = child.find(qn("w:sdtContent"))
             if content is not None:
                 yield from _body_blocks(content)
+
+
+def _text_boxes(paragraph: Any) -> list[Any]:
+    """The text boxes anchored in a paragraph (``w:txbxContent``: a sidebar, a callout, a shape's
+    text), read after it. Word writes each twice, a DrawingML box in ``mc:Choice`` and a VML copy in
+    ``mc:Fallback`` for older readers: the copies under ``mc:Fallback`` are skipped. A box nested in
+    another box is read with that box's paragraphs."""
+    from docx.oxml.ns import qn
+
+    fallback = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
+    boxes = []
+    for box in paragraph.iter(qn("w:txbxContent")):
+        outer = box.getparent()
+        while outer is not None and outer is not paragraph and outer.tag not in (fallback, qn("w:txbxContent")):
+            outer = outer.getparent()
+        if outer is paragraph:
+            boxes.append(box)
+    return boxes
 
 
 def _heading_level(paragraph: Any) -> int:
