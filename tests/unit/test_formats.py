@@ -255,6 +255,42 @@ def test_word_text_boxes_are_read_once_after_their_paragraph() -> None:
     assert page.text.split("\n\n") == ["The quay has nine berths.", sidebar, "Cranes are rated below."]
 
 
+def test_word_footnotes_and_endnotes_follow_the_paragraph_that_refers_to_them() -> None:
+    import io
+
+    import docx
+    from docx.opc.constants import CONTENT_TYPE, RELATIONSHIP_TYPE
+    from docx.opc.packuri import PackURI
+    from docx.opc.part import Part
+    from docx.oxml import parse_xml
+
+    w = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+    document = docx.Document()
+    for kind, content_type, relationship, text in (
+        ("footnote", CONTENT_TYPE.WML_FOOTNOTES, RELATIONSHIP_TYPE.FOOTNOTES, "Dredged in 2019."),
+        ("endnote", CONTENT_TYPE.WML_ENDNOTES, RELATIONSHIP_TYPE.ENDNOTES, "Harbour survey, 2021."),
+    ):
+        blob = (
+            f'<w:{kind}s {w}><w:{kind} w:type="separator" w:id="-1"><w:p><w:r><w:separator/></w:r></w:p></w:{kind}>'
+            f'<w:{kind} w:id="7"><w:p><w:r><w:t>{text}</w:t></w:r></w:p></w:{kind}></w:{kind}s>'
+        ).encode()
+        part = Part(PackURI(f"/word/{kind}s.xml"), content_type, blob, document.part.package)
+        document.part.relate_to(part, relationship)
+    quay = document.add_paragraph("The quay is fourteen metres deep.")
+    quay._p.append(parse_xml(f'<w:r {w}><w:footnoteReference w:id="7"/></w:r>'))
+    quay._p.append(parse_xml(f'<w:r {w}><w:endnoteReference w:id="7"/></w:r>'))
+    document.add_paragraph("Cranes are rated below.")
+    buffer = io.BytesIO()
+    document.save(buffer)
+    (page,) = read(buffer.getvalue())
+    assert page.text.split("\n\n") == [
+        "The quay is fourteen metres deep.",
+        "Footnote 1: Dredged in 2019.",
+        "Endnote 1: Harbour survey, 2021.",
+        "Cranes are rated below.",
+    ]
+
+
 def test_bytes_that_decode_in_no_encoding_are_a_code() -> None:
     with pytest.raises(PermanentError) as caught:
         read(documents.undecodable_text())

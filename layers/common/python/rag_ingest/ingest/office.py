@@ -169,6 +169,8 @@ def read_docx(data: bytes, limits: FormatLimits) -> StructuredDocument:
     except Exception as exc:  # python-docx raises KeyError, ValueError, lxml errors...: all a broken file
         raise PermanentError(ErrorCode.CORRUPT_DOCUMENT, f"the Word document cannot be opened: {exc}") from None
     builder = PageBuilder(page_number=1, used_anchors=set())
+    notes = {kind: _notes(document, kind) for kind in ("footnote", "endnote")}
+    numbered: dict[str, dict[str, int]] = {"footnote": {}, "endnote": {}}
 
     def read_blocks(container: Any) -> None:
         for element in _body_blocks(container):
@@ -179,6 +181,10 @@ def read_docx(data: bytes, limits: FormatLimits) -> StructuredDocument:
                     builder.add(BlockKind.HEADING, paragraph.text, level=level)
                 else:
                     builder.add(BlockKind.PARAGRAPH, paragraph.text, preformatted=_code_style(paragraph))
+                for kind, note_id in _note_references(element):
+                    if note_id in notes[kind] and note_id not in numbered[kind]:
+                        numbered[kind][note_id] = number = len(numbered[kind]) + 1
+                        builder.add(BlockKind.PARAGRAPH, f"{kind.capitalize()} {number}: {notes[kind][note_id]}")
                 for text_box in _text_boxes(element):
                     read_blocks(text_box)
             else:
@@ -208,6 +214,50 @@ def _body_blocks(container: Any) -> Iterator[Any]:
             content = child.find(qn("w:sdtContent"))
             if content is not None:
                 yield from _body_blocks(content)
+
+
+def _notes(document: Any, kind: str) -> dict[str, str]:
+    """The document's footnotes or endnotes (``kind``) by id: their paragraphs' text, one line each;
+    the separators Word keeps among them (``w:type``) left out. Empty when the part is absent."""
+    from docx.oxml import parse_xml
+    from docx.oxml.ns import qn
+    from docx.text.paragraph import Paragraph
+
+    part = next(
+        (
+            rel.target_part
+            for rel in document.part.rels.values()
+            if not rel.is_external and rel.reltype.endswith(f"/{kind}s")
+        ),
+        None,
+    )
+    if part is None:
+        return {}
+    root = part.element if hasattr(part, "element") else parse_xml(part.blob)
+    notes: dict[str, str] = {}
+    for note in root.iterchildren(qn(f"w:{kind}")):
+        if note.get(qn("w:type")):
+            continue
+        text = "\n".join(Paragraph(p, document).text for p in note.iter(qn("w:p"))).strip()
+        if text:
+            notes[note.get(qn("w:id"))] = text
+    return notes
+
+
+def _note_references(paragraph: Any) -> list[tuple[str, str]]:
+    """(``footnote`` or ``endnote``, id) of the notes a paragraph refers to, in order; references
+    inside its text boxes are left to the boxes' own paragraphs."""
+    from docx.oxml.ns import qn
+
+    tags = {qn("w:footnoteReference"): "footnote", qn("w:endnoteReference"): "endnote"}
+    references = []
+    for reference in paragraph.iter(*tags):
+        holder = reference.getparent()
+        while holder is not None and holder.tag != qn("w:p"):
+            holder = holder.getparent()
+        if holder is paragraph:
+            references.append((tags[reference.tag], reference.get(qn("w:id"))))
+    return references
 
 
 def _text_boxes(paragraph: Any) -> list[Any]:
