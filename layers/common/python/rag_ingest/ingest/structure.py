@@ -122,12 +122,18 @@ TABLE_CAPTION = re.compile(r"(?:Table|Tab\.)\s*[A-Z]?[\dIVXL]+(?:[.\-]\d+)*\s*(?
 def clean_block_text(text: str, *, preformatted: bool = False) -> str:
     """One block's text as indexed: invisible characters dropped, horizontal whitespace one
     space, lines stripped, no blank line inside (a blank line would end the chunker's paragraph).
-    ``preformatted`` (a code block): lines keep their indentation, less what all of them share,
-    and their spacing; tabs become spaces (8 columns, as a terminal shows them)."""
+    ``preformatted`` (a code block): lines keep their indentation, less what all of them share
+    (tabs become spaces, 8 columns, as a terminal shows them); spaces inside a line are one."""
     text = unicodedata.normalize("NFC", _INVISIBLE.sub("", text.replace("\r\n", "\n").replace("\r", "\n")))
     if preformatted:
         lines = [line.expandtabs().rstrip() for line in text.split("\n")]
-        return textwrap.dedent("\n".join(line for line in lines if line)).strip("\n")
+        dedented = textwrap.dedent("\n".join(line for line in lines if line)).strip("\n").split("\n")
+        # Indentation is meaning (Python's blocks); spaces that align columns inside a line are not,
+        # and cost tokens: one space each.
+        return "\n".join(
+            line[: len(line) - len(line.lstrip(" "))] + _HORIZONTAL_SPACE.sub(" ", line.lstrip(" "))
+            for line in dedented
+        )
     text = _HORIZONTAL_SPACE.sub(" ", text)
     text = "\n".join(line.strip() for line in text.split("\n"))
     return _BLANK_LINES.sub("\n", text).strip()
