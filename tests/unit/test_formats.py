@@ -211,6 +211,9 @@ def test_code_blocks_keep_their_indentation() -> None:
         (page,) = read(data)
         assert CODE in page.text.split("\n\n"), page.text
     assert "Prose, indented." in read(fenced)[0].text
+    # Spaces aligning columns inside a line are one (they cost tokens and mean nothing); tabs indent.
+    aligned = "```c\nint\tx(void);\n\tint   y   =   2;\n```\n"
+    assert read(aligned.encode())[0].text == "int x(void);\n        int y = 2;"
 
     import io
 
@@ -225,6 +228,26 @@ def test_code_blocks_keep_their_indentation() -> None:
     document.save(buffer)
     (page,) = read(buffer.getvalue())
     assert page.text.split("\n\n") == ["Prose, indented.", CODE]
+
+
+def test_a_page_laid_out_in_table_cells_is_read_as_sections_and_a_data_table_stays_a_table() -> None:
+    layout = (
+        "<html><body><table width='100%'><tr><td><h1>Harbour</h1><p>Menu: Home Berths</p></td></tr>"
+        "<tr><td><table><tr><td><h2>Berths</h2><p>Nine berths line the quay.</p></td></tr></table></td></tr>"
+        "</table><table role='presentation'><tr><td>Contact the berth master.</td></tr></table>"
+        "<table><tr><th>Crane</th><th>Lift</th></tr><tr><td><p>G1</p></td><td><p>40 t</p></td></tr></table>"
+        "</body></html>"
+    )
+    (page,) = read(layout.encode())
+    assert page.text.split("\n\n") == [
+        "Harbour",
+        "Menu: Home Berths",
+        "Berths",
+        "Nine berths line the quay.",
+        "Contact the berth master.",
+        "Crane | Lift\nG1 | 40 t",
+    ]
+    assert [page.text[b.start : b.end] for b in page.blocks if b.kind is BlockKind.HEADING] == ["Harbour", "Berths"]
 
 
 def test_word_text_boxes_are_read_once_after_their_paragraph() -> None:

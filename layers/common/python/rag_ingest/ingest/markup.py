@@ -115,6 +115,9 @@ def _read_element(element: Any, builder: PageBuilder, *, inside_article: bool) -
             loose = []
             if tag in _HEADINGS:
                 builder.add(BlockKind.HEADING, _inline_text(child, inside_article), level=_HEADINGS[tag])
+            elif tag == "table" and _layout_table(child):
+                for cell in _table_cells(child):
+                    _read_element(cell, builder, inside_article=inside_article)
             elif tag == "table":
                 caption = child.find("caption")
                 caption_text = _inline_text(caption, inside_article) if caption is not None else None
@@ -170,8 +173,31 @@ def _inline_text(element: Any, inside_article: bool, *, keep_lines: bool = False
     return "".join(parts)
 
 
+def _layout_table(table: Any) -> bool:
+    """Whether a ``<table>`` lays out a page rather than holding data: ``role="presentation"`` or
+    ``"none"``, or a cell holding a table or a heading (old sites and generators put the whole page,
+    menus and all, in table cells). Its cells are then read as sections, in order; a data table's
+    cells may hold paragraphs (Sphinx wraps each in ``<p>``), so that alone says nothing."""
+    if table.get("role", "").lower() in ("presentation", "none"):
+        return True
+    return any(
+        isinstance(element.tag, str) and (element.tag == "table" or element.tag in _HEADINGS)
+        for cell in _table_cells(table)
+        for element in cell.iterdescendants()
+    )
+
+
+def _table_cells(table: Any) -> list[Any]:
+    """The table's own cells (not a nested table's), row by row."""
+    return [cell for row in _table_rows(table) for cell in row if cell.tag in ("td", "th")]
+
+
+def _table_rows(table: Any) -> list[Any]:
+    return list(table.xpath("./thead/tr | ./tbody/tr | ./tr | ./tfoot/tr"))
+
+
 def _html_rows(table: Any, inside_article: bool) -> Iterator[list[str]]:
-    rows = table.xpath("./thead/tr | ./tbody/tr | ./tr | ./tfoot/tr")
+    rows = _table_rows(table)
     for row in rows:
         yield [_inline_text(cell, inside_article) for cell in row if cell.tag in ("td", "th")]
 
