@@ -250,6 +250,38 @@ def test_a_page_laid_out_in_table_cells_is_read_as_sections_and_a_data_table_sta
     assert [page.text[b.start : b.end] for b in page.blocks if b.kind is BlockKind.HEADING] == ["Harbour", "Berths"]
 
 
+def test_a_slide_chart_is_its_title_and_its_data_as_a_table() -> None:
+    import io
+
+    import pptx
+    from pptx.chart.data import CategoryChartData, XyChartData
+    from pptx.enum.chart import XL_CHART_TYPE
+    from pptx.util import Inches
+
+    deck = pptx.Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[5])
+    slide.shapes.title.text = "Throughput"
+    bars = CategoryChartData()
+    bars.categories = ["2024", "2025"]
+    bars.add_series("Containers", (410.0, 455.5))
+    bars.add_series("Bulk", (120.0, None))
+    frame = slide.shapes.add_chart(XL_CHART_TYPE.COLUMN_CLUSTERED, 0, 0, Inches(4), Inches(3), bars)
+    frame.chart.has_title = True
+    frame.chart.chart_title.text_frame.text = "Tonnes handled per year"
+    points = XyChartData()
+    points.add_series("Draught against length").add_data_point(200, 14.5)
+    slide.shapes.add_chart(XL_CHART_TYPE.XY_SCATTER, 0, 0, Inches(4), Inches(3), points)
+    buffer = io.BytesIO()
+    deck.save(buffer)
+    (page,) = read(buffer.getvalue())
+    assert page.text.split("\n\n")[1:] == [
+        "Chart: Tonnes handled per year",
+        "| Containers | Bulk\n2024 | 410 | 120\n2025 | 455.5 |",  # a gap is an empty cell
+        "Draught against length | 14.5",
+    ]
+    assert [block.kind for block in page.blocks][1:] == [BlockKind.PARAGRAPH, BlockKind.TABLE, BlockKind.TABLE]
+
+
 def test_word_text_boxes_are_read_once_after_their_paragraph() -> None:
     # A sidebar as Word writes it: a DrawingML text box, and its VML copy for older readers.
     import io

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from rag_ingest.core.errors import ErrorCode, PermanentError
+from rag_ingest.core.logs import logger
 from rag_ingest.core.models import BlockKind, DocumentFormat
 from rag_ingest.ingest.structure import FormatLimits, PageBuilder, StructuredDocument, clean_block_text, table_text
 
@@ -336,6 +337,8 @@ def read_pptx(data: bytes, limits: FormatLimits) -> StructuredDocument:
                 body.append(
                     (BlockKind.TABLE, table_text([cell.text for cell in row.cells] for row in shape.table.rows))
                 )
+            elif getattr(shape, "has_chart", False) and shape.has_chart:
+                body.extend(_chart_blocks(shape.chart))
             elif getattr(shape, "has_text_frame", False) and shape.has_text_frame:
                 body.append((BlockKind.PARAGRAPH, shape.text_frame.text))
         if slide.has_notes_slide:
@@ -352,6 +355,46 @@ def read_pptx(data: bytes, limits: FormatLimits) -> StructuredDocument:
         pages.append(builder.page())
     title = (presentation.core_properties.title or "").strip() or None
     return StructuredDocument(pages=pages, title=title)
+
+
+def _chart_blocks(chart: Any) -> list[tuple[BlockKind, str]]:
+    """A chart's title ("Chart: ...") and its data as a table: a row per category under a header of
+    the series' names (a bar, line, pie or area chart), or a row per series of its values (an XY or
+    bubble chart, which has no categories). The numbers are what the chart draws; a reader asked
+    about the chart finds them. A chart python-pptx cannot read keeps only what it could read."""
+    blocks: list[tuple[BlockKind, str]] = []
+    try:
+        if chart.has_title and chart.chart_title.has_text_frame and chart.chart_title.text_frame.text.strip():
+            blocks.append((BlockKind.PARAGRAPH, f"Chart: {chart.chart_title.text_frame.text}"))
+        series = list(chart.series)
+        categories = [str(label) for label in chart.plots[0].categories] if len(chart.plots) else []
+        if categories:
+            header = ["", *(item.name or f"Series {index}" for index, item in enumerate(series, start=1))]
+            values = [list(item.values) for item in series]
+            rows = [
+                [category, *(_number(column[row]) if row < len(column) else "" for column in values)]
+                for row, category in enumerate(categories)
+            ]
+        else:
+            header = []
+            rows = [
+                [item.name or f"Series {index}", *map(_number, item.values)] for index, item in enumerate(series, 1)
+            ]
+    except Exception as error:  # python-pptx reads the common chart types; another keeps its title
+        logger.warning("a chart's data not read: %r", error)
+        return blocks
+    if rows:
+        blocks.append((BlockKind.TABLE, table_text([header, *rows] if header else rows)))
+    return blocks
+
+
+def _number(value: Any) -> str:
+    """A chart value as written: 12 for 12.0, 4.5 for 4.5, empty for a gap."""
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def _presentation_part(package: zipfile.ZipFile) -> bytes:
