@@ -277,7 +277,7 @@ def test_a_slide_chart_is_its_title_and_its_data_as_a_table() -> None:
     assert page.text.split("\n\n")[1:] == [
         "Chart: Tonnes handled per year",
         "| Containers | Bulk\n2024 | 410 | 120\n2025 | 455.5 |",  # a gap is an empty cell
-        "Draught against length | 14.5",
+        "Series | x | y\nDraught against length | 200 | 14.5",
     ]
     assert [block.kind for block in page.blocks][1:] == [BlockKind.PARAGRAPH, BlockKind.TABLE, BlockKind.TABLE]
 

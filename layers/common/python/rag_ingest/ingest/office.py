@@ -359,8 +359,8 @@ def read_pptx(data: bytes, limits: FormatLimits) -> StructuredDocument:
 
 def _chart_blocks(chart: Any) -> list[tuple[BlockKind, str]]:
     """A chart's title ("Chart: ...") and its data as a table: a row per category under a header of
-    the series' names (a bar, line, pie or area chart), or a row per series of its values (an XY or
-    bubble chart, which has no categories). The numbers are what the chart draws; a reader asked
+    the series' names (a bar, line, pie or area chart), or a row per point, series, x and y (an XY
+    or bubble chart, which has no categories). The numbers are what the chart draws; a reader asked
     about the chart finds them. A chart python-pptx cannot read keeps only what it could read."""
     blocks: list[tuple[BlockKind, str]] = []
     try:
@@ -375,10 +375,12 @@ def _chart_blocks(chart: Any) -> list[tuple[BlockKind, str]]:
                 [category, *(_number(column[row]) if row < len(column) else "" for column in values)]
                 for row, category in enumerate(categories)
             ]
-        else:
-            header = []
+        else:  # an XY or bubble chart: a row per point, x beside y
+            header = ["Series", "x", "y"]
             rows = [
-                [item.name or f"Series {index}", *map(_number, item.values)] for index, item in enumerate(series, 1)
+                [item.name or f"Series {index}", _number(x), _number(y)]
+                for index, item in enumerate(series, 1)
+                for x, y in zip(_x_values(item), item.values, strict=False)
             ]
     except Exception as error:  # python-pptx reads the common chart types; another keeps its title
         logger.warning("a chart's data not read: %r", error)
@@ -386,6 +388,19 @@ def _chart_blocks(chart: Any) -> list[tuple[BlockKind, str]]:
     if rows:
         blocks.append((BlockKind.TABLE, table_text([header, *rows] if header else rows)))
     return blocks
+
+
+def _x_values(series: Any) -> list[float | None]:
+    """An XY series' x values, from its cached points (python-pptx reads only the y values)."""
+    points: dict[int, float | None] = {}
+    for point in series._element.xpath("./c:xVal//c:pt"):
+        value = point.xpath("./c:v/text()")
+        try:
+            points[int(point.get("idx"))] = float(value[0]) if value else None
+        except ValueError:
+            points[int(point.get("idx"))] = None
+    count = max(points, default=-1) + 1
+    return [points.get(index) for index in range(count)]
 
 
 def _number(value: Any) -> str:
