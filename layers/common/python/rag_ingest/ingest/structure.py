@@ -76,9 +76,9 @@ def decode_text(data: bytes, *, partial: bool = False, declared: str | None = No
 
 
 def _utf16_without_bom(data: bytes) -> str | None:
-    """ "utf-16-le" or "utf-16-be" when ``data`` looks like UTF-16 text written without a byte order
-    mark (some Windows tools' "Unicode"): a NUL in (nearly) every other byte, on one side only, as
-    text of Latin letters gives; else None (binary data)."""
+    """The UTF-16 byte order of ``data`` when it looks like UTF-16 text written without a byte
+    order mark (some Windows tools' "Unicode"): a NUL in most code units' high byte and none in
+    their low byte, as text of Latin letters gives; else None (binary data)."""
     sample = data[: 2 * 4096]
     pairs = len(sample) // 2
     if pairs < 4:
