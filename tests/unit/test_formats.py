@@ -282,6 +282,69 @@ def test_a_slide_chart_is_its_title_and_its_data_as_a_table() -> None:
     assert [block.kind for block in page.blocks][1:] == [BlockKind.PARAGRAPH, BlockKind.TABLE, BlockKind.TABLE]
 
 
+def test_a_smart_art_graphic_is_read_in_its_diagram_order() -> None:
+    # A SmartArt process as PowerPoint stores it: a graphic frame on the slide naming its data part,
+    # whose nodes hold the text and whose connections give their order and levels.
+    import io
+
+    import pptx
+    from pptx.opc.package import Part
+    from pptx.opc.packuri import PackURI
+    from pptx.oxml import parse_xml
+
+    dgm = "http://schemas.openxmlformats.org/drawingml/2006/diagram"
+    a = "http://schemas.openxmlformats.org/drawingml/2006/main"
+
+    def point(model: str, text: str, kind: str = "") -> str:
+        kind_attribute = f' type="{kind}"' if kind else ""
+        return (
+            f'<dgm:pt modelId="{model}"{kind_attribute}><dgm:t><a:p><a:r><a:t>{text}</a:t></a:r></a:p></dgm:t></dgm:pt>'
+        )
+
+    def link(parent: str, child: str, order: int) -> str:
+        return f'<dgm:cxn modelId="c{child}" srcId="{parent}" destId="{child}" srcOrd="{order}"/>'
+
+    data = (
+        f'<dgm:dataModel xmlns:dgm="{dgm}" xmlns:a="{a}"><dgm:ptLst>'
+        + point("0", "", "doc")
+        + point("3", "Inspect the hold")
+        + point("1", "Berth the ship")
+        + point("2", "Moor fore and aft")
+        + point("9", "transition", "parTrans")
+        + "</dgm:ptLst><dgm:cxnLst>"
+        + link("0", "3", 1)
+        + link("0", "1", 0)
+        + link("1", "2", 0)
+        + "</dgm:cxnLst></dgm:dataModel>"
+    )
+    deck = pptx.Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[5])
+    slide.shapes.title.text = "Arrival"
+    part = Part(
+        PackURI("/ppt/diagrams/data1.xml"),
+        "application/vnd.openxmlformats-officedocument.drawingml.diagramData+xml",
+        deck.part.package,
+        data.encode(),
+    )
+    relation = slide.part.relate_to(
+        part, "http://schemas.openxmlformats.org/officeDocument/2006/relationships/diagramData"
+    )
+    slide.shapes._spTree.append(
+        parse_xml(
+            '<p:graphicFrame xmlns:p="http://schemas.openxmlformats.org/presentationml/2006/main"'
+            f' xmlns:a="{a}" xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships">'
+            '<p:nvGraphicFramePr><p:cNvPr id="9" name="Diagram"/><p:cNvGraphicFramePr/><p:nvPr/></p:nvGraphicFramePr>'
+            '<p:xfrm><a:off x="0" y="0"/><a:ext cx="100" cy="100"/></p:xfrm>'
+            f'<a:graphic><a:graphicData uri="{dgm}"><dgm:relIds xmlns:dgm="{dgm}" r:dm="{relation}"/>'
+            "</a:graphicData></a:graphic></p:graphicFrame>"
+        )
+    )
+    buffer = io.BytesIO()
+    deck.save(buffer)
+    (page,) = read(buffer.getvalue())
+    assert page.text.split("\n\n") == ["Arrival", "Berth the ship\nMoor fore and aft\nInspect the hold"]
+
+
 def test_word_text_boxes_are_read_once_after_their_paragraph() -> None:
     # A sidebar as Word writes it: a DrawingML text box, and its VML copy for older readers.
     import io

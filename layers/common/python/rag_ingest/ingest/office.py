@@ -339,6 +339,8 @@ def read_pptx(data: bytes, limits: FormatLimits) -> StructuredDocument:
                 )
             elif getattr(shape, "has_chart", False) and shape.has_chart:
                 body.extend(_chart_blocks(shape.chart))
+            elif smart_art := _smart_art_text(slide.part, shape):
+                body.append((BlockKind.PARAGRAPH, smart_art))
             elif getattr(shape, "has_text_frame", False) and shape.has_text_frame:
                 body.append((BlockKind.PARAGRAPH, shape.text_frame.text))
         if slide.has_notes_slide:
@@ -388,6 +390,64 @@ def _chart_blocks(chart: Any) -> list[tuple[BlockKind, str]]:
     if rows:
         blocks.append((BlockKind.TABLE, table_text([header, *rows] if header else rows)))
     return blocks
+
+
+_DIAGRAM = "http://schemas.openxmlformats.org/drawingml/2006/diagram"
+_RELATIONSHIPS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+_DRAWING = "http://schemas.openxmlformats.org/drawingml/2006/main"
+
+
+def _smart_art_text(slide_part: Any, shape: Any) -> str:
+    """A SmartArt graphic's text (its diagram data part's nodes), a line per node in the diagram's
+    order (a node, then its children); "" for any other shape. python-pptx does not read
+    SmartArt, whose text lives in its own part, not in the slide."""
+    element = getattr(shape, "_element", None)
+    if element is None or not element.tag.endswith("}graphicFrame"):
+        return ""
+    found = element.xpath(".//*[local-name()='relIds']")
+    if not found or found[0].nsmap.get(found[0].prefix) != _DIAGRAM:
+        return ""
+    relation = found[0].get(f"{{{_RELATIONSHIPS}}}dm")
+    try:
+        from pptx.oxml import parse_xml
+
+        data = parse_xml(slide_part.related_part(relation).blob)
+    except Exception as error:  # a missing or broken part: the slide's other text stands
+        logger.warning("a SmartArt graphic's text not read: %r", error)
+        return ""
+    texts: dict[str, str] = {}
+    documents: list[str] = []
+    for point in data.iter(f"{{{_DIAGRAM}}}pt"):
+        kind = point.get("type", "node")
+        if kind == "doc":
+            documents.append(point.get("modelId", ""))
+        elif kind in ("node", "asst"):
+            paragraphs = (
+                "".join(run.text or "" for run in p.iter(f"{{{_DRAWING}}}t")) for p in point.iter(f"{{{_DRAWING}}}p")
+            )
+            texts[point.get("modelId", "")] = " ".join(text for text in paragraphs if text.strip())
+    children: dict[str, list[tuple[int, str]]] = {}
+    for connection in data.iter(f"{{{_DIAGRAM}}}cxn"):
+        if connection.get("type", "parOf") == "parOf":
+            order_text = connection.get("srcOrd", "0")
+            order = int(order_text) if order_text.isdigit() else 0
+            children.setdefault(connection.get("srcId", ""), []).append((order, connection.get("destId", "")))
+    lines: list[str] = []
+    seen: set[str] = set()
+
+    def walk(node: str) -> None:
+        for _order, child in sorted(children.get(node, [])):
+            if child in seen:
+                continue  # a cycle in a broken file
+            seen.add(child)
+            if texts.get(child):
+                lines.append(texts[child])
+            walk(child)
+
+    for document in documents:
+        walk(document)
+    lines += [text for node, text in texts.items() if text and node not in seen]  # not connected: still read
+    return "\n".join(lines)
 
 
 def _x_values(series: Any) -> list[float | None]:
