@@ -345,6 +345,38 @@ def test_a_smart_art_graphic_is_read_in_its_diagram_order() -> None:
     assert page.text.split("\n\n") == ["Arrival", "Berth the ship\nMoor fore and aft\nInspect the hold"]
 
 
+def test_html_cells_spanning_rows_or_columns_stand_under_each_column_they_cover() -> None:
+    html = (
+        "<html><body><table>"
+        "<tr><th rowspan='2'>Kind</th><th rowspan='2'>Crane</th><th colspan='2'>Rating</th></tr>"
+        "<tr><th>Lift</th><th>Outreach</th></tr>"
+        "<tr><td rowspan='2'>Gantry</td><td>G1</td><td>40 t</td><td>45 m</td></tr>"
+        "<tr><td>G2</td><td>65 t</td><td>52 m</td></tr>"
+        "<tr><td colspan='4'>Mobile cranes</td></tr>"
+        "<tr><td>Mobile</td><td>M1</td><td colspan='2' rowspan='0'>on request</td></tr>"
+        "</table></body></html>"
+    )
+    (page,) = read(html.encode())
+    assert block_texts(page, BlockKind.TABLE) == [
+        "Kind | Crane | Rating | Rating\n"
+        "Kind | Crane | Lift | Outreach\n"
+        "Gantry | G1 | 40 t | 45 m\n"
+        "Gantry | G2 | 65 t | 52 m\n"
+        "Mobile cranes\n"  # a label across the table: once
+        "Mobile | M1 | on request | on request"
+    ]
+    # DocBook's admonition: an icon cell spanning both rows fills no row, so it is no column.
+    note = (
+        "<table><tr><td rowspan='2'><img src='note.png'/></td><th>Note</th></tr><tr><td>Moor at dusk.</td></tr></table>"
+    )
+    (page,) = read(f"<html><body>{note}</body></html>".encode())
+    assert block_texts(page, BlockKind.TABLE) == ["Note\nMoor at dusk."]
+    # A hostile span (colspan 10^9, capped at HTML's 1,000) over many rows is read as written.
+    hostile = "<table>" + "<tr><td colspan='1000000000'>x</td><td>y</td></tr>" * 300 + "</table>"
+    (page,) = read(f"<html><body>{hostile}</body></html>".encode())
+    assert block_texts(page, BlockKind.TABLE) == ["\n".join(["x | y"] * 300)]
+
+
 def test_word_text_boxes_are_read_once_after_their_paragraph() -> None:
     # A sidebar as Word writes it: a DrawingML text box, and its VML copy for older readers.
     import io

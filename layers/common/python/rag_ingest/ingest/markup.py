@@ -22,7 +22,6 @@ Plain text: paragraphs between blank lines; headings are found as in a PDF's tex
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 from rag_ingest.core.errors import ErrorCode, PermanentError
@@ -196,10 +195,67 @@ def _table_rows(table: Any) -> list[Any]:
     return list(table.xpath("./thead/tr | ./tbody/tr | ./tr | ./tfoot/tr"))
 
 
-def _html_rows(table: Any, inside_article: bool) -> Iterator[list[str]]:
-    rows = _table_rows(table)
-    for row in rows:
-        yield [_inline_text(cell, inside_article) for cell in row if cell.tag in ("td", "th")]
+#: HTML caps colspan at 1,000 and rowspan at 65,534 (the HTML Standard, "Processing model" of tables).
+_MAX_COLSPAN = 1000
+_MAX_ROWSPAN = 65534
+#: A table whose spans would make more cells than this is read as written (a hostile colspan).
+_MAX_EXPANDED_CELLS = 200_000
+
+
+def _html_rows(table: Any, inside_article: bool) -> list[list[str]]:
+    """The table's rows of cell texts, a cell spanning columns or rows repeated in each grid
+    position it covers, so every value stands under its column's header (as a PDF table's merged
+    cells are). A row that is one cell spanning every column (a label) stays one cell."""
+    rows = [[cell for cell in row if cell.tag in ("td", "th")] for row in _table_rows(table)]
+    texts = [[_inline_text(cell, inside_article) for cell in row] for row in rows]
+    if not any(cell.get("colspan") or cell.get("rowspan") for row in rows for cell in row):
+        return texts
+    grid: list[list[str]] = []
+    below: dict[int, tuple[int, str]] = {}  # column -> (rows still covered, the spanning cell's text)
+    made = 0
+    for row, row_texts in zip(rows, texts, strict=True):
+        out: list[str] = []
+        for cell, text in zip(row, row_texts, strict=True):
+            _fill_from_above(out, below)
+            rows_down = _span(cell.get("rowspan"), _MAX_ROWSPAN)
+            for _ in range(_span(cell.get("colspan"), _MAX_COLSPAN)):
+                if rows_down > 1:
+                    below[len(out)] = (rows_down - 1, text)
+                out.append(text)
+        while below and len(out) <= max(below):  # spans from above after the row's last cell
+            _fill_from_above(out, below)
+            if below and len(out) < max(below):
+                out.append("")  # a position no cell covers
+        made += len(out)
+        if made > _MAX_EXPANDED_CELLS:
+            return texts
+        grid.append(out)
+    width = max((len(out) for out in grid), default=0)
+    # A column no row fills (an admonition's icon cell spanning its rows) is no column.
+    empty = {column for column in range(width) if not any(column < len(out) and out[column].strip() for out in grid)}
+    return [
+        row_texts
+        if len(row) == 1 and _span(row[0].get("colspan"), _MAX_COLSPAN) >= width > 1
+        else [text for column, text in enumerate(out) if column not in empty]
+        for row, row_texts, out in zip(rows, texts, grid, strict=True)
+    ]
+
+
+def _fill_from_above(out: list[str], below: dict[int, tuple[int, str]]) -> None:
+    """Append to the row ``out`` the cells that rows above span down into its next positions."""
+    while len(out) in below:
+        left, text = below.pop(len(out))
+        if left > 1:
+            below[len(out)] = (left - 1, text)
+        out.append(text)
+
+
+def _span(value: str | None, limit: int) -> int:
+    """A colspan or rowspan: its number, 1 when absent, zero or not a number, at most ``limit``."""
+    try:
+        return min(max(int(value or "1"), 1), limit)
+    except ValueError:
+        return 1
 
 
 # -- Markdown -----------------------------------------------------------------------------------
