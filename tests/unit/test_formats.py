@@ -250,6 +250,38 @@ def test_a_page_laid_out_in_table_cells_is_read_as_sections_and_a_data_table_sta
     assert [page.text[b.start : b.end] for b in page.blocks if b.kind is BlockKind.HEADING] == ["Harbour", "Berths"]
 
 
+def test_merged_cells_of_a_slide_table_stand_under_each_column_they_cover() -> None:
+    import io
+
+    import pptx
+    from pptx.util import Inches
+
+    deck = pptx.Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[5])
+    slide.shapes.title.text = "Cranes"
+    table = slide.shapes.add_table(4, 3, 0, 0, Inches(6), Inches(2)).table
+    for (r, c), text in {
+        (0, 0): "Crane",
+        (0, 1): "Rating",
+        (1, 1): "Lift",
+        (1, 2): "Outreach",
+        (2, 0): "G1",
+        (2, 1): "40 t",
+        (2, 2): "45 m",
+        (3, 0): "Mobile cranes on request",
+    }.items():
+        table.cell(r, c).text = text
+    table.cell(0, 1).merge(table.cell(0, 2))  # "Rating" over two columns
+    table.cell(0, 0).merge(table.cell(1, 0))  # "Crane" over two header rows
+    table.cell(3, 0).merge(table.cell(3, 2))  # a label row
+    buffer = io.BytesIO()
+    deck.save(buffer)
+    (page,) = read(buffer.getvalue())
+    assert block_texts(page, BlockKind.TABLE) == [
+        "Crane | Rating | Rating\nCrane | Lift | Outreach\nG1 | 40 t | 45 m\nMobile cranes on request"
+    ]
+
+
 def test_a_slide_chart_is_its_title_and_its_data_as_a_table() -> None:
     import io
 

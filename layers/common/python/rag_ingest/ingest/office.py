@@ -334,9 +334,7 @@ def read_pptx(data: bytes, limits: FormatLimits) -> StructuredDocument:
             if title_shape is not None and shape.shape_id == title_shape.shape_id:
                 continue
             if getattr(shape, "has_table", False) and shape.has_table:
-                body.append(
-                    (BlockKind.TABLE, table_text([cell.text for cell in row.cells] for row in shape.table.rows))
-                )
+                body.append((BlockKind.TABLE, table_text(_pptx_rows(shape.table))))
             elif getattr(shape, "has_chart", False) and shape.has_chart:
                 body.extend(_chart_blocks(shape.chart))
             elif smart_art := _smart_art_text(slide.part, shape):
@@ -357,6 +355,25 @@ def read_pptx(data: bytes, limits: FormatLimits) -> StructuredDocument:
         pages.append(builder.page())
     title = (presentation.core_properties.title or "").strip() or None
     return StructuredDocument(pages=pages, title=title)
+
+
+def _pptx_rows(table: Any) -> list[list[str]]:
+    """A slide table's rows, a merged cell's text in every position it covers (python-pptx gives
+    the covered positions empty), as the other formats' merged cells are; a row that is one merged
+    cell across the table (a label) stays one cell."""
+    rows = [[cell.text for cell in row.cells] for row in table.rows]
+    width = max((len(row) for row in rows), default=0)
+    labels: set[int] = set()
+    for r, row in enumerate(table.rows):
+        for c, cell in enumerate(row.cells):
+            if not cell.is_merge_origin:
+                continue
+            if c == 0 and cell.span_width >= width > 1:
+                labels.update(range(r, r + cell.span_height))
+            for covered_row in range(r, min(r + cell.span_height, len(rows))):
+                for covered_column in range(c, min(c + cell.span_width, len(rows[covered_row]))):
+                    rows[covered_row][covered_column] = cell.text
+    return [[row[0]] if r in labels else row for r, row in enumerate(rows)]
 
 
 def _chart_blocks(chart: Any) -> list[tuple[BlockKind, str]]:
