@@ -250,6 +250,29 @@ def test_a_page_laid_out_in_table_cells_is_read_as_sections_and_a_data_table_sta
     assert [page.text[b.start : b.end] for b in page.blocks if b.kind is BlockKind.HEADING] == ["Harbour", "Berths"]
 
 
+def test_merged_cells_of_a_word_table_stand_under_each_column_they_cover() -> None:
+    import io
+
+    import docx
+
+    document = docx.Document()
+    table = document.add_table(rows=4, cols=3)
+    for (r, c), text in {(0, 0): "Crane", (0, 1): "Rating", (1, 1): "Lift", (1, 2): "Outreach"}.items():
+        table.cell(r, c).text = text
+    for c, text in enumerate(("G1", "40 t", "45 m")):
+        table.cell(2, c).text = text
+    table.cell(3, 0).text = "Mobile cranes on request"
+    table.cell(0, 1).merge(table.cell(0, 2))
+    table.cell(0, 0).merge(table.cell(1, 0))
+    table.cell(3, 0).merge(table.cell(3, 2))
+    buffer = io.BytesIO()
+    document.save(buffer)
+    (page,) = read(buffer.getvalue())
+    assert block_texts(page, BlockKind.TABLE) == [
+        "Crane | Rating | Rating\nCrane | Lift | Outreach\nG1 | 40 t | 45 m\nMobile cranes on request"
+    ]
+
+
 def test_merged_cells_of_a_slide_table_stand_under_each_column_they_cover() -> None:
     import io
 

@@ -293,15 +293,15 @@ def _heading_level(paragraph: Any) -> int:
 
 
 def _docx_rows(table: Any) -> Iterator[list[str]]:
+    """A Word table's rows. python-docx gives a merged cell in every grid position it covers (across
+    columns and down rows): it is read there, so every value stands under its column's header, as
+    the other formats' merged cells are; a row that is one merged cell (a label) is one cell."""
     for row in table.rows:
-        cells: list[str] = []
-        previous = None
-        for cell in row.cells:
-            if cell._tc is previous:  # a merged cell repeats: read it once
-                continue
-            previous = cell._tc
-            cells.append(cell.text)
-        yield cells
+        cells = row.cells
+        if len(cells) > 1 and all(cell._tc is cells[0]._tc for cell in cells):
+            yield [cells[0].text]
+        else:
+            yield [cell.text for cell in cells]
 
 
 # -- PowerPoint ---------------------------------------------------------------------------------
