@@ -299,9 +299,23 @@ def _docx_rows(table: Any) -> Iterator[list[str]]:
     for row in table.rows:
         cells = row.cells
         if len(cells) > 1 and all(cell._tc is cells[0]._tc for cell in cells):
-            yield [cells[0].text]
+            yield [_cell_text(cells[0])]
         else:
-            yield [cell.text for cell in cells]
+            yield [_cell_text(cell) for cell in cells]
+
+
+def _cell_text(cell: Any) -> str:
+    """A Word cell's text: its paragraphs and the tables nested in it (python-docx's ``cell.text``
+    reads the paragraphs only), a nested table's rows as lines of cells."""
+    from docx.table import Table
+
+    parts: list[str] = []
+    for block in cell.iter_inner_content():
+        if isinstance(block, Table):
+            parts.extend(" ".join(text for text in row if text.strip()) for row in _docx_rows(block))
+        else:
+            parts.append(block.text)
+    return "\n".join(part for part in parts if part.strip())
 
 
 # -- PowerPoint ---------------------------------------------------------------------------------
