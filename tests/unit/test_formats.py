@@ -435,6 +435,18 @@ def test_html_cells_spanning_rows_or_columns_stand_under_each_column_they_cover(
     assert block_texts(page, BlockKind.TABLE) == ["\n".join(["x | y"] * 300)]
 
 
+def test_markdown_front_matter_is_metadata_its_title_the_documents() -> None:
+    yaml = b'---\ntitle: "Harbour guide"\nauthor: Ann\ntags: [ports]\n---\n\nNine berths.\n\n## Berths\n\nBerth 7.\n'
+    document = read_structured(yaml, DocumentFormat.MARKDOWN, LIMITS)
+    assert document.title == "Harbour guide"
+    assert document.pages[0].text == "Nine berths.\n\nBerths\n\nBerth 7."  # no heading made of the block
+    toml = read_structured(b"+++\ntitle = 'Quay'\n+++\nBody.\n", DocumentFormat.MARKDOWN, LIMITS)
+    assert (toml.title, toml.pages[0].text) == ("Quay", "Body.")
+    # A thematic break that opens the text is not front matter: its text stays.
+    ruled = read_structured(b"---\n\nOpening words.\n\n---\n\nMore.\n", DocumentFormat.MARKDOWN, LIMITS)
+    assert (ruled.title, ruled.pages[0].text) == (None, "Opening words.\n\nMore.")
+
+
 def test_word_text_boxes_are_read_once_after_their_paragraph() -> None:
     # A sidebar as Word writes it: a DrawingML text box, and its VML copy for older readers.
     import io

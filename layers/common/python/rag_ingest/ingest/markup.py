@@ -270,9 +270,9 @@ def read_markdown(data: bytes, limits: FormatLimits) -> StructuredDocument:
             ErrorCode.DOCUMENT_TOO_COMPLEX,
             f"a line of {longest} characters exceeds the Markdown limit of {limits.max_markdown_line_chars}",
         )
+    text, title = _without_front_matter(text)
     tokens = MarkdownIt("commonmark").enable("table").parse(text)
     builder = PageBuilder(page_number=1, used_anchors=set())
-    title: str | None = None
     index = 0
     while index < len(tokens):
         token = tokens[index]
@@ -294,6 +294,26 @@ def read_markdown(data: bytes, limits: FormatLimits) -> StructuredDocument:
         else:
             index += 1
     return StructuredDocument(pages=[builder.page()], title=title)
+
+
+#: Front matter (Jekyll, Hugo, MkDocs, Docusaurus...): YAML between "---" lines, or TOML between
+#: "+++" lines, at the very start. Left in, CommonMark reads YAML's closing "---" as the underline
+#: of a heading made of the whole block.
+_FRONT_MATTER = re.compile(r"\A(?:\ufeff)?(---|\+\+\+)[ \t]*\r?\n(.*?)\r?\n(?:\1|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL)
+#: Its first line is a key: "title: ..." (YAML) or "title = ..." (TOML).
+_FRONT_MATTER_KEY = re.compile(r"[\w-]+[ \t]*[:=]")
+_FRONT_MATTER_TITLE = re.compile(r"^title[ \t]*[:=][ \t]*(.+?)[ \t]*$", re.MULTILINE | re.IGNORECASE)
+
+
+def _without_front_matter(text: str) -> tuple[str, str | None]:
+    """The Markdown without its front matter, and the front matter's title (None when absent): the
+    block is metadata, not text; its title names the document."""
+    match = _FRONT_MATTER.match(text)
+    if match is None or not _FRONT_MATTER_KEY.match(match.group(2)):
+        return text, None  # none, or a thematic break that opens the text
+    found = _FRONT_MATTER_TITLE.search(match.group(2))
+    title = found.group(1).strip().strip("'\"").strip() if found else ""
+    return text[match.end() :], title or None
 
 
 def _inline(token: Any) -> str:
