@@ -447,6 +447,26 @@ def test_markdown_front_matter_is_metadata_its_title_the_documents() -> None:
     assert (ruled.title, ruled.pages[0].text) == (None, "Opening words.\n\nMore.")
 
 
+def test_html_blocks_in_markdown_are_read_as_html() -> None:
+    # A README's habits: a centred paragraph, a <details> section, an HTML table, a comment, a logo.
+    readme = (
+        '# Tool\n\n<p align="center">A fast compressor.</p>\n\n<!-- a note to editors -->\n\n'
+        "<details>\n<summary>Build notes</summary>\n\nRun make.\n\n</details>\n\n"
+        "<table><tr><th>Level</th><th>Speed</th></tr><tr><td>1</td><td>500 MB/s</td></tr></table>\n\n"
+        '<img src="logo.png">\n\n<script>track()</script>\n\nEnd.\n'
+    )
+    (page,) = read(readme.encode())
+    assert page.text.split("\n\n") == [
+        "Tool",
+        "A fast compressor.",
+        "Build notes",
+        "Run make.",
+        "Level | Speed\n1 | 500 MB/s",
+        "End.",
+    ]
+    assert block_texts(page, BlockKind.TABLE) == ["Level | Speed\n1 | 500 MB/s"]
+
+
 def test_word_text_boxes_are_read_once_after_their_paragraph() -> None:
     # A sidebar as Word writes it: a DrawingML text box, and its VML copy for older readers.
     import io

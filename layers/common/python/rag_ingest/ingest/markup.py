@@ -291,6 +291,9 @@ def read_markdown(data: bytes, limits: FormatLimits) -> StructuredDocument:
         elif token.type == "table_open":
             rows, index = _markdown_table(tokens, index)
             builder.add_table(rows)
+        elif token.type == "html_block":
+            _read_html_block(token.content, builder)
+            index += 1
         else:
             index += 1
     return StructuredDocument(pages=[builder.page()], title=title)
@@ -314,6 +317,23 @@ def _without_front_matter(text: str) -> tuple[str, str | None]:
     found = _FRONT_MATTER_TITLE.search(match.group(2))
     title = found.group(1).strip().strip("'\"").strip() if found else ""
     return text[match.end() :], title or None
+
+
+def _read_html_block(html: str, builder: PageBuilder) -> None:
+    """An HTML block in Markdown (a README's centred paragraph, a ``<details>`` summary, an HTML
+    table) read as the HTML reader reads a page's elements; markup that says nothing (a comment, an
+    image) adds nothing."""
+    import lxml.etree
+    import lxml.html
+
+    if not html.strip():
+        return
+    parser = lxml.html.HTMLParser(no_network=True, remove_comments=True, remove_pis=True, huge_tree=False)
+    try:
+        fragment = lxml.html.fragment_fromstring(html, create_parent="div", parser=parser)
+    except (lxml.etree.ParserError, ValueError):
+        return  # a fragment libxml2 cannot read: the Markdown around it stands
+    _read_element(fragment, builder, inside_article=False)
 
 
 def _inline(token: Any) -> str:
