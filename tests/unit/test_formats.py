@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from rag_ingest.core.errors import ErrorCode, PermanentError
@@ -215,8 +216,6 @@ def test_code_blocks_keep_their_indentation() -> None:
     aligned = "```c\nint\tx(void);\n\tint   y   =   2;\n```\n"
     assert read(aligned.encode())[0].text == "int x(void);\n        int y = 2;"
 
-    import io
-
     import docx
     from docx.enum.style import WD_STYLE_TYPE
 
@@ -224,9 +223,7 @@ def test_code_blocks_keep_their_indentation() -> None:
     document.styles.add_style("Source Code", WD_STYLE_TYPE.PARAGRAPH)
     document.add_paragraph("   Prose,   indented.")
     document.add_paragraph(CODE, style="Source Code")
-    buffer = io.BytesIO()
-    document.save(buffer)
-    (page,) = read(buffer.getvalue())
+    (page,) = read(_saved(document))
     assert page.text.split("\n\n") == ["Prose, indented.", CODE]
 
 
@@ -250,66 +247,64 @@ def test_a_page_laid_out_in_table_cells_is_read_as_sections_and_a_data_table_sta
     assert [page.text[b.start : b.end] for b in page.blocks if b.kind is BlockKind.HEADING] == ["Harbour", "Berths"]
 
 
-def test_merged_cells_of_a_word_table_stand_under_each_column_they_cover() -> None:
+def _saved(document: Any) -> bytes:
+    """A python-docx Document or python-pptx Presentation as the bytes of its file."""
     import io
 
+    buffer = io.BytesIO()
+    document.save(buffer)
+    return buffer.getvalue()
+
+
+#: A crane table (4 rows, 3 columns) with a merged header over two columns, a header cell over two
+#: rows and a label row; python-docx and python-pptx tables fill and merge alike.
+CRANE_CELLS = {
+    (0, 0): "Crane",
+    (0, 1): "Rating",
+    (1, 1): "Lift",
+    (1, 2): "Outreach",
+    (2, 0): "G1",
+    (2, 1): "40 t",
+    (2, 2): "45 m",
+    (3, 0): "Mobile cranes on request",
+}
+CRANE_ROWS = "Crane | Rating | Rating\nCrane | Lift | Outreach\nG1 | 40 t | 45 m\nMobile cranes on request"
+
+
+def _fill_crane_table(table: Any) -> None:
+    for (row, column), text in CRANE_CELLS.items():
+        table.cell(row, column).text = text
+    table.cell(0, 1).merge(table.cell(0, 2))  # "Rating" over two columns
+    table.cell(0, 0).merge(table.cell(1, 0))  # "Crane" over two header rows
+    table.cell(3, 0).merge(table.cell(3, 2))  # a label row
+
+
+def test_merged_cells_of_a_word_table_stand_under_each_column_they_cover() -> None:
     import docx
 
     document = docx.Document()
     table = document.add_table(rows=4, cols=3)
-    for (r, c), text in {(0, 0): "Crane", (0, 1): "Rating", (1, 1): "Lift", (1, 2): "Outreach"}.items():
-        table.cell(r, c).text = text
-    for c, text in enumerate(("G1", "40 t", "45 m")):
-        table.cell(2, c).text = text
-    table.cell(3, 0).text = "Mobile cranes on request"
-    table.cell(0, 1).merge(table.cell(0, 2))
-    table.cell(0, 0).merge(table.cell(1, 0))
-    table.cell(3, 0).merge(table.cell(3, 2))
+    _fill_crane_table(table)
     # A table nested in a cell is read in it (python-docx's cell.text leaves it out).
     nested = table.cell(2, 2).add_table(rows=1, cols=2)
     nested.cell(0, 0).text, nested.cell(0, 1).text = "reach", "at 60°"
-    buffer = io.BytesIO()
-    document.save(buffer)
-    (page,) = read(buffer.getvalue())
-    assert block_texts(page, BlockKind.TABLE) == [
-        "Crane | Rating | Rating\nCrane | Lift | Outreach\nG1 | 40 t | 45 m reach at 60°\nMobile cranes on request"
-    ]
+    (page,) = read(_saved(document))
+    assert block_texts(page, BlockKind.TABLE) == [CRANE_ROWS.replace("45 m", "45 m reach at 60°")]
 
 
 def test_merged_cells_of_a_slide_table_stand_under_each_column_they_cover() -> None:
-    import io
-
     import pptx
     from pptx.util import Inches
 
     deck = pptx.Presentation()
     slide = deck.slides.add_slide(deck.slide_layouts[5])
     slide.shapes.title.text = "Cranes"
-    table = slide.shapes.add_table(4, 3, 0, 0, Inches(6), Inches(2)).table
-    for (r, c), text in {
-        (0, 0): "Crane",
-        (0, 1): "Rating",
-        (1, 1): "Lift",
-        (1, 2): "Outreach",
-        (2, 0): "G1",
-        (2, 1): "40 t",
-        (2, 2): "45 m",
-        (3, 0): "Mobile cranes on request",
-    }.items():
-        table.cell(r, c).text = text
-    table.cell(0, 1).merge(table.cell(0, 2))  # "Rating" over two columns
-    table.cell(0, 0).merge(table.cell(1, 0))  # "Crane" over two header rows
-    table.cell(3, 0).merge(table.cell(3, 2))  # a label row
-    buffer = io.BytesIO()
-    deck.save(buffer)
-    (page,) = read(buffer.getvalue())
-    assert block_texts(page, BlockKind.TABLE) == [
-        "Crane | Rating | Rating\nCrane | Lift | Outreach\nG1 | 40 t | 45 m\nMobile cranes on request"
-    ]
+    _fill_crane_table(slide.shapes.add_table(4, 3, 0, 0, Inches(6), Inches(2)).table)
+    (page,) = read(_saved(deck))
+    assert block_texts(page, BlockKind.TABLE) == [CRANE_ROWS]
 
 
 def test_a_slide_chart_is_its_title_and_its_data_as_a_table() -> None:
-    import io
 
     import pptx
     from pptx.chart.data import CategoryChartData, XyChartData
@@ -329,9 +324,7 @@ def test_a_slide_chart_is_its_title_and_its_data_as_a_table() -> None:
     points = XyChartData()
     points.add_series("Draught against length").add_data_point(200, 14.5)
     slide.shapes.add_chart(XL_CHART_TYPE.XY_SCATTER, 0, 0, Inches(4), Inches(3), points)
-    buffer = io.BytesIO()
-    deck.save(buffer)
-    (page,) = read(buffer.getvalue())
+    (page,) = read(_saved(deck))
     assert page.text.split("\n\n")[1:] == [
         "Chart: Tonnes handled per year",
         "| Containers | Bulk\n2024 | 410 | 120\n2025 | 455.5 |",  # a gap is an empty cell
@@ -343,7 +336,6 @@ def test_a_slide_chart_is_its_title_and_its_data_as_a_table() -> None:
 def test_a_smart_art_graphic_is_read_in_its_diagram_order() -> None:
     # A SmartArt process as PowerPoint stores it: a graphic frame on the slide naming its data part,
     # whose nodes hold the text and whose connections give their order and levels.
-    import io
 
     import pptx
     from pptx.opc.package import Part
@@ -397,9 +389,7 @@ def test_a_smart_art_graphic_is_read_in_its_diagram_order() -> None:
             "</a:graphicData></a:graphic></p:graphicFrame>"
         )
     )
-    buffer = io.BytesIO()
-    deck.save(buffer)
-    (page,) = read(buffer.getvalue())
+    (page,) = read(_saved(deck))
     assert page.text.split("\n\n") == ["Arrival", "Berth the ship\nMoor fore and aft\nInspect the hold"]
 
 
@@ -469,7 +459,6 @@ def test_html_blocks_in_markdown_are_read_as_html() -> None:
 
 def test_word_text_boxes_are_read_once_after_their_paragraph() -> None:
     # A sidebar as Word writes it: a DrawingML text box, and its VML copy for older readers.
-    import io
 
     import docx
     from docx.oxml import parse_xml
@@ -489,14 +478,11 @@ def test_word_text_boxes_are_read_once_after_their_paragraph() -> None:
     anchor = document.add_paragraph("The quay has nine berths.")
     anchor._p.append(shape)
     document.add_paragraph("Cranes are rated below.")
-    buffer = io.BytesIO()
-    document.save(buffer)
-    (page,) = read(buffer.getvalue())
+    (page,) = read(_saved(document))
     assert page.text.split("\n\n") == ["The quay has nine berths.", sidebar, "Cranes are rated below."]
 
 
 def test_word_footnotes_and_endnotes_follow_the_paragraph_that_refers_to_them() -> None:
-    import io
 
     import docx
     from docx.opc.constants import CONTENT_TYPE, RELATIONSHIP_TYPE
@@ -520,9 +506,7 @@ def test_word_footnotes_and_endnotes_follow_the_paragraph_that_refers_to_them() 
     quay._p.append(parse_xml(f'<w:r {w}><w:footnoteReference w:id="7"/></w:r>'))
     quay._p.append(parse_xml(f'<w:r {w}><w:endnoteReference w:id="7"/></w:r>'))
     document.add_paragraph("Cranes are rated below.")
-    buffer = io.BytesIO()
-    document.save(buffer)
-    (page,) = read(buffer.getvalue())
+    (page,) = read(_saved(document))
     assert page.text.split("\n\n") == [
         "The quay is fourteen metres deep.",
         "Footnote 1: Dredged in 2019.",
