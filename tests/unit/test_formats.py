@@ -457,6 +457,27 @@ def test_html_blocks_in_markdown_are_read_as_html() -> None:
     assert block_texts(page, BlockKind.TABLE) == ["Level | Speed\n1 | 500 MB/s"]
 
 
+def test_a_word_paragraph_reads_its_runs_wherever_they_stand() -> None:
+    # Tracked changes pending (an insertion shown, a deletion not), a smart tag, a simple field, an
+    # inline content control, a tab and a non-breaking hyphen: Word shows all of them in the line.
+    import docx
+    from docx.oxml import parse_xml
+
+    w = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+    document = docx.Document()
+    paragraph = document.add_paragraph("Berths:")
+    for xml in (
+        '<w:ins w:id="1" w:author="A"><w:r><w:t xml:space="preserve"> nine</w:t></w:r></w:ins>',
+        '<w:del w:id="2" w:author="A"><w:r><w:delText> eight</w:delText></w:r></w:del>',
+        '<w:smartTag w:uri="u" w:element="e"><w:r><w:t xml:space="preserve"> deep</w:t></w:r></w:smartTag>',
+        '<w:fldSimple w:instr="PAGE"><w:r><w:t xml:space="preserve"> page 3</w:t></w:r></w:fldSimple>',
+        "<w:sdt><w:sdtContent><w:r><w:tab/><w:t>north</w:t><w:noBreakHyphen/><w:t>east</w:t></w:r></w:sdtContent></w:sdt>",
+    ):
+        paragraph._p.append(parse_xml(xml.replace(">", f" {w}>", 1)))  # the namespace on the outer element
+    (page,) = read(_saved(document))
+    assert page.text == "Berths: nine deep page 3 north-east"
+
+
 def test_word_text_boxes_are_read_once_after_their_paragraph() -> None:
     # A sidebar as Word writes it: a DrawingML text box, and its VML copy for older readers.
 

@@ -178,10 +178,11 @@ def read_docx(data: bytes, limits: FormatLimits) -> StructuredDocument:
             if element.tag == qn("w:p"):
                 paragraph = Paragraph(element, document)
                 level = _heading_level(paragraph)
+                text = _paragraph_text(element)
                 if level:
-                    builder.add(BlockKind.HEADING, paragraph.text, level=level)
+                    builder.add(BlockKind.HEADING, text, level=level)
                 else:
-                    builder.add(BlockKind.PARAGRAPH, paragraph.text, preformatted=_code_style(paragraph))
+                    builder.add(BlockKind.PARAGRAPH, text, preformatted=_code_style(paragraph))
                 for kind, note_id in _note_references(element):
                     if note_id in notes[kind] and note_id not in numbered[kind]:
                         numbered[kind][note_id] = number = len(numbered[kind]) + 1
@@ -217,12 +218,37 @@ def _body_blocks(container: Any) -> Iterator[Any]:
                 yield from _body_blocks(content)
 
 
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+_MC_FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
+#: What a paragraph's text is made of: text, tabs, breaks, and hyphens Word does not break at.
+_TEXT_PARTS = {f"{_W}t": None, f"{_W}tab": "\t", f"{_W}br": "\n", f"{_W}cr": "\n", f"{_W}noBreakHyphen": "-"}
+#: Where a paragraph's text parts are not its text: a text box's (read after it), deleted or
+#: moved-away text of tracked changes, and the VML copy of a drawing.
+_NOT_THE_PARAGRAPHS = frozenset({f"{_W}txbxContent", f"{_W}del", f"{_W}moveFrom", _MC_FALLBACK})
+
+
+def _paragraph_text(paragraph: Any) -> str:
+    """A Word paragraph's text as Word shows it, in order: its runs wherever they stand, inside
+    hyperlinks, tracked insertions (``w:ins``), smart tags, simple fields and inline content
+    controls (python-docx's ``paragraph.text`` reads only the runs directly in the paragraph and in
+    hyperlinks, so an inserted word was lost); deleted text and text boxes' text left out."""
+    parts: list[str] = []
+    for node in paragraph.iter(*_TEXT_PARTS):
+        holder = node.getparent()
+        while holder is not None and holder is not paragraph and holder.tag not in _NOT_THE_PARAGRAPHS:
+            holder = holder.getparent()
+        if holder is not paragraph:
+            continue
+        fixed = _TEXT_PARTS[node.tag]
+        parts.append(fixed if fixed is not None else node.text or "")
+    return "".join(parts)
+
+
 def _notes(document: Any, kind: str) -> dict[str, str]:
     """The document's footnotes or endnotes (``kind``) by id: their paragraphs' text, one line each;
     the separators Word keeps among them (``w:type``) left out. Empty when the part is absent."""
     from docx.oxml import parse_xml
     from docx.oxml.ns import qn
-    from docx.text.paragraph import Paragraph
 
     part = next(
         (
@@ -239,7 +265,7 @@ def _notes(document: Any, kind: str) -> dict[str, str]:
     for note in root.iterchildren(qn(f"w:{kind}")):
         if note.get(qn("w:type")):
             continue
-        text = "\n".join(Paragraph(p, document).text for p in note.iter(qn("w:p"))).strip()
+        text = "\n".join(_paragraph_text(p) for p in note.iter(qn("w:p"))).strip()
         if text:
             notes[note.get(qn("w:id"))] = text
     return notes
@@ -314,7 +340,7 @@ def _cell_text(cell: Any) -> str:
         if isinstance(block, Table):
             parts.extend(" ".join(text for text in row if text.strip()) for row in _docx_rows(block))
         else:
-            parts.append(block.text)
+            parts.append(_paragraph_text(block._p))
     return "\n".join(part for part in parts if part.strip())
 
 
