@@ -461,8 +461,8 @@ def _smart_art_text(slide_part: Any, shape: Any) -> str:
     element = getattr(shape, "_element", None)
     if element is None or not element.tag.endswith("}graphicFrame"):
         return ""
-    found = element.xpath(".//*[local-name()='relIds']")
-    if not found or found[0].nsmap.get(found[0].prefix) != _DIAGRAM:
+    found = list(element.iter(f"{{{_DIAGRAM}}}relIds"))
+    if not found:
         return ""
     relation = found[0].get(f"{{{_RELATIONSHIPS}}}dm")
     try:
