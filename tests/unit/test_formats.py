@@ -227,6 +227,19 @@ def test_code_blocks_keep_their_indentation() -> None:
     assert page.text.split("\n\n") == ["Prose, indented.", CODE]
 
 
+def test_a_sections_own_header_and_footer_are_read_and_the_pages_are_not() -> None:
+    page_html = (
+        "<html><body><header>Coastal Trust: Home | Visit</header><div>"
+        "<section><header><h1>Harbour guide</h1><p>By Ann Reed</p></header><p>Nine berths.</p>"
+        "<footer>Updated May 2024</footer></section></div><footer>Copyright Coastal Trust</footer></body></html>"
+    )
+    (page,) = read(page_html.encode())
+    assert page.text.split("\n\n") == ["Harbour guide", "By Ann Reed", "Nine berths.", "Updated May 2024"]
+    assert block_texts(page, BlockKind.HEADING) == ["Harbour guide"]
+    in_main = "<html><body><main><header><h1>Harbour guide</h1></header><p>Nine berths.</p></main></body></html>"
+    assert read(in_main.encode())[0].text == "Harbour guide\n\nNine berths."
+
+
 def test_a_page_laid_out_in_table_cells_is_read_as_sections_and_a_data_table_stays_a_table() -> None:
     layout = (
         "<html><body><table width='100%'><tr><td><h1>Harbour</h1><p>Menu: Home Berths</p></td></tr>"

@@ -86,8 +86,8 @@ def _dropped(element: Any, inside_article: bool) -> bool:
     tag = element.tag if isinstance(element.tag, str) else ""
     if tag in _DROPPED_TAGS:
         return True
-    if tag in ("header", "footer") and not inside_article:
-        return True
+    if tag in ("header", "footer") and not inside_article and not _sectioned(element):
+        return True  # the page's banner or footer; a section's own header holds its heading
     attributes = element.attrib
     if attributes.get("role", "").lower() in _DROPPED_ROLES:
         return True
@@ -99,6 +99,13 @@ def _dropped(element: Any, inside_article: bool) -> bool:
         return False  # a heading is the document's, whatever its id says
     names = f"{attributes.get('id', '')} {attributes.get('class', '')}"
     return bool(_BOILERPLATE_NAMES.search(names))
+
+
+def _sectioned(element: Any) -> bool:
+    """Whether ``element`` stands inside the page's main content or a section of it (``<main>``,
+    ``role="main"``, ``<article>``, ``<section>``): there a ``<header>`` or ``<footer>`` is that
+    section's (its title, its byline), not the site's banner or footer."""
+    return bool(element.xpath("ancestor::main or ancestor::article or ancestor::section or ancestor::*[@role='main']"))
 
 
 def _read_element(element: Any, builder: PageBuilder, *, inside_article: bool) -> None:
