@@ -229,9 +229,11 @@ def _html_rows(table: Any, inside_article: bool) -> list[list[str]]:
                 if rows_down > 1:
                     below[len(out)] = (rows_down - 1, text)
                 out.append(text)
-        while below and len(out) <= max(below):  # spans from above after the row's last cell
-            _fill_from_above(out, below)
-            if below and len(out) < max(below):
+        last = max(below, default=-1)  # spans from above after the row's last cell, up to here
+        while len(out) <= last:
+            if len(out) in below:
+                _fill_from_above(out, below)
+            else:
                 out.append("")  # a position no cell covers
         made += len(out)
         if made > _MAX_EXPANDED_CELLS:
