@@ -15,6 +15,8 @@ from rag_ingest.ingest.pdf import clean_page_texts, parse_pdf
 from rag_ingest.ingest.pdf_tables import candidate_pages, find_page_tables, place_tables
 from rag_ingest.ingest.structure import table_text
 
+from tests.support import hostile_pdfs
+
 pytestmark = pytest.mark.unit
 CORPUS = Path(__file__).resolve().parents[2] / "eval" / "corpus"
 
@@ -104,6 +106,32 @@ def test_a_rotated_watermark_over_a_table_and_a_four_line_header_leave_the_rows_
     assert "in | \\btxinlong{}" in rows and "Ph.D. thesis | \\btxphdthesis{}" in rows
     [fonts] = _tables(pages[2])
     assert "ISBN | ISBN | \\MakeUppercase | \\MakeUppercase" in fonts.split("\n")
+
+
+def _crane_grid(*, watermark: bool) -> bytes:
+    """A one-page PDF: a ruled crane table (4 rows, 3 columns), a sentence, and a diagonal 90-pt
+    "DRAFT" across the table when ``watermark``."""
+    rows = [("Crane", "Lift", "Outreach"), ("G1", "40 t", "45 m"), ("G2", "65 t", "52 m"), ("G3", "65 t", "60 m")]
+    xs, ys = [72, 222, 372, 522], [700 - 30 * row for row in range(len(rows) + 1)]
+    ops = [b"0.5 w"]
+    ops += [b"%d %d m %d %d l S" % (xs[0], y, xs[-1], y) for y in ys]
+    ops += [b"%d %d m %d %d l S" % (x, ys[0], x, ys[-1]) for x in xs]
+    for r, row in enumerate(rows):
+        ops += [
+            b"BT /F1 11 Tf %d %d Td (%s) Tj ET" % (xs[c] + 6, ys[r] - 20, cell.encode()) for c, cell in enumerate(row)
+        ]
+    ops.append(b"BT /F1 11 Tf 72 560 Td (Cranes are inspected every spring.) Tj ET")
+    if watermark:
+        ops.append(b"BT /F1 90 Tf 0.7071 0.7071 -0.7071 0.7071 150 480 Tm (DRAFT) Tj ET")
+    return hostile_pdfs.page_pdf(b"\n".join(ops))
+
+
+def test_a_diagonal_watermark_across_a_ruled_table_leaves_its_cells_alone() -> None:
+    # Before: "Crane | T Lift | Outreach", "G1 | F 40 t | 45 m": the watermark's letters in the cells.
+    expected = ["Crane | Lift | Outreach\nG1 | 40 t | 45 m\nG2 | 65 t | 52 m\nG3 | 65 t | 60 m"]
+    for watermark in (False, True):
+        page = parse_pdf(_crane_grid(watermark=watermark), max_bytes=1 << 24, max_pages=10).pages[0]
+        assert _tables(page) == expected, watermark
 
 
 def test_found_places_tables_in_the_pages_own_text() -> None:

@@ -63,6 +63,8 @@ _MAX_PATH_SEGMENTS = 2000
 _MAX_CROSSING_TESTS = 250_000
 #: _cell_text_only: a character over this times the region's median size is not a cell's.
 MAX_CHAR_SIZE_OF_MEDIAN = 3.0
+#: _slanted: a character turned by more than about 6° from the axes (tan 6° ≈ 0.1).
+_SLANT_SHARE = 0.1
 #: keep_table: share of the grid's cells that must exist (not covered by a merged cell) and, of
 #: those, hold text; the header row's share of filled cells; the longest cell, in lines.
 MIN_CELL_SHARE = 0.6
@@ -251,12 +253,13 @@ class TableFinder:
         page = self._pdf.pages[page_number - 1]
         try:
             width = float(page.width) or 1.0
-            grids = page.find_tables()
+            readable = _cell_text_only(page)
+            grids = readable.find_tables()
             found = [
                 PdfTable(_filled_rows(table), float(table.bbox[1]), _column_edges(table, width)) for table in grids
             ]
             grid_boxes = [_box(table.bbox) for table in grids]
-            found += _rule_bounded_tables(page, grid_boxes, width)
+            found += _rule_bounded_tables(readable, grid_boxes, width)
         finally:
             page.close()  # pdfplumber caches a page's objects until closed
         return sorted((table for table in found if keep_table(table.rows)), key=lambda table: table.top)
@@ -294,17 +297,26 @@ def _rule_bounded_tables(page: Any, grids: list[tuple[float, float, float, float
 
 
 def _cell_text_only(region: Any) -> Any:
-    """A pdfplumber region without the characters no cell holds: rotated ones (a "draft" watermark
-    across the page) and ones over ``MAX_CHAR_SIZE_OF_MEDIAN`` times the median size (a drawn
-    bracket). Left in, such a character joins a cell's word ("in" read as "tin") and its box spans
-    the columns' gutters."""
+    """A pdfplumber page or region without the characters no cell holds: ones set at a slant (a
+    "DRAFT" or "CONFIDENTIAL" watermark across the page; text turned a quarter, as a narrow
+    column's header, stays) and ones over ``MAX_CHAR_SIZE_OF_MEDIAN`` times the median size (the
+    same watermark's box, a drawn bracket). Left in, such a character joins a cell's word ("in"
+    read as "tin") and its box spans the columns' gutters."""
     sizes = [float(char["size"]) for char in region.chars]
     if not sizes:
         return region
     largest = MAX_CHAR_SIZE_OF_MEDIAN * statistics.median(sizes)
     return region.filter(
-        lambda obj: obj.get("object_type") != "char" or (bool(obj.get("upright", True)) and obj["size"] <= largest)
+        lambda obj: obj.get("object_type") != "char" or (not _slanted(obj.get("matrix")) and obj["size"] <= largest)
     )
+
+
+def _slanted(matrix: Any) -> bool:
+    """Whether a character's text matrix turns it by an angle other than a multiple of 90°."""
+    if not matrix or len(matrix) < 4:
+        return False
+    a, b = abs(float(matrix[0])), abs(float(matrix[1]))
+    return min(a, b) > _SLANT_SHARE * max(a, b)
 
 
 def _column_edges(table: Any, width: float) -> tuple[float, ...]:
