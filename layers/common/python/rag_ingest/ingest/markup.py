@@ -59,7 +59,7 @@ def read_html(data: bytes, limits: FormatLimits) -> StructuredDocument:
     text = decode_text(data, declared=declared.group(1).decode("ascii") if declared else None)
     _bound_text(text, limits)
     text = _XML_DECLARATION.sub("", text, count=1)
-    parser = lxml.html.HTMLParser(no_network=True, remove_comments=True, remove_pis=True, huge_tree=False)
+    parser = _html_parser()
     try:
         root = lxml.html.document_fromstring(text, parser=parser)
     except (lxml.etree.ParserError, ValueError) as exc:
@@ -80,6 +80,14 @@ def read_html(data: bytes, limits: FormatLimits) -> StructuredDocument:
     if main is not None:
         _read_element(main, builder, inside_article=main.tag == "article" or bool(main.xpath("ancestor::article")))
     return StructuredDocument(pages=[builder.page()], title=title or None)
+
+
+def _html_parser() -> Any:
+    """libxml2's HTML parser as every HTML this package reads is parsed: no network, comments and
+    processing instructions dropped, its default depth and size limits kept."""
+    import lxml.html
+
+    return lxml.html.HTMLParser(no_network=True, remove_comments=True, remove_pis=True, huge_tree=False)
 
 
 def _dropped(element: Any, inside_article: bool) -> bool:
@@ -195,11 +203,13 @@ def _layout_table(table: Any) -> bool:
 
 def _table_cells(table: Any) -> list[Any]:
     """The table's own cells (not a nested table's), row by row."""
-    return [cell for row in _table_rows(table) for cell in row if cell.tag in ("td", "th")]
+    return [cell for row in _row_cells(table) for cell in row]
 
 
-def _table_rows(table: Any) -> list[Any]:
-    return list(table.xpath("./thead/tr | ./tbody/tr | ./tr | ./tfoot/tr"))
+def _row_cells(table: Any) -> list[list[Any]]:
+    """The table's own rows, each as its ``<td>`` and ``<th>`` cells."""
+    rows = table.xpath("./thead/tr | ./tbody/tr | ./tr | ./tfoot/tr")
+    return [[cell for cell in row if cell.tag in ("td", "th")] for row in rows]
 
 
 #: HTML caps colspan at 1,000 and rowspan at 65,534 (the HTML Standard, "Processing model" of tables).
@@ -213,7 +223,7 @@ def _html_rows(table: Any, inside_article: bool) -> list[list[str]]:
     """The table's rows of cell texts, a cell spanning columns or rows repeated in each grid
     position it covers, so every value stands under its column's header (as a PDF table's merged
     cells are). A row that is one cell spanning every column (a label) stays one cell."""
-    rows = [[cell for cell in row if cell.tag in ("td", "th")] for row in _table_rows(table)]
+    rows = _row_cells(table)
     texts = [[_inline_text(cell, inside_article) for cell in row] for row in rows]
     if not any(cell.get("colspan") or cell.get("rowspan") for row in rows for cell in row):
         return texts
@@ -337,9 +347,8 @@ def _read_html_block(html: str, builder: PageBuilder) -> None:
 
     if not html.strip():
         return
-    parser = lxml.html.HTMLParser(no_network=True, remove_comments=True, remove_pis=True, huge_tree=False)
     try:
-        fragment = lxml.html.fragment_fromstring(html, create_parent="div", parser=parser)
+        fragment = lxml.html.fragment_fromstring(html, create_parent="div", parser=_html_parser())
     except (lxml.etree.ParserError, ValueError):
         return  # a fragment libxml2 cannot read: the Markdown around it stands
     _read_element(fragment, builder, inside_article=False)

@@ -234,14 +234,19 @@ def _paragraph_text(paragraph: Any) -> str:
     hyperlinks, so an inserted word was lost); deleted text and text boxes' text left out."""
     parts: list[str] = []
     for node in paragraph.iter(*_TEXT_PARTS):
-        holder = node.getparent()
-        while holder is not None and holder is not paragraph and holder.tag not in _NOT_THE_PARAGRAPHS:
-            holder = holder.getparent()
-        if holder is not paragraph:
-            continue
-        fixed = _TEXT_PARTS[node.tag]
-        parts.append(fixed if fixed is not None else node.text or "")
+        if _stands_in(node, paragraph, _NOT_THE_PARAGRAPHS):
+            fixed = _TEXT_PARTS[node.tag]
+            parts.append(fixed if fixed is not None else node.text or "")
     return "".join(parts)
+
+
+def _stands_in(node: Any, paragraph: Any, stops: frozenset[str]) -> bool:
+    """Whether ``node`` is ``paragraph``'s own: walking up from it, the paragraph comes before any
+    element whose tag is in ``stops`` (a text box, a deletion, another paragraph...)."""
+    holder = node.getparent()
+    while holder is not None and holder is not paragraph and holder.tag not in stops:
+        holder = holder.getparent()
+    return holder is paragraph
 
 
 def _notes(document: Any, kind: str) -> dict[str, str]:
@@ -277,14 +282,11 @@ def _note_references(paragraph: Any) -> list[tuple[str, str]]:
     from docx.oxml.ns import qn
 
     tags = {qn("w:footnoteReference"): "footnote", qn("w:endnoteReference"): "endnote"}
-    references = []
-    for reference in paragraph.iter(*tags):
-        holder = reference.getparent()
-        while holder is not None and holder.tag != qn("w:p"):
-            holder = holder.getparent()
-        if holder is paragraph:
-            references.append((tags[reference.tag], reference.get(qn("w:id"))))
-    return references
+    return [
+        (tags[reference.tag], reference.get(qn("w:id")))
+        for reference in paragraph.iter(*tags)
+        if _stands_in(reference, paragraph, frozenset({qn("w:p")}))
+    ]
 
 
 def _text_boxes(paragraph: Any) -> list[Any]:
@@ -292,17 +294,8 @@ def _text_boxes(paragraph: Any) -> list[Any]:
     text), read after it. Word writes each twice, a DrawingML box in ``mc:Choice`` and a VML copy in
     ``mc:Fallback`` for older readers: the copies under ``mc:Fallback`` are skipped. A box nested in
     another box is read with that box's paragraphs."""
-    from docx.oxml.ns import qn
-
-    fallback = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
-    boxes = []
-    for box in paragraph.iter(qn("w:txbxContent")):
-        outer = box.getparent()
-        while outer is not None and outer is not paragraph and outer.tag not in (fallback, qn("w:txbxContent")):
-            outer = outer.getparent()
-        if outer is paragraph:
-            boxes.append(box)
-    return boxes
+    box_tag = f"{_W}txbxContent"
+    return [box for box in paragraph.iter(box_tag) if _stands_in(box, paragraph, frozenset({_MC_FALLBACK, box_tag}))]
 
 
 def _heading_level(paragraph: Any) -> int:
@@ -445,7 +438,7 @@ def _chart_blocks(chart: Any) -> list[tuple[BlockKind, str]]:
         logger.warning("a chart's data not read: %r", error)
         return blocks
     if rows:
-        blocks.append((BlockKind.TABLE, table_text([header, *rows] if header else rows)))
+        blocks.append((BlockKind.TABLE, table_text([header, *rows])))
     return blocks
 
 

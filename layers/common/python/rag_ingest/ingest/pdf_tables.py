@@ -275,7 +275,8 @@ def _box(bbox: Sequence[Any]) -> tuple[float, float, float, float]:
 
 
 def _rule_bounded_tables(page: Any, grids: list[tuple[float, float, float, float]], width: float) -> list[PdfTable]:
-    """The page's tables with horizontal rules only (:mod:`rule_tables`), apart from its grids."""
+    """The page's tables with horizontal rules only (:mod:`rule_tables`), apart from its grids
+    (``page`` as :func:`_cell_text_only` leaves it)."""
     horizontal = [(float(edge["top"]), float(edge["x0"]), float(edge["x1"])) for edge in page.horizontal_edges]
     vertical = [(float(edge["x0"]), float(edge["top"]), float(edge["bottom"])) for edge in page.vertical_edges]
     left, top, right, bottom = (float(value) for value in page.bbox)
@@ -284,7 +285,7 @@ def _rule_bounded_tables(page: Any, grids: list[tuple[float, float, float, float
         if overlaps_any(group, grids):
             continue
         x0, y0, x1, y1 = group.bbox
-        region = _cell_text_only(page.crop((max(left, x0 - 2), max(top, y0), min(right, x1 + 2), min(bottom, y1))))
+        region = page.crop((max(left, x0 - 2), max(top, y0), min(right, x1 + 2), min(bottom, y1)))
         words = [
             (float(w["x0"]), float(w["top"]), float(w["x1"]), float(w["bottom"]), str(w["text"]))
             for w in region.extract_words(x_tolerance=1.5)

@@ -207,13 +207,14 @@ def body_rows(lines: Sequence[list[str]], tops: Sequence[float], rules: Sequence
     a row, unless rows are set apart by space (see the module docstring). A rule between two lines
     (a ``\\midrule``) starts a row, and so does a close line with a number where its row's first
     line has one (a row of a group set close, not a wrapped cell)."""
-    gaps = [below - above for above, below in itertools.pairwise(tops)]
-    if not gaps or all(gap <= ROW_GAP_RATIO * min(gaps) for gap in gaps):
+    pairs = list(itertools.pairwise(tops))
+    if not pairs:
+        return [list(line) for line in lines]
+    widest_close = ROW_GAP_RATIO * min(below - above for above, below in pairs)
+    if all(below - above <= widest_close for above, below in pairs):
         return [list(line) for line in lines]  # evenly spaced: space tells nothing
-    smallest = min(gaps)
     starts_row = [True] + [
-        gap > ROW_GAP_RATIO * smallest or any(above < rule < below for rule in rules)
-        for gap, (above, below) in zip(gaps, itertools.pairwise(tops), strict=True)
+        below - above > widest_close or any(above < rule < below for rule in rules) for above, below in pairs
     ]
     filled = [sum(1 for cell in line if cell) for line in lines]
     continuing: set[int] = set()
