@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -15,6 +16,7 @@ from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.documents.service import DocumentService, UploadRequest
 
 pytestmark = pytest.mark.unit
+REPO = Path(__file__).resolve().parents[2]
 ENV = ApiEnv.from_env(
     {
         "DOCUMENTS_TABLE": "documents",
@@ -156,3 +158,37 @@ def test_clients_refuse_what_can_never_succeed(filename: str, head: bytes, words
     reason = client_refusal(filename, head)
     assert reason is not None and words in reason
     assert client_refusal("notes.txt", "Grüße\n".encode("utf-16")) is None
+
+
+def _written_office_files(folder: Path) -> list[Path]:
+    """A Word file python-docx writes and a deck python-pptx writes: real zips, NUL bytes in their headers."""
+    import docx
+    import pptx
+
+    document = docx.Document()
+    document.add_heading("Harbour dues", level=1)
+    document.add_paragraph("Vessels over 40 m pay by the metre.")
+    deck = pptx.Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[1])
+    slide.shapes.title.text = "Orchard yields"
+    written = [folder / "dues.docx", folder / "YIELDS.PPTX"]
+    document.save(str(written[0]))
+    deck.save(str(written[1]))
+    return written
+
+
+def test_clients_send_real_office_files(tmp_path: Path) -> None:
+    """Every Office file of the corpora and each one the libraries write is sent, declared by its name;
+    the same bytes under a name that is not Word's or PowerPoint's are refused as a zip."""
+    from rag_ingest.core.upload_types import client_refusal, declared_type
+
+    corpora = sorted([*(REPO / "eval" / "formats").glob("*.[dp][op][ct]x"), *(REPO / "samples" / "formats").glob("*x")])
+    files = [*corpora, *_written_office_files(tmp_path)]
+    assert len(corpora) >= 10
+    for path in files:
+        head = path.read_bytes()[:1024]
+        assert b"\x00" in head, path  # the bytes that were refused as binary data
+        assert client_refusal(path.name, head) is None, path
+        kind = "presentationml" if path.suffix.lower() == ".pptx" else "wordprocessingml"
+        assert kind in declared_type(path.name, head), path
+        assert "zip archive" in (client_refusal(path.stem + ".zip", head) or ""), path

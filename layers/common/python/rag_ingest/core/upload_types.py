@@ -44,9 +44,14 @@ def client_refusal(filename: str, head: bytes) -> str | None:
         return "an old binary Office file (.doc or .ppt): save it as .docx or .pptx"
     if head.startswith(_IMAGE_SIGNATURES):
         return "an image, not a document"
-    if head.startswith(b"PK\x03\x04") and not filename.lower().endswith((".docx", ".pptx")):
+    if head.startswith(b"PK\x03\x04"):
+        # A zip's headers always hold NUL bytes: its name decides, and Validate reads its parts.
+        if filename.lower().endswith((".docx", ".pptx")):
+            return None
         return "a zip archive that is not a Word (.docx) or PowerPoint (.pptx) file"
-    if not head.startswith(b"%PDF-") and not head.startswith((b"\xff\xfe", b"\xfe\xff")) and b"\x00" in head:
+    if head.startswith(b"%PDF-"):
+        return None
+    if not head.startswith((b"\xff\xfe", b"\xfe\xff")) and b"\x00" in head:
         return "binary data, not a document the pipeline reads"
     return None
 
