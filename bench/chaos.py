@@ -47,7 +47,7 @@ from datetime import datetime
 from pathlib import Path
 
 from rag_ingest.core.errors import SYSTEM_ERROR_CODES
-from rag_ingest.core.models import DocumentRecord, DocumentStatus
+from rag_ingest.core.record import DocumentRecord, DocumentStatus
 
 from eval.stack import eval_template
 from local.runtime.harness import LocalStackProcess, process_state

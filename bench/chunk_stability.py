@@ -14,7 +14,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from rag_ingest.core.models import Chunk, PageText
+from rag_ingest.core.parsed import Chunk, PageText
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.ingest.chunking import chunk_pages
 

@@ -215,7 +215,7 @@ def upload_all(client: Any, pdfs: Sequence[Path], uploaders: int) -> list[Upload
 
 
 def _progress_text(item: dict[str, Any] | None) -> str:
-    from rag_ingest.core.models import DocumentRecord
+    from rag_ingest.core.record import DocumentRecord
 
     if item is None:
         return "no record yet"

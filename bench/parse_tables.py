@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from rag_ingest.core.models import BlockKind
+from rag_ingest.core.parsed import BlockKind
 from rag_ingest.ingest.pdf import parse_page_range
 from rag_ingest.ingest.pdf_tables import candidate_pages
 

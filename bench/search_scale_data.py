@@ -29,7 +29,7 @@ from opensearchpy import OpenSearch, helpers
 from rag_ingest.adapters.opensearch_filters import METADATA_FIELD, chunk_access, chunk_metadata
 from rag_ingest.adapters.vector_store import INDEXED_TEXT_FIELD, OPTIONAL_CHUNK_FIELDS, chunk_provenance
 from rag_ingest.core.ids import chunk_id, new_document_id, version_hash
-from rag_ingest.core.models import Chunk
+from rag_ingest.core.parsed import Chunk
 from rag_ingest.core.retrieval_text import document_title, indexed_text
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.ingest.pdf import parse_pdf

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from fpdf import FPDF
-from rag_ingest.core.models import BlockKind, PageText
+from rag_ingest.core.parsed import BlockKind, PageText
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.ingest.chunking import chunk_pages
 from rag_ingest.ingest.pdf import parse_pdf

@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from rag_ingest.core.models import PageText
+from rag_ingest.core.parsed import PageText
 from rag_ingest.ingest.pdf import parse_pdf
 
 SOURCE_PDF = Path("bench/corpus/r-intro-full.pdf")

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rag_ingest.core.models import Chunk, DocumentFormat
+from rag_ingest.core.parsed import Chunk, DocumentFormat
 from rag_ingest.core.retrieval_text import document_title
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.core.upload_types import declared_type

@@ -19,8 +19,7 @@ from functools import cache
 from pathlib import Path
 
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
-from rag_ingest.core.models import Chunk, SearchHit
-from rag_ingest.core.ports import Reranker
+from rag_ingest.core.parsed import Chunk
 from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE, document_title, indexed_text
 from rag_ingest.core.tokens import count_tokens, load_tokenizer
 from rag_ingest.embeddings.base import Embedder
@@ -33,6 +32,8 @@ from rag_ingest.ingest.pdf import (
     join_continued_tables,
     parse_pdf,
 )
+from rag_ingest.retrieval.hits import SearchHit
+from rag_ingest.retrieval.ports import Reranker
 from rag_ingest.retrieval.search import DEFAULT_FUSION, FusionSettings, SearchMode, search_passages
 from tokenizers import Tokenizer
 

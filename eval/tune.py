@@ -18,9 +18,9 @@ from dataclasses import dataclass, replace
 from functools import partial
 from itertools import product
 
-from rag_ingest.core.models import SearchHit
 from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
+from rag_ingest.retrieval.hits import SearchHit
 from rag_ingest.retrieval.search import DEFAULT_FUSION, HYBRID_MAX_CANDIDATES, collapse_copies, reciprocal_rank_fusion
 
 from eval.retrieval import (

@@ -29,7 +29,7 @@ from rag_ingest.core.config import (
     MergeFloorSegmentMb,
     MergeSegmentsPerTier,
 )
-from rag_ingest.core.models import DEFAULT_BULK_ABOVE_PAGES, DEFAULT_PARSE_RANGE_PAGES
+from rag_ingest.core.job import DEFAULT_BULK_ABOVE_PAGES, DEFAULT_PARSE_RANGE_PAGES
 from rag_ingest.core.settings import (
     DEFAULT_RERANK_MODEL_ID,
     RERANK_CANDIDATES,

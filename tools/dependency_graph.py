@@ -33,7 +33,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "webhooks": frozenset({"core"}),
     # Adapters implement the ports with boto3 and opensearch-py (and the webhook POST with
     # http.client); they read the records they store.
-    "adapters": frozenset({"core", "embeddings", "ingest", "live", "webhooks"}),
+    "adapters": frozenset({"core", "embeddings", "ingest", "live", "retrieval", "webhooks"}),
     # The composition root: builds every service from its adapters.
     "wiring": _CAPABILITIES | {"adapters"},
     # The command line runs on people's machines (it is not in the Lambda layer).

@@ -6,8 +6,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from rag_ingest.core.config import BatchInferenceEnv, StagesEnv
+from rag_ingest.core.job import DocumentJob, EmbedTask, FailedJob, ParseTask
 from rag_ingest.core.logs import logger
-from rag_ingest.core.models import DocumentJob, EmbedTask, FailedJob, ParseTask
 from rag_ingest.core.tracing import tracer
 from rag_ingest.wiring import build_pipeline
 

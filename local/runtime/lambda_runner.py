@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from rag_ingest.core.models import Lane
+from rag_ingest.core.job import Lane
 
 from local.runtime.faults import Fault, FaultInjector
 from local.runtime.lambda_worker_pool import WorkerInitError, WorkerPool, utc_timestamp, worker_environment

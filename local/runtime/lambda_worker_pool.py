@@ -27,7 +27,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import IO, Any
 
-from rag_ingest.core.models import Lane
+from rag_ingest.core.job import Lane
 
 from local.embedding_server.batcher import Lane as EmbeddingLane
 from local.embedding_server.server import lane_endpoint

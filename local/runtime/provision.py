@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rag_ingest.core.models import LANE_TAG
+from rag_ingest.core.job import LANE_TAG
 
 from local.runtime.aws import moto_client
 from local.runtime.settings import LIVE_PATH, RuntimeSettings

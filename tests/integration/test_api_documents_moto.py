@@ -15,7 +15,8 @@ import requests
 from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.core.errors import StaleWriteError
 from rag_ingest.core.ids import execution_name, new_document_id
-from rag_ingest.core.models import DocumentStatus, ObjectRef, QueueOutcome
+from rag_ingest.core.job import ObjectRef
+from rag_ingest.core.record import DocumentStatus, QueueOutcome
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID
 
 from tests.support.aws import REPO, FakeLambdaContext, import_handler, moto_server

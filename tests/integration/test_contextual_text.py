@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 from rag_ingest.adapters.vector_store import INDEXED_TEXT_FIELD, IndexSettings, VectorStore, connect
-from rag_ingest.core.models import Chunk
+from rag_ingest.core.parsed import Chunk
 from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE
 
 pytestmark = pytest.mark.integration

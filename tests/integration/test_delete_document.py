@@ -16,7 +16,9 @@ import pytest
 from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.core.ids import new_document_id
-from rag_ingest.core.models import Chunk, ObjectRef, QueueOutcome
+from rag_ingest.core.job import ObjectRef
+from rag_ingest.core.parsed import Chunk
+from rag_ingest.core.record import QueueOutcome
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID
 from rag_ingest.wiring import vector_store_for
 

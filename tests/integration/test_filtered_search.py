@@ -19,7 +19,7 @@ import pytest
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
 from rag_ingest.core.filters import matches, parse_filter
 from rag_ingest.core.ids import chunk_id
-from rag_ingest.core.models import Chunk
+from rag_ingest.core.parsed import Chunk
 
 pytestmark = pytest.mark.integration
 

@@ -28,7 +28,7 @@ import pytest
 from pypdf import PdfReader, PdfWriter
 from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.core.ids import new_document_id
-from rag_ingest.core.models import ObjectRef
+from rag_ingest.core.job import ObjectRef
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 
 from local.runtime.lambda_worker_pool import Worker

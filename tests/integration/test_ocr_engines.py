@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from rag_ingest.core.errors import ErrorCode, PermanentError
-from rag_ingest.core.models import PageText, TextSource
+from rag_ingest.core.parsed import PageText, TextSource
 from rag_ingest.ingest.geometry import align_page, unpack_layout
 from rag_ingest.ingest.ocr import OCR_DPI, PageOcr, render_page_png
 from rag_ingest.ingest.ocr_local import TesseractEngine, local_engine

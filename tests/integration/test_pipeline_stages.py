@@ -19,7 +19,8 @@ from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.core.config import StagesEnv
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.filters import parse_filter
-from rag_ingest.core.models import DocumentJob, DocumentStatus, EmbedTask, FailedJob, ObjectRef
+from rag_ingest.core.job import DocumentJob, EmbedTask, FailedJob, ObjectRef
+from rag_ingest.core.record import DocumentStatus
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.embeddings.factory import create_embedder

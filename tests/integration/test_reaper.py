@@ -15,7 +15,9 @@ from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.executions import Executions
 from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.core.ids import execution_name, new_document_id
-from rag_ingest.core.models import ExecutionState, ObjectRef, QueueOutcome
+from rag_ingest.core.job import ObjectRef
+from rag_ingest.core.operations import ExecutionState
+from rag_ingest.core.record import QueueOutcome
 from rag_ingest.operations.reaper import ReapAction, Reaper, ReaperSettings, ReapRequest
 from rag_ingest.operations.replay import Replayer
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from rag_ingest.core.models import TextSource
+from rag_ingest.core.parsed import TextSource
 from rag_ingest.ingest.ocr import PageOcr
 from rag_ingest.ingest.ocr_local import local_engine
 from rag_ingest.ingest.pdf import parse_pdf

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.core.config import IndexParamsEnv
-from rag_ingest.core.models import Chunk
+from rag_ingest.core.parsed import Chunk
 from rag_ingest.wiring import vector_store_for
 
 from infra.permissions import OPENSEARCH_ACCESS, VECTOR_STORE_CALLS

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from pypdf import PdfReader, PdfWriter
 from rag_ingest.core.errors import SYSTEM_ERROR_CODES, ErrorCode
 from rag_ingest.core.ids import document_id_for_object
-from rag_ingest.core.models import DocumentStatus
+from rag_ingest.core.record import DocumentStatus
 
 from local.client import LocalStackClient
 from local.runtime.harness import LocalStackProcess

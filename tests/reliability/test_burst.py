@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from rag_ingest.core.ids import version_hash
-from rag_ingest.core.models import DocumentStatus
+from rag_ingest.core.record import DocumentStatus
 from rag_ingest.documents.intake import PoisonMessageError, address_of, parse_queue_message
 
 from local.client import LocalStackClient

@@ -10,7 +10,7 @@ and the duplicate check look at the test's tenant only."""
 from __future__ import annotations
 
 import pytest
-from rag_ingest.core.models import DocumentStatus
+from rag_ingest.core.record import DocumentStatus
 
 from bench.chaos import FAULT_PLANS, Run, busy_stage_worker, classify, invocation_errors, settle, upload_burst
 from local.runtime.harness import LocalStackProcess

@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 
 import pytest
 from rag_ingest.core.errors import ErrorCode
-from rag_ingest.core.models import DocumentStatus
+from rag_ingest.core.record import DocumentStatus
 
 from local.runtime.harness import LocalStackProcess
 from tests.reliability.tcp_proxy import TcpProxy

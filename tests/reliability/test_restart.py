@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from rag_ingest.core.models import DocumentStatus
+from rag_ingest.core.record import DocumentStatus
 
 from local.runtime.durable_state import FORMAT_VERSION
 from local.runtime.harness import LocalStackProcess

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 from rag_ingest.core.ids import version_hash
-from rag_ingest.core.models import DocumentStatus, Stage
+from rag_ingest.core.job import Stage
+from rag_ingest.core.record import DocumentStatus
 
 from local.client import LocalStackClient
 from local.runtime.harness import LocalStackProcess

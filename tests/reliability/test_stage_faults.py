@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from rag_ingest.core.errors import ErrorCode
-from rag_ingest.core.models import DocumentStatus
+from rag_ingest.core.record import DocumentStatus
 
 from local.client import LocalStackClient
 from local.runtime.harness import LocalStackProcess

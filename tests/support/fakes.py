@@ -16,29 +16,25 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from rag_ingest.adapters.documents_table import awaiting_upload_item
 from rag_ingest.core.access import OPEN_ACCESS, DocumentAccess, Principal, can_read
 from rag_ingest.core.errors import ErrorCode, PermanentError, StaleWriteError
 from rag_ingest.core.filters import Filter, matches
 from rag_ingest.core.ids import chunk_id, version_hash
-from rag_ingest.core.models import (
-    CacheKey,
-    Chunk,
+from rag_ingest.core.job import CacheKey, ObjectRef, Stage
+from rag_ingest.core.operations import ExecutionState, IndexedVersion, StoredObjectVersion
+from rag_ingest.core.parsed import Chunk
+from rag_ingest.core.record import (
     DocumentRecord,
     DocumentStatus,
-    ExecutionState,
-    IndexedVersion,
-    ObjectRef,
     QueueOutcome,
     QueueResult,
-    SearchHit,
-    Stage,
-    StoredObjectVersion,
-    awaiting_upload_item,
     content_key,
     embed_cache_part,
 )
 from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE, indexed_text
 from rag_ingest.ingest.embedding_cache import KEY_ATTRIBUTE, decode_entry, encode_entry
+from rag_ingest.retrieval.hits import SearchHit
 
 _IN_FLIGHT = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
 # What a new version clears (DocumentsTable.mark_queued's REMOVE clause).

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from rag_ingest.adapters.documents_table import awaiting_upload_item
 from rag_ingest.adapters.opensearch_filters import access_query, chunk_access
 from rag_ingest.core.access import (
     MAX_NAME_CHARS,
@@ -21,7 +22,7 @@ from rag_ingest.core.access import (
     parse_access,
 )
 from rag_ingest.core.auth import InvalidTenantError
-from rag_ingest.core.models import DocumentRecord, awaiting_upload_item
+from rag_ingest.core.record import DocumentRecord
 from rag_ingest.documents.service import UploadRequest
 
 

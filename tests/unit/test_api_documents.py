@@ -17,7 +17,7 @@ from rag_ingest.adapters.presigner import S3Presigner
 from rag_ingest.core.config import ApiEnv
 from rag_ingest.core.errors import ErrorCode, PermanentError, StaleWriteError
 from rag_ingest.core.ids import document_id_for_object, new_document_id
-from rag_ingest.core.models import DocumentRecord, DocumentStatus
+from rag_ingest.core.record import DocumentRecord, DocumentStatus
 from rag_ingest.documents.service import (
     DOWNLOAD_URL_SECONDS,
     MAX_RETRIES,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from rag_ingest.core.errors import ErrorCode
-from rag_ingest.core.models import DocumentRecord, DocumentStatus
+from rag_ingest.core.record import DocumentRecord, DocumentStatus
 
 from bench.chaos import BAD_EVERY, BAD_INPUTS, FaultResult, Outcomes, Upload, burst_files, classify, table
 from tests.support.pipeline_probe import VALID_SAMPLES

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from rag_ingest.core.models import Chunk, PageText
+from rag_ingest.core.parsed import Chunk, PageText
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.ingest.chunking import PAGE_SEPARATOR, chunk_pages, document_text
 from rag_ingest.ingest.pdf import parse_pdf

@@ -4,7 +4,7 @@ every piece after the first; cells never leave their row."""
 from __future__ import annotations
 
 import pytest
-from rag_ingest.core.models import DocumentFormat
+from rag_ingest.core.parsed import DocumentFormat
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.ingest.chunking import chunk_pages
 from rag_ingest.ingest.formats import read_structured

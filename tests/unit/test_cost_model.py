@@ -387,7 +387,7 @@ def test_packed_cache_entries_are_priced_at_their_measured_payload_scaled_to_the
 
 
 def test_the_cache_entries_written_are_sized_from_the_recording() -> None:
-    from rag_ingest.core.models import CacheKey
+    from rag_ingest.core.job import CacheKey
     from rag_ingest.ingest.embedding_cache import encode_entry
 
     put = {**_auth("dynamodb"), "X-Amz-Target": "DynamoDB_20120810.PutItem"}

@@ -14,7 +14,8 @@ import pytest
 from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.core.errors import ErrorCode, StaleWriteError
 from rag_ingest.core.ids import new_document_id
-from rag_ingest.core.models import DocumentStatus, Lane, ObjectRef, QueueOutcome, Stage
+from rag_ingest.core.job import Lane, ObjectRef, Stage
+from rag_ingest.core.record import DocumentStatus, QueueOutcome
 
 from tests.support.aws import moto_server
 from tests.support.fakes import InMemoryDocuments

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from rag_ingest.core.models import Chunk, DocumentJob, EmbedTask
+from rag_ingest.core.job import DocumentJob, EmbedTask
+from rag_ingest.core.parsed import Chunk
 from rag_ingest.core.telemetry import CloudTelemetry
 from rag_ingest.ingest.embedding_cache import (
     CHECKSUM_ATTRIBUTE,

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import boto3
 import pytest
 from rag_ingest.adapters.embedding_cache_table import MAX_KEYS_PER_READ, EmbeddingCacheTable
-from rag_ingest.core.models import CacheKey
+from rag_ingest.core.job import CacheKey
 from rag_ingest.ingest.embedding_cache import (
     CHECKSUM_ATTRIBUTE,
     DIMENSION_ATTRIBUTE,

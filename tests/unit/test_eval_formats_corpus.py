@@ -9,7 +9,7 @@ from collections import Counter
 from functools import cache
 
 import pytest
-from rag_ingest.core.models import DocumentFormat
+from rag_ingest.core.parsed import DocumentFormat
 
 from eval.formats_eval import (
     FORMATS_DIR,

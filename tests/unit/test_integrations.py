@@ -20,7 +20,7 @@ import pydantic
 import pytest
 from langchain_core.documents import Document
 from llama_index.core.schema import MetadataMode, NodeWithScore
-from rag_ingest.core.models import PassageBox
+from rag_ingest.core.parsed import PassageBox
 from rag_ingest.integrations import langchain as lc
 from rag_ingest.integrations import llamaindex as li
 from rag_ingest.integrations.client import MODES, RagIngestApiError, RagIngestError, SearchClient, error_of

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rag_ingest.core.models import LANE_TAG, Lane
+from rag_ingest.core.job import LANE_TAG, Lane
 
 from local.runtime.lambda_worker_pool import BEDROCK_ENDPOINT_VARIABLE, worker_environment
 from local.runtime.provision import ApiRoute, FunctionDefinition, ProvisionedStack

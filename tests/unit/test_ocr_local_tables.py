@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rag_ingest.core.models import BlockKind, PageText
+from rag_ingest.core.parsed import BlockKind, PageText
 from rag_ingest.ingest.ocr_local import tesseract_tsv_result
 from rag_ingest.ingest.pdf import clean_page_texts
 from rag_ingest.ingest.pdf_tables import place_tables

@@ -13,8 +13,10 @@ import pytest
 from botocore.stub import Stubber
 from rag_ingest.adapters.textract import TextractEngine
 from rag_ingest.core.errors import ErrorCode, PermanentError
+from rag_ingest.core.job import ParseTask
 from rag_ingest.core.layout import page_range_key
-from rag_ingest.core.models import DocumentStatus, ParsedRange, ParseTask
+from rag_ingest.core.parsed import ParsedRange
+from rag_ingest.core.record import DocumentStatus
 
 from tests.unit.test_pdf_ocr_pages import TEXT, make_pdf
 from tests.unit.test_pipeline_stages_fast import BUCKET, ENV, World, build_world

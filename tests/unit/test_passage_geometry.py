@@ -14,7 +14,7 @@ import pytest
 from fpdf import FPDF
 from pypdf import PdfReader, PdfWriter
 from rag_ingest.adapters.textract import textract_result
-from rag_ingest.core.models import Chunk, PageText, PassageBox
+from rag_ingest.core.parsed import Chunk, PageText, PassageBox
 from rag_ingest.ingest.chunking import chunk_pages, document_text
 from rag_ingest.ingest.geometry import (
     align_page,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pypdf import PdfReader, PdfWriter
 from pypdf.generic import NameObject, StreamObject
-from rag_ingest.core.models import ParsedDocument
+from rag_ingest.core.parsed import ParsedDocument
 from rag_ingest.ingest.pdf import ALL_CLEANUP_RULES, SHIPPED_CLEANUP_RULES, clean_pages, parse_pdf
 
 pytestmark = pytest.mark.unit

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import pytest
 from pypdf import PdfReader, PdfWriter
 from rag_ingest.core.errors import ErrorCode, PermanentError
-from rag_ingest.core.models import PageText, ParsedDocument
+from rag_ingest.core.parsed import PageText, ParsedDocument
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.ingest.chunking import chunk_pages
 from rag_ingest.ingest.pdf import ParseBudget, clean_pages, parse_pdf

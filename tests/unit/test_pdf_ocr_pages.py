@@ -11,7 +11,7 @@ import pytest
 from fpdf import FPDF
 from PIL import Image, ImageDraw
 from rag_ingest.core.errors import ErrorCode, PermanentError, TransientError
-from rag_ingest.core.models import ParsedDocument, TextSource
+from rag_ingest.core.parsed import ParsedDocument, TextSource
 from rag_ingest.ingest.ocr import OcrPageError, OcrResult, OcrUnavailableError, PageOcr
 from rag_ingest.ingest.pdf import parse_pdf
 
@@ -187,7 +187,7 @@ def test_a_text_layer_drawn_rotated_is_read_in_its_own_orientation_without_ocr(a
 def test_the_parse_stage_records_ocr_pages_and_failed_pages_in_the_status() -> None:
     from datetime import UTC, datetime
 
-    from rag_ingest.core.models import DocumentJob
+    from rag_ingest.core.job import DocumentJob
     from rag_ingest.core.tokens import count_tokens
     from rag_ingest.ingest.pipeline import Pipeline, StageDependencies
 

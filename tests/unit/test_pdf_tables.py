@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from rag_ingest.core.models import BlockKind, PageText, TextBlock
+from rag_ingest.core.parsed import BlockKind, PageText, TextBlock
 from rag_ingest.ingest.chunking import chunk_pages
 from rag_ingest.ingest.pdf import clean_page_texts, parse_pdf
 from rag_ingest.ingest.pdf_tables import candidate_pages, find_page_tables, place_tables

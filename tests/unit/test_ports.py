@@ -14,6 +14,7 @@ from rag_ingest.adapters.object_versions import ObjectVersions
 from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.core import ports
+from rag_ingest.retrieval import ports as retrieval_ports
 
 from tests.support.fakes import (
     InMemoryChunkIndex,
@@ -36,7 +37,7 @@ IMPLEMENTATIONS: dict[type, tuple[type, type]] = {
     ports.ObjectEraser: (ObjectVersions, InMemoryObjects),
     ports.ChunkIndex: (VectorStore, InMemoryChunkIndex),
     ports.ChunkEraser: (VectorStore, InMemoryChunkIndex),
-    ports.PassageRetriever: (VectorStore, InMemoryChunkIndex),
+    retrieval_ports.PassageRetriever: (VectorStore, InMemoryChunkIndex),
     ports.ExecutionStarter: (WorkflowStarter, InMemoryWorkflow),
     ports.EmbeddingCache: (EmbeddingCacheTable, InMemoryEmbeddingCache),
 }

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 from rag_ingest.core.errors import ErrorCode, StaleWriteError
-from rag_ingest.core.models import DocumentRecord, DocumentStatus, ExecutionState, ReplayedDocument
+from rag_ingest.core.operations import ExecutionState, ReplayedDocument
+from rag_ingest.core.record import DocumentRecord, DocumentStatus
 from rag_ingest.core.telemetry import NoTelemetry
 from rag_ingest.operations.reaper import ReapAction, Reaper, ReaperSettings, ReapRequest
 

@@ -14,8 +14,8 @@ from pydantic import ValidationError
 from rag_ingest.adapters.reranker import BedrockReranker, foundation_model_arn
 from rag_ingest.core.config import RerankEnv, SearchEnv
 from rag_ingest.core.errors import ConfigurationError, PermanentError, TransientError
-from rag_ingest.core.models import SearchHit
 from rag_ingest.core.settings import RERANK_CANDIDATES, RERANK_MAX_CANDIDATES
+from rag_ingest.retrieval.hits import SearchHit
 from rag_ingest.retrieval.rerank import (
     STAND_IN_NAME,
     LexicalStandInReranker,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from rag_ingest.core.models import Chunk
+from rag_ingest.core.parsed import Chunk
 from rag_ingest.core.retrieval_text import (
     CONTEXT_SEPARATOR,
     MAX_CONTEXT_CHARS,

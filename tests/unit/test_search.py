@@ -15,8 +15,8 @@ from aws_xray_sdk.sdk_config import SDKConfig
 from pydantic import ValidationError
 from rag_ingest.core.config import FusionEnv, IndexParamsEnv
 from rag_ingest.core.errors import ConfigurationError, PermanentError, TransientError
-from rag_ingest.core.models import PassageCopy, SearchHit
 from rag_ingest.core.tracing import in_callers_trace, tracer
+from rag_ingest.retrieval.hits import PassageCopy, SearchHit
 from rag_ingest.retrieval.search import (
     DEFAULT_FUSION,
     RRF_RANK_CONSTANT,

@@ -16,7 +16,7 @@ from PIL import Image
 from rag_ingest.adapters import textract as textract_module
 from rag_ingest.adapters.textract import TextractEngine
 from rag_ingest.core.errors import ErrorCode, PermanentError, TransientError
-from rag_ingest.core.models import TextSource
+from rag_ingest.core.parsed import TextSource
 from rag_ingest.ingest.ocr import OcrPageError, OcrUnavailableError, PageOcr
 from rag_ingest.ingest.pdf import parse_pdf
 

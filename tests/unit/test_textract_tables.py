@@ -10,7 +10,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 from rag_ingest.adapters.textract import TextractEngine, textract_tables
-from rag_ingest.core.models import BlockKind, TextSource
+from rag_ingest.core.parsed import BlockKind, TextSource
 from rag_ingest.ingest.ocr import PageOcr
 from rag_ingest.ingest.pdf import parse_pdf
 

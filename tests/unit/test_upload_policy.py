@@ -111,7 +111,7 @@ def test_the_post_pins_the_declared_type_and_its_size_limit(
 
 
 def test_text_formats_have_their_own_size_limit() -> None:
-    from rag_ingest.core.models import DocumentFormat
+    from rag_ingest.core.parsed import DocumentFormat
     from rag_ingest.core.upload_types import MAX_TEXT_FORMAT_BYTES, max_bytes_for
 
     assert max_bytes_for(DocumentFormat.HTML, 100 * 1024 * 1024) == MAX_TEXT_FORMAT_BYTES

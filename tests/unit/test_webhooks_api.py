@@ -11,7 +11,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from rag_ingest.core.models import DocumentRecord, DocumentStatus
+from rag_ingest.core.record import DocumentRecord, DocumentStatus
 from rag_ingest.documents.deletion import DocumentDeletion
 from rag_ingest.webhooks.model import DeliveryAttempt, DeliveryOutcome
 from rag_ingest.webhooks.service import WebhookService

@@ -45,7 +45,6 @@ from rag_ingest.core.config import (
     WebhookFanOutEnv,
     WebhooksApiEnv,
 )
-from rag_ingest.core.ports import Reranker
 from rag_ingest.core.telemetry import CloudTelemetry, Telemetry
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.documents.deletion import DocumentDeletion
@@ -64,6 +63,7 @@ from rag_ingest.operations.reaper import Reaper, ReaperSettings
 from rag_ingest.operations.reconciler import Reconciler, ReconcilerSettings
 from rag_ingest.operations.redrive import DeadLetterRedrive, Recovery
 from rag_ingest.operations.replay import FailedDocumentReplay, Replayer
+from rag_ingest.retrieval.ports import Reranker
 from rag_ingest.retrieval.rerank import LexicalStandInReranker
 from rag_ingest.retrieval.search import RerankSettings, SearchService
 from rag_ingest.webhooks.service import WebhookDelivery, WebhookFanOut, WebhookService

@@ -24,15 +24,13 @@ from botocore.exceptions import ClientError
 from rag_ingest.adapters.aws import error_code, resource, translate
 from rag_ingest.core.access import DocumentAccess
 from rag_ingest.core.errors import ErrorCode, StaleWriteError
+from rag_ingest.core.job import ObjectRef, Stage
 from rag_ingest.core.layout import filename_of
-from rag_ingest.core.models import (
+from rag_ingest.core.record import (
     DocumentRecord,
     DocumentStatus,
-    ObjectRef,
     QueueOutcome,
     QueueResult,
-    Stage,
-    awaiting_upload_item,
     content_key,
     embed_cache_part,
 )
@@ -621,3 +619,38 @@ def _dynamo_fields(value: Any) -> Any:
 def _tenant_index_key(record: DocumentRecord) -> dict[str, str]:
     """The key of ``record`` in the tenant index: the table key plus the index's keys."""
     return {"document_id": record.document_id, "tenant_id": record.tenant_id, "created_at": record.created_at}
+
+
+def awaiting_upload_item(
+    *,
+    document_id: str,
+    tenant_id: str,
+    filename: str,
+    bucket: str,
+    key: str,
+    now: str,
+    metadata: Mapping[str, Any] | None = None,
+    uploaded_by: str | None = None,
+    access: DocumentAccess | None = None,
+) -> dict[str, Any]:
+    """A new document's stored item, before its upload arrives (the documents table's and its fakes').
+    ``metadata`` is already valid (rag_ingest.core.metadata.validate_metadata); ``uploaded_by`` is the
+    caller's ``sub``, ``access`` who else reads it (rag_ingest.core.access; None or open: the tenant)."""
+    item: dict[str, Any] = {
+        "document_id": document_id,
+        "tenant_id": tenant_id,
+        "status": DocumentStatus.AWAITING_UPLOAD.value,
+        "filename": filename,
+        "bucket": bucket,
+        "key": key,
+        "attempts": {},
+        "timings_ms": {},
+        "created_at": now,
+        "updated_at": now,
+        "metadata": dict(metadata or {}),
+    }
+    if uploaded_by:
+        item["uploaded_by"] = uploaded_by
+    if access is not None and not access.is_open:
+        item["access"] = access.model_dump()
+    return item

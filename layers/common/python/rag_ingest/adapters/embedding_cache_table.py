@@ -12,7 +12,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import resource, translate
-from rag_ingest.core.models import CacheKey
+from rag_ingest.core.job import CacheKey
 from rag_ingest.core.tracing import traced
 from rag_ingest.ingest.embedding_cache import KEY_ATTRIBUTE, decode_entry, encode_entry
 

@@ -7,7 +7,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import client, error_code, translate
-from rag_ingest.core.models import ExecutionState
+from rag_ingest.core.operations import ExecutionState
 from rag_ingest.core.tracing import traced
 
 _MISSING_CODES = frozenset({"ExecutionDoesNotExist", "InvalidArn"})

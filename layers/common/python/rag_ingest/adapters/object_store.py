@@ -9,7 +9,8 @@ from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import client, error_code, translate
 from rag_ingest.core.errors import ErrorCode, PermanentError
-from rag_ingest.core.models import ETAG_VERSION_PREFIX, ObjectRef
+from rag_ingest.core.job import ObjectRef
+from rag_ingest.core.record import ETAG_VERSION_PREFIX
 from rag_ingest.core.tracing import traced
 
 _MISSING = frozenset({"NoSuchKey", "NoSuchVersion", "404", "NotFound", "NoSuchBucket", "PreconditionFailed", "412"})

@@ -13,7 +13,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import client, translate
-from rag_ingest.core.models import StoredObjectVersion
+from rag_ingest.core.operations import StoredObjectVersion
 from rag_ingest.core.tracing import traced
 
 _DELETE_BATCH = 1000  # DeleteObjects' maximum

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rag_ingest.adapters.aws import presigning_s3_client
-from rag_ingest.core.models import ETAG_VERSION_PREFIX
+from rag_ingest.core.record import ETAG_VERSION_PREFIX
 
 
 class S3Presigner:

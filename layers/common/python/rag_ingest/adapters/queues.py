@@ -7,7 +7,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from rag_ingest.adapters.aws import client, translate
-from rag_ingest.core.models import QueueMessage
+from rag_ingest.core.operations import QueueMessage
 from rag_ingest.core.tracing import traced
 
 

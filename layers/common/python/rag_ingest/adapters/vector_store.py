@@ -53,9 +53,11 @@ from rag_ingest.core.access import DocumentAccess, Principal
 from rag_ingest.core.errors import TransientError
 from rag_ingest.core.filters import Filter
 from rag_ingest.core.ids import chunk_id, version_hash
-from rag_ingest.core.models import Chunk, DocumentFormat, IndexedVersion, PassageBox, SearchHit
+from rag_ingest.core.operations import IndexedVersion
+from rag_ingest.core.parsed import Chunk, DocumentFormat, PassageBox
 from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE, indexed_text
 from rag_ingest.core.tracing import traced
+from rag_ingest.retrieval.hits import SearchHit
 
 #: Concurrent segment search modes of an index (OpenSearch's ``index.search.concurrent_segment_search.mode``).
 ConcurrentSegmentSearch = Literal["auto", "all", "none"]

@@ -1,7 +1,7 @@
 """The ports: what the domain needs from the world outside it, as Protocols.
 
 The domain modules (pipeline, intake, documents, deletion, search, reaper, redrive, replay) depend
-on these and on ``rag_ingest.core.models`` only. ``rag_ingest.adapters`` implements them over boto3 and
+on these and on the records of ``rag_ingest.core`` only. ``rag_ingest.adapters`` implements them over boto3 and
 opensearch-py, ``rag_ingest.wiring`` chooses the adapters, and ``tests/support/fakes.py`` implements
 them in memory for the unit tests. ``Telemetry`` (rag_ingest.core.telemetry) and ``Embedder``
 (rag_ingest.embeddings.base) are ports of the same kind, kept next to their implementations.
@@ -18,24 +18,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from rag_ingest.core.access import DocumentAccess, Principal
+from rag_ingest.core.access import DocumentAccess
 from rag_ingest.core.errors import ErrorCode
-from rag_ingest.core.filters import Filter
-from rag_ingest.core.models import (
-    CacheKey,
-    Chunk,
-    DocumentRecord,
-    DocumentStatus,
+from rag_ingest.core.job import CacheKey, ObjectRef, Stage
+from rag_ingest.core.operations import (
     ExecutionState,
     IndexedVersion,
-    ObjectRef,
     QueueMessage,
-    QueueResult,
     ReplayedDocument,
-    SearchHit,
-    Stage,
     StoredObjectVersion,
 )
+from rag_ingest.core.parsed import Chunk
+from rag_ingest.core.record import DocumentRecord, DocumentStatus, QueueResult
 
 
 # -- the documents table, by caller -------------------------------------------------------------
@@ -302,33 +296,6 @@ class IndexAudit(ChunkIndex, Protocol):
         ...
 
 
-class PassageRetriever(Protocol):
-    """The two retrievers; both filter by tenant inside the query, and by what ``reader`` may read
-    (rag_ingest.core.access) when one is given."""
-
-    def knn_search(
-        self,
-        *,
-        tenant_id: str,
-        vector: Sequence[float],
-        k: int = 5,
-        highlight_text: str | None = None,
-        where: Filter | None = None,
-        reader: Principal | None = None,
-    ) -> list[SearchHit]: ...
-
-    def bm25_search(
-        self,
-        *,
-        tenant_id: str,
-        query: str,
-        k: int = 5,
-        where: Filter | None = None,
-        reader: Principal | None = None,
-    ) -> list[SearchHit]:
-        """``where`` (a parsed filter, rag_ingest.core.filters) and ``reader`` narrow both retrievers
-        inside their query."""
-        ...
 
 
 # -- the workflow, the queues, events -------------------------------------------------------------
@@ -368,15 +335,3 @@ class DocumentReplayer(Protocol):
     def replay(self, record: DocumentRecord) -> ReplayedDocument: ...
 
 
-# -- the optional second stage of search ---------------------------------------------------------
-class Reranker(Protocol):
-    """Scores (query, passage text) pairs: Bedrock's ``Rerank`` (rag_ingest.adapters.reranker), or
-    the lexical stand-in offline (rag_ingest.retrieval.rerank.LexicalStandInReranker)."""
-
-    #: What scored the passages, for logs and the eval's tables.
-    name: str
-
-    def rerank(self, query: str, texts: Sequence[str], top_n: int) -> list[tuple[int, float]]:
-        """The ``top_n`` best of ``texts`` for ``query`` as (index into ``texts``, relevance score),
-        best first."""
-        ...

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
-from rag_ingest.core.models import Chunk
+from rag_ingest.core.parsed import Chunk
 
 #: Whether BM25 indexes the contextual text (title and heading path before the chunk's text):
 #: on, because it helps on the eval's test split taken as a whole (see the module docstring).

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from rag_ingest.core.errors import ErrorCode, failure_cause
-from rag_ingest.core.models import Stage
+from rag_ingest.core.job import Stage
 from rag_ingest.core.ports import EventSink
 
 NAMESPACE = "RagIngest"

@@ -5,7 +5,7 @@ conditions); Validate decides what the object is by its bytes (rag_ingest.ingest
 from __future__ import annotations
 
 from rag_ingest.core.errors import ErrorCode, PermanentError
-from rag_ingest.core.models import DocumentFormat
+from rag_ingest.core.parsed import DocumentFormat
 
 #: HTML, Markdown and text beyond this are not documents a person wrote (the same bound for the
 #: presigned POST and for Validate).

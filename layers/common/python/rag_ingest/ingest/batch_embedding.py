@@ -40,9 +40,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from rag_ingest.core.errors import ErrorCode, PermanentError
+from rag_ingest.core.job import BatchPhase, CacheKey, DocumentJob, EmbedBatchState, Stage
 from rag_ingest.core.layout import batch_inference_folder, embedding_batch_key
 from rag_ingest.core.logs import logger
-from rag_ingest.core.models import BatchPhase, CacheKey, DocumentJob, EmbedBatchState, Stage
 from rag_ingest.core.ports import EmbeddingCache, PipelineDocuments, StageObjects
 
 #: Bedrock's batch inference quotas' default values (module doc): records per job, bytes per input file.

@@ -45,7 +45,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
 
-from rag_ingest.core.models import BlockKind, Chunk, PageText, section_paragraphs
+from rag_ingest.core.parsed import BlockKind, Chunk, PageText, section_paragraphs
 from rag_ingest.ingest.structure import TABLE_CAPTION
 
 PAGE_SEPARATOR = "\n\n"

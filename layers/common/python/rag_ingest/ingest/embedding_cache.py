@@ -33,7 +33,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rag_ingest.core.models import CacheKey
+from rag_ingest.core.job import CacheKey
 
 #: The entry's attributes (the DynamoDB item's, and the in-memory fake's).
 KEY_ATTRIBUTE = "cache_key"

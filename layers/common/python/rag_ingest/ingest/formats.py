@@ -16,7 +16,7 @@ Detection (:func:`detect_format`) never looks at the name or the declared conten
   delimiter row), else plain text.
 
 Reading (:func:`read_structured`) turns a DOCX, PPTX, HTML, Markdown or text file into
-:class:`~rag_ingest.core.models.PageText` pages whose ``blocks`` state the structure: one page
+:class:`~rag_ingest.core.parsed.PageText` pages whose ``blocks`` state the structure: one page
 per PPTX slide (the slide number is the page number), one page for the others. Headings carry
 an anchor (the id of that section in the rendered view) and paragraphs their order.
 """
@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable
 
 from rag_ingest.core.errors import ErrorCode, PermanentError
-from rag_ingest.core.models import DocumentFormat
+from rag_ingest.core.parsed import DocumentFormat
 from rag_ingest.core.upload_types import max_bytes_for
 from rag_ingest.ingest.markup import read_html, read_markdown, read_text
 from rag_ingest.ingest.office import ooxml_format, read_docx, read_pptx

@@ -32,7 +32,7 @@ from difflib import SequenceMatcher
 from typing import NamedTuple
 
 from rag_ingest.core.logs import logger
-from rag_ingest.core.models import Chunk, PageLayout, PageText, PassageBox
+from rag_ingest.core.parsed import Chunk, PageLayout, PageText, PassageBox
 from rag_ingest.ingest.chunking import PAGE_SEPARATOR
 from rag_ingest.ingest.ocr import PlacedWord
 

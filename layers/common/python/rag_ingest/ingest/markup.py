@@ -25,7 +25,7 @@ import re
 from typing import Any
 
 from rag_ingest.core.errors import ErrorCode, PermanentError
-from rag_ingest.core.models import BlockKind
+from rag_ingest.core.parsed import BlockKind
 from rag_ingest.ingest.structure import FormatLimits, PageBuilder, StructuredDocument, decode_text
 
 _DROPPED_TAGS = frozenset(

@@ -80,7 +80,7 @@ from pypdf.generic import ArrayObject, StreamObject
 
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.logs import logger
-from rag_ingest.core.models import BlockKind, PageLayout, PageText, ParsedDocument, ParsedRange, TextBlock, TextSource
+from rag_ingest.core.parsed import BlockKind, PageLayout, PageText, ParsedDocument, ParsedRange, TextBlock, TextSource
 from rag_ingest.core.tokens import is_vocabulary_word
 from rag_ingest.ingest.geometry import pack_layout, text_layer_layouts
 from rag_ingest.ingest.ocr import MIN_TEXT_LAYER_CHARS, OcrPageError, OcrUnavailableError, PageOcr, render_page_png

@@ -46,7 +46,7 @@ from functools import partial
 from typing import Any
 
 from rag_ingest.core.logs import logger
-from rag_ingest.core.models import BlockKind, TextBlock
+from rag_ingest.core.parsed import BlockKind, TextBlock
 from rag_ingest.ingest.rule_tables import overlaps_any, rows_between_rules, rule_groups
 from rag_ingest.ingest.structure import TABLE_CAPTION, table_text
 

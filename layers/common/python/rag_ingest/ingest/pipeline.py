@@ -26,6 +26,17 @@ from rag_ingest.core.errors import (
     TransientError,
     parse_failure,
 )
+from rag_ingest.core.job import (
+    CacheKey,
+    DocumentJob,
+    EmbedTask,
+    FailedJob,
+    PageRange,
+    ParseTask,
+    Stage,
+    lane_for,
+    plan_page_ranges,
+)
 from rag_ingest.core.layout import (
     CHUNKS_ARTIFACT,
     EMBEDDINGS_FOLDER,
@@ -36,24 +47,9 @@ from rag_ingest.core.layout import (
     page_range_key,
 )
 from rag_ingest.core.logs import logger, run_keys
-from rag_ingest.core.models import (
-    CacheKey,
-    Chunk,
-    DocumentFormat,
-    DocumentJob,
-    DocumentStatus,
-    EmbedTask,
-    FailedJob,
-    PageRange,
-    ParsedDocument,
-    ParsedRange,
-    ParseTask,
-    Stage,
-    content_key,
-    lane_for,
-    plan_page_ranges,
-)
+from rag_ingest.core.parsed import Chunk, DocumentFormat, ParsedDocument, ParsedRange
 from rag_ingest.core.ports import ChunkIndex, EmbeddingCache, PipelineDocuments, StageObjects
+from rag_ingest.core.record import DocumentStatus, content_key
 from rag_ingest.core.retrieval_text import document_title
 from rag_ingest.core.telemetry import NoTelemetry, Telemetry
 from rag_ingest.embeddings.base import Embedder

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from rag_ingest.core.errors import ErrorCode, PermanentError
-from rag_ingest.core.models import BlockKind, PageText, TextBlock
+from rag_ingest.core.parsed import BlockKind, PageText, TextBlock
 
 #: Validate reads this much of an object to tell text formats apart (a zip is read whole).
 SNIFF_BYTES = 64 * 1024

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rag_ingest.core.models import DocumentRecord
+from rag_ingest.core.record import DocumentRecord
 from rag_ingest.documents.service import DocumentView
 
 DOCUMENT_UPDATED = "document.updated"

@@ -24,8 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from rag_ingest.core.clock import Clock, iso_before
 from rag_ingest.core.errors import ErrorCode, StaleWriteError
 from rag_ingest.core.logs import logger, run_keys
-from rag_ingest.core.models import DocumentRecord, DocumentStatus, ExecutionState
+from rag_ingest.core.operations import ExecutionState
 from rag_ingest.core.ports import DocumentReplayer, ExecutionLookup, ReaperDocuments
+from rag_ingest.core.record import DocumentRecord, DocumentStatus
 from rag_ingest.core.telemetry import NoTelemetry, Telemetry
 
 STUCK_STATUSES = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)

@@ -53,15 +53,10 @@ from rag_ingest.core.layout import (
     parse_upload_key,
 )
 from rag_ingest.core.logs import logger
-from rag_ingest.core.models import (
-    ETAG_VERSION_PREFIX,
-    Chunk,
-    DocumentRecord,
-    DocumentStatus,
-    IndexedVersion,
-    StoredObjectVersion,
-)
+from rag_ingest.core.operations import IndexedVersion, StoredObjectVersion
+from rag_ingest.core.parsed import Chunk
 from rag_ingest.core.ports import Checkpoints, DocumentReplayer, IndexAudit, ObjectVersionLister, ReconcilerDocuments
+from rag_ingest.core.record import ETAG_VERSION_PREFIX, DocumentRecord, DocumentStatus
 
 
 class DriftKind(StrEnum):

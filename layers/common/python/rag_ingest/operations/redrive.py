@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rag_ingest.core.clock import Clock
 from rag_ingest.core.errors import ErrorCode
 from rag_ingest.core.logs import logger
-from rag_ingest.core.models import QueueMessage
+from rag_ingest.core.operations import QueueMessage
 from rag_ingest.core.ports import DocumentReader, MessageQueues
 from rag_ingest.documents.intake import PoisonMessageError, address_of, parse_queue_message
 from rag_ingest.operations.replay import FailedDocumentReplay, ReplayReport, ReplayRequest

@@ -19,9 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from rag_ingest.core.clock import Clock, iso_before
 from rag_ingest.core.errors import SYSTEM_ERROR_CODES, ErrorCode, StaleWriteError
 from rag_ingest.core.ids import execution_name
+from rag_ingest.core.job import DocumentJob
 from rag_ingest.core.logs import logger
-from rag_ingest.core.models import DocumentJob, DocumentRecord, DocumentStatus, ReplayedDocument
+from rag_ingest.core.operations import ReplayedDocument
 from rag_ingest.core.ports import DocumentReplayer, DocumentsByStatus, ExecutionStarter, ReplayDocuments
+from rag_ingest.core.record import DocumentRecord, DocumentStatus
 
 # Replay takes the system failures (SYSTEM_ERROR_CODES) by default: a user-caused code
 # (ENCRYPTED_PDF, ...) fails again on the same bytes, so replay takes those only when asked.

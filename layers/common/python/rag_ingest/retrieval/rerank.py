@@ -23,9 +23,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 
-from rag_ingest.core.models import SearchHit
-from rag_ingest.core.ports import Reranker
 from rag_ingest.core.settings import RERANK_CANDIDATES, RERANK_MAX_CANDIDATES
+from rag_ingest.retrieval.hits import SearchHit
+from rag_ingest.retrieval.ports import Reranker
 
 #: What the stand-in calls itself in responses, logs and tables: never mistaken for a model.
 STAND_IN_NAME = "lexical-stand-in (BM25 over the candidates; not a cross-encoder)"

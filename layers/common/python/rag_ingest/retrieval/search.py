@@ -43,8 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rag_ingest.core.access import Principal
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.filters import Filter, FilterError, parse_filter
-from rag_ingest.core.models import DocumentFormat, PassageBox, PassageCopy, SearchHit
-from rag_ingest.core.ports import PassageRetriever, Reranker
+from rag_ingest.core.parsed import DocumentFormat, PassageBox
 from rag_ingest.core.settings import (
     DEFAULT_FUSION,
     HYBRID_MAX_CANDIDATES,
@@ -55,6 +54,8 @@ from rag_ingest.core.settings import (
 )
 from rag_ingest.core.tracing import in_callers_trace
 from rag_ingest.embeddings.base import Embedder
+from rag_ingest.retrieval.hits import PassageCopy, SearchHit
+from rag_ingest.retrieval.ports import PassageRetriever, Reranker
 from rag_ingest.retrieval.rerank import rerank_depth, rerank_passages
 
 MAX_K = 50
