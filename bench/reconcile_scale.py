@@ -29,7 +29,7 @@ from rag_ingest.adapters.object_store import ObjectStore
 from rag_ingest.adapters.object_versions import ObjectVersions
 from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.core.ids import chunk_id, new_document_id, version_hash
-from rag_ingest.core.layout import upload_key
+from rag_ingest.core.s3_keys import upload_key
 from rag_ingest.operations.reconciler import Reconciler, ReconcilerSettings
 from rag_ingest.operations.replay import Replayer
 from rag_ingest.wiring import vector_store_for

@@ -24,7 +24,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
-from rag_ingest.core.layout import ARTIFACTS_PREFIX, RAW_PREFIX
+from rag_ingest.core.s3_keys import ARTIFACTS_PREFIX, RAW_PREFIX
 
 from infra.config import RESERVED_IN_DOMAIN_PREFIX, RagIngestConfig
 from infra.constructs.function import AccessLogSettings, FunctionFactory, new_log_group, removal_policy

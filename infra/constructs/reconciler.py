@@ -20,7 +20,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
-from rag_ingest.core.layout import ARTIFACTS_PREFIX, RAW_PREFIX
+from rag_ingest.core.s3_keys import ARTIFACTS_PREFIX, RAW_PREFIX
 
 from infra.config import RagIngestConfig
 from infra.constructs.function import METRICS_NAMESPACE, FunctionFactory

@@ -7,7 +7,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
-from rag_ingest.core.layout import ARTIFACTS_PREFIX
+from rag_ingest.core.s3_keys import ARTIFACTS_PREFIX
 
 from infra.config import RagIngestConfig
 from infra.constructs.function import removal_policy

@@ -21,7 +21,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 from rag_ingest.core.errors import EmbeddingCapacityWait
 from rag_ingest.core.job import LANE_TAG, BatchPhase, Lane
-from rag_ingest.core.layout import ARTIFACTS_PREFIX, BATCH_FOLDER, RAW_PREFIX
+from rag_ingest.core.s3_keys import ARTIFACTS_PREFIX, BATCH_FOLDER, RAW_PREFIX
 from rag_ingest.ingest.ocr import OCR_DPI
 
 from infra.config import EmbeddingCapacityConfig, FunctionSettings, RagIngestConfig

@@ -23,7 +23,7 @@ from rag_ingest.adapters.object_store import ObjectStore
 from rag_ingest.core.config import StagesEnv
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.job import BatchPhase, DocumentJob, ObjectRef
-from rag_ingest.core.layout import embedding_batch_key
+from rag_ingest.core.s3_keys import embedding_batch_key
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.embeddings.base import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.ingest.batch_embedding import BatchEmbedding, BatchSettings

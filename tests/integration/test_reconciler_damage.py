@@ -15,8 +15,8 @@ import boto3
 import pytest
 from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.core.ids import new_document_id, version_hash
-from rag_ingest.core.layout import CHUNKS_ARTIFACT, EMBEDDINGS_FOLDER, artifact_key, embedding_batch_key, upload_key
 from rag_ingest.core.parsed import Chunk
+from rag_ingest.core.s3_keys import CHUNKS_ARTIFACT, EMBEDDINGS_FOLDER, artifact_key, embedding_batch_key, upload_key
 from rag_ingest.wiring import vector_store_for
 
 from tests.support.aws import FakeLambdaContext, import_handler, moto_server

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
-from rag_ingest.core.layout import upload_key
+from rag_ingest.core.s3_keys import upload_key
 
 PASS_ROLE = "arn:aws:iam::123456789012:role/sfn"
 # moto does not run executions (unless configured to): they stay RUNNING until stopped (ABORTED).

@@ -24,8 +24,8 @@ from opensearchpy import helpers
 from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.vector_store import connect
 from rag_ingest.core.ids import version_hash
-from rag_ingest.core.layout import artifact_key
 from rag_ingest.core.record import DocumentRecord, DocumentStatus
+from rag_ingest.core.s3_keys import artifact_key
 from rag_ingest.embeddings.local import MINILM_DIMENSION
 from rag_ingest.wiring import vector_store_for
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.job import BatchPhase, CacheKey, DocumentJob, EmbedBatchState
-from rag_ingest.core.layout import embedding_batch_key
+from rag_ingest.core.s3_keys import embedding_batch_key
 from rag_ingest.ingest.batch_embedding import (
     BATCH_MAX_RECORDS,
     BATCH_MIN_RECORDS,

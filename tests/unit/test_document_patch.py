@@ -17,8 +17,8 @@ from rag_ingest.core.config import ApiEnv, StagesEnv
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.ids import new_document_id, version_hash
 from rag_ingest.core.job import DocumentJob, EmbedTask
-from rag_ingest.core.layout import CHUNKS_ARTIFACT, artifact_key
 from rag_ingest.core.record import DocumentRecord, DocumentStatus
+from rag_ingest.core.s3_keys import CHUNKS_ARTIFACT, artifact_key
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.documents.service import (
     ConcurrentUpdateError,

@@ -14,9 +14,9 @@ from botocore.stub import Stubber
 from rag_ingest.adapters.textract import TextractEngine
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.job import ParseTask
-from rag_ingest.core.layout import page_range_key
 from rag_ingest.core.parsed import ParsedRange
 from rag_ingest.core.record import DocumentStatus
+from rag_ingest.core.s3_keys import page_range_key
 
 from tests.unit.test_pdf_ocr_pages import TEXT, make_pdf
 from tests.unit.test_pipeline_stages_fast import BUCKET, ENV, World, build_world

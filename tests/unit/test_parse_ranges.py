@@ -12,8 +12,8 @@ from fpdf import FPDF
 from pypdf import PdfReader, PdfWriter
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.job import Lane, PageRange, ParseTask, Stage, lane_for, plan_page_ranges
-from rag_ingest.core.layout import page_range_key
 from rag_ingest.core.parsed import ParsedRange
+from rag_ingest.core.s3_keys import page_range_key
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.documents.service import DocumentView
 from rag_ingest.ingest.chunking import chunk_pages

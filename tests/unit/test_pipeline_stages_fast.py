@@ -17,9 +17,9 @@ from rag_ingest.core.config import StagesEnv
 from rag_ingest.core.errors import EmbeddingCapacityWait, ErrorCode, PermanentError, StaleWriteError
 from rag_ingest.core.ids import new_document_id
 from rag_ingest.core.job import DocumentJob, EmbedTask, FailedJob, ObjectRef, Stage
-from rag_ingest.core.layout import embedding_batch_key
 from rag_ingest.core.parsed import DocumentFormat
 from rag_ingest.core.record import DocumentStatus
+from rag_ingest.core.s3_keys import embedding_batch_key
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.documents.service import DocumentView
 from rag_ingest.ingest.pipeline import Pipeline, StageDependencies

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from rag_ingest.core.errors import ErrorCode
 from rag_ingest.core.ids import document_id_for_object, version_hash
-from rag_ingest.core.layout import CHUNKS_ARTIFACT, EMBEDDINGS_FOLDER, artifact_key, embedding_batch_key, upload_key
 from rag_ingest.core.parsed import Chunk
 from rag_ingest.core.record import DocumentStatus
+from rag_ingest.core.s3_keys import CHUNKS_ARTIFACT, EMBEDDINGS_FOLDER, artifact_key, embedding_batch_key, upload_key
 from rag_ingest.operations.reconciler import (
     DriftKind,
     Finding,

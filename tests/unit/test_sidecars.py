@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from rag_ingest.core.errors import ErrorCode
 from rag_ingest.core.ids import document_id_for_object
-from rag_ingest.core.layout import sidecar_target
 from rag_ingest.core.metadata import MAX_SIDECAR_BYTES, MetadataError, metadata_from_sidecar
 from rag_ingest.core.record import DocumentRecord, DocumentStatus
+from rag_ingest.core.s3_keys import sidecar_target
 from rag_ingest.documents.intake import IntakeService, UploadedObject
 
 from tests.support.fakes import InMemoryDocuments, InMemoryWorkflow

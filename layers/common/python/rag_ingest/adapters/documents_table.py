@@ -25,7 +25,6 @@ from rag_ingest.adapters.aws import error_code, resource, translate
 from rag_ingest.core.access import DocumentAccess
 from rag_ingest.core.errors import ErrorCode, StaleWriteError
 from rag_ingest.core.job import ObjectRef, Stage
-from rag_ingest.core.layout import filename_of
 from rag_ingest.core.record import (
     DocumentRecord,
     DocumentStatus,
@@ -34,6 +33,7 @@ from rag_ingest.core.record import (
     content_key,
     embed_cache_part,
 )
+from rag_ingest.core.s3_keys import filename_of
 from rag_ingest.core.tracing import traced
 
 # The documents table's GSIs (infra/constructs/storage.py): GET /documents, status + updated_at, and

@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from rag_ingest.core.errors import ConfigurationError
 from rag_ingest.core.job import DEFAULT_BULK_ABOVE_PAGES, DEFAULT_PARSE_RANGE_PAGES
-from rag_ingest.core.layout import ARTIFACTS_PREFIX, RAW_PREFIX
+from rag_ingest.core.s3_keys import ARTIFACTS_PREFIX, RAW_PREFIX
 from rag_ingest.core.settings import (
     DEFAULT_FUSION,
     DEFAULT_MAX_OCR_PAGES,

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from rag_ingest.core.errors import StaleWriteError
-from rag_ingest.core.layout import artifacts_folder
 from rag_ingest.core.logs import logger
 from rag_ingest.core.ports import ChunkEraser, DeletionDocuments, EventSink, ObjectEraser
 from rag_ingest.core.record import DocumentStatus
+from rag_ingest.core.s3_keys import artifacts_folder
 from rag_ingest.documents.service import DocumentNotFoundError
 
 

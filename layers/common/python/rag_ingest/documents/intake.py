@@ -27,17 +27,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from rag_ingest.core.errors import ErrorCode, IndexArtifactsMissingError, StaleWriteError, TransientError
 from rag_ingest.core.ids import document_id_for_object, execution_name
 from rag_ingest.core.job import DocumentJob, ObjectRef
-from rag_ingest.core.layout import (
+from rag_ingest.core.logs import logger, run_keys
+from rag_ingest.core.metadata import MAX_SIDECAR_BYTES, SIDECAR_SUFFIX, MetadataError, metadata_from_sidecar
+from rag_ingest.core.ports import ChunkFieldsRefresher, ExecutionStarter, IntakeDocuments, SidecarObjects
+from rag_ingest.core.record import ETAG_VERSION_PREFIX, DocumentRecord, DocumentStatus, QueueOutcome
+from rag_ingest.core.s3_keys import (
     RAW_PREFIX,
     KeyOutsideUploadsError,
     NoTenantFolderError,
     parse_upload_key,
     sidecar_target,
 )
-from rag_ingest.core.logs import logger, run_keys
-from rag_ingest.core.metadata import MAX_SIDECAR_BYTES, SIDECAR_SUFFIX, MetadataError, metadata_from_sidecar
-from rag_ingest.core.ports import ChunkFieldsRefresher, ExecutionStarter, IntakeDocuments, SidecarObjects
-from rag_ingest.core.record import ETAG_VERSION_PREFIX, DocumentRecord, DocumentStatus, QueueOutcome
 
 #: A sidecar's metadata write that lost to another writer (the workflow, a PATCH) reads again this often.
 MAX_SIDECAR_ATTEMPTS = 3

@@ -33,11 +33,11 @@ from rag_ingest.core.errors import ErrorCode, IndexArtifactsMissingError, Perman
 from rag_ingest.core.filters import Filter, FilterError, matches, parse_filter
 from rag_ingest.core.ids import new_document_id
 from rag_ingest.core.job import Stage
-from rag_ingest.core.layout import PAGES_FOLDER, artifact_key, filename_of, page_range_key, upload_key
 from rag_ingest.core.metadata import MetadataError, validate_metadata
 from rag_ingest.core.parsed import DocumentFormat, PageText, ParsedRange, section_paragraphs
 from rag_ingest.core.ports import ApiDocuments, ArtifactReader, ChunkFieldsRefresher, DocumentReplayer, UploadPresigner
 from rag_ingest.core.record import DocumentRecord, DocumentStatus
+from rag_ingest.core.s3_keys import PAGES_FOLDER, artifact_key, filename_of, page_range_key, upload_key
 from rag_ingest.core.upload_types import max_bytes_for, upload_format
 
 PDF_CONTENT_TYPE = "application/pdf"

@@ -41,9 +41,9 @@ from typing import Any, Protocol
 
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.job import BatchPhase, CacheKey, DocumentJob, EmbedBatchState, Stage
-from rag_ingest.core.layout import batch_inference_folder, embedding_batch_key
 from rag_ingest.core.logs import logger
 from rag_ingest.core.ports import EmbeddingCache, PipelineDocuments, StageObjects
+from rag_ingest.core.s3_keys import batch_inference_folder, embedding_batch_key
 
 #: Bedrock's batch inference quotas' default values (module doc): records per job, bytes per input file.
 BATCH_MIN_RECORDS = 100

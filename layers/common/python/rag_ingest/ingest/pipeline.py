@@ -37,7 +37,12 @@ from rag_ingest.core.job import (
     lane_for,
     plan_page_ranges,
 )
-from rag_ingest.core.layout import (
+from rag_ingest.core.logs import logger, run_keys
+from rag_ingest.core.parsed import Chunk, DocumentFormat, ParsedDocument, ParsedRange
+from rag_ingest.core.ports import ChunkIndex, EmbeddingCache, PipelineDocuments, StageObjects
+from rag_ingest.core.record import DocumentStatus, content_key
+from rag_ingest.core.retrieval_text import document_title
+from rag_ingest.core.s3_keys import (
     CHUNKS_ARTIFACT,
     EMBEDDINGS_FOLDER,
     PAGES_FOLDER,
@@ -46,11 +51,6 @@ from rag_ingest.core.layout import (
     filename_of,
     page_range_key,
 )
-from rag_ingest.core.logs import logger, run_keys
-from rag_ingest.core.parsed import Chunk, DocumentFormat, ParsedDocument, ParsedRange
-from rag_ingest.core.ports import ChunkIndex, EmbeddingCache, PipelineDocuments, StageObjects
-from rag_ingest.core.record import DocumentStatus, content_key
-from rag_ingest.core.retrieval_text import document_title
 from rag_ingest.core.telemetry import NoTelemetry, Telemetry
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.ingest.batch_embedding import BatchEmbedding

@@ -21,11 +21,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from rag_ingest.core.errors import IndexArtifactsMissingError
-from rag_ingest.core.layout import CHUNKS_ARTIFACT, EMBEDDINGS_FOLDER, artifact_key, embedding_batch_key
 from rag_ingest.core.logs import logger
 from rag_ingest.core.parsed import Chunk
 from rag_ingest.core.ports import ArtifactReader, ChunkIndex, DocumentReader
 from rag_ingest.core.record import DocumentRecord, DocumentStatus
+from rag_ingest.core.s3_keys import CHUNKS_ARTIFACT, EMBEDDINGS_FOLDER, artifact_key, embedding_batch_key
 
 #: Rewrites per refresh at most: each further one follows a PATCH that landed during the last.
 MAX_REWRITES = 3

@@ -41,7 +41,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from rag_ingest.core.clock import Clock, iso_before
 from rag_ingest.core.errors import ErrorCode, StaleWriteError
 from rag_ingest.core.ids import document_id_for_object, version_hash
-from rag_ingest.core.layout import (
+from rag_ingest.core.logs import logger
+from rag_ingest.core.operations import IndexedVersion, StoredObjectVersion
+from rag_ingest.core.parsed import Chunk
+from rag_ingest.core.ports import Checkpoints, DocumentReplayer, IndexAudit, ObjectVersionLister, ReconcilerDocuments
+from rag_ingest.core.record import ETAG_VERSION_PREFIX, DocumentRecord, DocumentStatus
+from rag_ingest.core.s3_keys import (
     CHUNKS_ARTIFACT,
     EMBEDDINGS_FOLDER,
     KeyOutsideUploadsError,
@@ -52,11 +57,6 @@ from rag_ingest.core.layout import (
     filename_of,
     parse_upload_key,
 )
-from rag_ingest.core.logs import logger
-from rag_ingest.core.operations import IndexedVersion, StoredObjectVersion
-from rag_ingest.core.parsed import Chunk
-from rag_ingest.core.ports import Checkpoints, DocumentReplayer, IndexAudit, ObjectVersionLister, ReconcilerDocuments
-from rag_ingest.core.record import ETAG_VERSION_PREFIX, DocumentRecord, DocumentStatus
 
 
 class DriftKind(StrEnum):

@@ -1,6 +1,6 @@
 import pytest
 from rag_ingest.core.ids import new_document_id, version_hash
-from rag_ingest.core.layout import (
+from rag_ingest.core.s3_keys import (
     ARTIFACTS_PREFIX,
     CHUNKS_ARTIFACT,
     EMBEDDINGS_FOLDER,
