@@ -37,19 +37,25 @@ def module_docstring_lines(path: Path) -> int:
     return len(docstring.splitlines()) if docstring else 0
 
 
-def longest_comment_run(path: Path) -> tuple[int, int]:
-    """(lines, first line) of the longest run of consecutive comment-only lines."""
-    best, start, run, run_start, previous = 0, 0, 0, 0, -2
+def comment_runs(path: Path) -> list[tuple[int, int]]:
+    """(first line, length) of every run of consecutive comment-only lines."""
+    runs: list[tuple[int, int]] = []
     source = path.read_text(encoding="utf-8")
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
         if token.type != tokenize.COMMENT or token.line.strip() != token.string.strip():
             continue
         row = token.start[0]
-        run, run_start = (run + 1, run_start) if row == previous + 1 else (1, row)
-        previous = row
-        if run > best:
-            best, start = run, run_start
-    return best, start
+        if runs and row == runs[-1][0] + runs[-1][1]:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((row, 1))
+    return runs
+
+
+def longest_comment_run(path: Path) -> tuple[int, int]:
+    """(lines, first line) of the longest run of consecutive comment-only lines."""
+    start, length = max(comment_runs(path), key=lambda run: run[1], default=(0, 0))
+    return length, start
 
 
 def assert_count(path: Path) -> int:
