@@ -19,7 +19,7 @@ from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.ingest.chunking import chunk_pages
 from rag_ingest.ingest.pdf import parse_pdf
 
-from local.client import LocalStackClient
+from local.client import OfflineClient
 
 SAMPLES = Path("samples")
 STAGES = ("VALIDATE", "PARSE", "CHUNK", "EMBED", "INDEX", "FINALIZE")
@@ -100,7 +100,7 @@ def bench_cleanup(pdfs: list[Path], repeat: int) -> None:
 
 
 def bench_local_stack(pdfs: list[Path], copies: int, timeout: float) -> None:
-    client = LocalStackClient.from_outputs(tenant_id="bench")
+    client = OfflineClient.from_outputs(tenant_id="bench")
     print(f"\nLocal stack, end to end ({len(pdfs)} PDFs x {copies} uploads):")
     started = time.monotonic()
     ids = [client.upload(pdf) for _ in range(copies) for pdf in pdfs]

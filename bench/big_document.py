@@ -327,8 +327,8 @@ def run_through_stack(pages: int, timeout: float, template_source: Path | None =
     from rag_ingest.wiring import vector_store_for
 
     from eval.stack import eval_template
-    from local.client import LocalStackClient
-    from local.runtime.harness import LocalStackProcess
+    from local.client import OfflineClient
+    from local.runtime.harness import OfflineStackProcess
     from local.runtime.settings import DEFAULT_OPENSEARCH_URL, stack_name_from_cdk_json
 
     # --template: another synthesis (e.g. with embedding.batchInference on, docs/cost.md).
@@ -343,11 +343,11 @@ def run_through_stack(pages: int, timeout: float, template_source: Path | None =
         print(f"wrote {pdf.name}: {pdf_bytes / 1e6:.1f} MB in {time.perf_counter() - started:.0f} s")
         template = Path(work) / "template.json"
         template.write_text(json.dumps(eval_template(source, index_name)))
-        process = LocalStackProcess(Path(work) / "state", template=template)
+        process = OfflineStackProcess(Path(work) / "state", template=template)
         outputs = process.start(timeout=300)
         store = vector_store_for(process.env.get("OPENSEARCH_URL") or DEFAULT_OPENSEARCH_URL, index_name, 384)
         try:
-            client = LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=f"bench-{uuid.uuid4().hex[:8]}")
+            client = OfflineClient(api_url=outputs["ApiUrl"], tenant_id=f"bench-{uuid.uuid4().hex[:8]}")
             client.token()  # signed in before the clock starts
             progress: list[dict[str, Any]] = []
             with WorkerMemory() as memory:

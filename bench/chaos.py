@@ -50,7 +50,7 @@ from rag_ingest.core.errors import SYSTEM_ERROR_CODES
 from rag_ingest.core.record import DocumentRecord, DocumentStatus
 
 from eval.stack import eval_template
-from local.runtime.harness import LocalStackProcess, process_state
+from local.runtime.harness import OfflineStackProcess, process_state
 from local.runtime.settings import DEFAULT_OPENSEARCH_URL, REPO_ROOT, stack_name_from_cdk_json
 from tests.support.pipeline_probe import (
     INVALID_SAMPLES,
@@ -178,7 +178,7 @@ def settle(probe: PipelineProbe, document_ids: Sequence[str], timeout: float) ->
 class Run:
     """One fault's run: the stack, how to see it from outside, the burst, and the fault's notes."""
 
-    process: LocalStackProcess
+    process: OfflineStackProcess
     probe: PipelineProbe
     tenant: str
     opensearch_url: str
@@ -435,7 +435,7 @@ class FaultResult:
 
 
 @contextmanager
-def fresh_stack(fault: str, work: Path, retry_scale: float) -> Iterator[tuple[LocalStackProcess, str]]:
+def fresh_stack(fault: str, work: Path, retry_scale: float) -> Iterator[tuple[OfflineStackProcess, str]]:
     """A local stack of its own for ``fault`` (its index dropped at the end): (process, OpenSearch URL)."""
     from rag_ingest.embeddings.base import MINILM_DIMENSION
     from rag_ingest.wiring import vector_store_for
@@ -448,7 +448,7 @@ def fresh_stack(fault: str, work: Path, retry_scale: float) -> Iterator[tuple[Lo
     folder.mkdir(parents=True)
     template = folder / "template.json"
     template.write_text(json.dumps(eval_template(source, index_name)))
-    process = LocalStackProcess(folder / "state", template=template, env={"LOCAL_RETRY_SCALE": str(retry_scale)})
+    process = OfflineStackProcess(folder / "state", template=template, env={"LOCAL_RETRY_SCALE": str(retry_scale)})
     opensearch_url = process.env.get("OPENSEARCH_URL") or DEFAULT_OPENSEARCH_URL
     print(f"\n== {fault}: starting a local stack (index {index_name}, state {folder / 'state'}) ...", flush=True)
     try:

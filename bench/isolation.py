@@ -322,8 +322,8 @@ def run_phase(
     from rag_ingest.wiring import vector_store_for
 
     from eval.stack import eval_template
-    from local.client import LocalStackClient
-    from local.runtime.harness import LocalStackProcess
+    from local.client import OfflineClient
+    from local.runtime.harness import OfflineStackProcess
     from local.runtime.settings import DEFAULT_OPENSEARCH_URL, stack_name_from_cdk_json
 
     source = REPO / "cdk.out" / f"{stack_name_from_cdk_json(REPO)}.template.json"
@@ -336,7 +336,7 @@ def run_phase(
     template = folder / "template.json"
     template.write_text(json.dumps(eval_template(source, index_name)))
     print(f"\n== phase {phase}: starting a local stack (index {index_name}) ...", flush=True)
-    process = LocalStackProcess(folder / "state", template=template)
+    process = OfflineStackProcess(folder / "state", template=template)
     try:
         outputs = process.start(timeout=300)
         store = vector_store_for(process.env.get("OPENSEARCH_URL") or DEFAULT_OPENSEARCH_URL, index_name, 384)
@@ -349,10 +349,10 @@ def run_phase(
             }
             statuses = StatusTable(boto3.resource("dynamodb", **options).Table(outputs["DocumentsTableName"]))
             run = uuid.uuid4().hex[:8]
-            small = LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=f"iso-small-{run}")
-            big = LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=f"iso-big-{run}")
+            small = OfflineClient(api_url=outputs["ApiUrl"], tenant_id=f"iso-small-{run}")
+            big = OfflineClient(api_url=outputs["ApiUrl"], tenant_id=f"iso-big-{run}")
             if warm_up:  # every stage's worker started and the model loaded before the clock
-                warm = LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=f"iso-warm-{run}")
+                warm = OfflineClient(api_url=outputs["ApiUrl"], tenant_id=f"iso-warm-{run}")
                 began = time.perf_counter()
                 warm_id = warm.upload(WARM_UP_PDF)
                 state = warm.wait_until_done([warm_id], timeout_seconds=timeout)[warm_id]

@@ -31,15 +31,15 @@ from typing import Any
 
 from rag_ingest.core.ids import new_document_id
 
-from local.runtime.durable_state import BLOBS_DIR, SNAPSHOT_FILE
-from local.runtime.harness import LocalStackProcess
+from local.runtime.harness import OfflineStackProcess
+from local.runtime.persistence.durable_state import BLOBS_DIR, SNAPSHOT_FILE
 from tests.support.pipeline_probe import VALID_SAMPLES, PipelineProbe, new_tenant
 
 OPENSEARCH_URL = os.environ.get("OPENSEARCH_URL", "http://127.0.0.1:9200")
 
 
 def ingest_samples(state_dir: Path) -> list[str]:
-    stack = LocalStackProcess(state_dir)
+    stack = OfflineStackProcess(state_dir)
     stack.start(timeout=300)
     try:
         probe = PipelineProbe(stack.outputs, OPENSEARCH_URL)
@@ -88,7 +88,7 @@ def grow_snapshot(source: Path, target: Path, document_ids: list[str], documents
 def timed_start(state_dir: Path, data: Path | None) -> dict[str, Any]:
     if data is not None:
         shutil.copytree(data, state_dir / "data", copy_function=os.link)
-    stack = LocalStackProcess(state_dir)
+    stack = OfflineStackProcess(state_dir)
     started = time.monotonic()
     stack.start(timeout=600)
     ready = time.monotonic() - started
@@ -102,7 +102,7 @@ def timed_start(state_dir: Path, data: Path | None) -> dict[str, Any]:
 
 def timed_burst(state_dir: Path, uploads: int, *, persist: bool) -> dict[str, Any]:
     """``uploads`` samples uploaded at once; seconds until every one is READY, with the journal on or off."""
-    stack = LocalStackProcess(state_dir, env={"LOCAL_PERSIST": "1" if persist else "0"})
+    stack = OfflineStackProcess(state_dir, env={"LOCAL_PERSIST": "1" if persist else "0"})
     stack.start(timeout=300)
     try:
         probe = PipelineProbe(stack.outputs, OPENSEARCH_URL)

@@ -28,8 +28,8 @@ import requests
 
 from bench.versions import EDITED_FRACTION, write_versions
 from eval.stack import eval_template
-from local.client import LocalStackClient
-from local.runtime.harness import LocalStackProcess
+from local.client import OfflineClient
+from local.runtime.harness import OfflineStackProcess
 from local.runtime.settings import DEFAULT_OPENSEARCH_URL, REPO_ROOT, stack_name_from_cdk_json
 
 RESULTS = REPO_ROOT / "bench" / "results"
@@ -64,7 +64,7 @@ def post_form(form: dict[str, Any], path: Path, timeout: float = 60) -> None:
         raise SystemExit(f"upload of {path.name} failed: {response.status_code} {response.text[:300]}")
 
 
-def ingest(client: LocalStackClient, name: str, form: dict[str, Any], document_id: str, path: Path,
+def ingest(client: OfflineClient, name: str, form: dict[str, Any], document_id: str, path: Path,
            *, after: str | None, timeout: float) -> Step:  # fmt: skip
     """Upload ``path`` with ``form`` and wait until the document's version is READY (not the one before)."""
     started = time.perf_counter()
@@ -96,7 +96,7 @@ def ingest(client: LocalStackClient, name: str, form: dict[str, Any], document_i
     )
 
 
-def new_upload(client: LocalStackClient, filename: str) -> tuple[str, dict[str, Any]]:
+def new_upload(client: OfflineClient, filename: str) -> tuple[str, dict[str, Any]]:
     ticket = client.create_upload(filename)
     ticket.raise_for_status()
     body = ticket.json()
@@ -114,11 +114,11 @@ def run(timeout: float, fraction: float) -> list[Step]:
         first_pdf, second_pdf = write_versions(Path(work) / "pdfs", fraction)
         template = Path(work) / "template.json"
         template.write_text(json.dumps(eval_template(source, index_name)))
-        process = LocalStackProcess(Path(work) / "state", template=template)
+        process = OfflineStackProcess(Path(work) / "state", template=template)
         outputs = process.start(timeout=300)
         store = vector_store_for(process.env.get("OPENSEARCH_URL") or DEFAULT_OPENSEARCH_URL, index_name, 384)
         try:
-            client = LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=f"bench-{uuid.uuid4().hex[:8]}")
+            client = OfflineClient(api_url=outputs["ApiUrl"], tenant_id=f"bench-{uuid.uuid4().hex[:8]}")
             client.token()  # signed in before the clock starts
             warm_up = client.upload(REPO_ROOT / "samples" / "lighthouses.pdf")
             client.wait_until_done([warm_up], timeout_seconds=timeout)

@@ -68,10 +68,10 @@ from bench.search_scale_data import (
     synthesize,
 )
 from eval.stack import eval_template
-from local.client import LocalStackClient
+from local.client import OfflineClient
 from local.embedding_server.batcher import Lane as EmbeddingLane
 from local.embedding_server.server import lane_endpoint
-from local.runtime.harness import LocalStackProcess
+from local.runtime.harness import OfflineStackProcess
 from local.runtime.settings import DEFAULT_OPENSEARCH_URL, REPO_ROOT, stack_name_from_cdk_json
 
 RESULTS = REPO_ROOT / "bench" / "results"
@@ -269,7 +269,7 @@ def warm_up(send: Callable[[str], None], queries: Sequence[str], count: int, sec
     }
 
 
-def api_pass(client: LocalStackClient, queries: Sequence[str], options: Options, own_ids: set[str]) -> dict[str, Any]:
+def api_pass(client: OfflineClient, queries: Sequence[str], options: Options, own_ids: set[str]) -> dict[str, Any]:
     """``POST /search`` per mode: end-to-end ms, the k-NN result ids, and passages of another tenant."""
     report: dict[str, Any] = {
         "latency_ms": {},
@@ -319,7 +319,7 @@ def customer_filter(number: int) -> dict[str, Any]:
 
 
 def filtered_pass(
-    client: LocalStackClient, queries: Sequence[str], options: Options, main: SyntheticChunks
+    client: OfflineClient, queries: Sequence[str], options: Options, main: SyntheticChunks
 ) -> dict[str, Any]:
     """``POST /search`` per mode with a filter selecting 1 % of the main tenant's chunks (query i
     filters on customer i mod FILTERED_CUSTOMERS), each request paired with the same query
@@ -388,7 +388,7 @@ def filtered_pass(
 RERANK_MODE = "hybrid+rerank"
 
 
-def rerank_pass(client: LocalStackClient, queries: Sequence[str], options: Options) -> dict[str, Any]:
+def rerank_pass(client: OfflineClient, queries: Sequence[str], options: Options) -> dict[str, Any]:
     """``POST /search`` in hybrid mode with ``"rerank": true``, each request paired with the same query
     ``"rerank": false`` in alternating order (a change in load weighs on both alike): both latencies,
     and what reranking adds, as the difference of the percentiles and the percentiles of the paired
@@ -435,7 +435,7 @@ def print_rerank_report(rerank: dict[str, Any]) -> None:
     )
 
 
-def isolation_of_other_tenant(client: LocalStackClient, queries: Sequence[str], own_ids: set[str]) -> dict[str, int]:
+def isolation_of_other_tenant(client: OfflineClient, queries: Sequence[str], own_ids: set[str]) -> dict[str, int]:
     """The second tenant's searches see only its own chunks."""
     checked = foreign = 0
     for mode, query in itertools.product(MODES, queries):
@@ -605,7 +605,7 @@ def run(options: Options) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="rag-bench-search-") as work:
         template = Path(work) / "template.json"
         template.write_text(json.dumps(eval_template(source, index_name)))
-        process = LocalStackProcess(Path(work) / "state", template=template)
+        process = OfflineStackProcess(Path(work) / "state", template=template)
         opensearch_url = process.env.get("OPENSEARCH_URL") or DEFAULT_OPENSEARCH_URL
         store = vector_store_for(opensearch_url, index_name, MINILM_DIMENSION, index_params)
         try:
@@ -645,11 +645,11 @@ def run(options: Options) -> dict[str, Any]:
             )
 
             loads["before_api"] = load_average()
-            client = LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=main.tenant_id)
+            client = OfflineClient(api_url=outputs["ApiUrl"], tenant_id=main.tenant_id)
             api = api_pass(client, queries, options, set(main.ids))
             filtered = filtered_pass(client, queries, options, main)
             reranked = rerank_pass(client, queries, options)
-            other_client = LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=other.tenant_id)
+            other_client = OfflineClient(api_url=outputs["ApiUrl"], tenant_id=other.tenant_id)
             other_isolation = isolation_of_other_tenant(
                 other_client, unique_queries[:OTHER_TENANT_QUERIES], set(other.ids)
             )

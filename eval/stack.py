@@ -21,8 +21,8 @@ from rag_ingest.retrieval.search import SearchMode
 from rag_ingest.wiring import vector_store_for
 
 from eval.retrieval import RESULTS_PER_QUESTION, Passage, Question
-from local.client import LocalStackClient
-from local.runtime.harness import LocalStackProcess, template_with_environment
+from local.client import OfflineClient
+from local.runtime.harness import OfflineStackProcess, template_with_environment
 from local.runtime.settings import REPO_ROOT, stack_name_from_cdk_json
 
 SYSTEM_NAME = "ours, through the local stack"
@@ -34,7 +34,7 @@ def eval_template(source: Path, index_name: str) -> dict[str, Any]:
 
 
 @contextmanager
-def eval_stack(label: str) -> Iterator[tuple[LocalStackClient, LocalStackProcess]]:
+def eval_stack(label: str) -> Iterator[tuple[OfflineClient, OfflineStackProcess]]:
     """A local stack on the synthesized template with an index of its own (dropped at the end), and
     a client of a tenant of its own."""
     source = REPO_ROOT / "cdk.out" / f"{stack_name_from_cdk_json(REPO_ROOT)}.template.json"
@@ -44,20 +44,20 @@ def eval_stack(label: str) -> Iterator[tuple[LocalStackClient, LocalStackProcess
     with tempfile.TemporaryDirectory(prefix=f"rag-eval-{label}-") as work:
         template = Path(work) / "template.json"
         template.write_text(json.dumps(eval_template(source, index_name)))
-        process = LocalStackProcess(Path(work) / "state", template=template)
+        process = OfflineStackProcess(Path(work) / "state", template=template)
         print(f"starting a local stack (index {index_name}) ...", flush=True)
         outputs = process.start(timeout=300)
         opensearch_url = process.env.get("OPENSEARCH_URL") or "http://127.0.0.1:9200"
         store = vector_store_for(opensearch_url, index_name, MINILM_DIMENSION)
         try:
-            yield LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=f"eval-{uuid.uuid4().hex[:8]}"), process
+            yield OfflineClient(api_url=outputs["ApiUrl"], tenant_id=f"eval-{uuid.uuid4().hex[:8]}"), process
         finally:
             process.stop()
             store.drop_index()
 
 
 def upload_all(
-    client: LocalStackClient, process: LocalStackProcess, uploads: Mapping[Path, str], timeout: float
+    client: OfflineClient, process: OfflineStackProcess, uploads: Mapping[Path, str], timeout: float
 ) -> dict[str, dict[str, Any]]:
     """Upload each file with its content type, wait until all are done: each file name's final state.
     A document that is not READY ends the evaluation, with the stack's log."""
@@ -93,7 +93,7 @@ def evaluate_through_local_stack(
         return SYSTEM_NAME, chunk_count, results, reranked
 
 
-def search(client: LocalStackClient, query: str, mode: SearchMode, *, rerank: bool | None = None) -> list[Passage]:
+def search(client: OfflineClient, query: str, mode: SearchMode, *, rerank: bool | None = None) -> list[Passage]:
     response = client.search(query, k=RESULTS_PER_QUESTION, mode=mode.value, rerank=rerank)
     if response.status_code != 200:
         raise RuntimeError(f"POST /search answered {response.status_code}: {response.text[:500]}")

@@ -30,7 +30,7 @@ class SignInError(RuntimeError):
 
 
 @dataclass
-class LocalStackClient:
+class OfflineClient:
     api_url: str
     tenant_id: str = "demo"
     username: str | None = None
@@ -53,7 +53,7 @@ class LocalStackClient:
     @classmethod
     def from_outputs(
         cls, tenant_id: str = "demo", outputs: Path = LOCAL_OUTPUTS, username: str | None = None
-    ) -> LocalStackClient:
+    ) -> OfflineClient:
         if not outputs.exists():
             raise SystemExit(f"{outputs} not found: start the local stack first (make stack-up)")
         return cls(api_url=json.loads(outputs.read_text())["ApiUrl"], tenant_id=tenant_id, username=username)

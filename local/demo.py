@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from local.client import LocalStackClient
+from local.client import OfflineClient
 
 SAMPLES = Path("samples")
 DEFAULT_QUERIES = (
@@ -37,7 +37,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900)
     args = parser.parse_args()
 
-    client = LocalStackClient.from_outputs(tenant_id=args.tenant, username=args.user)
+    client = OfflineClient.from_outputs(tenant_id=args.tenant, username=args.user)
     pdfs = sorted(SAMPLES.glob("*.pdf"))
     if not pdfs:
         raise SystemExit("no sample PDFs in samples/")

@@ -19,8 +19,8 @@ from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.wiring import vector_store_for
 
-from local.client import LocalStackClient
-from local.runtime.harness import LocalStackProcess, template_with_environment
+from local.client import OfflineClient
+from local.runtime.harness import OfflineStackProcess, template_with_environment
 from local.runtime.settings import REPO_ROOT, stack_name_from_cdk_json
 from tests.support.tokens import TokenForge, new_key, write_key
 
@@ -42,7 +42,7 @@ def signing_key() -> rsa.RSAPrivateKey:
 @pytest.fixture(scope="session")
 def stack_process(
     tmp_path_factory: pytest.TempPathFactory, signing_key: rsa.RSAPrivateKey
-) -> Iterator[LocalStackProcess]:
+) -> Iterator[OfflineStackProcess]:
     """The local stack from the synthesized template (make test synthesizes first), on free ports,
     so a stack left running by `make demo` is not disturbed."""
     state_dir = tmp_path_factory.mktemp("local-stack")
@@ -56,7 +56,7 @@ def stack_process(
         "WEBHOOK_RETRY_BASE_SECONDS": "1",
     }
     template.write_text(json.dumps(template_with_environment(source, variables)))
-    process = LocalStackProcess(
+    process = OfflineStackProcess(
         state_dir,
         template=template,
         env={"LOCAL_OIDC_SIGNING_KEY": str(key_file), "LOCAL_LIVE_KEEPALIVE_SECONDS": str(LIVE_KEEPALIVE_SECONDS)},
@@ -69,15 +69,15 @@ def stack_process(
 
 
 @pytest.fixture(scope="session")
-def local_stack(stack_process: LocalStackProcess) -> dict[str, Any]:
+def local_stack(stack_process: OfflineStackProcess) -> dict[str, Any]:
     return stack_process.outputs
 
 
 @pytest.fixture(scope="session")
-def client(local_stack: dict[str, Any]) -> LocalStackClient:
+def client(local_stack: dict[str, Any]) -> OfflineClient:
     # A tenant of its own per run: OpenSearch keeps data between runs, moto does not. The client
     # signs in with the stack's identity provider and sends the ID token.
-    return LocalStackClient(api_url=local_stack["ApiUrl"], tenant_id=f"e2e-{uuid.uuid4().hex[:8]}")
+    return OfflineClient(api_url=local_stack["ApiUrl"], tenant_id=f"e2e-{uuid.uuid4().hex[:8]}")
 
 
 @pytest.fixture(scope="session")

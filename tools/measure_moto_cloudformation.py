@@ -43,10 +43,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from local.runtime.aws import moto_client
+from local.runtime.cloudformation.provision import AnyAttributes
+from local.runtime.cloudformation.template import CloudFormationTemplate, IntrinsicResolver, TemplateResource
 from local.runtime.moto_server import configure_moto, start_moto_server
-from local.runtime.provision import AnyAttributes
 from local.runtime.settings import RuntimeSettings
-from local.runtime.template import CloudFormationTemplate, IntrinsicResolver, TemplateResource
 
 BOOTSTRAP_VERSION = "30"
 PLACEHOLDER_ASSET_BYTES = 5 * 1024 * 1024

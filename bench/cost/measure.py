@@ -30,13 +30,13 @@ from botocore.config import Config
 from rag_ingest.core.tokens import count_tokens
 
 from eval.stack import eval_template
-from local.client import LocalStackClient
-from local.runtime.harness import LocalStackProcess
+from local.client import OfflineClient
+from local.runtime.harness import OfflineStackProcess
 from local.runtime.settings import DEFAULT_OPENSEARCH_URL, LOCAL_CREDENTIALS, REPO_ROOT, stack_name_from_cdk_json
 
 # This module's own AWS reads say so in their user agent: they are the measurement, not the system.
 PROBE_USER_AGENT = "rag-ingest-cost-probe"
-# "END RequestId: <id> Duration: <ms> ms Status: ok" from local/runtime/lambda_runner.py.
+# "END RequestId: <id> Duration: <ms> ms Status: ok" from local/runtime/lambda_/runner.py.
 _INVOCATION_END = re.compile(r"local\.lambda\.(?P<function>\S+): END RequestId: \S+ Duration: (?P<ms>[\d.]+) ms")
 _FUNCTION_LOG_LINE = re.compile(r"^\S+ \S+ \w+ +local\.lambda\.\S+: (.*)$", re.MULTILINE)
 _CREDENTIAL_SCOPE = re.compile(r"Credential=[^/]+/\d{8}/[^/]+/(?P<service>[^/]+)/aws4_request")
@@ -305,14 +305,14 @@ def measure(pdfs: Sequence[Path], timeout: float = 1800) -> dict[str, Any]:
         template = Path(work) / "template.json"
         template.write_text(json.dumps(eval_template(source, index_name)))
         recording = Path(work) / "moto_recording.jsonl"
-        process = LocalStackProcess(
+        process = OfflineStackProcess(
             Path(work) / "state", template=template, env={"MOTO_RECORDER_FILEPATH": str(recording)}
         )
         print(f"starting a local stack (index {index_name}) ...", flush=True)
         outputs = process.start(timeout=300)
         store = vector_store_for(opensearch_url, index_name, 384)
         try:
-            client = LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=f"cost-{uuid.uuid4().hex[:8]}")
+            client = OfflineClient(api_url=outputs["ApiUrl"], tenant_id=f"cost-{uuid.uuid4().hex[:8]}")
             client.token()
             log_offset = process.log_path.stat().st_size
             _recorder(outputs["MotoEndpoint"], "reset-recording")

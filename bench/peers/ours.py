@@ -21,9 +21,9 @@ from typing import Any
 from bench.peers.corpus import CorpusDocument
 from bench.peers.process_memory import PeakRssSampler, pids_with_argument
 from eval.stack import eval_template
-from local.client import LocalStackClient
+from local.client import OfflineClient
 from local.opensearch.server import BOOTSTRAP_CLASS
-from local.runtime.harness import LocalStackProcess
+from local.runtime.harness import OfflineStackProcess
 from local.runtime.settings import DEFAULT_OPENSEARCH_URL, REPO_ROOT, stack_name_from_cdk_json
 
 SYSTEM_NAME = "rag-ingest"
@@ -60,13 +60,13 @@ def ingest_through_local_stack(
     with tempfile.TemporaryDirectory(prefix="rag-bench-peers-") as work:
         template = Path(work) / "template.json"
         template.write_text(json.dumps(eval_template(source, index_name)))
-        process = LocalStackProcess(Path(work) / "state", template=template, env=dict(env or {}))
+        process = OfflineStackProcess(Path(work) / "state", template=template, env=dict(env or {}))
         outputs = process.start(timeout=300)
         assert process.process is not None  # started above
         opensearch_url = process.env.get("OPENSEARCH_URL") or DEFAULT_OPENSEARCH_URL
         store = vector_store_for(opensearch_url, index_name, 384)
         try:
-            client = LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=f"bench-{uuid.uuid4().hex[:8]}")
+            client = OfflineClient(api_url=outputs["ApiUrl"], tenant_id=f"bench-{uuid.uuid4().hex[:8]}")
             client.token()  # sign in before the clock starts, as a user already on the page is
             warmed = warm_up(client, warmup, timeout)
             baseline = before_clock(outputs) if before_clock else {}
@@ -117,7 +117,7 @@ def ingest_through_local_stack(
             store.drop_index()
 
 
-def warm_up(client: LocalStackClient, documents: Sequence[Path], timeout: float) -> list[str]:
+def warm_up(client: OfflineClient, documents: Sequence[Path], timeout: float) -> list[str]:
     """Uploads ``documents`` at once and waits until they are READY, before the clock starts: every
     function then has warm workers, as in a pipeline already at work (the peers' libraries are
     imported before their clocks start too). Their chunks are not the corpus's, so nothing of the

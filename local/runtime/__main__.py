@@ -65,14 +65,14 @@ def _tail(path: Any, lines: int = 30) -> str:
 
 
 def serve(settings: RuntimeSettings) -> int:
-    from local.runtime.stack import LocalStack
+    from local.runtime.stack import OfflineStack
 
     logging.basicConfig(
         level=os.environ.get("LOCAL_LOG_LEVEL", "INFO").upper(),
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    return LocalStack(settings).serve_forever()
+    return OfflineStack(settings).serve_forever()
 
 
 def up(settings: RuntimeSettings) -> int:

@@ -75,7 +75,7 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-class LocalStackProcess:
+class OfflineStackProcess:
     """A local stack on free ports; ``start()`` returns its outputs, ``stop()`` ends everything."""
 
     def __init__(self, state_dir: Path, *, template: Path | None = None, env: dict[str, str] | None = None) -> None:
@@ -159,7 +159,7 @@ class LocalStackProcess:
         return sorted(
             child
             for child, command in child_processes(pid).items()
-            if "lambda_worker.py" in command and any(module in command for module in modules)
+            if "lambda_/worker.py" in command and any(module in command for module in modules)
         )
 
     def busy_worker_pids(self, construct_id: str) -> list[int]:
@@ -224,7 +224,7 @@ class LocalStackProcess:
         except FileNotFoundError:
             return ""
 
-    def __enter__(self) -> LocalStackProcess:
+    def __enter__(self) -> OfflineStackProcess:
         self.start()
         return self
 

@@ -112,7 +112,7 @@ class RuntimeSettings:
     opensearch_url: str
     # Step Functions retries really sleep in moto's interpreter: intervals are scaled by this.
     retry_scale: float
-    # CloudWatch alarm periods, as the local alarm evaluator runs them (local/runtime/alarms.py).
+    # CloudWatch alarm periods, as the local alarm evaluator runs them (local/runtime/alarms/evaluator.py).
     alarm_period_scale: float
     lambda_max_workers: int
     lambda_init_timeout_seconds: float

@@ -24,21 +24,21 @@ from cryptography.hazmat.primitives.serialization import (
 from moto.server import ThreadedMotoServer
 
 from local.embedding_server.process import EmbeddingServerProcess
-from local.runtime.alarms import HANDLED_TYPES, AlarmEvaluator
-from local.runtime.api_server import ApiServer
+from local.runtime.alarms.evaluator import HANDLED_TYPES, AlarmEvaluator
 from local.runtime.aws import moto_client
-from local.runtime.durable_state import DurableState, LoadedState, StateRefusedError
-from local.runtime.http_api import HttpApiDefinition
-from local.runtime.identity import OIDC_PATH, LocalIdentityProvider
-from local.runtime.lambda_runner import LambdaRunner
-from local.runtime.live_status import LiveStatusHub, LiveStatusUnavailable
-from local.runtime.moto_lambda_seam import install_moto_seam, invoke_in_process
+from local.runtime.cloudformation.provision import ProvisionedStack, Provisioner, ProvisioningError, api_function_name
+from local.runtime.cloudformation.template import CloudFormationTemplate, TemplateError
+from local.runtime.http.identity import OIDC_PATH, LocalIdentityProvider
+from local.runtime.http.live_status import LiveStatusHub, LiveStatusUnavailable
+from local.runtime.http.server import ApiServer
+from local.runtime.http.template_api import HttpApiDefinition
+from local.runtime.lambda_.moto_seam import install_moto_seam, invoke_in_process
+from local.runtime.lambda_.runner import LambdaRunner
+from local.runtime.lambda_.sqs_poller import SqsPoller
 from local.runtime.moto_server import PortInUseError, configure_moto, ensure_port_free, start_moto_server
 from local.runtime.moto_sfn_clients import install_sfn_client_cache
-from local.runtime.provision import ProvisionedStack, Provisioner, ProvisioningError, api_function_name
+from local.runtime.persistence.durable_state import DurableState, LoadedState, StateRefusedError
 from local.runtime.settings import EMBEDDING_SERVER, LIVE_PATH, RuntimeSettings
-from local.runtime.sqs_poller import SqsPoller
-from local.runtime.template import CloudFormationTemplate, TemplateError
 
 LOG = logging.getLogger("local.runtime")
 # The audience when the template has no JWT authorizer (a template without an HTTP API).
@@ -73,7 +73,7 @@ def _signing_key(settings: RuntimeSettings) -> rsa.RSAPrivateKey | None:
     return key
 
 
-class LocalStack:
+class OfflineStack:
     def __init__(self, settings: RuntimeSettings) -> None:
         self.settings = settings
         self.phase = "starting"
@@ -304,7 +304,7 @@ class LocalStack:
     def _start_alarms(
         self, template: CloudFormationTemplate, provisioner: Provisioner, provisioned: ProvisionedStack
     ) -> AlarmEvaluator:
-        """The template's alarms, evaluated on what the local stack observes (local/runtime/alarms.py)."""
+        """The template's alarms, evaluated on what the local stack observes (local/runtime/alarms/evaluator.py)."""
         queues = {
             str(url).rstrip("/").rsplit("/", 1)[-1]: str(url)
             for logical_id, url in provisioned.physical_ids.items()

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from selenium import webdriver
 
-from local.runtime.harness import LocalStackProcess
+from local.runtime.harness import OfflineStackProcess
 from tests.browser.oauth_standin import CognitoStandIn
 from tests.browser.page import Page, new_driver
 
@@ -23,7 +23,7 @@ def driver() -> Iterator[webdriver.Chrome]:
 
 
 @pytest.fixture
-def page(driver: webdriver.Chrome, stack_process: LocalStackProcess, request: pytest.FixtureRequest) -> Page:
+def page(driver: webdriver.Chrome, stack_process: OfflineStackProcess, request: pytest.FixtureRequest) -> Page:
     """The page, loaded from the local stack's API server (which serves web/ and /config.json)."""
     name = "-".join(request.node.name.removeprefix("test_").split("_")[:4])  # screenshot file prefix
     opened = Page(driver, stack_process.api_url, name)

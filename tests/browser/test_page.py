@@ -23,8 +23,8 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
-from local.client import LocalStackClient
-from local.runtime.harness import LocalStackProcess
+from local.client import OfflineClient
+from local.runtime.harness import OfflineStackProcess
 from samples import documents
 from tests.browser.page import SAMPLES, Page, elapsed, new_driver, write_figures
 
@@ -253,7 +253,7 @@ def test_signed_in_user_uploads_two_pdfs_watches_them_ready_live_searches_opens_
 
 
 def test_document_failed_by_transient_errors_is_retried_from_the_page_to_ready(
-    page: Page, tenant: str, stack_process: LocalStackProcess, tmp_path: Path
+    page: Page, tenant: str, stack_process: OfflineStackProcess, tmp_path: Path
 ) -> None:
     # A name of its own: the injected fault matches this document's Parse invocations only.
     sample = tmp_path / f"retry-{uuid.uuid4().hex[:8]}.pdf"
@@ -372,12 +372,12 @@ def test_a_slide_and_a_word_paragraph_open_where_they_stand_in_the_rendered_view
 
 
 def test_a_two_column_pdf_hit_is_marked_over_its_own_words_only(
-    page: Page, tenant: str, stack_process: LocalStackProcess
+    page: Page, tenant: str, stack_process: OfflineStackProcess
 ) -> None:
     """A real two-column PDF (eval/corpus/ltnews35.pdf, LaTeX News 35): a hit on a page its passage
     covers only part of opens in the PDF viewer, the marks over the passage's words and not over
     the rest of the page, as PDF.js's own text layer places them."""
-    client = LocalStackClient(api_url=stack_process.api_url, tenant_id=tenant)
+    client = OfflineClient(api_url=stack_process.api_url, tenant_id=tenant)
     document_id = client.upload(EVAL_CORPUS / "ltnews35.pdf")
     done = client.wait_until_done([document_id], timeout_seconds=PIPELINE_TIMEOUT)
     assert done[document_id]["status"] == "READY", done
@@ -395,10 +395,10 @@ def test_a_two_column_pdf_hit_is_marked_over_its_own_words_only(
 
 
 def test_the_list_shows_newest_first_and_loads_more_with_the_cursor(
-    page: Page, tenant: str, stack_process: LocalStackProcess
+    page: Page, tenant: str, stack_process: OfflineStackProcess
 ) -> None:
     # 21 documents awaiting their upload (the page asks for 20 at a time): cheap, and real records.
-    client = LocalStackClient(api_url=stack_process.api_url, tenant_id=tenant)
+    client = OfflineClient(api_url=stack_process.api_url, tenant_id=tenant)
     created = []
     for number in range(LIST_PAGE_SIZE + 1):
         ticket = client.create_upload(f"pending-{number:02d}.pdf")
@@ -484,7 +484,7 @@ def test_keyboard_alone_signs_in_and_reaches_every_control_with_a_visible_focus(
 
 
 def test_page_config_and_sign_in_form_say_local_sign_in_is_for_development_only(
-    stack_process: LocalStackProcess,
+    stack_process: OfflineStackProcess,
 ) -> None:
     """Sanity of what the page reads at start, from a browser of its own (no stack fixture page)."""
     driver = new_driver()

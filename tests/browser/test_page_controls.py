@@ -20,8 +20,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select
 
-from local.client import LocalStackClient
-from local.runtime.harness import LocalStackProcess
+from local.client import OfflineClient
+from local.runtime.harness import OfflineStackProcess
 from tests.browser.page import SAMPLES, Page
 from tests.browser.test_page import PIPELINE_TIMEOUT, QUERY, uploaded_ids, wait_status
 from tests.support.webhooks import Receiver, loopback_receiver
@@ -213,7 +213,7 @@ def ready_document(page: Page, user: str, tenant: str, metadata: list[tuple[str,
 
 
 def test_the_document_editor_saves_with_if_match_and_says_when_it_changed_elsewhere(
-    page: Page, tenant: str, stack_process: LocalStackProcess
+    page: Page, tenant: str, stack_process: OfflineStackProcess
 ) -> None:
     """Needs PATCH /documents/{id} with revisions (branch wt-patch)."""
     document_id = ready_document(page, "gus", tenant, [("topic", "string", "birds"), ("year", "number", "2019")])
@@ -226,7 +226,7 @@ def test_the_document_editor_saves_with_if_match_and_says_when_it_changed_elsewh
     page.screenshot("saved")
 
     # Someone else changes it meanwhile (the same user, from another client).
-    elsewhere = LocalStackClient(api_url=stack_process.api_url, tenant_id=tenant, username="gus")
+    elsewhere = OfflineClient(api_url=stack_process.api_url, tenant_id=tenant, username="gus")
     current = elsewhere.request("GET", f"/documents/{document_id}")
     response = elsewhere._session().patch(
         f"{stack_process.api_url}/documents/{document_id}",
@@ -254,7 +254,7 @@ def test_the_document_editor_saves_with_if_match_and_says_when_it_changed_elsewh
 
 
 def test_access_at_upload_and_only_the_uploader_or_an_admin_may_change_it(
-    page: Page, tenant: str, stack_process: LocalStackProcess
+    page: Page, tenant: str, stack_process: OfflineStackProcess
 ) -> None:
     """Access at upload and by PATCH, through the page. Users are named by their ``sub`` (the local
     issuer's is derived from tenant and user name)."""
@@ -301,9 +301,9 @@ def test_access_at_upload_and_only_the_uploader_or_an_admin_may_change_it(
     assert_no_unexpected_console_errors(page, 403)
 
 
-def subject(stack_process: LocalStackProcess, tenant: str, username: str) -> str:
+def subject(stack_process: OfflineStackProcess, tenant: str, username: str) -> str:
     """The user's ``sub`` in the local issuer's tokens (what access lists name)."""
-    token = LocalStackClient(api_url=stack_process.api_url, tenant_id=tenant, username=username).token()
+    token = OfflineClient(api_url=stack_process.api_url, tenant_id=tenant, username=username).token()
     return str(jwt.decode(token, options={"verify_signature": False})["sub"])
 
 

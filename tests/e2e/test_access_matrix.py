@@ -38,7 +38,7 @@ import jwt
 import pytest
 import requests
 
-from local.client import LocalStackClient
+from local.client import OfflineClient
 
 pytestmark = pytest.mark.e2e
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
@@ -104,11 +104,11 @@ def live_stream(url: str) -> Iterator[Stream]:
         connection.close()
 
 
-def subject_of(client: LocalStackClient) -> str:
+def subject_of(client: OfflineClient) -> str:
     return str(jwt.decode(client.token(), options={"verify_signature": False})["sub"])
 
 
-def upload(client: LocalStackClient, path: Path, access: dict[str, list[str]] | None) -> str:
+def upload(client: OfflineClient, path: Path, access: dict[str, list[str]] | None) -> str:
     body: dict[str, Any] = {"filename": path.name}
     if access is not None:
         body["access"] = access
@@ -124,7 +124,7 @@ def upload(client: LocalStackClient, path: Path, access: dict[str, list[str]] | 
 
 @dataclass
 class World:
-    clients: dict[str, LocalStackClient]
+    clients: dict[str, OfflineClient]
     documents: dict[str, str]  # name -> document id
     streams: dict[str, Stream]
     not_found: dict[str, Any]  # the 404 body of a missing document
@@ -139,12 +139,12 @@ def world(local_stack: dict[str, Any]) -> Iterator[World]:
     tenant = f"acl-{uuid.uuid4().hex[:8]}"
     groups = {"member": ("legal",), "admin": (ADMIN_GROUP,), "other": ("sales",)}
     clients = {
-        name: LocalStackClient(api_url, tenant_id=tenant, username=f"{name}-user", groups=groups.get(name, ()))
+        name: OfflineClient(api_url, tenant_id=tenant, username=f"{name}-user", groups=groups.get(name, ()))
         for name in USERS
         if name != "stranger"
     }
     # Another tenant's user, with every group and even the uploader's user name.
-    clients["stranger"] = LocalStackClient(
+    clients["stranger"] = OfflineClient(
         api_url, tenant_id=f"acl-other-{uuid.uuid4().hex[:8]}", username="uploader-user", groups=(ADMIN_GROUP, "legal")
     )
     with ExitStack() as stack:
@@ -276,7 +276,7 @@ def test_a_change_of_access_reaches_search(world: World) -> None:
     document_id = upload(uploader, SAMPLES / "lighthouses.pdf", None)
     assert uploader.wait_until_done([document_id], timeout_seconds=600)[document_id]["status"] == "READY"
 
-    def found(client: LocalStackClient) -> bool:
+    def found(client: OfflineClient) -> bool:
         response = client.request("POST", "/search", {"query": "lighthouse", "k": 50, "mode": "bm25"})
         passages = response.json()["passages"]
         return document_id in {p["document_id"] for p in passages} | {

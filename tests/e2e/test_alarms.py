@@ -1,4 +1,4 @@
-"""The template's alarms, evaluated by the local stack (local/runtime/alarms.py), really fire: an
+"""The template's alarms, evaluated by the local stack (local/runtime/alarms/evaluator.py), really fire: an
 upload event the Intake function keeps failing on is dead-lettered, the DLQ-depth alarm and the
 Intake errors alarm go to ALARM in moto's CloudWatch and a subscriber of the alarm topic receives
 CloudWatch's notifications; the Redrive function moves the message back, the document becomes
@@ -19,8 +19,8 @@ import pytest
 import requests
 from rag_ingest.core.ids import document_id_for_object
 
-from local.client import LocalStackClient
-from local.runtime.harness import LocalStackProcess
+from local.client import OfflineClient
+from local.runtime.harness import OfflineStackProcess
 
 pytestmark = pytest.mark.e2e
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
@@ -93,7 +93,7 @@ def subscriber(aws: dict[str, Any], local_stack: dict[str, Any]) -> Iterator[Sub
 
 
 @pytest.fixture
-def faults(stack_process: LocalStackProcess) -> Iterator[LocalStackProcess]:
+def faults(stack_process: OfflineStackProcess) -> Iterator[OfflineStackProcess]:
     stack_process.clear_faults()
     try:
         yield stack_process
@@ -101,7 +101,7 @@ def faults(stack_process: LocalStackProcess) -> Iterator[LocalStackProcess]:
         stack_process.clear_faults()
 
 
-def exists(client: LocalStackClient, document_id: str) -> bool:
+def exists(client: OfflineClient, document_id: str) -> bool:
     try:
         client.document(document_id)
     except requests.HTTPError as error:
@@ -123,7 +123,7 @@ def alarm_state(cloudwatch: Any, name: str) -> str:
 
 
 def test_a_dead_letter_fires_the_dlq_alarm_to_the_topic_and_redrive_clears_it(
-    faults: LocalStackProcess, local_stack: dict[str, Any], aws: dict[str, Any], subscriber: Subscriber
+    faults: OfflineStackProcess, local_stack: dict[str, Any], aws: dict[str, Any], subscriber: Subscriber
 ) -> None:
     sqs, cloudwatch = aws["sqs"], aws["cloudwatch"]
     dlq_alarm = by_prefix(local_stack["Alarms"], "MonitoringDeadLetterQueueAlarm")
@@ -182,7 +182,7 @@ def test_a_dead_letter_fires_the_dlq_alarm_to_the_topic_and_redrive_clears_it(
     assert ok["OldStateValue"] == "ALARM"
     assert ok["NewStateReason"].startswith("Threshold Crossed: 1 out of the last 1 datapoints [0.0")
     # Redriven, the upload is ingested after all, and Intake's errors alarm clears.
-    client = LocalStackClient(api_url=local_stack["ApiUrl"].rstrip("/"), tenant_id=tenant)
+    client = OfflineClient(api_url=local_stack["ApiUrl"].rstrip("/"), tenant_id=tenant)
     wait_for(lambda: exists(client, document_id), "Intake to record the redriven upload")
     state = client.wait_until_done([document_id], timeout_seconds=300)[document_id]
     assert state["status"] == "READY", state
@@ -190,7 +190,7 @@ def test_a_dead_letter_fires_the_dlq_alarm_to_the_topic_and_redrive_clears_it(
 
 
 def test_a_system_failure_fires_the_emf_metrics_insights_alarm_until_it_ages_out(
-    faults: LocalStackProcess, local_stack: dict[str, Any], aws: dict[str, Any], subscriber: Subscriber
+    faults: OfflineStackProcess, local_stack: dict[str, Any], aws: dict[str, Any], subscriber: Subscriber
 ) -> None:
     """The DocumentsFailed EMF metric MarkFailed writes, summed by the alarm's Metrics Insights query."""
     cloudwatch = aws["cloudwatch"]
@@ -198,7 +198,7 @@ def test_a_system_failure_fires_the_emf_metrics_insights_alarm_until_it_ages_out
     # An earlier test's system failure may still be in the alarm's evaluation range.
     wait_for(lambda: alarm_state(cloudwatch, system_alarm) == "OK", "the system failures alarm to be OK first")
     subscriber.forget()
-    client = LocalStackClient(api_url=local_stack["ApiUrl"].rstrip("/"), tenant_id=f"alarms-{uuid.uuid4().hex[:8]}")
+    client = OfflineClient(api_url=local_stack["ApiUrl"].rstrip("/"), tenant_id=f"alarms-{uuid.uuid4().hex[:8]}")
     ticket = client.create_upload("sourdough.pdf")
     ticket.raise_for_status()
     document_id = ticket.json()["document_id"]

@@ -24,8 +24,8 @@ import jwt
 import pytest
 import requests
 
-from local.client import LocalStackClient
-from local.runtime.harness import LocalStackProcess
+from local.client import OfflineClient
+from local.runtime.harness import OfflineStackProcess
 from local.runtime.settings import REPO_ROOT, stack_name_from_cdk_json
 from tests.support.tokens import TokenForge, bad_tokens
 
@@ -85,7 +85,7 @@ def test_every_jwt_route_refuses_requests_without_a_valid_token(
 
 
 @pytest.mark.parametrize("route_key", JWT_ROUTES)
-def test_a_valid_token_reaches_the_function(route_key: str, client: LocalStackClient) -> None:
+def test_a_valid_token_reaches_the_function(route_key: str, client: OfflineClient) -> None:
     response = call(client.api_url, route_key, client._headers())
     # The function answered (created, listed, searched, or its own error: no such document, a
     # method the route does not allow), not the authorizer.
@@ -105,7 +105,7 @@ def test_routes_without_authorization_need_no_token(route_key: str, local_stack:
     assert response.status_code not in (401, 403), response.text
 
 
-def test_an_expired_token_from_the_provider_is_refused(client: LocalStackClient) -> None:
+def test_an_expired_token_from_the_provider_is_refused(client: OfflineClient) -> None:
     # exp is in whole seconds (as Cognito's): a token of 2 s issued at x.99 lives 1.01 s. Signing in
     # at the start of a second gives the fresh request the whole lifetime.
     time.sleep(1 - time.time() % 1)
@@ -127,7 +127,7 @@ def test_a_token_with_an_invalid_tenant_is_forbidden(local_stack: dict[str, Any]
         assert response.json()["error"]["code"]
 
 
-def test_the_identity_provider_publishes_its_configuration_and_keys(client: LocalStackClient) -> None:
+def test_the_identity_provider_publishes_its_configuration_and_keys(client: OfflineClient) -> None:
     issuer = f"{client.api_url}/_local/oidc"
     configuration = requests.get(f"{issuer}/.well-known/openid-configuration", timeout=10).json()
     assert configuration["issuer"] == issuer and configuration["jwks_uri"] == f"{issuer}/jwks.json"
@@ -182,7 +182,7 @@ def test_config_json_has_the_local_shape(local_stack: dict[str, Any]) -> None:
     }
 
 
-def _preflight(client: LocalStackClient, origin: str) -> requests.Response:
+def _preflight(client: OfflineClient, origin: str) -> requests.Response:
     return requests.options(
         f"{client.api_url}/documents",
         headers={
@@ -194,7 +194,7 @@ def _preflight(client: LocalStackClient, origin: str) -> requests.Response:
     )
 
 
-def test_cors_follows_the_template_and_the_local_page_origin(client: LocalStackClient) -> None:
+def test_cors_follows_the_template_and_the_local_page_origin(client: OfflineClient) -> None:
     configured = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]["rag-ingest"]["allowedOrigins"]
     # An origin nobody configured (cdk.json lists none by default: no localhost reaches production).
     foreign = "http://localhost:8000"
@@ -269,11 +269,11 @@ def drain(received: queue.Queue[tuple[str, str]]) -> list[tuple[str, str]]:
             return items
 
 
-def test_live_status_pushes_every_transition_to_the_tenant_only(stack_process: LocalStackProcess) -> None:
+def test_live_status_pushes_every_transition_to_the_tenant_only(stack_process: OfflineStackProcess) -> None:
     api_url = stack_process.outputs["ApiUrl"]
     keepalive_seconds = float(stack_process.env.get("LOCAL_LIVE_KEEPALIVE_SECONDS", "15"))
-    owner = LocalStackClient(api_url, tenant_id=f"live-{uuid.uuid4().hex[:8]}")
-    other = LocalStackClient(api_url, tenant_id=f"live-other-{uuid.uuid4().hex[:8]}")
+    owner = OfflineClient(api_url, tenant_id=f"live-{uuid.uuid4().hex[:8]}")
+    other = OfflineClient(api_url, tenant_id=f"live-other-{uuid.uuid4().hex[:8]}")
     with live_stream(owner.live_url()) as (status, updates), live_stream(other.live_url()) as (other_status, others):
         assert (status, other_status) == (200, 200)
         document_id = owner.upload(SAMPLES / "sourdough.pdf")

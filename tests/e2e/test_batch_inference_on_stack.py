@@ -19,8 +19,8 @@ from rag_ingest.wiring import vector_store_for
 
 from infra.cdk_app import cdk_json_context, create_app
 from infra.config import CONTEXT_KEY
-from local.client import LocalStackClient
-from local.runtime.harness import LocalStackProcess, template_with_environment
+from local.client import OfflineClient
+from local.runtime.harness import OfflineStackProcess, template_with_environment
 from tests.e2e.test_lanes import BULK_PAGES, bulk_pdf, execution_arn, states_entered
 from tools.build_layer import build_layer
 
@@ -49,7 +49,7 @@ def batch_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
         "BATCH_MAX_POLL_SECONDS": "1",
     }
     template.write_text(json.dumps(template_with_environment(outdir / stack.template_file, variables)))
-    process = LocalStackProcess(
+    process = OfflineStackProcess(
         state_dir,
         template=template,
         env={
@@ -69,7 +69,7 @@ def batch_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
 
 def test_a_bulk_document_is_embedded_by_one_batch_job_and_indexed(batch_stack: dict[str, Any], tmp_path: Path) -> None:
     outputs = batch_stack["outputs"]
-    client = LocalStackClient(api_url=outputs["ApiUrl"], tenant_id=f"e2e-{uuid.uuid4().hex[:8]}")
+    client = OfflineClient(api_url=outputs["ApiUrl"], tenant_id=f"e2e-{uuid.uuid4().hex[:8]}")
     document = client.upload(bulk_pdf(tmp_path / "harbour-manual.pdf"))
     done = client.wait_until_done([document], timeout_seconds=240)[document]
     assert done["status"] == "READY", done

@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 import requests
 
-from local.client import LocalStackClient
+from local.client import OfflineClient
 
 pytestmark = pytest.mark.e2e
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 VISIBLE_WITHIN_SECONDS = 5.0
 
 
-def upload_with_metadata(client: LocalStackClient, path: Path, metadata: dict[str, Any]) -> str:
+def upload_with_metadata(client: OfflineClient, path: Path, metadata: dict[str, Any]) -> str:
     ticket = client.request("POST", "/documents", {"filename": path.name, "metadata": metadata})
     assert ticket.status_code == 201, ticket.text
     form = ticket.json()["upload"]
@@ -31,24 +31,24 @@ def upload_with_metadata(client: LocalStackClient, path: Path, metadata: dict[st
 
 
 @pytest.fixture(scope="module")
-def client(local_stack: dict[str, Any]) -> LocalStackClient:
-    return LocalStackClient(api_url=local_stack["ApiUrl"], tenant_id=f"patch-{uuid.uuid4().hex[:8]}")
+def client(local_stack: dict[str, Any]) -> OfflineClient:
+    return OfflineClient(api_url=local_stack["ApiUrl"], tenant_id=f"patch-{uuid.uuid4().hex[:8]}")
 
 
 @pytest.fixture(scope="module")
-def document_id(client: LocalStackClient) -> str:
+def document_id(client: OfflineClient) -> str:
     document_id = upload_with_metadata(client, SAMPLES / "lighthouses.pdf", {"customer": "before", "year": 2024})
     states = client.wait_until_done([document_id], timeout_seconds=300)
     assert states[document_id]["status"] == "READY", states
     return document_id
 
 
-def patch(client: LocalStackClient, document_id: str, body: Any, if_match: str | None = None) -> requests.Response:
+def patch(client: OfflineClient, document_id: str, body: Any, if_match: str | None = None) -> requests.Response:
     headers = {**client._headers(), **({"If-Match": if_match} if if_match is not None else {})}
     return requests.patch(f"{client.api_url}/documents/{document_id}", json=body, headers=headers, timeout=60)
 
 
-def search(client: LocalStackClient, value: str, mode: str) -> list[dict[str, Any]]:
+def search(client: OfflineClient, value: str, mode: str) -> list[dict[str, Any]]:
     where = {"equals": {"key": "customer", "value": value}}
     response = client.request(
         "POST", "/search", {"query": "lighthouse keeper lamp", "k": 5, "mode": mode, "filter": where}
@@ -57,7 +57,7 @@ def search(client: LocalStackClient, value: str, mode: str) -> list[dict[str, An
     return list(response.json()["passages"])
 
 
-def test_a_patch_is_searchable_within_5_seconds_from_both_legs(client: LocalStackClient, document_id: str) -> None:
+def test_a_patch_is_searchable_within_5_seconds_from_both_legs(client: OfflineClient, document_id: str) -> None:
     got = client.request("GET", f"/documents/{document_id}")
     assert got.status_code == 200 and got.headers["ETag"] == '"1"' and got.json()["revision"] == 1
     chunk_count = got.json()["chunk_count"]
@@ -90,7 +90,7 @@ def test_a_patch_is_searchable_within_5_seconds_from_both_legs(client: LocalStac
     assert document["revision"] == 2 and document["chunk_count"] == chunk_count and document["status"] == "READY"
 
 
-def test_a_stale_if_match_is_412_and_changes_nothing(client: LocalStackClient, document_id: str) -> None:
+def test_a_stale_if_match_is_412_and_changes_nothing(client: OfflineClient, document_id: str) -> None:
     current = client.document(document_id)
     stale = patch(client, document_id, {"metadata": {"customer": "stale"}}, if_match=f'"{current["revision"] - 1}"')
     assert stale.status_code == 412, stale.text
@@ -98,19 +98,19 @@ def test_a_stale_if_match_is_412_and_changes_nothing(client: LocalStackClient, d
     assert client.document(document_id)["metadata"] == current["metadata"]
 
 
-def test_bad_metadata_is_a_400_naming_the_key(client: LocalStackClient, document_id: str) -> None:
+def test_bad_metadata_is_a_400_naming_the_key(client: OfflineClient, document_id: str) -> None:
     answer = patch(client, document_id, {"metadata": {"filename": "x"}})
     assert answer.status_code == 400 and answer.json()["error"]["code"] == "INVALID_REQUEST"
     assert "metadata.filename" in answer.json()["error"]["message"]
 
 
 def test_another_tenants_document_is_404(local_stack: dict[str, Any], document_id: str) -> None:
-    stranger = LocalStackClient(api_url=local_stack["ApiUrl"], tenant_id=f"other-{uuid.uuid4().hex[:8]}")
+    stranger = OfflineClient(api_url=local_stack["ApiUrl"], tenant_id=f"other-{uuid.uuid4().hex[:8]}")
     answer = patch(stranger, document_id, {"metadata": {"customer": "mine"}})
     assert answer.status_code == 404 and answer.json()["error"]["code"] == "NOT_FOUND"
 
 
-def test_a_browser_may_send_if_match_and_read_the_etag(client: LocalStackClient, document_id: str) -> None:
+def test_a_browser_may_send_if_match_and_read_the_etag(client: OfflineClient, document_id: str) -> None:
     origin = client.api_url  # the local page's origin
     preflight = requests.options(
         f"{client.api_url}/documents/{document_id}",

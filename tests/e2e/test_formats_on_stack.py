@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from local.client import LocalStackClient
+from local.client import OfflineClient
 from samples import documents
 
 pytestmark = pytest.mark.e2e
@@ -56,13 +56,13 @@ FORMATS: dict[str, tuple[Callable[[], bytes], str, str, str, set[str]]] = {
 }
 
 
-def upload(client: LocalStackClient, tmp_path: Path, name: str, data: bytes, content_type: str) -> str:
+def upload(client: OfflineClient, tmp_path: Path, name: str, data: bytes, content_type: str) -> str:
     path = tmp_path / name
     path.write_bytes(data)
     return client.upload(path, content_type)
 
 
-def best_passage(client: LocalStackClient, query: str, document_id: str) -> dict[str, Any]:
+def best_passage(client: OfflineClient, query: str, document_id: str) -> dict[str, Any]:
     response = client.search(query, k=10)
     response.raise_for_status()
     passages = [p for p in response.json()["passages"] if p["document_id"] == document_id]
@@ -70,7 +70,7 @@ def best_passage(client: LocalStackClient, query: str, document_id: str) -> dict
     return dict(passages[0])
 
 
-def test_every_format_is_ready_and_its_passages_say_where_they_stand(client: LocalStackClient, tmp_path: Path) -> None:
+def test_every_format_is_ready_and_its_passages_say_where_they_stand(client: OfflineClient, tmp_path: Path) -> None:
     ids = {
         name: upload(client, tmp_path, name, make(), content_type)
         for name, (make, content_type, *_rest) in FORMATS.items()
@@ -96,7 +96,7 @@ def test_every_format_is_ready_and_its_passages_say_where_they_stand(client: Loc
     assert [page["page_number"] for page in slides] == [1, 2, 3] and states[ids["survey.pptx"]]["page_count"] == 3
 
 
-def test_a_pdf_named_docx_is_read_as_a_pdf_and_has_no_rendered_view(client: LocalStackClient, tmp_path: Path) -> None:
+def test_a_pdf_named_docx_is_read_as_a_pdf_and_has_no_rendered_view(client: OfflineClient, tmp_path: Path) -> None:
     document_id = upload(
         client, tmp_path, "report.docx", (SAMPLES / "sourdough.pdf").read_bytes(), documents.DOCX_CONTENT_TYPE
     )

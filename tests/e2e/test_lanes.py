@@ -18,8 +18,8 @@ from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.retrieval.search import search_passages
 
-from local.client import LocalStackClient
-from local.runtime.harness import LocalStackProcess
+from local.client import OfflineClient
+from local.runtime.harness import OfflineStackProcess
 from local.runtime.settings import DEFAULT_BULK_LANE_NICE
 from tests.conftest import SESSION_BULK_ABOVE_PAGES, SESSION_RANGE_PAGES
 
@@ -80,12 +80,12 @@ def worker_niceness(name_part: str) -> list[int]:
 
 
 def test_a_big_document_runs_in_the_bulk_lane_and_a_small_one_beside_it_in_the_standard_lane(
-    client: LocalStackClient,
+    client: OfflineClient,
     aws_clients: dict[str, Any],
     local_stack: dict[str, Any],
     vector_store: VectorStore,
     embedder: Embedder,
-    stack_process: LocalStackProcess,
+    stack_process: OfflineStackProcess,
     tmp_path: Path,
 ) -> None:
     embedding_url = (stack_process.control("GET", "/_local/status") or {})["embedding_server"]["url"]

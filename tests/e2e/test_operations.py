@@ -15,8 +15,8 @@ import requests
 from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.cli import main as cli
 
-from local.client import LocalStackClient
-from local.runtime.harness import LocalStackProcess
+from local.client import OfflineClient
+from local.runtime.harness import OfflineStackProcess
 
 pytestmark = pytest.mark.e2e
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
@@ -26,12 +26,12 @@ MARK_FAILED_ATTEMPTS = 4
 
 
 @pytest.fixture
-def tenant_client(client: LocalStackClient) -> LocalStackClient:
-    return LocalStackClient(api_url=client.api_url, tenant_id=f"ops-{uuid.uuid4().hex[:8]}")
+def tenant_client(client: OfflineClient) -> OfflineClient:
+    return OfflineClient(api_url=client.api_url, tenant_id=f"ops-{uuid.uuid4().hex[:8]}")
 
 
 @pytest.fixture
-def faults(stack_process: LocalStackProcess) -> Any:
+def faults(stack_process: OfflineStackProcess) -> Any:
     stack_process.clear_faults()
     yield stack_process
     stack_process.clear_faults()
@@ -42,7 +42,7 @@ def function_name(local_stack: dict[str, Any], construct_id: str) -> str:
     return str(name)
 
 
-def upload(client: LocalStackClient, sample: Path, before_sending: Any = None) -> str:
+def upload(client: OfflineClient, sample: Path, before_sending: Any = None) -> str:
     """The browser flow, with a hook between the ticket and the file (to arm faults for its id)."""
     ticket = client.create_upload(sample.name)
     ticket.raise_for_status()
@@ -57,17 +57,17 @@ def upload(client: LocalStackClient, sample: Path, before_sending: Any = None) -
     return str(body["document_id"])
 
 
-def operations_cli(stack_process: LocalStackProcess, *argv: str) -> None:
+def operations_cli(stack_process: OfflineStackProcess, *argv: str) -> None:
     assert cli(["--local", "--outputs", str(stack_process.state_dir / "outputs.json"), *argv]) == 0
 
 
 def test_delete_erases_the_document_for_its_tenant_only(
-    tenant_client: LocalStackClient, local_stack: dict[str, Any], aws_clients: dict[str, Any], vector_store: VectorStore
+    tenant_client: OfflineClient, local_stack: dict[str, Any], aws_clients: dict[str, Any], vector_store: VectorStore
 ) -> None:
     document_id = upload(tenant_client, SAMPLES / "sourdough.pdf")
     state = tenant_client.wait_until_done([document_id], timeout_seconds=300)[document_id]
     assert state["status"] == "READY" and vector_store.count(document_id=document_id) == state["chunk_count"]
-    intruder = LocalStackClient(api_url=tenant_client.api_url, tenant_id="intruder").delete(document_id)
+    intruder = OfflineClient(api_url=tenant_client.api_url, tenant_id="intruder").delete(document_id)
     assert intruder.status_code == 404
     deleted = tenant_client.delete(document_id)
     assert deleted.status_code == 200, deleted.text
@@ -86,10 +86,10 @@ def test_delete_erases_the_document_for_its_tenant_only(
 
 
 def test_replay_resumes_a_document_failed_by_a_system_error(
-    tenant_client: LocalStackClient,
+    tenant_client: OfflineClient,
     local_stack: dict[str, Any],
-    stack_process: LocalStackProcess,
-    faults: LocalStackProcess,
+    stack_process: OfflineStackProcess,
+    faults: OfflineStackProcess,
     vector_store: VectorStore,
 ) -> None:
     parse = function_name(local_stack, "WorkflowParseFunction")
@@ -112,10 +112,10 @@ def test_replay_resumes_a_document_failed_by_a_system_error(
 
 
 def test_reaper_redrives_an_execution_that_died_without_closing_its_record(
-    tenant_client: LocalStackClient,
+    tenant_client: OfflineClient,
     local_stack: dict[str, Any],
-    stack_process: LocalStackProcess,
-    faults: LocalStackProcess,
+    stack_process: OfflineStackProcess,
+    faults: OfflineStackProcess,
     aws_clients: dict[str, Any],
     vector_store: VectorStore,
 ) -> None:

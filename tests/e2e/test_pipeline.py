@@ -15,19 +15,19 @@ from rag_ingest.core.ids import document_id_for_object
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.retrieval.search import search_passages
 
-from local.client import LocalStackClient
+from local.client import OfflineClient
 
 pytestmark = pytest.mark.e2e
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 EXPECTED = json.loads((SAMPLES / "expected.json").read_text())
 
 
-def wait(client: LocalStackClient, document_id: str, timeout: float = 300) -> dict[str, Any]:
+def wait(client: OfflineClient, document_id: str, timeout: float = 300) -> dict[str, Any]:
     return client.wait_until_done([document_id], timeout_seconds=timeout)[document_id]
 
 
 def test_uploaded_pdf_is_ready_indexed_once_and_found_by_page(
-    client: LocalStackClient, vector_store: VectorStore, embedder: Embedder
+    client: OfflineClient, vector_store: VectorStore, embedder: Embedder
 ) -> None:
     document_id = client.upload(SAMPLES / "lighthouses.pdf")
     state = wait(client, document_id)
@@ -54,7 +54,7 @@ def test_uploaded_pdf_is_ready_indexed_once_and_found_by_page(
     [("not-a-pdf.pdf", "UNSUPPORTED_TYPE", "VALIDATE"), ("encrypted.pdf", "ENCRYPTED_PDF", "PARSE")],
 )
 def test_bad_files_fail_with_their_code_without_retry_loops(
-    client: LocalStackClient, sample: str, error_code: str, stage: str
+    client: OfflineClient, sample: str, error_code: str, stage: str
 ) -> None:
     document_id = client.upload(SAMPLES / "invalid" / sample)
     state = wait(client, document_id, timeout=120)
@@ -64,23 +64,23 @@ def test_bad_files_fail_with_their_code_without_retry_loops(
     assert state["attempts"][stage] == 1  # a permanent error is never retried
 
 
-def test_upload_request_for_a_type_that_is_not_accepted_is_refused(client: LocalStackClient) -> None:
+def test_upload_request_for_a_type_that_is_not_accepted_is_refused(client: OfflineClient) -> None:
     response = client.create_upload("photo.png", content_type="image/png")
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "UNSUPPORTED_TYPE"
 
 
-def test_unknown_document_is_404_and_other_tenants_cannot_read(client: LocalStackClient) -> None:
+def test_unknown_document_is_404_and_other_tenants_cannot_read(client: OfflineClient) -> None:
     document_id = client.upload(SAMPLES / "sourdough.pdf")
     assert client.document(document_id)["document_id"] == document_id
-    intruder = LocalStackClient(api_url=client.api_url, tenant_id="intruder")
+    intruder = OfflineClient(api_url=client.api_url, tenant_id="intruder")
     with pytest.raises(Exception, match="404"):
         intruder.document(document_id)
     wait(client, document_id)
 
 
 def test_poison_message_goes_to_the_dlq_while_its_batch_succeeds(
-    client: LocalStackClient, local_stack: dict[str, Any], aws_clients: dict[str, Any]
+    client: OfflineClient, local_stack: dict[str, Any], aws_clients: dict[str, Any]
 ) -> None:
     sqs, s3 = aws_clients["sqs"], aws_clients["s3"]
     queue_url, dlq_url = local_stack["IngestQueueUrl"], local_stack["DeadLetterQueueUrl"]
@@ -141,7 +141,7 @@ def test_poison_message_goes_to_the_dlq_while_its_batch_succeeds(
     assert client.wait_until_done([document_id], timeout_seconds=300)[document_id]["status"] == "READY"
 
 
-def test_document_events_reach_eventbridge_consumers(client: LocalStackClient, aws_clients: dict[str, Any]) -> None:
+def test_document_events_reach_eventbridge_consumers(client: OfflineClient, aws_clients: dict[str, Any]) -> None:
     sqs, events = aws_clients["sqs"], aws_clients["events"]
     suffix = uuid.uuid4().hex[:8]
     queue_url = sqs.create_queue(QueueName=f"document-events-{suffix}")["QueueUrl"]

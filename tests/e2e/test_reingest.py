@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from local.client import LocalStackClient
+from local.client import OfflineClient
 
 pytestmark = pytest.mark.e2e
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 
 def test_identical_bytes_under_another_name_embed_nothing_and_name_the_original(
-    client: LocalStackClient, tmp_path: Path
+    client: OfflineClient, tmp_path: Path
 ) -> None:
     # A tenant of its own: the session's tenant may have embedded this sample already.
-    tenant = LocalStackClient(api_url=client.api_url, tenant_id=f"reingest-{uuid.uuid4().hex[:8]}")
+    tenant = OfflineClient(api_url=client.api_url, tenant_id=f"reingest-{uuid.uuid4().hex[:8]}")
     original = tenant.upload(SAMPLES / "sourdough.pdf")
     first = tenant.wait_until_done([original], timeout_seconds=300)[original]
     assert first["status"] == "READY", f"{first['error_code']}: {first['error_detail']}"
@@ -37,7 +37,7 @@ def test_identical_bytes_under_another_name_embed_nothing_and_name_the_original(
     assert second["duplicate_of"] == original
 
     # Another tenant's upload of the same bytes shares nothing: it pays for its own embeddings.
-    stranger = LocalStackClient(api_url=client.api_url, tenant_id=f"reingest-{uuid.uuid4().hex[:8]}")
+    stranger = OfflineClient(api_url=client.api_url, tenant_id=f"reingest-{uuid.uuid4().hex[:8]}")
     theirs = stranger.upload(SAMPLES / "sourdough.pdf")
     third = stranger.wait_until_done([theirs], timeout_seconds=300)[theirs]
     assert third["embedding_cache"] == {"hits": 0, "misses": third["chunk_count"]}

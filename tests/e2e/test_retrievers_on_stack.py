@@ -20,7 +20,7 @@ from rag_ingest.integrations import langchain as lc
 from rag_ingest.integrations import llamaindex as li
 from rag_ingest.integrations.client import RagIngestApiError
 
-from local.client import LocalStackClient
+from local.client import OfflineClient
 from tests.e2e.test_metadata_search import upload_with_metadata
 
 pytestmark = pytest.mark.e2e
@@ -39,12 +39,12 @@ METADATA = {
 
 
 @pytest.fixture(scope="module")
-def client(local_stack: dict[str, Any]) -> LocalStackClient:
-    return LocalStackClient(api_url=local_stack["ApiUrl"], tenant_id=f"integ-{uuid.uuid4().hex[:8]}")
+def client(local_stack: dict[str, Any]) -> OfflineClient:
+    return OfflineClient(api_url=local_stack["ApiUrl"], tenant_id=f"integ-{uuid.uuid4().hex[:8]}")
 
 
 @pytest.fixture(scope="module")
-def documents(client: LocalStackClient) -> dict[str, str]:
+def documents(client: OfflineClient) -> dict[str, str]:
     """filename -> document id, every one READY."""
     ids = {name: upload_with_metadata(client, SAMPLES / name, metadata) for name, metadata in METADATA.items()}
     states = client.wait_until_done(list(ids.values()), timeout_seconds=300)
@@ -52,25 +52,25 @@ def documents(client: LocalStackClient) -> dict[str, str]:
     return ids
 
 
-def api_search(client: LocalStackClient, **body: Any) -> list[dict[str, Any]]:
+def api_search(client: OfflineClient, **body: Any) -> list[dict[str, Any]]:
     response = client.request("POST", "/search", body)
     assert response.status_code == 200, response.text
     return list(response.json()["passages"])
 
 
-def langchain(client: LocalStackClient, **options: Any) -> lc.RagIngestRetriever:
+def langchain(client: OfflineClient, **options: Any) -> lc.RagIngestRetriever:
     # client.token: a function returning a valid ID token of the local identity provider, as an
     # application passes its own sign-in.
     return lc.RagIngestRetriever(api_url=client.api_url, token=client.token, **options)
 
 
-def llamaindex(client: LocalStackClient, **options: Any) -> li.RagIngestRetriever:
+def llamaindex(client: OfflineClient, **options: Any) -> li.RagIngestRetriever:
     return li.RagIngestRetriever(client.api_url, client.token, **options)
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "knn", "bm25"])
 def test_langchain_returns_what_the_api_returns_with_text_pages_and_metadata(
-    client: LocalStackClient, documents: dict[str, str], mode: str
+    client: OfflineClient, documents: dict[str, str], mode: str
 ) -> None:
     retrieved = langchain(client, k=3, mode=mode, filter=ONLY_CUSTOMER).invoke(QUERY)
     expected = api_search(client, query=QUERY, k=3, mode=mode, filter=ONLY_CUSTOMER)
@@ -96,7 +96,7 @@ def test_langchain_returns_what_the_api_returns_with_text_pages_and_metadata(
 
 @pytest.mark.parametrize("mode", ["hybrid", "knn", "bm25"])
 def test_llamaindex_returns_what_the_api_returns_with_text_pages_and_metadata(
-    client: LocalStackClient, documents: dict[str, str], mode: str
+    client: OfflineClient, documents: dict[str, str], mode: str
 ) -> None:
     nodes = llamaindex(client, k=3, mode=mode, filter=ONLY_CUSTOMER).retrieve(QUERY)
     expected = api_search(client, query=QUERY, k=3, mode=mode, filter=ONLY_CUSTOMER)
@@ -114,7 +114,7 @@ def test_llamaindex_returns_what_the_api_returns_with_text_pages_and_metadata(
 
 
 def test_k_and_a_filter_on_user_metadata_from_both_sync_and_async(
-    client: LocalStackClient, documents: dict[str, str]
+    client: OfflineClient, documents: dict[str, str]
 ) -> None:
     # A query about birds, but only the customer's documents from 2022 on: the lighthouses only.
     query = "birds nesting on city buildings"
@@ -139,7 +139,7 @@ def test_k_and_a_filter_on_user_metadata_from_both_sync_and_async(
 
 
 def test_rerank_is_passed_through_and_returns_the_reranked_order(
-    client: LocalStackClient, documents: dict[str, str]
+    client: OfflineClient, documents: dict[str, str]
 ) -> None:
     # The API reranks with the local server's Rerank route (a labelled lexical stand-in offline):
     # what each retriever returns with rerank=True is the API's reranked answer, not the fused one.
@@ -161,7 +161,7 @@ BAD_FILTER = {"orAll": [{"equals": {"key": "customer", "value": "x"}}]}  # orAll
 
 
 def test_a_bad_filter_raises_the_typed_error_with_its_json_path(
-    client: LocalStackClient, documents: dict[str, str]
+    client: OfflineClient, documents: dict[str, str]
 ) -> None:
     calls = [
         lambda: langchain(client, filter=BAD_FILTER).invoke(QUERY),
@@ -177,7 +177,7 @@ def test_a_bad_filter_raises_the_typed_error_with_its_json_path(
 
 
 def test_a_token_the_api_refuses_raises_instead_of_returning_nothing(
-    client: LocalStackClient, documents: dict[str, str]
+    client: OfflineClient, documents: dict[str, str]
 ) -> None:
     with pytest.raises(RagIngestApiError) as raised:
         lc.RagIngestRetriever(api_url=client.api_url, token="not-a-token").invoke(QUERY)
@@ -189,7 +189,7 @@ def test_a_token_the_api_refuses_raises_instead_of_returning_nothing(
 
 @pytest.mark.parametrize("example", ["langchain_rag.py", "llamaindex_rag.py"])
 def test_the_documented_examples_run_against_the_stack(
-    client: LocalStackClient, documents: dict[str, str], example: str
+    client: OfflineClient, documents: dict[str, str], example: str
 ) -> None:
     """docs/integrations.md's two applications, as files (tests/unit/test_integrations.py holds
     the doc to them): offline they print the passages, then the prompt an LLM would get."""

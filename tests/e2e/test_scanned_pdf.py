@@ -12,13 +12,13 @@ from rag_ingest.embeddings.base import Embedder
 from rag_ingest.retrieval.search import search_passages
 
 from eval.scans.generate import STYLES, generate_style
-from local.client import LocalStackClient
+from local.client import OfflineClient
 
 pytestmark = pytest.mark.e2e
 
 
 def test_a_scanned_pdf_is_ocrd_to_ready_and_searchable_by_page(
-    client: LocalStackClient, vector_store: VectorStore, embedder: Embedder, tmp_path: Path
+    client: OfflineClient, vector_store: VectorStore, embedder: Embedder, tmp_path: Path
 ) -> None:
     style = next(style for style in STYLES if style.name == "clean-sans-200")
     data, truths = generate_style(style)

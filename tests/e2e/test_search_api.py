@@ -10,21 +10,21 @@ from typing import Any
 import pytest
 import requests
 
-from local.client import LocalStackClient
-from local.runtime.harness import LocalStackProcess
+from local.client import OfflineClient
+from local.runtime.harness import OfflineStackProcess
 
 pytestmark = pytest.mark.e2e
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 EXPECTED = json.loads((SAMPLES / "expected.json").read_text())
 
 
-def post_search(client: LocalStackClient, body: Any, *, tenant: str | None = None) -> requests.Response:
-    caller = LocalStackClient(api_url=client.api_url, tenant_id=tenant) if tenant else client
+def post_search(client: OfflineClient, body: Any, *, tenant: str | None = None) -> requests.Response:
+    caller = OfflineClient(api_url=client.api_url, tenant_id=tenant) if tenant else client
     return caller.request("POST", "/search", body, timeout=60)
 
 
 @pytest.fixture(scope="module")
-def urban_birds(client: LocalStackClient) -> str:
+def urban_birds(client: OfflineClient) -> str:
     document_id = client.upload(SAMPLES / "urban-birds.pdf")
     state = client.wait_until_done([document_id], timeout_seconds=300)[document_id]
     assert state["status"] == "READY", state
@@ -32,7 +32,7 @@ def urban_birds(client: LocalStackClient) -> str:
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "knn", "bm25"])
-def test_search_finds_the_page_in_every_mode(client: LocalStackClient, urban_birds: str, mode: str) -> None:
+def test_search_finds_the_page_in_every_mode(client: OfflineClient, urban_birds: str, mode: str) -> None:
     sentence = EXPECTED["urban-birds.pdf"]["sentences"][0]
     response = post_search(client, {"query": sentence["text"], "k": 3, "mode": mode})
 
@@ -57,7 +57,7 @@ def test_search_finds_the_page_in_every_mode(client: LocalStackClient, urban_bir
 
 
 def test_the_query_is_embedded_in_the_embedding_servers_query_lane(
-    client: LocalStackClient, stack_process: LocalStackProcess, urban_birds: str
+    client: OfflineClient, stack_process: OfflineStackProcess, urban_birds: str
 ) -> None:
     # The API function's Bedrock endpoint is the server's /lanes/query: a person's query goes
     # before the passages of documents being ingested (local.embedding_server.batcher).
@@ -73,7 +73,7 @@ def test_the_query_is_embedded_in_the_embedding_servers_query_lane(
     assert query_requests() == before + 1
 
 
-def test_default_mode_is_hybrid_with_five_results(client: LocalStackClient, urban_birds: str) -> None:
+def test_default_mode_is_hybrid_with_five_results(client: OfflineClient, urban_birds: str) -> None:
     response = post_search(client, {"query": "birds nesting on buildings"})
     assert response.status_code == 200, response.text
     assert response.json()["mode"] == "hybrid"
@@ -81,7 +81,7 @@ def test_default_mode_is_hybrid_with_five_results(client: LocalStackClient, urba
 
 
 def test_rerank_true_goes_through_the_embedding_servers_rerank_route(
-    client: LocalStackClient, stack_process: LocalStackProcess, urban_birds: str
+    client: OfflineClient, stack_process: OfflineStackProcess, urban_birds: str
 ) -> None:
     # Off by default (cdk.json search.rerank.default): the same query reranked only when asked, the
     # scores then the reranker's (the local server's lexical stand-in, in [0, 1)).
@@ -104,7 +104,7 @@ def test_rerank_true_goes_through_the_embedding_servers_rerank_route(
     assert reranks() == before + 1
 
 
-def test_another_tenant_finds_nothing(client: LocalStackClient, urban_birds: str) -> None:
+def test_another_tenant_finds_nothing(client: OfflineClient, urban_birds: str) -> None:
     stranger = f"stranger-{uuid.uuid4().hex[:6]}"
     for mode in ("hybrid", "knn", "bm25"):
         response = post_search(client, {"query": "birds", "mode": mode, "k": 50}, tenant=stranger)
@@ -125,7 +125,7 @@ def test_another_tenant_finds_nothing(client: LocalStackClient, urban_birds: str
         ({"query": "birds", "tenant_id": "other"}, "tenant_id"),
     ],
 )
-def test_bad_input_is_a_clear_400(client: LocalStackClient, body: Any, reason: str) -> None:
+def test_bad_input_is_a_clear_400(client: OfflineClient, body: Any, reason: str) -> None:
     response = post_search(client, body)
     assert response.status_code == 400, response.text
     error = response.json()["error"]

@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 from rag_ingest.core.ids import document_id_for_object
 
-from local.client import LocalStackClient
+from local.client import OfflineClient
 
 pytestmark = pytest.mark.e2e
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 
 @pytest.fixture(scope="module")
-def client(local_stack: dict[str, Any]) -> LocalStackClient:
-    return LocalStackClient(api_url=local_stack["ApiUrl"], tenant_id=f"kb-{uuid.uuid4().hex[:8]}")
+def client(local_stack: dict[str, Any]) -> OfflineClient:
+    return OfflineClient(api_url=local_stack["ApiUrl"], tenant_id=f"kb-{uuid.uuid4().hex[:8]}")
 
 
 def put(aws_clients: dict[str, Any], bucket: str, key: str, body: bytes) -> None:
@@ -33,7 +33,7 @@ def kb_sidecar(attributes: dict[str, Any]) -> bytes:
     return json.dumps({"metadataAttributes": attributes}).encode()
 
 
-def settle(client: LocalStackClient, document_ids: list[str], timeout: float = 300) -> dict[str, dict[str, Any]]:
+def settle(client: OfflineClient, document_ids: list[str], timeout: float = 300) -> dict[str, dict[str, Any]]:
     """Wait until intake made the records (an object put without the API has none before), then until done."""
     deadline = time.monotonic() + 60
     while any(client.request("GET", f"/documents/{d}").status_code == 404 for d in document_ids):
@@ -42,14 +42,14 @@ def settle(client: LocalStackClient, document_ids: list[str], timeout: float = 3
     return client.wait_until_done(document_ids, timeout_seconds=timeout)
 
 
-def search(client: LocalStackClient, query: str, where: dict[str, Any], mode: str = "hybrid") -> set[str]:
+def search(client: OfflineClient, query: str, where: dict[str, Any], mode: str = "hybrid") -> set[str]:
     response = client.request("POST", "/search", {"query": query, "k": 5, "mode": mode, "filter": where})
     assert response.status_code == 200, response.text
     return {passage["document_id"] for passage in response.json()["passages"]}
 
 
 def test_a_kb_folder_loads_with_its_metadata_in_either_order(
-    client: LocalStackClient, local_stack: dict[str, Any], aws_clients: dict[str, Any]
+    client: OfflineClient, local_stack: dict[str, Any], aws_clients: dict[str, Any]
 ) -> None:
     bucket, folder = local_stack["BucketName"], f"raw/{client.tenant_id}/kb"
     collection = f"lights-{uuid.uuid4().hex[:6]}"
@@ -100,7 +100,7 @@ def test_a_kb_folder_loads_with_its_metadata_in_either_order(
 
 
 def test_a_bad_sidecar_fails_its_document_with_a_clear_code(
-    client: LocalStackClient, local_stack: dict[str, Any], aws_clients: dict[str, Any]
+    client: OfflineClient, local_stack: dict[str, Any], aws_clients: dict[str, Any]
 ) -> None:
     bucket, key = local_stack["BucketName"], f"raw/{client.tenant_id}/bad/urban-birds.pdf"
     put(aws_clients, bucket, key + ".metadata.json", kb_sidecar({"filename": "reserved names are refused"}))

@@ -1,5 +1,5 @@
 """Webhooks on the local stack, with the template's own rule, queues, functions and event source
-mappings (local/runtime/provision.py creates the rule in moto's EventBridge; the SQS poller runs the
+mappings (local/runtime/cloudformation/provision.py creates the rule in moto's EventBridge; the SQS poller runs the
 fan-out and delivery functions): a loopback receiver registered through the API gets a signed
 ``document.ready`` for an uploaded PDF, a receiver that answers 500 first gets it on the retry, a
 deleted document announces ``document.deleted``, and the webhook path's latency over 20 events
@@ -16,21 +16,21 @@ from typing import Any
 
 import pytest
 
-from local.client import LocalStackClient
+from local.client import OfflineClient
 from tests.support.webhooks import Receiver, loopback_receiver
 
 pytestmark = pytest.mark.e2e
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 
-def register(client: LocalStackClient, receiver: Receiver, events: list[str]) -> str:
+def register(client: OfflineClient, receiver: Receiver, events: list[str]) -> str:
     response = client.request("POST", "/webhooks", {"url": receiver.url, "events": events})
     assert response.status_code == 201, response.text
     receiver.secret = response.json()["secret"]
     return str(response.json()["id"])
 
 
-def test_an_uploaded_pdf_is_announced_signed_retried_and_its_deletion_too(client: LocalStackClient) -> None:
+def test_an_uploaded_pdf_is_announced_signed_retried_and_its_deletion_too(client: OfflineClient) -> None:
     with (
         loopback_receiver(Receiver()) as steady,
         loopback_receiver(Receiver(statuses=[500])) as flaky,
@@ -67,7 +67,7 @@ def test_an_uploaded_pdf_is_announced_signed_retried_and_its_deletion_too(client
         assert client.request("DELETE", f"/webhooks/{steady_id}").status_code == 204
 
 
-def test_webhook_latency_over_twenty_events(client: LocalStackClient, aws_clients: dict[str, Any]) -> None:
+def test_webhook_latency_over_twenty_events(client: OfflineClient, aws_clients: dict[str, Any]) -> None:
     with loopback_receiver(Receiver()) as receiver:
         endpoint = register(client, receiver, ["document.ready"])
         sent: dict[str, float] = {}

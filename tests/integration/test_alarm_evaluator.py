@@ -15,9 +15,9 @@ import boto3
 import pytest
 from moto.core.config import default_user_config
 
-from local.runtime.alarms import SQS_COUNT_ATTRIBUTES, AlarmEvaluator, queue_message_counts
+from local.runtime.alarms.evaluator import SQS_COUNT_ATTRIBUTES, AlarmEvaluator, queue_message_counts
+from local.runtime.cloudformation.template import CloudFormationTemplate, IntrinsicResolver
 from local.runtime.settings import RuntimeSettings
-from local.runtime.template import CloudFormationTemplate, IntrinsicResolver
 from tests.support.aws import moto_server
 
 pytestmark = pytest.mark.integration

@@ -5,7 +5,7 @@ function has the one body ``{"error": {"code", "message"}}``.
 
 API Gateway's own answers are told apart: a path no route matches is its bare 404
 ``{"message": "Not Found"}``, and CORS preflights (OPTIONS) are answered without the function.
-Auth headers come from ``LocalStackClient._headers()``, the one place that builds them.
+Auth headers come from ``OfflineClient._headers()``, the one place that builds them.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pytest
 import requests
 from rag_ingest.core.ids import new_document_id
 
-from local.client import LocalStackClient
+from local.client import OfflineClient
 from tools import openapi as openapi_tool
 
 pytestmark = pytest.mark.integration
@@ -32,13 +32,13 @@ ROUTE_PATTERNS = [re.compile("^" + re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(p
 
 
 @pytest.fixture(scope="module")
-def tenant_client(local_stack: dict[str, Any]) -> LocalStackClient:
-    return LocalStackClient(api_url=local_stack["ApiUrl"].rstrip("/"), tenant_id=f"fuzz-{uuid.uuid4().hex[:8]}")
+def tenant_client(local_stack: dict[str, Any]) -> OfflineClient:
+    return OfflineClient(api_url=local_stack["ApiUrl"].rstrip("/"), tenant_id=f"fuzz-{uuid.uuid4().hex[:8]}")
 
 
 @pytest.fixture(scope="module")
-def other_client(local_stack: dict[str, Any]) -> LocalStackClient:
-    return LocalStackClient(api_url=local_stack["ApiUrl"].rstrip("/"), tenant_id=f"other-{uuid.uuid4().hex[:8]}")
+def other_client(local_stack: dict[str, Any]) -> OfflineClient:
+    return OfflineClient(api_url=local_stack["ApiUrl"].rstrip("/"), tenant_id=f"other-{uuid.uuid4().hex[:8]}")
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def session() -> Iterator[requests.Session]:
 
 def send(
     http: requests.Session,
-    client: LocalStackClient,
+    client: OfflineClient,
     method: str,
     path: str,
     body: str | bytes | None = None,
@@ -93,7 +93,7 @@ def concrete(path: str) -> str:
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("path", sorted(DOCUMENT["paths"]))
 def test_every_route_and_method(
-    session: requests.Session, tenant_client: LocalStackClient, path: str, method: str
+    session: requests.Session, tenant_client: OfflineClient, path: str, method: str
 ) -> None:
     response = send(session, tenant_client, method, concrete(path))
     check(response, method, path)
@@ -104,7 +104,7 @@ def test_every_route_and_method(
         assert set(response.headers["Allow"].split(", ")) == {m.upper() for m in DOCUMENT["paths"][path]}
 
 
-def test_openapi_json_needs_no_token(session: requests.Session, tenant_client: LocalStackClient) -> None:
+def test_openapi_json_needs_no_token(session: requests.Session, tenant_client: OfflineClient) -> None:
     response = session.get(f"{tenant_client.api_url}/openapi.json", timeout=30)
     assert response.status_code == 200, response.text
     assert response.json() == DOCUMENT
@@ -133,7 +133,7 @@ MALFORMED = [
 @pytest.mark.parametrize("path", BODY_ROUTES)
 @pytest.mark.parametrize("body", MALFORMED, ids=lambda b: repr(b[:16]))
 def test_malformed_json_is_400(
-    session: requests.Session, tenant_client: LocalStackClient, path: str, body: str
+    session: requests.Session, tenant_client: OfflineClient, path: str, body: str
 ) -> None:
     response = send(session, tenant_client, "POST", path, body.encode("utf-8", "surrogatepass"))
     check(response, "POST", path)
@@ -172,7 +172,7 @@ WRONG = {
 
 @pytest.mark.parametrize(("path", "body"), [(p, b) for p, bodies in WRONG.items() for b in bodies])
 def test_wrong_types_and_oversized_fields_are_4xx(
-    session: requests.Session, tenant_client: LocalStackClient, path: str, body: dict[str, Any]
+    session: requests.Session, tenant_client: OfflineClient, path: str, body: dict[str, Any]
 ) -> None:
     response = send(session, tenant_client, "POST", path, json.dumps(body))
     check(response, "POST", path)
@@ -180,7 +180,7 @@ def test_wrong_types_and_oversized_fields_are_4xx(
 
 
 @pytest.mark.parametrize("size", [70_000, 1_000_000, 5_000_000])
-def test_oversized_bodies_are_413(session: requests.Session, tenant_client: LocalStackClient, size: int) -> None:
+def test_oversized_bodies_are_413(session: requests.Session, tenant_client: OfflineClient, size: int) -> None:
     body = json.dumps({"query": "x" * size})
     response = send(session, tenant_client, "POST", "/search", body)
     check(response, "POST", "/search")
@@ -189,7 +189,7 @@ def test_oversized_bodies_are_413(session: requests.Session, tenant_client: Loca
 
 @pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded", "image/png"])
 def test_other_content_types_never_5xx(
-    session: requests.Session, tenant_client: LocalStackClient, content_type: str | None
+    session: requests.Session, tenant_client: OfflineClient, content_type: str | None
 ) -> None:
     response = send(session, tenant_client, "POST", "/documents", b"filename=a.pdf", content_type=content_type)
     check(response, "POST", "/documents")
@@ -214,7 +214,7 @@ ODD_IDS = [
 
 @pytest.mark.parametrize("suffix", ["", "/retry", "/download"])
 @pytest.mark.parametrize("odd_id", ODD_IDS, ids=lambda i: i[:24])
-def test_odd_ids_are_404(session: requests.Session, tenant_client: LocalStackClient, odd_id: str, suffix: str) -> None:
+def test_odd_ids_are_404(session: requests.Session, tenant_client: OfflineClient, odd_id: str, suffix: str) -> None:
     for method in ("GET", "DELETE", "POST"):
         path = f"/documents/{odd_id}{suffix}"
         response = send(session, tenant_client, method, path)
@@ -243,7 +243,7 @@ def test_odd_ids_are_404(session: requests.Session, tenant_client: LocalStackCli
         "/documents?cursor=eyJ0ZW5hbnRfaWQiOiJvdGhlciJ9",
     ],
 )
-def test_odd_paths_never_5xx(session: requests.Session, tenant_client: LocalStackClient, path: str) -> None:
+def test_odd_paths_never_5xx(session: requests.Session, tenant_client: OfflineClient, path: str) -> None:
     for method in ("GET", "POST", "DELETE"):
         check(send(session, tenant_client, method, path), method, path)
 
@@ -261,7 +261,7 @@ def test_odd_paths_never_5xx(session: requests.Session, tenant_client: LocalStac
     ],
 )
 def test_unicode_filenames_get_an_upload_with_a_safe_key(
-    session: requests.Session, tenant_client: LocalStackClient, filename: str
+    session: requests.Session, tenant_client: OfflineClient, filename: str
 ) -> None:
     response = send(session, tenant_client, "POST", "/documents", json.dumps({"filename": filename}))
     check(response, "POST", "/documents")
@@ -273,7 +273,7 @@ def test_unicode_filenames_get_an_upload_with_a_safe_key(
 
 # -- another tenant ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def ready_document(tenant_client: LocalStackClient) -> str:
+def ready_document(tenant_client: OfflineClient) -> str:
     document_id = tenant_client.upload(SAMPLES / "lighthouses.pdf")
     state = tenant_client.wait_until_done([document_id], timeout_seconds=300)[document_id]
     assert state["status"] == "READY", state
@@ -281,7 +281,7 @@ def ready_document(tenant_client: LocalStackClient) -> str:
 
 
 def test_another_tenant_sees_nothing_of_it(
-    session: requests.Session, tenant_client: LocalStackClient, other_client: LocalStackClient, ready_document: str
+    session: requests.Session, tenant_client: OfflineClient, other_client: OfflineClient, ready_document: str
 ) -> None:
     for method, suffix in (("GET", ""), ("GET", "/download"), ("POST", "/retry"), ("DELETE", "")):
         path = f"/documents/{ready_document}{suffix}"

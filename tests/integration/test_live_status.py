@@ -19,7 +19,7 @@ from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.core.ids import new_document_id
 from rag_ingest.core.job import ObjectRef
 
-from local.runtime.live_status import LiveStatusHub, LiveStatusUnavailable, Subscription, stream_events
+from local.runtime.http.live_status import LiveStatusHub, LiveStatusUnavailable, Subscription, stream_events
 from tests.support.aws import moto_server
 
 pytestmark = pytest.mark.integration

@@ -25,10 +25,10 @@ from botocore.config import Config
 from cryptography.hazmat.primitives.asymmetric import rsa
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 
-from local.runtime.harness import LocalStackProcess
-from local.runtime.moto_lambda_seam import MOTO_VERSION, verify_moto_seam
+from local.runtime.harness import OfflineStackProcess
+from local.runtime.lambda_.moto_seam import MOTO_VERSION, verify_moto_seam
+from local.runtime.lambda_.sqs_poller import failed_message_ids, lambda_sqs_event
 from local.runtime.moto_server import verify_s3_event_seam
-from local.runtime.sqs_poller import failed_message_ids, lambda_sqs_event
 from tests.support.tokens import TokenForge, bad_tokens, new_key, write_key
 
 pytestmark = pytest.mark.integration
@@ -389,10 +389,10 @@ def signing_key() -> rsa.RSAPrivateKey:
 
 
 @pytest.fixture(scope="module")
-def stack(workspace: Path, signing_key: rsa.RSAPrivateKey) -> Iterator[LocalStackProcess]:
+def stack(workspace: Path, signing_key: rsa.RSAPrivateKey) -> Iterator[OfflineStackProcess]:
     directory = workspace
     template = build_template(directory / "cdk.out")
-    process = LocalStackProcess(
+    process = OfflineStackProcess(
         directory / "state",
         template=template,
         env={
@@ -411,7 +411,7 @@ def stack(workspace: Path, signing_key: rsa.RSAPrivateKey) -> Iterator[LocalStac
 
 
 @pytest.fixture(scope="module")
-def clients(stack: LocalStackProcess) -> dict[str, Any]:
+def clients(stack: OfflineStackProcess) -> dict[str, Any]:
     options: dict[str, Any] = {
         "endpoint_url": stack.moto_endpoint,
         "region_name": "us-east-1",
@@ -451,7 +451,7 @@ def test_moto_seam_is_where_the_runner_expects_it() -> None:
 
 
 def test_outputs_and_provisioned_resources_follow_the_template(
-    stack: LocalStackProcess, clients: dict[str, Any]
+    stack: OfflineStackProcess, clients: dict[str, Any]
 ) -> None:
     outputs = stack.outputs
     assert outputs["MotoEndpoint"] == stack.moto_endpoint
@@ -478,14 +478,14 @@ def test_outputs_and_provisioned_resources_follow_the_template(
     assert status is not None
     skipped = " ".join(status["skipped"])
     assert "AWS::Lambda::LayerVersion" in skipped and "AWS::CloudWatch::Alarm" not in skipped
-    # Alarms are the alarm evaluator's (local/runtime/alarms.py); this one has nothing to evaluate.
+    # Alarms are the alarm evaluator's (local/runtime/alarms/evaluator.py); this one has nothing to evaluate.
     [alarm] = status["alarms"]
     assert (alarm["logical_id"], alarm["state"], alarm["evaluated"]) == ("Alarm", "INSUFFICIENT_DATA", False)
     assert any("BucketNotificationsHandler" in ids for ids in status["skipped"].values())
 
 
 def test_bucket_notification_from_the_custom_resource_reaches_the_queue(
-    stack: LocalStackProcess, clients: dict[str, Any]
+    stack: OfflineStackProcess, clients: dict[str, Any]
 ) -> None:
     put = clients["s3"].put_object(Bucket=stack.outputs["BucketName"], Key="raw/t/doc one.pdf", Body=b"%PDF-1.7")
     clients["s3"].put_object(Bucket=stack.outputs["BucketName"], Key="other/ignored.txt", Body=b"x")
@@ -509,7 +509,7 @@ def test_bucket_notification_from_the_custom_resource_reaches_the_queue(
 
 
 def test_handler_runs_with_the_template_environment_and_local_overrides(
-    stack: LocalStackProcess, clients: dict[str, Any]
+    stack: OfflineStackProcess, clients: dict[str, Any]
 ) -> None:
     result, error, _ = _invoke(clients, stack.outputs["Functions"]["EchoFunction"], {"marker": "env"})
     assert error is None, result
@@ -541,7 +541,7 @@ def test_handler_runs_with_the_template_environment_and_local_overrides(
 
 
 def test_step_functions_retries_transient_errors_by_error_type(
-    stack: LocalStackProcess, clients: dict[str, Any]
+    stack: OfflineStackProcess, clients: dict[str, Any]
 ) -> None:
     sfn = clients["stepfunctions"]
     key = uuid.uuid4().hex[:8]
@@ -563,7 +563,7 @@ def test_step_functions_retries_transient_errors_by_error_type(
     assert (scheduled[1] - scheduled[0]).total_seconds() >= 0.9
 
 
-def test_permanent_error_is_caught_not_retried(stack: LocalStackProcess, clients: dict[str, Any]) -> None:
+def test_permanent_error_is_caught_not_retried(stack: OfflineStackProcess, clients: dict[str, Any]) -> None:
     sfn = clients["stepfunctions"]
     key = uuid.uuid4().hex[:8]
     arn = sfn.start_execution(
@@ -583,7 +583,9 @@ def test_permanent_error_is_caught_not_retried(stack: LocalStackProcess, clients
     assert "PassStateEntered" in types
 
 
-def test_timeout_kills_the_worker_and_returns_lambdas_error(stack: LocalStackProcess, clients: dict[str, Any]) -> None:
+def test_timeout_kills_the_worker_and_returns_lambdas_error(
+    stack: OfflineStackProcess, clients: dict[str, Any]
+) -> None:
     function = stack.outputs["Functions"]["SleepyFunction"]
     warm, error, _ = _invoke(clients, function, {"seconds": 0})
     assert error is None
@@ -598,7 +600,7 @@ def test_timeout_kills_the_worker_and_returns_lambdas_error(stack: LocalStackPro
 
 
 def test_poller_deletes_successes_and_the_poison_message_reaches_the_dlq(
-    stack: LocalStackProcess, clients: dict[str, Any]
+    stack: OfflineStackProcess, clients: dict[str, Any]
 ) -> None:
     sqs, table = clients["sqs"], stack.outputs["TableName"]
     tag = uuid.uuid4().hex[:6]
@@ -639,7 +641,7 @@ def test_poller_deletes_successes_and_the_poison_message_reaches_the_dlq(
 
 
 def test_an_idle_poller_sends_no_receive_and_still_picks_up_a_message(
-    stack: LocalStackProcess, clients: dict[str, Any]
+    stack: OfflineStackProcess, clients: dict[str, Any]
 ) -> None:
     sqs, queue_url = clients["sqs"], stack.outputs["IngestQueueUrl"]
 
@@ -673,7 +675,7 @@ def test_an_idle_poller_sends_no_receive_and_still_picks_up_a_message(
     assert queue_empty()
 
 
-def test_fault_injection_raise_and_crash_after(stack: LocalStackProcess, clients: dict[str, Any]) -> None:
+def test_fault_injection_raise_and_crash_after(stack: OfflineStackProcess, clients: dict[str, Any]) -> None:
     function = stack.outputs["Functions"]["EchoFunction"]
     stack.arm_fault("EchoFunction", "raise", error_type="TransientError", times=1)
     result, error, _ = _invoke(clients, function, {"marker": "fault"})
@@ -697,7 +699,7 @@ def test_fault_injection_raise_and_crash_after(stack: LocalStackProcess, clients
 
 
 def test_crash_after_ran_the_handler_before_dying(
-    stack: LocalStackProcess, clients: dict[str, Any], workspace: Path
+    stack: OfflineStackProcess, clients: dict[str, Any], workspace: Path
 ) -> None:
     function = stack.outputs["Functions"]["EchoFunction"]
     marker = f"crash-{uuid.uuid4().hex[:6]}"
@@ -710,7 +712,7 @@ def test_crash_after_ran_the_handler_before_dying(
 
 
 def test_raise_after_and_delay_run_the_handler_then_fail_or_answer_late(
-    stack: LocalStackProcess, clients: dict[str, Any], workspace: Path
+    stack: OfflineStackProcess, clients: dict[str, Any], workspace: Path
 ) -> None:
     function = stack.outputs["Functions"]["EchoFunction"]
     counters = workspace / "cdk.out" / "counters"
@@ -733,7 +735,9 @@ def test_raise_after_and_delay_run_the_handler_then_fail_or_answer_late(
     assert elapsed < 10
 
 
-def test_faults_can_target_matching_events_and_hit_by_chance(stack: LocalStackProcess, clients: dict[str, Any]) -> None:
+def test_faults_can_target_matching_events_and_hit_by_chance(
+    stack: OfflineStackProcess, clients: dict[str, Any]
+) -> None:
     function = stack.outputs["Functions"]["EchoFunction"]
     stack.arm_fault("EchoFunction", "raise", match="doc-target")
     _, error, _ = _invoke(clients, function, {"marker": "doc-other"})
@@ -765,7 +769,7 @@ def _http(
         return error.code, dict(error.headers), error.read()
 
 
-def _token(stack: LocalStackProcess, tenant: str = "acme", username: str = "ann") -> str:
+def _token(stack: OfflineStackProcess, tenant: str = "acme", username: str = "ann") -> str:
     _, _, body = _http(
         "POST",
         f"{stack.api_url}/_local/oidc/token",
@@ -775,7 +779,7 @@ def _token(stack: LocalStackProcess, tenant: str = "acme", username: str = "ann"
     return str(json.loads(body)["id_token"])
 
 
-def test_api_adapter_turns_requests_into_http_api_v2_events(stack: LocalStackProcess) -> None:
+def test_api_adapter_turns_requests_into_http_api_v2_events(stack: OfflineStackProcess) -> None:
     token = _token(stack)
     bearer = {"Authorization": f"Bearer {token}"}
     status, headers, body = _http("GET", f"{stack.api_url}/items/a%20b?x=1&x=2&y=", headers=bearer)
@@ -823,7 +827,7 @@ def test_api_adapter_turns_requests_into_http_api_v2_events(stack: LocalStackPro
 
 
 def test_jwt_routes_refuse_what_the_jwt_authorizer_refuses(
-    stack: LocalStackProcess, signing_key: rsa.RSAPrivateKey
+    stack: OfflineStackProcess, signing_key: rsa.RSAPrivateKey
 ) -> None:
     forge = TokenForge(stack.api_url, signing_key)
     assert _http("GET", f"{stack.api_url}/items/1", headers={"Authorization": f"Bearer {forge.token()}"})[0] == 201
@@ -842,7 +846,7 @@ def test_jwt_routes_refuse_what_the_jwt_authorizer_refuses(
     assert "(Signature has expired)" in stack.log_tail(400)  # the reason is logged, never answered
 
 
-def test_identity_provider_endpoints(stack: LocalStackProcess) -> None:
+def test_identity_provider_endpoints(stack: OfflineStackProcess) -> None:
     issuer = f"{stack.api_url}/_local/oidc"
     _, _, body = _http("GET", f"{issuer}/.well-known/openid-configuration")
     configuration = json.loads(body)
@@ -861,7 +865,7 @@ def test_identity_provider_endpoints(stack: LocalStackProcess) -> None:
     assert _http("GET", f"{issuer}/token")[0] == 405
 
 
-def test_cors_answers_with_the_templates_configuration(stack: LocalStackProcess) -> None:
+def test_cors_answers_with_the_templates_configuration(stack: OfflineStackProcess) -> None:
     def preflight(origin: str, method: str = "POST", headers: str = "authorization") -> tuple[int, dict[str, str]]:
         status, response_headers, _ = _http(
             "OPTIONS",
@@ -899,7 +903,7 @@ def test_cors_answers_with_the_templates_configuration(stack: LocalStackProcess)
     assert "Access-Control-Allow-Origin" not in headers
 
 
-def test_page_config_and_no_live_channel_without_a_documents_stream(stack: LocalStackProcess) -> None:
+def test_page_config_and_no_live_channel_without_a_documents_stream(stack: OfflineStackProcess) -> None:
     status, headers, body = _http("GET", f"{stack.api_url}/config.json")
     assert status == 200 and headers["Cache-Control"] == "no-store"
     assert json.loads(body) == {

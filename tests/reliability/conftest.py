@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from local.client import LocalStackClient
-from local.runtime.harness import LocalStackProcess
+from local.client import OfflineClient
+from local.runtime.harness import OfflineStackProcess
 from tests.support.pipeline_probe import PipelineProbe, new_tenant
 
 
@@ -25,12 +25,12 @@ def tenant() -> str:
 
 
 @pytest.fixture
-def tenant_client(probe: PipelineProbe, tenant: str) -> LocalStackClient:
+def tenant_client(probe: PipelineProbe, tenant: str) -> OfflineClient:
     return probe.client(tenant)
 
 
 @pytest.fixture
-def faults(stack_process: LocalStackProcess, probe: PipelineProbe) -> Iterator[LocalStackProcess]:
+def faults(stack_process: OfflineStackProcess, probe: PipelineProbe) -> Iterator[OfflineStackProcess]:
     """The shared stack, with no fault armed before the test nor left armed after it, and nothing
     in flight in the ingest queue when it starts: a message received earlier (e.g. the stack's
     s3:TestEvent) keeps the template's 180 s visibility timeout, and a fault that hits its batch

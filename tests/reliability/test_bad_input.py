@@ -21,8 +21,8 @@ from rag_ingest.core.errors import SYSTEM_ERROR_CODES, ErrorCode
 from rag_ingest.core.ids import document_id_for_object
 from rag_ingest.core.record import DocumentStatus
 
-from local.client import LocalStackClient
-from local.runtime.harness import LocalStackProcess
+from local.client import OfflineClient
+from local.runtime.harness import OfflineStackProcess
 from samples import documents
 from tests.support import hostile_pdfs
 from tests.support.pipeline_probe import PipelineProbe, intake_poller_stats, wait_until
@@ -88,7 +88,7 @@ def whole_record(probe: PipelineProbe, document_id: str) -> bool | None:
         return None
 
 
-def upload(probe: PipelineProbe, client: LocalStackClient, name: str, data: bytes, how: str) -> str:
+def upload(probe: PipelineProbe, client: OfflineClient, name: str, data: bytes, how: str) -> str:
     ticket = probe.ticket(client, f"{name}.pdf")
     if how == "api":
         path = Path(f"/tmp/rag-ingest-bad-{uuid.uuid4().hex}-{name}.pdf")
@@ -103,7 +103,7 @@ def upload(probe: PipelineProbe, client: LocalStackClient, name: str, data: byte
 
 
 def test_every_bad_input_ends_permanent_after_one_attempt_and_never_pages(
-    probe: PipelineProbe, faults: LocalStackProcess, tenant: str, tenant_client: LocalStackClient
+    probe: PipelineProbe, faults: OfflineStackProcess, tenant: str, tenant_client: OfflineClient
 ) -> None:
     before = intake_poller_stats(faults)
     expected: dict[str, tuple[str, ErrorCode]] = {}
@@ -158,7 +158,7 @@ def test_every_bad_input_ends_permanent_after_one_attempt_and_never_pages(
 
 
 def test_the_enormous_word_is_indexed_in_seconds(
-    probe: PipelineProbe, faults: LocalStackProcess, tenant_client: LocalStackClient
+    probe: PipelineProbe, faults: OfflineStackProcess, tenant_client: OfflineClient
 ) -> None:
     """The issue's 910-byte DoS: one page, one 300,000-letter word. Linear cleanup: READY."""
     document_id = upload(probe, tenant_client, "enormous-word", hostile_pdfs.enormous_word(300_000), "api")

@@ -22,8 +22,8 @@ from rag_ingest.core.ids import version_hash
 from rag_ingest.core.record import DocumentStatus
 from rag_ingest.documents.intake import PoisonMessageError, address_of, parse_queue_message
 
-from local.client import LocalStackClient
-from local.runtime.harness import LocalStackProcess
+from local.client import OfflineClient
+from local.runtime.harness import OfflineStackProcess
 from tests.support.pipeline_probe import (
     STAGE_FUNCTIONS,
     TERMINAL,
@@ -43,7 +43,7 @@ UNLIMITED = 1_000_000
 
 
 def test_burst_of_uploads_with_transient_faults_ends_all_ready_exactly_once(
-    probe: PipelineProbe, tenant: str, tenant_client: LocalStackClient, faults: LocalStackProcess
+    probe: PipelineProbe, tenant: str, tenant_client: OfflineClient, faults: OfflineStackProcess
 ) -> None:
     # Every stage: 10 % of its invocations fail with a TransientError before the stage's code runs.
     # Intake: 10 % of its batches die after their side effects, before the ack (redelivered).

@@ -13,7 +13,7 @@ import pytest
 from rag_ingest.core.record import DocumentStatus
 
 from bench.chaos import FAULT_PLANS, Run, busy_stage_worker, classify, invocation_errors, settle, upload_burst
-from local.runtime.harness import LocalStackProcess
+from local.runtime.harness import OfflineStackProcess
 from tests.support.pipeline_probe import PipelineProbe, reconcile_through_cli, wait_until
 
 pytestmark = pytest.mark.reliability
@@ -23,7 +23,7 @@ STAGE = "PARSE"
 
 
 def test_kill_9_of_a_stage_worker_mid_burst_ends_settled_with_no_drift_and_no_duplicates(
-    probe: PipelineProbe, tenant: str, faults: LocalStackProcess
+    probe: PipelineProbe, tenant: str, faults: OfflineStackProcess
 ) -> None:
     run = Run(faults, probe, tenant, opensearch_url="")
     worker = FAULT_PLANS["worker"]

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from rag_ingest.core.ids import document_id_for_object, version_hash
 
-from local.client import LocalStackClient
-from local.runtime.harness import LocalStackProcess
+from local.client import OfflineClient
+from local.runtime.harness import OfflineStackProcess
 from tests.support.pipeline_probe import (
     SAMPLES,
     STAGE_FUNCTIONS,
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.reliability
 
 
 def test_duplicate_s3_events_and_sqs_deliveries_start_one_execution(
-    probe: PipelineProbe, tenant: str, tenant_client: LocalStackClient, faults: LocalStackProcess
+    probe: PipelineProbe, tenant: str, tenant_client: OfflineClient, faults: OfflineStackProcess
 ) -> None:
     sample = SAMPLES / "lighthouses.pdf"
     ticket = probe.ticket(tenant_client, sample.name)
@@ -64,7 +64,7 @@ def test_duplicate_s3_events_and_sqs_deliveries_start_one_execution(
 
 
 def test_intake_crash_before_the_ack_is_redelivered_and_starts_nothing_twice(
-    probe: PipelineProbe, tenant: str, tenant_client: LocalStackClient, faults: LocalStackProcess
+    probe: PipelineProbe, tenant: str, tenant_client: OfflineClient, faults: OfflineStackProcess
 ) -> None:
     sample = SAMPLES / "sourdough.pdf"
     ticket = probe.ticket(tenant_client, sample.name)
@@ -89,7 +89,7 @@ def test_intake_crash_before_the_ack_is_redelivered_and_starts_nothing_twice(
 
 
 def test_poison_messages_reach_the_dlq_after_max_receives_and_the_rest_is_unaffected(
-    probe: PipelineProbe, tenant: str, tenant_client: LocalStackClient, faults: LocalStackProcess
+    probe: PipelineProbe, tenant: str, tenant_client: OfflineClient, faults: OfflineStackProcess
 ) -> None:
     redrive = json.loads(
         probe.sqs.get_queue_attributes(QueueUrl=probe.queue_url, AttributeNames=["RedrivePolicy"])["Attributes"][

@@ -12,7 +12,7 @@ import pytest
 from rag_ingest.core.errors import ErrorCode
 from rag_ingest.core.record import DocumentStatus
 
-from local.runtime.harness import LocalStackProcess
+from local.runtime.harness import OfflineStackProcess
 from tests.reliability.tcp_proxy import TcpProxy
 from tests.support.pipeline_probe import SAMPLES, PipelineProbe, new_tenant, wait_until
 
@@ -33,10 +33,13 @@ def opensearch_proxy() -> Iterator[TcpProxy]:
 
 
 @pytest.fixture(scope="module")
-def proxied_stack(tmp_path_factory: pytest.TempPathFactory, opensearch_proxy: TcpProxy) -> Iterator[LocalStackProcess]:
+def proxied_stack(
+    tmp_path_factory: pytest.TempPathFactory, opensearch_proxy: TcpProxy
+) -> Iterator[OfflineStackProcess]:
     """A second local stack (its own moto, workers, poller) whose functions reach OpenSearch only
     through the proxy. The tests' own checks of the index go to OpenSearch directly."""
-    process = LocalStackProcess(tmp_path_factory.mktemp("proxied-stack"), env={"OPENSEARCH_URL": opensearch_proxy.url})
+    env = {"OPENSEARCH_URL": opensearch_proxy.url}
+    process = OfflineStackProcess(tmp_path_factory.mktemp("proxied-stack"), env=env)
     try:
         process.start(timeout=300)
         yield process
@@ -45,7 +48,7 @@ def proxied_stack(tmp_path_factory: pytest.TempPathFactory, opensearch_proxy: Tc
 
 
 @pytest.fixture
-def proxied(proxied_stack: LocalStackProcess, opensearch_proxy: TcpProxy) -> Iterator[PipelineProbe]:
+def proxied(proxied_stack: OfflineStackProcess, opensearch_proxy: TcpProxy) -> Iterator[PipelineProbe]:
     proxied_stack.clear_faults()
     try:
         yield PipelineProbe(proxied_stack.outputs, OPENSEARCH_URL)

@@ -11,9 +11,9 @@ import pytest
 import requests
 from rag_ingest.core.record import DocumentStatus
 
-from local.runtime.durable_state import FORMAT_VERSION
-from local.runtime.harness import LocalStackProcess
-from local.runtime.journal import read_journal
+from local.runtime.harness import OfflineStackProcess
+from local.runtime.persistence.durable_state import FORMAT_VERSION
+from local.runtime.persistence.journal import read_journal
 from tests.support.pipeline_probe import SAMPLES, PipelineProbe, new_tenant, reconcile_through_cli, wait_until
 
 pytestmark = pytest.mark.reliability
@@ -22,8 +22,8 @@ OPENSEARCH_URL = os.environ.get("OPENSEARCH_URL", "http://127.0.0.1:9200")
 
 
 @pytest.fixture
-def stack(tmp_path: Path) -> Iterator[LocalStackProcess]:
-    process = LocalStackProcess(tmp_path / "stack")
+def stack(tmp_path: Path) -> Iterator[OfflineStackProcess]:
+    process = OfflineStackProcess(tmp_path / "stack")
     try:
         process.start(timeout=300)
         yield process
@@ -52,7 +52,7 @@ def _assert_indexed_once(probe: PipelineProbe, document_id: str) -> None:
 
 
 def test_kill_9_keeps_what_was_acknowledged_and_resumes_the_rest_and_a_clean_stop_keeps_all(
-    stack: LocalStackProcess,
+    stack: OfflineStackProcess,
 ) -> None:
     probe = PipelineProbe(stack.outputs, OPENSEARCH_URL)
     tenant = new_tenant("restart")
@@ -123,7 +123,7 @@ def test_a_state_of_another_version_is_refused_at_start_with_what_to_do(tmp_path
     data.mkdir(parents=True)
     header = {"format": FORMAT_VERSION + 1, "moto": "0", "written_at": 0}
     (data / "snapshot.pickle").write_bytes(pickle.dumps({"header": header, "entities": {}}))
-    process = LocalStackProcess(tmp_path / "stack")
+    process = OfflineStackProcess(tmp_path / "stack")
     with pytest.raises(RuntimeError) as refused:
         process.start(timeout=120)
     message = str(refused.value)

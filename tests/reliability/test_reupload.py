@@ -8,8 +8,8 @@ from rag_ingest.core.ids import version_hash
 from rag_ingest.core.job import Stage
 from rag_ingest.core.record import DocumentStatus
 
-from local.client import LocalStackClient
-from local.runtime.harness import LocalStackProcess
+from local.client import OfflineClient
+from local.runtime.harness import OfflineStackProcess
 from tests.support.pipeline_probe import FINISHED_EXECUTION, SAMPLES, TERMINAL, PipelineProbe, wait_until
 
 pytestmark = pytest.mark.reliability
@@ -20,7 +20,7 @@ SLOW_EMBED_SECONDS = 20
 
 
 def test_reupload_during_embed_ends_ready_on_the_new_version_only(
-    probe: PipelineProbe, tenant: str, tenant_client: LocalStackClient, faults: LocalStackProcess
+    probe: PipelineProbe, tenant: str, tenant_client: OfflineClient, faults: OfflineStackProcess
 ) -> None:
     first, second = SAMPLES / "lighthouses.pdf", SAMPLES / "sourdough.pdf"
     ticket = probe.ticket(tenant_client, "handbook.pdf")

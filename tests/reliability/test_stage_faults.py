@@ -10,8 +10,8 @@ import pytest
 from rag_ingest.core.errors import ErrorCode
 from rag_ingest.core.record import DocumentStatus
 
-from local.client import LocalStackClient
-from local.runtime.harness import LocalStackProcess
+from local.client import OfflineClient
+from local.runtime.harness import OfflineStackProcess
 from tests.support.pipeline_probe import (
     INVALID_SAMPLES,
     SAMPLES,
@@ -27,7 +27,7 @@ TRANSIENT_FAILURES = 2  # per stage: well within the template's TransientError M
 
 
 def test_transient_failures_before_each_stage_runs_are_retried_to_ready(
-    probe: PipelineProbe, tenant: str, tenant_client: LocalStackClient, faults: LocalStackProcess
+    probe: PipelineProbe, tenant: str, tenant_client: OfflineClient, faults: OfflineStackProcess
 ) -> None:
     sample = SAMPLES / "urban-birds.pdf"
     ticket = probe.ticket(tenant_client, sample.name)
@@ -50,7 +50,7 @@ def test_transient_failures_before_each_stage_runs_are_retried_to_ready(
 
 
 def test_transient_failure_after_a_stage_did_its_work_is_retried_without_redoing_it(
-    probe: PipelineProbe, tenant: str, tenant_client: LocalStackClient, faults: LocalStackProcess
+    probe: PipelineProbe, tenant: str, tenant_client: OfflineClient, faults: OfflineStackProcess
 ) -> None:
     # One document per stage, in parallel; each fault matches its own document only.
     stages = [stage for stage in STAGE_FUNCTIONS if stage != "FINALIZE"]  # Finalize: its own test below
@@ -79,7 +79,7 @@ def test_transient_failure_after_a_stage_did_its_work_is_retried_without_redoing
 
 
 def test_finalize_retried_after_it_marked_the_document_ready_succeeds(
-    probe: PipelineProbe, tenant: str, tenant_client: LocalStackClient, faults: LocalStackProcess
+    probe: PipelineProbe, tenant: str, tenant_client: OfflineClient, faults: OfflineStackProcess
 ) -> None:
     """Finalize's answer is lost after READY was written (a Lambda service error after the work):
     its retry must see the document READY on this version and succeed, not fail the execution
@@ -100,7 +100,7 @@ def test_finalize_retried_after_it_marked_the_document_ready_succeeds(
 
 
 def test_throttling_during_embed_is_retried_and_completed_batches_are_not_embedded_again(
-    probe: PipelineProbe, tenant: str, tenant_client: LocalStackClient, faults: LocalStackProcess
+    probe: PipelineProbe, tenant: str, tenant_client: OfflineClient, faults: OfflineStackProcess
 ) -> None:
     sample = SAMPLES / "lighthouses.pdf"
     ticket = probe.ticket(tenant_client, sample.name)
@@ -138,8 +138,8 @@ def test_throttling_during_embed_is_retried_and_completed_batches_are_not_embedd
 def test_a_file_that_can_never_succeed_fails_once_with_its_code_and_indexes_nothing(
     probe: PipelineProbe,
     tenant: str,
-    tenant_client: LocalStackClient,
-    faults: LocalStackProcess,
+    tenant_client: OfflineClient,
+    faults: OfflineStackProcess,
     sample: str,
     error_code: ErrorCode,
     failed_stage: str,

@@ -29,8 +29,8 @@ from rag_ingest.core.s3_keys import artifact_key
 from rag_ingest.embeddings.local import MINILM_DIMENSION
 from rag_ingest.wiring import vector_store_for
 
-from local.client import LocalStackClient
-from local.runtime.harness import LocalStackProcess
+from local.client import OfflineClient
+from local.runtime.harness import OfflineStackProcess
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 # The three smallest valid samples (4-5 chunks each: one embedding batch).
@@ -115,7 +115,7 @@ def reconcile_through_cli(outputs_path: Path, tenant_id: str) -> dict[str, Any]:
     return dict(json.loads(result.stdout))
 
 
-def intake_poller_stats(stack: LocalStackProcess) -> dict[str, int]:
+def intake_poller_stats(stack: OfflineStackProcess) -> dict[str, int]:
     """The intake poller's counters (received, deleted, failed, invocation_errors) so far."""
     status = stack.control("GET", "/_local/status") or {}
     # The ingest queue -> intake mapping (the webhook queues have their own pollers).
@@ -162,10 +162,10 @@ class PipelineProbe:
         return self.function_name(STAGE_FUNCTIONS[stage])
 
     # -- uploads ------------------------------------------------------------------------------
-    def client(self, tenant_id: str) -> LocalStackClient:
-        return LocalStackClient(api_url=self.api_url, tenant_id=tenant_id)
+    def client(self, tenant_id: str) -> OfflineClient:
+        return OfflineClient(api_url=self.api_url, tenant_id=tenant_id)
 
-    def ticket(self, client: LocalStackClient, filename: str) -> UploadTicket:
+    def ticket(self, client: OfflineClient, filename: str) -> UploadTicket:
         response = client.create_upload(filename)
         response.raise_for_status()
         body = response.json()
@@ -184,7 +184,7 @@ class PipelineProbe:
             raise RuntimeError(f"upload of {path.name} failed: {response.status_code} {response.text[:300]}")
         return str(self.s3.head_object(Bucket=self.bucket, Key=ticket.key)["VersionId"])
 
-    def upload(self, client: LocalStackClient, path: Path) -> UploadTicket:
+    def upload(self, client: OfflineClient, path: Path) -> UploadTicket:
         ticket = self.ticket(client, path.name)
         self.send(ticket, path)
         return ticket

@@ -14,8 +14,8 @@ from rag_ingest.cli.commands import upload_access
 from rag_ingest.cli.main import split_groups
 from rag_ingest.core.access import Principal
 
-from local.runtime.api_gateway import claim_strings
-from local.runtime.identity import LocalIdentityProvider, TokenRequestError
+from local.runtime.http.api_gateway import claim_strings
+from local.runtime.http.identity import LocalIdentityProvider, TokenRequestError
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""The local stack's kept state (local/runtime/durable_state.py) on moto's in-process backends:
+"""The local stack's kept state (local/runtime/persistence/durable_state.py) on moto's in-process backends:
 what a write leaves on disk, what a start puts back, what a crash can cut, what is refused."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from local.runtime.durable_state import FORMAT_VERSION, DurableState, StateRefusedError
-from local.runtime.journal import MAGIC, Journal, read_journal
+from local.runtime.persistence.durable_state import FORMAT_VERSION, DurableState, StateRefusedError
+from local.runtime.persistence.journal import MAGIC, Journal, read_journal
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""The local alarm evaluator (local/runtime/alarms.py) on synthetic datapoints: M out of N, every
+"""The local alarm evaluator (local/runtime/alarms/evaluator.py) on synthetic datapoints: M out of N, every
 TreatMissingData, comparisons and statistics, the evaluation range over scaled periods, EMF lines,
 the Metrics Insights and metric math the template's alarms use, and CloudWatch's notification."""
 
@@ -13,9 +13,7 @@ import pytest
 from moto import mock_aws
 
 from infra.constructs.monitoring import SYSTEM_ERROR_CODES, system_failures_query
-from local.runtime.alarm_metrics import InsightsQuery, MathExpression, MetricStore, aggregate, alarm_metric, parse_emf
-from local.runtime.alarm_rules import ALARM, INSUFFICIENT_DATA, OK, AlarmRule, Datapoint, UnobservableAlarm, evaluate
-from local.runtime.alarms import (
+from local.runtime.alarms.evaluator import (
     LocalAlarm,
     evaluation_range,
     notification,
@@ -23,6 +21,8 @@ from local.runtime.alarms import (
     oldest_message_age_seconds,
     verify_sqs_age_seam,
 )
+from local.runtime.alarms.metrics import InsightsQuery, MathExpression, MetricStore, aggregate, alarm_metric, parse_emf
+from local.runtime.alarms.rules import ALARM, INSUFFICIENT_DATA, OK, AlarmRule, Datapoint, UnobservableAlarm, evaluate
 
 pytestmark = pytest.mark.unit
 X = 5.0  # breaching (> 0)

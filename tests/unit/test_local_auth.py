@@ -10,10 +10,10 @@ import jwt
 import pytest
 from rag_ingest.core.auth import InvalidTokenError, tenant_of
 
-from local.runtime.api_gateway import claim_strings
-from local.runtime.http_api import CorsPolicy, HttpApiDefinition
-from local.runtime.identity import LocalIdentityProvider, TokenRequestError
-from local.runtime.template import CloudFormationTemplate, IntrinsicResolver
+from local.runtime.cloudformation.template import CloudFormationTemplate, IntrinsicResolver
+from local.runtime.http.api_gateway import claim_strings
+from local.runtime.http.identity import LocalIdentityProvider, TokenRequestError
+from local.runtime.http.template_api import CorsPolicy, HttpApiDefinition
 
 pytestmark = pytest.mark.unit
 

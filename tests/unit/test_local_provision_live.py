@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from local.runtime.provision import (
+from local.runtime.cloudformation.provision import (
     DYNAMODB_STREAM_MAPPING_REASON,
     SKIP_REASONS,
     WEBSOCKET_SKIP_REASON,
     Provisioner,
 )
+from local.runtime.cloudformation.template import CloudFormationTemplate
 from local.runtime.settings import RuntimeSettings
-from local.runtime.template import CloudFormationTemplate
 
 pytestmark = pytest.mark.unit
 

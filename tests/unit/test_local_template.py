@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from local.runtime.provision import scale_retry_intervals
-from local.runtime.template import (
+from local.runtime.cloudformation.provision import scale_retry_intervals
+from local.runtime.cloudformation.template import (
     CloudFormationTemplate,
     IntrinsicResolver,
     TemplateError,

@@ -6,7 +6,7 @@ evaluation periods, datapoints to alarm, comparison, threshold, TreatMissingData
 state change in moto's CloudWatch (``set_alarm_state``; moto stores alarms but never evaluates
 them) and publishes it to the alarm's actions (SNS topics, which moto delivers to their SQS
 subscribers) as CloudWatch's notification JSON. The evaluation of one alarm is
-:mod:`local.runtime.alarm_rules`; the metrics and what an alarm watches, :mod:`local.runtime.alarm_metrics`.
+:mod:`local.runtime.alarms.rules`; the metrics and what an alarm watches, :mod:`local.runtime.alarms.metrics`.
 
 What it can observe locally:
 
@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from local.runtime.alarm_metrics import AlarmMetric, MetricStore, alarm_metric, parse_emf
-from local.runtime.alarm_rules import (
+from local.runtime.alarms.metrics import AlarmMetric, MetricStore, alarm_metric, parse_emf
+from local.runtime.alarms.rules import (
     ALARM,
     INSUFFICIENT_DATA,
     OK,
@@ -62,11 +62,11 @@ from local.runtime.alarm_rules import (
     iso_timestamp,
 )
 from local.runtime.aws import moto_client
-from local.runtime.lambda_runner import InvocationResult
+from local.runtime.cloudformation.template import CloudFormationTemplate, IntrinsicResolver, generated_physical_name
+from local.runtime.lambda_.runner import InvocationResult
 from local.runtime.settings import RuntimeSettings
-from local.runtime.template import CloudFormationTemplate, IntrinsicResolver, generated_physical_name
 
-LOG = logging.getLogger("local.runtime.alarms")
+LOG = logging.getLogger("local.runtime.alarms.evaluator")
 
 # An invocation answered with one of these was throttled: no Invocations, no Errors, one Throttles.
 THROTTLE_ERROR_TYPES = frozenset({"TooManyRequestsException", "Lambda.TooManyRequestsException"})

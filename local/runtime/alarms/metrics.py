@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from local.runtime.alarm_rules import UnobservableAlarm
+from local.runtime.alarms.rules import UnobservableAlarm
 
 # -- metrics ----------------------------------------------------------------------------------------
 

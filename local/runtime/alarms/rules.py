@@ -2,7 +2,7 @@
 
 Pure: given an alarm's rule (comparison, threshold, evaluation periods, datapoints to alarm,
 TreatMissingData) and the datapoints of its evaluation range, the new state and CloudWatch's
-reason for it. :mod:`local.runtime.alarms` feeds it from what the local stack observes.
+reason for it. :mod:`local.runtime.alarms.evaluator` feeds it from what the local stack observes.
 """
 
 from __future__ import annotations

@@ -22,8 +22,7 @@ from typing import Any
 from rag_ingest.core.job import LANE_TAG
 
 from local.runtime.aws import moto_client
-from local.runtime.settings import LIVE_PATH, RuntimeSettings
-from local.runtime.template import (
+from local.runtime.cloudformation.template import (
     CloudFormationTemplate,
     IntrinsicResolver,
     TemplateError,
@@ -31,8 +30,9 @@ from local.runtime.template import (
     dependency_order,
     generated_physical_name,
 )
+from local.runtime.settings import LIVE_PATH, RuntimeSettings
 
-LOG = logging.getLogger("local.runtime.provision")
+LOG = logging.getLogger("local.runtime.cloudformation.provision")
 
 # Types the local stack does not create, and why (listed at startup).
 SKIP_REASONS: dict[str, str] = {

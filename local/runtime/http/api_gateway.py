@@ -10,7 +10,7 @@ function's result becomes the response. Routes with
 the local identity provider's JWKS, :class:`rag_ingest.core.auth.TokenVerifier`), else
 ``401 {"message":"Unauthorized"}``; its claims reach the function in
 ``requestContext.authorizer.jwt.claims`` (every value a string, as API Gateway passes them).
-CORS follows the template's ``CorsConfiguration`` (see :mod:`local.runtime.http_api`).
+CORS follows the template's ``CorsConfiguration`` (see :mod:`local.runtime.http.template_api`).
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from urllib.parse import parse_qsl, unquote
 
 from rag_ingest.core.auth import InvalidTokenError, TokenVerifier, bearer_token
 
-from local.runtime.http_api import CorsPolicy, HttpApiDefinition, RouteAuthorization
-from local.runtime.http_response import HttpResponse, json_response
-from local.runtime.identity import LocalIdentityProvider
-from local.runtime.provision import ApiRoute
+from local.runtime.cloudformation.provision import ApiRoute
+from local.runtime.http.identity import LocalIdentityProvider
+from local.runtime.http.response import HttpResponse, json_response
+from local.runtime.http.template_api import CorsPolicy, HttpApiDefinition, RouteAuthorization
 
 LOG = logging.getLogger("local.runtime.api")
 

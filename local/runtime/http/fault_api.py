@@ -1,7 +1,7 @@
 """``/_local/faults``: the tests' control of injected Lambda failures, over HTTP.
 
 No AWS API is emulated here: this is how a test process arms, lists and clears the faults the
-Lambda runner applies (:mod:`local.runtime.faults`), as a chaos tool would in AWS.
+Lambda runner applies (:mod:`local.runtime.lambda_.faults`), as a chaos tool would in AWS.
 
 - ``GET``: the armed faults and the count injected so far per function;
 - ``POST {"function", "mode", "times", "after_seconds", "match", "probability", "error_type",
@@ -18,9 +18,9 @@ from collections.abc import Callable
 from http import HTTPStatus
 from urllib.parse import parse_qsl
 
-from local.runtime.faults import Fault
-from local.runtime.http_response import HttpResponse, json_response
-from local.runtime.lambda_runner import LambdaRunner
+from local.runtime.http.response import HttpResponse, json_response
+from local.runtime.lambda_.faults import Fault
+from local.runtime.lambda_.runner import LambdaRunner
 
 LOG = logging.getLogger("local.runtime.api")
 

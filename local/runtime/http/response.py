@@ -1,4 +1,4 @@
-"""The answer each stand-in on the local API port gives; ``api_server.py`` writes it to the socket.
+"""The answer each stand-in on the local API port gives; ``server.py`` writes it to the socket.
 
 Not an AWS behaviour of its own: it lets the API gateway, the static site and the control
 endpoints decide a response without each owning an HTTP request handler.

@@ -5,12 +5,12 @@ for sign-in, the WebSocket API for live status. Locally one threaded server on
 ``127.0.0.1:$LOCAL_API_PORT`` routes each request, in this order, to:
 
 - a CORS preflight: answered as API Gateway does, before routes and authorizers;
-- ``/_local/oidc/``: the local identity provider (:mod:`local.runtime.identity`);
-- ``/_local/live``: the live-status stream, Server-Sent Events (:mod:`local.runtime.live_status`);
+- ``/_local/oidc/``: the local identity provider (:mod:`local.runtime.http.identity`);
+- ``/_local/live``: the live-status stream, Server-Sent Events (:mod:`local.runtime.http.live_status`);
 - ``/_local/health``, ``/status``, ``/outputs``: the stack's control endpoints, and
-  ``/_local/faults`` (:mod:`local.runtime.fault_api`);
-- ``/config.json`` and the files of ``web/`` (:mod:`local.runtime.static_site`);
-- anything else: the HTTP API (:mod:`local.runtime.api_gateway`), once the stack is ready.
+  ``/_local/faults`` (:mod:`local.runtime.http.fault_api`);
+- ``/config.json`` and the files of ``web/`` (:mod:`local.runtime.http.static_site`);
+- anything else: the HTTP API (:mod:`local.runtime.http.api_gateway`), once the stack is ready.
 """
 
 from __future__ import annotations
@@ -29,16 +29,16 @@ from urllib.parse import parse_qs, urlsplit
 from rag_ingest.core.access import DEFAULT_TENANT_ADMIN_GROUP, Principal
 from rag_ingest.core.auth import InvalidTenantError, InvalidTokenError, bearer_token
 
-from local.runtime.api_gateway import FORBIDDEN, UNAUTHORIZED, HttpApiGateway, claim_strings
-from local.runtime.fault_api import FaultApi
-from local.runtime.http_api import HttpApiDefinition
-from local.runtime.http_response import HttpResponse, json_response
-from local.runtime.identity import OIDC_PATH, LocalIdentityProvider
-from local.runtime.lambda_runner import LambdaRunner
-from local.runtime.live_status import LiveStatusHub, LiveStatusUnavailable, stream_events
-from local.runtime.provision import ApiRoute
+from local.runtime.cloudformation.provision import ApiRoute
+from local.runtime.http.api_gateway import FORBIDDEN, UNAUTHORIZED, HttpApiGateway, claim_strings
+from local.runtime.http.fault_api import FaultApi
+from local.runtime.http.identity import OIDC_PATH, LocalIdentityProvider
+from local.runtime.http.live_status import LiveStatusHub, LiveStatusUnavailable, stream_events
+from local.runtime.http.response import HttpResponse, json_response
+from local.runtime.http.static_site import StaticSite
+from local.runtime.http.template_api import HttpApiDefinition
+from local.runtime.lambda_.runner import LambdaRunner
 from local.runtime.settings import LIVE_PATH
-from local.runtime.static_site import StaticSite
 
 LOG = logging.getLogger("local.runtime.api")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from local.runtime.http_response import HttpResponse, json_response
+from local.runtime.http.response import HttpResponse, json_response
 
 PAGE_CONFIG_PATH = "/config.json"
 

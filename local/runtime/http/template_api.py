@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from local.runtime.template import CloudFormationTemplate, IntrinsicResolver
+from local.runtime.cloudformation.template import CloudFormationTemplate, IntrinsicResolver
 
 DEFAULT_IDENTITY_HEADER = "authorization"
 

@@ -4,7 +4,7 @@ Stands in for what goes wrong in Lambda itself, not in the code: a function erro
 instead of the result (``raise``, ``raise_after`` once the handler's side effects stand), the
 execution environment dying mid-invocation (``crash_after``), a slow answer (``delay``) and a
 handler that never returns (``timeout``). Nothing is injected unless a test asks, through the
-fault API (:mod:`local.runtime.fault_api`) or :class:`FaultInjector` directly.
+fault API (:mod:`local.runtime.http.fault_api`) or :class:`FaultInjector` directly.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from local.runtime.lambda_runner import LambdaRunner
+from local.runtime.lambda_.runner import LambdaRunner
 
 LOG = logging.getLogger("local.runtime.lambda")
 MOTO_VERSION = "5.2.5"

@@ -5,7 +5,7 @@ concurrent invocation, started on demand (a cold start imports the handler once)
 warm, stopped when idle; ``os.environ`` and module state are per process, as per execution
 environment. A worker is killed at the function's ``Timeout`` (``Sandbox.Timedout``) and a worker
 that dies is reported as Lambda does (``Runtime.ExitError``), then replaced. The process itself
-runs ``lambda_worker.py``.
+runs ``worker.py``.
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ from rag_ingest.core.job import Lane
 
 from local.embedding_server.batcher import Lane as EmbeddingLane
 from local.embedding_server.server import lane_endpoint
-from local.runtime.faults import Fault
-from local.runtime.lambda_worker import LOG_END_MARKER
-from local.runtime.provision import FunctionDefinition
+from local.runtime.cloudformation.provision import FunctionDefinition
+from local.runtime.lambda_.faults import Fault
+from local.runtime.lambda_.worker import LOG_END_MARKER
 from local.runtime.settings import LOCAL_CREDENTIALS, RuntimeSettings
 
-WORKER_SCRIPT = Path(__file__).with_name("lambda_worker.py")
+WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 BEDROCK_ENDPOINT_VARIABLE = "AWS_ENDPOINT_URL_BEDROCK_RUNTIME"
 # Host environment a worker inherits (everything else comes from the template).
 _HOST_ENV_PASSTHROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SYSTEMROOT")

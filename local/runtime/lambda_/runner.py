@@ -2,9 +2,9 @@
 
 Stands in for Lambda's invocation path: an event in, the function's answer or an error in
 Lambda's shape (``errorType``, ``errorMessage``) out, so Step Functions Retry/Catch match on it.
-Each function runs in its pool of warm execution environments (:mod:`local.runtime.lambda_worker_pool`);
-armed test faults (:mod:`local.runtime.faults`) are applied here. moto reaches the runner through
-its one Lambda seam (:mod:`local.runtime.moto_lambda_seam`).
+Each function runs in its pool of warm execution environments (:mod:`local.runtime.lambda_.pool`);
+armed test faults (:mod:`local.runtime.lambda_.faults`) are applied here. moto reaches the runner through
+its one Lambda seam (:mod:`local.runtime.lambda_.moto_seam`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Any
 
 from rag_ingest.core.job import Lane
 
-from local.runtime.faults import Fault, FaultInjector
-from local.runtime.lambda_worker_pool import WorkerInitError, WorkerPool, utc_timestamp, worker_environment
-from local.runtime.provision import FunctionDefinition
+from local.runtime.cloudformation.provision import FunctionDefinition
+from local.runtime.lambda_.faults import Fault, FaultInjector
+from local.runtime.lambda_.pool import WorkerInitError, WorkerPool, utc_timestamp, worker_environment
 from local.runtime.settings import RuntimeSettings
 
 LOG = logging.getLogger("local.runtime.lambda")

@@ -1,6 +1,6 @@
 """One warm Lambda execution environment: imports a handler once, then runs invocations.
 
-Started by the runner as ``python -P lambda_worker.py <fd> <module-name>`` with the function's
+Started by the runner as ``python -P worker.py <fd> <module-name>`` with the function's
 environment (``-P``: this file's directory must not shadow the handler's imports). It uses the
 standard library only, so nothing from the local runtime leaks into the function's imports.
 

@@ -41,7 +41,7 @@ from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Any
 
-from local.runtime.journal import Journal, read_journal
+from local.runtime.persistence.journal import Journal, read_journal
 
 LOG = logging.getLogger("local.runtime.state")
 
