@@ -1,38 +1,13 @@
-"""A 2,000-page PDF from freely licensed text, and what it costs to ingest (``make bench-big``).
-
-The text is the text layer of the eval corpus's Latin-script PDFs (their licences are listed in
-eval/corpus/README.md), cleaned as Parse cleans it, laid out again with fpdf2 into ``--pages``
-pages of about ``PAGE_CHARACTERS`` characters each: a chapter per source document, a numbered
-section heading every few pages, and every tenth page ending with a heading whose section starts on
-the next page (page 50 is such a page: a heading that crosses a Parse range border). The same
-arguments always give the same bytes. Nothing is committed: the file goes to a temporary folder
-(or the path given).
-
-Every page's text is distinct: the sources hold about 1,250 chunks' worth of text, so a long
-document passes over each source several times, and the embedding cache (keyed on the chunk's text)
-would otherwise serve every pass after the first and flatter Embed's time. A paragraph taken on the
-cursor's n-th pass over its source (n >= 1) is printed as its n-th revision (``revised``): a
-"Revision n." marker, then its clauses (text up to . ! ? : or ;) in an order shuffled with n as the
-seed. Every clause stays real text. The marker keeps a paragraph distinct even where the order
-cannot change (one clause). A shuffle rather than a rotation, because the sources' paragraphs are
-about a page long and a chunk is a run of consecutive clauses: a rotation keeps all but one of a
-paragraph's joins, so most chunks inside it came back unchanged. Distinct chunk texts at 2,000
-pages (the generator's page texts chunked in process): 1,248 of 9,020 without revisions, 6,137 of
-8,946 with rotated sentences, 8,800 of 8,921 with shuffled clauses; the chunks still repeated are
-code listings with no clause border to shuffle at.
-
-``small_documents`` draws short documents (the isolation benchmark's 5-page PDFs) from the same
-kind of stream, no two alike: the n-th from the n-th source (round robin), each with a title of its
-own, starting where that source's previous document stopped.
+"""make bench-big: a 2,000-page PDF of freely licensed text, and what it costs to ingest.
 
     .venv/bin/python -m bench.big_document write /tmp/big.pdf --pages 2000
-    .venv/bin/python -m bench.big_document rss --pages 2000        # peak RSS: one range vs the whole document
-    .venv/bin/python -m bench.big_document run --pages 2000        # through a fresh local stack (make bench-big)
+    .venv/bin/python -m bench.big_document rss --pages 2000   # peak RSS: one range vs the whole document
+    .venv/bin/python -m bench.big_document run --pages 2000   # through a fresh local stack
 
-``run`` starts a local stack on free ports with an index of its own, uploads the PDF, prints a
-progress line whenever pages parsed or chunks embedded change, then the wall time to READY, the
-stage times, the execution's history event count, and the peak RSS of the Parse and Chunk
-workers (sampled from /proc while they run), and writes them to bench/results/big-<time>.json.
+Writes the document (and ``small_documents``, the isolation benchmark's 5-page PDFs) from the eval
+corpus's text, every page distinct, the same bytes for the same arguments. Imports the domain
+package, ``local`` and ``eval``; nothing in the product imports it. How the text is made, and why:
+docs/benchmarks.md (A 2,000-page document); the figures: docs/architecture.md (Memory and time).
 """
 
 from __future__ import annotations
@@ -115,7 +90,7 @@ def load_sources() -> list[Source]:
 
 def revised(paragraph: str, revision: int) -> str:
     """``paragraph`` as its ``revision``-th revision: itself for 0, else "Revision n." and its clauses
-    shuffled with n as the seed (the module docstring says why)."""
+    shuffled with n as the seed (why: docs/benchmarks.md, A 2,000-page document)."""
     if revision == 0:
         return paragraph
     clauses = _CLAUSE_BORDER.split(paragraph)

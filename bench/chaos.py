@@ -1,28 +1,13 @@
-"""make chaos: a burst of uploads and, during it, one ``kill -9`` at a time (issue 31, section 3).
-
-Each fault runs on a fresh local stack of its own (free ports, its own state dir, its own OpenSearch
-index, dropped at the end) with the template's own Step Functions retry intervals
-(``LOCAL_RETRY_SCALE=1``: an outage is ridden out, or not, as in AWS):
-
-- ``opensearch``: SIGKILL of the OpenSearch server while a document is in Index; started again with
-  ``python -m local.opensearch start``, as an operator would;
-- ``embedding``: SIGKILL of the embedding server while it has a request in flight; the stack's
-  supervisor starts it again on the same port;
-- ``worker``: SIGKILL of one Lambda worker process of a stage that has a document in it; the
-  function's pool starts a new worker for the next invocation;
-- ``moto``: moto runs inside the serve process, so SIGKILL of the serve process's group (moto, the
-  pollers, the Lambda workers, the embedding server); started again on the same ports and state dir;
-- ``stack``: that, and SIGKILL of OpenSearch; both started again (OpenSearch first).
-
-The last two need the local stack to keep its state across a ``kill -9`` (persistence in
-LOCAL_STATE_DIR); without it the restarted stack is empty and every document is lost.
-
-After each: every document must end READY or FAILED with a permanent (input) code, the
-reconciler (``rag-ingest reconcile --json``, the CLI's way) must report no drift, and no passage
-may be in the index twice. Prints a markdown table and writes ``--report`` (JSON).
+"""make chaos: a burst of uploads and, during it, one ``kill -9`` at a time; then what an operator checks.
 
     .venv/bin/python -m bench.chaos                                   # every fault, 30 documents each
     .venv/bin/python -m bench.chaos --faults worker,embedding --documents 10
+
+Each fault (``opensearch``, ``embedding``, ``worker``, ``moto``, ``stack``) runs on a fresh local stack of
+its own with the template's own retry intervals (``LOCAL_RETRY_SCALE=1``). Afterwards every document
+must be READY or FAILED with a permanent code, ``rag-ingest reconcile`` must report no drift, and no
+passage may be in the index twice. Prints a markdown table and writes ``--report`` (JSON). Imports
+``local``, ``eval.stack``, ``tests.support`` and the domain package's records. Docs: docs/chaos.md.
 """
 
 from __future__ import annotations
@@ -75,9 +60,8 @@ BAD_INPUTS = {
 BAD_EVERY = 6  # one upload in six is a bad input
 UPLOADERS = 8
 POLL_SECONDS = 0.2
-# A burst with no status change for this long is stuck: the rest is counted as lost. Longer than the
-# longest retry wait of the template (64 s: interval 2 s, backoff 2, 6 attempts) and than the ingest
-# queue's visibility timeout (180 s): a message received before a kill comes back only after it.
+# A burst with no status change this long is stuck, the rest lost: longer than the template's longest
+# retry wait and the ingest queue's visibility timeout (a message received before a kill comes back).
 STALL_SECONDS = 240.0
 # The worker processes the "worker" fault may kill, in the order it looks for a busy one.
 KILLABLE_STAGES = ("EMBED", "PARSE", "CHUNK", "INDEX")

@@ -1,28 +1,13 @@
-"""make bench-isolation: do small uploads wait behind a big one? (issue 11, goal 2)
-
-Two phases, each through a fresh local stack on free ports with an index of its own (dropped at the
-end), its start and a warm-up document (samples/lighthouses.pdf, untimed) before the clock:
-
-- ``alone``: ``--small`` distinct 5-page PDFs (bench.big_document.write_small_documents) uploaded as
-  fast as the client can (``--uploaders`` at a time);
-- ``with big``: the ``--big-pages`` PDF (bench.big_document, every page distinct) uploaded, then at
-  once the same small PDFs in another tenant (so nothing is a duplicate and no cache is shared).
-
-A small document's latency runs from just before its first upload request (``POST /documents``) to
-the ``updated_at`` its status record carries when it turns READY (milliseconds; the stack runs on
-this machine's clock). The wait reads the whole documents table once a second with one DynamoDB Scan
-through moto (not an API call per document: 50 documents polled one by one would load the machine
-being measured), and stops when every small document is READY or FAILED (with ``--wait-big``, the
-big one too) or after ``--timeout`` seconds: a document still in flight then is counted as stuck.
-
-Prints, per phase, n, how many are READY, failed and stuck, p50/p95/max latency of the READY ones,
-the ratio p95(with big) / p95(alone) and whether it meets the goal (<= 1.5, every document READY),
-and the big document's state when the wait ended: status, stage, pages parsed, chunks embedded,
-and its ``lane`` when the API shows one. Writes everything, each document's latency
-included, to bench/results/isolation-<time>.json.
+"""make bench-isolation: do small uploads wait behind a big one?
 
     .venv/bin/python -m bench.isolation run                         # 50 small, 2,000 pages (make bench-isolation)
     .venv/bin/python -m bench.isolation run --small 3 --big-pages 120 --timeout 600   # a quick run
+
+Two phases, each through a fresh local stack: the ``--small`` 5-page PDFs alone, then the same right
+behind a ``--big-pages`` PDF (documents from ``bench.big_document``). Per phase: READY, failed and stuck
+counts and p50/p95/max latency from upload to READY; then p95(with big) / p95(alone) against the goal
+(at most ``GOAL_RATIO``, every document READY). Writes bench/results/isolation-<time>.json. Imports
+``bench``, ``local``, ``eval.stack`` and the domain package. Method and runs: docs/benchmarks.md (Isolation).
 """
 
 from __future__ import annotations
@@ -48,7 +33,7 @@ from bench.big_document import load_sources, write_big_document, write_small_doc
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
 WARM_UP_PDF = REPO / "samples" / "lighthouses.pdf"
-GOAL_RATIO = 1.5  # issue 11: p95 with the big document at most 1.5x p95 without it
+GOAL_RATIO = 1.5  # the isolation goal: p95 with the big document at most 1.5x p95 without it
 DEFAULT_SMALL = 50
 DEFAULT_BIG_PAGES = 2000
 POLL_SECONDS = 1.0
@@ -56,7 +41,7 @@ READY = "READY"
 # A document in one of these states will not change by itself: its wait is over.
 TERMINAL = frozenset({"READY", "FAILED", "DELETED", "EXPIRED"})
 UPLOAD_FAILED = "UPLOAD_FAILED"  # the upload request itself failed: no status record to wait for
-NO_LANE = "-"  # the API's document JSON has no lane field (before issue 11's lanes)
+NO_LANE = "-"  # the API's document JSON has no lane field (a stack from before the lanes)
 
 
 # -- the figures: pure, unit-tested ------------------------------------------------------------------
@@ -137,7 +122,7 @@ class Verdict:
 
 
 def verdict(alone: PhaseSummary, with_big: PhaseSummary, goal: float = GOAL_RATIO) -> Verdict:
-    """Goal 2 of issue 11: every small document READY in both phases, and p95(with) <= goal x p95(alone)."""
+    """The isolation goal: every small document READY in both phases, and p95(with) <= goal x p95(alone)."""
     exact = with_big.p95 / alone.p95 if alone.p95 and with_big.p95 is not None else None
     ratio = None if exact is None else round(exact, 2)
     short = [f"{s.phase}: {s.n - s.ready} of {s.n} not READY" for s in (alone, with_big) if not s.all_ready]

@@ -1,19 +1,12 @@
-"""The kept state at scale: how long ``local.runtime serve`` takes to be ready with N documents in its
-state, against an empty start, and what a checkpoint of that state costs.
-
-1. A stack of its own ingests the three valid samples (real PDFs, the real pipeline) and stops
-   cleanly: its snapshot holds their records, raw objects with versions, artifacts, checkpoints,
-   idempotency records and embedding-cache entries.
-2. That snapshot is grown to N documents: every entity that names one of the three documents is
-   copied under a new document id of the same length (the ids are ULIDs), so each copy has its
-   own record, objects and artifacts; entities no document names (e.g. embedding-cache entries)
-   stay one each, as they would (the copies have the same text). Bodies are shared blobs.
-3. ``serve`` is started ``--runs`` times on the grown state and on an empty one (a state directory
-   of its own each time, so each start loads the same thing) and timed from spawn to ready.
-4. What the journal costs while working: ``--burst`` uploads at once, timed to all READY, with
-   ``LOCAL_PERSIST=0`` and ``1`` (``--runs`` times each, alternating).
+"""The kept state at scale: ``local.runtime serve``'s time to ready with N documents in its state.
 
     .venv/bin/python -m bench.persistence --documents 1000 --runs 3
+
+Ingests the three valid samples through a stack of its own, grows its snapshot to ``--documents`` by
+copying every entity that names a document under a new id, then times ``serve`` from spawn to ready on
+that state and on an empty one, a checkpoint of the grown state, and ``--burst`` uploads with the
+journal off and on. Imports ``local``, ``tests.support`` and the domain package's ids.
+Method: docs/benchmarks.md (The kept state at scale); figures: docs/local-stack.md (What a restart keeps).
 """
 
 from __future__ import annotations

@@ -1,14 +1,12 @@
 """The reconciler at scale: its run time and memory over N documents of M chunks each.
 
-Builds the state the reconciler reads, in its own names: a versioned bucket and a documents table
-on an in-process moto server (one upload and one READY record per document), and an OpenSearch
-index of its own (the real server, ``OPENSEARCH_URL``, the product's mapping) holding every chunk,
-bulk-loaded with the Index stage's fields but no vector: the reconciler never reads one, and
-building 100,000 HNSW entries on this loaded 2-core machine is the loader's cost, not the run's. Then damages 1 %
-of the documents (a few chunks dropped) and times a report-only run, in this process, with
-``ru_maxrss`` and tracemalloc's peak of Python allocations during the run.
-
     .venv/bin/python -m bench.reconcile_scale --documents 1000 --chunks 100   # 100,000 chunks
+
+Builds the state the reconciler reads (a versioned bucket and a documents table on in-process moto,
+every chunk in an OpenSearch index of its own, without vectors: the reconciler never reads one),
+damages 1 % of the documents, and times a report-only run in this process with ``ru_maxrss`` and
+tracemalloc's peak. Imports the domain package, ``tests.support``, boto3 and opensearch-py.
+Method: docs/benchmarks.md (The reconciler at scale); figures: docs/operations.md (The reconciler).
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """make bench-reingest: what a new version and a copy of a 113-page document cost, through the local stack.
 
-1. first ingest: ``v1.pdf`` (bench.versions: the text of bench/corpus/r-intro-full.pdf as a PDF);
-2. new version: ``v2.pdf`` (10 % of the pages edited) uploaded to the same document (the same
-   presigned POST, so the same key: S3 makes it a new version of the object);
-3. copy: ``v2.pdf``'s bytes again, as another document under another name.
-
-Each is timed from its upload request to READY, as a user would see it. The stack is a fresh one
-on free ports with an index of its own (as bench.peers does), so no earlier run's cache helps; its
-start is not timed, and a small sample PDF goes through it first (untimed), so every stage's worker
-is warm and the model loaded before the first ingest: the speedup compares warm with warm.
-Prints times, the speedup over the first ingest, the cache hit rate and the chunks embedded, and
-writes them to bench/results/reingest-<time>.json.
+Three uploads to a fresh local stack (an index of its own, warmed by one small sample, untimed): the
+first ingest of ``v1.pdf`` (``bench.versions``), ``v2.pdf`` (10 % of the pages edited) as a new S3 version
+of the same document, then ``v2.pdf``'s bytes as another document. Each is timed from its upload
+request to READY. Prints the times, the speedup over the first ingest, the cache hit rate and the
+chunks embedded, and writes them to bench/results/reingest-<time>.json. Imports ``bench``, ``local`` and
+``eval.stack``. Method and runs: docs/benchmarks.md (Re-ingest); the cache: docs/embedding-cache.md.
 """
 
 from __future__ import annotations

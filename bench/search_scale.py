@@ -1,33 +1,13 @@
 """make bench-search: POST /search latency and k-NN recall@10 at 100,000 chunks, through the local stack.
 
-1. Real texts and realistic vectors (bench.search_scale_data): windows of real sentences embedded
-   once with the local MiniLM, mixed and perturbed into ``--chunks`` chunks for one tenant and
-   ``--other-chunks`` (a tenth by default) for a second tenant, made from the same passages so that
-   a leaky tenant filter would show.
-2. A fresh local stack on free ports whose functions use an index of the benchmark's own (as
-   ``make eval`` does), created with the product's mapping (``VectorStore.ensure_index``) and the
-   API function's index parameters from the synthesized template; the chunks go in by bulk API in
-   the Index stage's document shape, and the benchmark waits for the merges the load started.
-3. ``POST /search`` (k=10) through the API as a signed-in user, for knn, bm25 and hybrid: a
-   warm-up, then ``--queries`` sequential requests per mode (the eval's questions, cycled); end-to-end
-   milliseconds per request. Every passage returned must belong to the caller's tenant (checked
-   for both tenants). Then the same queries again, each filtered to one customer's documents (1 %
-   of the main tenant's chunks, a metadata filter in Bedrock KB's RetrievalFilter shape) and paired
-   with itself unfiltered in alternating order: both latencies, the p95 ratio, responses with fewer
-   than k passages, and passages outside the filter. Then ``hybrid+rerank``: the same queries in
-   hybrid mode with ``"rerank": true``, each paired with itself ``"rerank": false`` in alternating
-   order: both latencies and what the rerank stage adds at p50 and p95 (the stage scores the first
-   stage's candidates: locally the embedding server's Rerank route, its lexical stand-in).
-4. The same queries in process through the product's search code (``search_passages``, the same
-   embedder client against the stack's embedding server's query lane, the same ``VectorStore``), to split a
-   request: OpenSearch's ``took`` (summed over a hybrid's two requests) and the query embedding.
-5. Recall@10 of the API's k-NN against exact search (numpy, cosine over the same stored vectors,
-   the same tenant filter), with the ``ef_search`` the API function is configured with, and for a
-   few other ``ef_search`` values (through ``VectorStore.knn_search``, as the API asks: k = the
-   candidates a 10-result search fetches).
+    .venv/bin/python -m bench.search_scale [--chunks 100000] [--queries 200]
 
-Prints the tables, writes bench/results/search-scale-<time>.json, and deletes its index (every
-chunk it loaded) and its stack. Only measures: no test asserts a timing.
+Loads synthetic chunks (``bench.search_scale_data``) for two tenants into an index of its own behind a
+fresh local stack, times ``POST /search`` per mode (knn, bm25, hybrid; filtered and not; hybrid with
+and without rerank), splits a request's time in process (OpenSearch's ``took``, the query embedding)
+and measures k-NN recall@10 against exact search per ``ef_search``; every passage must be the caller
+tenant's. Writes bench/results/search-scale-<time>.json, then drops its index and stack; it only
+measures. Imports the domain package, ``local``, ``eval.stack``. Method, figures: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -85,8 +65,8 @@ MODES = (SearchMode.KNN, SearchMode.BM25, SearchMode.HYBRID)
 EF_SEARCH_SWEEP = (40, 100, 200, 400)
 #: Requests the second tenant makes per mode, only to check that it sees its own chunks only.
 OTHER_TENANT_QUERIES = 5
-#: How long each mode is warmed up through the API before it is timed: after a start, OpenSearch's
-#: k-NN took p50 went 21 -> 16 -> 13 -> 12 ms over its first ~2,000 searches, then held.
+#: How long each mode is warmed up through the API before it is timed: a newly started OpenSearch
+#: searches slower for its first thousand or two searches (docs/benchmarks.md, the runs of 15:03).
 DEFAULT_WARMUP_SECONDS = 60.0
 #: The warm-up's first and last requests whose medians the report keeps.
 WARMUP_EDGE = 50
@@ -145,7 +125,7 @@ def steal_share(before: list[int] | None, after: list[int] | None) -> float | No
     return round(deltas[7] / total, 3) if total > 0 else None
 
 
-#: Iterations of the reference loop: about 10 ms of one core at this machine's best.
+#: Iterations of the reference loop (its time on this machine: docs/benchmarks.md, bench-search).
 REFERENCE_LOOP_ITERATIONS = 200_000
 
 

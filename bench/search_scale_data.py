@@ -1,18 +1,11 @@
 """The synthetic chunks of ``make bench-search``: real sentences, realistic vectors, the product's document shape.
 
-Texts: sentences of real documents (``samples/text`` and the PDFs of ``eval/corpus``, parsed and
-cleaned by the product's own ``parse_pdf``), so BM25 sees real term statistics. Base passages are
-windows of consecutive sentences; each is embedded once with the local MiniLM. A synthetic chunk is
-a base passage plus a sentence of another one, its vector the normalised mix of the two passages'
-vectors (0.85 / 0.15) plus a little Gaussian noise: vectors cluster around real passages the way
-chunks of related documents do, instead of being uniform noise (on which HNSW behaves unlike on
-real data). Every chunk's text is unique, so the search's folding of identical texts never hides a
-result.
-
-Each chunk is indexed exactly as the Index stage writes one (``VectorStore.write_chunks``): same
-fields, ``_id`` from ``chunk_id``, ``version`` hashed, ``indexed_text`` from ``retrieval_text``;
-only the transport differs (large bulk requests, refresh once at the end) because the pipeline is
-far too slow to ingest 100,000 chunks here.
+A chunk is a window of real sentences (``samples/text`` and ``eval/corpus``, parsed by the product's
+``parse_pdf``) plus a sentence of another, its vector the normalised mix of the two windows' MiniLM
+vectors plus a little noise: vectors cluster as related documents' chunks do, and BM25 sees real term
+statistics. Every text is unique. Chunks are indexed exactly as ``VectorStore.write_chunks`` writes
+them, only in larger bulk requests. Imports the domain package, ``local.runtime.settings``, numpy and
+opensearch-py. The mix, sizes and why: docs/benchmarks.md (Search at 100,000 chunks).
 """
 
 from __future__ import annotations

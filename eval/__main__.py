@@ -1,37 +1,13 @@
-"""make eval: retrieval quality on the evaluation corpus, ours against two baselines.
+"""make eval: retrieval quality (recall@1/5, MRR) of ours against a naive baseline and LangChain's chunking.
 
-The corpus is split by document into dev and test (``eval/corpus/manifest.json``); tuning looks
-at dev only. Each split is evaluated as a corpus of its own and gets its own table; ``--split``
-picks one (default: both).
+Each split of ``eval/corpus`` (``--split dev|test``, default both) is a corpus of its own: uploaded
+through a fresh local stack and searched with ``POST /search`` per mode, or with ``--in-process``
+the same parse, chunk and search code in this process. The baselines are always indexed in process.
+``--scanned`` adds the OCR variant (``eval.scans.variant``), ``--rerank`` a hybrid row with the rerank
+stage; the formats corpus follows (``--formats-only``, ``--no-formats``). Indexes are dropped at the end.
 
-By default a split goes through a local stack started here (free ports, an index of its own):
-uploaded through the API as a browser would, ingested by the real pipeline, searched with
-``POST /search`` in each mode. ``--in-process`` runs the same parse and chunk functions and the
-same search code in this process instead (faster, for iterating). The naive baseline (raw text,
-fixed 1,000-character windows, the same embedder and search code) is always indexed in process,
-in a temporary index of its own. So is LangChain's default chunking (PyPDFLoader and the
-recursive splitter, 300/60 tokens: ``eval.langchain_chunks``, run in the benchmark environment
-``.venv-peers``; the row is skipped, with the reason printed, when that environment is absent),
-searched by k-NN only as LangChain's vector store does. Every index made here is deleted at the end.
-
-``--scanned`` also evaluates ours on the scanned variant of each split (``eval.scans.variant``: the
-pages that answer a question, and their neighbours, replaced by desk-scanner images of themselves,
-read back by the real OCR engine: Tesseract, in process or in the local stack's Parse stage), through
-the same path as the text version, and lists the questions one version answers within the top 5
-and the other does not.
-
-``--rerank`` (``make eval EVAL_ARGS=--rerank``) adds a row: ours in hybrid mode with the rerank stage
-(rag_ingest.retrieval.rerank) on, through the same path (in process, or ``"rerank": true`` in
-``POST /search``), and prints its recall@5 and MRR gain over plain hybrid per split. Offline the
-reranker is the lexical stand-in (no cross-encoder's weights install here), so the row measures the
-stand-in, not a Bedrock reranker model.
-
-The formats corpus (DOCX, PPTX and HTML: ``eval/formats``, ``eval.formats_eval``) is evaluated
-after the PDFs, through the same path, with a table per split of scores per format and mode;
-``--formats-only`` runs it alone, ``--no-formats`` skips it.
-
-Fusion is tuned with ``python -m eval.tune`` (dev split only); ``python -m eval.ablation``
-switches each cleanup rule and retrieval feature off in turn (test split by default).
+Imports the domain package, ``eval.*`` and ``local`` (via ``eval.stack``); nothing imports it.
+Method and results: docs/retrieval.md (the scanned variant: docs/ocr.md).
 """
 
 from __future__ import annotations

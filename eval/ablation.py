@@ -1,18 +1,13 @@
 """Ablation: each cleanup rule and each retrieval feature off, one at a time.
 
-    python -m eval.ablation [--split test|dev]
+    python -m eval.ablation [--split test|dev] [--only TEXT] [--scanned]
 
-In process (the same parse, cleanup, chunk and search code as the pipeline, see ``eval``), on one
-split (default: test, as issue 14 asks: no rule ships unless it helps there). Each variant is
-the shipped configuration with one thing switched: a cleanup rule of
-``rag_ingest.ingest.pdf.CleanupRules`` (off, or on for a rule that does not ship), all of the cleanup,
-the contextual text (title and heading path before the text, BM25-indexed as shipped: off,
-without the title, or embedded too), or the tuned fusion (back to unweighted RRF with the paper's
-constant, 60), or table handling (off: a PDF table's cells stay loose lines). Questions marked
-``"table": true`` (answers in a table's cells) get a table of their own. ``--only TEXT`` runs the
-shipped configuration and the variants named with TEXT (``--only tables``); ``--scanned`` runs them
-on the split's scanned variant (``eval.scans.variant``, Tesseract in process). Every variant's
-chunks are embedded once per distinct text.
+In process, with the same parse, cleanup, chunk and search code as the pipeline (see ``eval``), on one
+split (default: test, the split a rule must help on to ship). Each variant is the shipped
+configuration with one thing switched: a cleanup rule, all of the cleanup, the contextual text, the
+tuned fusion, or table handling; table questions get a table of their own. ``--only`` runs the shipped
+configuration and the variants named with TEXT; ``--scanned``, the split's scanned variant. Imports
+the domain package and ``eval``. Results and what they decided: docs/retrieval.md (Ablation).
 """
 
 from __future__ import annotations
@@ -45,7 +40,7 @@ from eval.retrieval import (
 )
 
 DEFAULT_OPENSEARCH = "http://127.0.0.1:9200"
-#: What search did before issue 14: unweighted RRF with the paper's constant.
+#: Fusion before it was tuned (docs/retrieval.md, Fusion): unweighted RRF with the paper's constant.
 UNTUNED_FUSION = FusionSettings(bm25_weight=1.0, knn_weight=1.0, rank_constant=60)
 MODES = (SearchMode.KNN, SearchMode.BM25, SearchMode.HYBRID)
 NO_TABLES = "tables: none (cells as loose lines)"

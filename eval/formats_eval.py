@@ -1,24 +1,13 @@
 """The formats evaluation: DOCX, PPTX and HTML documents (``eval/formats``) beside the PDF corpus.
 
-Each document is assigned to dev or test in ``eval/formats/manifest.json`` (by document, fixed
-once); its questions are in ``eval/formats/questions.json``. Like the PDF corpus, each split is
-evaluated as a corpus of its own (one index holding that split's documents of every format), and
-the scores are reported per format and search mode.
-
-A question is answered at rank r when the r-th passage comes from the question's document and its
-text contains the question's ``evidence`` (a short exact phrase of the answering passage), both
-whitespace-normalised: a rule that means the same for a slide, a section or a page. ``locator``
-(``slide-<n>`` for PPTX, the section's anchor for the others) says where the answer stands, for
-reading; it is not scored.
-
-Two paths, as for PDFs: the default uploads the documents through a local stack's API (each with
-the content type a client declares for it, ``rag_ingest.core.upload_types.declared_type``) and
-searches with ``POST /search``; ``--in-process`` reads each file with the product's own functions
-(``detect_format``, ``read_structured``) and chunks it with the Chunk stage's ``chunk_pages`` and
-parameters, then indexes and searches with the same code as the PDF evaluation.
-
     .venv/bin/python -m eval --formats-only --in-process      # these formats only, in process
     .venv/bin/python -m eval.formats_eval --in-process --split dev
+
+Each split (``eval/formats/manifest.json``) is a corpus and an index of its own, scored per format and
+mode. A question is answered at rank r when the r-th passage is from its document and contains its
+``evidence`` phrase (whitespace-normalised). The default path uploads through a local stack's API;
+``--in-process`` reads, chunks, indexes and searches with the product's own functions. Imports the
+domain package and ``eval.retrieval``. Method and results: docs/retrieval.md (Formats).
 """
 
 from __future__ import annotations

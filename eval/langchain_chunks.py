@@ -2,13 +2,11 @@
 
     .venv-peers/bin/python -m eval.langchain_chunks FILE.pdf ...
 
-Each file is loaded as LangChain's documentation shows: langchain-community's PyPDFLoader (pypdf,
-one Document per page, no cleanup) and RecursiveCharacterTextSplitter measured in tiktoken's
-cl100k_base tokens, 300 per chunk with 60 of overlap (the encoding file ships inside
-llama-index-core, so nothing is downloaded). Prints one JSON list of
-``{"document": file name, "page": 1-based page, "text": chunk}``. LangChain is never a product
-dependency: ``make eval`` runs this module with ``.venv-peers/bin/python`` and skips the row when
-that environment is absent.
+Loads each file with PyPDFLoader (one Document per page, no cleanup) and splits it with
+RecursiveCharacterTextSplitter in cl100k_base tokens, 300 per chunk with 60 of overlap, as LangChain's
+documentation shows. Prints one JSON list of ``{"document": file name, "page": 1-based page, "text":
+chunk}``. Imports LangChain and ``bench.peers.peer_ingest`` (the bundled tiktoken encoding), never the
+product; ``make eval`` runs it with ``.venv-peers/bin/python`` and skips the row without it.
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ class Question:
     document: str  # file name in the corpus
     page: int  # 1-based page of the PDF that answers it
     question: str
-    table: bool = False  # its answer sits in a table's cells (issue 29)
+    table: bool = False  # its answer sits in a table's cells (docs/retrieval.md, Table questions)
 
 
 @dataclass(frozen=True)

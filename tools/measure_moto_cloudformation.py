@@ -1,28 +1,13 @@
 """Measures what moto's CloudFormation makes of the synthesized template, per resource type.
 
-``cdk.out/<stack>.template.json`` is deployed with ``create_stack`` into a moto server configured
-as the local stack configures it (:mod:`local.runtime.moto_server`), after what ``cdk deploy``
-finds in place: the bootstrap version parameter and the file assets in the bootstrap bucket (the
-function code zipped; assets over 5 MB, i.e. the layer, as a placeholder zip: moto only stores
-code). The S3-notification custom resource is answered as CDK's provider does (the bucket's
-notification configuration is put, then SUCCESS is sent to the ResponseURL); other custom
-resources are answered FAILED (their providers need an AWS runtime). Every resource is then read
-back through the service APIs and the properties the pipeline depends on are compared with the
-template's, resolved against moto's own physical ids and attributes.
-
-Verdict per resource type:
-
-- ``not supported``: moto has no CloudFormation model for the type. moto fails ``create_stack`` of
-  the whole template when a resource refers to one (``Fn::GetAtt references undefined resource``),
-  so such resources are left out and references to them become placeholders, as the local
-  provisioner does;
-- ``failed``: moto has a model, but creating the resource raised (the whole ``create_stack`` fails
-  on it in moto; here the error is recorded and the deployment goes on);
-- ``created, wrong``: created, but a checked property differs from the template's (named);
-- ``created``: created and every checked property is the template's; ``not checked`` when the
-  script reads nothing back for that type.
-
     .venv/bin/python -m tools.measure_moto_cloudformation [--json]   (from the repository root)
+
+Deploys ``cdk.out/<stack>.template.json`` with ``create_stack`` into a moto server configured as the local
+stack's, after what ``cdk deploy`` finds in place (the bootstrap parameter, the file assets), answers
+the S3-notification custom resource as CDK's provider does, then reads every resource back and
+compares the properties the pipeline depends on with the template's. Verdict per type (``Finding``):
+not supported (left out), failed, created wrong (the property named), created, not checked. Imports
+``local.runtime``. Why it exists and its last results: docs/local-stack.md (moto's own CloudFormation).
 """
 
 from __future__ import annotations
@@ -49,6 +34,7 @@ from local.runtime.moto_server import configure_moto, start_moto_server
 from local.runtime.settings import RuntimeSettings
 
 BOOTSTRAP_VERSION = "30"
+# Assets larger than this (the layer) are uploaded as a placeholder zip: moto only stores code.
 PLACEHOLDER_ASSET_BYTES = 5 * 1024 * 1024
 NOTIFICATIONS_TYPE = "Custom::S3BucketNotifications"
 
@@ -57,7 +43,9 @@ NOTIFICATIONS_TYPE = "Custom::S3BucketNotifications"
 class Finding:
     logical_id: str
     resource_type: str
-    verdict: str  # not supported | failed | created, wrong | created | not checked
+    # not supported: moto has no model, so it is left out (create_stack fails on a reference to it);
+    # failed: creating it raised (recorded, the deployment goes on); created, wrong; created; not checked
+    verdict: str
     detail: list[str] = field(default_factory=list)
 
 

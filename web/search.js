@@ -1,21 +1,9 @@
 // Search: passages with their highlight, document and page span; a result opens where it stands:
 // a PDF in the embedded viewer (pdf-view.js) with the passage marked, the others in the rendered view.
 
-import { el } from "./format.js";
+import { decodeEntities, el } from "./format.js";
 
 const EM_TAG = /<(\/?)em>/gi;
-const ENTITIES = { amp: "&", lt: "<", gt: ">", quot: '"', apos: "'", nbsp: "\u00a0" };
-
-/** Decode the HTML entities of an HTML-escaped text fragment (the highlighter escapes the text). */
-export function decodeEntities(text) {
-  return text.replace(/&(#x[0-9a-f]+|#[0-9]+|[a-z]+);/gi, (whole, name) => {
-    if (name[0] === "#") {
-      const code = name[1] === "x" || name[1] === "X" ? parseInt(name.slice(2), 16) : parseInt(name.slice(1), 10);
-      return Number.isFinite(code) && code > 0 && code <= 0x10ffff ? String.fromCodePoint(code) : whole;
-    }
-    return ENTITIES[name.toLowerCase()] ?? whole;
-  });
-}
 
 /**
  * A highlight fragment as DOM nodes: <em> and </em> become <mark>-like <em> elements; everything

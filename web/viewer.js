@@ -2,8 +2,7 @@
 // its extracted blocks, a slide or a section per anchor, with the search hit's paragraph marked and
 // scrolled to. A PDF opens in the browser's own viewer at its page instead (search.js).
 
-import { el } from "./format.js";
-import { decodeEntities } from "./search.js";
+import { decodeEntities, el } from "./format.js";
 
 const squeeze = (text) => text.replace(/\s+/g, " ").trim().toLowerCase();
 

@@ -1,27 +1,13 @@
-"""make bench-aws: the same corpus through rag-ingest and the peers' own Bedrock integrations, each
-against the local Bedrock-compatible server under a Bedrock emulation profile, side by side.
+"""make bench-aws: rag-ingest and the peers' own Bedrock integrations against emulated Bedrock quotas.
 
     .venv/bin/python -m bench.aws [--profiles bedrock,bedrock-low-quota] [--systems ...] [--output FILE]
 
-Per profile, in one run, each system on a fresh server (so no system spends another's quota):
-- rag-ingest: its whole local stack (bench/peers/ours.py), its embedding server started under the
-  profile, with Step Functions' retry intervals as AWS waits them (LOCAL_RETRY_SCALE=1, not the
-  local default's tenth) and a state of its own (LOCAL_PERSIST=0: no embedding cache carried over);
-  two sample PDFs (not the corpus's) go through it before the clock starts, so every function has
-  its warm workers, as a pipeline already at work has and as the peers' libraries are imported
-  before their clocks start; then a minute's pause, so their calls leave the quota's sliding minute
-  and the run starts on an unspent quota as each peer's fresh server does (the workers are kept
-  warm through it), and their calls are taken off the server's counters;
-- LangChain (langchain-aws BedrockEmbeddings) and LlamaIndex (llama-index-embeddings-bedrock
-  BedrockEmbedding), each in the peers' venv (bench/peers/peer_ingest.py), against a server of
-  their own under the same profile;
-- the variant: LangChain with the botocore retry config its user would add to survive throttling.
-
-Every server answers with deterministic vectors (no model runs), so the run measures orchestration
-against the quota and latency, not this machine's CPU. The server's /_local/stats give each run's
-calls and throttles; bench/aws/ceiling.py the quota's ceiling for the corpus as each system chunks
-it. Figures go to bench/aws/measured-<UTC date and time>.json (written after every run; a run never
-overwrites another's) and a table per profile.
+Per profile, each system runs the same corpus against a fresh local Bedrock-compatible server of its
+own (deterministic vectors: the run measures orchestration against the quota and latency, not CPU):
+rag-ingest through its whole local stack (``bench.peers.ours``), the peers in their own venv
+(``bench.peers.peer_ingest``). Prints a table per profile, with each system's share of the quota's
+ceiling (``bench.aws.ceiling``), and writes bench/aws/measured-<UTC time>.json after every run.
+Imports only ``bench`` and ``local``. Method and runs: docs/benchmarks.md (bench-aws).
 """
 
 from __future__ import annotations
@@ -122,9 +108,8 @@ def run_ours(documents: Sequence[CorpusDocument], profile: str, timeout: float) 
     }
 
     def before_clock(outputs: Mapping[str, Any]) -> dict[str, Any]:
-        # The warm-up's calls leave the quota's sliding minute (the server's and the limiter's), so the
-        # run starts on a quota as unspent as each peer's fresh server; they are then subtracted from
-        # the server's counters after the run.
+        # The warm-up's calls leave the quota's sliding minute, so the run starts on a quota as unspent
+        # as each peer's fresh server; they are subtracted from the server's counters after the run.
         time.sleep(QUOTA_WINDOW_SECONDS + 2)
         return {"embedding_server_before_clock": server_stats(str(outputs["EmbeddingEndpoint"]))}
 

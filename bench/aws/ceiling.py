@@ -1,17 +1,13 @@
 """The quota's ceiling for a corpus, and the embedding server's counters read from ``/_local/stats``.
 
-The ceiling is the pages per second the quota allows for the corpus as one system chunks it: each
-chunk is one ``InvokeModel`` call (Titan Text Embeddings V2 embeds one text per call), and its tokens
-are counted as the local server counts them against the tokens-per-minute quota (MiniLM's WordPiece,
-``rag_ingest.core.tokens.count_tokens``, of the text as sent). With R requests, K tokens, P pages and
-quotas RPM and TPM a minute:
+The ceiling is the pages per second a quota allows for a corpus as one system chunks it: each chunk
+is one ``InvokeModel`` call (Titan V2 embeds one text per call), counted in tokens as the local server
+counts them. With R requests, K tokens, P pages and quotas RPM and TPM a minute:
 
     minutes = max(R / RPM, K / TPM)        ceiling = P / (60 * minutes) pages/s
 
-A quota that is not enforced drops out of the max. This is the steady rate: the server's window is
-a sliding minute, so a run may spend a whole minute's quota at once at its start, and a corpus that
-needs W = max(ceil(R / RPM), ceil(K / TPM)) windows cannot finish before 60 * (W - 1) s (the
-``sliding_window_*`` figure: 0 when the corpus fits in one minute's quota).
+A quota not enforced drops out of the max. Pure arithmetic and JSON; imports nothing of the project.
+Why the steady rate, and the sliding window's minimum: docs/benchmarks.md (bench-aws, The ceiling).
 """
 
 from __future__ import annotations

@@ -1,21 +1,13 @@
-"""The batch inference path's cost (embedding.batchInference; rag_ingest.ingest.batch_embedding),
-modelled from the measured on-demand run: one bulk document of ``pages`` pages, as the measured run
-scaled to that many pages, with what the batch path changes:
+"""The batch inference path's cost (``embedding.batchInference``), modelled from the measured on-demand run.
 
-- **Bedrock**: the same tokens at the batch price (50 % of on-demand, bench.cost.prices);
-- **Embed**: no Embed Map and no Embed function waiting on InvokeModel; the EmbedBatch function
-  instead: a look per turn of the wait loop (``ASSUMED_LOOK_MS``, one GetModelInvocationJob and one
-  status write), plus writing the JSONL records and reading the output back into the checkpoints
-  (``MEASURED_BATCH_MS_PER_CHUNK``, measured on the 2,000-page document through the local stack);
-- **the embedding cache**: looked up (a hit is not sent), but the job's vectors are not written to
-  it (``embedding.batchInference.writeCache`` false, the default): those writes were most of the
-  DynamoDB line, and a backfill is embedded once;
-- **Step Functions**: the bulk lane's states for one document (Validate, Parse, Lane, the Parse Map
-  and its ranges, Chunk, the loop's EmbedBatch, Choice and Wait states, Index, Finalize);
-- **S3**: the job's input and output files (one PUT, a LIST and a GET per file), kept as noncurrent
-  versions until the artifacts' expiry (``storage.artifactsNoncurrentExpirationDays``);
-- **the wait**: ``job_hours`` (24 by default: the window Bedrock gives batch jobs; an assumption,
-  the local runner finishes in seconds): looks every ``pollSeconds`` doubling to ``maxPollSeconds``.
+One bulk document of ``pages`` pages, priced as the measured run scaled to that many pages, with what
+the batch path changes: Bedrock's tokens at the batch price; the EmbedBatch function's turns of the
+wait loop instead of the Embed Map; no embedding-cache writes (``writeCache`` off); the bulk lane's
+state transitions; the job's files in S3 until their noncurrent versions expire; a job of
+``job_hours`` polled every ``pollSeconds`` doubling to ``maxPollSeconds``.
+
+Pure arithmetic over ``bench.cost.model`` and ``bench.cost.prices``; imports nothing else of the project.
+Each line, its figures and why: docs/cost.md (The batch inference path).
 """
 
 from __future__ import annotations
@@ -38,14 +30,11 @@ PARSE_FUNCTION = "Workflow/ParseFunction"
 PAGE_SCALED = frozenset({PARSE_FUNCTION, "Workflow/ChunkFunction", "Workflow/IndexFunction"})
 # Status writes of one Parse Map range (start_stage, record_parsed_range, record_stage).
 STATUS_WRITES_PER_RANGE = 3
-# One turn of the wait loop in the EmbedBatch function: GetModelInvocationJob, a status update
-# (assumed: two AWS calls of ~50 ms and the handler's overhead).
+# One turn of the wait loop in the EmbedBatch function (GetModelInvocationJob, a status update):
+# assumed, not measured (docs/cost.md, The batch inference path).
 ASSUMED_LOOK_MS = 150.0
-# Submitting (JSONL records written) and collecting (output read by recordId, checkpoints written,
-# the job's files deleted) per chunk at 384 floats: the EmbedBatchBulk function's stage time on the
-# 2,000-page document of `make bench-big` through the local stack with batch inference on
-# (44.2 worker-s for 8,675 chunks over 2 turns, 2026-12-04, 2 busy cores); scaled to the configured
-# dimension by the vector's size (reading and writing the JSON dominates).
+# Submitting and collecting per chunk at 384 floats, measured through the local stack (docs/cost.md);
+# scaled to the configured dimension by the vector's size, as reading and writing the JSON dominates.
 MEASURED_BATCH_MS_PER_CHUNK = 5.1
 # The output's JSON per float (the vector as text, ~20 bytes a float) and the input's per chunk.
 OUTPUT_BYTES_PER_FLOAT = 20
@@ -100,9 +89,8 @@ def batch_usage(
         embedding_bytes=embedding,
         ocr_pages=usage.ocr_pages * factor,
     )
-    # What grows with pages (Parse's ranges, chunking, the Index writes, checkpoints, logs) scales with
-    # the pages; what each document costs once (Validate, Finalize, the API and intake, status
-    # writes per stage) is the measured run's per-document mean, once.
+    # What grows with pages (Parse's ranges, chunking, Index, checkpoints, logs) scales with them; what a
+    # document costs once (Validate, Finalize, the API and intake, status writes) is the run's mean, once.
     documents = len(usage.documents)
     ranges = math.ceil(pages / range_pages)
     lambda_ms = {

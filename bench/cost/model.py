@@ -17,23 +17,20 @@ from bench.cost import prices
 Architecture = Literal["x86_64", "arm64"]
 PER_PAGES = 1000
 
-# The documents table's two GSIs project ALL attributes (infra/constructs/storage.py), so a write
-# is also written to each index: by_status's sort key (updated_at) changes on every update, which
-# DynamoDB bills as a delete plus a put there; by_tenant's keys never change after the first put.
+# A documents-table write is also written to its two ALL-projected GSIs: by_status's sort key (updated_at)
+# changes on every update, billed as a delete plus a put there; by_tenant's keys never change.
 DOCUMENTS_PUT_WRITES = 1 + 1 + 1  # table, by_status, by_tenant
 DOCUMENTS_UPDATE_WRITES = 1 + 2 + 1
 DYNAMODB_WRITE_UNIT_BYTES = 1024
 DYNAMODB_READ_UNIT_BYTES = 4096
-# An embedding cache entry of the first format (float32 bytes unpacked) besides its vector: key id
-# (tenant, model, dimension, sha256: ~120 bytes), checksum (64), dimension, attribute names.
+# An embedding cache entry of the first format (float32 bytes unpacked) besides its vector: key id,
+# checksum, dimension, attribute names (the bytes of each: docs/cost.md, How it is measured).
 EMBEDDING_CACHE_ENTRY_OVERHEAD_BYTES = 220
-# A packed entry (rag_ingest.ingest.embedding_cache) besides its payload: "cache_key" and the key id
-# for Titan v2 (a 36-character tenant id, "amazon.titan-embed-text-v2:0", the dimension and the
-# text's sha256 in hex: 135 bytes), then "v" and the value's format, kind and 8-byte digest.
+# A packed entry (rag_ingest.ingest.embedding_cache) besides its payload: "cache_key" and a Titan v2 key
+# id, then "v" and the value's format, kind and digest (the bytes of each: docs/cost.md).
 EMBEDDING_CACHE_PACKED_OVERHEAD_BYTES = 9 + 135 + 1 + 2 + 8
-# SQS: the S3 notification's SendMessage, the event source mapping's ReceiveMessage that returns
-# it and its DeleteMessageBatch, per upload (upper bound: a batch of 10 shares one receive and one
-# delete). The mapping's idle polling is a fixed monthly cost, not a per-page one.
+# SQS per upload: S3's SendMessage, the mapping's ReceiveMessage and DeleteMessageBatch (an upper bound:
+# a batch shares them); the mapping's idle polling is a fixed monthly cost, not a per-page one.
 SQS_REQUESTS_PER_DOCUMENT = 3
 # Events the pipeline publishes to EventBridge per document (DocumentReady or DocumentFailed).
 EVENTS_PER_DOCUMENT = 1
@@ -86,9 +83,8 @@ class RunUsage:
     # up (BatchGetItem items). Priced at the entry's size for the configured dimension.
     embedding_cache_writes: int = 0
     embedding_cache_lookups: int = 0
-    # Packed entries: the largest payload measured per float of the vector (the float32 bytes with
-    # their sign-and-exponent bytes deflated), which the entry's size at another dimension scales
-    # with. None: the run wrote entries of the first format (4 bytes a float, unpacked).
+    # Packed entries: the largest payload measured per float (sign-and-exponent bytes deflated), which an
+    # entry's size at another dimension scales with. None: the run wrote the first, unpacked format.
     embedding_cache_payload_bytes_per_float: float | None = None
 
     @property

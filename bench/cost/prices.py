@@ -59,9 +59,8 @@ TEXTRACT_ANALYZE_TABLES_PAGE = Price(
 )
 
 TITAN_V2_INPUT_TOKEN = Price(0.00002 / 1000, "input token, Titan Text Embeddings V2, on-demand", BEDROCK)
-# Batch inference is priced at 50 % of on-demand (the Bedrock user guide's capacity and cost page,
-# docs.aws.amazon.com/bedrock/latest/userguide/capacity-limits-cost-optimization.html: "50% cost
-# savings vs on-demand"; the pricing page lists batch beside on-demand per model).
+# Batch inference is priced at 50 % of on-demand (the Bedrock user guide's capacity and cost page, quoted
+# with its address in docs/cost.md; the pricing page lists batch beside on-demand per model).
 TITAN_V2_BATCH_INPUT_TOKEN = Price(
     0.00001 / 1000, "input token, Titan Text Embeddings V2, batch inference (50 % of on-demand)", BEDROCK
 )

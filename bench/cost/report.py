@@ -42,10 +42,8 @@ STAGE_FUNCTIONS = {
 # Titan V2 embeds one text per InvokeModel call; this is the latency assumed for one call (not
 # measured here: this machine is offline). The Embed function keeps DEFAULT_MAX_CONCURRENCY in flight.
 ASSUMED_BEDROCK_CALL_MS = 200.0
-# A page without a text layer costs the Parse function the time to rasterise it (measured: pdfium at
-# OCR_DPI, 8-bit grey, PNG, CPU time per page over the 208 scanned pages of the eval corpus's scanned
-# variant, `python -m eval.scans.variant --rasterise`, 2026-12-01) and the time it waits on the
-# synchronous DetectDocumentText call (assumed, not measured: this machine is offline).
+# A page without a text layer costs Parse its rasterising (measured) and the wait on the synchronous
+# DetectDocumentText call (assumed: this machine is offline); how, in docs/cost.md (Scanned pages).
 MEASURED_RASTERISE_MS_PER_PAGE = 184.0
 ASSUMED_TEXTRACT_CALL_MS = 1500.0
 OCR_MS_PER_PAGE = MEASURED_RASTERISE_MS_PER_PAGE + ASSUMED_TEXTRACT_CALL_MS

@@ -1,35 +1,13 @@
-"""One peer's ingest of the corpus; runs in the peers' virtual environment (.venv-peers), not the product's.
+"""One peer's ingest of the corpus, for make bench-peers and make bench-aws; prints one JSON object.
 
     .venv-peers/bin/python -m bench.peers.peer_ingest {langchain,llamaindex} FILE.pdf ...
     .venv-peers/bin/python -m bench.peers.peer_ingest {langchain,llamaindex}-bedrock --endpoint URL FILE.pdf ...
 
-Prints one JSON object: pages, chunks, seconds, vectors stored. Each peer is used as its own
-documentation shows: LangChain loads every file with langchain-community's PyPDFLoader (pypdf,
-one Document per page), splits with TokenTextSplitter (300 tokens, 60 overlap) and adds the
-chunks to an InMemoryVectorStore; LlamaIndex reads with SimpleDirectoryReader (PDFReader, pypdf,
-one Document per page) and runs an IngestionPipeline of TokenTextSplitter (300/60) and the
-embedding model, then builds a VectorStoreIndex over an in-memory SimpleVectorStore.
-
-Both split on tiktoken's cl100k_base tokens: LlamaIndex's default, and the encoding whose file
-ships inside llama-index-core (nothing is downloaded; LangChain's default, gpt2, is not shipped).
-Both embed with the same code rag-ingest runs locally (rag_ingest.embeddings.local: all-MiniLM-L6-v2
-int8 ONNX, 2 intra-op threads, batches of 16). A chunk longer than the model's 512 positions is
-cut to fit, as sentence-transformers would cut it; rag-ingest's chunker never makes one.
-The clock starts after the imports (a service has them loaded) and includes loading the model.
-
-The ``-bedrock`` peers (make bench-aws) embed with each framework's own Bedrock integration instead,
-Titan Text Embeddings V2 on the local Bedrock-compatible server at ``--endpoint``, and ingest one
-document at a time, as a job over a folder would: a document whose ingest raises is recorded as
-failed (the exception, when) and the next one goes on. They are configured as each one's docs show:
-LangChain's ``BedrockEmbeddings(model_id=..., region_name=..., endpoint_url=...)``, whose boto3
-client keeps botocore's defaults (the pinned botocore 1.44 has the SDKs' 2026 retry behaviour on:
-standard mode, 3 attempts, 1 s throttling backoff base; 1.43 had it behind AWS_NEW_RETRIES_2026,
-github.com/boto/botocore/pull/3678, and defaulted to legacy mode, 5 attempts); LlamaIndex's
-``BedrockEmbedding(model_name=..., region_name=...)``, which has no endpoint parameter and builds its
-client with its own retry config (standard mode, max_retries=10), so the endpoint comes from the
-environment (AWS_ENDPOINT_URL_BEDROCK_RUNTIME, the SDKs' service-specific endpoint setting:
-docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html). ``--retry-mode``/``--max-attempts``
-give LangChain's client a botocore retry config instead: what its user would write to survive throttling.
+Runs in the peers' virtual environment (.venv-peers), never the product's: it imports LangChain or
+LlamaIndex, and of the product only ``rag_ingest.embeddings`` and ``rag_ingest.core.tokens``. Each peer
+loads, splits (300/60 cl100k tokens), embeds with the same local embedder and stores as its
+documentation shows; the ``-bedrock`` peers embed through their own Bedrock integration instead, one
+document at a time. How each peer is set up, and why: docs/benchmarks.md (bench-peers, bench-aws).
 """
 
 from __future__ import annotations

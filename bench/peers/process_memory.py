@@ -1,15 +1,9 @@
 """Peak resident memory and CPU time of process trees, sampled from /proc (Linux) in a background thread.
 
-A local stack is one ``serve`` process and the Lambda worker processes it spawns: their summed
-RSS, sampled every ``interval`` seconds, is the stack's footprint at that instant; the maximum
-over a run is its peak. Pages shared between processes are counted once per process, as the
-kernel reports RSS, so the sum is an upper bound of what the tree really holds.
-
-CPU time (user + system) is accounted per *role* (the runtime process, the embedding server, each
-function's Lambda workers, OpenSearch): the profile of where a run's core-seconds go. A process's
-time is counted from the first sample that sees it (a process alive when sampling starts counts
-only what it uses afterwards) to the last (a worker that exits between two samples loses at most
-one interval).
+The stack's footprint at an instant is the summed RSS of its ``serve`` process and the Lambda workers
+it spawns, sampled every ``interval`` seconds; the peak is the maximum over a run (an upper bound:
+shared pages count once per process). CPU time is summed per role (runtime, embedding server, each
+function's workers, OpenSearch). Standard library only. How it counts: docs/benchmarks.md (bench-peers).
 """
 
 from __future__ import annotations

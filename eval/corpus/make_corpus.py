@@ -2,13 +2,11 @@
 
     .venv/bin/python -m eval.corpus.make_corpus [--work-dir DIR]
 
-Downloads the Debian packages named in ``SOURCES`` with ``apt-get download`` and extracts them
-with ``dpkg-deb -x``; downloads the PyPI source distributions with ``pip download`` and unpacks
-them. Each file taken from a package is checked against the sha256 recorded in ``SOURCES`` (of
-the file as shipped, so of the ``.gz`` where Debian compressed it), so a newer package version
-fails loudly. Compressed files are gunzipped; long PDFs are trimmed to their first pages with
-pypdf (the copyright and permission notice of each trimmed manual is on a page that is kept).
-README.md beside this file gives the versions and licences.
+Fetches the packages named in ``SOURCES`` (``apt-get download`` and ``dpkg-deb -x``; ``pip download`` for
+the sdist), checks each file taken against the sha256 recorded there (of the file as shipped, so a
+newer package version fails loudly), gunzips, and trims long PDFs to their first pages with pypdf
+(keeping each manual's copyright page). Imports only pypdf and the standard library.
+README.md beside this file gives the versions, licences and what was trimmed.
 """
 
 from __future__ import annotations

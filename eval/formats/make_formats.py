@@ -2,14 +2,11 @@
 
     .venv/bin/python -m eval.formats.make_formats [--work-dir DIR]
 
-Downloads the Debian packages named in ``SOURCES`` with ``apt-get download`` and extracts them
-with ``dpkg-deb -x``. Each file taken from a package is checked against the sha256 recorded here
-(of the file as shipped, so of the ``.gz`` where Debian compressed it), so a newer package version
-fails loudly. HTML manuals are used as shipped (gunzipped where Debian compressed them). No
-freely licensed DOCX or PPTX with real content was found in a package (only templates and
-one-paragraph examples), so the DOCX and PPTX files are converted from packaged Markdown and HTML
-manuals by Debian's pandoc (``CONVERTER_VERSION``; needed only here, never by ``make eval`` or the
-tests, which read the committed files). README.md beside this file gives versions and licences.
+Fetches the packages named in ``SOURCES`` (``apt-get download``, ``dpkg-deb -x``), checks each file taken
+against the sha256 recorded here, uses HTML manuals as shipped, and converts packaged Markdown and
+HTML manuals to DOCX and PPTX with Debian's pandoc (``CONVERTER_VERSION``; needed only here, never by
+``make eval`` or the tests, which read the committed files). Imports ``eval.corpus.make_corpus``.
+README.md beside this file gives versions, licences, and why the Office files are converted.
 """
 
 from __future__ import annotations

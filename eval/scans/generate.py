@@ -2,16 +2,12 @@
 
     .venv/bin/python -m eval.scans.generate [--out DIR]
 
-The text is the text layer of freely licensed PDFs already in the repo (``eval/corpus``, licences in
-its README), one source page per generated page, kept to the Latin-1 letters every font here
-draws. Each :class:`PageStyle` sets a font (DejaVu from Debian's ``fonts-dejavu-core``, installed by
-``make ocr-tools``, or the Aileron face Pillow ships), a size, the scan resolution, a slight
-rotation, and the scanner's defects (blur, noise, a grey paper, JPEG, a 1-bit fax). The same seed
-gives the same pages, byte for byte on one Pillow version.
-
-Output (under ``--out``): ``<style>.pdf`` (one image-only PDF per style, ``PAGES_PER_STYLE`` pages)
-with its ground truth ``<style>.json`` (the typeset lines of each page), and ``mixed.pdf``: text
-pages (a real text layer) alternating with scanned pages, with ``mixed.json``.
+The text is the text layer of ``eval/corpus``'s PDFs, one source page per page, in Latin-1. Each
+:class:`PageStyle` sets a font, size, scan resolution, slight rotation and the scanner's defects; the
+same seed gives the same pages, byte for byte on one Pillow version. Writes ``<style>.pdf`` with its
+ground truth ``<style>.json`` (each page's typeset lines), and ``mixed.pdf``/``mixed.json`` (text pages
+alternating with scanned ones). Imports Pillow, numpy and the domain package's PDF parser.
+The styles and the engines' scores on them: docs/ocr.md (The scanned corpus).
 """
 
 from __future__ import annotations

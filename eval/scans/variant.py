@@ -1,24 +1,12 @@
-"""The scanned variant of the eval corpus: the same PDFs with the pages that answer a question
-(and their neighbours) replaced by desk-scanner images of themselves.
+"""The scanned variant of the eval corpus: answer pages and their neighbours replaced by scans of themselves.
 
     .venv/bin/python -m eval.scans.variant [--out DIR]
 
-Each chosen page is rasterised from the real PDF by pdfium at the scan resolution, degraded as the
-``desk-scan-200`` style of :mod:`eval.scans.generate` does (a 1.2° skew, grey paper, blur, noise,
-JPEG), and put back as an image-only page of the same size. The other pages keep their text
-layer, and the document its metadata (its title).
-
-Why these pages: the retrieval comparison is about the answers, so every answer page is scanned,
-and its neighbours too, because a chunk can span a page break (an answer's passage may start on
-the page before it). That is 208 of the corpus's 307 pages (at most 19 in one document, under the
-default cap of 50 OCR pages per document). Leaving the other pages their text layer makes 21 of the
-22 documents mixed ones (the one-page zen-google-docs is wholly scanned), the common real case (a
-scanned annex or signed page inside a text PDF), and keeps a run's OCR time at about two thirds of
-scanning whole documents.
-
-The page images come from a seeded generator, so a rebuild gives the same pages; each PDF's
-sidecar ``<name>.json`` records its source's hash and the scanned pages, and a PDF whose sidecar
-still matches is reused rather than rebuilt.
+Each chosen page is rasterised from the real PDF by pdfium, degraded as ``eval.scans.generate``'s
+``desk-scan-200`` style, and put back as an image-only page of the same size; the other pages keep
+their text layer. Seeded, so a rebuild gives the same pages; a PDF whose sidecar ``<name>.json`` (source
+hash, scanned pages) still matches is reused. Imports ``eval`` and the domain package's OCR.
+Why these pages, and the results: docs/ocr.md (Retrieval on scanned pages).
 """
 
 from __future__ import annotations
