@@ -96,11 +96,11 @@ unit: install
 infra: layer node-modules
 	.venv/bin/pytest tests/infra -q
 
-# The fast loop while changing code (README, Contributing): lint, type check, and the unit and infra
-# tests on both cores (pytest-xdist), no server started. make test before pushing: it is what CI runs.
+# The fast loop (README, Contributing): lint, unit and infra tests on both cores, one bound region
+# synthesized instead of three, no server. make test before pushing: it is what CI runs.
 .PHONY: check
 check: lint layer node-modules
-	.venv/bin/pytest tests/unit tests/infra -q -n 2 -p no:cacheprovider
+	RAG_INGEST_TEST_BOUND_REGIONS=eu-west-1 .venv/bin/pytest tests/unit tests/infra -q -n 2 -p no:cacheprovider
 
 # One pytest run over every suite; the servers the suites need are started before and stopped after.
 test: synth node-modules local-tools chromium ocr-tools
