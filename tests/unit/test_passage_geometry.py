@@ -16,17 +16,10 @@ from pypdf import PdfReader, PdfWriter
 from rag_ingest.adapters.textract import textract_result
 from rag_ingest.core.parsed import Chunk, PageText, PassageBox
 from rag_ingest.ingest.chunking import chunk_pages, document_text
-from rag_ingest.ingest.geometry import (
-    align_page,
-    displayed,
-    line_boxes,
-    pack_layout,
-    passage_boxes,
-    text_layer_layouts,
-    unpack_layout,
-)
+from rag_ingest.ingest.geometry import displayed, pack_layout, text_layer_layouts, unpack_layout
 from rag_ingest.ingest.ocr import OcrResult, PageOcr, PlacedWord
 from rag_ingest.ingest.ocr_local import rapidocr_result, tesseract_tsv_result
+from rag_ingest.ingest.passage_boxes import align_page, line_boxes, passage_boxes
 from rag_ingest.ingest.pdf import parse_pdf
 
 pytestmark = pytest.mark.unit

@@ -11,7 +11,7 @@ import pytest
 from fpdf import FPDF
 from rag_ingest.core.parsed import BlockKind, PageText
 from rag_ingest.ingest.chunking import chunk_pages, document_text
-from rag_ingest.ingest.geometry import passage_boxes
+from rag_ingest.ingest.passage_boxes import passage_boxes
 from rag_ingest.ingest.pdf import join_continued_tables, join_page_ranges, parse_page_range, parse_pdf
 from rag_ingest.ingest.pdf_tables import continues_table
 

@@ -16,7 +16,7 @@ blocks and tables as blocks. Its inline parser is slow on very long lines full o
 10 MB line took 45 s), so a line over ``max_markdown_line_chars`` is DOCUMENT_TOO_COMPLEX.
 
 Plain text: paragraphs between blank lines; headings are found as in a PDF's text
-(:func:`rag_ingest.ingest.chunking.detect_headings`).
+(:func:`rag_ingest.ingest.headings.detect_headings`).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any
 
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.parsed import BlockKind
+from rag_ingest.ingest.headings import detect_headings
 from rag_ingest.ingest.structure import FormatLimits, PageBuilder, StructuredDocument, decode_text
 
 _DROPPED_TAGS = frozenset(
@@ -385,7 +386,6 @@ def _markdown_table(tokens: list[Any], index: int) -> tuple[list[list[str]], int
 
 # -- text -----------------------------------------------------------------------------------------
 def read_text(data: bytes, limits: FormatLimits) -> StructuredDocument:
-    from rag_ingest.ingest.chunking import detect_headings
     from rag_ingest.ingest.pdf import clean_page_text
 
     text = clean_page_text(decode_text(data))

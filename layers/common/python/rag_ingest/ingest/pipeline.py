@@ -57,7 +57,7 @@ from rag_ingest.ingest.batch_embedding import BatchEmbedding
 from rag_ingest.ingest.chunking import chunk_pages
 from rag_ingest.ingest.embedding_cache import NoEmbeddingCache
 from rag_ingest.ingest.formats import SNIFF_BYTES, FormatLimits, detect_format, read_structured
-from rag_ingest.ingest.geometry import passage_boxes
+from rag_ingest.ingest.passage_boxes import passage_boxes
 from rag_ingest.ingest.ocr import OcrEngine, PageOcr
 from rag_ingest.ingest.pdf import count_pdf_pages, join_page_ranges, parse_page_range
 from rag_ingest.ingest.refresh import MAX_REWRITES, ChunkRefresher, chunk_fields
