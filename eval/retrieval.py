@@ -24,8 +24,8 @@ from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE, document_title,
 from rag_ingest.core.tokens import count_tokens, load_tokenizer
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.ingest.chunking import chunk_pages, document_text
-from rag_ingest.ingest.ocr import PageOcr
-from rag_ingest.ingest.pdf import (
+from rag_ingest.parsing.ocr.engine import PageOcr
+from rag_ingest.parsing.pdf.extract import (
     SHIPPED_CLEANUP_RULES,
     CleanupRules,
     clean_page_texts,
@@ -152,7 +152,7 @@ def pipeline_chunks(
     ``ocr`` reads the pages without a text layer, as Parse does (the scanned variant). ``tables``
     off leaves a table's cells as loose lines (the ablation's switch)."""
     parsed = parse_pdf(pdf.read_bytes(), max_bytes=MAX_BYTES, max_pages=MAX_PAGES, clean=False, ocr=ocr, tables=tables)
-    # As the Chunk stage joins the page ranges (rag_ingest.ingest.pdf.join_page_ranges): cleaned, then a
+    # As the Chunk stage joins the page ranges (rag_ingest.parsing.pdf.extract.join_page_ranges): cleaned, then a
     # table continued on the next page joined to its first part.
     pages = join_continued_tables(clean_page_texts(parsed.pages, rules))
     chunks = chunk_pages(pages, count_tokens=count_tokens, target_tokens=chunk_tokens, overlap_tokens=overlap_tokens)

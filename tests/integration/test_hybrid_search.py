@@ -15,7 +15,7 @@ from rag_ingest.embeddings.base import Embedder
 from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.ingest.chunking import chunk_pages
-from rag_ingest.ingest.pdf import parse_pdf
+from rag_ingest.parsing.pdf.extract import parse_pdf
 from rag_ingest.retrieval.search import DEFAULT_FUSION, SearchMode, SearchRequest, SearchService, search_passages
 
 pytestmark = pytest.mark.integration

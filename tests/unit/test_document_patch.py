@@ -30,8 +30,8 @@ from rag_ingest.documents.service import (
     etag,
     if_match_revisions,
 )
+from rag_ingest.ingest.chunk_rewrite import ChunkRefresher
 from rag_ingest.ingest.pipeline import Pipeline, StageDependencies
-from rag_ingest.ingest.refresh import ChunkRefresher
 
 from tests.support.fakes import CountingEmbedder, InMemoryChunkIndex, InMemoryDocuments, InMemoryObjects
 

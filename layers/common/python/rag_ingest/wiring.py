@@ -54,15 +54,15 @@ from rag_ingest.embeddings.base import Embedder
 from rag_ingest.embeddings.capacity import CapacityLimiter, EmbeddingQuota
 from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.ingest.batch_embedding import BatchEmbedding, BatchSettings
+from rag_ingest.ingest.chunk_rewrite import ChunkRefresher
 from rag_ingest.ingest.embedding_cache import NoEmbeddingCache
-from rag_ingest.ingest.ocr import OcrEngine
-from rag_ingest.ingest.ocr_local import local_engine
 from rag_ingest.ingest.pipeline import Pipeline, StageDependencies
-from rag_ingest.ingest.refresh import ChunkRefresher
 from rag_ingest.operations.reaper import Reaper, ReaperSettings
 from rag_ingest.operations.reconciler import Reconciler, ReconcilerSettings
 from rag_ingest.operations.redrive import DeadLetterRedrive, Recovery
 from rag_ingest.operations.replay import FailedDocumentReplay, Replayer
+from rag_ingest.parsing.ocr.engine import OcrEngine
+from rag_ingest.parsing.ocr.local import local_engine
 from rag_ingest.retrieval.ports import Reranker
 from rag_ingest.retrieval.rerank import LexicalStandInReranker
 from rag_ingest.retrieval.search import RerankSettings, SearchService

@@ -53,7 +53,7 @@ from botocore.exceptions import ClientError
 
 from rag_ingest.adapters import aws
 from rag_ingest.core.logs import logger
-from rag_ingest.ingest.ocr import OcrPageError, OcrResult, OcrUnavailableError, PlacedWord
+from rag_ingest.parsing.ocr.engine import OcrPageError, OcrResult, OcrUnavailableError, PlacedWord
 
 SERVICE = "textract"
 

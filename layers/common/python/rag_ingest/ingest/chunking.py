@@ -5,13 +5,13 @@ in the order given, joined with ``PAGE_SEPARATOR`` (see :func:`document_text`). 
 ``text`` is exactly ``document_text(pages)[char_start:char_end]``, so a consumer can map a hit
 back to the document (and, with ``page_start``/``page_end``, to its pages).
 
-Headings. A PDF's headings are found in its text (:func:`rag_ingest.ingest.headings.detect_headings`).
+Headings. A PDF's headings are found in its text (:func:`rag_ingest.parsing.headings.detect_headings`).
 Each chunk carries the ``heading_path`` in force at its first line of text (outermost first).
 
 Structured formats (DOCX, PPTX, HTML, Markdown, text: pages with heading and paragraph
 ``blocks``) state their headings: those are used, never detected, and each chunk also carries the
 ``anchor`` of its section and the number of its first paragraph in that section (``paragraph_index``,
-from 1). Tables (TABLE blocks: theirs, and a PDF page's, rag_ingest.ingest.pdf_tables) are cut
+from 1). Tables (TABLE blocks: theirs, and a PDF page's, rag_ingest.parsing.pdf.tables) are cut
 between rows, never inside one, and a chunk that starts after a table's header row begins with
 that header row (so its ``text`` is the header, a line break, then
 ``document_text[char_start:char_end]``: the one exception to the offsets rule below). A table block
@@ -41,8 +41,8 @@ from dataclasses import dataclass, replace
 from itertools import pairwise
 
 from rag_ingest.core.parsed import BlockKind, Chunk, PageText, section_paragraphs
-from rag_ingest.ingest.headings import Heading, detect_headings
-from rag_ingest.ingest.structure import TABLE_CAPTION
+from rag_ingest.parsing.blocks import TABLE_CAPTION
+from rag_ingest.parsing.headings import Heading, detect_headings
 
 PAGE_SEPARATOR = "\n\n"
 #: A chunk this full (fraction of the target) ends early rather than split the next paragraph.
@@ -106,7 +106,7 @@ def chunk_pages(
     text = document_text(pages)
     page_starts, page_numbers = _page_offsets(pages)
     # A structured format states its headings and paragraphs; a PDF's headings are found in its
-    # text (a PDF page's only blocks are its tables, rag_ingest.ingest.pdf_tables).
+    # text (a PDF page's only blocks are its tables, rag_ingest.parsing.pdf.tables).
     structured = any(block.kind is not BlockKind.TABLE for page in pages for block in page.blocks)
     tables = _table_spans(pages, page_starts)
     headings = _stated_headings(pages, page_starts, text) if structured else detect_headings(text)

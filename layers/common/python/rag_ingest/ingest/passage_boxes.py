@@ -6,7 +6,7 @@ are matched, not indexed: :func:`align_page` aligns a page's text with its layou
 (``difflib`` on case-folded NFKC tokens, then the left-over tokens by nearness), and
 :func:`passage_boxes` gives every chunk the rectangles of the words inside its offsets, merged
 into one rectangle per line. A word the two sources split differently has no rectangle.
-Rectangles are in the layout's frame (rag_ingest.ingest.geometry).
+Rectangles are in the layout's frame (rag_ingest.parsing.pdf.layout).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import NamedTuple
 
 from rag_ingest.core.parsed import Chunk, PageText, PassageBox
 from rag_ingest.ingest.chunking import PAGE_SEPARATOR
-from rag_ingest.ingest.geometry import unpack_layout
-from rag_ingest.ingest.ocr import PlacedWord
+from rag_ingest.parsing.ocr.engine import PlacedWord
+from rag_ingest.parsing.pdf.layout import unpack_layout
 
 _TOKEN = re.compile(r"\w+")
 #: How far (in words) from the in-order matches around it a left-over token may find its word.

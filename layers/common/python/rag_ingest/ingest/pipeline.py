@@ -54,13 +54,13 @@ from rag_ingest.core.s3_keys import (
 from rag_ingest.core.telemetry import NoTelemetry, Telemetry
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.ingest.batch_embedding import BatchEmbedding
+from rag_ingest.ingest.chunk_rewrite import MAX_REWRITES, ChunkRefresher, chunk_fields
 from rag_ingest.ingest.chunking import chunk_pages
 from rag_ingest.ingest.embedding_cache import NoEmbeddingCache
-from rag_ingest.ingest.formats import SNIFF_BYTES, FormatLimits, detect_format, read_structured
 from rag_ingest.ingest.passage_boxes import passage_boxes
-from rag_ingest.ingest.ocr import OcrEngine, PageOcr
-from rag_ingest.ingest.pdf import count_pdf_pages, join_page_ranges, parse_page_range
-from rag_ingest.ingest.refresh import MAX_REWRITES, ChunkRefresher, chunk_fields
+from rag_ingest.parsing.formats import SNIFF_BYTES, FormatLimits, detect_format, read_structured
+from rag_ingest.parsing.ocr.engine import OcrEngine, PageOcr
+from rag_ingest.parsing.pdf.extract import count_pdf_pages, join_page_ranges, parse_page_range
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
 
@@ -110,7 +110,7 @@ class Pipeline:
     # -- the stages ------------------------------------------------------------------------
     @_logged(Stage.VALIDATE)
     def validate(self, job: DocumentJob) -> DocumentJob:
-        """Decide what the object is from its bytes (rag_ingest.ingest.formats): a ranged GET of its
+        """Decide what the object is from its bytes (rag_ingest.parsing.formats): a ranged GET of its
         start; a zip (an Office document) is read whole to find its main part."""
         with self._stage(job, Stage.VALIDATE) as record:
             size = self._deps.objects.size(job.object_ref)
@@ -472,7 +472,7 @@ class Pipeline:
 
     def _rewrite_if_patched(self, job: DocumentJob) -> None:
         """A PATCH that landed after Index's last look wrote the record only (it was not READY then);
-        one landing from READY on rewrites the chunks itself (rag_ingest.ingest.refresh)."""
+        one landing from READY on rewrites the chunks itself (rag_ingest.ingest.chunk_rewrite)."""
         ready = self._deps.status.get(job.document_id)
         if ready is not None and job.indexed_revision is not None and ready.revision != job.indexed_revision:
             rewritten = self._refresher().refresh(job.document_id)

@@ -16,7 +16,7 @@ blocks and tables as blocks. Its inline parser is slow on very long lines full o
 10 MB line took 45 s), so a line over ``max_markdown_line_chars`` is DOCUMENT_TOO_COMPLEX.
 
 Plain text: paragraphs between blank lines; headings are found as in a PDF's text
-(:func:`rag_ingest.ingest.headings.detect_headings`).
+(:func:`rag_ingest.parsing.headings.detect_headings`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from typing import Any
 
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.parsed import BlockKind
-from rag_ingest.ingest.headings import detect_headings
-from rag_ingest.ingest.structure import FormatLimits, PageBuilder, StructuredDocument, decode_text
+from rag_ingest.parsing.blocks import FormatLimits, PageBuilder, StructuredDocument, decode_text
+from rag_ingest.parsing.headings import detect_headings
 
 _DROPPED_TAGS = frozenset(
     {"script", "style", "noscript", "template", "nav", "aside", "form", "button", "select", "textarea", "input"}
@@ -386,7 +386,7 @@ def _markdown_table(tokens: list[Any], index: int) -> tuple[list[list[str]], int
 
 # -- text -----------------------------------------------------------------------------------------
 def read_text(data: bytes, limits: FormatLimits) -> StructuredDocument:
-    from rag_ingest.ingest.pdf import clean_page_text
+    from rag_ingest.parsing.pdf.extract import clean_page_text
 
     text = clean_page_text(decode_text(data))
     _bound_text(text, limits)

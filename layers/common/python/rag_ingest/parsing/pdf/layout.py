@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 
 from rag_ingest.core.logs import logger
 from rag_ingest.core.parsed import PageLayout
-from rag_ingest.ingest.ocr import PlacedWord
+from rag_ingest.parsing.ocr.engine import PlacedWord
 
 _UNIT = 65535  # a packed coordinate's scale: 1.0 of the page
 _WORD_RUN = re.compile(r"\S+")

@@ -29,9 +29,9 @@ from collections.abc import Callable
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.parsed import DocumentFormat
 from rag_ingest.core.upload_types import max_bytes_for
-from rag_ingest.ingest.markup import read_html, read_markdown, read_text
-from rag_ingest.ingest.office import ooxml_format, read_docx, read_pptx
-from rag_ingest.ingest.structure import SNIFF_BYTES, FormatLimits, StructuredDocument, decode_text
+from rag_ingest.parsing.blocks import SNIFF_BYTES, FormatLimits, StructuredDocument, decode_text
+from rag_ingest.parsing.html_markdown import read_html, read_markdown, read_text
+from rag_ingest.parsing.office import ooxml_format, read_docx, read_pptx
 
 PDF_MAGIC = b"%PDF-"
 PDF_MAGIC_WINDOW_BYTES = 1024

@@ -10,7 +10,7 @@ row is filled (:func:`keep_table`): framed code listings (one column), diagrams 
 boxes (cells of twenty lines, most cells merged or empty) and empty forms are not tables.
 Tables with horizontal rules only (LaTeX ``booktabs``, a word processor's simple styles: a top
 rule, a rule under the header, a bottom rule, columns aligned by space) are found from those rules
-and the words between them (:mod:`rag_ingest.ingest.rule_tables`); the pre-check passes a page
+and the words between them (:mod:`rag_ingest.parsing.pdf.rule_tables`); the pre-check passes a page
 with such a rule group too (:func:`candidate_pages`). Tables with no rule at all are not found:
 text alignment alone is what two-column pages, code listings and tables of contents also show.
 
@@ -20,7 +20,7 @@ spanning cell (a section label inside the table) stays one cell.
 
 Placing. The page's text stays pypdf's (its cleanup rules, its reading order): the run of lines
 that holds the table's words (:func:`place_tables`) is replaced by the table, its rows under its
-header row (:func:`rag_ingest.ingest.structure.table_text`), with its caption ("Table 3: ...")
+header row (:func:`rag_ingest.parsing.blocks.table_text`), with its caption ("Table 3: ...")
 as a paragraph before it when a caption line stands right above or below. A table whose words
 are not found together in the page's text is left as the text has it (never indexed twice).
 Scanned pages' tables (Textract's TABLE blocks) are placed the same way into the OCR text.
@@ -29,7 +29,7 @@ Continued tables. Each text-layer table's block records its column edges (``Text
 when the pages are joined, a page's first table that goes on with the previous page's last table
 (:func:`continues_table`: the same columns at the same places, nothing but running lines between,
 a first row that repeats the header or is not a header of its own) is marked ``continues``
-(``rag_ingest.ingest.pdf.join_continued_tables``), and the chunker reads it under the first part's
+(``rag_ingest.parsing.pdf.extract.join_continued_tables``), and the chunker reads it under the first part's
 header row.
 """
 
@@ -47,8 +47,8 @@ from typing import Any
 
 from rag_ingest.core.logs import logger
 from rag_ingest.core.parsed import BlockKind, TextBlock
-from rag_ingest.ingest.rule_tables import overlaps_any, rows_between_rules, rule_groups
-from rag_ingest.ingest.structure import TABLE_CAPTION, table_text
+from rag_ingest.parsing.blocks import TABLE_CAPTION, table_text
+from rag_ingest.parsing.pdf.rule_tables import overlaps_any, rows_between_rules, rule_groups
 
 #: A table: rows of cells, the first row its header.
 TableRows = list[list[str]]
@@ -511,7 +511,7 @@ CONTINUED_MARK = re.compile(r"\b(?:continued|cont\.|contd\b\.?)", re.IGNORECASE)
 
 
 def table_rows(body: str) -> TableRows:
-    """A TABLE block's text (:func:`rag_ingest.ingest.structure.table_text`) back as rows of cells."""
+    """A TABLE block's text (:func:`rag_ingest.parsing.blocks.table_text`) back as rows of cells."""
     return [line.split(" | ") for line in body.split("\n") if line.strip()]
 
 
@@ -551,7 +551,7 @@ def continues_table(
 ) -> bool | None:
     """Whether a page's first table (``next_rows``) goes on with the previous page's last table
     (``first_rows``), when nothing but running lines stand between them (the caller's check, see
-    ``rag_ingest.ingest.pdf.join_continued_tables``).
+    ``rag_ingest.parsing.pdf.extract.join_continued_tables``).
 
     None: another table. Otherwise the same table: True when its first row repeats the header row
     (the caller drops it), False when its first row is more of the body. The evidence: the same

@@ -2,7 +2,7 @@
 
 LaTeX's ``booktabs`` (``\\toprule``, ``\\midrule``, ``\\bottomrule``) and word processors' "simple"
 table styles draw a table this way: no vertical rule, no cell borders, so the grid finder of
-:mod:`rag_ingest.ingest.pdf_tables` sees no grid. Alignment alone is no evidence (two-column
+:mod:`rag_ingest.parsing.pdf.tables` sees no grid. Alignment alone is no evidence (two-column
 pages, contents pages and code align too), so the rules are required:
 
 - **A rule group** (:func:`rule_groups`): at least three horizontal rules of the same extent

@@ -11,9 +11,9 @@ Empty versus no text layer (both mean "nothing to index"):
 - ``NO_TEXT_LAYER``: at least one page draws something, but no page yields text, even by OCR
   (or OCR is off): a drawing, or a scan OCR could not read.
 
-Pages without a text layer (:mod:`rag_ingest.ingest.ocr`): a page whose text layer holds fewer than
+Pages without a text layer (:mod:`rag_ingest.parsing.ocr.engine`): a page whose text layer holds fewer than
 ``MIN_TEXT_LAYER_CHARS`` letters and digits but which draws an image (an image or form XObject,
-or an inline image) *needs OCR*. With an :class:`~rag_ingest.ingest.ocr.PageOcr` such pages are
+or an inline image) *needs OCR*. With an :class:`~rag_ingest.parsing.ocr.engine.PageOcr` such pages are
 rasterised and read by its engine (at most ``max_pages`` of them per document: the rest are
 failed pages, with the reason in ``failure_reasons``); each page records how its text was
 obtained (``PageText.source``) and, for OCR, the engine's mean confidence. Without one they
@@ -41,7 +41,7 @@ evidence from every page:
 Text is extracted in pypdf's plain mode (content-stream order), which keeps the columns of a
 two-column page apart, left column first; layout mode would interleave them line by line.
 
-Tables (:mod:`rag_ingest.ingest.pdf_tables`): a page's ruled tables, and the tables an OCR engine
+Tables (:mod:`rag_ingest.parsing.pdf.tables`): a page's ruled tables, and the tables an OCR engine
 found, replace the loose lines of their cells in that text as TABLE blocks of the page (rows under
 their header); cleanup (:func:`clean_page_texts`) keeps their rows whole, and a table continued on
 the next page is joined to its first part (:func:`join_continued_tables`, with the cleanup when the
@@ -82,10 +82,17 @@ from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.logs import logger
 from rag_ingest.core.parsed import BlockKind, PageLayout, PageText, ParsedDocument, ParsedRange, TextBlock, TextSource
 from rag_ingest.core.tokens import is_vocabulary_word
-from rag_ingest.ingest.geometry import pack_layout, text_layer_layouts
-from rag_ingest.ingest.ocr import MIN_TEXT_LAYER_CHARS, OcrPageError, OcrUnavailableError, PageOcr, render_page_png
-from rag_ingest.ingest.pdf_fonts import fonts_read_once
-from rag_ingest.ingest.pdf_tables import (
+from rag_ingest.parsing.blocks import TABLE_CAPTION
+from rag_ingest.parsing.ocr.engine import (
+    MIN_TEXT_LAYER_CHARS,
+    OcrPageError,
+    OcrUnavailableError,
+    PageOcr,
+    render_page_png,
+)
+from rag_ingest.parsing.pdf.fonts import fonts_read_once
+from rag_ingest.parsing.pdf.layout import pack_layout, text_layer_layouts
+from rag_ingest.parsing.pdf.tables import (
     CONTINUED_MARK,
     TableRows,
     continues_table,
@@ -93,7 +100,6 @@ from rag_ingest.ingest.pdf_tables import (
     place_tables,
     table_rows,
 )
-from rag_ingest.ingest.structure import TABLE_CAPTION
 
 PDF_MAGIC = b"%PDF-"
 #: Acrobat accepts the header anywhere in the first 1024 bytes (some producers prepend junk).
@@ -283,7 +289,7 @@ def clean_pages(texts: Sequence[str], rules: CleanupRules = SHIPPED_CLEANUP_RULE
 
 
 def clean_page_texts(pages: Sequence[PageText], rules: CleanupRules = SHIPPED_CLEANUP_RULES) -> list[PageText]:
-    """:func:`clean_pages` on pages that may hold TABLE blocks (``rag_ingest.ingest.pdf_tables``).
+    """:func:`clean_pages` on pages that may hold TABLE blocks (``rag_ingest.parsing.pdf.tables``).
 
     A table's lines get the character rules only: they are never dropped as running lines nor
     joined by dehyphenation (a row is not a wrapped line), and each table stays a paragraph of its
@@ -343,7 +349,7 @@ def join_continued_tables(pages: Sequence[PageText]) -> list[PageText]:
     A page's first table continues the previous page's last table when the pages follow each other,
     nothing but running lines stand between the two tables (after the first on its page: the table
     reaches the bottom of its page's text; before the second: it starts at the top of its page's),
-    and the tables agree (:func:`rag_ingest.ingest.pdf_tables.continues_table`: the same columns
+    and the tables agree (:func:`rag_ingest.parsing.pdf.tables.continues_table`: the same columns
     at the same places, and a first row that repeats the header or is more of the body). A running
     line is a line among the first or last ``RUNNING_LINE_ZONE`` lines of its page whose signature
     (numbers masked) recurs in that zone on another page, or a line saying the table goes on
@@ -571,7 +577,7 @@ def parse_pdf(
     """Extract the text of every page of the PDF in ``data``, cleaned by :func:`clean_pages`
     (``clean=False`` keeps pypdf's raw text: for baselines and benchmarks). Pages that need OCR
     are read by ``ocr`` (see the module docstring). ``tables``: tables become TABLE blocks
-    (:mod:`rag_ingest.ingest.pdf_tables`); off, their cells stay loose lines (the ablation's switch).
+    (:mod:`rag_ingest.parsing.pdf.tables`); off, their cells stay loose lines (the ablation's switch).
 
     Raises ``PermanentError`` with FILE_TOO_LARGE, UNSUPPORTED_TYPE, CORRUPT_PDF, ENCRYPTED_PDF,
     TOO_MANY_PAGES, PDF_TOO_COMPLEX, EMPTY_DOCUMENT or NO_TEXT_LAYER. A page whose extraction

@@ -5,7 +5,7 @@ image (``pdf.parse_pdf`` decides, page by page: a mixed document OCRs only those
 page is rasterised with pdfium (``pypdfium2``, which ships its own binary) at ``OCR_DPI`` and the
 image (PNG) is handed to an :class:`OcrEngine`:
 
-- ``local``: an offline engine on this machine (``rag_ingest.ingest.ocr_local``, Tesseract 5 through its
+- ``local``: an offline engine on this machine (``rag_ingest.parsing.ocr.local``, Tesseract 5 through its
   command line; docs/ocr.md has the measurements that chose it);
 - ``textract``: Amazon Textract's synchronous ``DetectDocumentText``, one call per page image
   (``rag_ingest.adapters.textract``; docs/ocr.md compares it with the asynchronous API).
@@ -50,7 +50,7 @@ class OcrResult:
     text: str
     confidence: float
     #: The words read, with their rectangles on the image (fractions, origin top-left), when the
-    #: engine gives them: the page's layout, for the passages' rectangles (rag_ingest.ingest.geometry).
+    #: engine gives them: the page's layout, for the passages' rectangles (rag_ingest.parsing.pdf.layout).
     words: tuple[PlacedWord, ...] = ()
     #: Tables the engine found (Textract's TABLES): rows of cells, the header row first, each
     #: table's words also in ``text`` (parse places them there, as for the text layer's tables).

@@ -30,7 +30,7 @@ from typing import Any
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.logs import logger
 from rag_ingest.core.parsed import BlockKind, DocumentFormat
-from rag_ingest.ingest.structure import FormatLimits, PageBuilder, StructuredDocument, clean_block_text, table_text
+from rag_ingest.parsing.blocks import FormatLimits, PageBuilder, StructuredDocument, clean_block_text, table_text
 
 _MAIN_CONTENT_TYPES = {
     "application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml": DocumentFormat.DOCX,

@@ -1,4 +1,4 @@
-"""Offline OCR engines (the ``local`` engine of the local stack), behind ``rag_ingest.ingest.ocr.OcrEngine``.
+"""Offline OCR engines (the ``local`` engine of the local stack), behind ``rag_ingest.parsing.ocr.engine.OcrEngine``.
 
 - :class:`TesseractEngine`: Debian's ``tesseract-ocr`` 5 (LSTM, English model from
   ``tesseract-ocr-eng``), run as a subprocess per page, its TSV output read for words, lines and
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rag_ingest.core.errors import ConfigurationError
-from rag_ingest.ingest.ocr import OCR_DPI, OcrPageError, OcrResult, PlacedWord
-from rag_ingest.ingest.pdf_tables import keep_table
+from rag_ingest.parsing.ocr.engine import OCR_DPI, OcrPageError, OcrResult, PlacedWord
+from rag_ingest.parsing.pdf.tables import keep_table
 
 #: One page's OCR may take this long before it counts as a failed page (a 300-dpi A4 page takes ~2 s).
 TESSERACT_TIMEOUT_SECONDS = 60.0
@@ -119,7 +119,7 @@ CELL_GAP_HEIGHTS = 1.5
 MIN_OCR_ROWS = 3
 MIN_OCR_COLUMNS = 3
 #: ... and Tesseract read its words with this mean confidence at least, and it passes the text layer's
-#: test of a table (rag_ingest.ingest.pdf_tables.keep_table). On the dev split's scanned pages the
+#: test of a table (rag_ingest.parsing.pdf.tables.keep_table). On the dev split's scanned pages the
 #: runs below 0.8 were dot leaders of contents pages, screenshots, glyph charts and code output read
 #: as noise (0.23-0.76); the tables, 0.80-0.95.
 MIN_OCR_TABLE_CONFIDENCE = 0.8

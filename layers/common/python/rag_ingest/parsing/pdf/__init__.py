@@ -1,0 +1,3 @@
+"""The PDF reader: ``extract`` (each page's text, OCR of the pages that need it, the document's
+verdicts), ``tables`` and ``rule_tables`` (tables as TABLE blocks), ``fonts`` (each font read once
+per document) and ``layout`` (each page's words and their rectangles)."""
