@@ -268,7 +268,7 @@ class ArtifactReader(Protocol):
 
 class ChunkFieldsRefresher(Protocol):
     """Rewrites a READY document's chunks with its record's current fields (metadata), from the Index
-    stage's inputs: nothing parsed or embedded again (rag_ingest.ingest.chunk_rewrite.ChunkRefresher)."""
+    stage's inputs: nothing parsed or embedded again (rag_ingest.ingest.chunk_rewrite.ChunkRewriter)."""
 
     def check(self, record: DocumentRecord) -> None:
         """Raise ``IndexArtifactsMissingError`` unless ``record``'s version can be rewritten."""

@@ -47,7 +47,7 @@ def chunk_fields(record: DocumentRecord | None) -> dict[str, Any]:
     }
 
 
-class ChunkRefresher:
+class ChunkRewriter:
     """``rag_ingest.core.ports.ChunkFieldsRefresher`` over the artifacts bucket and the chunk index."""
 
     def __init__(

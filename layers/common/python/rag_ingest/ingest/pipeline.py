@@ -54,7 +54,7 @@ from rag_ingest.core.s3_keys import (
 from rag_ingest.core.telemetry import NoTelemetry, Telemetry
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.ingest.batch_embedding import BatchEmbedding
-from rag_ingest.ingest.chunk_rewrite import MAX_REWRITES, ChunkRefresher, chunk_fields
+from rag_ingest.ingest.chunk_rewrite import MAX_REWRITES, ChunkRewriter, chunk_fields
 from rag_ingest.ingest.chunking import chunk_pages
 from rag_ingest.ingest.embedding_cache import NoEmbeddingCache
 from rag_ingest.ingest.passage_boxes import passage_boxes
@@ -475,11 +475,11 @@ class Pipeline:
         one landing from READY on rewrites the chunks itself (rag_ingest.ingest.chunk_rewrite)."""
         ready = self._deps.status.get(job.document_id)
         if ready is not None and job.indexed_revision is not None and ready.revision != job.indexed_revision:
-            rewritten = self._refresher().refresh(job.document_id)
+            rewritten = self._rewriter().refresh(job.document_id)
             logger.info("metadata changed during the run: chunks rewritten", extra={"chunks": rewritten})
 
-    def _refresher(self) -> ChunkRefresher:
-        return ChunkRefresher(
+    def _rewriter(self) -> ChunkRewriter:
+        return ChunkRewriter(
             documents=self._deps.status,
             objects=self._deps.objects,
             vector_store=self._deps.vector_store,
