@@ -22,7 +22,7 @@ from functools import partial
 from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE
 from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
-from rag_ingest.parsing.pdf.extract import SHIPPED_CLEANUP_RULES, CleanupRules
+from rag_ingest.parsing.pdf.cleanup import SHIPPED_CLEANUP_RULES, CleanupRules
 from rag_ingest.retrieval.search import DEFAULT_FUSION, FusionSettings, SearchMode
 
 from eval.retrieval import (

@@ -25,13 +25,8 @@ from rag_ingest.core.tokens import count_tokens, load_tokenizer
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.ingest.chunking import chunk_pages, document_text
 from rag_ingest.parsing.ocr.engine import PageOcr
-from rag_ingest.parsing.pdf.extract import (
-    SHIPPED_CLEANUP_RULES,
-    CleanupRules,
-    clean_page_texts,
-    join_continued_tables,
-    parse_pdf,
-)
+from rag_ingest.parsing.pdf.cleanup import SHIPPED_CLEANUP_RULES, CleanupRules, clean_page_texts, join_continued_tables
+from rag_ingest.parsing.pdf.extract import parse_pdf
 from rag_ingest.retrieval.hits import SearchHit
 from rag_ingest.retrieval.ports import Reranker
 from rag_ingest.retrieval.search import DEFAULT_FUSION, FusionSettings, SearchMode, search_passages

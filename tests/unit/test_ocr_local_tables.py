@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from rag_ingest.core.parsed import BlockKind, PageText
 from rag_ingest.parsing.ocr.local import tesseract_tsv_result
-from rag_ingest.parsing.pdf.extract import clean_page_texts
+from rag_ingest.parsing.pdf.cleanup import clean_page_texts
 from rag_ingest.parsing.pdf.tables import place_tables
 
 pytestmark = pytest.mark.unit

@@ -13,7 +13,8 @@ import pytest
 from pypdf import PdfReader, PdfWriter
 from pypdf.generic import NameObject, StreamObject
 from rag_ingest.core.parsed import ParsedDocument
-from rag_ingest.parsing.pdf.extract import ALL_CLEANUP_RULES, SHIPPED_CLEANUP_RULES, clean_pages, parse_pdf
+from rag_ingest.parsing.pdf.cleanup import ALL_CLEANUP_RULES, SHIPPED_CLEANUP_RULES, clean_pages
+from rag_ingest.parsing.pdf.extract import parse_pdf
 
 pytestmark = pytest.mark.unit
 

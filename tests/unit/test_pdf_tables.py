@@ -12,7 +12,8 @@ import pytest
 from rag_ingest.core.parsed import BlockKind, PageText, TextBlock
 from rag_ingest.ingest.chunking import chunk_pages
 from rag_ingest.parsing.blocks import table_text
-from rag_ingest.parsing.pdf.extract import clean_page_texts, parse_pdf
+from rag_ingest.parsing.pdf.cleanup import clean_page_texts
+from rag_ingest.parsing.pdf.extract import parse_pdf
 from rag_ingest.parsing.pdf.tables import candidate_pages, find_page_tables, place_tables
 
 from tests.support import hostile_pdfs

@@ -28,6 +28,7 @@ from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.parsed import BlockKind
 from rag_ingest.parsing.blocks import FormatLimits, PageBuilder, StructuredDocument, decode_text
 from rag_ingest.parsing.headings import detect_headings
+from rag_ingest.parsing.pdf.cleanup import clean_page_text
 
 _DROPPED_TAGS = frozenset(
     {"script", "style", "noscript", "template", "nav", "aside", "form", "button", "select", "textarea", "input"}
@@ -386,8 +387,6 @@ def _markdown_table(tokens: list[Any], index: int) -> tuple[list[list[str]], int
 
 # -- text -----------------------------------------------------------------------------------------
 def read_text(data: bytes, limits: FormatLimits) -> StructuredDocument:
-    from rag_ingest.parsing.pdf.extract import clean_page_text
-
     text = clean_page_text(decode_text(data))
     _bound_text(text, limits)
     headings = {heading.start: heading for heading in detect_headings(text)}

@@ -29,7 +29,7 @@ Continued tables. Each text-layer table's block records its column edges (``Text
 when the pages are joined, a page's first table that goes on with the previous page's last table
 (:func:`continues_table`: the same columns at the same places, nothing but running lines between,
 a first row that repeats the header or is not a header of its own) is marked ``continues``
-(``rag_ingest.parsing.pdf.extract.join_continued_tables``), and the chunker reads it under the first part's
+(``rag_ingest.parsing.pdf.cleanup.join_continued_tables``), and the chunker reads it under the first part's
 header row.
 """
 
@@ -551,7 +551,7 @@ def continues_table(
 ) -> bool | None:
     """Whether a page's first table (``next_rows``) goes on with the previous page's last table
     (``first_rows``), when nothing but running lines stand between them (the caller's check, see
-    ``rag_ingest.parsing.pdf.extract.join_continued_tables``).
+    ``rag_ingest.parsing.pdf.cleanup.join_continued_tables``).
 
     None: another table. Otherwise the same table: True when its first row repeats the header row
     (the caller drops it), False when its first row is more of the body. The evidence: the same
