@@ -109,12 +109,7 @@ def chunk_pages(
     # text (a PDF page's only blocks are its tables, rag_ingest.parsing.pdf.tables).
     structured = any(block.kind is not BlockKind.TABLE for page in pages for block in page.blocks)
     tables = _table_spans(pages, page_starts)
-    headings = _stated_headings(pages, page_starts, text) if structured else detect_headings(text)
-    if tables and not structured:  # a table's row (a one-cell section label) is not a heading
-        headings = [h for h in headings if not any(start <= h.start < end for start, end in tables)]
-    # A running line between a table and its continuation on the next page is not a heading either.
-    gaps = _continuation_gaps(tables)
-    headings = [h for h in headings if not any(start <= h.start < end for start, end in gaps)]
+    headings = _headings(pages, page_starts, text, tables, structured=structured)
     paragraph_starts, paragraph_numbers = _paragraph_numbers(pages, page_starts) if structured else ([], [])
     units = _units(text, page_starts, headings, tables, count_tokens=count_tokens, limit=target_tokens)
     paragraph_tokens = _paragraph_tokens_from(units)
@@ -123,36 +118,12 @@ def chunk_pages(
     first = 0
     first_new = 0  # units before this index were already in the previous chunk (overlap)
     while first < len(units):
-        end = first
         # A chunk that starts inside a table repeats its header row first (when both fit).
         header = units[first].table_header
         header_tokens = count_tokens(text[header[0] : header[1]]) if header else 0
         if header and header_tokens + units[first].tokens > target_tokens:
             header, header_tokens = None, 0
-        total = header_tokens
-        while end < len(units):
-            unit = units[end]
-            if total + unit.tokens > target_tokens:
-                break
-            if (
-                (unit.is_heading or unit.table_bound)
-                and end > first_new
-                and total >= target_tokens * HEADING_BREAK_MIN_FILL
-                and not all(units[index].is_heading for index in range(first, end))
-            ):
-                break
-            if (
-                end > first_new
-                and unit.starts_paragraph
-                and total >= target_tokens * PARAGRAPH_BREAK_MIN_FILL
-                and paragraph_tokens[end] > target_tokens - total
-            ):
-                break
-            total += unit.tokens
-            end += 1
-        # A heading belongs with the text after it: never end a chunk on one (if it has other units).
-        while end < len(units) and end - 1 > first_new and units[end - 1].is_heading:
-            end -= 1
+        end = _chunk_end(units, first, first_new, header_tokens, paragraph_tokens, target_tokens)
         # Every unit fits the target on its own, so the chunk holds at least one new unit.
         char_start, char_end = units[first].start, units[end - 1].end
         chunk_text = text[char_start:char_end]
@@ -181,6 +152,62 @@ def chunk_pages(
         first = _overlap_start(units, first, end, overlap_tokens=overlap_tokens, target_tokens=target_tokens)
         first_new = end
     return chunks
+
+
+def _headings(
+    pages: Sequence[PageText],
+    page_starts: list[int],
+    text: str,
+    tables: dict[tuple[int, int], bool],
+    *,
+    structured: bool,
+) -> list[Heading]:
+    """The headings the structured pages state, else those found in the text, less any inside a
+    table or between a table and its continuation."""
+    headings = _stated_headings(pages, page_starts, text) if structured else detect_headings(text)
+    if tables and not structured:  # a table's row (a one-cell section label) is not a heading
+        headings = [h for h in headings if not any(start <= h.start < end for start, end in tables)]
+    # A running line between a table and its continuation on the next page is not a heading either.
+    gaps = _continuation_gaps(tables)
+    return [h for h in headings if not any(start <= h.start < end for start, end in gaps)]
+
+
+def _chunk_end(
+    units: Sequence[_Unit],
+    first: int,
+    first_new: int,
+    total: int,
+    paragraph_tokens: Sequence[int],
+    target_tokens: int,
+) -> int:
+    """Where the chunk that starts at unit ``first`` (and already holds ``total`` tokens, a repeated
+    header row) ends: packed greedily to the target, ending early before a heading, a table or a
+    paragraph that would not fit, and never on a heading."""
+    end = first
+    while end < len(units):
+        unit = units[end]
+        if total + unit.tokens > target_tokens:
+            break
+        if (
+            (unit.is_heading or unit.table_bound)
+            and end > first_new
+            and total >= target_tokens * HEADING_BREAK_MIN_FILL
+            and not all(units[index].is_heading for index in range(first, end))
+        ):
+            break
+        if (
+            end > first_new
+            and unit.starts_paragraph
+            and total >= target_tokens * PARAGRAPH_BREAK_MIN_FILL
+            and paragraph_tokens[end] > target_tokens - total
+        ):
+            break
+        total += unit.tokens
+        end += 1
+    # A heading belongs with the text after it: never end a chunk on one (if it has other units).
+    while end < len(units) and end - 1 > first_new and units[end - 1].is_heading:
+        end -= 1
+    return end
 
 
 def _bounded_by_length(count_tokens: Callable[[str], int]) -> Callable[[str], int]:
@@ -324,7 +351,6 @@ def _units(
     path: list[Heading] = []
     after_table = -1  # len(units) right after the last table's rows
     last_table: tuple[tuple[int, int], tuple[str, ...], str | None] | None = None  # its header, titles, anchor
-    pending_bound = False
     page_bounds = [*page_starts[1:], len(text) + len(PAGE_SEPARATOR)]
     for page_start, next_page_start in zip(page_starts, page_bounds, strict=True):
         page_end = next_page_start - len(PAGE_SEPARATOR)
@@ -344,7 +370,6 @@ def _units(
                 header, titles, anchor = last_table
                 for index in range(after_table, len(units)):
                     units[index] = replace(units[index], starts_paragraph=False, table_bound=False, table_header=header)
-                pending_bound = False
                 units.extend(
                     _table_units(
                         text, paragraph_start, paragraph_end, titles, anchor, count_tokens, limit, header=header
@@ -363,39 +388,53 @@ def _units(
                         _titles(path),
                         _anchor(path),
                     )
-                caption = _caption_unit(text, units)
-                if caption is not None:
-                    units[caption] = replace(units[caption], table_bound=True)
-                elif table:
-                    table[0] = replace(table[0], table_bound=True)
+                _bound_table(text, units, table)
                 units.extend(table)
                 after_table = len(units)
                 continue
-            if after_table == len(units) and units:
-                pending_bound = True
-            starts_paragraph = True
-            for sentence_start, sentence_end in _sentence_spans(text, paragraph_start, paragraph_end):
-                tokens = count_tokens(text[sentence_start:sentence_end])
-                if tokens <= limit:
-                    pieces = [(sentence_start, sentence_end, tokens)]
-                else:
-                    pieces = _split_oversized(text, sentence_start, sentence_end, count_tokens, limit)
-                titles, anchor = _titles(path), _anchor(path)
-                for piece_start, piece_end, piece_tokens in pieces:
-                    units.append(
-                        _Unit(
-                            piece_start,
-                            piece_end,
-                            piece_tokens,
-                            starts_paragraph,
-                            False,
-                            titles,
-                            anchor,
-                            table_bound=pending_bound,
-                        )
-                    )
-                    starts_paragraph = pending_bound = False
+            follows_table = after_table == len(units) and bool(units)
+            units.extend(
+                _sentence_units(text, paragraph_start, paragraph_end, path, count_tokens, limit, bound=follows_table)
+            )
     return units
+
+
+def _sentence_units(
+    text: str,
+    start: int,
+    end: int,
+    path: Sequence[Heading],
+    count_tokens: Callable[[str], int],
+    limit: int,
+    *,
+    bound: bool,
+) -> list[_Unit]:
+    """A paragraph's sentences, one unit each (pieces of one longer than ``limit``): the first
+    starts the paragraph and, when ``bound``, is the first unit after a table."""
+    units: list[_Unit] = []
+    titles, anchor = _titles(path), _anchor(path)
+    for sentence_start, sentence_end in _sentence_spans(text, start, end):
+        tokens = count_tokens(text[sentence_start:sentence_end])
+        if tokens <= limit:
+            pieces = [(sentence_start, sentence_end, tokens)]
+        else:
+            pieces = _split_oversized(text, sentence_start, sentence_end, count_tokens, limit)
+        for piece_start, piece_end, piece_tokens in pieces:
+            first = not units
+            units.append(
+                _Unit(piece_start, piece_end, piece_tokens, first, False, titles, anchor, table_bound=bound and first)
+            )
+    return units
+
+
+def _bound_table(text: str, units: list[_Unit], table: list[_Unit]) -> None:
+    """Mark where a table starts (its caption, the paragraph just before it, else its first row):
+    a chunk ends before it once full enough, and the next chunk takes no overlap."""
+    caption = _caption_unit(text, units)
+    if caption is not None:
+        units[caption] = replace(units[caption], table_bound=True)
+    elif table:
+        table[0] = replace(table[0], table_bound=True)
 
 
 def _caption_unit(text: str, units: list[_Unit]) -> int | None:
