@@ -1,4 +1,4 @@
-"""The shared parts of the structured formats' readers (rag_ingest.parsing.office, .markup):
+"""The shared parts of the structured formats' readers (rag_ingest.parsing.office, .html_markdown):
 text decoding, the limits that bound a hostile file, and pages of blocks with their offsets."""
 
 from __future__ import annotations

@@ -31,7 +31,9 @@ from rag_ingest.core.parsed import DocumentFormat
 from rag_ingest.core.upload_types import max_bytes_for
 from rag_ingest.parsing.blocks import SNIFF_BYTES, FormatLimits, StructuredDocument, decode_text
 from rag_ingest.parsing.html_markdown import read_html, read_markdown, read_text
-from rag_ingest.parsing.office import ooxml_format, read_docx, read_pptx
+from rag_ingest.parsing.office.ooxml import ooxml_format
+from rag_ingest.parsing.office.powerpoint import read_pptx
+from rag_ingest.parsing.office.word import read_docx
 from rag_ingest.parsing.pdf.extract import PDF_MAGIC, PDF_MAGIC_WINDOW_BYTES
 
 OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
