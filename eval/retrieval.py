@@ -20,6 +20,7 @@ from pathlib import Path
 
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
 from rag_ingest.core.parsed import Chunk
+from rag_ingest.core.record import DocumentStamp
 from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE, document_title, indexed_text
 from rag_ingest.core.tokens import count_tokens, load_tokenizer
 from rag_ingest.embeddings.base import Embedder
@@ -312,12 +313,7 @@ class InProcessIndex:
             texts = [truncate_to_tokens(text, self.embedder.max_input_tokens) for text in texts]
         vectors = self.embedder.embed(texts)
         self.store.write_chunks(
-            tenant_id=self.tenant_id,
-            document_id=Path(filename).stem,
-            version="eval",
-            filename=filename,
-            chunks=chunks,
-            vectors=vectors,
+            DocumentStamp(self.tenant_id, Path(filename).stem, "eval", filename=filename), chunks, vectors
         )
         self.chunk_count += len(chunks)
         self.chunk_chars += sum(len(chunk.text) for chunk in chunks)

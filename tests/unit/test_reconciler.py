@@ -11,7 +11,7 @@ import pytest
 from rag_ingest.core.errors import ErrorCode
 from rag_ingest.core.ids import document_id_for_object, version_hash
 from rag_ingest.core.parsed import Chunk
-from rag_ingest.core.record import DocumentStatus
+from rag_ingest.core.record import DocumentStamp, DocumentStatus
 from rag_ingest.core.s3_keys import CHUNKS_ARTIFACT, EMBEDDINGS_FOLDER, artifact_key, embedding_batch_key, upload_key
 from rag_ingest.operations.reconciler import (
     DriftKind,
@@ -116,12 +116,9 @@ class World:
 
     def put_chunks(self, document_id: str, version: str, count: int, *, first: int = 0, tenant: str = "acme") -> None:
         self.index.write_chunks(
-            tenant_id=tenant,
-            document_id=document_id,
-            version=version,
-            filename="a.pdf",
-            chunks=_chunks(count)[first:],
-            vectors=[[0.0]] * (count - first),
+            DocumentStamp(tenant, document_id, version, filename="a.pdf"),
+            _chunks(count)[first:],
+            [[0.0]] * (count - first),
         )
 
     def reconciler(self, *, grace: int = 0) -> Reconciler:
