@@ -457,15 +457,8 @@ class Reconciler:
         try:
             chunks = self._checkpointed_chunks(record)
             if chunks is not None and len(chunks) == expected:
-                stamp = DocumentStamp(
-                    record.tenant_id,
-                    record.document_id,
-                    record.version,
-                    filename=record.filename,
-                    metadata=record.metadata,
-                    created_at=record.created_at,
-                )
-                written = self._index.write_chunks(stamp, chunks, self._checkpointed_vectors(record, len(chunks)))
+                vectors = self._checkpointed_vectors(record, len(chunks))
+                written = self._index.write_chunks(DocumentStamp.of(record), chunks, vectors)
                 extra = self._index.delete_chunks(record.document_id, version_hash(record.version), from_index=expected)
                 finding.repaired = f"re-indexed {written} chunks from the checkpoints" + (
                     f", deleted {extra} beyond them" if extra else ""
