@@ -1,35 +1,13 @@
-"""Token-aware chunking of page texts into overlapping passages.
+"""Token-aware chunking of page texts into overlapping passages, each with its provenance.
 
-Offsets. A chunk's ``char_start``/``char_end`` index into the *document text*: the page texts
-in the order given, joined with ``PAGE_SEPARATOR`` (see :func:`document_text`). Every chunk's
-``text`` is exactly ``document_text(pages)[char_start:char_end]``, so a consumer can map a hit
-back to the document (and, with ``page_start``/``page_end``, to its pages).
-
-Headings. A PDF's headings are found in its text (:func:`rag_ingest.parsing.headings.detect_headings`).
-Each chunk carries the ``heading_path`` in force at its first line of text (outermost first).
-
-Structured formats (DOCX, PPTX, HTML, Markdown, text: pages with heading and paragraph
-``blocks``) state their headings: those are used, never detected, and each chunk also carries the
-``anchor`` of its section and the number of its first paragraph in that section (``paragraph_index``,
-from 1). Tables (TABLE blocks: theirs, and a PDF page's, rag_ingest.parsing.pdf.tables) are cut
-between rows, never inside one, and a chunk that starts after a table's header row begins with
-that header row (so its ``text`` is the header, a line break, then
-``document_text[char_start:char_end]``: the one exception to the offsets rule below). A table block
-that ``continues`` the previous page's table (and the running lines between the two parts) is read
-as more rows of that table: its header row, its heading path, no break forced at the page break.
-
-Method. The text is cut into units: headings, and sentences inside paragraphs (a paragraph is
-text between blank lines or headings; a page boundary always ends a paragraph). A sentence
-longer than the target is cut on word boundaries, and a word longer than the target on character
-boundaries, so no text is dropped. Units are packed greedily up to ``target_tokens``. A chunk
-ends before a heading once it holds ``HEADING_BREAK_MIN_FILL`` of the target, and never ends on a
-heading; when a chunk is at least half full and the next paragraph would not fit, it ends at the
-paragraph boundary. The next chunk repeats the trailing whole units of the previous one, up to
-``overlap_tokens``, but never reaches back past a heading: a new section starts clean.
-
-Token counts come from ``count_tokens``. Packing adds up per-unit counts, which is exact for
-the WordPiece tokenizer (it splits on whitespace first); each chunk's ``token_count`` is counted
-again on its final text.
+:func:`chunk_pages` cuts the *document text* (the pages joined by ``PAGE_SEPARATOR``:
+:func:`document_text`) into units (headings, sentences, table rows; pieces of anything longer than
+a chunk, so nothing is dropped) and packs them greedily up to ``target_tokens``, ending early before
+a heading, a table or a paragraph that would not fit, the next chunk repeating up to
+``overlap_tokens`` of whole units. Each chunk's ``text`` is ``document_text[char_start:char_end]``
+(a chunk inside a table starts with its header row: the one exception), with its pages, its
+``heading_path`` and, for structured formats, ``anchor`` and ``paragraph_index``. Deterministic.
+The rules: docs/chunking.md.
 """
 
 from __future__ import annotations
@@ -557,10 +535,8 @@ def _split_word(
     """Cut one whitespace-free run (a URL, a hash, a table row without spaces) by characters."""
     pieces: list[tuple[int, int, int]] = []
     while start < end:
-        # Largest prefix within the limit; one character always fits. The search looks no further
-        # than _MAX_CHARS_PER_TOKEN per token (counting prefixes of the whole rest would be
-        # quadratic on a long run; a shorter piece is valid, just one of more), and gallops from
-        # ``limit`` characters up before it bisects, so each count is of a prefix near the answer.
+        # The largest prefix within the limit (one character always fits), searched near the answer
+        # only: a linear cost on a long run (docs/chunking.md, "Method").
         cap = min(end, start + limit * _MAX_CHARS_PER_TOKEN)
         low, width = start + 1, limit
         probe = min(cap, start + width)

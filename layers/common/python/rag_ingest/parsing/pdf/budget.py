@@ -1,10 +1,10 @@
 """What one PDF may cost the parser, and the timer that enforces a page's share.
 
-A hostile PDF must cost seconds, never the function's timeout. :class:`ParseBudget` bounds each
-page (time, decoded content-stream bytes, extracted characters) and the document (time,
-characters). :func:`within_budget` runs one page's work under an interval timer that interrupts it
-in the main thread (where a Lambda handler runs; elsewhere the clock is checked after the work),
-and turns pypdf's own decompression limits into :class:`BudgetExceeded` too.
+:class:`ParseBudget` bounds each page (time, decoded content-stream bytes, extracted characters)
+and each page range (time, characters). :func:`within_budget` runs one page's work under an
+interval timer that interrupts it in the main thread (elsewhere the clock is checked after the
+work) and turns pypdf's decompression limits into :class:`BudgetExceeded` too. Imports pypdf only.
+Defaults and rationale: docs/pdf.md, "Budgets".
 """
 
 from __future__ import annotations

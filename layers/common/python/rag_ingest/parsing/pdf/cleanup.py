@@ -1,13 +1,10 @@
 """Document-wide cleanup of a PDF's extracted text: rules that need evidence from every page.
 
-- characters: ligatures (U+FB00-FB06) become letters; control and invisible format characters
-  go; runs of horizontal whitespace become one space; lines are stripped.
-- running headers and footers: a line in the first or last ``RUNNING_LINE_ZONE`` lines of a page
-  whose signature (case-folded, numbers masked) recurs in that zone on enough pages, or on a page
-  nearby when it carries a number. Only page numbers go by default (``SHIPPED_CLEANUP_RULES``).
-- line-end hyphenation: ``exam-\\nple`` becomes ``example`` unless the document's own spelling or
-  the dictionary says the hyphen is real. Tables: their rows stay whole; a table continued on the
-  next page is joined to its first part (:func:`join_continued_tables`). Each pass is linear.
+:func:`clean_page_texts` normalises characters, drops running lines (page numbers only, by
+default: ``SHIPPED_CLEANUP_RULES``) and joins words hyphenated at a line end, keeping each TABLE
+block's rows whole and its offsets right; :func:`join_continued_tables` marks a table continued
+from the previous page. The same pages come out, in order; an empty page stays empty. Every pass
+is linear in the text's length. The rules, their evidence and the ablation: docs/pdf.md, "Cleanup".
 """
 
 from __future__ import annotations
@@ -34,17 +31,15 @@ _LIGATURES = {
     "\ufb06": "st",
 }
 _LIGATURE_TABLE = str.maketrans(_LIGATURES)
-# Control characters (Unicode category Cc) that are not whitespace, plus invisible format
+# Control characters (Cc) other than whitespace (left to the collapsing below), and invisible
 # characters that split words for the tokenizer: soft hyphen, zero-width space, word joiner, BOM.
-# Whitespace controls (tab, form feed, ...) are left to the whitespace collapsing below.
 _INVISIBLE_CHARS = re.compile(
     "["
     + "".join(re.escape(chr(code)) for code in [*range(0x20), *range(0x7F, 0xA0)] if not chr(code).isspace())
     + "\u00ad\u200b\u2060\ufeff]"
 )
-# Hyphen at a line end between two words (after whitespace is normalised): a candidate broken word.
-# The look-behind lets a match start only where a run of letters starts: without it the engine
-# re-scans a run from each of its letters, quadratic on a long one (300,000 letters: ~17 minutes).
+# A hyphen at a line end between two words: a candidate broken word. The look-behind starts a match
+# only where a run of letters starts, or a long run is quadratic (docs/pdf.md, "Cleanup").
 _LINE_END_HYPHEN = re.compile(r"(?<![^\W\d_])([^\W\d_]+)-\n([^\W\d_]+)")
 # A hyphenated compound written on one line ("right-to-left"): evidence the hyphen is real.
 _INLINE_HYPHENATED = re.compile(r"(?<![\w-])[^\W\d_]+(?:-[^\W\d_]+)+(?![\w-])")
@@ -88,9 +83,8 @@ class CleanupRules:
 
 
 ALL_CLEANUP_RULES = CleanupRules()
-#: What parsing applies. Running-header removal is off: on the eval's test split it did not help
-#: (hybrid MRR 0.917 without it against 0.915, k-NN 0.852 against 0.833), the headers are often the
-#: only place a chunk names its chapter, and it emptied documents whose every page is one line.
+#: What parsing applies: running-header removal is off, it did not help retrieval (docs/pdf.md,
+#: "Cleanup"; docs/retrieval.md, "Ablation").
 SHIPPED_CLEANUP_RULES = CleanupRules(running_headers=False)
 
 

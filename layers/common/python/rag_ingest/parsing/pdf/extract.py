@@ -1,60 +1,12 @@
-"""PDF checks and text extraction (pypdf, plain mode).
+"""A PDF's pages read into text: the cheap checks, each page's text, and the document's verdicts.
 
-Cheap checks run before any parsing, in this order: size, ``%PDF-`` magic bytes, then (after
-opening) encryption and page count. :func:`validate_pdf_header` holds the first two so a
-Validate stage can run them on a ranged GET of the object's first bytes plus its size.
-
-Empty versus no text layer (both mean "nothing to index"):
-
-- ``EMPTY_DOCUMENT``: the PDF has zero pages, or none of its pages draws anything (no text,
-  image, shading or path painting operator in any content stream): there is nothing to read.
-- ``NO_TEXT_LAYER``: at least one page draws something, but no page yields text, even by OCR
-  (or OCR is off): a drawing, or a scan OCR could not read.
-
-Pages without a text layer (:mod:`rag_ingest.parsing.ocr.engine`): a page whose text layer holds fewer than
-``MIN_TEXT_LAYER_CHARS`` letters and digits but which draws an image (an image or form XObject,
-or an inline image) *needs OCR*. With an :class:`~rag_ingest.parsing.ocr.engine.PageOcr` such pages are
-rasterised and read by its engine (at most ``max_pages`` of them per document: the rest are
-failed pages, with the reason in ``failure_reasons``); each page records how its text was
-obtained (``PageText.source``) and, for OCR, the engine's mean confidence. Without one they
-are failed pages ("no text layer, OCR off"), never silently empty. An engine that cannot work
-where it runs (``OcrUnavailableError``, e.g. Textract not offered in the region) fails its first
-page with that reason, and the range's other pages needing OCR with the same reason, unrasterised.
-
-Cleanup (:func:`clean_pages`) works on the whole document, because two of its rules need
-evidence from every page:
-
-- characters: ligatures (U+FB00-FB06) become letters; control and invisible format characters
-  go; runs of horizontal whitespace become one space; lines are stripped.
-- running headers and footers: a line among the first or last ``RUNNING_LINE_ZONE`` lines of a
-  page whose *signature* (case-folded, digits and lone roman numerals masked) recurs in the same
-  zone on at least half of the pages (and at least 3), or, when it carries a number, on a page at
-  most ``RUNNING_LINE_NEIGHBOURHOOD`` pages away (chapter headers change every few pages; odd
-  and even pages alternate). Page numbers are the commonest case. Only page numbers are removed
-  by default (``SHIPPED_CLEANUP_RULES``): removing the other running lines did not help retrieval
-  on the eval's test split (README, "Retrieval quality").
-- line-end hyphenation: ``exam-\\nple`` becomes ``example``, unless the document spells the word
-  with a hyphen more often than without, or the break follows a capitalised word and both halves
-  are dictionary words while the joined form is not (``Unicode-\\ncapable``). A capital after the
-  break (``Anglo-\\nSaxon``) keeps its hyphen.
-
-Text is extracted in pypdf's plain mode (content-stream order), which keeps the columns of a
-two-column page apart, left column first; layout mode would interleave them line by line.
-
-Tables (:mod:`rag_ingest.parsing.pdf.tables`): a page's ruled tables, and the tables an OCR engine
-found, replace the loose lines of their cells in that text as TABLE blocks of the page (rows under
-their header); cleanup (:func:`clean_page_texts`) keeps their rows whole, and a table continued on
-the next page is joined to its first part (:func:`join_continued_tables`, with the cleanup when the
-page ranges are joined). ``tables=False`` is the ablation's switch.
-
-Budgets (:class:`ParseBudget`): a hostile PDF must cost seconds, never the function's timeout.
-Each page gets a time budget (enforced by an interval timer that interrupts the extraction, in
-the main thread, as a Lambda handler runs; elsewhere checked after the page), a budget of
-decoded content-stream bytes and of extracted characters; pypdf's own decompression limits
-(flate bombs) count as the size budget. A page over budget is a failed page (listed in
-``failed_pages``), and the document has a total time and text budget. ``PDF_TOO_COMPLEX`` is
-the code when no page could be read within budget, or a document budget ran out. Every text pass of the
-cleanup is linear in the text's length.
+:func:`validate_pdf_header` (size, ``%PDF-``) runs before any parsing, then encryption and the page
+count. :func:`parse_page_range` reads a range of pages in three phases over one
+:class:`PageOutcome` per page (text layer in pypdf's plain mode, OCR of pages without one, words and
+tables); a page that cannot be read within its budget is a failed page, never a failed document.
+:func:`join_page_ranges` joins the ranges, cleans them as one document (``cleanup``) and decides
+CORRUPT_PDF, PDF_TOO_COMPLEX, EMPTY_DOCUMENT or NO_TEXT_LAYER. Raises ``PermanentError`` for the
+document's faults; the OCR engine's ``TransientError`` propagates. Rules and rationale: docs/pdf.md.
 """
 
 

@@ -1,12 +1,12 @@
 """A PDF page's words and their rectangles (:class:`PageLayout`), recorded at Parse.
 
-Each page's words come from the source that gave the page its text: its text layer, from
-pdfium's character boxes joined into words (:func:`text_layer_layouts`), or an OCR engine's own
-word boxes (``OcrResult.words``), packed by :func:`pack_layout`. Rectangles are fractions of the
-page *as displayed* (``/Rotate`` applied), origin top-left: Textract's convention
-(https://docs.aws.amazon.com/textract/latest/APIReference/API_BoundingBox.html), so a viewer
-multiplies them by the rendered page's size. The passages' rectangles are made from these at
-Chunk (rag_ingest.ingest.passage_boxes).
+The words come from the source that gave the page its text: its text layer, from pdfium's
+character boxes joined into words (:func:`text_layer_layouts`), or an OCR engine's word boxes
+(``OcrResult.words``), packed by :func:`pack_layout`. Rectangles are fractions of the page *as
+displayed* (``/Rotate`` applied), origin top-left: Textract's convention
+(https://docs.aws.amazon.com/textract/latest/APIReference/API_BoundingBox.html). The passages'
+rectangles are made from these at Chunk (rag_ingest.ingest.passage_boxes; docs/formats.md,
+"Rectangles of a PDF passage").
 """
 
 from __future__ import annotations
