@@ -17,7 +17,7 @@ from rag_ingest.core.tokens import count_tokens
 from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.ingest.chunking import chunk_pages
-from rag_ingest.ingest.pdf import parse_pdf
+from rag_ingest.parsing.pdf.extract import parse_pdf
 
 from local.client import OfflineClient
 
@@ -61,12 +61,12 @@ def bench_in_process(pdfs: list[Path], repeat: int) -> None:
 
 
 def bench_cleanup(pdfs: list[Path], repeat: int) -> None:
-    """Parse pages/s and chunk throughput with and without cleanup (rag_ingest.ingest.pdf.clean_pages).
+    """Parse pages/s and chunk throughput with and without cleanup (rag_ingest.parsing.pdf.cleanup.clean_pages).
 
     Extraction (pypdf) is timed once per file and repetition; cleanup is timed on the same raw
     texts, so its share of the parse time is measured, not inferred from two noisy totals.
     """
-    from rag_ingest.ingest.pdf import clean_pages
+    from rag_ingest.parsing.pdf.cleanup import clean_pages
 
     extract_seconds = clean_seconds = chunk_raw_seconds = chunk_clean_seconds = 0.0
     pages = 0

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from pypdf import PdfReader
-from rag_ingest.ingest.pdf import parse_pdf
+from rag_ingest.parsing.pdf.extract import parse_pdf
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "eval" / "corpus"
@@ -201,7 +201,8 @@ def _write_pdf(path: Path, title: str, pages: Iterable[tuple[str | None, str, st
 _RSS_CHILD = """
 import re, sys
 from pathlib import Path
-from rag_ingest.ingest.pdf import ParseBudget, parse_page_range, parse_pdf
+from rag_ingest.parsing.pdf.budget import ParseBudget
+from rag_ingest.parsing.pdf.extract import parse_page_range, parse_pdf
 
 def memory_mb(field):
     return int(re.search(field + r":\\s+(\\d+) kB", Path("/proc/self/status").read_text()).group(1)) / 1024

@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 
 from rag_ingest.core.errors import PermanentError
-from rag_ingest.ingest.formats import detect_format, read_structured
-from rag_ingest.ingest.structure import SNIFF_BYTES, FormatLimits
+from rag_ingest.parsing.blocks import SNIFF_BYTES, FormatLimits
+from rag_ingest.parsing.formats import detect_format, read_structured
 
 from samples import documents
 

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rag_ingest.core.parsed import BlockKind
-from rag_ingest.ingest.pdf import parse_page_range
-from rag_ingest.ingest.pdf_tables import candidate_pages
+from rag_ingest.parsing.pdf.extract import parse_page_range
+from rag_ingest.parsing.pdf.tables import candidate_pages
 
 CORPUS = Path(__file__).resolve().parents[1] / "eval" / "corpus"
 MAX_BYTES = 50 * 1024 * 1024

@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 
 from rag_ingest.ingest.chunking import chunk_pages
-from rag_ingest.ingest.geometry import align_page, coverage, passage_boxes, text_layer_layouts, unpack_layout
-from rag_ingest.ingest.pdf import parse_pdf
+from rag_ingest.ingest.passage_boxes import align_page, coverage, passage_boxes
+from rag_ingest.parsing.pdf.extract import parse_pdf
+from rag_ingest.parsing.pdf.layout import text_layer_layouts, unpack_layout
 
 CORPUS = Path(__file__).resolve().parents[1] / "eval" / "corpus"
 _TOKEN = re.compile(r"\w+")

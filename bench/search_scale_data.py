@@ -25,7 +25,7 @@ from rag_ingest.core.ids import chunk_id, new_document_id, version_hash
 from rag_ingest.core.parsed import Chunk
 from rag_ingest.core.retrieval_text import document_title, indexed_text
 from rag_ingest.core.tokens import count_tokens
-from rag_ingest.ingest.pdf import parse_pdf
+from rag_ingest.parsing.pdf.extract import parse_pdf
 
 from local.runtime.settings import REPO_ROOT
 

@@ -21,7 +21,7 @@ from fpdf import FPDF
 from rag_ingest.core.parsed import BlockKind, PageText
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.ingest.chunking import chunk_pages
-from rag_ingest.ingest.pdf import parse_pdf
+from rag_ingest.parsing.pdf.extract import parse_pdf
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPORA = (ROOT / "eval" / "corpus", ROOT / "bench" / "corpus")

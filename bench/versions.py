@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rag_ingest.core.parsed import PageText
-from rag_ingest.ingest.pdf import parse_pdf
+from rag_ingest.parsing.pdf.extract import parse_pdf
 
 SOURCE_PDF = Path("bench/corpus/r-intro-full.pdf")
 EDITED_FRACTION = 0.10

@@ -23,7 +23,7 @@ from pathlib import Path
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
-from rag_ingest.ingest.ocr import PageOcr
+from rag_ingest.parsing.ocr.engine import PageOcr
 from rag_ingest.retrieval.rerank import LexicalStandInReranker
 from rag_ingest.retrieval.search import SearchMode
 
@@ -211,7 +211,7 @@ def evaluate_scanned(
         name, chunk_count, results, _ = evaluate_through_local_stack(scanned_pdfs, questions, MODES, timeout)
         # Counting the characters would mean OCR-ing every page again here: not worth a table cell.
         return results, (f"{name}, scanned variant", chunk_count, None, scores_of(questions, results))
-    from rag_ingest.ingest.ocr_local import local_engine
+    from rag_ingest.parsing.ocr.local import local_engine
 
     from eval.scans.variant import TimedOcrEngine
 

@@ -22,7 +22,7 @@ from functools import partial
 from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE
 from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
-from rag_ingest.ingest.pdf import SHIPPED_CLEANUP_RULES, CleanupRules
+from rag_ingest.parsing.pdf.cleanup import SHIPPED_CLEANUP_RULES, CleanupRules
 from rag_ingest.retrieval.search import DEFAULT_FUSION, FusionSettings, SearchMode
 
 from eval.retrieval import (
@@ -54,7 +54,7 @@ class Variant:
     with_title: bool = True
     embed_context: bool = False
     fusion: FusionSettings = DEFAULT_FUSION
-    tables: bool = True  # tables as TABLE blocks (rag_ingest.ingest.pdf_tables); off: loose lines of cells
+    tables: bool = True  # tables as TABLE blocks (rag_ingest.parsing.pdf.tables); off: loose lines of cells
 
 
 def variants() -> list[Variant]:
@@ -100,8 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     embedder = MemoEmbedder(create_embedder("local", LOCAL_MODEL_ID, MINILM_DIMENSION), EMBEDDINGS_CACHE)
     pdfs, ocr = list(corpus.pdfs), None
     if args.scanned:
-        from rag_ingest.ingest.ocr import PageOcr
-        from rag_ingest.ingest.ocr_local import local_engine
+        from rag_ingest.parsing.ocr.engine import PageOcr
+        from rag_ingest.parsing.ocr.local import local_engine
 
         from eval.scans.variant import build_scanned_corpus
 

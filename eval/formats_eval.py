@@ -27,8 +27,8 @@ from rag_ingest.core.tokens import count_tokens
 from rag_ingest.core.upload_types import declared_type
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.ingest.chunking import chunk_pages
-from rag_ingest.ingest.formats import SNIFF_BYTES, detect_format, read_structured
-from rag_ingest.ingest.structure import FormatLimits, StructuredDocument
+from rag_ingest.parsing.blocks import FormatLimits, StructuredDocument
+from rag_ingest.parsing.formats import SNIFF_BYTES, detect_format, read_structured
 from rag_ingest.retrieval.search import SearchMode, search_passages
 
 from eval.retrieval import MAX_BYTES, MAX_PAGES, RESULTS_PER_QUESTION, SPLITS, Scores, in_process_index
@@ -96,7 +96,7 @@ def load_evidence_questions(path: Path = FORMATS_QUESTIONS) -> list[EvidenceQues
 
 
 def detected_format(data: bytes) -> DocumentFormat:
-    """What Validate decides the file is, from its bytes (rag_ingest.ingest.formats.detect_format)."""
+    """What Validate decides the file is, from its bytes (rag_ingest.parsing.formats.detect_format)."""
     return detect_format(data[:SNIFF_BYTES], size=len(data), max_bytes=MAX_BYTES, read_all=lambda: data)
 
 

@@ -20,18 +20,14 @@ from pathlib import Path
 
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
 from rag_ingest.core.parsed import Chunk
+from rag_ingest.core.record import DocumentStamp
 from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE, document_title, indexed_text
 from rag_ingest.core.tokens import count_tokens, load_tokenizer
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.ingest.chunking import chunk_pages, document_text
-from rag_ingest.ingest.ocr import PageOcr
-from rag_ingest.ingest.pdf import (
-    SHIPPED_CLEANUP_RULES,
-    CleanupRules,
-    clean_page_texts,
-    join_continued_tables,
-    parse_pdf,
-)
+from rag_ingest.parsing.ocr.engine import PageOcr
+from rag_ingest.parsing.pdf.cleanup import SHIPPED_CLEANUP_RULES, CleanupRules, clean_page_texts, join_continued_tables
+from rag_ingest.parsing.pdf.extract import parse_pdf
 from rag_ingest.retrieval.hits import SearchHit
 from rag_ingest.retrieval.ports import Reranker
 from rag_ingest.retrieval.search import DEFAULT_FUSION, FusionSettings, SearchMode, search_passages
@@ -152,7 +148,7 @@ def pipeline_chunks(
     ``ocr`` reads the pages without a text layer, as Parse does (the scanned variant). ``tables``
     off leaves a table's cells as loose lines (the ablation's switch)."""
     parsed = parse_pdf(pdf.read_bytes(), max_bytes=MAX_BYTES, max_pages=MAX_PAGES, clean=False, ocr=ocr, tables=tables)
-    # As the Chunk stage joins the page ranges (rag_ingest.ingest.pdf.join_page_ranges): cleaned, then a
+    # As the Chunk stage joins the page ranges (rag_ingest.parsing.pdf.extract.join_page_ranges): cleaned, then a
     # table continued on the next page joined to its first part.
     pages = join_continued_tables(clean_page_texts(parsed.pages, rules))
     chunks = chunk_pages(pages, count_tokens=count_tokens, target_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
@@ -317,12 +313,7 @@ class InProcessIndex:
             texts = [truncate_to_tokens(text, self.embedder.max_input_tokens) for text in texts]
         vectors = self.embedder.embed(texts)
         self.store.write_chunks(
-            tenant_id=self.tenant_id,
-            document_id=Path(filename).stem,
-            version="eval",
-            filename=filename,
-            chunks=chunks,
-            vectors=vectors,
+            DocumentStamp(self.tenant_id, Path(filename).stem, "eval", filename=filename), chunks, vectors
         )
         self.chunk_count += len(chunks)
         self.chunk_chars += sum(len(chunk.text) for chunk in chunks)

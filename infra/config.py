@@ -44,7 +44,7 @@ from rag_ingest.ingest.batch_embedding import (
     BATCH_MIN_RECORDS,
     BATCH_MIN_TIMEOUT_HOURS,
 )
-from rag_ingest.ingest.ocr import DEFAULT_MAX_OCR_PAGES
+from rag_ingest.parsing.ocr.engine import DEFAULT_MAX_OCR_PAGES
 from rag_ingest.retrieval.search import DEFAULT_FUSION, HYBRID_MAX_CANDIDATES
 
 CONTEXT_KEY = "rag-ingest"

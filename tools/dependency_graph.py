@@ -21,11 +21,15 @@ PACKAGE = "rag_ingest"
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / "layers" / "common" / "python" / PACKAGE
 
 # Who may import whom (besides itself). Each subpackage's docstring says the same in words.
-_CAPABILITIES = frozenset({"core", "embeddings", "ingest", "retrieval", "documents", "operations", "live", "webhooks"})
+_CAPABILITIES = frozenset(
+    {"core", "embeddings", "parsing", "ingest", "retrieval", "documents", "operations", "live", "webhooks"}
+)
 ALLOWED: dict[str, frozenset[str]] = {
     "core": frozenset(),
     "embeddings": frozenset({"core"}),
-    "ingest": frozenset({"core", "embeddings"}),
+    # The format readers stand on the records alone, so any stage or tool can run one.
+    "parsing": frozenset({"core"}),
+    "ingest": frozenset({"core", "embeddings", "parsing"}),
     "retrieval": frozenset({"core", "embeddings"}),
     "documents": frozenset({"core"}),
     "operations": frozenset({"core", "documents"}),
@@ -33,7 +37,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "webhooks": frozenset({"core"}),
     # Adapters implement the ports with boto3 and opensearch-py (and the webhook POST with
     # http.client); they read the records they store.
-    "adapters": frozenset({"core", "embeddings", "ingest", "live", "retrieval", "webhooks"}),
+    "adapters": frozenset({"core", "embeddings", "parsing", "ingest", "live", "retrieval", "webhooks"}),
     # The composition root: builds every service from its adapters.
     "wiring": _CAPABILITIES | {"adapters"},
     # The command line runs on people's machines (it is not in the Lambda layer).
@@ -114,7 +118,7 @@ class Graph:
 
 
 def subpackage(module: str) -> str:
-    """``rag_ingest.ingest.pdf`` -> ``ingest``; a top-level module is its own (``wiring``)."""
+    """``rag_ingest.parsing.pdf.extract`` -> ``parsing``; a top-level module is its own (``wiring``)."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else parts[0]
 

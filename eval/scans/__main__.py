@@ -4,7 +4,7 @@
 
 Generates the scans (eval/scans/generate.py) into ``--out`` if they are missing, then, for every
 engine and rasterising resolution, renders each page with pdfium as the Parse stage does
-(``rag_ingest.ingest.ocr.render_page_png``), OCRs it and scores it against the typeset text. Pages per
+(``rag_ingest.parsing.ocr.engine.render_page_png``), OCRs it and scores it against the typeset text. Pages per
 second count rendering plus recognition, one page at a time in one process. docs/ocr.md holds the
 figures this printed.
 """
@@ -17,8 +17,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from rag_ingest.ingest.ocr import OcrEngine, render_page_png
-from rag_ingest.ingest.ocr_local import RapidOcrEngine, TesseractEngine
+from rag_ingest.parsing.ocr.engine import OcrEngine, render_page_png
+from rag_ingest.parsing.ocr.local import RapidOcrEngine, TesseractEngine
 
 from eval.scans.cer import character_error_rate
 from eval.scans.generate import DEFAULT_OUT, STYLES, generate

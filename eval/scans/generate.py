@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
-from rag_ingest.ingest.pdf import parse_pdf
+from rag_ingest.parsing.pdf.extract import parse_pdf
 
 CORPUS_DIR = Path(__file__).resolve().parents[1] / "corpus"
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / ".build" / "scans"

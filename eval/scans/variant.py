@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from pypdf import PdfReader, PdfWriter
-from rag_ingest.ingest.ocr import OCR_DPI, OcrEngine, OcrResult, render_page_png
+from rag_ingest.parsing.ocr.engine import OCR_DPI, OcrEngine, OcrResult, render_page_png
 
 from eval.retrieval import REPO_DIR, Question, corpus_pdfs, load_questions
 from eval.scans.generate import STYLES, PageStyle, degrade, encode_for_pdf, images_to_pdf

@@ -298,7 +298,7 @@ class Api(Construct):
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 # PATCH /documents/{id} rewrites a READY document's chunks from its chunks artifact and
-                # Embed checkpoints (rag_ingest.ingest.refresh); the index access is granted above.
+                # Embed checkpoints (rag_ingest.ingest.chunk_rewrite); the index access is granted above.
                 sid="ReadIndexArtifacts",
                 actions=["s3:GetObject"],
                 resources=[storage.bucket.arn_for_objects(f"{ARTIFACTS_PREFIX}*")],

@@ -22,7 +22,7 @@ from constructs import Construct
 from rag_ingest.core.errors import EmbeddingCapacityWait
 from rag_ingest.core.job import LANE_TAG, BatchPhase, Lane
 from rag_ingest.core.s3_keys import ARTIFACTS_PREFIX, BATCH_FOLDER, RAW_PREFIX
-from rag_ingest.ingest.ocr import OCR_DPI
+from rag_ingest.parsing.ocr.engine import OCR_DPI
 
 from infra.config import EmbeddingCapacityConfig, FunctionSettings, RagIngestConfig
 from infra.constructs.function import FunctionFactory, new_log_group, removal_policy

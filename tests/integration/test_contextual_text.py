@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 from rag_ingest.adapters.vector_store import INDEXED_TEXT_FIELD, IndexSettings, VectorStore, connect
 from rag_ingest.core.parsed import Chunk
+from rag_ingest.core.record import DocumentStamp
 from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE
 
 pytestmark = pytest.mark.integration
@@ -49,12 +50,9 @@ def filled_store(*, context_line: bool) -> Iterator[VectorStore]:
     store.ensure_index()
     try:
         store.write_chunks(
-            tenant_id=TENANT,
-            document_id="admin",
-            version="v1",
-            filename="admin.pdf",
-            chunks=[RESTORE, UNRELATED],
-            vectors=[[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]],
+            DocumentStamp(TENANT, "admin", "v1", filename="admin.pdf"),
+            [RESTORE, UNRELATED],
+            [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]],
         )
         yield store
     finally:
@@ -131,12 +129,7 @@ def test_an_index_made_before_indexed_text_gains_it_and_its_old_chunks_stay_sear
         properties = client.indices.get_mapping(index=name)[name]["mappings"]["properties"]
         assert properties[INDEXED_TEXT_FIELD] == {"type": "text"}
         store.write_chunks(
-            tenant_id=TENANT,
-            document_id="admin",
-            version="v1",
-            filename="admin.pdf",
-            chunks=[RESTORE],
-            vectors=[[1.0, 0.0, 0.0, 0.0]],
+            DocumentStamp(TENANT, "admin", "v1", filename="admin.pdf"), [RESTORE], [[1.0, 0.0, 0.0, 0.0]]
         )
         by_page = {hit.page_start: hit for hit in store.bm25_search(tenant_id=TENANT, query="saved files", k=5)}
         assert set(by_page) == {1, 3}  # the old chunk matches on its text, the new one on its indexed text

@@ -18,7 +18,7 @@ from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.core.ids import new_document_id
 from rag_ingest.core.job import ObjectRef
 from rag_ingest.core.parsed import Chunk
-from rag_ingest.core.record import QueueOutcome
+from rag_ingest.core.record import DocumentStamp, QueueOutcome
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID
 from rag_ingest.wiring import vector_store_for
 
@@ -107,12 +107,9 @@ def ingested(world: dict[str, Any], tenant: str = "acme") -> str:
     ]
     store: VectorStore = world["store"]
     store.write_chunks(
-        tenant_id=tenant,
-        document_id=document_id,
-        version=version,
-        filename="report.pdf",
-        chunks=chunks,
-        vectors=[[0.1 * (i + 1)] * DIMENSION for i in range(3)],
+        DocumentStamp(tenant, document_id, version, filename="report.pdf"),
+        chunks,
+        [[0.1 * (i + 1)] * DIMENSION for i in range(3)],
     )
     RecordWriter(world["table"]).put(
         document_id, "READY", tenant_id=tenant, bucket=bucket, key=key, version=version, chunk_count=3

@@ -20,6 +20,7 @@ from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
 from rag_ingest.core.filters import matches, parse_filter
 from rag_ingest.core.ids import chunk_id
 from rag_ingest.core.parsed import Chunk
+from rag_ingest.core.record import DocumentStamp
 
 pytestmark = pytest.mark.integration
 
@@ -86,14 +87,16 @@ def corpus() -> Iterator[Corpus]:
             ]
             metadata = _metadata(n)
             store.write_chunks(
-                tenant_id=TENANT,
-                document_id=document_id,
-                version="v1",
-                filename=f"contract-{n:03d}.pdf",
-                chunks=chunks,
-                vectors=[_vector(rng) for _ in chunks],
-                metadata=metadata,
-                created_at=f"2026-12-{1 + n % 28:02d}T05:00:00.000+00:00",
+                DocumentStamp(
+                    TENANT,
+                    document_id,
+                    "v1",
+                    filename=f"contract-{n:03d}.pdf",
+                    metadata=metadata,
+                    created_at=f"2026-12-{1 + n % 28:02d}T05:00:00.000+00:00",
+                ),
+                chunks,
+                [_vector(rng) for _ in chunks],
             )
             for chunk in chunks:
                 corpus.fields[chunk_id(document_id, "v1", chunk.chunk_index)] = {
@@ -107,11 +110,15 @@ def corpus() -> Iterator[Corpus]:
                 }
         # Another tenant's needle: never found.
         store.write_chunks(
-            tenant_id=OTHER_TENANT,
-            document_id="other-needle",
-            version="v1",
-            filename="x.pdf",
-            chunks=[
+            DocumentStamp(
+                OTHER_TENANT,
+                "other-needle",
+                "v1",
+                filename="x.pdf",
+                metadata={"customer": "needle"},
+                created_at=CREATED_AT,
+            ),
+            [
                 Chunk(
                     chunk_index=0,
                     text="lease common",
@@ -122,9 +129,7 @@ def corpus() -> Iterator[Corpus]:
                     token_count=2,
                 )
             ],
-            vectors=[_vector(rng)],
-            metadata={"customer": "needle"},
-            created_at=CREATED_AT,
+            [_vector(rng)],
         )
         yield corpus
     finally:
@@ -243,14 +248,16 @@ def test_an_index_made_before_metadata_takes_it_after_ensure_index() -> None:
         mapping = client.indices.get_mapping(index=name)[name]["mappings"]
         assert mapping["dynamic_templates"] and "metadata" in mapping["properties"]
         store.write_chunks(
-            tenant_id=TENANT,
-            document_id="new",
-            version="v1",
-            filename="new.pdf",
-            chunks=[chunk],
-            vectors=[[0.2] * DIM],
-            metadata={"customer": "acme", "year": 2024, "when": "2024-05-01"},
-            created_at=CREATED_AT,
+            DocumentStamp(
+                TENANT,
+                "new",
+                "v1",
+                filename="new.pdf",
+                metadata={"customer": "acme", "year": 2024, "when": "2024-05-01"},
+                created_at=CREATED_AT,
+            ),
+            [chunk],
+            [[0.2] * DIM],
         )
         types = client.indices.get_mapping(index=name)[name]["mappings"]["properties"]["metadata"]["properties"]
         assert types["s"]["properties"]["customer"]["type"] == "keyword"

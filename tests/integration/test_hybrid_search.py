@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
+from rag_ingest.core.record import DocumentStamp
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.ingest.chunking import chunk_pages
-from rag_ingest.ingest.pdf import parse_pdf
+from rag_ingest.parsing.pdf.extract import parse_pdf
 from rag_ingest.retrieval.search import DEFAULT_FUSION, SearchMode, SearchRequest, SearchService, search_passages
 
 pytestmark = pytest.mark.integration
@@ -46,12 +47,9 @@ def store(embedder: Embedder) -> Iterator[VectorStore]:
                 pages = parse_pdf(path.read_bytes(), max_bytes=50_000_000, max_pages=100).pages
                 chunks = chunk_pages(pages, count_tokens=count_tokens, target_tokens=300, overlap_tokens=60)
                 store.write_chunks(
-                    tenant_id=tenant,
-                    document_id=path.stem,
-                    version="v1",
-                    filename=name,
-                    chunks=chunks,
-                    vectors=embedder.embed([chunk.text for chunk in chunks]),
+                    DocumentStamp(tenant, path.stem, "v1", filename=name),
+                    chunks,
+                    embedder.embed([chunk.text for chunk in chunks]),
                 )
         yield store
     finally:
@@ -138,9 +136,7 @@ def test_the_same_pdf_uploaded_twice_is_returned_once_with_its_copy_named(
     chunks = chunk_pages(pages, count_tokens=count_tokens, target_tokens=300, overlap_tokens=60)
     vectors = embedder.embed([chunk.text for chunk in chunks])
     for document_id, filename in (("lighthouses", "lighthouses.pdf"), ("lighthouses-2", "copy of lighthouses.pdf")):
-        store.write_chunks(
-            tenant_id=tenant, document_id=document_id, version="v1", filename=filename, chunks=chunks, vectors=vectors
-        )
+        store.write_chunks(DocumentStamp(tenant, document_id, "v1", filename=filename), chunks, vectors)
     assert len(chunks) >= 3
     for mode in SearchMode:
         hits = search_passages(store, embedder, tenant_id=tenant, query="Fresnel lens glass prisms", k=2, mode=mode)
@@ -162,14 +158,7 @@ def test_a_search_looks_deeper_when_copies_fill_its_first_candidates(store: Vect
     vectors = embedder.embed([chunk.text for chunk in chunks])
     uploads = [f"grfguide-{n}" for n in range(8)]
     for document_id in uploads:
-        store.write_chunks(
-            tenant_id=tenant,
-            document_id=document_id,
-            version="v1",
-            filename=f"{document_id}.pdf",
-            chunks=chunks,
-            vectors=vectors,
-        )
+        store.write_chunks(DocumentStamp(tenant, document_id, "v1", filename=f"{document_id}.pdf"), chunks, vectors)
     assert len({chunk.text for chunk in chunks}) >= 6
     for mode in (SearchMode.KNN, SearchMode.HYBRID):
         hits = search_passages(store, embedder, tenant_id=tenant, query="rotate the graph axes", k=5, mode=mode)

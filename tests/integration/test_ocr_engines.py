@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.parsed import PageText, TextSource
-from rag_ingest.ingest.geometry import align_page, unpack_layout
-from rag_ingest.ingest.ocr import OCR_DPI, PageOcr, render_page_png
-from rag_ingest.ingest.ocr_local import TesseractEngine, local_engine
-from rag_ingest.ingest.pdf import parse_pdf
+from rag_ingest.ingest.passage_boxes import align_page
+from rag_ingest.parsing.ocr.engine import OCR_DPI, PageOcr, render_page_png
+from rag_ingest.parsing.ocr.local import TesseractEngine, local_engine
+from rag_ingest.parsing.pdf.extract import parse_pdf
+from rag_ingest.parsing.pdf.layout import unpack_layout
 
 from eval.scans.cer import character_error_rate, normalise
 from eval.scans.generate import STYLES, PageStyle, generate_mixed, generate_style

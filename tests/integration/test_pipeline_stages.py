@@ -196,8 +196,8 @@ def test_an_index_write_that_lands_after_a_newer_version_took_over_is_withdrawn(
     )
     real_write = store.write_chunks
 
-    def slow_write(**kwargs: Any) -> int:
-        written = real_write(**kwargs)
+    def slow_write(*args: Any, **kwargs: Any) -> int:
+        written = real_write(*args, **kwargs)
         upload(
             world, SAMPLES / "urban-birds.pdf", document_id
         )  # the re-upload is queued while this write was in flight

@@ -16,6 +16,7 @@ import pytest
 from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.core.ids import new_document_id, version_hash
 from rag_ingest.core.parsed import Chunk
+from rag_ingest.core.record import DocumentStamp
 from rag_ingest.core.s3_keys import CHUNKS_ARTIFACT, EMBEDDINGS_FOLDER, artifact_key, embedding_batch_key, upload_key
 from rag_ingest.wiring import vector_store_for
 
@@ -48,12 +49,9 @@ class World:
 
     def index(self, document_id: str, version: str, count: int, *, first: int = 0, tenant: str = "acme") -> None:
         self.store.write_chunks(
-            tenant_id=tenant,
-            document_id=document_id,
-            version=version,
-            filename="a.pdf",
-            chunks=_chunks(count, first),
-            vectors=[[0.1] * DIMENSION] * (count - first),
+            DocumentStamp(tenant, document_id, version, filename="a.pdf"),
+            _chunks(count, first),
+            [[0.1] * DIMENSION] * (count - first),
         )
 
     def ready(self, count: int, *, indexed: int | None = None, checkpoints: bool = True) -> tuple[str, str, str]:

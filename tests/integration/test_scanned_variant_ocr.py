@@ -8,9 +8,9 @@ import re
 
 import pytest
 from rag_ingest.core.parsed import TextSource
-from rag_ingest.ingest.ocr import PageOcr
-from rag_ingest.ingest.ocr_local import local_engine
-from rag_ingest.ingest.pdf import parse_pdf
+from rag_ingest.parsing.ocr.engine import PageOcr
+from rag_ingest.parsing.ocr.local import local_engine
+from rag_ingest.parsing.pdf.extract import parse_pdf
 
 from eval.retrieval import CORPUS_DIR
 from eval.scans.variant import scanned_variant

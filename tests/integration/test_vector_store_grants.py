@@ -19,6 +19,7 @@ import pytest
 from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.core.config import IndexParamsEnv
 from rag_ingest.core.parsed import Chunk
+from rag_ingest.core.record import DocumentStamp
 from rag_ingest.wiring import vector_store_for
 
 from infra.permissions import OPENSEARCH_ACCESS, VECTOR_STORE_CALLS
@@ -94,14 +95,7 @@ def _call(store: VectorStore, method: str) -> None:
     if method == "ensure_index":
         store.ensure_index()
     elif method == "write_chunks":
-        store.write_chunks(
-            tenant_id=TENANT,
-            document_id=DOCUMENT,
-            version="v2",
-            filename="a.pdf",
-            chunks=_chunks(3),
-            vectors=_vectors(3),
-        )
+        store.write_chunks(DocumentStamp(TENANT, DOCUMENT, "v2", filename="a.pdf"), _chunks(3), _vectors(3))
     elif method == "delete_version":
         store.delete_version(DOCUMENT, "v1")
     elif method == "delete_other_versions":
@@ -132,14 +126,7 @@ def _seed(store: VectorStore) -> None:
     """Two versions of one document, so every delete below has something to find and remove."""
     store.ensure_index()
     for version in ("v1", "v2"):
-        store.write_chunks(
-            tenant_id=TENANT,
-            document_id=DOCUMENT,
-            version=version,
-            filename="a.pdf",
-            chunks=_chunks(3),
-            vectors=_vectors(3),
-        )
+        store.write_chunks(DocumentStamp(TENANT, DOCUMENT, version, filename="a.pdf"), _chunks(3), _vectors(3))
 
 
 @pytest.mark.parametrize("function", sorted(VECTOR_STORE_CALLS))

@@ -26,6 +26,7 @@ from rag_ingest.core.operations import ExecutionState, IndexedVersion, StoredObj
 from rag_ingest.core.parsed import Chunk
 from rag_ingest.core.record import (
     DocumentRecord,
+    DocumentStamp,
     DocumentStatus,
     QueueOutcome,
     QueueResult,
@@ -417,33 +418,20 @@ class InMemoryChunkIndex:
     def ensure_index(self) -> None:
         self.created = True
 
-    def write_chunks(
-        self,
-        *,
-        tenant_id: str,
-        document_id: str,
-        version: str,
-        filename: str | None,
-        chunks: Sequence[Chunk],
-        vectors: Iterable[Sequence[float]],
-        metadata: Mapping[str, Any] | None = None,
-        created_at: str | None = None,
-        access: DocumentAccess | None = None,
-        uploaded_by: str | None = None,
-    ) -> int:
+    def write_chunks(self, stamp: DocumentStamp, chunks: Sequence[Chunk], vectors: Iterable[Sequence[float]]) -> int:
         if isinstance(vectors, Sequence) and len(chunks) != len(vectors):
             raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
         for chunk, vector in zip(chunks, vectors, strict=True):
-            self.chunks[chunk_id(document_id, version, chunk.chunk_index)] = {
-                "tenant_id": tenant_id,
-                "document_id": document_id,
-                "version": version_hash(version),
-                "filename": filename,
-                "metadata": copy.deepcopy(dict(metadata or {})),
-                "created_at": created_at,
+            self.chunks[chunk_id(stamp.document_id, stamp.version, chunk.chunk_index)] = {
+                "tenant_id": stamp.tenant_id,
+                "document_id": stamp.document_id,
+                "version": version_hash(stamp.version),
+                "filename": stamp.filename,
+                "metadata": copy.deepcopy(dict(stamp.metadata or {})),
+                "created_at": stamp.created_at,
                 "content_type": chunk.document_format.content_type,
-                "access": access or OPEN_ACCESS,
-                "uploaded_by": uploaded_by,
+                "access": stamp.access or OPEN_ACCESS,
+                "uploaded_by": stamp.uploaded_by,
                 "chunk": chunk,
                 "embedding": list(vector),
             }

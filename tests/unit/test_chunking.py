@@ -10,7 +10,7 @@ import pytest
 from rag_ingest.core.parsed import Chunk, PageText
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.ingest.chunking import PAGE_SEPARATOR, chunk_pages, document_text
-from rag_ingest.ingest.pdf import parse_pdf
+from rag_ingest.parsing.pdf.extract import parse_pdf
 
 pytestmark = pytest.mark.unit
 

@@ -7,8 +7,8 @@ import pytest
 from rag_ingest.core.parsed import DocumentFormat
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.ingest.chunking import chunk_pages
-from rag_ingest.ingest.formats import read_structured
-from rag_ingest.ingest.structure import FormatLimits
+from rag_ingest.parsing.blocks import FormatLimits
+from rag_ingest.parsing.formats import read_structured
 
 pytestmark = pytest.mark.unit
 

@@ -30,8 +30,8 @@ from rag_ingest.documents.service import (
     etag,
     if_match_revisions,
 )
+from rag_ingest.ingest.chunk_rewrite import ChunkRewriter
 from rag_ingest.ingest.pipeline import Pipeline, StageDependencies
-from rag_ingest.ingest.refresh import ChunkRefresher
 
 from tests.support.fakes import CountingEmbedder, InMemoryChunkIndex, InMemoryDocuments, InMemoryObjects
 
@@ -119,7 +119,7 @@ def world() -> World:
         embedder=lambda: embedder,
         count_tokens=count_tokens,
     )
-    refresher = ChunkRefresher(
+    refresher = ChunkRewriter(
         documents=documents,
         objects=objects,
         vector_store=lambda: index,

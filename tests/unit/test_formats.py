@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.parsed import BlockKind, DocumentFormat, PageText
-from rag_ingest.ingest.formats import SNIFF_BYTES, FormatLimits, detect_format, read_structured
+from rag_ingest.parsing.formats import SNIFF_BYTES, FormatLimits, detect_format, read_structured
 
 from samples import documents
 

@@ -70,7 +70,7 @@ from rag_ingest.core.tokens import load_tokenizer
 load_tokenizer().encode("a sentence to count")
 from rag_ingest.adapters.vector_store import connect
 connect("http://127.0.0.1:9")  # builds the client; nothing is sent
-from rag_ingest.ingest.ocr import render_page_png
+from rag_ingest.parsing.ocr.engine import render_page_png
 import pypdf, io
 writer = pypdf.PdfWriter(); writer.add_blank_page(72, 72); buffer = io.BytesIO(); writer.write(buffer)
 render_page_png(buffer.getvalue(), 0, dpi=36)

@@ -1,4 +1,4 @@
-"""Tables in Tesseract's layout (rag_ingest.ingest.ocr_local.tesseract_tables), on Tesseract 5.3's TSV
+"""Tables in Tesseract's layout (rag_ingest.parsing.ocr.local.tesseract_tables), on Tesseract 5.3's TSV
 output recorded for real corpus pages rendered at the OCR resolution (200 dpi), clean or as the eval's
 desk-scanned variant (eval/scans/variant.py): the ruled table of zen-google-docs.pdf and the rule-less
 table of mnras-guide.pdf p4 are found, rows under their header; a table of contents with dot leaders
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from rag_ingest.core.parsed import BlockKind, PageText
-from rag_ingest.ingest.ocr_local import tesseract_tsv_result
-from rag_ingest.ingest.pdf import clean_page_texts
-from rag_ingest.ingest.pdf_tables import place_tables
+from rag_ingest.parsing.ocr.local import tesseract_tsv_result
+from rag_ingest.parsing.pdf.cleanup import clean_page_texts
+from rag_ingest.parsing.pdf.tables import place_tables
 
 pytestmark = pytest.mark.unit
 RECORDED = Path(__file__).parent / "tesseract_tsv"

@@ -11,10 +11,21 @@ from tools.dependency_graph import ALLOWED, PACKAGE_DIR, build, report, subpacka
 
 pytestmark = pytest.mark.unit
 
-_CAPABILITIES_NAMED = ("core", "embeddings", "ingest", "retrieval", "documents", "operations", "live", "webhooks")
+_CAPABILITIES_NAMED = (
+    "core",
+    "embeddings",
+    "parsing",
+    "ingest",
+    "retrieval",
+    "documents",
+    "operations",
+    "live",
+    "webhooks",
+)
 SUBPACKAGES = (
     "core",
     "embeddings",
+    "parsing",
     "ingest",
     "retrieval",
     "documents",

@@ -17,7 +17,7 @@ from rag_ingest.core.s3_keys import page_range_key
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.documents.service import DocumentView
 from rag_ingest.ingest.chunking import chunk_pages
-from rag_ingest.ingest.pdf import join_page_ranges, parse_page_range, parse_pdf
+from rag_ingest.parsing.pdf.extract import join_page_ranges, parse_page_range, parse_pdf
 
 from tests.unit.test_pipeline_stages_fast import ENV as FAST_STAGES_ENV
 from tests.unit.test_pipeline_stages_fast import World, build_world

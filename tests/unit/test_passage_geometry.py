@@ -1,4 +1,4 @@
-"""Passage rectangles (rag_ingest.ingest.geometry): words placed from pdfium's text layer and from the
+"""Passage rectangles (rag_ingest.parsing.pdf.layout): words placed from pdfium's text layer and from the
 OCR engines' outputs, aligned with pypdf's cleaned page text, merged into one rectangle per line.
 
 The rectangles are checked against pdfium's own search (an independent way to find where a phrase
@@ -16,18 +16,11 @@ from pypdf import PdfReader, PdfWriter
 from rag_ingest.adapters.textract import textract_result
 from rag_ingest.core.parsed import Chunk, PageText, PassageBox
 from rag_ingest.ingest.chunking import chunk_pages, document_text
-from rag_ingest.ingest.geometry import (
-    align_page,
-    displayed,
-    line_boxes,
-    pack_layout,
-    passage_boxes,
-    text_layer_layouts,
-    unpack_layout,
-)
-from rag_ingest.ingest.ocr import OcrResult, PageOcr, PlacedWord
-from rag_ingest.ingest.ocr_local import rapidocr_result, tesseract_tsv_result
-from rag_ingest.ingest.pdf import parse_pdf
+from rag_ingest.ingest.passage_boxes import align_page, line_boxes, passage_boxes
+from rag_ingest.parsing.ocr.engine import OcrResult, PageOcr, PlacedWord
+from rag_ingest.parsing.ocr.local import rapidocr_result, tesseract_tsv_result
+from rag_ingest.parsing.pdf.extract import parse_pdf
+from rag_ingest.parsing.pdf.layout import displayed, pack_layout, text_layer_layouts, unpack_layout
 
 pytestmark = pytest.mark.unit
 SAMPLES_DIR = Path(__file__).resolve().parents[2] / "samples"

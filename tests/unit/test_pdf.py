@@ -11,7 +11,8 @@ import pypdf
 import pytest
 from pypdf import PdfReader, PdfWriter
 from rag_ingest.core.errors import ErrorCode, PermanentError
-from rag_ingest.ingest.pdf import clean_page_text, parse_pdf, validate_pdf_header
+from rag_ingest.parsing.pdf.cleanup import clean_page_text
+from rag_ingest.parsing.pdf.extract import parse_pdf, validate_pdf_header
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""Each cleanup rule of rag_ingest.ingest.pdf on real PDFs (the evaluation corpus, eval/corpus/README.md):
+"""Each cleanup rule of rag_ingest.parsing.pdf.extract on real PDFs (the evaluation corpus, eval/corpus/README.md):
 raw pypdf text shows the defect, parse_pdf's text does not."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import pytest
 from pypdf import PdfReader, PdfWriter
 from pypdf.generic import NameObject, StreamObject
 from rag_ingest.core.parsed import ParsedDocument
-from rag_ingest.ingest.pdf import ALL_CLEANUP_RULES, SHIPPED_CLEANUP_RULES, clean_pages, parse_pdf
+from rag_ingest.parsing.pdf.cleanup import ALL_CLEANUP_RULES, SHIPPED_CLEANUP_RULES, clean_pages
+from rag_ingest.parsing.pdf.extract import parse_pdf
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""Fonts read once per document in Parse (rag_ingest/ingest/pdf_fonts.py): the same text, less work."""
+"""Fonts read once per document in Parse (rag_ingest/parsing/pdf/fonts.py): the same text, less work."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from pypdf import PdfReader
 from pypdf.generic._font import Font
-from rag_ingest.ingest import pdf_fonts
-from rag_ingest.ingest.pdf_fonts import fonts_read_once
+from rag_ingest.parsing.pdf import fonts as pdf_fonts
+from rag_ingest.parsing.pdf.fonts import fonts_read_once
 
 pytestmark = pytest.mark.unit
 

@@ -20,7 +20,9 @@ from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.parsed import PageText, ParsedDocument
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.ingest.chunking import chunk_pages
-from rag_ingest.ingest.pdf import ParseBudget, clean_pages, parse_pdf
+from rag_ingest.parsing.pdf.budget import ParseBudget
+from rag_ingest.parsing.pdf.cleanup import clean_pages
+from rag_ingest.parsing.pdf.extract import parse_pdf
 
 from tests.support import hostile_pdfs
 from tests.support.hostile_pdfs import HOSTILE_PDFS

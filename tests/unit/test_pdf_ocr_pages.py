@@ -12,8 +12,8 @@ from fpdf import FPDF
 from PIL import Image, ImageDraw
 from rag_ingest.core.errors import ErrorCode, PermanentError, TransientError
 from rag_ingest.core.parsed import ParsedDocument, TextSource
-from rag_ingest.ingest.ocr import OcrPageError, OcrResult, OcrUnavailableError, PageOcr
-from rag_ingest.ingest.pdf import parse_pdf
+from rag_ingest.parsing.ocr.engine import OcrPageError, OcrResult, OcrUnavailableError, PageOcr
+from rag_ingest.parsing.pdf.extract import parse_pdf
 
 pytestmark = pytest.mark.unit
 LIMITS = {"max_bytes": 10 * 1024 * 1024, "max_pages": 100}

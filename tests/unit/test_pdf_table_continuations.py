@@ -1,4 +1,4 @@
-"""A ruled table continued on the next page is one table (rag_ingest.ingest.pdf.join_continued_tables):
+"""A ruled table continued on the next page is one table (rag_ingest.parsing.pdf.cleanup.join_continued_tables):
 its rows read under the first part's header (a repeated header row is read once), a chunk spanning the
 page break cites both pages with rectangles on each; two different tables at a page break stay two.
 
@@ -11,9 +11,10 @@ import pytest
 from fpdf import FPDF
 from rag_ingest.core.parsed import BlockKind, PageText
 from rag_ingest.ingest.chunking import chunk_pages, document_text
-from rag_ingest.ingest.geometry import passage_boxes
-from rag_ingest.ingest.pdf import join_continued_tables, join_page_ranges, parse_page_range, parse_pdf
-from rag_ingest.ingest.pdf_tables import continues_table
+from rag_ingest.ingest.passage_boxes import passage_boxes
+from rag_ingest.parsing.pdf.cleanup import join_continued_tables
+from rag_ingest.parsing.pdf.extract import join_page_ranges, parse_page_range, parse_pdf
+from rag_ingest.parsing.pdf.tables import continues_table
 
 from bench.table_continuations import HEADER, continued_table_pdf, draw_table, station_rows, two_tables_pdf
 

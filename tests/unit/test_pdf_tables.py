@@ -1,4 +1,4 @@
-"""Tables in text-layer PDFs (rag_ingest.ingest.pdf_tables) on real pages of the eval corpus: a ruled
+"""Tables in text-layer PDFs (rag_ingest.parsing.pdf.tables) on real pages of the eval corpus: a ruled
 table becomes a TABLE block with its header row and its rows; a two-column page, a table of contents
 with dot leaders and a diagram drawn with boxes do not; a table longer than a chunk is cut between
 rows, each piece under the header row."""
@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from rag_ingest.core.parsed import BlockKind, PageText, TextBlock
 from rag_ingest.ingest.chunking import chunk_pages
-from rag_ingest.ingest.pdf import clean_page_texts, parse_pdf
-from rag_ingest.ingest.pdf_tables import candidate_pages, find_page_tables, place_tables
-from rag_ingest.ingest.structure import table_text
+from rag_ingest.parsing.blocks import table_text
+from rag_ingest.parsing.pdf.cleanup import clean_page_texts
+from rag_ingest.parsing.pdf.extract import parse_pdf
+from rag_ingest.parsing.pdf.tables import candidate_pages, find_page_tables, place_tables
 
 from tests.support import hostile_pdfs
 

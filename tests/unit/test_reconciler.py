@@ -8,10 +8,11 @@ import time
 from typing import Any
 
 import pytest
+from rag_ingest.core.access import DocumentAccess
 from rag_ingest.core.errors import ErrorCode
 from rag_ingest.core.ids import document_id_for_object, version_hash
 from rag_ingest.core.parsed import Chunk
-from rag_ingest.core.record import DocumentStatus
+from rag_ingest.core.record import DocumentStamp, DocumentStatus
 from rag_ingest.core.s3_keys import CHUNKS_ARTIFACT, EMBEDDINGS_FOLDER, artifact_key, embedding_batch_key, upload_key
 from rag_ingest.operations.reconciler import (
     DriftKind,
@@ -49,6 +50,7 @@ D = {
         "mine",
         "theirs",
         "processing",
+        "private",
     )
 }
 OLD = "2020-01-01T00:00:00.000+00:00"
@@ -116,12 +118,9 @@ class World:
 
     def put_chunks(self, document_id: str, version: str, count: int, *, first: int = 0, tenant: str = "acme") -> None:
         self.index.write_chunks(
-            tenant_id=tenant,
-            document_id=document_id,
-            version=version,
-            filename="a.pdf",
-            chunks=_chunks(count)[first:],
-            vectors=[[0.0]] * (count - first),
+            DocumentStamp(tenant, document_id, version, filename="a.pdf"),
+            _chunks(count)[first:],
+            [[0.0]] * (count - first),
         )
 
     def reconciler(self, *, grace: int = 0) -> Reconciler:
@@ -236,6 +235,24 @@ def test_extra_chunks_beyond_the_record_are_removed_by_a_reindex() -> None:
     assert report.findings[0].reason == "READY with 3 chunks recorded, 6 in the index"
     assert report.findings[0].repaired == "re-indexed 3 chunks from the checkpoints, deleted 3 beyond them"
     assert world.index.versions_of(D["doc"]) == {version_hash("v1"): 3}
+
+
+def test_a_reindex_stamps_the_chunks_as_index_does_access_and_uploader_included() -> None:
+    world = World()
+    world.ready(D["private"], 3, indexed=1)
+    world.documents.items[D["private"]] |= {
+        "access": {"users": ["ann"], "groups": ["legal"]},
+        "uploaded_by": "bob",
+        "metadata": {"customer": "initech"},
+    }
+    report = world.reconciler().reconcile(ReconcileRequest(repair=True))
+    assert report.findings[0].repaired == "re-indexed 3 chunks from the checkpoints"
+    written = [source for source in world.index.chunks.values() if source["document_id"] == D["private"]]
+    assert len(written) == 3
+    for source in written:
+        assert source["access"] == DocumentAccess(users=["ann"], groups=["legal"])  # not open to the tenant
+        assert source["uploaded_by"] == "bob"
+        assert source["metadata"] == {"customer": "initech"}
 
 
 def test_a_tenant_run_sees_only_that_tenant() -> None:

@@ -1,10 +1,10 @@
-"""Rule groups and their rows (rag_ingest/ingest/rule_tables.py) on hand-made edges and words; the
+"""Rule groups and their rows (rag_ingest/parsing/pdf/rule_tables.py) on hand-made edges and words; the
 real pages are in tests/unit/test_pdf_tables.py."""
 
 from __future__ import annotations
 
 import pytest
-from rag_ingest.ingest.rule_tables import (
+from rag_ingest.parsing.pdf.rule_tables import (
     MAX_RULES,
     MAX_VERTICAL_EDGES,
     RuleGroup,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from pypdf import PdfReader
-from rag_ingest.ingest.ocr import MIN_TEXT_LAYER_CHARS
-from rag_ingest.ingest.pdf import parse_pdf
+from rag_ingest.parsing.ocr.engine import MIN_TEXT_LAYER_CHARS
+from rag_ingest.parsing.pdf.extract import parse_pdf
 
 from eval.retrieval import CORPUS_DIR, Question
 from eval.scans.variant import build_scanned_corpus, pages_to_scan, scanned_page_counts, scanned_variant

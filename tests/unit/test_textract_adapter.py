@@ -17,8 +17,8 @@ from rag_ingest.adapters import textract as textract_module
 from rag_ingest.adapters.textract import TextractEngine
 from rag_ingest.core.errors import ErrorCode, PermanentError, TransientError
 from rag_ingest.core.parsed import TextSource
-from rag_ingest.ingest.ocr import OcrPageError, OcrUnavailableError, PageOcr
-from rag_ingest.ingest.pdf import parse_pdf
+from rag_ingest.parsing.ocr.engine import OcrPageError, OcrUnavailableError, PageOcr
+from rag_ingest.parsing.pdf.extract import parse_pdf
 
 pytestmark = pytest.mark.unit
 PNG = b"\x89PNG\r\n\x1a\n-a-page-image"

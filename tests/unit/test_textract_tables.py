@@ -11,8 +11,8 @@ import pytest
 from botocore.stub import Stubber
 from rag_ingest.adapters.textract import TextractEngine, textract_tables
 from rag_ingest.core.parsed import BlockKind, TextSource
-from rag_ingest.ingest.ocr import PageOcr
-from rag_ingest.ingest.pdf import parse_pdf
+from rag_ingest.parsing.ocr.engine import PageOcr
+from rag_ingest.parsing.pdf.extract import parse_pdf
 
 from tests.unit.test_textract_adapter import PNG, scanned_pdf
 

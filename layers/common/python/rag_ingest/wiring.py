@@ -54,15 +54,15 @@ from rag_ingest.embeddings.base import Embedder
 from rag_ingest.embeddings.capacity import CapacityLimiter, EmbeddingQuota
 from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.ingest.batch_embedding import BatchEmbedding, BatchSettings
+from rag_ingest.ingest.chunk_rewrite import ChunkRewriter
 from rag_ingest.ingest.embedding_cache import NoEmbeddingCache
-from rag_ingest.ingest.ocr import OcrEngine
-from rag_ingest.ingest.ocr_local import local_engine
 from rag_ingest.ingest.pipeline import Pipeline, StageDependencies
-from rag_ingest.ingest.refresh import ChunkRefresher
 from rag_ingest.operations.reaper import Reaper, ReaperSettings
 from rag_ingest.operations.reconciler import Reconciler, ReconcilerSettings
 from rag_ingest.operations.redrive import DeadLetterRedrive, Recovery
 from rag_ingest.operations.replay import FailedDocumentReplay, Replayer
+from rag_ingest.parsing.ocr.engine import OcrEngine
+from rag_ingest.parsing.ocr.local import local_engine
 from rag_ingest.retrieval.ports import Reranker
 from rag_ingest.retrieval.rerank import LexicalStandInReranker
 from rag_ingest.retrieval.search import RerankSettings, SearchService
@@ -220,7 +220,7 @@ def build_intake(env: IntakeEnv) -> IntakeService:
         WorkflowStarter(env.state_machine_arn),
         sidecars=objects,
         # An S3 sidecar arriving after its document is READY rewrites the chunks as PATCH does.
-        refresher=ChunkRefresher(
+        refresher=ChunkRewriter(
             documents=documents,
             objects=objects,
             vector_store=vector_store,
@@ -251,7 +251,7 @@ def build_api(env: ApiEnv, search_env: SearchEnv) -> ApiServices:
             replayer=replayer,
             artifacts=objects,
             # PATCH rewrites a READY document's chunks from the Index stage's artifacts.
-            refresher=ChunkRefresher(
+            refresher=ChunkRewriter(
                 documents=documents,
                 objects=objects,
                 vector_store=vector_store,

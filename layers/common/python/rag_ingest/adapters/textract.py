@@ -1,43 +1,12 @@
-"""Amazon Textract as the OCR engine in AWS (``OCR_ENGINE=textract``): synchronous
-``DetectDocumentText`` on each page image the Parse function rasterised.
+"""Amazon Textract as the OCR engine in AWS (``OCR_ENGINE=textract``), behind ``OcrEngine``.
 
-Why synchronous, per page (docs/ocr.md has the comparison): it OCRs only the pages without a
-text layer (the asynchronous API reads the whole PDF, text pages included, at the same price per
-page), it answers in about a second per page with no S3 round trip, no SNS topic and no task token
-or polling loop in the state machine, and the OCR page cap bounds its time inside the Parse
-function's timeout. The price per page is the same (DetectDocumentText, 0.0015 USD per page).
-
-Errors: throttling, ``ProvisionedThroughputExceededException``, 5xx and connection errors are
-``TransientError`` (Step Functions retries the stage with backoff; the pages artifact is written
-only when every page is done). An image Textract refuses (``BadDocumentException``,
-``UnsupportedDocumentException``, ``DocumentTooLargeException``, ``InvalidParameterException``)
-is ``OcrPageError``: that page fails, not the document. Anything else (e.g. access denied)
-propagates: it is the deployment's fault.
-
-Regions without Textract: Textract is not offered in every region, and where it is not, its
-endpoint ``textract.<region>.amazonaws.com`` does not resolve. botocore raises
-``EndpointConnectionError``, which is a connection error like any other, so it was retried as
-transient until the document ended ``TRANSIENT_RETRIES_EXHAUSTED``. The engine now decides at
-construction (cold start), offline, from botocore's endpoint data
-(``Session.get_available_regions("textract", <the client's partition>)``) whether the client's
-region is served. If it is not, one warning is logged and every ``recognize`` raises
-``OcrUnavailableError`` ("OCR unavailable: Amazon Textract is not offered in region X") without
-a network call: those pages are failed pages with that reason, the document keeps its other pages.
-
-Choices:
-
-- A DNS failure (``EndpointConnectionError`` around urllib3's ``NameResolutionError`` /
-  ``socket.gaierror``) stays ``TransientError``. It cannot tell "this region has no Textract" from
-  a resolver blip, and failing pages for good on a blip would lose text that a retry would have
-  read; the region list answers the first question without a network call.
-- The data is the botocore the function runs with (the Lambda runtime's, since the layer leaves
-  boto3 out). A region where Textract launched after that botocore was released reads as
-  unavailable until the runtime catches up; setting the endpoint explicitly
-  (``AWS_ENDPOINT_URL_TEXTRACT=https://textract.<region>.amazonaws.com``) skips the check.
-- The check is skipped whenever the endpoint is not AWS's own: ``AWS_ENDPOINT_URL_TEXTRACT`` or
-  ``AWS_ENDPOINT_URL`` is set (and ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`` is not true), or the
-  client's endpoint host is not ``textract[-fips].<region>.…`` (a local stand-in, a config-file
-  ``endpoint_url``, a client built with ``endpoint_url=``): whatever answers there is asked.
+:class:`TextractEngine` sends each page image Parse rasterised to ``DetectDocumentText`` (or
+``AnalyzeDocument`` with TABLES, ``tables=True``), synchronously. Throttling, 5xx and connection
+errors are ``TransientError`` (the stage is retried); an image Textract refuses is ``OcrPageError``
+(that page fails, not the document); anything else (access denied) propagates. Built for a region
+Textract does not serve (botocore's endpoint data, read offline at cold start, unless an endpoint is
+configured), the engine is unavailable: ``recognize`` raises ``OcrUnavailableError`` without a
+network call. Why synchronous and per page, the region check's choices, tables: docs/ocr.md.
 """
 
 from __future__ import annotations
@@ -53,7 +22,7 @@ from botocore.exceptions import ClientError
 
 from rag_ingest.adapters import aws
 from rag_ingest.core.logs import logger
-from rag_ingest.ingest.ocr import OcrPageError, OcrResult, OcrUnavailableError, PlacedWord
+from rag_ingest.parsing.ocr.engine import OcrPageError, OcrResult, OcrUnavailableError, PlacedWord
 
 SERVICE = "textract"
 
@@ -124,9 +93,8 @@ class TextractEngine:
             raise OcrUnavailableError(self.unavailable_reason)
         try:
             if self._tables:
-                # AnalyzeDocument with FeatureTypes=["TABLES"] returns the LINE blocks DetectDocumentText
-                # does, plus TABLE, CELL and MERGED_CELL blocks (Textract developer guide, "Tables";
-                # API reference, AnalyzeDocument and Block). Priced per page at ten times DetectDocumentText.
+                # The LINE blocks DetectDocumentText returns, plus TABLE, CELL and MERGED_CELL blocks, at
+                # ten times the price per page (docs/ocr.md, "Tables in scanned pages").
                 response = self._client.analyze_document(Document={"Bytes": png}, FeatureTypes=["TABLES"])
             else:
                 response = self._client.detect_document_text(Document={"Bytes": png})

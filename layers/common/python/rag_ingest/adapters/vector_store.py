@@ -21,7 +21,7 @@ words. Fragments are HTML-escaped, terms wrapped in ``<em>``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlparse
@@ -49,12 +49,13 @@ from rag_ingest.adapters.opensearch_filters import (
     filter_query,
     metadata_of_chunk,
 )
-from rag_ingest.core.access import DocumentAccess, Principal
+from rag_ingest.core.access import Principal
 from rag_ingest.core.errors import TransientError
 from rag_ingest.core.filters import Filter
 from rag_ingest.core.ids import chunk_id, version_hash
 from rag_ingest.core.operations import IndexedVersion
 from rag_ingest.core.parsed import Chunk, DocumentFormat, PassageBox
+from rag_ingest.core.record import DocumentStamp
 from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE, indexed_text
 from rag_ingest.core.tracing import traced
 from rag_ingest.retrieval.hits import SearchHit
@@ -287,41 +288,28 @@ class VectorStore:
         """Delete the whole index: only for indexes a test or an evaluation created for itself."""
         self._client.indices.delete(index=self.index_name, ignore_unavailable=True)
 
-    def write_chunks(
-        self,
-        *,
-        tenant_id: str,
-        document_id: str,
-        version: str,
-        filename: str | None,
-        chunks: Sequence[Chunk],
-        vectors: Iterable[Sequence[float]],
-        metadata: Mapping[str, Any] | None = None,
-        created_at: str | None = None,
-        access: DocumentAccess | None = None,
-        uploaded_by: str | None = None,
-    ) -> int:
+    def write_chunks(self, stamp: DocumentStamp, chunks: Sequence[Chunk], vectors: Iterable[Sequence[float]]) -> int:
         document_fields: dict[str, Any] = {
-            METADATA_FIELD: chunk_metadata(metadata or {}),
-            **chunk_access(access, uploaded_by),
-            **({"created_at": created_at} if created_at else {}),
+            METADATA_FIELD: chunk_metadata(stamp.metadata or {}),
+            **chunk_access(stamp.access, stamp.uploaded_by),
+            **({"created_at": stamp.created_at} if stamp.created_at else {}),
         }
         if isinstance(vectors, Sequence) and len(chunks) != len(vectors):
             raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
         actions = (
             {
                 "_op_type": "index",  # index = create or overwrite: replays do not duplicate
-                "_id": chunk_id(document_id, version, chunk.chunk_index),
+                "_id": chunk_id(stamp.document_id, stamp.version, chunk.chunk_index),
                 "_source": {
-                    "tenant_id": tenant_id,
-                    "document_id": document_id,
-                    "version": version_hash(version),
+                    "tenant_id": stamp.tenant_id,
+                    "document_id": stamp.document_id,
+                    "version": version_hash(stamp.version),
                     "chunk_index": chunk.chunk_index,
                     "page_start": chunk.page_start,
                     "page_end": chunk.page_end,
                     "heading_path": chunk.heading_path,
                     **chunk_provenance(chunk),
-                    "filename": filename,
+                    "filename": stamp.filename,
                     **document_fields,
                     "text": chunk.text,
                     **({INDEXED_TEXT_FIELD: indexed_text(chunk)} if self._settings.context_line else {}),

@@ -257,7 +257,7 @@ class StagesEnv(CommonEnv, BucketEnv, SearchEnv):
     event_bus_name: str = Field(default="default", min_length=1)
     # The content-addressed embedding cache's table; unset, every chunk is embedded (no cache).
     embedding_cache_table: str | None = Field(default=None, min_length=1)
-    # Pages without a text layer (rag_ingest.ingest.ocr): "textract" in AWS, "local" (Tesseract) in the
+    # Pages without a text layer (rag_ingest.parsing.ocr.engine): "textract" in AWS, "local" (Tesseract) in the
     # local stack, "off" reads text layers only (such pages become failed pages).
     ocr_engine: Literal["off", "local", "textract"] = "off"
     max_ocr_pages: int = Field(default=DEFAULT_MAX_OCR_PAGES, ge=0, le=3000)

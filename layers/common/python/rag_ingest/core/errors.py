@@ -33,7 +33,7 @@ class ErrorCode(StrEnum):
     MACRO_ENABLED_DOCUMENT = "MACRO_ENABLED_DOCUMENT"
     # A DOCX, PPTX, HTML, Markdown or text file that cannot be opened as what its bytes say it is.
     CORRUPT_DOCUMENT = "CORRUPT_DOCUMENT"
-    # Over a parser's bound (rag_ingest.ingest.formats): a zip bomb, nesting past the HTML parser's
+    # Over a parser's bound (rag_ingest.parsing.formats): a zip bomb, nesting past the HTML parser's
     # depth, a line too long for Markdown. A hostile or absurd file, never worth a timeout.
     DOCUMENT_TOO_COMPLEX = "DOCUMENT_TOO_COMPLEX"
     # An XML part with a document type declaration (entity expansion, external entities).

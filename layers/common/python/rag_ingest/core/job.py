@@ -150,7 +150,7 @@ class DocumentJob(BaseModel):
     content_sha256: str | None = None
     indexed_count: int | None = None
     # The record's revision whose metadata Index wrote onto the chunks: Finalize rewrites them when a
-    # PATCH changed the record since (rag_ingest.ingest.refresh).
+    # PATCH changed the record since (rag_ingest.ingest.chunk_rewrite).
     indexed_revision: int | None = None
     stale_chunks_deleted: int | None = None
 

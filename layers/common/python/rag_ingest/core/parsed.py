@@ -19,7 +19,7 @@ class TextSource(StrEnum):
 
 
 class DocumentFormat(StrEnum):
-    """What an upload is, decided by its bytes (rag_ingest.ingest.formats), never by its name."""
+    """What an upload is, decided by its bytes (rag_ingest.parsing.formats), never by its name."""
 
     PDF = "pdf"
     DOCX = "docx"
@@ -61,7 +61,7 @@ class TextBlock(BaseModel):
     anchor: str | None = None
     #: A PDF text layer's table: the x of its column edges (left edge of each column, then the right
     #: edge of the last), as fractions of the page's width; what tells a table continued on the next
-    #: page from another one (rag_ingest.ingest.pdf_tables.continues_table).
+    #: page from another one (rag_ingest.parsing.pdf.tables.continues_table).
     columns: list[float] | None = None
     #: A table that continues the previous page's last table (its rows read under that table's
     #: header; a repeated header row was dropped from the text).
@@ -70,7 +70,7 @@ class TextBlock(BaseModel):
 
 class PageLayout(BaseModel):
     """Where a PDF page's words stand, as its source read them (pdfium's text layer, or the OCR
-    engine's words), for a passage's rectangles (``rag_ingest.ingest.geometry``).
+    engine's words), for a passage's rectangles (``rag_ingest.parsing.pdf.layout``).
 
     ``words``: the words in the source's order, joined by single spaces (no word holds a space).
     ``boxes``: per word a rectangle on the page *as displayed* (its ``/Rotate`` applied), in
@@ -153,7 +153,7 @@ class ParsedDocument(BaseModel):
 
 class ParsedRange(BaseModel):
     """One Parse Map task's artifact: the raw (not yet cleaned) text of a page range and what the
-    join needs for the document-level verdicts (``rag_ingest.ingest.pdf.join_page_ranges``)."""
+    join needs for the document-level verdicts (``rag_ingest.parsing.pdf.extract.join_page_ranges``)."""
 
     # The format the range was read as: the join cleans PDF text only (structured formats' text
     # is clean as extracted, and their block offsets must stay valid).

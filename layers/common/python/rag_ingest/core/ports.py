@@ -29,7 +29,7 @@ from rag_ingest.core.operations import (
     StoredObjectVersion,
 )
 from rag_ingest.core.parsed import Chunk
-from rag_ingest.core.record import DocumentRecord, DocumentStatus, QueueResult
+from rag_ingest.core.record import DocumentRecord, DocumentStamp, DocumentStatus, QueueResult
 
 
 # -- the documents table, by caller -------------------------------------------------------------
@@ -233,24 +233,11 @@ class ChunkIndex(Protocol):
 
     def ensure_index(self) -> None: ...
 
-    def write_chunks(
-        self,
-        *,
-        tenant_id: str,
-        document_id: str,
-        version: str,
-        filename: str | None,
-        chunks: Sequence[Chunk],
-        vectors: Iterable[Sequence[float]],
-        metadata: Mapping[str, Any] | None = None,
-        created_at: str | None = None,
-        access: DocumentAccess | None = None,
-        uploaded_by: str | None = None,
-    ) -> int:
+    def write_chunks(self, stamp: DocumentStamp, chunks: Sequence[Chunk], vectors: Iterable[Sequence[float]]) -> int:
         """Index ``chunks`` with ``vectors`` (one each, in order; read as they are written, so a big
-        document's vectors never have to be in memory at once), each carrying the document's
-        ``metadata`` and ``created_at`` (what filters match) and its ``access`` and ``uploaded_by``
-        (what a reader's search matches). Raises ValueError if the counts differ."""
+        document's vectors never have to be in memory at once), each carrying ``stamp``: its
+        document's metadata and created_at (what filters match), access and uploader (what a
+        reader's search matches). Raises ValueError if the counts differ."""
         ...
 
     def delete_version(self, document_id: str, version: str) -> int: ...
@@ -268,7 +255,7 @@ class ArtifactReader(Protocol):
 
 class ChunkFieldsRefresher(Protocol):
     """Rewrites a READY document's chunks with its record's current fields (metadata), from the Index
-    stage's inputs: nothing parsed or embedded again (rag_ingest.ingest.refresh.ChunkRefresher)."""
+    stage's inputs: nothing parsed or embedded again (rag_ingest.ingest.chunk_rewrite.ChunkRewriter)."""
 
     def check(self, record: DocumentRecord) -> None:
         """Raise ``IndexArtifactsMissingError`` unless ``record``'s version can be rewritten."""

@@ -6,6 +6,7 @@ The table is the source of truth for status; every write to it is a compare-and-
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
@@ -207,3 +208,45 @@ class QueueResult:
                 return cls(QueueOutcome.RESUME, current)
             return cls(QueueOutcome.DUPLICATE, current, f"version already {current.status.value}")
         return cls(QueueOutcome.REJECTED, current, "a newer version is already current")
+
+
+@dataclass(frozen=True)
+class DocumentStamp:
+    """What every chunk of one document version carries from its record: whose document and which
+    version, and the fields searches match (filename, metadata, created_at, access, uploader).
+    ``ChunkIndex.write_chunks`` takes one, built once per write from the record."""
+
+    tenant_id: str
+    document_id: str
+    version: str
+    filename: str | None = None
+    metadata: Mapping[str, Any] | None = None
+    created_at: str | None = None
+    access: DocumentAccess | None = None
+    uploaded_by: str | None = None
+
+    @classmethod
+    def of(cls, record: DocumentRecord) -> DocumentStamp:
+        """The stamp of the record's current version (a PATCH's rewrite, the reconciler's repair)."""
+        if record.version is None:
+            raise ValueError(f"document {record.document_id} has no version to stamp")
+        return cls.for_version(record.tenant_id, record.document_id, record.version, record)
+
+    @classmethod
+    def for_version(
+        cls, tenant_id: str, document_id: str, version: str, record: DocumentRecord | None
+    ) -> DocumentStamp:
+        """``version``'s stamp with ``record``'s fields (none without a record): the Index stage's
+        run stamps its own version even when the record has moved on (its chunks are then withdrawn)."""
+        if record is None:
+            return cls(tenant_id, document_id, version)
+        return cls(
+            tenant_id,
+            document_id,
+            version,
+            filename=record.filename,
+            metadata=record.metadata,
+            created_at=record.created_at,
+            access=record.access,
+            uploaded_by=record.uploaded_by,
+        )

@@ -1,6 +1,6 @@
 """What an upload may declare: the media types accepted, the format each announces, and the size
 limit of each format. The declaration only shapes the presigned POST (its Content-Type and size
-conditions); Validate decides what the object is by its bytes (rag_ingest.ingest.formats)."""
+conditions); Validate decides what the object is by its bytes (rag_ingest.parsing.formats)."""
 
 from __future__ import annotations
 

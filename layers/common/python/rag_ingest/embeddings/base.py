@@ -15,9 +15,8 @@ LOCAL_PROVIDER = "local"
 BEDROCK_PROVIDER = "bedrock"
 PROVIDERS = (LOCAL_PROVIDER, BEDROCK_PROVIDER)
 
-#: The local model's id: what the in-process embedder and the local embedding server (which speaks
-#: Bedrock's wire format) both serve, and what the local stack configures as EMBEDDING_MODEL_ID.
-#: Defined here, not in ``local``, so the Bedrock embedder knows it without importing onnxruntime.
+#: The local model's id, served in process and by the local embedding server (EMBEDDING_MODEL_ID);
+#: here, not in ``local``, so the Bedrock embedder knows it without importing onnxruntime.
 LOCAL_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 MINILM_DIMENSION = 384
 

@@ -1,20 +1,13 @@
 """One budget for every Embed task: the embedding model's per-minute quota, shared by all documents,
-both lanes and every concurrent Lambda (docs/architecture.md, "One limiter across all Embed work").
+both lanes and every concurrent Lambda.
 
-The budget is a ledger of what was booked in the last minute, per model, held in a shared store
-(``CapacityLedgerStore``: one DynamoDB item in AWS). Before an Embed task sends a batch, it books
-the batch's requests and tokens at the earliest moment at which no window of the quota's length
-that contains it would hold more than the quota, and sends the batch then. That is the strictest
-reading of "N per minute", a sliding minute (which the local Bedrock emulation enforces): the
-ledger never lets any minute hold more than the quota, yet an idle system may spend a whole
-minute's quota at once, so a small load is never slowed down by pacing. A booking is one
-consistent read and one conditional write (compare-and-set on the ledger's version; a writer that
-lost the race reads again).
-
-A task whose booking would start too far ahead (more than its wait budget) books nothing and raises
-:class:`~rag_ingest.core.errors.EmbeddingCapacityWait`: the task ends, its finished batches stay
-checkpointed, and Step Functions calls it again later under a Retry of its own. The document's
-record says it is waiting for capacity meanwhile.
+A ledger of what was booked in the last minute, per model, in a shared store
+(``CapacityLedgerStore``: one DynamoDB item in AWS). Before an Embed task sends a batch it books the
+batch's requests and tokens at the earliest moment at which no window of the quota's length would
+hold more than the quota (a sliding minute), with one consistent read and one conditional write. A
+booking further ahead than the task's wait budget books nothing and raises
+:class:`~rag_ingest.core.errors.EmbeddingCapacityWait`: Step Functions calls the task again later.
+Why a sliding minute, and the measurements: docs/architecture.md, "One limiter across all Embed work".
 """
 
 from __future__ import annotations
@@ -31,12 +24,10 @@ MICROSECONDS = 1_000_000
 #: The quota's window, as Bedrock's quotas are "per minute".
 QUOTA_WINDOW_US = 60 * MICROSECONDS
 #: Added to the window a booking occupies: a batch's calls reach Bedrock a little after the moment
-#: they were booked for (a network hop; in AWS, 16 texts on 4 threads take about four call
-#: latencies), so Bedrock's minute for them ends a little later than ours.
+#: they were booked for, so Bedrock's minute for them ends a little later than ours.
 WINDOW_MARGIN_US = 1 * MICROSECONDS
-# Rounds of read-and-write lost to concurrent writers before the booking gives up (transient), and
-# the longest pause between two: each round loses only to another task's booking, so contention
-# is bounded by the Embed tasks in flight; the pause grows (with full jitter) so they spread out.
+# Rounds lost to concurrent writers before a booking gives up (transient), and the longest pause
+# between two, growing with full jitter: each lost round is another Embed task's booking.
 _MAX_ROUNDS = 40
 _MAX_PAUSE_SECONDS = 0.5
 

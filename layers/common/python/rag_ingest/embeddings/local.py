@@ -26,7 +26,7 @@ DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 #: Ids this embedder answers to; all name the same vectors (int8 export, cosine >= 0.997 to fp32).
 LOCAL_MODEL_IDS = frozenset({DEFAULT_MODEL_ID, "all-MiniLM-L6-v2", LOCAL_MODEL_ID})
 DEFAULT_BATCH_SIZE = 16
-# 2 intra-op threads measured fastest on the 2-core target (DESIGN.md: ~10.5 vs ~6 chunks/s).
+# Two intra-op threads: the fastest uncontended on the 2-core target (docs/benchmarks.md, threads table).
 DEFAULT_INTRA_OP_THREADS = 2
 
 
@@ -57,13 +57,8 @@ def _load_session(model_path: Path, expected_sha256: str, intra_op_threads: int,
     options.intra_op_num_threads = intra_op_threads
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    # Idle intra-op threads sleep instead of spinning: the cores are shared with parsing, the
-    # runtime and OpenSearch, and spinning threads burn what those need. Measured on 2 busy cores
-    # (load 6-8), 96 chunks: 6.6-7.0 CPU s and 5.1-5.2 chunks/s without spinning against 8.4-8.7
-    # CPU s and 4.7-4.8 chunks/s with it. A latency-bound caller (one search query at a time) is
-    # the other way round: ``spin_wait`` keeps the threads spinning between the graph's operators
-    # (a 15-token query: 7.1-8.5 ms p50 against 9.7-11.9 without spinning), and stops them when a
-    # run ends, or they would go on spinning through the OpenSearch search that follows the query.
+    # Idle threads sleep: the cores are shared with parsing and OpenSearch. A query (``spin_wait``) spins
+    # between operators, stopping when a run ends (docs/benchmarks.md, "Profile: where the CPU goes").
     options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin_wait else "0")
     if spin_wait:
         options.add_session_config_entry("session.force_spinning_stop", "1")

@@ -1,31 +1,13 @@
-"""Embedding a bulk document through Bedrock batch inference (``CreateModelInvocationJob``) instead of
-one ``InvokeModel`` per chunk: the bulk lane's Embed when ``embedding.batchInference`` is on
-(docs/architecture.md, "Batch inference").
+"""A bulk-lane document embedded by one Bedrock batch inference job (``CreateModelInvocationJob``)
+instead of one ``InvokeModel`` per chunk, when ``embedding.batchInference`` is on.
 
-One function, :meth:`BatchEmbedding.advance`, runs at every turn of the workflow's wait loop and
-moves the document's job one step on, idempotently:
-
-1. no job yet: the chunks whose vectors are neither checkpointed nor cached become JSONL records
-   ``{"recordId", "modelInput"}`` (Titan V2's InvokeModel body); too few for a job (the documented
-   minimum), too many or too large for one, and the document takes the on-demand Embed Map instead.
-   Otherwise the records are written to S3 and a job is created under a name derived from the
-   document and its version, with a client request token, so a retried or re-run submit finds the
-   job it created instead of starting a second one (``ListModelInvocationJobs`` by name first).
-   No free job slot (``ServiceQuotaExceededException``): it waits and tries again;
-2. a job in flight: ``GetModelInvocationJob``; the wait before the next look grows to
-   ``max_poll_seconds``. Every look writes the job's status on the document's record, which keeps
-   its ``updated_at`` moving (the reaper leaves it alone);
-3. ``Completed``: the ``.jsonl.out`` output is read back by ``recordId`` into the same per-batch
-   embedding checkpoints the on-demand Embed writes, so Index is unchanged; a record with an
-   ``error``, a job ``Failed``, ``Stopped``, ``Expired`` or ``PartiallyCompleted``, or one past its
-   deadline, fails the document with ``EMBEDDING_BATCH_FAILED`` (never a hang).
-
-Bedrock's documented limits (https://docs.aws.amazon.com/bedrock/latest/userguide/batch-inference-data.html
-names the quotas; their default values are in the Amazon Bedrock service quotas table,
-https://docs.aws.amazon.com/general/latest/gr/bedrock.html#limits_bedrock): at least 100 records per
-job, at most 50,000 records per input file and per job, 1 GB per input file and 5 GB per job; a job
-runs for 24 hours by default (``timeoutDurationInHours``, 24 to 168). The output's order is not
-guaranteed to match the input's (batch-inference-data.html), so records are matched by ``recordId``.
+:meth:`BatchEmbedding.advance` runs at every turn of the workflow's wait loop and moves the job one
+step on, idempotently: no job yet, the chunks neither checkpointed nor cached become JSONL records
+and a job named after the document and version is created (or found again after a crash); in
+flight, its status is read and written on the record; ``Completed``, the output is read back by
+``recordId`` into the Embed checkpoints, so Index is unchanged. Too few or too many records take
+the on-demand Embed Map; a failed, stopped, expired or partial job is EMBEDDING_BATCH_FAILED.
+The steps, Bedrock's limits and their sources: docs/architecture.md, "Batch inference".
 """
 
 from __future__ import annotations

@@ -1,40 +1,13 @@
-"""Token-aware chunking of page texts into overlapping passages.
+"""Token-aware chunking of page texts into overlapping passages, each with its provenance.
 
-Offsets. A chunk's ``char_start``/``char_end`` index into the *document text*: the page texts
-in the order given, joined with ``PAGE_SEPARATOR`` (see :func:`document_text`). Every chunk's
-``text`` is exactly ``document_text(pages)[char_start:char_end]``, so a consumer can map a hit
-back to the document (and, with ``page_start``/``page_end``, to its pages).
-
-Headings. :func:`detect_headings` finds heading lines heuristically: a short line (at most
-``HEADING_MAX_WORDS`` words) with no final period, comma, colon or semicolon, followed by text,
-that is either numbered (``2``, ``1.2``, ``A.3``, ``Appendix B``: the depth of the number is the
-level) or reads as a heading (title case, or a one-line "paragraph" between a finished sentence
-and a capitalised line). Dot leaders and a trailing page number mark a table-of-contents line,
-never a heading. Unnumbered headings nest one level below the nearest numbered one. Each chunk
-carries the ``heading_path`` in force at its first line of text (outermost first).
-
-Structured formats (DOCX, PPTX, HTML, Markdown, text: pages with heading and paragraph
-``blocks``) state their headings: those are used, never detected, and each chunk also carries the
-``anchor`` of its section and the number of its first paragraph in that section (``paragraph_index``,
-from 1). Tables (TABLE blocks: theirs, and a PDF page's, rag_ingest.ingest.pdf_tables) are cut
-between rows, never inside one, and a chunk that starts after a table's header row begins with
-that header row (so its ``text`` is the header, a line break, then
-``document_text[char_start:char_end]``: the one exception to the offsets rule below). A table block
-that ``continues`` the previous page's table (and the running lines between the two parts) is read
-as more rows of that table: its header row, its heading path, no break forced at the page break.
-
-Method. The text is cut into units: headings, and sentences inside paragraphs (a paragraph is
-text between blank lines or headings; a page boundary always ends a paragraph). A sentence
-longer than the target is cut on word boundaries, and a word longer than the target on character
-boundaries, so no text is dropped. Units are packed greedily up to ``target_tokens``. A chunk
-ends before a heading once it holds ``HEADING_BREAK_MIN_FILL`` of the target, and never ends on a
-heading; when a chunk is at least half full and the next paragraph would not fit, it ends at the
-paragraph boundary. The next chunk repeats the trailing whole units of the previous one, up to
-``overlap_tokens``, but never reaches back past a heading: a new section starts clean.
-
-Token counts come from ``count_tokens``. Packing adds up per-unit counts, which is exact for
-the WordPiece tokenizer (it splits on whitespace first); each chunk's ``token_count`` is counted
-again on its final text.
+:func:`chunk_pages` cuts the *document text* (the pages joined by ``PAGE_SEPARATOR``:
+:func:`document_text`) into units (headings, sentences, table rows; pieces of anything longer than
+a chunk, so nothing is dropped) and packs them greedily up to ``target_tokens``, ending early before
+a heading, a table or a paragraph that would not fit, the next chunk repeating up to
+``overlap_tokens`` of whole units. Each chunk's ``text`` is ``document_text[char_start:char_end]``
+(a chunk inside a table starts with its header row: the one exception), with its pages, its
+``heading_path`` and, for structured formats, ``anchor`` and ``paragraph_index``. Deterministic.
+The rules: docs/chunking.md.
 """
 
 from __future__ import annotations
@@ -46,7 +19,8 @@ from dataclasses import dataclass, replace
 from itertools import pairwise
 
 from rag_ingest.core.parsed import BlockKind, Chunk, PageText, section_paragraphs
-from rag_ingest.ingest.structure import TABLE_CAPTION
+from rag_ingest.parsing.blocks import TABLE_CAPTION
+from rag_ingest.parsing.headings import Heading, detect_headings
 
 PAGE_SEPARATOR = "\n\n"
 #: A chunk this full (fraction of the target) ends early rather than split the next paragraph.
@@ -54,8 +28,6 @@ PARAGRAPH_BREAK_MIN_FILL = 0.5
 #: A chunk this full ends before a heading, so a section starts its own chunk; below it, a short
 #: section shares a chunk with the next rather than making a tiny one.
 HEADING_BREAK_MIN_FILL = 0.2
-HEADING_MAX_WORDS = 12
-HEADING_MAX_CHARS = 90
 
 _PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n\s*")
 # Terminal punctuation, optional closing quotes or brackets, then whitespace or the end. It starts
@@ -68,37 +40,6 @@ _MAX_CHARS_PER_TOKEN = 16
 _ABBREVIATIONS = frozenset(
     {"mr", "mrs", "ms", "dr", "prof", "st", "jr", "sr", "vs", "e.g", "i.e", "cf", "fig", "approx"}
 )
-
-
-# "1", "1.2", "A.3", "Appendix B" (at most 4 levels of at most 2 digits: not "2022 was ...").
-_HEADING_NUMBER = re.compile(
-    r"(?:(?:Appendix|Chapter|Part|Section)\s+(?:[A-Z]|\d{1,2})\b[.:]?"
-    r"|(?:\d{1,2}(?:\.\d{1,2}){0,3}|[A-Z](?:\.\d{1,2}){1,3})(?=[.\s])\.?)\s+"
-)
-_NAMED_NUMBER = re.compile(r"^(?:Appendix|Chapter|Part|Section)\b")
-_TOC_LINE = re.compile(r"(?:\.\s?){3,}|\s\d+$|\s[ivxlc]+$")
-_CODE_CHARACTERS = frozenset("\\{}=<>$[]_#@%|~^*")
-# A line ending in one of these is a wrapped sentence, not a heading.
-_TRAILING_FUNCTION_WORDS = frozenset(
-    {"a", "an", "and", "as", "at", "by", "for", "from", "in", "is", "are", "of", "on", "or", "the", "to"}
-    | {"that", "which", "while", "with", "when", "where", "be", "can", "will", "this", "these", "we", "it"}
-)
-_HEADING_STOPWORDS = frozenset(
-    {"a", "an", "and", "as", "at", "by", "for", "from", "in", "into", "of", "on", "or", "over", "the", "to"}
-    | {"under", "via", "vs", "with", "without"}
-)
-
-
-@dataclass(frozen=True)
-class Heading:
-    """A heading line of the document text: ``text[start:end]``, its level (1 = outermost) and title."""
-
-    start: int
-    end: int
-    level: int
-    title: str
-    numbered: bool
-    anchor: str | None = None  # a structured format's heading: its id in the rendered view
 
 
 @dataclass(frozen=True)
@@ -143,15 +84,10 @@ def chunk_pages(
     text = document_text(pages)
     page_starts, page_numbers = _page_offsets(pages)
     # A structured format states its headings and paragraphs; a PDF's headings are found in its
-    # text (a PDF page's only blocks are its tables, rag_ingest.ingest.pdf_tables).
+    # text (a PDF page's only blocks are its tables, rag_ingest.parsing.pdf.tables).
     structured = any(block.kind is not BlockKind.TABLE for page in pages for block in page.blocks)
     tables = _table_spans(pages, page_starts)
-    headings = _stated_headings(pages, page_starts, text) if structured else detect_headings(text)
-    if tables and not structured:  # a table's row (a one-cell section label) is not a heading
-        headings = [h for h in headings if not any(start <= h.start < end for start, end in tables)]
-    # A running line between a table and its continuation on the next page is not a heading either.
-    gaps = _continuation_gaps(tables)
-    headings = [h for h in headings if not any(start <= h.start < end for start, end in gaps)]
+    headings = _headings(pages, page_starts, text, tables, structured=structured)
     paragraph_starts, paragraph_numbers = _paragraph_numbers(pages, page_starts) if structured else ([], [])
     units = _units(text, page_starts, headings, tables, count_tokens=count_tokens, limit=target_tokens)
     paragraph_tokens = _paragraph_tokens_from(units)
@@ -160,36 +96,12 @@ def chunk_pages(
     first = 0
     first_new = 0  # units before this index were already in the previous chunk (overlap)
     while first < len(units):
-        end = first
         # A chunk that starts inside a table repeats its header row first (when both fit).
         header = units[first].table_header
         header_tokens = count_tokens(text[header[0] : header[1]]) if header else 0
         if header and header_tokens + units[first].tokens > target_tokens:
             header, header_tokens = None, 0
-        total = header_tokens
-        while end < len(units):
-            unit = units[end]
-            if total + unit.tokens > target_tokens:
-                break
-            if (
-                (unit.is_heading or unit.table_bound)
-                and end > first_new
-                and total >= target_tokens * HEADING_BREAK_MIN_FILL
-                and not all(units[index].is_heading for index in range(first, end))
-            ):
-                break
-            if (
-                end > first_new
-                and unit.starts_paragraph
-                and total >= target_tokens * PARAGRAPH_BREAK_MIN_FILL
-                and paragraph_tokens[end] > target_tokens - total
-            ):
-                break
-            total += unit.tokens
-            end += 1
-        # A heading belongs with the text after it: never end a chunk on one (if it has other units).
-        while end < len(units) and end - 1 > first_new and units[end - 1].is_heading:
-            end -= 1
+        end = _chunk_end(units, first, first_new, header_tokens, paragraph_tokens, target_tokens)
         # Every unit fits the target on its own, so the chunk holds at least one new unit.
         char_start, char_end = units[first].start, units[end - 1].end
         chunk_text = text[char_start:char_end]
@@ -218,6 +130,62 @@ def chunk_pages(
         first = _overlap_start(units, first, end, overlap_tokens=overlap_tokens, target_tokens=target_tokens)
         first_new = end
     return chunks
+
+
+def _headings(
+    pages: Sequence[PageText],
+    page_starts: list[int],
+    text: str,
+    tables: dict[tuple[int, int], bool],
+    *,
+    structured: bool,
+) -> list[Heading]:
+    """The headings the structured pages state, else those found in the text, less any inside a
+    table or between a table and its continuation."""
+    headings = _stated_headings(pages, page_starts, text) if structured else detect_headings(text)
+    if tables and not structured:  # a table's row (a one-cell section label) is not a heading
+        headings = [h for h in headings if not any(start <= h.start < end for start, end in tables)]
+    # A running line between a table and its continuation on the next page is not a heading either.
+    gaps = _continuation_gaps(tables)
+    return [h for h in headings if not any(start <= h.start < end for start, end in gaps)]
+
+
+def _chunk_end(
+    units: Sequence[_Unit],
+    first: int,
+    first_new: int,
+    total: int,
+    paragraph_tokens: Sequence[int],
+    target_tokens: int,
+) -> int:
+    """Where the chunk that starts at unit ``first`` (and already holds ``total`` tokens, a repeated
+    header row) ends: packed greedily to the target, ending early before a heading, a table or a
+    paragraph that would not fit, and never on a heading."""
+    end = first
+    while end < len(units):
+        unit = units[end]
+        if total + unit.tokens > target_tokens:
+            break
+        if (
+            (unit.is_heading or unit.table_bound)
+            and end > first_new
+            and total >= target_tokens * HEADING_BREAK_MIN_FILL
+            and not all(units[index].is_heading for index in range(first, end))
+        ):
+            break
+        if (
+            end > first_new
+            and unit.starts_paragraph
+            and total >= target_tokens * PARAGRAPH_BREAK_MIN_FILL
+            and paragraph_tokens[end] > target_tokens - total
+        ):
+            break
+        total += unit.tokens
+        end += 1
+    # A heading belongs with the text after it: never end a chunk on one (if it has other units).
+    while end < len(units) and end - 1 > first_new and units[end - 1].is_heading:
+        end -= 1
+    return end
 
 
 def _bounded_by_length(count_tokens: Callable[[str], int]) -> Callable[[str], int]:
@@ -361,7 +329,6 @@ def _units(
     path: list[Heading] = []
     after_table = -1  # len(units) right after the last table's rows
     last_table: tuple[tuple[int, int], tuple[str, ...], str | None] | None = None  # its header, titles, anchor
-    pending_bound = False
     page_bounds = [*page_starts[1:], len(text) + len(PAGE_SEPARATOR)]
     for page_start, next_page_start in zip(page_starts, page_bounds, strict=True):
         page_end = next_page_start - len(PAGE_SEPARATOR)
@@ -381,7 +348,6 @@ def _units(
                 header, titles, anchor = last_table
                 for index in range(after_table, len(units)):
                     units[index] = replace(units[index], starts_paragraph=False, table_bound=False, table_header=header)
-                pending_bound = False
                 units.extend(
                     _table_units(
                         text, paragraph_start, paragraph_end, titles, anchor, count_tokens, limit, header=header
@@ -400,39 +366,53 @@ def _units(
                         _titles(path),
                         _anchor(path),
                     )
-                caption = _caption_unit(text, units)
-                if caption is not None:
-                    units[caption] = replace(units[caption], table_bound=True)
-                elif table:
-                    table[0] = replace(table[0], table_bound=True)
+                _bound_table(text, units, table)
                 units.extend(table)
                 after_table = len(units)
                 continue
-            if after_table == len(units) and units:
-                pending_bound = True
-            starts_paragraph = True
-            for sentence_start, sentence_end in _sentence_spans(text, paragraph_start, paragraph_end):
-                tokens = count_tokens(text[sentence_start:sentence_end])
-                if tokens <= limit:
-                    pieces = [(sentence_start, sentence_end, tokens)]
-                else:
-                    pieces = _split_oversized(text, sentence_start, sentence_end, count_tokens, limit)
-                titles, anchor = _titles(path), _anchor(path)
-                for piece_start, piece_end, piece_tokens in pieces:
-                    units.append(
-                        _Unit(
-                            piece_start,
-                            piece_end,
-                            piece_tokens,
-                            starts_paragraph,
-                            False,
-                            titles,
-                            anchor,
-                            table_bound=pending_bound,
-                        )
-                    )
-                    starts_paragraph = pending_bound = False
+            follows_table = after_table == len(units) and bool(units)
+            units.extend(
+                _sentence_units(text, paragraph_start, paragraph_end, path, count_tokens, limit, bound=follows_table)
+            )
     return units
+
+
+def _sentence_units(
+    text: str,
+    start: int,
+    end: int,
+    path: Sequence[Heading],
+    count_tokens: Callable[[str], int],
+    limit: int,
+    *,
+    bound: bool,
+) -> list[_Unit]:
+    """A paragraph's sentences, one unit each (pieces of one longer than ``limit``): the first
+    starts the paragraph and, when ``bound``, is the first unit after a table."""
+    units: list[_Unit] = []
+    titles, anchor = _titles(path), _anchor(path)
+    for sentence_start, sentence_end in _sentence_spans(text, start, end):
+        tokens = count_tokens(text[sentence_start:sentence_end])
+        if tokens <= limit:
+            pieces = [(sentence_start, sentence_end, tokens)]
+        else:
+            pieces = _split_oversized(text, sentence_start, sentence_end, count_tokens, limit)
+        for piece_start, piece_end, piece_tokens in pieces:
+            first = not units
+            units.append(
+                _Unit(piece_start, piece_end, piece_tokens, first, False, titles, anchor, table_bound=bound and first)
+            )
+    return units
+
+
+def _bound_table(text: str, units: list[_Unit], table: list[_Unit]) -> None:
+    """Mark where a table starts (its caption, the paragraph just before it, else its first row):
+    a chunk ends before it once full enough, and the next chunk takes no overlap."""
+    caption = _caption_unit(text, units)
+    if caption is not None:
+        units[caption] = replace(units[caption], table_bound=True)
+    elif table:
+        table[0] = replace(table[0], table_bound=True)
 
 
 def _caption_unit(text: str, units: list[_Unit]) -> int | None:
@@ -452,109 +432,6 @@ def _titles(path: Sequence[Heading]) -> tuple[str, ...]:
 
 def _anchor(path: Sequence[Heading]) -> str | None:
     return path[-1].anchor if path else None
-
-
-def detect_headings(text: str) -> list[Heading]:
-    """Heading lines of ``text`` (see the module docstring), in order, with their levels.
-
-    Numbered headings must continue the numbering of the previous one (``1.2`` → ``1.3``, ``1.3.1``
-    or ``2``; small gaps allowed for headings missed), which keeps footnotes (``1 In some cases``)
-    and numbered list items out.
-    """
-    lines = [_strip_span(text, match.start(), match.end()) for match in re.finditer(r"[^\n]+", text)]
-    lines = [(start, end) for start, end in lines if end > start]
-    headings: list[Heading] = []
-    last_number: tuple[int, ...] | None = None
-    index = 0
-    while index < len(lines):
-        start, end = lines[index]
-        previous = text[slice(*lines[index - 1])] if index else None
-        following = [text[slice(*span)] for span in lines[index + 1 : index + 3]]
-        found = _heading_at(text[start:end], previous, following)
-        if found is None:
-            index += 1
-            continue
-        number, continued = found
-        if number is None:
-            level = len(last_number) + 1 if last_number else 1
-        else:
-            parts = _number_parts(number)
-            if parts is not None and not _continues_numbering(last_number, parts):
-                index += 1
-                continue
-            last_number = parts
-            level = _number_depth(number)
-        if continued:
-            end = lines[index + 1][1]
-        headings.append(Heading(start, end, level, " ".join(text[start:end].split()), numbered=number is not None))
-        index += 2 if continued else 1
-    return headings
-
-
-def _heading_at(line: str, previous: str | None, following: list[str]) -> tuple[str | None, bool] | None:
-    """(its number or None, whether the next line continues it), or None when not a heading."""
-    if not following or len(line) > HEADING_MAX_CHARS or _TOC_LINE.search(line):
-        return None
-    if line[-1] in ".,;:-" or any(character in _CODE_CHARACTERS for character in line):
-        return None
-    number = _HEADING_NUMBER.match(line)
-    title = line[number.end() :] if number else line
-    words = title.split()
-    if not words or len(words) > HEADING_MAX_WORDS or not title[0].isupper() or not any(c.isalpha() for c in title):
-        return None
-    next_line = following[0]
-    if number:
-        if number.group().rstrip().endswith(".") and not _is_title_case(words):
-            return None  # "2. Start the program with": a numbered list item, not "2. Installation"
-        # A heading wrapped onto a second short line ("3.1 More data fields supported by the bst" / "files").
-        continued = (
-            len(next_line.split()) <= 4
-            and next_line[0].islower()
-            and next_line[-1] not in ".,;:"
-            and len(following) > 1
-            and following[1][:1].isupper()
-        )
-        return number.group().strip(), continued
-    if not (next_line[:1].isupper() or next_line[:1].isdigit()):
-        return None
-    if words[-1].lower() in _TRAILING_FUNCTION_WORDS or sum(any(c.isdigit() for c in word) for word in words) > 1:
-        return None  # "... Swedish, and", "Version 4.2 (2022-11-10)": a wrapped line or a date line
-    if _is_title_case(words):
-        return None, False
-    # A one-line "paragraph" between a finished sentence and a capitalised line.
-    ends_sentence = previous is None or previous[-1] in ".!?:"
-    if ends_sentence and len(words) <= 8 and "," not in title:
-        return None, False
-    return None
-
-
-def _number_depth(number: str) -> int:
-    """1 for "3", "3." and "Appendix B"; 2 for "3.1"; at most 4."""
-    if _NAMED_NUMBER.match(number):
-        return 1
-    return min(4, number.rstrip(".").count(".") + 1)
-
-
-def _number_parts(number: str) -> tuple[int, ...] | None:
-    """(1, 2) for "1.2"; None for "Appendix B" or "A.1", whose sequence is not checked."""
-    parts = number.rstrip(".").split(".")
-    return tuple(int(part) for part in parts) if all(part.isdigit() for part in parts) else None
-
-
-def _continues_numbering(previous: tuple[int, ...] | None, current: tuple[int, ...]) -> bool:
-    if previous is None:
-        return all(part <= 2 for part in current)
-    depth = len(current)
-    if depth == len(previous) + 1:
-        return current[:-1] == previous and current[-1] <= 2
-    if depth <= len(previous):
-        return current[:-1] == previous[: depth - 1] and 1 <= current[-1] - previous[depth - 1] <= 3
-    return False
-
-
-def _is_title_case(words: list[str]) -> bool:
-    significant = [word for word in words if word.lower() not in _HEADING_STOPWORDS]
-    return bool(significant) and all(word[0].isupper() or not word[0].isalpha() for word in significant)
 
 
 def _paragraph_tokens_from(units: list[_Unit]) -> list[int]:
@@ -658,10 +535,8 @@ def _split_word(
     """Cut one whitespace-free run (a URL, a hash, a table row without spaces) by characters."""
     pieces: list[tuple[int, int, int]] = []
     while start < end:
-        # Largest prefix within the limit; one character always fits. The search looks no further
-        # than _MAX_CHARS_PER_TOKEN per token (counting prefixes of the whole rest would be
-        # quadratic on a long run; a shorter piece is valid, just one of more), and gallops from
-        # ``limit`` characters up before it bisects, so each count is of a prefix near the answer.
+        # The largest prefix within the limit (one character always fits), searched near the answer
+        # only: a linear cost on a long run (docs/chunking.md, "Method").
         cap = min(end, start + limit * _MAX_CHARS_PER_TOKEN)
         low, width = start + 1, limit
         probe = min(cap, start + width)

@@ -1,28 +1,12 @@
 """The content-addressed embedding cache: a vector is found again by what was embedded, not by where.
 
-Key. ``sha256(text embedded)`` + model id + dimension, inside the tenant's own key space: one
-tenant never reads (or times) another's entries. A new version of a document whose chunks did
-not change, or the same bytes under another name, finds its vectors here and pays for nothing.
-
-Entry. The key and one binary attribute (``v``) holding the vector as little-endian float32 (what
-the k-NN index stores anyway), exactly: a hit gives back the float32 value of every component the
-model returned. DynamoDB bills a write per started KB of the item, so the entry carries nothing
-a hit does not need (the dimension is the key's) and is packed: the float32 bytes are split into
-their high byte (sign and exponent, which take few values in an embedding) and their three low
-bytes; the high bytes are deflated, the low ones stored as they are. At 1,024 dimensions that takes
-the item under 4 KB, 4 write units instead of 5 and half a read unit instead of 1
-(docs/embedding-cache.md). A vector whose high bytes do not shrink is stored unpacked. The value
-starts with its format and kind bytes and ends with the first 8 bytes of the sha256 of the float32
-bytes it decodes to: an entry that fails any check (unknown format, wrong length, bad digest,
-missing attribute) is a miss, so the chunk is embedded again and its entry rewritten.
-
-Entries written before this format (``vector``, ``dimension`` and a hex ``checksum`` attribute,
-the float32 bytes unpacked) are still read, with their own checks: they are hits, never rewritten.
-
-Entries are written only after the model returned the vectors (the pipeline's Embed stage), never
-before. The store behind it is the ``EmbeddingCache`` port (rag_ingest.core.ports); the DynamoDB
-adapter is ``rag_ingest.adapters.embedding_cache_table`` (why DynamoDB and not S3:
-docs/embedding-cache.md).
+A key is the tenant, the model id, the dimension and the sha256 of the text embedded: a new
+version whose chunks did not change, or the same bytes under another name, finds its vectors and
+pays for nothing, and one tenant never reads another's entries. An entry is the vector as float32,
+exactly, packed under DynamoDB's 4 KB (:func:`encode_entry`) and checked when read
+(:func:`decode_entry`: an entry failing any check is a miss, so it is embedded again); entries of
+the first, unpacked format are still read. Entries are written only after the model returned the
+vectors. The store is the ``EmbeddingCache`` port. The format and its cost: docs/embedding-cache.md.
 """
 
 from __future__ import annotations

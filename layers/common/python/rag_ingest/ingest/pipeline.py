@@ -40,7 +40,7 @@ from rag_ingest.core.job import (
 from rag_ingest.core.logs import logger, run_keys
 from rag_ingest.core.parsed import Chunk, DocumentFormat, ParsedDocument, ParsedRange
 from rag_ingest.core.ports import ChunkIndex, EmbeddingCache, PipelineDocuments, StageObjects
-from rag_ingest.core.record import DocumentStatus, content_key
+from rag_ingest.core.record import DocumentRecord, DocumentStamp, DocumentStatus, content_key
 from rag_ingest.core.retrieval_text import document_title
 from rag_ingest.core.s3_keys import (
     CHUNKS_ARTIFACT,
@@ -54,13 +54,13 @@ from rag_ingest.core.s3_keys import (
 from rag_ingest.core.telemetry import NoTelemetry, Telemetry
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.ingest.batch_embedding import BatchEmbedding
+from rag_ingest.ingest.chunk_rewrite import MAX_REWRITES, ChunkRewriter
 from rag_ingest.ingest.chunking import chunk_pages
 from rag_ingest.ingest.embedding_cache import NoEmbeddingCache
-from rag_ingest.ingest.formats import SNIFF_BYTES, FormatLimits, detect_format, read_structured
-from rag_ingest.ingest.geometry import passage_boxes
-from rag_ingest.ingest.ocr import OcrEngine, PageOcr
-from rag_ingest.ingest.pdf import count_pdf_pages, join_page_ranges, parse_page_range
-from rag_ingest.ingest.refresh import MAX_REWRITES, ChunkRefresher, chunk_fields
+from rag_ingest.ingest.passage_boxes import passage_boxes
+from rag_ingest.parsing.formats import SNIFF_BYTES, FormatLimits, detect_format, read_structured
+from rag_ingest.parsing.ocr.engine import OcrEngine, PageOcr
+from rag_ingest.parsing.pdf.extract import count_pdf_pages, join_page_ranges, parse_page_range
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
 
@@ -110,7 +110,7 @@ class Pipeline:
     # -- the stages ------------------------------------------------------------------------
     @_logged(Stage.VALIDATE)
     def validate(self, job: DocumentJob) -> DocumentJob:
-        """Decide what the object is from its bytes (rag_ingest.ingest.formats): a ranged GET of its
+        """Decide what the object is from its bytes (rag_ingest.parsing.formats): a ranged GET of its
         start; a zip (an Office document) is read whole to find its main part."""
         with self._stage(job, Stage.VALIDATE) as record:
             size = self._deps.objects.size(job.object_ref)
@@ -374,41 +374,14 @@ class Pipeline:
         try:
             with self._stage(job, Stage.INDEX) as record:
                 chunks = self._load_chunks(job)
-                vectors = self._checkpointed_vectors(job, len(chunks))
                 store = self._deps.vector_store()
                 store.ensure_index()
-                # The document's metadata (up to 8 KB) is read from its record here, not carried in the
-                # Step Functions state (kept to ids, counts and pointers; 256 KB at most, Map items
-                # copy it): the record is the one place it is kept, and a new version inherits it there.
-                # A record already moved on to another version means this run is superseded:
-                # confirm_current below says so after the write, and the chunks are withdrawn.
-                record_state = self._deps.status.get(job.document_id)
-                written = store.write_chunks(
-                    tenant_id=job.tenant_id,
-                    document_id=job.document_id,
-                    version=job.version,
-                    chunks=chunks,
-                    vectors=vectors,
-                    **chunk_fields(record_state),
-                )
-                # A slow write can land after a newer version took over and its Finalize swept
-                # "other versions": check ownership again now that this version's chunks are in.
-                self._deps.status.confirm_current(job.document_id, job.version)
-                # A PATCH while this wrote changed the record only (the document is not READY yet):
-                # write again from the newer record; Finalize checks once more (see finalize).
-                for _ in range(MAX_REWRITES):
-                    latest = self._deps.status.get(job.document_id)
-                    if latest is None or record_state is None or latest.revision == record_state.revision:
-                        break
-                    record_state = latest
-                    written = store.write_chunks(
-                        tenant_id=job.tenant_id,
-                        document_id=job.document_id,
-                        version=job.version,
-                        chunks=chunks,
-                        vectors=self._checkpointed_vectors(job, len(chunks)),
-                        **chunk_fields(record_state),
-                    )
+                written, record_state = 0, None  # the loop runs at least once
+                for record_state in self._records_to_stamp(job):
+                    stamp = DocumentStamp.for_version(job.tenant_id, job.document_id, job.version, record_state)
+                    written = store.write_chunks(stamp, chunks, self._checkpointed_vectors(job, len(chunks)))
+                    # A slow write can land after a newer version took over and its Finalize swept
+                    # "other versions": check ownership again now that this version's chunks are in.
                     self._deps.status.confirm_current(job.document_id, job.version)
                 job.indexed_revision = record_state.revision if record_state else None
                 job.indexed_count = written
@@ -421,6 +394,20 @@ class Pipeline:
                 self._withdraw(job)  # a retry that finds itself superseded cleans up what it wrote before
             raise
         return job
+
+    def _records_to_stamp(self, job: DocumentJob) -> Iterator[DocumentRecord | None]:
+        """The record Index stamps the chunks from, then each newer revision a PATCH wrote while
+        they were written (at most ``MAX_REWRITES``); Finalize checks once more (see finalize)."""
+        # The metadata (up to 8 KB) is read from the record, not carried in the Step Functions state
+        # (ids, counts and pointers only); a record of another version makes confirm_current refuse.
+        record = self._deps.status.get(job.document_id)
+        yield record
+        for _ in range(MAX_REWRITES):
+            latest = self._deps.status.get(job.document_id)
+            if latest is None or record is None or latest.revision == record.revision:
+                return
+            record = latest
+            yield record
 
     def _checkpointed_vectors(self, job: DocumentJob, chunk_count: int) -> Iterator[list[float]]:
         """The Embed checkpoints' vectors in chunk order, one batch in memory at a time (a 5,000-page
@@ -472,14 +459,14 @@ class Pipeline:
 
     def _rewrite_if_patched(self, job: DocumentJob) -> None:
         """A PATCH that landed after Index's last look wrote the record only (it was not READY then);
-        one landing from READY on rewrites the chunks itself (rag_ingest.ingest.refresh)."""
+        one landing from READY on rewrites the chunks itself (rag_ingest.ingest.chunk_rewrite)."""
         ready = self._deps.status.get(job.document_id)
         if ready is not None and job.indexed_revision is not None and ready.revision != job.indexed_revision:
-            rewritten = self._refresher().refresh(job.document_id)
+            rewritten = self._rewriter().refresh(job.document_id)
             logger.info("metadata changed during the run: chunks rewritten", extra={"chunks": rewritten})
 
-    def _refresher(self) -> ChunkRefresher:
-        return ChunkRefresher(
+    def _rewriter(self) -> ChunkRewriter:
+        return ChunkRewriter(
             documents=self._deps.status,
             objects=self._deps.objects,
             vector_store=self._deps.vector_store,

@@ -45,7 +45,7 @@ from rag_ingest.core.logs import logger
 from rag_ingest.core.operations import IndexedVersion, StoredObjectVersion
 from rag_ingest.core.parsed import Chunk
 from rag_ingest.core.ports import Checkpoints, DocumentReplayer, IndexAudit, ObjectVersionLister, ReconcilerDocuments
-from rag_ingest.core.record import ETAG_VERSION_PREFIX, DocumentRecord, DocumentStatus
+from rag_ingest.core.record import ETAG_VERSION_PREFIX, DocumentRecord, DocumentStamp, DocumentStatus
 from rag_ingest.core.s3_keys import (
     CHUNKS_ARTIFACT,
     EMBEDDINGS_FOLDER,
@@ -457,16 +457,8 @@ class Reconciler:
         try:
             chunks = self._checkpointed_chunks(record)
             if chunks is not None and len(chunks) == expected:
-                written = self._index.write_chunks(
-                    tenant_id=record.tenant_id,
-                    document_id=record.document_id,
-                    version=record.version,
-                    filename=record.filename,
-                    chunks=chunks,
-                    vectors=self._checkpointed_vectors(record, len(chunks)),
-                    metadata=record.metadata,
-                    created_at=record.created_at,
-                )
+                vectors = self._checkpointed_vectors(record, len(chunks))
+                written = self._index.write_chunks(DocumentStamp.of(record), chunks, vectors)
                 extra = self._index.delete_chunks(record.document_id, version_hash(record.version), from_index=expected)
                 finding.repaired = f"re-indexed {written} chunks from the checkpoints" + (
                     f", deleted {extra} beyond them" if extra else ""

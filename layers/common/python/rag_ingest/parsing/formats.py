@@ -1,24 +1,11 @@
-"""What an upload is, decided by its bytes, and reading every format into pages of blocks.
+"""What an upload is, decided by its bytes, and which reader reads it into pages of blocks.
 
-Detection (:func:`detect_format`) never looks at the name or the declared content type:
-
-- ``%PDF-`` at the start (or within the first 1024 bytes after binary junk, as Acrobat allows)
-  is a PDF;
-- an OLE2 compound file (``D0 CF 11 E0``) is a legacy binary Office file (``.doc``, ``.ppt``):
-  LEGACY_OFFICE_FORMAT;
-- a zip is an Office Open XML document when its ``[Content_Types].xml`` names a Word or
-  PowerPoint main part: DOCX or PPTX; macro-enabled parts (``.docm``, ``.pptm``) or a VBA project
-  are MACRO_ENABLED_DOCUMENT; any other zip (a spreadsheet, a template, an archive) is
-  UNSUPPORTED_TYPE;
-- other binary data (a NUL byte, an image signature) is UNSUPPORTED_TYPE;
-- text is HTML when it opens as HTML (a doctype, ``<html>``, or ``<head>``/``<body>`` early on),
-  Markdown when it has Markdown structure (ATX or setext headings, fenced code, a pipe table's
-  delimiter row), else plain text.
-
-Reading (:func:`read_structured`) turns a DOCX, PPTX, HTML, Markdown or text file into
-:class:`~rag_ingest.core.parsed.PageText` pages whose ``blocks`` state the structure: one page
-per PPTX slide (the slide number is the page number), one page for the others. Headings carry
-an anchor (the id of that section in the rendered view) and paragraphs their order.
+:func:`detect_format` never looks at the name or the declared type: ``%PDF-`` (within the first
+1024 bytes, as the PDF reader accepts it) is a PDF; an OLE2 file is LEGACY_OFFICE_FORMAT; a zip is
+DOCX or PPTX by its ``[Content_Types].xml`` (``office.ooxml``); other binary data is
+UNSUPPORTED_TYPE; text is HTML, Markdown or plain text by its start. :func:`read_structured` hands a
+DOCX, PPTX, HTML, Markdown or text file to its reader: one page per PPTX slide, one page for the
+others, headings with their anchors. The rules: docs/formats.md, "What a file is".
 """
 
 from __future__ import annotations
@@ -29,12 +16,13 @@ from collections.abc import Callable
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.parsed import DocumentFormat
 from rag_ingest.core.upload_types import max_bytes_for
-from rag_ingest.ingest.markup import read_html, read_markdown, read_text
-from rag_ingest.ingest.office import ooxml_format, read_docx, read_pptx
-from rag_ingest.ingest.structure import SNIFF_BYTES, FormatLimits, StructuredDocument, decode_text
+from rag_ingest.parsing.blocks import SNIFF_BYTES, FormatLimits, StructuredDocument, decode_text
+from rag_ingest.parsing.html_markdown import read_html, read_markdown, read_text
+from rag_ingest.parsing.office.ooxml import ooxml_format
+from rag_ingest.parsing.office.powerpoint import read_pptx
+from rag_ingest.parsing.office.word import read_docx
+from rag_ingest.parsing.pdf.extract import PDF_MAGIC, PDF_MAGIC_WINDOW_BYTES
 
-PDF_MAGIC = b"%PDF-"
-PDF_MAGIC_WINDOW_BYTES = 1024
 OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 ZIP_MAGIC = b"PK\x03\x04"
 

@@ -1,36 +1,12 @@
 """Tables in PDF pages: found in the text layer, placed into the page's text as TABLE blocks.
 
-Finding (text layer). pdfplumber's table finder, "lines" strategy: a table is a grid of ruling
-lines (drawn lines and the edges of rectangles) whose cells hold text. It runs only on pages that
-pass a cheap pre-check over pdfium's path objects (:func:`ruled_page`: ruling edges crossing into
-a grid of at least two rows of two cells, a few milliseconds a page), so a long document of prose
-pays nothing but that check. A grid is kept as a table only when it has at least two rows and two
-columns, most of its cells exist (merged cells are few) and hold a short text, and its header
-row is filled (:func:`keep_table`): framed code listings (one column), diagrams drawn with
-boxes (cells of twenty lines, most cells merged or empty) and empty forms are not tables.
-Tables with horizontal rules only (LaTeX ``booktabs``, a word processor's simple styles: a top
-rule, a rule under the header, a bottom rule, columns aligned by space) are found from those rules
-and the words between them (:mod:`rag_ingest.ingest.rule_tables`); the pre-check passes a page
-with such a rule group too (:func:`candidate_pages`). Tables with no rule at all are not found:
-text alignment alone is what two-column pages, code listings and tables of contents also show.
-
-Merged cells: a cell spanning several columns or rows is repeated in each row and column it
-covers, so every row reads whole ("Continent | Asia | Europe | Europe"); a row that is a single
-spanning cell (a section label inside the table) stays one cell.
-
-Placing. The page's text stays pypdf's (its cleanup rules, its reading order): the run of lines
-that holds the table's words (:func:`place_tables`) is replaced by the table, its rows under its
-header row (:func:`rag_ingest.ingest.structure.table_text`), with its caption ("Table 3: ...")
-as a paragraph before it when a caption line stands right above or below. A table whose words
-are not found together in the page's text is left as the text has it (never indexed twice).
-Scanned pages' tables (Textract's TABLE blocks) are placed the same way into the OCR text.
-
-Continued tables. Each text-layer table's block records its column edges (``TextBlock.columns``);
-when the pages are joined, a page's first table that goes on with the previous page's last table
-(:func:`continues_table`: the same columns at the same places, nothing but running lines between,
-a first row that repeats the header or is not a header of its own) is marked ``continues``
-(``rag_ingest.ingest.pdf.join_continued_tables``), and the chunker reads it under the first part's
-header row.
+:func:`find_page_tables` runs pdfplumber's finder ("lines" strategy, and the horizontal rules of
+:mod:`rag_ingest.parsing.pdf.rule_tables`) only on pages that pass a cheap pdfium pre-check
+(:func:`candidate_pages`), within each page's time budget, and keeps a grid only when it reads as a
+table (:func:`keep_table`). :func:`place_tables` replaces the run of lines holding a table's words
+with its rows under its header row (an OCR engine's tables are placed the same way); a table not
+found together in the text is left as the text has it. :func:`continues_table` tells whether a
+page's first table goes on with the previous page's last. The rules: docs/formats.md, "Tables in PDFs".
 """
 
 from __future__ import annotations
@@ -47,8 +23,8 @@ from typing import Any
 
 from rag_ingest.core.logs import logger
 from rag_ingest.core.parsed import BlockKind, TextBlock
-from rag_ingest.ingest.rule_tables import overlaps_any, rows_between_rules, rule_groups
-from rag_ingest.ingest.structure import TABLE_CAPTION, table_text
+from rag_ingest.parsing.blocks import TABLE_CAPTION, table_text
+from rag_ingest.parsing.pdf.rule_tables import overlaps_any, rows_between_rules, rule_groups
 
 #: A table: rows of cells, the first row its header.
 TableRows = list[list[str]]
@@ -496,6 +472,7 @@ def _nearby(lines: list[str], index: int, step: int) -> Iterator[int]:
 
 
 # -- a table continued on the next page ---------------------------------------------------------
+
 #: continues_table: two tables' column edges match when each differs by at most this share of the
 #: page's width (about 12 points on an A4 page: a ruling line's width and a column re-measured).
 COLUMN_EDGE_TOLERANCE = 0.02
@@ -511,7 +488,7 @@ CONTINUED_MARK = re.compile(r"\b(?:continued|cont\.|contd\b\.?)", re.IGNORECASE)
 
 
 def table_rows(body: str) -> TableRows:
-    """A TABLE block's text (:func:`rag_ingest.ingest.structure.table_text`) back as rows of cells."""
+    """A TABLE block's text (:func:`rag_ingest.parsing.blocks.table_text`) back as rows of cells."""
     return [line.split(" | ") for line in body.split("\n") if line.strip()]
 
 
@@ -551,7 +528,7 @@ def continues_table(
 ) -> bool | None:
     """Whether a page's first table (``next_rows``) goes on with the previous page's last table
     (``first_rows``), when nothing but running lines stand between them (the caller's check, see
-    ``rag_ingest.ingest.pdf.join_continued_tables``).
+    ``rag_ingest.parsing.pdf.cleanup.join_continued_tables``).
 
     None: another table. Otherwise the same table: True when its first row repeats the header row
     (the caller drops it), False when its first row is more of the body. The evidence: the same

@@ -1,22 +1,12 @@
-"""HTML, Markdown and plain text into blocks.
+"""HTML, Markdown and plain text read into one page of blocks.
 
-HTML (lxml's HTML parser, libxml2; no network, comments and processing instructions dropped):
-when the page has a ``<main>`` (or ``role="main"``) only that is read, else the body. What is
-not the document is dropped before reading: scripts, styles, forms, navigation (``<nav>``,
-``role="navigation"``), site headers and footers (``<header>``/``<footer>`` outside an
-``<article>``, ``role="banner"``/``"contentinfo"``), asides, dialogs, hidden elements, and cookie
-or consent banners (an id or class naming consent, or a cookie or GDPR banner, notice, bar,
-popup...; never a heading, and not a manual's section on cookies). ``<h1>``-``<h6>`` are
-headings; tables are rows of cells (the ``<thead>`` or first row their header, the
-``<caption>`` before them). libxml2 stops at 256 levels of nesting: a document deeper than that
-is DOCUMENT_TOO_COMPLEX rather than read in part.
-
-Markdown (markdown-it-py, CommonMark with tables): headings, paragraphs, list items, code
-blocks and tables as blocks. Its inline parser is slow on very long lines full of markup (a
-10 MB line took 45 s), so a line over ``max_markdown_line_chars`` is DOCUMENT_TOO_COMPLEX.
-
-Plain text: paragraphs between blank lines; headings are found as in a PDF's text
-(:func:`rag_ingest.ingest.chunking.detect_headings`).
+- HTML (lxml, libxml2; no network): the ``<main>`` when there is one, else the body, without what
+  is not the document (scripts, forms, navigation, site headers and footers, asides, hidden
+  elements, cookie banners); headings, paragraphs, and tables with their captions.
+- Markdown (markdown-it-py, CommonMark with tables); front matter is dropped, its title kept.
+- Plain text: paragraphs between blank lines, headings found as in a PDF (``headings``).
+Bounds that keep a hostile file cheap (nesting, line length, text) raise DOCUMENT_TOO_COMPLEX.
+What is dropped and why, and the bounds' figures: docs/formats.md, "The readers" and "Hostile inputs".
 """
 
 from __future__ import annotations
@@ -26,7 +16,9 @@ from typing import Any
 
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.parsed import BlockKind
-from rag_ingest.ingest.structure import FormatLimits, PageBuilder, StructuredDocument, decode_text
+from rag_ingest.parsing.blocks import FormatLimits, PageBuilder, StructuredDocument, decode_text
+from rag_ingest.parsing.headings import detect_headings
+from rag_ingest.parsing.pdf.cleanup import clean_page_text
 
 _DROPPED_TAGS = frozenset(
     {"script", "style", "noscript", "template", "nav", "aside", "form", "button", "select", "textarea", "input"}
@@ -318,9 +310,8 @@ def read_markdown(data: bytes, limits: FormatLimits) -> StructuredDocument:
     return StructuredDocument(pages=[builder.page()], title=title)
 
 
-#: Front matter (Jekyll, Hugo, MkDocs, Docusaurus...): YAML between "---" lines, or TOML between
-#: "+++" lines, at the very start. Left in, CommonMark reads YAML's closing "---" as the underline
-#: of a heading made of the whole block.
+#: Front matter (Jekyll, Hugo, MkDocs...): YAML between "---" lines or TOML between "+++" lines, at
+#: the very start; left in, CommonMark reads the closing "---" as a heading's underline.
 _FRONT_MATTER = re.compile(r"\A(?:\ufeff)?(---|\+\+\+)[ \t]*\r?\n(.*?)\r?\n(?:\1|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL)
 #: Its first line is a key: "title: ..." (YAML) or "title = ..." (TOML).
 _FRONT_MATTER_KEY = re.compile(r"[\w-]+[ \t]*[:=]")
@@ -385,9 +376,6 @@ def _markdown_table(tokens: list[Any], index: int) -> tuple[list[list[str]], int
 
 # -- text -----------------------------------------------------------------------------------------
 def read_text(data: bytes, limits: FormatLimits) -> StructuredDocument:
-    from rag_ingest.ingest.chunking import detect_headings
-    from rag_ingest.ingest.pdf import clean_page_text
-
     text = clean_page_text(decode_text(data))
     _bound_text(text, limits)
     headings = {heading.start: heading for heading in detect_headings(text)}

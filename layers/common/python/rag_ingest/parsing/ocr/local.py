@@ -1,13 +1,12 @@
-"""Offline OCR engines (the ``local`` engine of the local stack), behind ``rag_ingest.ingest.ocr.OcrEngine``.
+"""Offline OCR engines (the local stack's ``local`` engine), behind ``ocr.engine.OcrEngine``.
 
-- :class:`TesseractEngine`: Debian's ``tesseract-ocr`` 5 (LSTM, English model from
-  ``tesseract-ocr-eng``), run as a subprocess per page, its TSV output read for words, lines and
-  confidences. Installed by ``make ocr-tools`` (apt).
-- :class:`RapidOcrEngine`: ``rapidocr-onnxruntime`` (PP-OCRv4 detection + recognition as ONNX
-  models shipped in its wheel) on onnxruntime.
+- :class:`TesseractEngine`: Debian's ``tesseract-ocr`` 5 (English model from ``tesseract-ocr-eng``,
+  installed by ``make ocr-tools``), a subprocess per page; its TSV read for words, lines,
+  confidences and tables (:func:`tesseract_tables`).
+- :class:`RapidOcrEngine`: ``rapidocr-onnxruntime`` (PP-OCRv4 ONNX models shipped in its wheel).
 
-Neither downloads anything at run time. docs/ocr.md has the measurements (character error rate and
-pages per second on the generated scans) that made Tesseract the ``local`` engine.
+Neither downloads anything at run time. Why Tesseract is the ``local`` engine (character error rate
+and pages per second on the generated scans) and how its tables are found: docs/ocr.md.
 """
 
 from __future__ import annotations
@@ -23,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rag_ingest.core.errors import ConfigurationError
-from rag_ingest.ingest.ocr import OCR_DPI, OcrPageError, OcrResult, PlacedWord
-from rag_ingest.ingest.pdf_tables import keep_table
+from rag_ingest.parsing.ocr.engine import OCR_DPI, OcrPageError, OcrResult, PlacedWord
+from rag_ingest.parsing.pdf.tables import keep_table
 
 #: One page's OCR may take this long before it counts as a failed page (a 300-dpi A4 page takes ~2 s).
 TESSERACT_TIMEOUT_SECONDS = 60.0
@@ -112,16 +111,12 @@ class _Word:
     confidence: float  # 0..1
 
 
-#: Tesseract tables: a gap wider than this many word heights separates two cells of a line; a table
-#: is at least this many consecutive lines of a block, each of two cells or more, whose cells start
-#: at the left edges of at least ``MIN_OCR_COLUMNS`` columns (an edge shared by a third of the lines).
+#: Tesseract tables (docs/ocr.md, "Tables in scanned pages"): cells of a line are apart by more than
+#: this many word heights; a table is this many lines of a block whose cells start at this many columns.
 CELL_GAP_HEIGHTS = 1.5
 MIN_OCR_ROWS = 3
 MIN_OCR_COLUMNS = 3
-#: ... and Tesseract read its words with this mean confidence at least, and it passes the text layer's
-#: test of a table (rag_ingest.ingest.pdf_tables.keep_table). On the dev split's scanned pages the
-#: runs below 0.8 were dot leaders of contents pages, screenshots, glyph charts and code output read
-#: as noise (0.23-0.76); the tables, 0.80-0.95.
+#: ... read with this mean confidence at least (the dev split's scans: noise below, tables above).
 MIN_OCR_TABLE_CONFIDENCE = 0.8
 _ALNUM = re.compile(r"[^\W_]")
 _RULE = re.compile(r"[|\u00a6\[\]]+")

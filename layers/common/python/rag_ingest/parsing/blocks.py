@@ -1,5 +1,5 @@
-"""The shared parts of the structured formats' readers (rag_ingest.ingest.office, .markup):
-text decoding, the limits that bound a hostile file, and pages of blocks with their offsets."""
+"""The shared parts of the structured formats' readers (``office``, ``html_markdown``): text
+decoding, the limits that bound a hostile file, and pages of blocks with their offsets."""
 
 from __future__ import annotations
 

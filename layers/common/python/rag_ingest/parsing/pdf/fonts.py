@@ -1,17 +1,10 @@
-"""Each font of a PDF read once per document, not once per page that uses it.
+"""Each font of a PDF read once per page range, not once per page that uses it.
 
-pypdf's text extraction builds a ``Font`` from every font resource of a page, on every page
-(``PageObject._extract_text`` calls ``Font.from_font_resource``), and that parses the font's
-``/ToUnicode`` CMap and widths again each time. A document's pages share their fonts (one
-indirect object, resolved once by the reader and so the same Python object on every page), so in
-Parse that repeated work was 18 % of the worker's CPU on bench-aws's corpus (py-spy).
-
-:func:`fonts_read_once` memoises ``Font.from_font_resource`` on the font dictionary's identity
-for the time of one document's extraction. A ``Font`` is not changed by extraction (only its
-``space_width`` is set, to the same value each page), so a shared one reads every page as a new one
-would; tests/unit/test_pdf_fonts.py checks the text is the same on real PDFs. Outside the context
-(another thread, another library's call) pypdf runs unchanged. If pypdf's ``Font`` moves, nothing
-is cached and extraction is only slower: the pin in requirements.txt and the test catch it.
+:func:`fonts_read_once` memoises pypdf's ``Font.from_font_resource`` on the font dictionary's
+identity for the time of one extraction (a context variable: another thread, or a call outside the
+context, runs pypdf unchanged). Extraction gives the same text; tests/unit/test_pdf_fonts.py checks
+it on real PDFs. If pypdf's ``Font`` moves, nothing is cached and extraction is only slower. Why
+and how much it saves: docs/pdf.md, "Fonts read once".
 """
 
 from __future__ import annotations

@@ -1,29 +1,12 @@
-"""Tables with horizontal rules only: a header and a body between rules, columns aligned by space.
+"""Tables with horizontal rules only (LaTeX's ``booktabs``, word processors' simple styles).
 
-LaTeX's ``booktabs`` (``\\toprule``, ``\\midrule``, ``\\bottomrule``) and word processors' "simple"
-table styles draw a table this way: no vertical rule, no cell borders, so the grid finder of
-:mod:`rag_ingest.ingest.pdf_tables` sees no grid. Alignment alone is no evidence (two-column
-pages, contents pages and code align too), so the rules are required:
-
-- **A rule group** (:func:`rule_groups`): at least three horizontal rules of the same extent
-  (within ``TOLERANCE``), at least ``MIN_RULE_WIDTH`` wide, stacked, with no vertical ruling edge
-  between the first and the last (a box, a UML class or a ruled grid is not one) and the first two
-  at most ``MAX_HEADER_HEIGHT`` apart (a header of up to four lines). Segments that touch at the same
-  height are one rule (a rule drawn column by column), and so are the two sides of a thin
-  rectangle (how TeX draws a rule).
-- **Columns** (:func:`rows_between_rules`): the body's gutters, x-ranges no word of the body covers,
-  at least ``max(MIN_GUTTER, GUTTER_OF_HEIGHT * the median word height)`` wide (a word space is a
-  third of the height; LaTeX puts 12 pt between columns). A body of one column is no table.
-- **Rows**: each line of the body is a row, its words in the column their middle falls in; the
-  header's lines (between the first two rules) are joined column by column into the header row.
-  A cell that wraps over lines (:func:`body_rows`) is told by space: where rows are set apart by
-  more space than the lines of one row (cell padding, a word processor's or a class's spacing), a
-  line close under the one before that fills fewer cells than its row's first line continues that
-  row, cell by cell. Where every line is as close as the next (LaTeX's plain ``tabular``), space
-  cannot tell a wrapped cell from a row with an empty cell, and each line stays a row.
-
-What this finds is then judged as every table is (``pdf_tables.keep_table``). Positions are in a
-top-down page space (pdfplumber's; the pdfium pre-check converts its bottom-up one).
+No vertical rule, no cell borders, so pdfplumber's grid finder sees none. :func:`rule_groups`
+finds three or more horizontal rules of one extent with no vertical edge between them;
+:func:`rows_between_rules` cuts the words between them into columns at the body's gutters and rows
+at its lines (a cell wrapped over lines joined by spacing, :func:`body_rows`), the header's lines
+joined column by column. Alignment alone is no evidence, so the rules are required; what this finds
+is judged as every table is (``tables.keep_table``). Positions are in a top-down page space
+(pdfplumber's; the pdfium pre-check converts its bottom-up one). Rules: docs/formats.md, "Tables in PDFs".
 """
 
 from __future__ import annotations

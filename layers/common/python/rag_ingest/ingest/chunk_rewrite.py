@@ -1,53 +1,30 @@
-"""A document's chunks rewritten with its record's current fields, from the Index stage's own inputs.
+"""A READY document's chunks rewritten with its record's current fields (a PATCH, a late sidecar).
 
-``PATCH /documents/{id}`` changes a document's metadata on its record; its chunks in OpenSearch carry
-a copy. They cannot be updated in place with a partial update or ``_update_by_query``: the chunk index
-keeps ``embedding`` out of ``_source`` (rag_ingest.adapters.vector_store), so a reindexed source would
-lose its vector. Instead the current version's chunk documents are written again, whole, from what
-the Index stage wrote them from: the chunks artifact and the Embed checkpoints in S3 (the current
-version's artifacts never expire: only noncurrent object versions do, infra/constructs/storage.py),
-through the same ``write_chunks`` and :func:`chunk_fields`, so every field Index writes from the
-record is written the same way. Nothing is parsed or embedded again.
-
-Races (docs/api.md, "Changing a document"): each rewrite re-reads the record after its write and
-writes again while the record's revision moved on (a concurrent PATCH), so the last write carries the
-newest metadata; a rewrite that finds a newer version or a delete took over withdraws what it wrote
-(the newer version's Index reads the patched record itself; Finalize sweeps older versions).
+The chunk index keeps ``embedding`` out of ``_source``, so a partial update would lose the vector:
+the current version's chunks are written again, whole, from the Index stage's own inputs (the
+chunks artifact and the Embed checkpoints, kept while the version is current), stamped with the
+same :class:`~rag_ingest.core.record.DocumentStamp` as Index. Nothing is parsed or embedded again.
+Each rewrite reads the record again and writes again while a PATCH moved its revision on (at most
+``MAX_REWRITES``); one that finds a newer version or a delete took over withdraws what it wrote.
+Races and storage: docs/api.md, "Changing a document".
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from rag_ingest.core.errors import IndexArtifactsMissingError
 from rag_ingest.core.logs import logger
 from rag_ingest.core.parsed import Chunk
 from rag_ingest.core.ports import ArtifactReader, ChunkIndex, DocumentReader
-from rag_ingest.core.record import DocumentRecord, DocumentStatus
+from rag_ingest.core.record import DocumentRecord, DocumentStamp, DocumentStatus
 from rag_ingest.core.s3_keys import CHUNKS_ARTIFACT, EMBEDDINGS_FOLDER, artifact_key, embedding_batch_key
 
 #: Rewrites per refresh at most: each further one follows a PATCH that landed during the last.
 MAX_REWRITES = 3
 
 
-def chunk_fields(record: DocumentRecord | None) -> dict[str, Any]:
-    """What every chunk of a document carries from its record (``ChunkIndex.write_chunks``'s keyword
-    arguments besides the chunks themselves): the one place the Index stage and a PATCH's rewrite
-    both take them from."""
-    if record is None:
-        return {"filename": None, "metadata": None, "created_at": None, "access": None, "uploaded_by": None}
-    return {
-        "filename": record.filename,
-        "metadata": record.metadata,
-        "created_at": record.created_at,
-        # Who reads the document (rag_ingest.core.access): a PATCH of access rewrites it like metadata.
-        "access": record.access,
-        "uploaded_by": record.uploaded_by,
-    }
-
-
-class ChunkRefresher:
+class ChunkRewriter:
     """``rag_ingest.core.ports.ChunkFieldsRefresher`` over the artifacts bucket and the chunk index."""
 
     def __init__(
@@ -91,12 +68,7 @@ class ChunkRefresher:
         chunks_key, batch_keys = self._batches(record)
         chunks = [Chunk.model_validate(item) for item in self._objects.get_json(self._bucket, chunks_key)]
         return self._vector_store().write_chunks(
-            tenant_id=record.tenant_id,
-            document_id=record.document_id,
-            version=record.version,
-            chunks=chunks,
-            vectors=self._vectors(batch_keys, len(chunks)),
-            **chunk_fields(record),
+            DocumentStamp.of(record), chunks, self._vectors(batch_keys, len(chunks))
         )
 
     def _batches(self, record: DocumentRecord) -> tuple[str, list[str]]:

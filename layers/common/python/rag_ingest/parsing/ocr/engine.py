@@ -1,21 +1,12 @@
-"""OCR of pages without a text layer: the engine port, page rasterising, and the engines' choice.
+"""The OCR port: what Parse hands an engine (a PDF page rasterised to PNG) and what comes back.
 
-A page *needs OCR* when its text layer yields (almost) no text but its content stream draws an
-image (``pdf.parse_pdf`` decides, page by page: a mixed document OCRs only those pages). Such a
-page is rasterised with pdfium (``pypdfium2``, which ships its own binary) at ``OCR_DPI`` and the
-image (PNG) is handed to an :class:`OcrEngine`:
-
-- ``local``: an offline engine on this machine (``rag_ingest.ingest.ocr_local``, Tesseract 5 through its
-  command line; docs/ocr.md has the measurements that chose it);
-- ``textract``: Amazon Textract's synchronous ``DetectDocumentText``, one call per page image
-  (``rag_ingest.adapters.textract``; docs/ocr.md compares it with the asynchronous API).
-
-The engine is chosen by the ``OCR_ENGINE`` environment variable (``rag_ingest.core.config.StagesEnv``),
-validated at cold start. Engines raise ``OcrPageError`` for a page they cannot read (an image the
-service rejects): that page is a failed page, not a failed document. An engine that cannot work
-at all where it runs (Textract in a region that does not offer it) raises ``OcrUnavailableError``,
-an ``OcrPageError`` for every page, decided at cold start without a network call. Throttling and
-other retryable service errors are ``TransientError`` (the stage is retried).
+:func:`render_page_png` rasterises a page that needs OCR with pdfium, upright, at ``OCR_DPI``; an
+:class:`OcrEngine` returns an :class:`OcrResult` (text, confidence, words with their rectangles,
+tables) or raises ``OcrPageError`` for a page it cannot read (a failed page), ``OcrUnavailableError``
+when it cannot work where it runs (decided at cold start, with no network call), ``TransientError``
+when throttled (the stage is retried). :class:`PageOcr` is how Parse uses one (engine, page cap,
+resolution). Engines: ``ocr.local`` offline, ``rag_ingest.adapters.textract`` in AWS, chosen by
+``OCR_ENGINE``. Which pages, and the failures: docs/ocr.md.
 """
 
 from __future__ import annotations
@@ -50,7 +41,7 @@ class OcrResult:
     text: str
     confidence: float
     #: The words read, with their rectangles on the image (fractions, origin top-left), when the
-    #: engine gives them: the page's layout, for the passages' rectangles (rag_ingest.ingest.geometry).
+    #: engine gives them: the page's layout, for the passages' rectangles (rag_ingest.parsing.pdf.layout).
     words: tuple[PlacedWord, ...] = ()
     #: Tables the engine found (Textract's TABLES): rows of cells, the header row first, each
     #: table's words also in ``text`` (parse places them there, as for the text layer's tables).
