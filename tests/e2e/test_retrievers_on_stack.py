@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rag_ingest.integrations import langchain as lc
-from rag_ingest.integrations import llamaindex as li
-from rag_ingest.integrations.client import RagIngestApiError
+from rag_ingest_client.retrievers import langchain as lc
+from rag_ingest_client.retrievers import llamaindex as li
+from rag_ingest_client.retrievers.passages import RagIngestApiError
 
 from local.client import OfflineClient
 from tests.e2e.test_metadata_search import upload_with_metadata

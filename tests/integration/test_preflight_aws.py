@@ -19,8 +19,8 @@ import pytest
 from botocore.stub import Stubber
 from rag_ingest.adapters import account_preflight
 from rag_ingest.adapters.account_preflight import AccountProbe, ProbeDenied
-from rag_ingest.cli import main
-from rag_ingest.cli.preflight import (
+from rag_ingest_client.cli import main
+from rag_ingest_client.operator.preflight import (
     Context,
     PreflightSettings,
     check_api_gateway_role,

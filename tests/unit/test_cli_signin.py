@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rag_ingest.cli.signin import (
+from rag_ingest_client.cli.signin import (
     CognitoClient,
     CognitoSignIn,
     TokenCache,
@@ -29,7 +29,7 @@ from rag_ingest.cli.signin import (
     pkce_verifier,
     unverified_claims,
 )
-from rag_ingest.cli.transport import CliError
+from rag_ingest_client.cli.transport import CliError
 
 from tests.support.aws import free_port
 

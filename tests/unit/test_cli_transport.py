@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rag_ingest.cli.transport import (
+from rag_ingest_client.cli.transport import (
     HttpError,
     MultipartBody,
     NetworkError,

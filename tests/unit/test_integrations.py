@@ -21,10 +21,10 @@ import pytest
 from langchain_core.documents import Document
 from llama_index.core.schema import MetadataMode, NodeWithScore
 from rag_ingest.core.parsed import PassageBox
-from rag_ingest.integrations import langchain as lc
-from rag_ingest.integrations import llamaindex as li
-from rag_ingest.integrations.client import MODES, RagIngestApiError, RagIngestError, SearchClient, error_of
 from rag_ingest.retrieval.search import PassageView, SearchMode, SearchResponse
+from rag_ingest_client.retrievers import langchain as lc
+from rag_ingest_client.retrievers import llamaindex as li
+from rag_ingest_client.retrievers.passages import MODES, RagIngestApiError, RagIngestError, SearchClient, error_of
 
 pytestmark = pytest.mark.unit
 

@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 from rag_ingest.adapters.account_preflight import CallerIdentity, FoundationModel, ModelAvailability, ProbeDenied, Quota
-from rag_ingest.cli import build_parser, main
-from rag_ingest.cli.commands import Console
-from rag_ingest.cli.preflight import (
+from rag_ingest_client.cli import build_parser, main
+from rag_ingest_client.cli.console import Console
+from rag_ingest_client.cli.transport import CliError
+from rag_ingest_client.operator.preflight import (
     CHECKS,
     DEFAULT_QUALIFIER,
     RESERVED_IN_DOMAIN_PREFIX,
@@ -45,7 +46,6 @@ from rag_ingest.cli.preflight import (
     textract_quota_matcher,
     user_pool_domain_prefix,
 )
-from rag_ingest.cli.transport import CliError
 
 pytestmark = pytest.mark.unit
 
@@ -582,7 +582,7 @@ def test_the_layer_package_never_imports_infra() -> None:
 
 
 def test_boto3_stays_in_the_adapter() -> None:
-    tree = ast.parse((PACKAGE / "cli" / "preflight.py").read_text())
+    tree = ast.parse((ROOT / "client" / "rag_ingest_client" / "operator" / "preflight.py").read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module} | {
         a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
     }

@@ -19,7 +19,15 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode
 
-from .client import MODES, Passage, RagIngestApiError, RagIngestError, SearchClient, TokenProvider, search_body
+from rag_ingest_client.retrievers.passages import (
+    MODES,
+    Passage,
+    RagIngestApiError,
+    RagIngestError,
+    SearchClient,
+    TokenProvider,
+    search_body,
+)
 
 __all__ = ["RagIngestApiError", "RagIngestError", "RagIngestRetriever", "to_node"]
 

@@ -16,11 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rag_ingest.cli.api import TERMINAL, ApiClient, Target
-from rag_ingest.cli.commands import Console, refusal
-from rag_ingest.cli.messages import sentence
-from rag_ingest.cli.signin import TokenSource
-from rag_ingest.cli.transport import CliError, MultipartBody, post_multipart
+from rag_ingest_client.cli.api import TERMINAL, ApiClient
+from rag_ingest_client.cli.console import Console
+from rag_ingest_client.cli.signin import TokenSource
+from rag_ingest_client.cli.targets import Target
+from rag_ingest_client.cli.transport import CliError, MultipartBody, post_multipart
+from rag_ingest_client.cli.upload import refusal
+from rag_ingest_client.sentences import sentence
 
 DEFAULT_SAMPLE = Path("samples/lighthouses.pdf")
 DEFAULT_QUERY = "lighthouse keepers"
@@ -134,36 +136,6 @@ def smoke(console: Console, options: SmokeOptions, *, sign_in: Callable[[SmokeRu
         return 1
     console.print(f"smoke test passed in {time.monotonic() - started:.1f} s")
     return 0
-
-
-def deployed_sign_in(
-    stack_name: str, region: str | None, *, username: str, tenant_id: str, email: str | None
-) -> Callable[[SmokeRun], Target]:
-    """The steps that find the stack and sign the smoke user in with Cognito's admin API."""
-
-    def sign_in(run: SmokeRun) -> Target:
-        # Imported here: boto3 is only needed by the commands that talk to AWS itself.
-        from rag_ingest.adapters.stack_resources import stack_outputs
-        from rag_ingest.adapters.user_pool import UserPoolAdmin, strong_password
-
-        with run.step("stack outputs") as info:
-            outputs, region_name = stack_outputs(stack_name, region)
-            missing = [k for k in ("ApiUrl", "UserPoolId", "UserPoolClientId") if not outputs.get(k)]
-            if missing:
-                raise CliError(f"stack {stack_name} has no output {', '.join(missing)}")
-            info["detail"] = outputs["ApiUrl"]
-        admin = UserPoolAdmin.connect(outputs["UserPoolId"], outputs["UserPoolClientId"], region_name)
-        password = strong_password()
-        with run.step("test user") as info:
-            created = admin.ensure_user(username, email or f"{username}@example.com", tenant_id)
-            admin.set_permanent_password(username, password)
-            info["detail"] = f"{'created' if created else 'reused'} {username} (tenant {tenant_id})"
-        with run.step("sign in") as info:
-            token = admin.id_token(username, password)
-            info["detail"] = "ID token (ADMIN_USER_PASSWORD_AUTH)"
-        return Target(f"stack {stack_name}", outputs["ApiUrl"].rstrip("/"), StaticToken(token), "rag-ingest smoke")
-
-    return sign_in
 
 
 def local_sign_in(make_target: Callable[[], Target]) -> Callable[[SmokeRun], Target]:

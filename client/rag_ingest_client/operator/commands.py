@@ -1,4 +1,5 @@
-"""The operator commands: ``rag-ingest [--local | --stack NAME] redrive|replay|reap|reconcile ...``.
+"""The operator commands' runs: ``rag-ingest [--local | --stack NAME] redrive|replay|reap|reconcile``
+(their arguments: ``rag_ingest_client.cli.operator_args``).
 
 ``redrive``, ``replay`` and ``reap`` run the same code as the Redrive and Reaper functions, from an
 operator's machine, against the local stack (``.local/runtime/outputs.json``, the default) or, with
@@ -15,13 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
-
 from rag_ingest.adapters.events import EventPublisher
 from rag_ingest.adapters.stack_resources import (
     StackResources,
@@ -38,22 +37,15 @@ from rag_ingest.operations.redrive import RedriveRequest
 from rag_ingest.operations.replay import ReplayReport, ReplayRequest
 from rag_ingest.wiring import reaper_for, recovery_for
 
+from rag_ingest_client.cli.console import Console
+from rag_ingest_client.operator.preflight import read_settings, report, run_checks
+
 # The deployed reaper's defaults; flags override them.
 DEFAULT_REAPER = ReaperSettings(
     stuck_after_seconds=REAPER_STUCK_AFTER_MINUTES * 60,
     max_redrives=REAPER_MAX_REDRIVES,
     max_documents=REAPER_MAX_DOCUMENTS_PER_RUN,
 )
-_DURATION = re.compile(r"^(\d+)([smhd]?)$")
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def duration(text: str) -> int:
-    """``90``, ``90s``, ``15m``, ``2h``, ``3d`` → seconds."""
-    match = _DURATION.fullmatch(text.strip())
-    if not match:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90s, 15m, 2h, 3d)")
-    return int(match.group(1)) * _UNITS[match.group(2)]
 
 
 def error_code(text: str) -> ErrorCode:
@@ -76,61 +68,14 @@ class EventsOnlyTelemetry(NoTelemetry):
         self._events.publish("DocumentFailed", detail)
 
 
-OPERATOR_COMMANDS = ("redrive", "replay", "reap", "reconcile")
 # Longer than the Reconciler function's timeout (infra/config.py: 900 s, Lambda's maximum).
 RECONCILE_READ_TIMEOUT_SECONDS = 910
 
 
-def add_operator_commands(commands: Any, common: argparse.ArgumentParser) -> None:
-    """``redrive``, ``replay`` and ``reap`` under the ``rag-ingest`` command (``commands`` is its subparsers)."""
-    redrive = commands.add_parser(
-        "redrive", parents=[common], help="operator: move dead-lettered upload events back to the ingest queue"
-    )
-    redrive.add_argument("--dry-run", action="store_true", help="list what would move, move nothing")
-    redrive.add_argument("--max-messages", type=int, default=100)
-    redrive.add_argument("--document-id", help="only messages about this document")
-    redrive.add_argument(
-        "--error-code", type=error_code, action="append", dest="error_codes", help="only documents failed with it"
-    )
-    redrive.add_argument("--older-than", type=duration, help="only messages sent at least this long ago")
-    redrive.add_argument("--newer-than", type=duration, help="only messages sent at most this long ago")
-    redrive.add_argument("--include-unparseable", action="store_true", help="move messages intake cannot parse")
-
-    replay = commands.add_parser(
-        "replay", parents=[common], help="operator: re-run FAILED documents from their first unfinished stage"
-    )
-    replay.add_argument("--dry-run", action="store_true", help="list what would be replayed, change nothing")
-    replay.add_argument("--document-id", action="append", dest="document_ids", default=[], help="repeatable")
-    replay.add_argument(
-        "--error-code",
-        type=error_code,
-        action="append",
-        dest="error_codes",
-        help="repeatable; default without --document-id: the system codes "
-        "(INTERNAL_ERROR, TRANSIENT_RETRIES_EXHAUSTED, EMBEDDING_CAPACITY, TIMEOUT, STUCK)",
-    )
-    replay.add_argument("--older-than", type=duration, help="only documents failed at least this long ago")
-    replay.add_argument("--newer-than", type=duration, help="only documents failed at most this long ago")
-    replay.add_argument("--max-documents", type=int, default=100)
-
-    reap = commands.add_parser("reap", parents=[common], help="operator: run the stuck-document reaper once")
-    reap.add_argument("--dry-run", action="store_true", help="report what it would do, change nothing")
-    reap.add_argument("--stuck-after", type=duration, help=f"default {REAPER_STUCK_AFTER_MINUTES}m")
-    reap.add_argument("--max-redrives", type=int)
-    reap.add_argument("--max-documents", type=int)
-
-    reconcile = commands.add_parser(
-        "reconcile",
-        parents=[common],
-        help="operator: compare the documents table, the uploaded files and the index (--tenant T: one tenant)",
-    )
-    reconcile.add_argument("--repair", action="store_true", help="fix what is safe (default: report only)")
-    reconcile.add_argument(
-        "--grace", type=duration, help="objects younger than this may still be on their way through intake (15m)"
-    )
-
-
 def request_for(args: argparse.Namespace) -> RedriveRequest | ReplayRequest | ReapRequest:
+    """The request of an operator command's arguments; an unknown error code is an ``ArgumentTypeError``."""
+    if args.command in ("redrive", "replay") and args.error_codes:
+        args.error_codes = [error_code(text) for text in args.error_codes]
     if args.command == "redrive":
         return RedriveRequest(
             dry_run=args.dry_run,
@@ -215,7 +160,7 @@ def print_reconcile(report: ReconcileReport, *, as_json: bool) -> int:
     return 1 if unresolved else 0
 
 
-def run_operator(
+def run_operator_command(
     args: argparse.Namespace, parser: argparse.ArgumentParser, *, stack_name: str | None, outputs: Path
 ) -> int:
     """The operator command of ``args`` against the deployed stack ``stack_name`` (None: the local stack)."""
@@ -223,6 +168,8 @@ def run_operator(
         return run_reconcile(args, parser, stack_name=stack_name, outputs=outputs)
     try:
         request = request_for(args)
+    except argparse.ArgumentTypeError as exc:
+        parser.error(str(exc))
     except ValidationError as exc:
         parser.error("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
     try:
@@ -249,3 +196,11 @@ def run_reconcile(
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return print_reconcile(report, as_json=bool(getattr(args, "json", False)))
+
+
+def run_preflight_command(console: Console, cdk_json: Path, *, stack_name: str | None, region: str | None) -> int:
+    """``rag-ingest preflight``: every check against the account of the usual AWS chain, printed."""
+    from rag_ingest.adapters import account_preflight
+
+    settings = read_settings(cdk_json, stack_name=stack_name)
+    return report(console, run_checks(account_preflight.AccountProbe(region), settings))

@@ -18,7 +18,14 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
-from .client import Passage, RagIngestApiError, RagIngestError, SearchClient, TokenProvider, search_body
+from rag_ingest_client.retrievers.passages import (
+    Passage,
+    RagIngestApiError,
+    RagIngestError,
+    SearchClient,
+    TokenProvider,
+    search_body,
+)
 
 __all__ = ["RagIngestApiError", "RagIngestError", "RagIngestRetriever", "to_document"]
 

@@ -27,8 +27,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
-from rag_ingest.cli.transport import CliError, HttpError, config_home, request_json
-from rag_ingest.core.access import groups_of
+from rag_ingest_client.cli.transport import CliError, HttpError, config_home, request_json
 
 REDIRECT_PORT = 8765
 REDIRECT_PATH = "/callback"
@@ -129,8 +128,15 @@ def token_entry(answer: dict[str, Any], previous_refresh_token: str | None = Non
         "expires_at": float(expires_at),
         "username": claims.get("cognito:username") or claims.get("email") or claims.get("sub"),
         "tenant_id": claims.get("custom:tenant_id"),
-        "groups": sorted(groups_of(claims.get("cognito:groups"))),
+        "groups": token_groups(claims),
     }
+
+
+def token_groups(claims: dict[str, Any]) -> list[str]:
+    """The token's ``cognito:groups``: a JSON array in Cognito's and the local issuer's ID tokens."""
+    value = claims.get("cognito:groups")
+    names = value if isinstance(value, list) else [value] if isinstance(value, str) else []
+    return sorted({name.strip() for name in names if isinstance(name, str) and name.strip()})
 
 
 # ---------------------------------------------------------------- token sources
