@@ -70,3 +70,18 @@ def test_the_venv_holds_every_pinned_version() -> None:
     wanted.update(client)
     installed = {name: metadata.version(name) for name in wanted}
     assert installed == wanted
+
+
+def test_the_root_project_declares_the_layers_pins_and_boto3() -> None:
+    """`pip install .` gives the domain package what it imports: the Lambda layer's pins (the layer's
+    source stays layers/common/requirements.txt) and boto3, which Lambda provides; the versions are
+    requirements.txt's, which make install installs."""
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    layer = [
+        line.strip()
+        for line in (REPO / "layers" / "common" / "requirements.txt").read_text().splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
+    assert declared == [*layer, f"boto3=={pins(REPO / 'requirements.txt')['boto3']}"]
+    runtime = pins(REPO / "requirements.txt")
+    assert all(runtime[name] == version for name, version in _pinned(declared).items()), _pinned(declared)
