@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rag_ingest_client.http import ApiError
 from rag_ingest_client.retrievers import langchain as lc
 from rag_ingest_client.retrievers import llamaindex as li
-from rag_ingest_client.retrievers.passages import RagIngestApiError
 
 from local.client import OfflineClient
 from tests.e2e.test_metadata_search import upload_with_metadata
@@ -170,7 +170,7 @@ def test_a_bad_filter_raises_the_typed_error_with_its_json_path(
         lambda: asyncio.run(llamaindex(client, filter=BAD_FILTER).aretrieve(QUERY)),
     ]
     for call in calls:
-        with pytest.raises(RagIngestApiError) as raised:
+        with pytest.raises(ApiError) as raised:
             call()
         assert (raised.value.status, raised.value.code) == (400, "INVALID_REQUEST")
         assert raised.value.message.startswith("filter.orAll: "), raised.value.message
@@ -179,10 +179,10 @@ def test_a_bad_filter_raises_the_typed_error_with_its_json_path(
 def test_a_token_the_api_refuses_raises_instead_of_returning_nothing(
     client: OfflineClient, documents: dict[str, str]
 ) -> None:
-    with pytest.raises(RagIngestApiError) as raised:
+    with pytest.raises(ApiError) as raised:
         lc.RagIngestRetriever(api_url=client.api_url, token="not-a-token").invoke(QUERY)
     assert raised.value.status == 401
-    with pytest.raises(RagIngestApiError) as raised:
+    with pytest.raises(ApiError) as raised:
         li.RagIngestRetriever(client.api_url, "not-a-token", k=1).retrieve(QUERY)
     assert raised.value.status == 401
 

@@ -18,8 +18,8 @@ from rag_ingest.adapters.stack_resources import StackResourcesError, stack_outpu
 from rag_ingest.adapters.user_pool import UserPoolAdmin, UserPoolError, strong_password
 from rag_ingest_client.cli import main
 from rag_ingest_client.cli.console import Console
-from rag_ingest_client.cli.signin import unverified_claims
 from rag_ingest_client.cli.smoke import SmokeRun, StaticToken, StepFailed
+from rag_ingest_client.cli.tokens import unverified_claims
 from rag_ingest_client.operator.smoke_sign_in import deployed_sign_in
 
 from tests.support.aws import moto_server

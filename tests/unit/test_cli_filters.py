@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from rag_ingest_client.cli import build_parser
+from rag_ingest_client.cli.errors import CliError
 from rag_ingest_client.cli.filters import build_filter, parse_meta, typed_value
-from rag_ingest_client.cli.transport import CliError
 
 pytestmark = pytest.mark.unit
 

@@ -22,9 +22,10 @@ from langchain_core.documents import Document
 from llama_index.core.schema import MetadataMode, NodeWithScore
 from rag_ingest.core.parsed import PassageBox
 from rag_ingest.retrieval.search import PassageView, SearchMode, SearchResponse
+from rag_ingest_client.http import ApiError, RagIngestError, api_error
 from rag_ingest_client.retrievers import langchain as lc
 from rag_ingest_client.retrievers import llamaindex as li
-from rag_ingest_client.retrievers.passages import MODES, RagIngestApiError, RagIngestError, SearchClient, error_of
+from rag_ingest_client.retrievers.passages import MODES, SearchClient
 
 pytestmark = pytest.mark.unit
 
@@ -186,14 +187,14 @@ BAD_FILTER = {"error": {"code": "INVALID_REQUEST", "message": "filter.orAll: at 
 
 def test_a_refusal_raises_the_api_code_and_message_from_both(api: Api) -> None:
     api.answers = [(400, BAD_FILTER)]
-    with pytest.raises(RagIngestApiError) as raised:
+    with pytest.raises(ApiError) as raised:
         lc.RagIngestRetriever(api_url=api.url, token="t").invoke("x")
     assert (raised.value.status, raised.value.code) == (400, "INVALID_REQUEST")
     assert raised.value.message == "filter.orAll: at least 2 filters"
     assert str(raised.value) == "400 INVALID_REQUEST: filter.orAll: at least 2 filters"
-    with pytest.raises(RagIngestApiError, match=r"^400 INVALID_REQUEST: filter\.orAll: "):
+    with pytest.raises(ApiError, match=r"^400 INVALID_REQUEST: filter\.orAll: "):
         li.RagIngestRetriever(api.url, "t").retrieve("x")
-    with pytest.raises(RagIngestApiError, match="INVALID_REQUEST"):
+    with pytest.raises(ApiError, match="INVALID_REQUEST"):
         asyncio.run(li.RagIngestRetriever(api.url, "t").aretrieve("x"))
 
 
@@ -204,7 +205,7 @@ def test_a_401_asks_a_token_function_once_more_but_not_a_fixed_token(api: Api) -
     assert len(SearchClient(api.url, lambda: next(tokens)).search({"query": "x"})) == 2
     assert [request["authorization"] for request in api.requests] == ["Bearer expired", "Bearer renewed"]
     api.answers = [unauthorized]
-    with pytest.raises(RagIngestApiError) as raised:
+    with pytest.raises(ApiError) as raised:
         SearchClient(api.url, "expired").search({"query": "x"})
     assert (raised.value.status, raised.value.code, raised.value.message) == (401, "", "Unauthorized")
 
@@ -243,7 +244,7 @@ def test_a_mode_the_api_does_not_name_is_refused_before_any_call() -> None:
     ],
 )
 def test_error_bodies(status: int, raw: bytes, code: str, message: str) -> None:
-    error = error_of(status, raw)
+    error = api_error(status, raw, "http://api/search")
     assert (error.status, error.code, error.message) == (status, code, message)
 
 

@@ -16,7 +16,7 @@ import pytest
 from rag_ingest.adapters.account_preflight import CallerIdentity, FoundationModel, ModelAvailability, ProbeDenied, Quota
 from rag_ingest_client.cli import build_parser, main
 from rag_ingest_client.cli.console import Console
-from rag_ingest_client.cli.transport import CliError
+from rag_ingest_client.cli.errors import CliError
 from rag_ingest_client.operator.preflight import (
     CHECKS,
     DEFAULT_QUALIFIER,

@@ -1,15 +1,15 @@
 """The HTTP API as the CLI calls it: one method per route (routes and bodies: ``GET /openapi.json``),
-with one silent token renewal after a 401 and errors turned into one-line messages."""
+the token renewed once after a 401 (``rag_ingest_client.http.BearerAuth``), refusals explained in one line."""
 
 from __future__ import annotations
 
 import json
 import urllib.parse
-from dataclasses import dataclass
 from typing import Any
 
-from rag_ingest_client.cli.targets import Target, TargetError
-from rag_ingest_client.cli.transport import CliError, HttpError, NetworkError, request_json
+from rag_ingest_client.cli.errors import CliError, TargetError
+from rag_ingest_client.cli.targets import Target
+from rag_ingest_client.http import ApiError, ApiSession, RagIngestError, Unreachable
 
 #: The statuses a document does not leave by itself.
 TERMINAL = frozenset({"READY", "FAILED", "DELETED", "EXPIRED"})
@@ -17,28 +17,29 @@ TERMINAL = frozenset({"READY", "FAILED", "DELETED", "EXPIRED"})
 POLL_SECONDS = 0.5
 
 
-@dataclass
 class ApiClient:
-    target: Target
+    """The routes of the API as ``target``'s caller, over one connection pool."""
 
-    def call(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> Any:
-        url = f"{self.target.api_url}{path}"
-        for attempt in (1, 2):
-            try:
-                sent = {**self.target.tokens.headers(), **(headers or {})}
-                _, answer = request_json(method, url, body=body, headers=sent)
-                return answer
-            except HttpError as exc:
-                if exc.status == 401 and attempt == 1:
-                    # An expired or rotated token (the local issuer's key is new at each start): once more, fresh.
-                    self.target.tokens.invalidate()
-                    continue
-                raise self._explain(exc) from None
-            except NetworkError as exc:
-                raise TargetError(self.target.describe_network_error(exc)) from None
-        raise AssertionError("unreachable")
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.session = ApiSession(target.api_url, target.tokens)
 
-    def _explain(self, exc: HttpError) -> CliError:
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> Any:
+        try:
+            return self.session.call(method, path, json=body, headers=headers, params=params)
+        except ApiError as exc:
+            raise self._explain(exc) from None
+        except Unreachable as exc:
+            raise TargetError(self.target.describe_network_error(exc)) from None
+
+    def _explain(self, exc: ApiError) -> RagIngestError:
         if exc.status == 401:
             return TargetError(
                 f"401 Unauthorized: {self.target.label} refused the token; sign in with `{self.target.login_hint}`"
@@ -72,8 +73,7 @@ class ApiClient:
         params: dict[str, Any] = {"limit": limit, **({"cursor": cursor} if cursor else {})}
         if where is not None:
             params["filter"] = json.dumps(where, separators=(",", ":"))
-        query = urllib.parse.urlencode(params)
-        return dict(self.call("GET", f"/documents?{query}"))
+        return dict(self.call("GET", "/documents", params=params))
 
     def update_metadata(self, document_id: str, metadata: dict[str, Any], *, revision: int) -> dict[str, Any]:
         """PATCH the document's metadata, only if it is still at ``revision`` (412 otherwise)."""

@@ -11,12 +11,13 @@ from typing import Any
 
 from rag_ingest_client.cli.api import POLL_SECONDS, TERMINAL, ApiClient
 from rag_ingest_client.cli.console import Console
+from rag_ingest_client.cli.errors import CliError
 from rag_ingest_client.cli.filters import build_filter, parse_meta
 from rag_ingest_client.cli.progress import status_text
 from rag_ingest_client.cli.signin import CognitoSignIn, LocalSignIn
 from rag_ingest_client.cli.targets import Target
-from rag_ingest_client.cli.transport import CliError, HttpError
 from rag_ingest_client.cli.upload import upload, upload_access
+from rag_ingest_client.http import ApiError
 from rag_ingest_client.sentences import sentence
 
 
@@ -173,7 +174,7 @@ def _snippet(text: str, limit: int = 240) -> str:
 def retry(api: ApiClient, console: Console, document_id: str, *, wait: bool, timeout_seconds: float) -> int:
     try:
         document = api.retry(document_id)
-    except HttpError as exc:
+    except ApiError as exc:
         if exc.status == 409:
             raise CliError(f"{document_id} cannot be retried: {exc.message}") from None
         raise
@@ -227,7 +228,7 @@ def change_metadata(
             wanted = {}
         try:
             updated = api.update_metadata(document_id, wanted, revision=int(document.get("revision") or 1))
-        except HttpError as exc:
+        except ApiError as exc:
             if exc.status in (409, 412) and "REINDEX_UNAVAILABLE" not in exc.message:
                 continue  # changed meanwhile: read it again
             raise
@@ -266,7 +267,7 @@ def change_access(
             wanted = {"users": [], "groups": []}
         try:
             updated = api.update_access(document_id, wanted, revision=int(document.get("revision") or 1))
-        except HttpError as exc:
+        except ApiError as exc:
             if exc.status == 412:
                 continue  # changed meanwhile: read it again
             raise

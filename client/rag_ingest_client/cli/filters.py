@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from rag_ingest_client.cli.transport import CliError
+from rag_ingest_client.cli.errors import CliError
 
 _INTEGER = re.compile(r"[+-]?\d{1,15}")
 _DECIMAL = re.compile(r"[+-]?(\d+\.\d*|\.\d+)([eE][+-]?\d+)?")

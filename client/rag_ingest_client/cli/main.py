@@ -17,13 +17,13 @@ from pathlib import Path
 from rag_ingest_client.aws import StackOutputsError, stack_outputs
 from rag_ingest_client.cli.commands import add_user_commands, run_user_command
 from rag_ingest_client.cli.console import Console
+from rag_ingest_client.cli.errors import CliError
 from rag_ingest_client.cli.operator_args import (
     OPERATOR_COMMANDS,
     add_operator_commands,
     needs_the_checkout,
     run_operator,
 )
-from rag_ingest_client.cli.signin import TokenCache
 from rag_ingest_client.cli.smoke import (
     DEFAULT_QUERY,
     DEFAULT_SAMPLE,
@@ -34,7 +34,8 @@ from rag_ingest_client.cli.smoke import (
     smoke,
 )
 from rag_ingest_client.cli.targets import LOCAL_OUTPUTS, Target, deployed_target, local_target
-from rag_ingest_client.cli.transport import CliError
+from rag_ingest_client.cli.tokens import TokenCache
+from rag_ingest_client.http import RagIngestError
 
 
 def _target_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
@@ -164,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "preflight":
             return run_preflight(args, console)
         return run_user_command(args, resolve_target(args, cache), console)
-    except CliError as exc:
+    except RagIngestError as exc:
         console.note(f"error: {exc}")
         return 1
     except KeyboardInterrupt:

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from rag_ingest_client.cli.transport import CliError
+from rag_ingest_client.cli.errors import CliError
 
 OPERATOR_COMMANDS = ("redrive", "replay", "reap", "reconcile")
 _DURATION = re.compile(r"^(\d+)([smhd]?)$")

@@ -18,11 +18,13 @@ from typing import Any
 
 from rag_ingest_client.cli.api import TERMINAL, ApiClient
 from rag_ingest_client.cli.console import Console
-from rag_ingest_client.cli.signin import TokenSource
+from rag_ingest_client.cli.errors import CliError
 from rag_ingest_client.cli.targets import Target
-from rag_ingest_client.cli.transport import CliError, MultipartBody, post_multipart
+from rag_ingest_client.cli.tokens import TokenSource
 from rag_ingest_client.cli.upload import refusal
+from rag_ingest_client.http import upload_file
 from rag_ingest_client.sentences import sentence
+from rag_ingest_client.uploads import PDF
 
 DEFAULT_SAMPLE = Path("samples/lighthouses.pdf")
 DEFAULT_QUERY = "lighthouse keepers"
@@ -43,8 +45,8 @@ class StaticToken(TokenSource):
     def token(self) -> str:
         return self.id_token
 
-    def invalidate(self) -> None:
-        pass  # a 401 with a fresh token is a real failure: nothing to renew
+    def invalidate(self) -> bool:
+        return False  # a 401 with a fresh token is a real failure: nothing to renew
 
 
 @dataclass
@@ -85,13 +87,16 @@ def run_pipeline_steps(run: SmokeRun, target: Target, options: SmokeOptions) -> 
     if reason:
         raise CliError(f"{options.sample}: {reason}")
     with run.step("create upload") as info:
-        ticket = api.create_upload(options.sample.name, "application/pdf")
+        ticket = api.create_upload(options.sample.name, PDF)
         document_id = str(ticket["document_id"])
         info["detail"] = document_id
     with run.step("upload") as info:
-        body = MultipartBody(fields=ticket["upload"]["fields"], path=options.sample, filename=options.sample.name)
-        status = post_multipart(ticket["upload"]["url"], body)
-        info["detail"] = f"{len(body)} bytes, HTTP {status}"
+        sent: list[int] = []
+        form, sample = ticket["upload"], options.sample
+        status = upload_file(
+            form["url"], form["fields"], sample, filename=sample.name, content_type=PDF, on_bytes=sent.append
+        )
+        info["detail"] = f"{sum(sent)} bytes, HTTP {status}"
     with run.step("ready") as info:
         document = wait_until_terminal(api, document_id, options)
         if document.get("status") != "READY":

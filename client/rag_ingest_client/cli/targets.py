@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rag_ingest_client.cli.errors import CliError
 from rag_ingest_client.cli.signin import (
     CognitoClient,
     CognitoSignIn,
@@ -16,16 +17,12 @@ from rag_ingest_client.cli.signin import (
     TokenSource,
     cognito_domain,
 )
-from rag_ingest_client.cli.transport import CliError, NetworkError
+from rag_ingest_client.http import Unreachable
 
 #: Where the local stack writes its outputs (``local.runtime``), read from the repository by default.
 LOCAL_OUTPUTS = Path(".local/runtime/outputs.json")
 DEFAULT_LOCAL_TENANT = "demo"
 DEFAULT_LOCAL_USER = "cli-user"
-
-
-class TargetError(CliError):
-    """The target cannot serve any request (unreachable, or the caller is not let in): no use going on."""
 
 
 @dataclass
@@ -37,7 +34,7 @@ class Target:
     tokens: TokenSource
     login_hint: str  # the command that signs in again
 
-    def describe_network_error(self, exc: NetworkError) -> str:
+    def describe_network_error(self, exc: Unreachable) -> str:
         if self.label == "the local stack":
             return f"{exc} (is the local stack running? start it with `make stack-up`)"
         return str(exc)

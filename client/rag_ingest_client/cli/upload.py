@@ -10,9 +10,9 @@ from typing import Any
 
 from rag_ingest_client.cli.api import POLL_SECONDS, TERMINAL, ApiClient
 from rag_ingest_client.cli.console import Console
+from rag_ingest_client.cli.errors import CliError, TargetError
 from rag_ingest_client.cli.progress import ProgressBoard, status_text
-from rag_ingest_client.cli.targets import TargetError
-from rag_ingest_client.cli.transport import CliError, HttpError, MultipartBody, post_multipart
+from rag_ingest_client.http import ApiError, RagIngestError, upload_file
 from rag_ingest_client.sentences import sentence
 from rag_ingest_client.uploads import EXTENSION_TYPES, client_refusal, declared_type
 
@@ -78,7 +78,7 @@ def upload(
             outcome.document_id = send(api, outcome.path, board, index, metadata, access)
         except TargetError:
             raise  # the API is down or refuses this user: every other file would fail the same way
-        except CliError as exc:
+        except RagIngestError as exc:
             outcome.error = f"upload failed: {exc}"
             board.state(index, outcome.error)
             continue
@@ -108,10 +108,16 @@ def send(
         api.delete(document_id)  # nothing will arrive: do not leave it AWAITING_UPLOAD
         raise CliError(f"{path.stat().st_size} bytes is over the limit of {max_bytes} bytes")
     form = ticket["upload"]
-    body = MultipartBody(fields=form["fields"], path=path, filename=path.name, content_type=content_type)
     try:
-        post_multipart(form["url"], body, on_bytes=lambda n: board.sent(index, n))
-    except HttpError as exc:  # S3's own refusal (policy, size, expiry)
+        upload_file(
+            form["url"],
+            form["fields"],
+            path,
+            filename=path.name,
+            content_type=content_type,
+            on_bytes=lambda n: board.sent(index, n),
+        )
+    except ApiError as exc:  # S3's own refusal (policy, size, expiry)
         raise CliError(f"storage refused the file: {exc.code or exc.status}: {exc.message}") from None
     return document_id
 

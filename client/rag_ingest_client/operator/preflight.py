@@ -25,7 +25,7 @@ from rag_ingest.core.settings import DEFAULT_RERANK_MODEL_ID
 from rag_ingest.embeddings.bedrock import DEFAULT_MAX_CONCURRENCY, TITAN_V2_MODEL_ID
 
 from rag_ingest_client.cli.console import Console
-from rag_ingest_client.cli.transport import CliError
+from rag_ingest_client.cli.errors import CliError
 
 Status = Literal["ok", "warn", "missing"]
 CONTEXT_KEY = "rag-ingest"

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from rag_ingest.adapters.stack_resources import stack_outputs
 from rag_ingest.adapters.user_pool import UserPoolAdmin, strong_password
 
+from rag_ingest_client.cli.errors import CliError
 from rag_ingest_client.cli.smoke import SmokeRun, StaticToken
 from rag_ingest_client.cli.targets import Target
-from rag_ingest_client.cli.transport import CliError
 
 
 def deployed_sign_in(

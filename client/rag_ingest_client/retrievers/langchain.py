@@ -18,23 +18,22 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
+from rag_ingest_client.http import ApiError, RagIngestError
 from rag_ingest_client.retrievers.passages import (
     Passage,
-    RagIngestApiError,
-    RagIngestError,
     SearchClient,
     TokenProvider,
     search_body,
 )
 
-__all__ = ["RagIngestApiError", "RagIngestError", "RagIngestRetriever", "to_document"]
+__all__ = ["ApiError", "RagIngestError", "RagIngestRetriever", "to_document"]
 
 
 class RagIngestRetriever(BaseRetriever):
     """The passages ``POST /search`` returns for a query, as LangChain documents, best first.
 
     A refusal of the API (a bad filter, an expired token, another tenant) raises
-    :class:`RagIngestApiError` with the API's status, code and message; nothing is swallowed.
+    :class:`~rag_ingest_client.http.ApiError` with the API's status, code and message; nothing is swallowed.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)

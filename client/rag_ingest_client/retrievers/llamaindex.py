@@ -19,17 +19,16 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode
 
+from rag_ingest_client.http import ApiError, RagIngestError
 from rag_ingest_client.retrievers.passages import (
     MODES,
     Passage,
-    RagIngestApiError,
-    RagIngestError,
     SearchClient,
     TokenProvider,
     search_body,
 )
 
-__all__ = ["RagIngestApiError", "RagIngestError", "RagIngestRetriever", "to_node"]
+__all__ = ["ApiError", "RagIngestError", "RagIngestRetriever", "to_node"]
 
 #: Metadata an LLM prompt or an embedding does not need (ids, the retrieval's own bookkeeping, and
 #: the provenance an application uses to show where a passage stands).
@@ -43,7 +42,7 @@ class RagIngestRetriever(BaseRetriever):
     """The passages ``POST /search`` returns for a query, as LlamaIndex nodes with scores, best first.
 
     A refusal of the API (a bad filter, an expired token, another tenant) raises
-    :class:`RagIngestApiError` with the API's status, code and message; nothing is swallowed.
+    :class:`~rag_ingest_client.http.ApiError` with the API's status, code and message; nothing is swallowed.
     """
 
     def __init__(
