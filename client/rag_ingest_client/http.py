@@ -1,10 +1,9 @@
 """One HTTP client for the CLI and the retrievers, on httpx.
 
-- :class:`ApiSession`: JSON calls to the API as one caller, sync and async, with a bearer token that
-  is renewed once after a 401 (:class:`BearerAuth`);
-- :func:`post_json`, :func:`post_form`: the token endpoints' calls (no token);
-- :func:`upload_file`: a file to a presigned POST, streamed with an exact ``Content-Length`` and its
-  progress in bytes handed to the socket.
+- :class:`ApiSession`: JSON calls to the API as one caller, sync and async, with a bearer token
+  renewed once after a 401 (:class:`BearerAuth`); :func:`post_json`, :func:`post_form`: the token
+  endpoints (no token); :func:`upload_file`: a file to a presigned POST, streamed with an exact
+  ``Content-Length`` and its progress in bytes handed to the socket.
 
 Every failure is a :class:`RagIngestError` whose ``str()`` is one line: :class:`Unreachable`, or
 :class:`ApiError` with the status and the error's code and message, whatever the body's shape.

@@ -23,6 +23,7 @@ from rag_ingest_client.cli.operator_args import (
     add_operator_commands,
     needs_the_checkout,
     run_operator,
+    use_checkout,
 )
 from rag_ingest_client.cli.smoke import (
     DEFAULT_QUERY,
@@ -143,11 +144,12 @@ def run_smoke(args: argparse.Namespace, console: Console, cache: TokenCache) -> 
 
 
 def run_preflight(args: argparse.Namespace, console: Console) -> int:
+    use_checkout(args.cdk_json)
     try:
-        from rag_ingest_client.operator.commands import run_preflight_command
+        from rag_ingest_client.operator.preflight import run_preflight
     except ImportError as exc:
         raise CliError(needs_the_checkout("preflight", exc)) from None
-    return run_preflight_command(console, args.cdk_json, stack_name=args.stack, region=args.region)
+    return run_preflight(console, args.cdk_json, stack_name=args.stack, region=args.region)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

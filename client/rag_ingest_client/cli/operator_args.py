@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,16 @@ def run_operator(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     except ImportError as exc:
         raise CliError(needs_the_checkout(args.command, exc)) from None
     return run_operator_command(args, parser, stack_name=args.stack, outputs=Path(args.outputs))
+
+
+def use_checkout(cdk_json: Path) -> None:
+    """Make the checkout holding ``cdk_json`` importable: preflight reads cdk.json with that checkout's
+    own ``infra/config.py``, as ``cdk deploy`` from there would."""
+    if not cdk_json.is_file():
+        raise CliError(f"{cdk_json} not found: run from the repository root or pass --cdk-json PATH")
+    root = cdk_json.resolve().parent
+    if (root / "infra" / "config.py").is_file() and str(root) not in sys.path:
+        sys.path.insert(0, str(root))
 
 
 def needs_the_checkout(command: str, exc: ImportError) -> str:

@@ -1,15 +1,12 @@
-"""The operator commands' runs: ``rag-ingest [--local | --stack NAME] redrive|replay|reap|reconcile``
-(their arguments: ``rag_ingest_client.cli.operator_args``).
+"""The operator commands' runs (their arguments: ``rag_ingest_client.cli.operator_args``).
 
-``redrive``, ``replay`` and ``reap`` run the same code as the Redrive and Reaper functions, from an
-operator's machine, against the local stack (``.local/runtime/outputs.json``, the default) or, with
-``--stack NAME``, the deployed stack (resources from its CloudFormation outputs, credentials from the
-usual AWS chain). Prints the report as JSON; exits 1 when a document could not be handled, 2 on bad usage.
-
-``reconcile`` invokes the stack's Reconciler function instead (``ReconcilerFunctionName``): the
-OpenSearch domain admits the functions' roles, not an operator's, and the run's ``ReconcilerDrift``
-metric is the function's (the alarm, locally too). Exits 0 when nothing drifted (or every finding
-was repaired), 1 otherwise.
+``redrive``, ``replay`` and ``reap`` run the Redrive and Reaper functions' own code from an
+operator's machine, against the local stack (``--outputs``) or ``--stack NAME`` (its outputs, the
+usual AWS credentials), and print the report as JSON: exit 1 when a document could not be handled.
+``reconcile`` invokes the stack's Reconciler function instead, whose role the OpenSearch domain
+admits and whose drift metric the alarm reads (docs/operations.md, "The reconciler"): exit 0 when
+nothing drifted or every finding was repaired.
+May import: the domain package (its operations, adapters and wiring).
 """
 
 from __future__ import annotations
@@ -36,9 +33,6 @@ from rag_ingest.operations.reconciler import ReconcileReport, ReconcileRequest, 
 from rag_ingest.operations.redrive import RedriveRequest
 from rag_ingest.operations.replay import ReplayReport, ReplayRequest
 from rag_ingest.wiring import reaper_for, recovery_for
-
-from rag_ingest_client.cli.console import Console
-from rag_ingest_client.operator.preflight import read_settings, report, run_checks
 
 # The deployed reaper's defaults; flags override them.
 DEFAULT_REAPER = ReaperSettings(
@@ -196,11 +190,3 @@ def run_reconcile(
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return print_reconcile(report, as_json=bool(getattr(args, "json", False)))
-
-
-def run_preflight_command(console: Console, cdk_json: Path, *, stack_name: str | None, region: str | None) -> int:
-    """``rag-ingest preflight``: every check against the account of the usual AWS chain, printed."""
-    from rag_ingest.adapters import account_preflight
-
-    settings = read_settings(cdk_json, stack_name=stack_name)
-    return report(console, run_checks(account_preflight.AccountProbe(region), settings))
