@@ -51,9 +51,8 @@ CLIENT_LIBRARIES = ("boto3", "botocore", "opensearchpy")
 CLIENT_LIBRARY_USERS = frozenset({"adapters"})
 CLIENT_LIBRARY_MODULES = frozenset({f"{PACKAGE}.embeddings.bedrock"})
 
-# The client (client/rag_ingest_client): HTTP only, but for the operator's tools, which run the
-# domain package's own code (docs/cli.md, "Packaging"). Its modules' imports of the domain package
-# and of infra show as edges to "rag_ingest" and "infra".
+# The client (client/rag_ingest_client) is HTTP only but for its operator tools (docs/cli.md,
+# "Packaging"); its imports of the domain package and of infra are edges to "rag_ingest" and "infra".
 _CLIENT_CORE = frozenset({"http", "uploads", "sentences"})
 CLIENT_ALLOWED: dict[str, frozenset[str]] = {
     "http": frozenset(),

@@ -1,12 +1,11 @@
-"""A LangChain retriever over rag-ingest (``pip install ".[langchain]"``; docs/integrations.md).
+"""A LangChain retriever over rag-ingest (``pip install "./client[langchain]"``; docs/integrations.md).
 
     retriever = RagIngestRetriever(api_url=API_URL, token=get_id_token, k=5,
                                    filter={"equals": {"key": "customer", "value": "acme"}})
     documents = retriever.invoke("What is the notice period?")
 
-Each :class:`~langchain_core.documents.Document` is one passage: ``page_content`` its text,
-``metadata`` the document's own metadata plus ``document_id``, ``filename``, ``page_start``,
-``page_end``, ``chunk_id``, ``score``, ``heading_path`` and ``retrieved_by``; ``id`` the chunk id.
+Each :class:`~langchain_core.documents.Document` is one passage: ``page_content`` its text, ``id``
+its chunk id, ``metadata`` the document's own metadata plus the passage's fields (``Passage.describe``).
 """
 
 from __future__ import annotations

@@ -42,6 +42,9 @@ class Passage:
     boxes: tuple[Mapping[str, Any], ...] = ()
     anchor: str | None = None
     paragraph_index: int | None = None
+    #: The other passages with the same text the API folded into this one (another upload of the
+    #: same file, a repeated page): ``{chunk_id, document_id, filename, page_start, page_end}``.
+    copies: tuple[Mapping[str, Any], ...] = ()
 
     @classmethod
     def of(cls, item: Any) -> Passage:
@@ -63,14 +66,15 @@ class Passage:
                 boxes=tuple(dict(box) for box in item.get("boxes") or ()),
                 anchor=item.get("anchor"),
                 paragraph_index=item.get("paragraph_index"),
+                copies=tuple(dict(copy) for copy in item.get("copies") or ()),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise RagIngestError(f"the search answer has a passage without {exc}: {item!r:.200}") from None
 
     def describe(self) -> dict[str, Any]:
         """The metadata a retriever's document carries: the document's own metadata (as given at
-        upload), then rag-ingest's fields, which win over a user key of the same name (the API
-        refuses the reserved ones at upload: document_id, filename, page_start, page_end, ...)."""
+        upload), then every field of the passage but its text and highlights; those win over a user
+        key of the same name (the API refuses most at upload: document_id, filename, page_start, ...)."""
         return {
             **self.metadata,
             "document_id": self.document_id,
@@ -85,6 +89,7 @@ class Passage:
             "anchor": self.anchor,
             "paragraph_index": self.paragraph_index,
             "boxes": [dict(box) for box in self.boxes],
+            "copies": [dict(copy) for copy in self.copies],
         }
 
 
