@@ -1,7 +1,7 @@
 """A deployed stack's CloudFormation outputs, for ``rag-ingest --stack NAME`` (boto3: the ``aws`` extra).
 
 The only AWS call the user commands make: where the API and the sign-in are. boto3 is imported
-when it is made, so the rest of the client works without it.
+when it is made, so the rest of the client works without it. May import: boto3.
 """
 
 from __future__ import annotations

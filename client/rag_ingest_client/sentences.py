@@ -2,7 +2,7 @@
 
 The API returns the code (``rag_ingest.core.errors.ErrorCode``); the clients say it in words. The
 page keeps the same table in ``web/errors.js``; ``tests/unit/test_error_sentences.py`` holds the two
-equal and complete.
+equal and complete. May import: nothing.
 """
 
 from __future__ import annotations

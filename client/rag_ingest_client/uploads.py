@@ -3,6 +3,7 @@
 Pure functions of a file's name and first bytes. The service decides again from the stored bytes
 (``rag_ingest.ingest.formats``); ``tests/unit/test_upload_policy.py`` holds these types equal to
 those the API accepts. The page's ``web/upload.js`` applies the same refusals.
+May import: the standard library only.
 """
 
 from __future__ import annotations

@@ -308,7 +308,7 @@ def add_user_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     commands.add_parser("logout", parents=[common], help="forget the cached tokens of the target")
 
     upload_parser = commands.add_parser(
-        "upload", parents=[common], help="upload PDFs (files or folders) and follow them"
+        "upload", parents=[common], help="upload documents (files or folders) and follow them"
     )
     upload_parser.add_argument("paths", nargs="+", metavar="FILE|DIR")
     upload_parser.add_argument("--no-wait", dest="wait", action="store_false", help="return once the bytes are sent")

@@ -1,10 +1,9 @@
 """``rag-ingest smoke [--stack NAME]``: after a deploy, prove the stack works end to end as a user would.
 
-Against a deployed stack: read the stack's outputs, create (or reuse) a test user with a tenant and a
-random permanent password, sign in with ``ADMIN_USER_PASSWORD_AUTH``, then upload a sample PDF through
-the presigned POST, wait for READY, search for it and delete it. Without ``--stack`` the same run goes to
-the local stack with a token from its identity provider. Each step prints its latency; any failure
-ends the run with exit code 1 and the step that failed.
+Sign in (a test user of the deployed stack: ``rag_ingest_client.operator.smoke_sign_in``; without
+``--stack``, the local stack's identity provider), then upload a sample PDF through the presigned
+POST, wait for READY, search for it and delete it. Each step prints its latency; any failure ends the
+run with exit code 1 and the step that failed.
 """
 
 from __future__ import annotations

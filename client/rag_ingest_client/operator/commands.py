@@ -62,7 +62,7 @@ class EventsOnlyTelemetry(NoTelemetry):
         self._events.publish("DocumentFailed", detail)
 
 
-# Longer than the Reconciler function's timeout (infra/config.py: 900 s, Lambda's maximum).
+# Longer than the Reconciler function's timeout (infra/config.py, functions.reconciler).
 RECONCILE_READ_TIMEOUT_SECONDS = 910
 
 
