@@ -1,7 +1,7 @@
 """What a client checks of a file before uploading it, and the media type it declares.
 
 Pure functions of a file's name and first bytes. The service decides again from the stored bytes
-(``rag_ingest.ingest.formats``); ``tests/unit/test_upload_policy.py`` holds these types equal to
+(``rag_ingest.parsing.formats``); ``tests/unit/test_upload_policy.py`` holds these types equal to
 those the API accepts. The page's ``web/upload.js`` applies the same refusals.
 May import: the standard library only.
 """
