@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PIP := .venv/bin/pip
 export CDK_OUTDIR := cdk.out
-VENV_STAMP := .venv/.installed-$(shell cat requirements.txt requirements-dev.txt pyproject.toml | sha256sum | cut -c1-12)
+VENV_STAMP := .venv/.installed-$(shell cat requirements.txt requirements-dev.txt pyproject.toml client/pyproject.toml | sha256sum | cut -c1-12)
 
 .PHONY: help install local-tools layer synth opensearch opensearch-stop stack-up stack-down demo test lint unit infra bench burst eval clean deploy
 
@@ -28,12 +28,14 @@ help:
 
 # The Python venv only: synth and deploy need nothing more than Python and Node.
 install: $(VENV_STAMP)
-$(VENV_STAMP): requirements.txt requirements-dev.txt pyproject.toml
+$(VENV_STAMP): requirements.txt requirements-dev.txt pyproject.toml client/pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -r requirements.txt -r requirements-dev.txt
 	# The domain package, editable from the layer's source (see pyproject.toml).
 	$(PIP) install -q --no-deps -e .
+	# The client (the rag-ingest command, the retrievers), editable, with every extra (docs/cli.md).
+	$(PIP) install -q -e "./client[aws,langchain,llamaindex]"
 	rm -f .venv/.installed-* && touch $@
 
 # Java 17 and Maven: only the local stack needs them (OpenSearch and its plugins), never a deploy.
@@ -83,7 +85,7 @@ demo: stack-up
 
 lint: install
 	.venv/bin/ruff check .
-	.venv/bin/mypy app.py infra local functions layers/common/python/rag_ingest bench eval tools examples
+	.venv/bin/mypy app.py infra local functions layers/common/python/rag_ingest client/rag_ingest_client bench eval tools examples
 
 # docs/openapi.json from the API function's routes (tests/unit/test_api_handler.py fails when it is stale).
 .PHONY: openapi

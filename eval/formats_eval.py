@@ -24,12 +24,12 @@ from pathlib import Path
 from rag_ingest.core.parsed import Chunk, DocumentFormat
 from rag_ingest.core.retrieval_text import document_title
 from rag_ingest.core.tokens import count_tokens
-from rag_ingest.core.upload_types import declared_type
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.ingest.chunking import chunk_pages
 from rag_ingest.parsing.blocks import FormatLimits, StructuredDocument
 from rag_ingest.parsing.formats import SNIFF_BYTES, detect_format, read_structured
 from rag_ingest.retrieval.search import SearchMode, search_passages
+from rag_ingest_client.uploads import declared_type
 
 from eval.retrieval import MAX_BYTES, MAX_PAGES, RESULTS_PER_QUESTION, SPLITS, Scores, in_process_index
 

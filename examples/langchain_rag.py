@@ -9,7 +9,7 @@ import sys
 
 from langchain_core.documents import Document
 from langchain_core.prompts import ChatPromptTemplate
-from rag_ingest.integrations.langchain import RagIngestRetriever
+from rag_ingest_client.retrievers.langchain import RagIngestRetriever
 
 retriever = RagIngestRetriever(
     api_url=os.environ["RAG_INGEST_API_URL"],

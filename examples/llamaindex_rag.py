@@ -9,7 +9,7 @@ import sys
 
 from llama_index.core import PromptTemplate
 from llama_index.core.schema import MetadataMode
-from rag_ingest.integrations.llamaindex import RagIngestRetriever
+from rag_ingest_client.retrievers.llamaindex import RagIngestRetriever
 
 retriever = RagIngestRetriever(
     os.environ["RAG_INGEST_API_URL"],

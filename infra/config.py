@@ -654,6 +654,20 @@ class RagIngestConfig(_Model):
         return f"{base}-"
 
 
+def user_pool_domain_base(config: RagIngestConfig) -> str:
+    """``auth.domainPrefix``, or the stack-derived start of one (the stack appends the account id)."""
+    return config.auth.domain_prefix or stack_domain_base(config.stack_name)
+
+
+def stack_domain_base(stack_name: str) -> str:
+    """The stack name in lower case, without the words Cognito reserves in a domain prefix."""
+    base = stack_name.lower()
+    for word in RESERVED_IN_DOMAIN_PREFIX:
+        base = base.replace(word, "")
+    base = re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "", base)).strip("-")[:40].rstrip("-")
+    return base or "rag-ingest"
+
+
 def _format_errors(error: ValidationError) -> str:
     lines = []
     for item in error.errors():

@@ -106,18 +106,10 @@ class LayerBuildError(RuntimeError):
     """The layer could not be built (pip failed, sources missing)."""
 
 
-# Parts of the domain package no function loads: the command line runs on people's machines
-# (pip install -e . gives it the rag-ingest script), and the LangChain and LlamaIndex retrievers in
-# the applications that use them (docs/integrations.md), never in Lambda. Left out of the layer and
-# of its source hash, so a change to either neither rebuilds the layer nor changes the functions' asset.
-NOT_IN_LAYER = ("cli", "integrations")
-
-
+# The command line and the retrievers are a distribution of their own (client/), never in the layer:
+# a change to them neither rebuilds the layer nor changes the functions' asset.
 def _iter_source_files(root: Path) -> Iterator[Path]:
     for path in sorted(root.rglob("*")):
-        relative = path.relative_to(root).parts
-        if relative and relative[0] in NOT_IN_LAYER:
-            continue
         if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
             yield path
 
@@ -211,7 +203,7 @@ def _copy_package(site: Path) -> None:
         raise LayerBuildError(f"domain package not found at {PACKAGE_SRC}")
     destination = site / PACKAGE_SRC.name
     shutil.rmtree(destination, ignore_errors=True)
-    shutil.copytree(PACKAGE_SRC, destination, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", *NOT_IN_LAYER))
+    shutil.copytree(PACKAGE_SRC, destination, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
 def layer_size_bytes(path: Path = LAYER_DIR) -> int:

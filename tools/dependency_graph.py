@@ -1,8 +1,9 @@
-"""The dependency graph between the domain package's subpackages, checked against the allowed direction.
+"""The dependency graphs of the domain package and of the client, checked against the allowed direction.
 
-``python -m tools.dependency_graph`` prints, for each subpackage of ``rag_ingest``, the subpackages it
-imports (with how many import statements), then every forbidden edge and every import cycle between
-modules; it exits 1 if there is either. ``tests/unit/test_package_dependencies.py`` runs the same check.
+``python -m tools.dependency_graph`` prints, for each subpackage of ``rag_ingest`` and then of
+``rag_ingest_client``, the subpackages it imports (with how many import statements), then every
+forbidden edge and every import cycle between modules; it exits 1 if there is either.
+``tests/unit/test_package_dependencies.py`` runs the same check.
 
 Imports are read from the source (``ast``), at any depth of a module (a lazy import inside a function
 counts), except under ``if TYPE_CHECKING:``, which never runs.
@@ -17,8 +18,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "rag_ingest"
-PACKAGE_DIR = Path(__file__).resolve().parents[1] / "layers" / "common" / "python" / PACKAGE
+PACKAGE_DIR = ROOT / "layers" / "common" / "python" / PACKAGE
+CLIENT_PACKAGE = "rag_ingest_client"
+CLIENT_DIR = ROOT / "client" / CLIENT_PACKAGE
 
 # Who may import whom (besides itself). Each subpackage's docstring says the same in words.
 _CAPABILITIES = frozenset(
@@ -40,29 +44,49 @@ ALLOWED: dict[str, frozenset[str]] = {
     "adapters": frozenset({"core", "embeddings", "parsing", "ingest", "live", "retrieval", "webhooks"}),
     # The composition root: builds every service from its adapters.
     "wiring": _CAPABILITIES | {"adapters"},
-    # The command line runs on people's machines (it is not in the Lambda layer).
-    "cli": _CAPABILITIES | {"adapters", "wiring"},
-    # The LangChain and LlamaIndex retrievers run in applications (not in the Lambda layer either) and
-    # reach the service over its HTTP API only.
-    "integrations": frozenset(),
 }
 # Third-party clients only the adapters may import (the bedrock embedder reads botocore's exceptions
 # off the client it is given).
 CLIENT_LIBRARIES = ("boto3", "botocore", "opensearchpy")
-CLIENT_LIBRARY_USERS = frozenset({"adapters", "cli"})
+CLIENT_LIBRARY_USERS = frozenset({"adapters"})
 CLIENT_LIBRARY_MODULES = frozenset({f"{PACKAGE}.embeddings.bedrock"})
+
+# The client (client/rag_ingest_client) is HTTP only but for its operator tools (docs/cli.md,
+# "Packaging"); its imports of the domain package and of infra are edges to "rag_ingest" and "infra".
+_CLIENT_CORE = frozenset({"http", "uploads", "sentences"})
+CLIENT_ALLOWED: dict[str, frozenset[str]] = {
+    "http": frozenset(),
+    "uploads": frozenset(),
+    "sentences": frozenset(),
+    "aws": frozenset(),
+    "retrievers": frozenset({"http"}),
+    "cli": _CLIENT_CORE | {"aws", "operator"},
+    "operator": _CLIENT_CORE | {"cli", PACKAGE, "infra"},
+}
+CLIENT_LIBRARY_USERS_IN_CLIENT = frozenset({"aws", "operator"})
 
 
 @dataclass
 class Graph:
-    modules: dict[str, set[str]] = field(default_factory=dict)  # module -> rag_ingest modules it imports
+    package: str = PACKAGE
+    modules: dict[str, set[str]] = field(default_factory=dict)  # module -> the package's modules it imports
     libraries: dict[str, set[str]] = field(default_factory=dict)  # module -> client libraries it imports
+    # module -> the other packages it imports (for the client: rag_ingest, infra)
+    foreign: dict[str, set[str]] = field(default_factory=dict)
+
+    @property
+    def allowed(self) -> dict[str, frozenset[str]]:
+        return ALLOWED if self.package == PACKAGE else CLIENT_ALLOWED
+
+    @property
+    def library_users(self) -> frozenset[str]:
+        return CLIENT_LIBRARY_USERS if self.package == PACKAGE else CLIENT_LIBRARY_USERS_IN_CLIENT
 
     def edges(self) -> Counter[tuple[str, str]]:
         counted: Counter[tuple[str, str]] = Counter()
         for module, imported in self.modules.items():
-            for target in imported:
-                source, destination = subpackage(module), subpackage(target)
+            for target in [*imported, *self.foreign.get(module, ())]:
+                source, destination = subpackage(module, self.package), subpackage(target, self.package)
                 if source != destination:
                     counted[(source, destination)] += 1
         return counted
@@ -70,14 +94,15 @@ class Graph:
     def forbidden(self) -> list[str]:
         found = []
         for module, imported in sorted(self.modules.items()):
-            source = subpackage(module)
-            for target in sorted(imported):
-                destination = subpackage(target)
-                if destination != source and destination not in ALLOWED.get(source, frozenset()):
+            source = subpackage(module, self.package)
+            for target in sorted([*imported, *self.foreign.get(module, ())]):
+                destination = subpackage(target, self.package)
+                if destination != source and destination not in self.allowed.get(source, frozenset()):
                     found.append(f"{module} imports {target} ({source} -> {destination})")
             for library in sorted(self.libraries.get(module, set())):
-                if source not in CLIENT_LIBRARY_USERS and module not in CLIENT_LIBRARY_MODULES:
-                    found.append(f"{module} imports {library} (only adapters talk to AWS and OpenSearch)")
+                if source not in self.library_users and module not in CLIENT_LIBRARY_MODULES:
+                    users = "adapters" if self.package == PACKAGE else "aws and operator"
+                    found.append(f"{module} imports {library} (only {users} talk to AWS and OpenSearch)")
         return found
 
     def cycles(self) -> list[list[str]]:
@@ -117,10 +142,17 @@ class Graph:
         return found
 
 
-def subpackage(module: str) -> str:
-    """``rag_ingest.parsing.pdf.extract`` -> ``parsing``; a top-level module is its own (``wiring``)."""
+def subpackage(module: str, package: str = PACKAGE) -> str:
+    """``rag_ingest.parsing.pdf.extract`` -> ``parsing``; a top-level module is its own (``wiring``); a
+    module of another package is that package (``rag_ingest.core.ids`` in the client's graph: ``rag_ingest``)."""
     parts = module.split(".")
+    if parts[0] != package:
+        return parts[0]
     return parts[1] if len(parts) > 1 else parts[0]
+
+
+# Packages the client's graph names as a whole.
+_FOREIGN = frozenset({PACKAGE, "infra"})
 
 
 def module_name(path: Path, package_dir: Path = PACKAGE_DIR) -> str:
@@ -150,12 +182,15 @@ def _resolve(module: str, node: ast.ImportFrom, is_package: bool) -> str:
 
 
 def build(package_dir: Path = PACKAGE_DIR) -> Graph:
-    graph = Graph()
+    package = package_dir.name
+    graph = Graph(package=package)
+    foreign_roots = _FOREIGN - {package} if package != PACKAGE else frozenset()
     paths = [path for path in sorted(package_dir.rglob("*.py")) if "__pycache__" not in path.parts]
     sources = {module_name(path, package_dir): path for path in paths}
     for module, path in sources.items():
         imported: set[str] = set()
         libraries: set[str] = set()
+        foreign: set[str] = set()
         for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
             names: list[str] = []
             if isinstance(node, ast.Import):
@@ -165,22 +200,25 @@ def build(package_dir: Path = PACKAGE_DIR) -> Graph:
                 # `from rag_ingest.core import ports` imports the module rag_ingest.core.ports.
                 names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in sources else base for alias in node.names]
             for name in names:
-                if name == PACKAGE or name.startswith(f"{PACKAGE}."):
+                if name == package or name.startswith(f"{package}."):
                     while name not in sources and "." in name:
                         name = name.rsplit(".", 1)[0]
-                    if name != module and name != PACKAGE:
+                    if name != module and name != package:
                         imported.add(name)
+                elif name.split(".")[0] in foreign_roots:
+                    foreign.add(name)
                 elif name.split(".")[0] in CLIENT_LIBRARIES:
                     libraries.add(name.split(".")[0])
         graph.modules[module] = imported
         graph.libraries[module] = libraries
+        graph.foreign[module] = foreign
     return graph
 
 
 def report(graph: Graph) -> str:
-    lines = ["rag_ingest subpackages and what they import (how many of their modules import each):"]
+    lines = [f"{graph.package} subpackages and what they import (how many of their modules import each):"]
     edges = graph.edges()
-    for source in sorted({subpackage(module) for module in graph.modules}):
+    for source in sorted({subpackage(module, graph.package) for module in graph.modules}):
         targets = sorted((destination, count) for (origin, destination), count in edges.items() if origin == source)
         shown = ", ".join(f"{destination} ({count})" for destination, count in targets) or "-"
         lines.append(f"  {source:<11} -> {shown}")
@@ -193,10 +231,19 @@ def report(graph: Graph) -> str:
     return "\n".join(lines)
 
 
+def both() -> list[Graph]:
+    """The domain package's graph, then the client's."""
+    return [build(), build(CLIENT_DIR)]
+
+
+def full_report(graphs: list[Graph]) -> str:
+    return "\n".join(report(graph) for graph in graphs)
+
+
 def main() -> int:
-    graph = build()
-    print(report(graph))
-    return 1 if graph.forbidden() or graph.cycles() else 0
+    graphs = both()
+    print(full_report(graphs))
+    return 1 if any(graph.forbidden() or graph.cycles() for graph in graphs) else 0
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ turn every preflight into a 401.
 from __future__ import annotations
 
 import json
-import re
 
 from aws_cdk import Aws, CfnOutput, Duration, Stack
 from aws_cdk import aws_apigateway as apigw
@@ -26,7 +25,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 from rag_ingest.core.s3_keys import ARTIFACTS_PREFIX, RAW_PREFIX
 
-from infra.config import RESERVED_IN_DOMAIN_PREFIX, RagIngestConfig
+from infra.config import RagIngestConfig, user_pool_domain_base
 from infra.constructs.function import AccessLogSettings, FunctionFactory, new_log_group, removal_policy
 from infra.constructs.search import Search
 from infra.constructs.storage import Storage
@@ -53,18 +52,6 @@ SERVED_ROUTES: dict[str, tuple[str, ...]] = {
 PUBLIC_ROUTES = frozenset({"GET /openapi.json"})
 # The methods a route key can name, but OPTIONS (CORS preflights stay with API Gateway) and ANY.
 ROUTED_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
-
-
-def user_pool_domain_base(config: RagIngestConfig) -> str:
-    """``auth.domainPrefix``, or the stack-derived start of one (the stack appends the account id):
-    the stack name in lower case without the words Cognito reserves."""
-    if config.auth.domain_prefix:
-        return config.auth.domain_prefix
-    base = config.stack_name.lower()
-    for word in RESERVED_IN_DOMAIN_PREFIX:
-        base = base.replace(word, "")
-    base = re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "", base)).strip("-")[:40].rstrip("-")
-    return base or "rag-ingest"
 
 
 # HTTP APIs support a subset of $context variables (no $context.identity.caller etc.).

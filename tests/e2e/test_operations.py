@@ -1,6 +1,6 @@
 """Operations on the whole local stack: DELETE through the HTTP API, replay of a document FAILED by a
 system error, and the reaper re-driving an execution that died without closing its record, both
-through ``python -m rag_ingest.cli --local``; each ends READY with its chunks indexed once."""
+through ``python -m rag_ingest_client.cli --local``; each ends READY with its chunks indexed once."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import requests
 from rag_ingest.adapters.vector_store import VectorStore
-from rag_ingest.cli import main as cli
+from rag_ingest_client.cli import main as cli
 
 from local.client import OfflineClient
 from local.runtime.harness import OfflineStackProcess

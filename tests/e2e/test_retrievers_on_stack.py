@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rag_ingest.integrations import langchain as lc
-from rag_ingest.integrations import llamaindex as li
-from rag_ingest.integrations.client import RagIngestApiError
+from rag_ingest_client.http import ApiError, upload_file
+from rag_ingest_client.retrievers import langchain as lc
+from rag_ingest_client.retrievers import llamaindex as li
+from rag_ingest_client.uploads import declared_type
 
 from local.client import OfflineClient
 from tests.e2e.test_metadata_search import upload_with_metadata
@@ -157,6 +158,62 @@ def test_rerank_is_passed_through_and_returns_the_reranked_order(
     assert [(n.node.node_id, n.score) for n in nodes] == expected
 
 
+# Real values of every type, and documents of every format: a Word file, a deck, an HTML page, and the
+# same PDF twice (its passages come back once, the other upload folded in as a copy).
+REAL_METADATA = {"customer": "Zürich AG", "signed": "2024-03-01", "delta": -3, "tags": ["nda", "2024"],
+                 "draft": False, "zip": "02134"}  # fmt: skip
+FORMATS = SAMPLES / "formats"
+REAL_FILES = {
+    "harbour-manual.docx": FORMATS / "harbour-manual.docx",
+    "orchard-survey.pptx": FORMATS / "orchard-survey.pptx",
+    "lighthouse-keeping.html": FORMATS / "lighthouse-keeping.html",
+    "lighthouses.pdf": SAMPLES / "lighthouses.pdf",
+    "lighthouses-again.pdf": SAMPLES / "lighthouses.pdf",
+}
+REAL_QUERIES = ("berths along the northern quay", "apple trees across six orchards", "trimmed the lamp wicks",
+                QUERY)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def real_client(local_stack: dict[str, Any]) -> OfflineClient:
+    """A tenant of its own: a PDF uploaded twice changes what the other tests' tenant would get back."""
+    client = OfflineClient(api_url=local_stack["ApiUrl"], tenant_id=f"real-{uuid.uuid4().hex[:8]}")
+    ids = []
+    for name, path in REAL_FILES.items():
+        content_type = declared_type(name, path.read_bytes()[:8])
+        body = {"filename": name, "content_type": content_type, "metadata": REAL_METADATA}
+        ticket = client.request("POST", "/documents", body)
+        assert ticket.status_code == 201, ticket.text
+        form = ticket.json()["upload"]
+        upload_file(form["url"], form["fields"], path, filename=name, content_type=content_type)
+        ids.append(ticket.json()["document_id"])
+    states = client.wait_until_done(ids, timeout_seconds=300)
+    assert {state["status"] for state in states.values()} == {"READY"}, states
+    return client
+
+
+def test_every_field_of_real_answers_reaches_both_libraries(real_client: OfflineClient) -> None:
+    """Each passage the API returns for real documents of every format is, in both retrievers, its text
+    and every other field but the highlights, beside the document's own metadata."""
+    seen: list[dict[str, Any]] = []
+    for query in REAL_QUERIES:
+        answer = api_search(real_client, query=query, k=5, mode="bm25")
+        own = ("text", "highlights", "metadata")
+        expected = [{**p["metadata"], **{key: value for key, value in p.items() if key not in own}} for p in answer]
+        documents = langchain(real_client, k=5, mode="bm25").invoke(query)
+        assert [d.page_content for d in documents] == [p["text"] for p in answer]
+        assert [d.metadata for d in documents] == expected
+        nodes = llamaindex(real_client, k=5, mode="bm25").retrieve(query)
+        assert [n.node.metadata for n in nodes] == [{k: v for k, v in e.items() if k != "score"} for e in expected]
+        seen.extend(answer)
+    assert {p["document_format"] for p in seen} >= {"pdf", "docx", "pptx", "html"}
+    assert all(p["metadata"] == REAL_METADATA for p in seen)
+    lighthouse = next(p for p in seen if p["document_format"] == "pdf")
+    assert lighthouse["boxes"] and lighthouse["copies"], lighthouse  # the second upload, folded in
+    assert {lighthouse["filename"], lighthouse["copies"][0]["filename"]} == {"lighthouses.pdf", "lighthouses-again.pdf"}
+    assert any(p["anchor"] for p in seen if p["document_format"] in ("docx", "html"))
+
+
 BAD_FILTER = {"orAll": [{"equals": {"key": "customer", "value": "x"}}]}  # orAll needs two or more
 
 
@@ -170,7 +227,7 @@ def test_a_bad_filter_raises_the_typed_error_with_its_json_path(
         lambda: asyncio.run(llamaindex(client, filter=BAD_FILTER).aretrieve(QUERY)),
     ]
     for call in calls:
-        with pytest.raises(RagIngestApiError) as raised:
+        with pytest.raises(ApiError) as raised:
             call()
         assert (raised.value.status, raised.value.code) == (400, "INVALID_REQUEST")
         assert raised.value.message.startswith("filter.orAll: "), raised.value.message
@@ -179,10 +236,10 @@ def test_a_bad_filter_raises_the_typed_error_with_its_json_path(
 def test_a_token_the_api_refuses_raises_instead_of_returning_nothing(
     client: OfflineClient, documents: dict[str, str]
 ) -> None:
-    with pytest.raises(RagIngestApiError) as raised:
+    with pytest.raises(ApiError) as raised:
         lc.RagIngestRetriever(api_url=client.api_url, token="not-a-token").invoke(QUERY)
     assert raised.value.status == 401
-    with pytest.raises(RagIngestApiError) as raised:
+    with pytest.raises(ApiError) as raised:
         li.RagIngestRetriever(client.api_url, "not-a-token", k=1).retrieve(QUERY)
     assert raised.value.status == 401
 

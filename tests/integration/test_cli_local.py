@@ -23,9 +23,10 @@ from typing import Any
 
 import boto3
 import pytest
-from rag_ingest.cli import main
-from rag_ingest.core.errors import ERROR_SENTENCES, ErrorCode
+from rag_ingest.core.errors import ErrorCode
 from rag_ingest.core.ids import new_document_id
+from rag_ingest_client.cli import main
+from rag_ingest_client.sentences import ERROR_SENTENCES
 
 from local.runtime.harness import OfflineStackProcess
 from tests.support.aws import REPO, moto_server
@@ -85,8 +86,9 @@ def test_replay_reap_and_redrive_from_the_command_line(
 def test_python_dash_m_entry_point(outputs: dict[str, Any]) -> None:
     # The module runs as documented, in a process of its own (no AWS_ENDPOINT_URL: outputs.json decides).
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    module = [sys.executable, "-m", "rag_ingest_client.cli"]
     result = subprocess.run(
-        [sys.executable, "-m", "rag_ingest.cli", "--local", "--outputs", str(outputs["path"]), "reap", "--dry-run"],
+        [*module, "--local", "--outputs", str(outputs["path"]), "reap", "--dry-run"],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -113,10 +115,11 @@ class Cli:
     config_home: Path
 
     def __call__(self, *argv: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-        assert SCRIPT.exists(), f"{SCRIPT} missing: run `make install` (pyproject.toml declares the script)"
+        assert SCRIPT.exists(), f"{SCRIPT} missing: run `make install` (client/pyproject.toml declares the script)"
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        # The checkout's package first, whichever checkout the venv was installed from.
-        env.update({"XDG_CONFIG_HOME": str(self.config_home), "PYTHONPATH": str(REPO / "layers/common/python")})
+        # The checkout's packages first, whichever checkout the venv was installed from.
+        packages = f"{REPO / 'client'}:{REPO / 'layers/common/python'}"
+        env.update({"XDG_CONFIG_HOME": str(self.config_home), "PYTHONPATH": packages})
         return subprocess.run(
             [str(SCRIPT), *argv, "--outputs", str(self.outputs)],
             cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False,

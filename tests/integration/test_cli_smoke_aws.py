@@ -16,10 +16,11 @@ import boto3
 import pytest
 from rag_ingest.adapters.stack_resources import StackResourcesError, stack_outputs
 from rag_ingest.adapters.user_pool import UserPoolAdmin, UserPoolError, strong_password
-from rag_ingest.cli import main
-from rag_ingest.cli.commands import Console
-from rag_ingest.cli.signin import unverified_claims
-from rag_ingest.cli.smoke import SmokeRun, StaticToken, StepFailed, deployed_sign_in
+from rag_ingest_client.cli import main
+from rag_ingest_client.cli.console import Console
+from rag_ingest_client.cli.smoke import SmokeRun, StaticToken, StepFailed
+from rag_ingest_client.cli.tokens import unverified_claims
+from rag_ingest_client.operator.smoke_sign_in import deployed_sign_in
 
 from tests.support.aws import moto_server
 

@@ -15,8 +15,10 @@ from types import ModuleType
 from typing import Any
 
 import boto3
+import jwt
 import pytest
 from botocore.stub import Stubber
+from cryptography.hazmat.primitives.asymmetric import rsa
 from rag_ingest.adapters.jwks import CachedJwks
 from rag_ingest.adapters.live_connections import DynamoConnectionStore, ManagementApiPoster
 from rag_ingest.live.updates import update_for
@@ -277,7 +279,8 @@ def test_connect_records_expire_after_two_hours_and_need_a_tenant(
 
 def test_jwks_is_fetched_over_http_and_cached() -> None:
     served: list[str] = []
-    keys = {"keys": [{"kty": "RSA", "kid": "k1", "n": "AQAB", "e": "AQAB"}]}
+    public = rsa.generate_private_key(public_exponent=65537, key_size=2048).public_key()
+    keys = {"keys": [{**jwt.algorithms.RSAAlgorithm.to_jwk(public, as_dict=True), "kid": "k1", "use": "sig"}]}
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -298,8 +301,8 @@ def test_jwks_is_fetched_over_http_and_cached() -> None:
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/pool/.well-known/jwks.json"
         jwks = CachedJwks(url, allow_http=True)
-        assert jwks() == keys
-        assert jwks() == keys
+        assert [key.key_id for key in jwks().keys] == ["k1"]
+        assert [key.key_id for key in jwks().keys] == ["k1"]
         assert served == ["/pool/.well-known/jwks.json"]
     finally:
         server.shutdown()

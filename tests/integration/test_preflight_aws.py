@@ -11,6 +11,7 @@ import json
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,9 @@ import pytest
 from botocore.stub import Stubber
 from rag_ingest.adapters import account_preflight
 from rag_ingest.adapters.account_preflight import AccountProbe, ProbeDenied
-from rag_ingest.cli import main
-from rag_ingest.cli.preflight import (
+from rag_ingest_client.cli import main
+from rag_ingest_client.operator.preflight.checks import (
     Context,
-    PreflightSettings,
     check_api_gateway_role,
     check_bedrock_model,
     check_bootstrap,
@@ -32,6 +32,10 @@ from rag_ingest.cli.preflight import (
     check_stack,
     check_textract_quota,
     run_checks,
+)
+from rag_ingest_client.operator.preflight.settings import (
+    PreflightSettings,
+    settings_from_context,
     user_pool_domain_prefix,
 )
 
@@ -60,8 +64,13 @@ def offline_client(service: str) -> Any:
     )
 
 
+def defaults(**changes: Any) -> PreflightSettings:
+    """The settings of an empty cdk.json context (infra/config.py's defaults), with ``changes``."""
+    return replace(settings_from_context({}), **changes)
+
+
 def context(settings: PreflightSettings | None = None) -> Context:
-    return Context(settings or PreflightSettings(stack_name=f"RagIngest{uuid.uuid4().hex[:6]}"), REGION, ACCOUNT)
+    return Context(settings or defaults(stack_name=f"RagIngest{uuid.uuid4().hex[:6]}"), REGION, ACCOUNT)
 
 
 def put_bootstrap(version: str, qualifier: str = "hnb659fds") -> None:
@@ -85,7 +94,7 @@ def force_stack_status(name: str, status: str) -> None:
 
 # ================================================================= credentials
 def test_credentials_name_the_account_and_region(aws: str) -> None:
-    results = run_checks(AccountProbe(), PreflightSettings())
+    results = run_checks(AccountProbe(), defaults())
     assert results[0].status == "ok"
     assert results[0].finding.startswith(f"account {ACCOUNT} (arn:aws:sts::{ACCOUNT}:") and REGION in results[0].finding
 
@@ -110,7 +119,7 @@ def test_bootstrap_absent_old_and_current(aws: str) -> None:
 
 def test_bootstrap_under_another_qualifier(aws: str) -> None:
     put_bootstrap("21")  # the default qualifier's, which this app does not use
-    settings = PreflightSettings(qualifier="team42")
+    settings = defaults(qualifier="team42")
     result = check_bootstrap(AccountProbe(), context(settings))
     assert result.status == "missing" and result.fix and result.fix.endswith("--qualifier team42")
     put_bootstrap("21", qualifier="team42")
@@ -174,7 +183,7 @@ def test_cognito_domain_of_another_account(aws: str) -> None:
             "describe_user_pool", "ResourceNotFoundException", http_status_code=400, expected_params=None
         )
         probe = AccountProbe(clients={"cognito-idp": cognito})
-        result = check_cognito_domain(probe, context(PreflightSettings(domain_prefix="docs")))
+        result = check_cognito_domain(probe, context(defaults(domain_prefix="docs")))
         stub.assert_no_pending_responses()
     assert result.status == "missing" and "taken by another account" in result.finding
 
@@ -183,7 +192,7 @@ def test_cognito_domain_of_another_account(aws: str) -> None:
 def test_api_gateway_account_role(aws: str) -> None:
     probe = AccountProbe()
     assert check_api_gateway_role(probe, context()).status == "ok"  # none set, the stack sets it
-    existing = context(PreflightSettings(api_gateway_account_role="existing"))
+    existing = context(defaults(api_gateway_account_role="existing"))
     assert check_api_gateway_role(probe, existing).status == "missing"
 
     role = f"arn:aws:iam::{ACCOUNT}:role/apigw-cloudwatch"
@@ -278,7 +287,7 @@ def test_quotas_read_by_name_across_pages_and_defaults() -> None:
         )
         probe = AccountProbe(REGION, clients={"service-quotas": quotas})
         # Without the shared limiter: the assumed peak of the Embed tasks in flight.
-        ctx = context(PreflightSettings(stack_name=f"RagIngest{uuid.uuid4().hex[:6]}", capacity_mode="off"))
+        ctx = context(defaults(stack_name=f"RagIngest{uuid.uuid4().hex[:6]}", capacity_mode="off"))
         rpm = check_embed_requests_quota(probe, ctx)
         tpm = check_embed_tokens_quota(probe, ctx)  # the bedrock list is read once
         tps = check_textract_quota(probe, ctx)
@@ -291,7 +300,7 @@ def test_quotas_read_by_name_across_pages_and_defaults() -> None:
     # With it (the default): what it books, which these quotas cover; above them, the cdk.json fix.
     shared = check_embed_requests_quota(probe, context())
     assert shared.status == "ok" and "which the limiter books" in shared.finding
-    greedy = PreflightSettings(stack_name="RagIngestX", capacity_tokens_per_minute=500_000)
+    greedy = defaults(stack_name="RagIngestX", capacity_tokens_per_minute=500_000)
     tokens = check_embed_tokens_quota(probe, context(greedy))
     assert tokens.status == "warn" and "300,000 tokens/min < the assumed peak 500,000" in tokens.finding
     assert "embedding.capacity.tokensPerMinute" in (tokens.fix or "")

@@ -106,7 +106,7 @@ def reconcile_through_cli(outputs_path: Path, tenant_id: str) -> dict[str, Any]:
     """``rag-ingest --outputs <outputs.json> --tenant T reconcile --json --grace 0``, as an operator runs
     it against a local stack: the Reconciler function's report (findings: the drift). ``--grace 0``:
     the test's objects are all uploaded, so an object without a record is drift at once."""
-    command = [sys.executable, "-m", "rag_ingest.cli", "--outputs", str(outputs_path), "--tenant", tenant_id]
+    command = [sys.executable, "-m", "rag_ingest_client.cli", "--outputs", str(outputs_path), "--tenant", tenant_id]
     result = subprocess.run(
         [*command, "reconcile", "--json", "--grace", "0"], capture_output=True, text=True, timeout=300, check=False
     )

@@ -9,10 +9,10 @@ from http import HTTPStatus
 
 import jwt
 import pytest
-from rag_ingest.cli import build_parser
-from rag_ingest.cli.commands import upload_access
-from rag_ingest.cli.main import split_groups
 from rag_ingest.core.access import Principal
+from rag_ingest_client.cli import build_parser
+from rag_ingest_client.cli.main import split_groups
+from rag_ingest_client.cli.upload import upload_access
 
 from local.runtime.http.api_gateway import claim_strings
 from local.runtime.http.identity import LocalIdentityProvider, TokenRequestError

@@ -21,7 +21,14 @@ ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "architecture.md"
 LAYER = ROOT / "layers" / "common" / "python"
 # Dotted names are checked when they start with one of these (rag_ingest lives in the layer).
-PACKAGE_ROOTS = {"rag_ingest": LAYER, "functions": ROOT, "infra": ROOT, "local": ROOT, "tests": ROOT}
+PACKAGE_ROOTS = {
+    "rag_ingest": LAYER,
+    "rag_ingest_client": ROOT / "client",
+    "functions": ROOT,
+    "infra": ROOT,
+    "local": ROOT,
+    "tests": ROOT,
+}
 TOP_LEVEL = frozenset(entry.name for entry in ROOT.iterdir() if not entry.name.startswith("."))
 
 CODE_SPAN = re.compile(r"`([^`\n]+)`")

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rag_ingest.cli import main
-from rag_ingest.cli.api import ApiClient, local_target
-from rag_ingest.cli.signin import TokenCache, unverified_claims
-from rag_ingest.cli.transport import CliError
+from rag_ingest_client.cli import main
+from rag_ingest_client.cli.api import ApiClient
+from rag_ingest_client.cli.errors import CliError
+from rag_ingest_client.cli.targets import local_target
+from rag_ingest_client.cli.tokens import TokenCache, unverified_claims
 
 from tests.support.aws import free_port
 from tests.unit.test_cli_signin import jwt_with

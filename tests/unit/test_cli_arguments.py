@@ -6,11 +6,13 @@ import argparse
 from pathlib import Path
 
 import pytest
-from rag_ingest.cli import build_parser, duration, main, request_for
 from rag_ingest.core.errors import ErrorCode
 from rag_ingest.operations.reaper import ReapRequest
 from rag_ingest.operations.redrive import RedriveRequest
 from rag_ingest.operations.replay import ReplayRequest
+from rag_ingest_client.cli import build_parser, main
+from rag_ingest_client.cli.operator_args import duration
+from rag_ingest_client.operator.commands import request_for
 
 pytestmark = pytest.mark.unit
 
@@ -109,14 +111,14 @@ def test_the_console_script_points_at_the_entry_point() -> None:
 
     from tests.support.aws import REPO
 
-    target = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]["rag-ingest"]
+    target = tomllib.loads((REPO / "client" / "pyproject.toml").read_text())["project"]["scripts"]["rag-ingest"]
     module, _, name = target.partition(":")
     assert callable(getattr(importlib.import_module(module), name))
 
 
 @pytest.mark.parametrize(("flags", "rerank"), [((), None), (("--rerank",), True), (("--no-rerank",), False)])
 def test_search_takes_rerank_on_off_or_the_deployments_default(flags: tuple[str, ...], rerank: bool | None) -> None:
-    from rag_ingest.cli.api import ApiClient
+    from rag_ingest_client.cli.api import ApiClient
 
     args = build_parser().parse_args(["search", "tide", *flags])
     assert args.rerank is rerank

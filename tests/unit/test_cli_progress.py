@@ -5,9 +5,10 @@ from __future__ import annotations
 import io
 
 import pytest
-from rag_ingest.cli.messages import SENTENCES, sentence
-from rag_ingest.cli.progress import ProgressBoard, bar, human_bytes, percent, status_text
 from rag_ingest.core.errors import ErrorCode
+from rag_ingest_client.cli.progress import ProgressBoard, bar, human_bytes, percent, status_text
+from rag_ingest_client.sentences import ERROR_SENTENCES as SENTENCES
+from rag_ingest_client.sentences import sentence
 
 pytestmark = pytest.mark.unit
 

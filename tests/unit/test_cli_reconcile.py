@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 from rag_ingest.adapters.stack_resources import StackResources, StackResourcesError
-from rag_ingest.cli import build_parser, main
-from rag_ingest.cli.operator import invoke_reconciler, print_reconcile, reconcile_request
 from rag_ingest.operations.reconciler import DriftKind, Finding, ReconcileReport, ReconcileRequest
+from rag_ingest_client.cli import build_parser, main
+from rag_ingest_client.operator.commands import invoke_reconciler, print_reconcile, reconcile_request
 
 pytestmark = pytest.mark.unit
 

@@ -18,18 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rag_ingest.cli.signin import (
+from rag_ingest_client.cli.errors import CliError
+from rag_ingest_client.cli.signin import (
     CognitoClient,
     CognitoSignIn,
-    TokenCache,
     browser_login,
     cognito_domain,
-    is_fresh,
     pkce_challenge,
     pkce_verifier,
-    unverified_claims,
 )
-from rag_ingest.cli.transport import CliError
+from rag_ingest_client.cli.tokens import TokenCache, is_fresh, unverified_claims
 
 from tests.support.aws import free_port
 

@@ -1,4 +1,4 @@
-"""Every error code has one sentence, and the page says the same as the CLI."""
+"""Every error code has one sentence in the client (rag_ingest_client.sentences), and the page says the same."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
-from rag_ingest.core.errors import ERROR_SENTENCES, ErrorCode
+from rag_ingest.core.errors import ErrorCode
+from rag_ingest_client.sentences import ERROR_SENTENCES
 
 pytestmark = pytest.mark.unit
 
@@ -25,5 +26,5 @@ def test_every_code_has_a_sentence() -> None:
     assert all(text.endswith(".") for text in ERROR_SENTENCES.values())
 
 
-def test_the_page_and_the_domain_say_the_same() -> None:
-    assert _web_sentences() == {code.value: text for code, text in ERROR_SENTENCES.items()}
+def test_the_page_and_the_client_say_the_same() -> None:
+    assert _web_sentences() == dict(ERROR_SENTENCES)

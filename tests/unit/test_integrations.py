@@ -20,11 +20,12 @@ import pydantic
 import pytest
 from langchain_core.documents import Document
 from llama_index.core.schema import MetadataMode, NodeWithScore
-from rag_ingest.core.parsed import PassageBox
-from rag_ingest.integrations import langchain as lc
-from rag_ingest.integrations import llamaindex as li
-from rag_ingest.integrations.client import MODES, RagIngestApiError, RagIngestError, SearchClient, error_of
-from rag_ingest.retrieval.search import PassageView, SearchMode, SearchResponse
+from rag_ingest.core.parsed import DocumentFormat, PassageBox
+from rag_ingest.retrieval.search import PassageCopyView, PassageView, SearchMode, SearchResponse
+from rag_ingest_client.http import ApiError, RagIngestError, api_error
+from rag_ingest_client.retrievers import langchain as lc
+from rag_ingest_client.retrievers import llamaindex as li
+from rag_ingest_client.retrievers.passages import MODES, SearchClient
 
 pytestmark = pytest.mark.unit
 
@@ -58,6 +59,94 @@ def canned_answer() -> dict[str, Any]:
         ],
     )
     return response.model_dump(mode="json")
+
+
+REAL_METADATA = {
+    "customer": "Zürich AG",
+    "signed": "2024-03-01",
+    "delta": -3,
+    "ratio": -0.25,
+    "tags": ["nda", "2024"],
+    "draft": False,
+    "zip": "02134",
+}
+REAL_COPY = PassageCopyView(
+    chunk_id="docB:ab12:3", document_id="docB", filename="copy of lease.pdf", page_start=2, page_end=2
+)
+# Passages of the other formats: (format, file, page or slide, heading path, anchor, paragraph).
+OTHER_FORMATS = [
+    ("docx", "harbour-manual.docx", 1, ["Harbour dues", "Vessels"], "vessels", 2),
+    ("pptx", "orchard-survey.pptx", 4, ["Orchard yields"], None, None),
+    ("html", "lighthouse-keeping.html", 1, ["Keeping", "Lamps"], "lamps", 1),
+    ("markdown", "sourdough-starter.md", 1, ["Starter"], "starter", None),
+]
+
+
+def real_answer() -> dict[str, Any]:
+    """A POST /search answer as the API's own model writes it, with what real documents give: a PDF
+    passage with boxes on two pages and a folded copy (the same file uploaded twice), a Word section,
+    a slide, an HTML paragraph and a Markdown heading, and metadata of every type."""
+    pdf = PassageView(
+        chunk_id="docA:cd34:3",
+        document_id="docA",
+        filename="lease.pdf",
+        page_start=2,
+        page_end=3,
+        heading_path=["Terms"],
+        score=0.51,
+        text="Either party may end the lease.",
+        highlights=["<em>lease</em>"],
+        retrieved_by=["bm25", "knn"],
+        copies=[REAL_COPY],
+        metadata=REAL_METADATA,
+        boxes=[
+            PassageBox(page=2, x0=0.1, y0=0.8, x1=0.9, y1=0.82),
+            PassageBox(page=3, x0=0.1, y0=0.05, x1=0.5, y1=0.07),
+        ],
+    )
+    others = [
+        PassageView(
+            chunk_id=f"doc{kind}:ef56:0",
+            document_id=f"doc{kind}",
+            filename=name,
+            page_start=page,
+            page_end=page,
+            heading_path=path,
+            document_format=DocumentFormat(kind),
+            anchor=anchor,
+            paragraph_index=paragraph,
+            score=0.4 - rank / 10,
+            text=f"Passage of {name}.",
+            highlights=[],
+            retrieved_by=["knn"],
+        )
+        for rank, (kind, name, page, path, anchor, paragraph) in enumerate(OTHER_FORMATS)
+    ]
+    response = SearchResponse(query="lease", mode=SearchMode.HYBRID, k=5, passages=[pdf, *others])
+    return response.model_dump(mode="json")
+
+
+def test_every_field_of_a_real_answer_reaches_both_libraries(api: Api) -> None:
+    """What the API returns is all there, for every format: its text as the content, every other field
+    but the highlights (HTML for a page's display) in the metadata, beside the document's own."""
+    answer = real_answer()
+    api.answers = [(200, answer)]
+    own = ("text", "highlights", "metadata")
+    expected = [
+        {**passage["metadata"], **{key: value for key, value in passage.items() if key not in own}}
+        for passage in answer["passages"]
+    ]
+    documents = lc.RagIngestRetriever(api_url=api.url, token="t", k=5).invoke("lease")
+    assert [document.page_content for document in documents] == [passage["text"] for passage in answer["passages"]]
+    assert [document.metadata for document in documents] == expected
+    assert documents[0].metadata["copies"] == [copy.model_dump() for copy in [REAL_COPY]]
+    nodes = li.RagIngestRetriever(api.url, "t", k=5).retrieve("lease")
+    assert [node.score for node in nodes] == [passage["score"] for passage in answer["passages"]]
+    assert [node.node.metadata for node in nodes] == [
+        {key: value for key, value in fields.items() if key != "score"} for fields in expected
+    ]
+    shown = nodes[1].node.get_content(metadata_mode=MetadataMode.LLM)
+    assert "filename: harbour-manual.docx" in shown and "customer" not in shown and "anchor" not in shown
 
 
 @dataclass
@@ -124,6 +213,7 @@ def test_langchain_documents_carry_text_score_pages_and_metadata(api: Api) -> No
         "anchor": None,
         "paragraph_index": None,
         "boxes": [{"page": 3, "x0": 0.1, "y0": 0.2, "x1": 0.9, "y1": 0.23}],
+        "copies": [],
     }
     assert second.metadata["filename"] == "contract-2.pdf" and (second.metadata["page_start"], 7) == (7, 7)
     assert first.metadata["score"] > second.metadata["score"]
@@ -167,11 +257,13 @@ def test_llamaindex_nodes_carry_text_score_pages_and_metadata(api: Api) -> None:
         "anchor": None,
         "paragraph_index": None,
         "boxes": [{"page": 3, "x0": 0.1, "y0": 0.2, "x1": 0.9, "y1": 0.23}],
+        "copies": [],
     }
     # What an LLM is shown: the filename, the pages and the user's metadata, not rag-ingest's ids.
     shown = first.node.get_content(metadata_mode=MetadataMode.LLM)
     assert "filename: contract-1.pdf" in shown and "page_start: 3" in shown and "customer: acme" in shown
     assert "doc1#00001" not in shown and "retrieved_by" not in shown and "boxes" not in shown
+    assert "copies" not in shown
 
 
 def test_llamaindex_async(api: Api) -> None:
@@ -186,14 +278,14 @@ BAD_FILTER = {"error": {"code": "INVALID_REQUEST", "message": "filter.orAll: at 
 
 def test_a_refusal_raises_the_api_code_and_message_from_both(api: Api) -> None:
     api.answers = [(400, BAD_FILTER)]
-    with pytest.raises(RagIngestApiError) as raised:
+    with pytest.raises(ApiError) as raised:
         lc.RagIngestRetriever(api_url=api.url, token="t").invoke("x")
     assert (raised.value.status, raised.value.code) == (400, "INVALID_REQUEST")
     assert raised.value.message == "filter.orAll: at least 2 filters"
     assert str(raised.value) == "400 INVALID_REQUEST: filter.orAll: at least 2 filters"
-    with pytest.raises(RagIngestApiError, match=r"^400 INVALID_REQUEST: filter\.orAll: "):
+    with pytest.raises(ApiError, match=r"^400 INVALID_REQUEST: filter\.orAll: "):
         li.RagIngestRetriever(api.url, "t").retrieve("x")
-    with pytest.raises(RagIngestApiError, match="INVALID_REQUEST"):
+    with pytest.raises(ApiError, match="INVALID_REQUEST"):
         asyncio.run(li.RagIngestRetriever(api.url, "t").aretrieve("x"))
 
 
@@ -204,7 +296,7 @@ def test_a_401_asks_a_token_function_once_more_but_not_a_fixed_token(api: Api) -
     assert len(SearchClient(api.url, lambda: next(tokens)).search({"query": "x"})) == 2
     assert [request["authorization"] for request in api.requests] == ["Bearer expired", "Bearer renewed"]
     api.answers = [unauthorized]
-    with pytest.raises(RagIngestApiError) as raised:
+    with pytest.raises(ApiError) as raised:
         SearchClient(api.url, "expired").search({"query": "x"})
     assert (raised.value.status, raised.value.code, raised.value.message) == (401, "", "Unauthorized")
 
@@ -243,7 +335,7 @@ def test_a_mode_the_api_does_not_name_is_refused_before_any_call() -> None:
     ],
 )
 def test_error_bodies(status: int, raw: bytes, code: str, message: str) -> None:
-    error = error_of(status, raw)
+    error = api_error(status, raw, "http://api/search")
     assert (error.status, error.code, error.message) == (status, code, message)
 
 

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parents[2]
 # The CLI runs on people's machines, the retrievers in applications, not in a function (they are not
 # the layer's to load).
-NOT_LOADED_BY_FUNCTIONS = ("rag_ingest.cli", "rag_ingest.integrations")
+NOT_LOADED_BY_FUNCTIONS = ("rag_ingest_client.cli", "rag_ingest.integrations")
 
 
 def _dropped_top_level_modules() -> set[str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
 from typing import Any
 
 import boto3
@@ -142,53 +141,68 @@ class _Clock:
     def __init__(self) -> None:
         self.now = 1000.0
 
-    def __call__(self) -> float:
+    def monotonic(self) -> float:
         return self.now
 
 
-def test_jwks_is_fetched_once_then_refreshed_after_max_age() -> None:
-    fetched: list[str] = []
-    clock = _Clock()
-
-    def fetch(url: str, timeout: float) -> Mapping[str, Any]:
-        fetched.append(url)
-        return _jwks(kid=f"k{len(fetched)}")
-
-    jwks = CachedJwks(jwks_url_for(ISSUER + "/"), max_age_seconds=60, fetch=fetch, clock=clock)
-    assert jwks.url == ISSUER + "/.well-known/jwks.json"
-    assert jwks()["keys"][0]["kid"] == "k1"
-    clock.now += 59
-    assert jwks()["keys"][0]["kid"] == "k1"
-    clock.now += 1
-    assert jwks()["keys"][0]["kid"] == "k2"
-    assert fetched == [jwks.url, jwks.url]
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    """The time PyJWT's key set cache stamps and reads (jwt.api_jwk, jwt.jwk_set_cache), stepped by the test."""
+    stepped = _Clock()
+    monkeypatch.setattr(jwt.api_jwk, "time", stepped)
+    monkeypatch.setattr(jwt.jwk_set_cache, "time", stepped)
+    return stepped
 
 
-def test_jwks_keeps_the_last_good_set_when_a_refresh_fails() -> None:
-    clock = _Clock()
-    answers: list[Any] = [_jwks(), OSError("connection reset")]
+class _Issuer(jwt.PyJWKClient):
+    """PyJWT's client with the endpoint's answers given in order (an exception is raised)."""
 
-    def fetch(url: str, timeout: float) -> Mapping[str, Any]:
-        answer = answers.pop(0)
+    def __init__(self, answers: list[Any], lifespan: float = 3600) -> None:
+        super().__init__(jwks_url_for(ISSUER), cache_jwk_set=True, lifespan=lifespan)
+        self.answers = answers
+        self.fetched = 0
+
+    def fetch_data(self) -> Any:
+        self.fetched += 1
+        answer = self.answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
-        return dict(answer)
+        return answer
 
-    jwks = CachedJwks(jwks_url_for(ISSUER), max_age_seconds=1, fetch=fetch, clock=clock)
+
+def test_jwks_is_fetched_once_then_refreshed_after_max_age(clock: _Clock) -> None:
+    issuer = _Issuer([_jwks(kid="k1"), _jwks(kid="k2")], lifespan=60)
+    jwks = CachedJwks(jwks_url_for(ISSUER + "/"), client=issuer)
+    assert jwks.url == ISSUER + "/.well-known/jwks.json"
+    assert jwks().keys[0].key_id == "k1"
+    clock.now += 59
+    assert jwks().keys[0].key_id == "k1"
+    clock.now += 2  # PyJWT's cache expires strictly after its lifespan
+    assert jwks().keys[0].key_id == "k2"
+    assert issuer.fetched == 2
+
+
+def test_jwks_keeps_the_last_good_set_when_a_refresh_fails(clock: _Clock) -> None:
+    issuer = _Issuer([_jwks(), jwt.PyJWKClientConnectionError("connection reset")], lifespan=1)
+    jwks = CachedJwks(jwks_url_for(ISSUER), client=issuer)
     first = jwks()
     clock.now += 5
-    assert jwks() == first
+    assert jwks() is first
+    assert issuer.fetched == 2
 
 
 def test_jwks_first_fetch_failure_is_an_invalid_token_not_a_crash() -> None:
-    def fetch(url: str, timeout: float) -> Mapping[str, Any]:
-        raise OSError("no route to host")
-
-    verifier = TokenVerifier(ISSUER, AUDIENCE, CachedJwks(jwks_url_for(ISSUER), fetch=fetch))
+    failures: list[Any] = [jwt.PyJWKClientConnectionError("no route to host") for _ in range(2)]
+    verifier = TokenVerifier(ISSUER, AUDIENCE, CachedJwks(jwks_url_for(ISSUER), client=_Issuer(failures)))
     with pytest.raises(InvalidTokenError):
         verifier.verify(_token())
     with pytest.raises(UnauthorizedError):
         authorize_connect(verifier, _token(), METHOD_ARN)
+
+
+def test_a_verifier_takes_the_parsed_key_set_as_well_as_its_json() -> None:
+    parsed = TokenVerifier(ISSUER, AUDIENCE, CachedJwks(jwks_url_for(ISSUER), client=_Issuer([_jwks()])))
+    assert parsed.verify(_token())["custom:tenant_id"] == VERIFIER.verify(_token())["custom:tenant_id"] == "acme"
 
 
 def test_jwks_url_must_be_https() -> None:

@@ -1,7 +1,7 @@
-"""``rag-ingest preflight``'s decisions, on their inputs: the settings read from cdk.json (equal to
-infra/config.py's where they overlap), the Cognito prefix (equal to infra's derivation), each check's
-ok / warn / missing and its fix, the assumed demand against quotas, and a run in which one check
-cannot ask while the others still answer. The AWS side is tests/integration/test_preflight_aws.py."""
+"""``rag-ingest preflight``'s decisions, on their inputs: the settings read from cdk.json (through
+infra/config.py, so equal to what it reads), the Cognito prefix (equal to infra's derivation), each
+check's ok / warn / missing and its fix, the assumed demand against quotas, and a run in which one
+check cannot ask while the others still answer. The AWS side is tests/integration/test_preflight_aws.py."""
 
 from __future__ import annotations
 
@@ -14,38 +14,39 @@ from typing import Any
 
 import pytest
 from rag_ingest.adapters.account_preflight import CallerIdentity, FoundationModel, ModelAvailability, ProbeDenied, Quota
-from rag_ingest.cli import build_parser, main
-from rag_ingest.cli.commands import Console
-from rag_ingest.cli.preflight import (
-    CHECKS,
-    DEFAULT_QUALIFIER,
-    RESERVED_IN_DOMAIN_PREFIX,
-    PreflightSettings,
-    QuotaValue,
-    bedrock_quota_matcher,
+from rag_ingest_client.cli import build_parser, main
+from rag_ingest_client.cli.console import Console
+from rag_ingest_client.cli.errors import CliError
+from rag_ingest_client.operator.preflight.checks import CHECKS, run_checks
+from rag_ingest_client.operator.preflight.decisions import (
     decide_api_gateway_role,
     decide_bedrock_model,
     decide_bootstrap,
     decide_credentials,
     decide_domain,
-    decide_quota,
     decide_rerank_model,
     decide_stack,
     decide_textract,
+)
+from rag_ingest_client.operator.preflight.quotas import (
+    QuotaValue,
+    bedrock_quota_matcher,
+    decide_quota,
     embedding_demand,
-    exit_code,
     find_quota,
-    read_settings,
-    render,
-    report,
-    required_bootstrap_version,
-    run_checks,
-    settings_from_context,
     textract_demand,
     textract_quota_matcher,
+)
+from rag_ingest_client.operator.preflight.render import render, report
+from rag_ingest_client.operator.preflight.results import exit_code
+from rag_ingest_client.operator.preflight.settings import (
+    DEFAULT_QUALIFIER,
+    PreflightSettings,
+    read_settings,
+    required_bootstrap_version,
+    settings_from_context,
     user_pool_domain_prefix,
 )
-from rag_ingest.cli.transport import CliError
 
 pytestmark = pytest.mark.unit
 
@@ -58,6 +59,11 @@ TPM_NAME = "On-demand InvokeModel tokens per minute for Amazon Titan Text Embedd
 
 
 # ================================================================= settings from cdk.json
+def defaults(**changes: Any) -> PreflightSettings:
+    """The settings of an empty cdk.json context (infra/config.py's defaults), with ``changes``."""
+    return replace(settings_from_context({}), **changes)
+
+
 def _overlap(settings: PreflightSettings) -> dict[str, Any]:
     return {
         "stack_name": settings.stack_name,
@@ -102,8 +108,11 @@ def _infra_overlap(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_defaults_are_infra_configs_defaults() -> None:
-    assert _overlap(PreflightSettings()) == _infra_overlap({})
     assert _overlap(settings_from_context({})) == _infra_overlap({})
+    assert (settings_from_context({}).qualifier, settings_from_context({}).cdk_out) == (
+        DEFAULT_QUALIFIER,
+        Path("cdk.out"),
+    )
 
 
 def test_the_repository_cdk_json_reads_as_infra_reads_it() -> None:
@@ -142,18 +151,26 @@ def test_the_api_gateway_role_mode() -> None:
     assert settings_from_context({"rag-ingest": {"apiGatewayAccountRole": "existing"}}).api_gateway_account_role == (
         "existing"
     )
-    with pytest.raises(CliError, match="apiGatewayAccountRole must be one of create, existing"):
+    with pytest.raises(CliError, match="apiGatewayAccountRole: Input should be 'create' or 'existing'"):
         settings_from_context({"rag-ingest": {"apiGatewayAccountRole": "maybe"}})
 
 
 @pytest.mark.parametrize(
     ("context", "message"),
     [
-        ({"rag-ingest": {"embedding": {"maxConcurrency": "4"}}}, "embedding.maxConcurrency must be an integer"),
-        ({"rag-ingest": {"lanes": []}}, "rag-ingest.lanes must be an object"),
-        ({"rag-ingest": {"auth": {"domainPrefix": 5}}}, "auth.domainPrefix must be a string"),
+        # As infra/config.py reads them ("4" would be the integer 4 there, as in a deploy).
+        (
+            {"rag-ingest": {"embedding": {"maxConcurrency": "four"}}},
+            "embedding.maxConcurrency: Input should be a valid integer",
+        ),
+        ({"rag-ingest": {"lanes": []}}, "lanes: Input should be a valid dictionary"),
+        ({"rag-ingest": {"auth": {"domainPrefix": 5}}}, "auth.domainPrefix: Input should be a valid string"),
         ({"rag-ingest": "{not json"}, "is not valid JSON"),
         ({"rag-ingest": [1]}, "must be an object"),
+        (
+            {"rag-ingest": {"embedding": {"maxConcurrency": 0}, "auth": {"domainPrefix": "aws-x"}}},
+            "maxConcurrency: .*; auth",
+        ),
     ],
 )
 def test_bad_cdk_json_values_are_named(context: dict[str, Any], message: str) -> None:
@@ -180,17 +197,15 @@ def test_the_parser_takes_preflight_with_the_target_options() -> None:
 # ================================================================= the Cognito prefix
 @pytest.mark.parametrize("stack_name", ["RagIngest", "Rag-Ingest-Dev", "AwsCognitoAmazon", "AWS", "A" * 60, "x--y-"])
 def test_the_domain_prefix_is_infras(stack_name: str) -> None:
-    from infra.config import RESERVED_IN_DOMAIN_PREFIX as INFRA_RESERVED
     from infra.config import parse_config
     from infra.constructs.api import user_pool_domain_base
 
-    assert RESERVED_IN_DOMAIN_PREFIX == INFRA_RESERVED
     expected = f"{user_pool_domain_base(parse_config({'stackName': stack_name}))}-{ACCOUNT}"
-    assert user_pool_domain_prefix(PreflightSettings(stack_name=stack_name), ACCOUNT) == expected
+    assert user_pool_domain_prefix(defaults(stack_name=stack_name), ACCOUNT) == expected
 
 
 def test_an_explicit_domain_prefix_is_used_as_is() -> None:
-    settings = PreflightSettings(domain_prefix="docs-login")
+    settings = defaults(domain_prefix="docs-login")
     assert user_pool_domain_prefix(settings, ACCOUNT) == "docs-login"
 
 
@@ -283,7 +298,7 @@ def test_textract() -> None:
 
 # ================================================================= quotas
 def test_the_demand_is_what_the_shared_limiter_books() -> None:
-    requests, tokens = embedding_demand(PreflightSettings())
+    requests, tokens = embedding_demand(defaults())
     assert (requests.rate, tokens.rate) == (2000, 300_000)
     assert "limiter books" in requests.how
     settings = settings_from_context(
@@ -294,15 +309,15 @@ def test_the_demand_is_what_the_shared_limiter_books() -> None:
 
 
 def test_the_assumed_demand_follows_the_configuration() -> None:
-    requests, tokens = embedding_demand(PreflightSettings(capacity_mode="off"))
+    requests, tokens = embedding_demand(defaults(capacity_mode="off"))
     # Without the limiter: (4 + 2) tasks x 4 calls in flight x 300 calls/min (200 ms each)
     assert requests.rate == 7200 and tokens.rate == 7200 * 300
     assert "embedding.maxConcurrency 4" in requests.how and "200 ms" in requests.how
     halved, _ = embedding_demand(
-        replace(PreflightSettings(capacity_mode="off"), embed_max_concurrency=1, bulk_embed_max_concurrency=1)
+        replace(defaults(capacity_mode="off"), embed_max_concurrency=1, bulk_embed_max_concurrency=1)
     )
     assert halved.rate == 2400
-    assert textract_demand(PreflightSettings()).rate == 15  # (10 + 5) Parse tasks, one page a second each
+    assert textract_demand(defaults()).rate == 15  # (10 + 5) Parse tasks, one page a second each
 
 
 def test_quotas_are_found_by_name_not_code() -> None:
@@ -327,7 +342,7 @@ def test_quotas_are_found_by_name_not_code() -> None:
 
 
 def _quota(value: float, *, rate: float = 7200, binding: bool = True) -> Any:
-    requests, _ = embedding_demand(PreflightSettings())
+    requests, _ = embedding_demand(defaults())
     return decide_quota(
         "quota-embed-rpm",
         service_code="bedrock",
@@ -355,7 +370,7 @@ def test_a_quota_below_the_assumed_peak_warns_with_the_increase_command() -> Non
 
 
 def test_a_quota_that_cannot_be_found_warns() -> None:
-    requests, _ = embedding_demand(PreflightSettings())
+    requests, _ = embedding_demand(defaults())
     result = decide_quota(
         "quota-embed-rpm", service_code="bedrock", described=RPM_NAME, quota=None, demand=requests, region="r"
     )
@@ -473,7 +488,7 @@ class FakeProbe:
 
 def test_a_ready_account_passes_every_check() -> None:
     # us-east-1 offers Cohere's reranker, not Amazon's (the default: see the rerank-model tests).
-    results = run_checks(FakeProbe(), PreflightSettings(rerank_model_id="cohere.rerank-v3-5:0"))
+    results = run_checks(FakeProbe(), defaults(rerank_model_id="cohere.rerank-v3-5:0"))
     assert [r.name for r in results] == ["credentials", *(name for name, _ in CHECKS)]
     assert {r.status for r in results} == {"ok"}, [render(r) for r in results if r.status != "ok"]
     assert exit_code(results) == 0
@@ -490,16 +505,16 @@ def test_the_textract_quota_is_the_one_of_the_operation_parse_calls() -> None:
                 Quota("textract", "L-A", "AnalyzeDocument throttle limit in transactions per second", 5, True),
             ]
 
-    detect = {r.name: r for r in run_checks(TwoOperations(), PreflightSettings())}["quota-textract-tps"]
+    detect = {r.name: r for r in run_checks(TwoOperations(), defaults())}["quota-textract-tps"]
     assert detect.status == "ok" and "DetectDocumentText call" in detect.finding
-    tables = {r.name: r for r in run_checks(TwoOperations(), PreflightSettings(textract_tables=True))}
+    tables = {r.name: r for r in run_checks(TwoOperations(), defaults(textract_tables=True))}
     analyze = tables["quota-textract-tps"]
     # 5 TPS against (10 + 5) Parse tasks calling AnalyzeDocument a page a second each.
     assert analyze.status == "warn" and analyze.finding.startswith("5 TPS < the assumed peak 15")
     assert "AnalyzeDocument call" in analyze.finding and "--quota-code L-A --desired-value 15" in (analyze.fix or "")
     assert settings_from_context({"rag-ingest": {"parsing": {"textractTables": True}}}).textract_tables
-    with pytest.raises(CliError, match=r"parsing\.textractTables"):
-        settings_from_context({"rag-ingest": {"parsing": {"textractTables": "on"}}})
+    with pytest.raises(CliError, match=r"parsing\.textractTables: Input should be a valid boolean"):
+        settings_from_context({"rag-ingest": {"parsing": {"textractTables": "sometimes"}}})
 
 
 def test_a_denied_or_broken_check_warns_and_the_others_still_run() -> None:
@@ -510,7 +525,7 @@ def test_a_denied_or_broken_check_warns_and_the_others_still_run() -> None:
             "stack_status": ProbeDenied("cloudformation:DescribeStacks"),
         }
     )
-    results = {r.name: r for r in run_checks(probe, PreflightSettings())}
+    results = {r.name: r for r in run_checks(probe, defaults())}
     assert results["bootstrap"].status == "warn"
     assert results["bootstrap"].finding == "could not check: ssm:GetParameter denied"
     assert results["quota-embed-rpm"].finding == "could not check: RuntimeError: socket closed"
@@ -521,7 +536,7 @@ def test_a_denied_or_broken_check_warns_and_the_others_still_run() -> None:
 
 def test_without_credentials_the_account_bound_checks_say_why() -> None:
     probe = FakeProbe(fail={"caller_identity": RuntimeError("Unable to locate credentials")})
-    results = {r.name: r for r in run_checks(probe, PreflightSettings())}
+    results = {r.name: r for r in run_checks(probe, defaults())}
     assert results["credentials"].status == "missing"
     assert results["bootstrap"].finding == "could not check: needs the account id (see credentials)"
     assert results["stack"].status == "ok"  # it needs no account id
@@ -530,7 +545,7 @@ def test_without_credentials_the_account_bound_checks_say_why() -> None:
 
 def test_without_a_region_nothing_is_asked() -> None:
     probe = FakeProbe(region=None)
-    results = run_checks(probe, PreflightSettings())
+    results = run_checks(probe, defaults())
     assert results[0].status == "missing"
     assert all(r.finding == "could not check: no region (see credentials)" for r in results[1:])
     assert probe.calls == ["caller_identity"]
@@ -541,12 +556,12 @@ def test_a_missing_bootstrap_fails_the_run() -> None:
         def bootstrap_version(self, qualifier: str) -> str | None:
             return None
 
-    results = run_checks(Unbootstrapped(), PreflightSettings())
+    results = run_checks(Unbootstrapped(), defaults())
     assert exit_code(results) == 1
 
 
 def test_the_report_lines_and_json() -> None:
-    results = run_checks(FakeProbe(), PreflightSettings(rerank_model_id="cohere.rerank-v3-5:0"))
+    results = run_checks(FakeProbe(), defaults(rerank_model_id="cohere.rerank-v3-5:0"))
     results[1] = decide_bootstrap(None, required=6, source="s", account=ACCOUNT, region="us-east-1", qualifier="q")
     out, err = io.StringIO(), io.StringIO()
     assert report(Console(out=out, err=err), results) == 1
@@ -582,11 +597,14 @@ def test_the_layer_package_never_imports_infra() -> None:
 
 
 def test_boto3_stays_in_the_adapter() -> None:
-    tree = ast.parse((PACKAGE / "cli" / "preflight.py").read_text())
-    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module} | {
-        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
-    }
-    assert not {name for name in imported if name.startswith(("boto3", "botocore", "rag_ingest.adapters"))}
+    """The checks and decisions talk to no AWS API: the probe (rag_ingest.adapters.account_preflight) does."""
+    for module in ("settings", "results", "decisions", "quotas", "checks", "render"):
+        source = ROOT / "client" / "rag_ingest_client" / "operator" / "preflight" / f"{module}.py"
+        tree = ast.parse(source.read_text())
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module} | {
+            a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+        }
+        assert not {name for name in imported if name.startswith(("boto3", "botocore", "rag_ingest.adapters"))}
 
 
 def test_docs_cli_lists_every_command() -> None:
@@ -615,6 +633,6 @@ def test_the_rerank_settings_come_from_cdk_json() -> None:
     context = {"rag-ingest": {"search": {"rerank": {"default": True, "modelId": "cohere.rerank-v3-5:0"}}}}
     settings = settings_from_context(context)
     assert (settings.rerank_default, settings.rerank_model_id) == (True, "cohere.rerank-v3-5:0")
-    assert (PreflightSettings().rerank_default, PreflightSettings().rerank_model_id) == (False, "amazon.rerank-v1:0")
-    with pytest.raises(CliError, match=r"search\.rerank\.default"):
-        settings_from_context({"rag-ingest": {"search": {"rerank": {"default": "yes"}}}})
+    assert (defaults().rerank_default, defaults().rerank_model_id) == (False, "amazon.rerank-v1:0")
+    with pytest.raises(CliError, match=r"search\.rerank\.default: Input should be a valid boolean"):
+        settings_from_context({"rag-ingest": {"search": {"rerank": {"default": "maybe"}}}})

@@ -124,6 +124,26 @@ def test_unsafe_filenames_are_neutralised() -> None:
     assert UploadRequest(filename="a<b>|c.pdf").filename == "a_b__c.pdf"
 
 
+def test_the_types_clients_declare_are_the_ones_the_api_accepts() -> None:
+    """The client declares by extension (rag_ingest_client.uploads); the API announces the format of
+    each declared type: every extension's type is accepted, as the format its name says."""
+    from rag_ingest.core.parsed import DocumentFormat
+    from rag_ingest.core.upload_types import UPLOAD_CONTENT_TYPES, upload_format
+    from rag_ingest_client.uploads import EXTENSION_TYPES
+
+    assert set(EXTENSION_TYPES.values()) <= set(UPLOAD_CONTENT_TYPES)
+    assert {extension: upload_format(content_type) for extension, content_type in EXTENSION_TYPES.items()} == {
+        ".pdf": DocumentFormat.PDF,
+        ".docx": DocumentFormat.DOCX,
+        ".pptx": DocumentFormat.PPTX,
+        ".html": DocumentFormat.HTML,
+        ".htm": DocumentFormat.HTML,
+        ".md": DocumentFormat.MARKDOWN,
+        ".markdown": DocumentFormat.MARKDOWN,
+        ".txt": DocumentFormat.TEXT,
+    }
+
+
 @pytest.mark.parametrize(
     ("filename", "head", "content_type"),
     [
@@ -137,7 +157,7 @@ def test_unsafe_filenames_are_neutralised() -> None:
 def test_clients_declare_the_type_the_bytes_and_then_the_name_suggest(
     filename: str, head: bytes, content_type: str
 ) -> None:
-    from rag_ingest.core.upload_types import declared_type
+    from rag_ingest_client.uploads import declared_type
 
     assert declared_type(filename, head) == content_type
 
@@ -153,7 +173,7 @@ def test_clients_declare_the_type_the_bytes_and_then_the_name_suggest(
     ],
 )
 def test_clients_refuse_what_can_never_succeed(filename: str, head: bytes, words: str) -> None:
-    from rag_ingest.core.upload_types import client_refusal
+    from rag_ingest_client.uploads import client_refusal
 
     reason = client_refusal(filename, head)
     assert reason is not None and words in reason
@@ -180,7 +200,7 @@ def _written_office_files(folder: Path) -> list[Path]:
 def test_clients_send_real_office_files(tmp_path: Path) -> None:
     """Every Office file of the corpora and each one the libraries write is sent, declared by its name;
     the same bytes under a name that is not Word's or PowerPoint's are refused as a zip."""
-    from rag_ingest.core.upload_types import client_refusal, declared_type
+    from rag_ingest_client.uploads import client_refusal, declared_type
 
     corpora = sorted([*(REPO / "eval" / "formats").glob("*.[dp][op][ct]x"), *(REPO / "samples" / "formats").glob("*x")])
     files = [*corpora, *_written_office_files(tmp_path)]

@@ -344,7 +344,7 @@ def build_recovery(env: RedriveEnv) -> Recovery:
     )
 
 
-# -- the operator tools: also run from a shell against a stack (rag_ingest.cli.operator) -----------
+# -- the operator tools: also run from a shell against a stack (rag_ingest_client.operator) ------
 def reaper_for(
     *,
     documents_table_name: str,

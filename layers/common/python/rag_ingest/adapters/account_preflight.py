@@ -1,5 +1,5 @@
 """What ``rag-ingest preflight`` asks an AWS account before ``cdk deploy``: read-only calls, one
-method per question, each answer plain data (the decisions are ``rag_ingest.cli.preflight``'s).
+method per question, each answer plain data (the decisions are ``rag_ingest_client.operator.preflight``'s).
 
 Errors: an access-denied answer becomes :class:`ProbeDenied` naming the IAM action, so the check
 can say which permission it lacked; "not found" answers are ``None``; anything else propagates

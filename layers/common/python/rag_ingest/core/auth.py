@@ -54,13 +54,13 @@ def bearer_token(authorization: str | None) -> str:
 class TokenVerifier:
     """Verifies ID tokens of one issuer for one app client.
 
-    ``jwks`` returns the issuer's key set (``{"keys": [...]}``); fetching and caching it is the
-    caller's concern (an adapter in AWS, the local identity provider offline).
+    ``jwks`` returns the issuer's key set (``{"keys": [...]}``, or PyJWT's parsed ``PyJWKSet``);
+    fetching and caching it is the caller's concern (an adapter in AWS, the local identity provider offline).
     """
 
     issuer: str
     audience: str
-    jwks: Callable[[], Mapping[str, Any]]
+    jwks: Callable[[], Mapping[str, Any] | jwt.PyJWKSet]
     leeway_seconds: int = 0
 
     def verify(self, token: str) -> dict[str, Any]:
@@ -86,7 +86,8 @@ class TokenVerifier:
 
     def _signing_key(self, kid: str) -> Any:
         try:
-            key_set = jwt.PyJWKSet.from_dict(dict(self.jwks()))
+            found = self.jwks()
+            key_set = found if isinstance(found, jwt.PyJWKSet) else jwt.PyJWKSet.from_dict(dict(found))
         except jwt.PyJWTError as exc:
             raise InvalidTokenError(f"the issuer's key set is unusable: {exc}") from exc
         for key in key_set.keys:

@@ -1,6 +1,7 @@
 """What an upload may declare: the media types accepted, the format each announces, and the size
 limit of each format. The declaration only shapes the presigned POST (its Content-Type and size
-conditions); Validate decides what the object is by its bytes (rag_ingest.parsing.formats)."""
+conditions); Validate decides what the object is by its bytes (rag_ingest.parsing.formats). What a
+client declares for a file is the client's (``rag_ingest_client.uploads``)."""
 
 from __future__ import annotations
 
@@ -19,55 +20,6 @@ UPLOAD_CONTENT_TYPES: dict[str, DocumentFormat] = {
     "application/xhtml+xml": DocumentFormat.HTML,
     "text/x-markdown": DocumentFormat.MARKDOWN,
 }
-#: The file names a client may go by to declare a type (the CLI; the page's picker filter).
-EXTENSION_FORMATS: dict[str, DocumentFormat] = {
-    ".pdf": DocumentFormat.PDF,
-    ".docx": DocumentFormat.DOCX,
-    ".pptx": DocumentFormat.PPTX,
-    ".html": DocumentFormat.HTML,
-    ".htm": DocumentFormat.HTML,
-    ".md": DocumentFormat.MARKDOWN,
-    ".markdown": DocumentFormat.MARKDOWN,
-    ".txt": DocumentFormat.TEXT,
-}
-
-
-_IMAGE_SIGNATURES = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8")
-
-
-def client_refusal(filename: str, head: bytes) -> str | None:
-    """Why a client refuses a file before uploading it (the CLI; the page's upload.js says the same),
-    from its first bytes: a file that can never succeed. None: send it."""
-    if not head:
-        return "the file is empty"
-    if head.startswith(b"\xd0\xcf\x11\xe0"):
-        return "an old binary Office file (.doc or .ppt): save it as .docx or .pptx"
-    if head.startswith(_IMAGE_SIGNATURES):
-        return "an image, not a document"
-    if head.startswith(b"PK\x03\x04"):
-        # A zip's headers always hold NUL bytes: its name decides, and Validate reads its parts.
-        if filename.lower().endswith((".docx", ".pptx")):
-            return None
-        return "a zip archive that is not a Word (.docx) or PowerPoint (.pptx) file"
-    if head.startswith(b"%PDF-"):
-        return None
-    if not head.startswith((b"\xff\xfe", b"\xfe\xff")) and b"\x00" in head:
-        return "binary data, not a document the pipeline reads"
-    return None
-
-
-def declared_type(filename: str, head: bytes) -> str:
-    """The type a client declares for a file: from its first bytes when they say PDF or zip, else
-    from its extension, else ``text/plain`` (the pipeline decides again from the stored bytes)."""
-    suffix = "." + filename.rpartition(".")[2].lower() if "." in filename else ""
-    by_name = EXTENSION_FORMATS.get(suffix)
-    if head.startswith(b"%PDF-"):
-        return DocumentFormat.PDF.content_type
-    if head.startswith(b"PK\x03\x04"):
-        office = by_name if by_name in (DocumentFormat.DOCX, DocumentFormat.PPTX) else DocumentFormat.DOCX
-        return office.content_type
-    return (by_name or DocumentFormat.TEXT).content_type
-
 
 # Declared types refused with their own code before any byte is sent.
 _REFUSED_CONTENT_TYPES: dict[str, tuple[ErrorCode, str]] = {

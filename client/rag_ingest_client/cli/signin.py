@@ -1,22 +1,16 @@
-"""Getting and keeping ID tokens for the CLI.
+"""Signing the CLI in, and renewing its tokens (kept by ``rag_ingest_client.cli.tokens``).
 
 - Local stack: the local identity provider's dev-only ``POST /_local/oidc/token`` (any user, any tenant).
 - Deployed stack: Cognito's managed login, authorization code + PKCE (RFC 7636) in the browser with a
   loopback redirect (``http://localhost:8765/callback``), then the refresh token at the token endpoint.
-
-Tokens are cached in ``$XDG_CONFIG_HOME/rag-ingest/tokens.json``, a file only its owner can read (0600).
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import html
-import json
-import os
 import secrets
-import tempfile
 import threading
 import time
 import urllib.parse
@@ -24,17 +18,15 @@ import webbrowser
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from pathlib import Path
 from typing import Any
 
-from rag_ingest.cli.transport import CliError, HttpError, config_home, request_json
-from rag_ingest.core.access import groups_of
+from rag_ingest_client.cli.errors import CliError
+from rag_ingest_client.cli.tokens import TokenCache, TokenSource, is_fresh, token_entry
+from rag_ingest_client.http import ApiError, post_form, post_json
 
 REDIRECT_PORT = 8765
 REDIRECT_PATH = "/callback"
 SCOPES = ("openid", "email", "profile")
-# A token this close to its expiry is renewed before use, so it does not expire in flight.
-EXPIRY_MARGIN_SECONDS = 60
 
 
 # ---------------------------------------------------------------- PKCE (RFC 7636)
@@ -50,104 +42,6 @@ def pkce_challenge(verifier: str) -> str:
 
 def _b64url(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
-
-def unverified_claims(token: str) -> dict[str, Any]:
-    """The payload of a JWT, unverified: only for display and expiry (the API verifies it)."""
-    try:
-        payload = token.split(".")[1]
-        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    except (IndexError, ValueError) as exc:
-        raise CliError(f"the identity provider returned a malformed token ({exc})") from None
-    return claims if isinstance(claims, dict) else {}
-
-
-# ---------------------------------------------------------------- the cache
-@dataclass
-class TokenCache:
-    """One JSON file of token sets keyed by target (``local:<api url>``, ``stack:<name>``)."""
-
-    path: Path
-
-    @classmethod
-    def default(cls) -> TokenCache:
-        return cls(config_home() / "tokens.json")
-
-    def load(self, key: str) -> dict[str, Any] | None:
-        entry = self._read().get(key)
-        return dict(entry) if isinstance(entry, dict) else None
-
-    def save(self, key: str, entry: dict[str, Any]) -> None:
-        entries = self._read()
-        entries[key] = entry
-        self._write(entries)
-
-    def forget(self, key: str) -> None:
-        entries = self._read()
-        if entries.pop(key, None) is not None:
-            self._write(entries)
-
-    def _read(self) -> dict[str, Any]:
-        try:
-            data = json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
-
-    def _write(self, entries: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # Written to a 0600 temporary file in the same folder, then renamed: never readable by others,
-        # never half written.
-        descriptor, temporary = tempfile.mkstemp(prefix=".tokens-", dir=self.path.parent)
-        try:
-            with os.fdopen(descriptor, "w") as stream:
-                json.dump(entries, stream, indent=2)
-            os.chmod(temporary, 0o600)
-            os.replace(temporary, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
-
-
-def is_fresh(entry: dict[str, Any] | None, now: float | None = None) -> bool:
-    if not entry or not entry.get("id_token"):
-        return False
-    return float(entry.get("expires_at", 0)) - EXPIRY_MARGIN_SECONDS > (now if now is not None else time.time())
-
-
-def token_entry(answer: dict[str, Any], previous_refresh_token: str | None = None) -> dict[str, Any]:
-    """A cache entry from a token endpoint's answer (a refresh answer carries no new refresh token)."""
-    id_token = answer.get("id_token")
-    if not isinstance(id_token, str):
-        raise CliError("the identity provider answered without an id_token")
-    claims = unverified_claims(id_token)
-    expires_at = claims.get("exp") or time.time() + float(answer.get("expires_in", 3600))
-    return {
-        "id_token": id_token,
-        "refresh_token": answer.get("refresh_token") or previous_refresh_token,
-        "expires_at": float(expires_at),
-        "username": claims.get("cognito:username") or claims.get("email") or claims.get("sub"),
-        "tenant_id": claims.get("custom:tenant_id"),
-        "groups": sorted(groups_of(claims.get("cognito:groups"))),
-    }
-
-
-# ---------------------------------------------------------------- token sources
-class TokenSource:
-    """Gives the ID token to send; ``invalidate()`` after a 401 makes the next call get a new one."""
-
-    def token(self) -> str:
-        raise NotImplementedError
-
-    def invalidate(self) -> None:
-        raise NotImplementedError
-
-    def forget(self) -> None:
-        """Sign out: drop what is cached."""
-
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token()}"}
 
 
 @dataclass
@@ -186,8 +80,8 @@ class LocalSignIn(TokenSource):
 
     def sign_in(self) -> str:
         try:
-            _, answer = request_json("POST", self.token_url, body=self._token_request())
-        except HttpError as exc:
+            answer = post_json(self.token_url, self._token_request())
+        except ApiError as exc:
             if exc.status == 400:
                 raise CliError(f"the local identity provider refused the sign-in: {exc.message}") from None
             if exc.status == 404:
@@ -206,9 +100,10 @@ class LocalSignIn(TokenSource):
             body["groups"] = list(self.groups)
         return body
 
-    def invalidate(self) -> None:
+    def invalidate(self) -> bool:
         # The local issuer makes a new key at each start: a cached token of a previous run is refused.
         self.cache.forget(self.key)
+        return True
 
     def forget(self) -> None:
         self.cache.forget(self.key)
@@ -238,10 +133,9 @@ class CognitoClient:
         return f"{self.domain}/oauth2/authorize?{urllib.parse.urlencode(query)}"
 
     def exchange_code(self, code: str, *, redirect_uri: str, verifier: str) -> dict[str, Any]:
-        _, answer = request_json(
-            "POST",
+        answer = post_form(
             self.token_url,
-            form={
+            {
                 "grant_type": "authorization_code",
                 "client_id": self.client_id,
                 "code": code,
@@ -252,10 +146,9 @@ class CognitoClient:
         return token_entry(answer if isinstance(answer, dict) else {})
 
     def refresh(self, refresh_token: str) -> dict[str, Any]:
-        _, answer = request_json(
-            "POST",
+        answer = post_form(
             self.token_url,
-            form={"grant_type": "refresh_token", "client_id": self.client_id, "refresh_token": refresh_token},
+            {"grant_type": "refresh_token", "client_id": self.client_id, "refresh_token": refresh_token},
         )
         return token_entry(answer if isinstance(answer, dict) else {}, previous_refresh_token=refresh_token)
 
@@ -295,7 +188,7 @@ class CognitoSignIn(TokenSource):
             )
         try:
             renewed = self.client.refresh(str(refresh_token))
-        except HttpError as exc:
+        except ApiError as exc:
             if exc.status in (400, 401):  # invalid_grant: the refresh token expired or was revoked
                 self.cache.forget(self.key)
                 raise CliError(
@@ -306,11 +199,12 @@ class CognitoSignIn(TokenSource):
         self.cache.save(self.key, renewed)
         return str(renewed["id_token"])
 
-    def invalidate(self) -> None:
+    def invalidate(self) -> bool:
         entry = self.cache.load(self.key)
         if entry:
             entry["expires_at"] = 0  # keep the refresh token: the next call renews
             self.cache.save(self.key, entry)
+        return True
 
     def forget(self) -> None:
         self.cache.forget(self.key)

@@ -1,14 +1,12 @@
-"""A LlamaIndex retriever over rag-ingest (``pip install ".[llamaindex]"``; docs/integrations.md).
+"""A LlamaIndex retriever over rag-ingest (``pip install "./client[llamaindex]"``; docs/integrations.md).
 
     retriever = RagIngestRetriever(api_url=API_URL, token=get_id_token, k=5, mode="hybrid")
     nodes = retriever.retrieve("What is the notice period?")
 
 Each :class:`~llama_index.core.schema.NodeWithScore` is one passage: ``score`` the API's score, the
-node a :class:`~llama_index.core.schema.TextNode` whose ``id_`` is the chunk id, ``text`` the
-passage and ``metadata`` the document's own metadata plus ``document_id``, ``filename``,
-``page_start``, ``page_end``, ``chunk_id``, ``heading_path`` and ``retrieved_by``. rag-ingest's ids
-and lists are kept out of what an LLM or an embedder is shown of the node (filename, pages and the
-user's metadata stay in).
+node a :class:`~llama_index.core.schema.TextNode` with the chunk id, the text, and the document's
+metadata plus the passage's fields (``Passage.describe``, but the score); an LLM or an embedder is
+shown the filename, the pages and the user's metadata, not rag-ingest's ids and lists.
 """
 
 from __future__ import annotations
@@ -19,15 +17,22 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode
 
-from .client import MODES, Passage, RagIngestApiError, RagIngestError, SearchClient, TokenProvider, search_body
+from rag_ingest_client.http import ApiError, RagIngestError
+from rag_ingest_client.retrievers.passages import (
+    MODES,
+    Passage,
+    SearchClient,
+    TokenProvider,
+    search_body,
+)
 
-__all__ = ["RagIngestApiError", "RagIngestError", "RagIngestRetriever", "to_node"]
+__all__ = ["ApiError", "RagIngestError", "RagIngestRetriever", "to_node"]
 
 #: Metadata an LLM prompt or an embedding does not need (ids, the retrieval's own bookkeeping, and
 #: the provenance an application uses to show where a passage stands).
 HIDDEN_KEYS = [
     "document_id", "chunk_id", "score", "heading_path", "retrieved_by",
-    "document_format", "anchor", "paragraph_index", "boxes",
+    "document_format", "anchor", "paragraph_index", "boxes", "copies",
 ]  # fmt: skip
 
 
@@ -35,7 +40,7 @@ class RagIngestRetriever(BaseRetriever):
     """The passages ``POST /search`` returns for a query, as LlamaIndex nodes with scores, best first.
 
     A refusal of the API (a bad filter, an expired token, another tenant) raises
-    :class:`RagIngestApiError` with the API's status, code and message; nothing is swallowed.
+    :class:`~rag_ingest_client.http.ApiError` with the API's status, code and message; nothing is swallowed.
     """
 
     def __init__(

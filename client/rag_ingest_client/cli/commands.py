@@ -1,4 +1,5 @@
-"""The user commands: login, logout, upload, ls, status, search, retry, meta, access, rm."""
+"""The user commands but upload: login, logout, ls, status, search, retry, meta, access, rm; the
+parsers of all of them, and the dispatch."""
 
 from __future__ import annotations
 
@@ -6,37 +7,18 @@ import argparse
 import json
 import re
 import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from rag_ingest.cli.api import TERMINAL, ApiClient, Target, TargetError
-from rag_ingest.cli.filters import build_filter, parse_meta
-from rag_ingest.cli.messages import sentence
-from rag_ingest.cli.progress import ProgressBoard, status_text
-from rag_ingest.cli.signin import CognitoSignIn, LocalSignIn
-from rag_ingest.cli.transport import CliError, HttpError, MultipartBody, post_multipart
-from rag_ingest.core.upload_types import EXTENSION_FORMATS, client_refusal, declared_type
-
-POLL_SECONDS = 0.5
-
-
-@dataclass
-class Console:
-    out: TextIO
-    err: TextIO
-    as_json: bool = False
-
-    def print(self, text: str = "") -> None:
-        self.out.write(text + "\n")
-        self.out.flush()
-
-    def json(self, value: Any) -> None:
-        self.print(json.dumps(value, indent=2))
-
-    def note(self, text: str) -> None:
-        self.err.write(text + "\n")
-        self.err.flush()
+from rag_ingest_client.cli.api import POLL_SECONDS, TERMINAL, ApiClient
+from rag_ingest_client.cli.console import Console
+from rag_ingest_client.cli.errors import CliError
+from rag_ingest_client.cli.filters import build_filter, parse_meta
+from rag_ingest_client.cli.progress import status_text
+from rag_ingest_client.cli.signin import CognitoSignIn, LocalSignIn
+from rag_ingest_client.cli.targets import Target
+from rag_ingest_client.cli.upload import upload, upload_access
+from rag_ingest_client.http import ApiError
+from rag_ingest_client.sentences import sentence
 
 
 # ---------------------------------------------------------------- login
@@ -63,160 +45,6 @@ def logout(target: Target, console: Console) -> int:
     target.tokens.forget()
     console.print(f"signed out of {target.label}")
     return 0
-
-
-# ---------------------------------------------------------------- upload
-def document_files(inputs: list[str]) -> list[Path]:
-    """Files as given, folders as the documents inside them (recursively, sorted: the extensions of
-    rag_ingest.core.upload_types); missing paths are usage errors."""
-    files: list[Path] = []
-    for text in inputs:
-        path = Path(text)
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in EXTENSION_FORMATS)
-            if not found:
-                raise CliError(f"{path}: no documents in this folder ({', '.join(EXTENSION_FORMATS)})")
-            files.extend(found)
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise CliError(f"{path}: no such file or folder")
-    return files
-
-
-def refusal(path: Path) -> str | None:
-    """Why the page would refuse this file before uploading (the pipeline checks again on the object)."""
-    with path.open("rb") as stream:
-        return client_refusal(path.name, stream.read(1024))
-
-
-@dataclass
-class UploadOutcome:
-    path: Path
-    document_id: str | None = None
-    document: dict[str, Any] | None = None
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and (self.document or {}).get("status") == "READY"
-
-
-def upload(
-    api: ApiClient,
-    console: Console,
-    inputs: list[str],
-    *,
-    wait: bool,
-    timeout_seconds: float,
-    metadata: dict[str, Any] | None = None,
-    access: dict[str, list[str]] | None = None,
-) -> int:
-    files = document_files(inputs)
-    outcomes = [UploadOutcome(path) for path in files]
-    board = ProgressBoard.for_files(
-        console.err if console.as_json else console.out, [(p.name, p.stat().st_size) for p in files]
-    )
-    for index, outcome in enumerate(outcomes):
-        reason = refusal(outcome.path)
-        if reason:
-            outcome.error = f"refused: {reason}"
-            board.state(index, outcome.error)
-            continue
-        try:
-            outcome.document_id = send(api, outcome.path, board, index, metadata, access)
-        except TargetError:
-            raise  # the API is down or refuses this user: every other file would fail the same way
-        except CliError as exc:
-            outcome.error = f"upload failed: {exc}"
-            board.state(index, outcome.error)
-            continue
-        board.state(index, "uploaded")
-    if wait:
-        follow(api, board, outcomes, timeout_seconds)
-    board.finish()
-    report(console, outcomes, waited=wait)
-    failed = [o for o in outcomes if o.error or (wait and not o.ok)]
-    return 1 if failed else 0
-
-
-def send(
-    api: ApiClient,
-    path: Path,
-    board: ProgressBoard,
-    index: int,
-    metadata: dict[str, Any] | None = None,
-    access: dict[str, list[str]] | None = None,
-) -> str:
-    with path.open("rb") as file:
-        content_type = declared_type(path.name, file.read(8))
-    ticket = api.create_upload(path.name, content_type, metadata, access)
-    document_id = str(ticket["document_id"])
-    max_bytes = int(ticket.get("max_bytes") or 0)
-    if max_bytes and path.stat().st_size > max_bytes:
-        api.delete(document_id)  # nothing will arrive: do not leave it AWAITING_UPLOAD
-        raise CliError(f"{path.stat().st_size} bytes is over the limit of {max_bytes} bytes")
-    form = ticket["upload"]
-    body = MultipartBody(fields=form["fields"], path=path, filename=path.name, content_type=content_type)
-    try:
-        post_multipart(form["url"], body, on_bytes=lambda n: board.sent(index, n))
-    except HttpError as exc:  # S3's own refusal (policy, size, expiry)
-        raise CliError(f"storage refused the file: {exc.code or exc.status}: {exc.message}") from None
-    return document_id
-
-
-def follow(api: ApiClient, board: ProgressBoard, outcomes: list[UploadOutcome], timeout_seconds: float) -> None:
-    """Poll every uploaded document until READY/FAILED, showing status, stage and progress."""
-    deadline = time.monotonic() + timeout_seconds
-    pending = {i for i, o in enumerate(outcomes) if o.document_id and not o.error}
-    while pending:
-        for index in sorted(pending):
-            outcome = outcomes[index]
-            document = api.document(str(outcome.document_id))
-            outcome.document = document
-            board.state(index, status_text(document))
-            if document.get("status") in TERMINAL:
-                pending.discard(index)
-        if not pending:
-            return
-        if time.monotonic() > deadline:
-            for index in pending:
-                outcomes[index].error = f"not finished after {timeout_seconds:.0f}s"
-                board.state(index, f"{board.rows[index].state} (timed out)")
-            return
-        time.sleep(POLL_SECONDS)
-
-
-def report(console: Console, outcomes: list[UploadOutcome], *, waited: bool) -> None:
-    if console.as_json:
-        console.json(
-            [
-                {"file": str(o.path), "document_id": o.document_id, "error": o.error, "document": o.document}
-                for o in outcomes
-            ]
-        )
-        return
-    for outcome in outcomes:
-        document = outcome.document or {}
-        name = f"{outcome.path.name} {outcome.document_id}" if outcome.document_id else outcome.path.name
-        if outcome.error:
-            console.print(f"✗ {name}: {outcome.error}")
-        elif document.get("status") == "FAILED":
-            detail = f" ({document['error_detail']})" if document.get("error_detail") else ""
-            console.print(
-                f"✗ {name}: FAILED {document.get('error_code')}: {sentence(document.get('error_code'))}{detail}"
-            )
-        elif not waited:
-            console.print(f"↑ {name}: uploaded")
-        elif document.get("status") == "READY":
-            console.print(f"✓ {name}: {status_text(document)}{_duration(document)}")
-        else:  # DELETED or EXPIRED while we waited
-            console.print(f"✗ {name}: {status_text(document)}")
-
-
-def _duration(document: dict[str, Any]) -> str:
-    total = sum((document.get("timings_ms") or {}).values())
-    return f" in {total / 1000:.1f}s" if total else ""
 
 
 # ---------------------------------------------------------------- ls, status
@@ -346,7 +174,7 @@ def _snippet(text: str, limit: int = 240) -> str:
 def retry(api: ApiClient, console: Console, document_id: str, *, wait: bool, timeout_seconds: float) -> int:
     try:
         document = api.retry(document_id)
-    except HttpError as exc:
+    except ApiError as exc:
         if exc.status == 409:
             raise CliError(f"{document_id} cannot be retried: {exc.message}") from None
         raise
@@ -400,7 +228,7 @@ def change_metadata(
             wanted = {}
         try:
             updated = api.update_metadata(document_id, wanted, revision=int(document.get("revision") or 1))
-        except HttpError as exc:
+        except ApiError as exc:
             if exc.status in (409, 412) and "REINDEX_UNAVAILABLE" not in exc.message:
                 continue  # changed meanwhile: read it again
             raise
@@ -439,7 +267,7 @@ def change_access(
             wanted = {"users": [], "groups": []}
         try:
             updated = api.update_access(document_id, wanted, revision=int(document.get("revision") or 1))
-        except HttpError as exc:
+        except ApiError as exc:
             if exc.status == 412:
                 continue  # changed meanwhile: read it again
             raise
@@ -474,20 +302,13 @@ def remove(api: ApiClient, console: Console, document_id: str) -> int:
     return 0
 
 
-def upload_access(users: list[str] | None, groups: list[str] | None) -> dict[str, list[str]] | None:
-    """``--access-user`` / ``--access-group`` as the API's ``access`` (None: open to the tenant)."""
-    if not users and not groups:
-        return None
-    return {"users": list(dict.fromkeys(users or [])), "groups": list(dict.fromkeys(groups or []))}
-
-
 def add_user_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     """The user commands' parsers; ``common`` carries the target options so they also work after the command."""
     commands.add_parser("login", parents=[common], help="sign in (local: --user/--tenant; --stack: in the browser)")
     commands.add_parser("logout", parents=[common], help="forget the cached tokens of the target")
 
     upload_parser = commands.add_parser(
-        "upload", parents=[common], help="upload PDFs (files or folders) and follow them"
+        "upload", parents=[common], help="upload documents (files or folders) and follow them"
     )
     upload_parser.add_argument("paths", nargs="+", metavar="FILE|DIR")
     upload_parser.add_argument("--no-wait", dest="wait", action="store_false", help="return once the bytes are sent")

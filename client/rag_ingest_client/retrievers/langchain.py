@@ -1,12 +1,11 @@
-"""A LangChain retriever over rag-ingest (``pip install ".[langchain]"``; docs/integrations.md).
+"""A LangChain retriever over rag-ingest (``pip install "./client[langchain]"``; docs/integrations.md).
 
     retriever = RagIngestRetriever(api_url=API_URL, token=get_id_token, k=5,
                                    filter={"equals": {"key": "customer", "value": "acme"}})
     documents = retriever.invoke("What is the notice period?")
 
-Each :class:`~langchain_core.documents.Document` is one passage: ``page_content`` its text,
-``metadata`` the document's own metadata plus ``document_id``, ``filename``, ``page_start``,
-``page_end``, ``chunk_id``, ``score``, ``heading_path`` and ``retrieved_by``; ``id`` the chunk id.
+Each :class:`~langchain_core.documents.Document` is one passage: ``page_content`` its text, ``id``
+its chunk id, ``metadata`` the document's own metadata plus the passage's fields (``Passage.describe``).
 """
 
 from __future__ import annotations
@@ -18,16 +17,22 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
-from .client import Passage, RagIngestApiError, RagIngestError, SearchClient, TokenProvider, search_body
+from rag_ingest_client.http import ApiError, RagIngestError
+from rag_ingest_client.retrievers.passages import (
+    Passage,
+    SearchClient,
+    TokenProvider,
+    search_body,
+)
 
-__all__ = ["RagIngestApiError", "RagIngestError", "RagIngestRetriever", "to_document"]
+__all__ = ["ApiError", "RagIngestError", "RagIngestRetriever", "to_document"]
 
 
 class RagIngestRetriever(BaseRetriever):
     """The passages ``POST /search`` returns for a query, as LangChain documents, best first.
 
     A refusal of the API (a bad filter, an expired token, another tenant) raises
-    :class:`RagIngestApiError` with the API's status, code and message; nothing is swallowed.
+    :class:`~rag_ingest_client.http.ApiError` with the API's status, code and message; nothing is swallowed.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)

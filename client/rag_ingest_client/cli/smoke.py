@@ -1,10 +1,9 @@
 """``rag-ingest smoke [--stack NAME]``: after a deploy, prove the stack works end to end as a user would.
 
-Against a deployed stack: read the stack's outputs, create (or reuse) a test user with a tenant and a
-random permanent password, sign in with ``ADMIN_USER_PASSWORD_AUTH``, then upload a sample PDF through
-the presigned POST, wait for READY, search for it and delete it. Without ``--stack`` the same run goes to
-the local stack with a token from its identity provider. Each step prints its latency; any failure
-ends the run with exit code 1 and the step that failed.
+Sign in (a test user of the deployed stack: ``rag_ingest_client.operator.smoke_sign_in``; without
+``--stack``, the local stack's identity provider), then upload a sample PDF through the presigned
+POST, wait for READY, search for it and delete it. Each step prints its latency; any failure ends the
+run with exit code 1 and the step that failed.
 """
 
 from __future__ import annotations
@@ -16,11 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rag_ingest.cli.api import TERMINAL, ApiClient, Target
-from rag_ingest.cli.commands import Console, refusal
-from rag_ingest.cli.messages import sentence
-from rag_ingest.cli.signin import TokenSource
-from rag_ingest.cli.transport import CliError, MultipartBody, post_multipart
+from rag_ingest_client.cli.api import TERMINAL, ApiClient
+from rag_ingest_client.cli.console import Console
+from rag_ingest_client.cli.errors import CliError
+from rag_ingest_client.cli.targets import Target
+from rag_ingest_client.cli.tokens import TokenSource
+from rag_ingest_client.cli.upload import refusal
+from rag_ingest_client.http import upload_file
+from rag_ingest_client.sentences import sentence
+from rag_ingest_client.uploads import PDF
 
 DEFAULT_SAMPLE = Path("samples/lighthouses.pdf")
 DEFAULT_QUERY = "lighthouse keepers"
@@ -41,8 +44,8 @@ class StaticToken(TokenSource):
     def token(self) -> str:
         return self.id_token
 
-    def invalidate(self) -> None:
-        pass  # a 401 with a fresh token is a real failure: nothing to renew
+    def invalidate(self) -> bool:
+        return False  # a 401 with a fresh token is a real failure: nothing to renew
 
 
 @dataclass
@@ -83,13 +86,16 @@ def run_pipeline_steps(run: SmokeRun, target: Target, options: SmokeOptions) -> 
     if reason:
         raise CliError(f"{options.sample}: {reason}")
     with run.step("create upload") as info:
-        ticket = api.create_upload(options.sample.name, "application/pdf")
+        ticket = api.create_upload(options.sample.name, PDF)
         document_id = str(ticket["document_id"])
         info["detail"] = document_id
     with run.step("upload") as info:
-        body = MultipartBody(fields=ticket["upload"]["fields"], path=options.sample, filename=options.sample.name)
-        status = post_multipart(ticket["upload"]["url"], body)
-        info["detail"] = f"{len(body)} bytes, HTTP {status}"
+        sent: list[int] = []
+        form, sample = ticket["upload"], options.sample
+        status = upload_file(
+            form["url"], form["fields"], sample, filename=sample.name, content_type=PDF, on_bytes=sent.append
+        )
+        info["detail"] = f"{sum(sent)} bytes, HTTP {status}"
     with run.step("ready") as info:
         document = wait_until_terminal(api, document_id, options)
         if document.get("status") != "READY":
@@ -134,36 +140,6 @@ def smoke(console: Console, options: SmokeOptions, *, sign_in: Callable[[SmokeRu
         return 1
     console.print(f"smoke test passed in {time.monotonic() - started:.1f} s")
     return 0
-
-
-def deployed_sign_in(
-    stack_name: str, region: str | None, *, username: str, tenant_id: str, email: str | None
-) -> Callable[[SmokeRun], Target]:
-    """The steps that find the stack and sign the smoke user in with Cognito's admin API."""
-
-    def sign_in(run: SmokeRun) -> Target:
-        # Imported here: boto3 is only needed by the commands that talk to AWS itself.
-        from rag_ingest.adapters.stack_resources import stack_outputs
-        from rag_ingest.adapters.user_pool import UserPoolAdmin, strong_password
-
-        with run.step("stack outputs") as info:
-            outputs, region_name = stack_outputs(stack_name, region)
-            missing = [k for k in ("ApiUrl", "UserPoolId", "UserPoolClientId") if not outputs.get(k)]
-            if missing:
-                raise CliError(f"stack {stack_name} has no output {', '.join(missing)}")
-            info["detail"] = outputs["ApiUrl"]
-        admin = UserPoolAdmin.connect(outputs["UserPoolId"], outputs["UserPoolClientId"], region_name)
-        password = strong_password()
-        with run.step("test user") as info:
-            created = admin.ensure_user(username, email or f"{username}@example.com", tenant_id)
-            admin.set_permanent_password(username, password)
-            info["detail"] = f"{'created' if created else 'reused'} {username} (tenant {tenant_id})"
-        with run.step("sign in") as info:
-            token = admin.id_token(username, password)
-            info["detail"] = "ID token (ADMIN_USER_PASSWORD_AUTH)"
-        return Target(f"stack {stack_name}", outputs["ApiUrl"].rstrip("/"), StaticToken(token), "rag-ingest smoke")
-
-    return sign_in
 
 
 def local_sign_in(make_target: Callable[[], Target]) -> Callable[[SmokeRun], Target]:

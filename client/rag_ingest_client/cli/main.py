@@ -14,22 +14,29 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from rag_ingest.adapters.stack_resources import LOCAL_OUTPUTS
-from rag_ingest.cli.api import Target, deployed_target, local_target
-from rag_ingest.cli.commands import Console, add_user_commands, run_user_command
-from rag_ingest.cli.operator import OPERATOR_COMMANDS, add_operator_commands, run_operator
-from rag_ingest.cli.signin import TokenCache
-from rag_ingest.cli.smoke import (
+from rag_ingest_client.aws import StackOutputsError, stack_outputs
+from rag_ingest_client.cli.commands import add_user_commands, run_user_command
+from rag_ingest_client.cli.console import Console
+from rag_ingest_client.cli.errors import CliError
+from rag_ingest_client.cli.operator_args import (
+    OPERATOR_COMMANDS,
+    add_operator_commands,
+    needs_the_checkout,
+    run_operator,
+    use_checkout,
+)
+from rag_ingest_client.cli.smoke import (
     DEFAULT_QUERY,
     DEFAULT_SAMPLE,
     SMOKE_TENANT,
     SMOKE_USER,
     SmokeOptions,
-    deployed_sign_in,
     local_sign_in,
     smoke,
 )
-from rag_ingest.cli.transport import CliError
+from rag_ingest_client.cli.targets import LOCAL_OUTPUTS, Target, deployed_target, local_target
+from rag_ingest_client.cli.tokens import TokenCache
+from rag_ingest_client.http import RagIngestError
 
 
 def _target_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
@@ -96,11 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def resolve_target(args: argparse.Namespace, cache: TokenCache) -> Target:
     if args.stack:
-        from rag_ingest.adapters.stack_resources import StackResourcesError, stack_outputs
-
         try:
             outputs, region = stack_outputs(args.stack, args.region)
-        except StackResourcesError as exc:
+        except StackOutputsError as exc:
             raise CliError(str(exc)) from None
         return deployed_target(args.stack, outputs, region, cache)
     return local_target(
@@ -118,6 +123,10 @@ def split_groups(values: list[str] | None) -> list[str] | None:
 def run_smoke(args: argparse.Namespace, console: Console, cache: TokenCache) -> int:
     options = SmokeOptions(sample=args.sample, query=args.query, timeout_seconds=args.timeout)
     if args.stack:
+        try:
+            from rag_ingest_client.operator.smoke_sign_in import deployed_sign_in
+        except ImportError as exc:
+            raise CliError(needs_the_checkout("smoke --stack", exc)) from None
         sign_in = deployed_sign_in(
             args.stack,
             args.region,
@@ -135,11 +144,12 @@ def run_smoke(args: argparse.Namespace, console: Console, cache: TokenCache) -> 
 
 
 def run_preflight(args: argparse.Namespace, console: Console) -> int:
-    from rag_ingest.adapters.account_preflight import AccountProbe
-    from rag_ingest.cli.preflight import read_settings, report, run_checks
-
-    settings = read_settings(args.cdk_json, stack_name=args.stack)
-    return report(console, run_checks(AccountProbe(args.region), settings))
+    use_checkout(args.cdk_json)
+    try:
+        from rag_ingest_client.operator.preflight import run_preflight
+    except ImportError as exc:
+        raise CliError(needs_the_checkout("preflight", exc)) from None
+    return run_preflight(console, args.cdk_json, stack_name=args.stack, region=args.region)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -151,13 +161,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache = TokenCache.default()
     try:
         if args.command in OPERATOR_COMMANDS:
-            return run_operator(args, parser, stack_name=args.stack, outputs=args.outputs)
+            return run_operator(args, parser)
         if args.command == "smoke":
             return run_smoke(args, console, cache)
         if args.command == "preflight":
             return run_preflight(args, console)
         return run_user_command(args, resolve_target(args, cache), console)
-    except CliError as exc:
+    except RagIngestError as exc:
         console.note(f"error: {exc}")
         return 1
     except KeyboardInterrupt:

@@ -1,27 +1,23 @@
-"""The operator commands: ``rag-ingest [--local | --stack NAME] redrive|replay|reap|reconcile ...``.
+"""The operator commands' runs (their arguments: ``rag_ingest_client.cli.operator_args``).
 
-``redrive``, ``replay`` and ``reap`` run the same code as the Redrive and Reaper functions, from an
-operator's machine, against the local stack (``.local/runtime/outputs.json``, the default) or, with
-``--stack NAME``, the deployed stack (resources from its CloudFormation outputs, credentials from the
-usual AWS chain). Prints the report as JSON; exits 1 when a document could not be handled, 2 on bad usage.
-
-``reconcile`` invokes the stack's Reconciler function instead (``ReconcilerFunctionName``): the
-OpenSearch domain admits the functions' roles, not an operator's, and the run's ``ReconcilerDrift``
-metric is the function's (the alarm, locally too). Exits 0 when nothing drifted (or every finding
-was repaired), 1 otherwise.
+``redrive``, ``replay`` and ``reap`` run the Redrive and Reaper functions' own code from an
+operator's machine, against the local stack (``--outputs``) or ``--stack NAME`` (its outputs, the
+usual AWS credentials), and print the report as JSON: exit 1 when a document could not be handled.
+``reconcile`` invokes the stack's Reconciler function instead, whose role the OpenSearch domain
+admits and whose drift metric the alarm reads (docs/operations.md, "The reconciler"): exit 0 when
+nothing drifted or every finding was repaired.
+May import: the domain package (its operations, adapters and wiring).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
-
 from rag_ingest.adapters.events import EventPublisher
 from rag_ingest.adapters.stack_resources import (
     StackResources,
@@ -44,16 +40,6 @@ DEFAULT_REAPER = ReaperSettings(
     max_redrives=REAPER_MAX_REDRIVES,
     max_documents=REAPER_MAX_DOCUMENTS_PER_RUN,
 )
-_DURATION = re.compile(r"^(\d+)([smhd]?)$")
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def duration(text: str) -> int:
-    """``90``, ``90s``, ``15m``, ``2h``, ``3d`` → seconds."""
-    match = _DURATION.fullmatch(text.strip())
-    if not match:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90s, 15m, 2h, 3d)")
-    return int(match.group(1)) * _UNITS[match.group(2)]
 
 
 def error_code(text: str) -> ErrorCode:
@@ -76,61 +62,14 @@ class EventsOnlyTelemetry(NoTelemetry):
         self._events.publish("DocumentFailed", detail)
 
 
-OPERATOR_COMMANDS = ("redrive", "replay", "reap", "reconcile")
-# Longer than the Reconciler function's timeout (infra/config.py: 900 s, Lambda's maximum).
+# Longer than the Reconciler function's timeout (infra/config.py, functions.reconciler).
 RECONCILE_READ_TIMEOUT_SECONDS = 910
 
 
-def add_operator_commands(commands: Any, common: argparse.ArgumentParser) -> None:
-    """``redrive``, ``replay`` and ``reap`` under the ``rag-ingest`` command (``commands`` is its subparsers)."""
-    redrive = commands.add_parser(
-        "redrive", parents=[common], help="operator: move dead-lettered upload events back to the ingest queue"
-    )
-    redrive.add_argument("--dry-run", action="store_true", help="list what would move, move nothing")
-    redrive.add_argument("--max-messages", type=int, default=100)
-    redrive.add_argument("--document-id", help="only messages about this document")
-    redrive.add_argument(
-        "--error-code", type=error_code, action="append", dest="error_codes", help="only documents failed with it"
-    )
-    redrive.add_argument("--older-than", type=duration, help="only messages sent at least this long ago")
-    redrive.add_argument("--newer-than", type=duration, help="only messages sent at most this long ago")
-    redrive.add_argument("--include-unparseable", action="store_true", help="move messages intake cannot parse")
-
-    replay = commands.add_parser(
-        "replay", parents=[common], help="operator: re-run FAILED documents from their first unfinished stage"
-    )
-    replay.add_argument("--dry-run", action="store_true", help="list what would be replayed, change nothing")
-    replay.add_argument("--document-id", action="append", dest="document_ids", default=[], help="repeatable")
-    replay.add_argument(
-        "--error-code",
-        type=error_code,
-        action="append",
-        dest="error_codes",
-        help="repeatable; default without --document-id: the system codes "
-        "(INTERNAL_ERROR, TRANSIENT_RETRIES_EXHAUSTED, EMBEDDING_CAPACITY, TIMEOUT, STUCK)",
-    )
-    replay.add_argument("--older-than", type=duration, help="only documents failed at least this long ago")
-    replay.add_argument("--newer-than", type=duration, help="only documents failed at most this long ago")
-    replay.add_argument("--max-documents", type=int, default=100)
-
-    reap = commands.add_parser("reap", parents=[common], help="operator: run the stuck-document reaper once")
-    reap.add_argument("--dry-run", action="store_true", help="report what it would do, change nothing")
-    reap.add_argument("--stuck-after", type=duration, help=f"default {REAPER_STUCK_AFTER_MINUTES}m")
-    reap.add_argument("--max-redrives", type=int)
-    reap.add_argument("--max-documents", type=int)
-
-    reconcile = commands.add_parser(
-        "reconcile",
-        parents=[common],
-        help="operator: compare the documents table, the uploaded files and the index (--tenant T: one tenant)",
-    )
-    reconcile.add_argument("--repair", action="store_true", help="fix what is safe (default: report only)")
-    reconcile.add_argument(
-        "--grace", type=duration, help="objects younger than this may still be on their way through intake (15m)"
-    )
-
-
 def request_for(args: argparse.Namespace) -> RedriveRequest | ReplayRequest | ReapRequest:
+    """The request of an operator command's arguments; an unknown error code is an ``ArgumentTypeError``."""
+    if args.command in ("redrive", "replay") and args.error_codes:
+        args.error_codes = [error_code(text) for text in args.error_codes]
     if args.command == "redrive":
         return RedriveRequest(
             dry_run=args.dry_run,
@@ -215,7 +154,7 @@ def print_reconcile(report: ReconcileReport, *, as_json: bool) -> int:
     return 1 if unresolved else 0
 
 
-def run_operator(
+def run_operator_command(
     args: argparse.Namespace, parser: argparse.ArgumentParser, *, stack_name: str | None, outputs: Path
 ) -> int:
     """The operator command of ``args`` against the deployed stack ``stack_name`` (None: the local stack)."""
@@ -223,6 +162,8 @@ def run_operator(
         return run_reconcile(args, parser, stack_name=stack_name, outputs=outputs)
     try:
         request = request_for(args)
+    except argparse.ArgumentTypeError as exc:
+        parser.error(str(exc))
     except ValidationError as exc:
         parser.error("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
     try:

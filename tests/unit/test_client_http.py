@@ -1,5 +1,6 @@
-"""The CLI's HTTP: the streamed multipart body of a presigned POST (exact bytes, exact length, real
-progress), the error shapes it turns into one-line messages, and what a dead server looks like."""
+"""The client's HTTP (rag_ingest_client.http): the streamed multipart body of a presigned POST (exact
+bytes, exact length, real progress), the error shapes it turns into one-line messages, and what a dead
+server looks like."""
 
 from __future__ import annotations
 
@@ -14,14 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rag_ingest.cli.transport import (
-    HttpError,
-    MultipartBody,
-    NetworkError,
-    error_of,
-    post_multipart,
-    request_json,
-)
+from rag_ingest_client.http import ApiError, ApiSession, Unreachable, api_error, upload_file
 
 from tests.support.aws import free_port
 
@@ -51,22 +45,6 @@ def pdf(tmp_path: Path) -> Path:
     path = tmp_path / 'quarterly "final".pdf'
     path.write_bytes(b"%PDF-1.7\n" + bytes(range(256)) * 1000 + b"\r\n--not-a-boundary\r\n%%EOF")
     return path
-
-
-def test_multipart_body_has_the_fields_first_then_the_file_byte_for_byte(pdf: Path) -> None:
-    body = MultipartBody(fields=FIELDS, path=pdf, filename=pdf.name)
-    raw = b"".join(body.chunks(chunk_bytes=4096))
-    assert len(raw) == len(body)  # the Content-Length sent up front is the body's exact size
-    parts = parse_form(body.header, raw)
-    assert [name for name, _, _ in parts] == [*FIELDS, "file"]  # S3 ignores fields after the file
-    assert {name: value.decode() for name, _, value in parts[:-1]} == FIELDS
-    assert parts[-1][1] == "quarterly %22final%22.pdf" and parts[-1][2] == pdf.read_bytes()
-
-
-def test_multipart_body_streams_in_chunks(pdf: Path) -> None:
-    chunks = list(MultipartBody(fields=FIELDS, path=pdf, filename=pdf.name).chunks(chunk_bytes=8192))
-    assert max(len(c) for c in chunks[1:-1]) == 8192  # the file is never read whole
-    assert len(chunks) == 2 + -(-pdf.stat().st_size // 8192)
 
 
 @dataclass
@@ -101,14 +79,40 @@ def upload_server() -> Iterator[tuple[str, Received]]:
     server.server_close()
 
 
+def _upload(url: str, pdf: Path, progress: list[int] | None = None) -> int:
+    on_bytes = progress.append if progress is not None else None
+    return upload_file(url, FIELDS, pdf, filename=pdf.name, content_type="application/pdf", on_bytes=on_bytes)
+
+
+def test_multipart_body_has_the_fields_first_then_the_file_byte_for_byte(
+    pdf: Path, upload_server: tuple[str, Received]
+) -> None:
+    url, received = upload_server
+    assert _upload(url, pdf) == 204
+    request = received.requests[0]
+    # The Content-Length sent up front is the body's exact size (S3 refuses a chunked POST).
+    assert int(request["headers"]["Content-Length"]) == len(request["body"])
+    parts = parse_form(request["headers"]["Content-Type"], request["body"])
+    assert [name for name, _, _ in parts] == [*FIELDS, "file"]  # S3 ignores fields after the file
+    assert {name: value.decode() for name, _, value in parts[:-1]} == FIELDS
+    assert parts[-1][1] == "quarterly %22final%22.pdf" and parts[-1][2] == pdf.read_bytes()
+
+
+def test_multipart_body_streams_in_chunks(pdf: Path, upload_server: tuple[str, Received]) -> None:
+    url, _ = upload_server
+    progress: list[int] = []
+    _upload(url, pdf, progress)
+    assert max(progress) <= 64 * 1024  # the file is never read whole
+    assert len(progress) >= -(-pdf.stat().st_size // (64 * 1024))
+
+
 def test_post_multipart_reports_every_byte_it_sends(pdf: Path, upload_server: tuple[str, Received]) -> None:
     url, received = upload_server
-    body = MultipartBody(fields=FIELDS, path=pdf, filename=pdf.name)
     progress: list[int] = []
-    assert post_multipart(url, body, on_bytes=progress.append) == 204
+    assert _upload(url, pdf, progress) == 204
     request = received.requests[0]
     assert request["path"] == "/bucket-name" and "Transfer-Encoding" not in request["headers"]
-    assert int(request["headers"]["Content-Length"]) == sum(progress) == len(body) == len(request["body"])
+    assert int(request["headers"]["Content-Length"]) == sum(progress) == len(request["body"])
     assert len(progress) > 3  # progress arrives while sending, not once at the end
     assert parse_form(request["headers"]["Content-Type"], request["body"])[-1][2] == pdf.read_bytes()
 
@@ -120,8 +124,8 @@ def test_a_refusal_by_storage_carries_its_code(pdf: Path, upload_server: tuple[s
         b"<?xml version='1.0'?><Error><Code>EntityTooLarge</Code>"
         b"<Message>Your proposed upload exceeds the maximum allowed size</Message></Error>"
     )
-    with pytest.raises(HttpError) as error:
-        post_multipart(url, MultipartBody(fields=FIELDS, path=pdf, filename=pdf.name))
+    with pytest.raises(ApiError) as error:
+        _upload(url, pdf)
     assert (error.value.status, error.value.code) == (400, "EntityTooLarge")
     assert "exceeds the maximum allowed size" in str(error.value)
 
@@ -139,11 +143,11 @@ def test_a_refusal_by_storage_carries_its_code(pdf: Path, upload_server: tuple[s
 )  # fmt: skip
 def test_error_bodies(status: int, body: Any, code: str, message: str) -> None:
     raw = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-    error = error_of(status, raw, "http://api/x")
+    error = api_error(status, raw, "http://api/x")
     assert (error.status, error.code, error.message) == (status, code, message)
 
 
 def test_an_unreachable_server_is_a_network_error_naming_it() -> None:
     port = free_port()  # nothing listens there
-    with pytest.raises(NetworkError, match=f"cannot reach http://127.0.0.1:{port}"):
-        request_json("GET", f"http://127.0.0.1:{port}/documents", timeout=5)
+    with pytest.raises(Unreachable, match=f"cannot reach http://127.0.0.1:{port}"):
+        ApiSession(f"http://127.0.0.1:{port}", timeout=5).call("GET", "/documents")

@@ -1,0 +1,106 @@
+"""The HTTP API as the CLI calls it: one method per route (routes and bodies: ``GET /openapi.json``),
+the token renewed once after a 401 (``rag_ingest_client.http.BearerAuth``), refusals explained in one line."""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from typing import Any
+
+from rag_ingest_client.cli.errors import CliError, TargetError
+from rag_ingest_client.cli.targets import Target
+from rag_ingest_client.http import ApiError, ApiSession, RagIngestError, Unreachable
+
+#: The statuses a document does not leave by itself.
+TERMINAL = frozenset({"READY", "FAILED", "DELETED", "EXPIRED"})
+#: How often a command that waits reads the document again.
+POLL_SECONDS = 0.5
+
+
+class ApiClient:
+    """The routes of the API as ``target``'s caller, over one connection pool."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.session = ApiSession(target.api_url, target.tokens)
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> Any:
+        try:
+            return self.session.call(method, path, json=body, headers=headers, params=params)
+        except ApiError as exc:
+            raise self._explain(exc) from None
+        except Unreachable as exc:
+            raise TargetError(self.target.describe_network_error(exc)) from None
+
+    def _explain(self, exc: ApiError) -> RagIngestError:
+        if exc.status == 401:
+            return TargetError(
+                f"401 Unauthorized: {self.target.label} refused the token; sign in with `{self.target.login_hint}`"
+            )
+        if exc.status == 403 and exc.code == "ACCESS_CHANGE_FORBIDDEN":
+            return exc  # a refusal of this one change (docs/api.md, "Per-document access"), not of the user
+        if exc.status == 403:
+            return TargetError(f"403 Forbidden: {exc.message} (the signed-in user has no valid tenant?)")
+        if exc.status == 404:
+            return CliError(f"404 Not Found: {exc.message}")
+        return exc
+
+    def create_upload(
+        self,
+        filename: str,
+        content_type: str,
+        metadata: dict[str, Any] | None = None,
+        access: dict[str, list[str]] | None = None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"filename": filename, "content_type": content_type}
+        if metadata:
+            body["metadata"] = metadata
+        if access:
+            body["access"] = access
+        return dict(self.call("POST", "/documents", body))
+
+    def document(self, document_id: str) -> dict[str, Any]:
+        return dict(self.call("GET", f"/documents/{_segment(document_id)}"))
+
+    def documents(self, *, limit: int, cursor: str | None, where: dict[str, Any] | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {"limit": limit, **({"cursor": cursor} if cursor else {})}
+        if where is not None:
+            params["filter"] = json.dumps(where, separators=(",", ":"))
+        return dict(self.call("GET", "/documents", params=params))
+
+    def update_metadata(self, document_id: str, metadata: dict[str, Any], *, revision: int) -> dict[str, Any]:
+        """PATCH the document's metadata, only if it is still at ``revision`` (412 otherwise)."""
+        path = f"/documents/{_segment(document_id)}"
+        return dict(self.call("PATCH", path, {"metadata": metadata}, headers={"If-Match": f'"{revision}"'}))
+
+    def update_access(self, document_id: str, access: dict[str, list[str]], *, revision: int) -> dict[str, Any]:
+        """PATCH who may read the document, only if it is still at ``revision`` (412 otherwise)."""
+        path = f"/documents/{_segment(document_id)}"
+        return dict(self.call("PATCH", path, {"access": access}, headers={"If-Match": f'"{revision}"'}))
+
+    def retry(self, document_id: str) -> dict[str, Any]:
+        return dict(self.call("POST", f"/documents/{_segment(document_id)}/retry"))
+
+    def delete(self, document_id: str) -> dict[str, Any]:
+        return dict(self.call("DELETE", f"/documents/{_segment(document_id)}") or {})
+
+    def search(
+        self, query: str, *, k: int, mode: str, where: dict[str, Any] | None = None, rerank: bool | None = None
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"query": query, "k": k, "mode": mode}
+        if where is not None:
+            body["filter"] = where
+        if rerank is not None:
+            body["rerank"] = rerank
+        return dict(self.call("POST", "/search", body))
+
+
+def _segment(value: str) -> str:
+    return urllib.parse.quote(value, safe="")

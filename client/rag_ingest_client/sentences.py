@@ -1,0 +1,50 @@
+"""What a person is told about each error code of a FAILED document.
+
+The API returns the code (``rag_ingest.core.errors.ErrorCode``); the clients say it in words. The
+page keeps the same table in ``web/errors.js``; ``tests/unit/test_error_sentences.py`` holds the two
+equal and complete. May import: nothing.
+"""
+
+from __future__ import annotations
+
+ERROR_SENTENCES: dict[str, str] = {
+    "UNSUPPORTED_TYPE": (
+        "This file's type is not accepted (PDF, Word .docx, PowerPoint .pptx, HTML, Markdown or text)."
+    ),
+    "FILE_TOO_LARGE": "This file is larger than the upload limit.",
+    "TOO_MANY_PAGES": "This document has more pages or slides than the limit.",
+    "ENCRYPTED_PDF": "This PDF is password-protected.",
+    "CORRUPT_PDF": "This PDF is damaged and cannot be read.",
+    "PDF_TOO_COMPLEX": "This PDF is too complex to read within the limits (too much content or text on its pages).",
+    "NO_TEXT_LAYER": "This PDF has no text layer (scanned pages without text).",
+    "LEGACY_OFFICE_FORMAT": "This is an old binary Office file (.doc or .ppt): save it as .docx or .pptx.",
+    "MACRO_ENABLED_DOCUMENT": "This Office file contains macros (.docm or .pptm): save it without them.",
+    "CORRUPT_DOCUMENT": "This document is damaged and cannot be read.",
+    "DOCUMENT_TOO_COMPLEX": "This document is too large or too deeply nested to read within the limits.",
+    "UNSAFE_XML": "This document contains XML declarations that are not allowed (entities or a DTD).",
+    "UNKNOWN_ENCODING": "This text file's character encoding could not be recognised.",
+    "EMPTY_FILE": "This file is empty (0 bytes).",
+    "EMPTY_DOCUMENT": "This document contains no text to index.",
+    "OBJECT_NOT_FOUND": "The uploaded file was not found in storage.",
+    "INVALID_OBJECT_KEY": "The file was stored under a path that names no valid workspace.",
+    "INPUT_TOO_LONG": "A passage was too long for the embedding model.",
+    "EMBEDDING_BATCH_FAILED": "The batch embedding job for this document failed. Retrying usually works.",
+    "INVALID_REQUEST": "The request for this document was invalid.",
+    "TRANSIENT_RETRIES_EXHAUSTED": "A temporary service problem persisted through every retry. Retrying usually works.",
+    "EMBEDDING_CAPACITY": (
+        "The embedding model's quota stayed in use by other documents for longer than processing waits. "
+        "Retrying usually works."
+    ),
+    "TIMEOUT": "Processing took too long and was stopped.",
+    "STUCK": "Processing stalled and was stopped.",
+    "SUPERSEDED": "A newer upload of this document replaced this one.",
+    "SOURCE_OBJECT_MISSING": "The uploaded file was removed from storage after it was processed.",
+    "INTERNAL_ERROR": "An unexpected error stopped processing.",
+}
+
+
+def sentence(code: str | None) -> str:
+    """The sentence of a code; a code added after this client was built reads as itself."""
+    if not code:
+        return "The document failed."
+    return ERROR_SENTENCES.get(code, f"The document failed ({code}).")

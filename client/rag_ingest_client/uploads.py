@@ -1,0 +1,66 @@
+"""What a client checks of a file before uploading it, and the media type it declares.
+
+Pure functions of a file's name and first bytes. The service decides again from the stored bytes
+(``rag_ingest.parsing.formats``); ``tests/unit/test_upload_policy.py`` holds these types equal to
+those the API accepts. The page's ``web/upload.js`` applies the same refusals.
+May import: the standard library only.
+"""
+
+from __future__ import annotations
+
+PDF = "application/pdf"
+DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
+HTML = "text/html"
+MARKDOWN = "text/markdown"
+TEXT = "text/plain"
+
+#: The file names a client goes by to declare a type (the CLI's folder walk, the page's picker).
+EXTENSION_TYPES: dict[str, str] = {
+    ".pdf": PDF,
+    ".docx": DOCX,
+    ".pptx": PPTX,
+    ".html": HTML,
+    ".htm": HTML,
+    ".md": MARKDOWN,
+    ".markdown": MARKDOWN,
+    ".txt": TEXT,
+}
+
+_IMAGE_SIGNATURES = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8")
+_ZIP = b"PK\x03\x04"
+_PDF = b"%PDF-"
+_OLE = b"\xd0\xcf\x11\xe0"
+
+
+def client_refusal(filename: str, head: bytes) -> str | None:
+    """Why a client refuses a file before uploading it, from its first bytes: a file that can never
+    succeed. None: send it."""
+    if not head:
+        return "the file is empty"
+    if head.startswith(_OLE):
+        return "an old binary Office file (.doc or .ppt): save it as .docx or .pptx"
+    if head.startswith(_IMAGE_SIGNATURES):
+        return "an image, not a document"
+    if head.startswith(_ZIP):
+        # A zip's headers always hold NUL bytes: its name decides, and Validate reads its parts.
+        if filename.lower().endswith((".docx", ".pptx")):
+            return None
+        return "a zip archive that is not a Word (.docx) or PowerPoint (.pptx) file"
+    if head.startswith(_PDF):
+        return None
+    if not head.startswith((b"\xff\xfe", b"\xfe\xff")) and b"\x00" in head:
+        return "binary data, not a document the pipeline reads"
+    return None
+
+
+def declared_type(filename: str, head: bytes) -> str:
+    """The type a client declares for a file: from its first bytes when they say PDF or zip, else
+    from its extension, else ``text/plain`` (the pipeline decides again from the stored bytes)."""
+    suffix = "." + filename.rpartition(".")[2].lower() if "." in filename else ""
+    by_name = EXTENSION_TYPES.get(suffix)
+    if head.startswith(_PDF):
+        return PDF
+    if head.startswith(_ZIP):
+        return by_name if by_name in (DOCX, PPTX) else DOCX
+    return by_name or TEXT
