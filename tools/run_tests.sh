@@ -6,8 +6,7 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 
 echo "== lint (ruff, mypy)"
-.venv/bin/ruff check .
-.venv/bin/mypy app.py infra local functions layers/common/python/rag_ingest bench eval tools examples
+make --no-print-directory lint
 
 started_opensearch=""
 if [[ -z "${OPENSEARCH_URL:-}" ]]; then
