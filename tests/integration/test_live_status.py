@@ -83,6 +83,8 @@ def _handlers(stack: ProvisionedStack, settings: RuntimeSettings, issuer: str, w
 @pytest.fixture(scope="module")
 def live() -> Iterator[Live]:
     with moto_server() as endpoint:
+        # moto's backends are the process's: this module provisions the same template as others.
+        requests.post(f"{endpoint}/moto-api/reset", timeout=30)
         port = free_port()
         settings = RuntimeSettings.from_env(
             {"LOCAL_MOTO_PORT": endpoint.rsplit(":", 1)[1], "LOCAL_API_PORT": str(port)}
@@ -146,6 +148,7 @@ def live() -> Iterator[Live]:
         finally:
             poller.close()
             server.stop()
+            requests.post(f"{endpoint}/moto-api/reset", timeout=30)
 
 
 def _awaiting_upload(live: Live, tenant: str, access: DocumentAccess | None = None, by: str | None = None) -> str:
