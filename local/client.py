@@ -101,8 +101,8 @@ class OfflineClient:
         return session
 
     def live_url(self) -> str:
-        """The live-status stream's URL for this user (Server-Sent Events; the token in the query)."""
-        return f"{self.api_url}/_local/live?token={self.token()}"
+        """The live-status WebSocket URL for this user (the token in the query, as the page sends it)."""
+        return f"{self.api_url.replace('http://', 'ws://', 1)}/_local/live?token={self.token()}"
 
     def create_upload(self, filename: str, content_type: str = "application/pdf") -> requests.Response:
         return self.request("POST", "/documents", {"filename": filename, "content_type": content_type})

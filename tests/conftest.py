@@ -24,8 +24,6 @@ from local.runtime.harness import OfflineStackProcess, template_with_environment
 from local.runtime.settings import REPO_ROOT, stack_name_from_cdk_json
 from tests.support.tokens import TokenForge, new_key, write_key
 
-# The live-status stream's keep-alive comment interval in the session's stack (15 s by default).
-LIVE_KEEPALIVE_SECONDS = 1
 # The session stack's page ranges and bulk-lane threshold (50 and 200 pages in cdk.json), small enough
 # that a generated 14-page PDF takes the bulk lane over three ranges in seconds. The samples the
 # suites upload have at most 5 pages: one range in the standard lane, as with the defaults.
@@ -59,7 +57,7 @@ def stack_process(
     process = OfflineStackProcess(
         state_dir,
         template=template,
-        env={"LOCAL_OIDC_SIGNING_KEY": str(key_file), "LOCAL_LIVE_KEEPALIVE_SECONDS": str(LIVE_KEEPALIVE_SECONDS)},
+        env={"LOCAL_OIDC_SIGNING_KEY": str(key_file)},
     )
     try:
         process.start(timeout=300)

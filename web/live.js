@@ -1,6 +1,6 @@
-// The live status channel: Server-Sent Events (local stack) or an API Gateway WebSocket (AWS),
-// one message shape {"type": "document.updated", "document": {...}}. When the channel drops, the
-// page polls instead (onState("polling")) and reconnects with exponential backoff and jitter.
+// The live status channel: API Gateway's WebSocket API (the local stack serves the same shape),
+// messages {"type": "document.updated", "document": {...}}. When the channel drops, the page
+// polls instead (onState("polling")) and reconnects with exponential backoff and jitter.
 
 export const LIVE_MESSAGE = "document.updated";
 const BACKOFF_START_MS = 1000;
@@ -8,7 +8,7 @@ const BACKOFF_MAX_MS = 30_000;
 
 export class LiveChannel {
   /**
-   * @param {{kind: "sse"|"websocket", url: string}} config
+   * @param {{kind: "websocket", url: string}} config
    * @param {() => string|null} tokenProvider
    * @param {{onDocument: (doc: object) => void, onState: (state: string) => void}} handlers
    */
@@ -16,7 +16,7 @@ export class LiveChannel {
     this.config = config;
     this.tokenProvider = tokenProvider;
     this.handlers = handlers;
-    this.source = null;
+    this.socket = null;
     this.retryTimer = null;
     this.backoffMs = BACKOFF_START_MS;
     this.stopped = true;
@@ -31,7 +31,7 @@ export class LiveChannel {
   stop() {
     this.stopped = true;
     clearTimeout(this.retryTimer);
-    this.closeSource();
+    this.closeSocket();
     this.setState("off");
   }
 
@@ -52,25 +52,10 @@ export class LiveChannel {
     if (this.stopped) return;
     const url = this.url();
     if (!url) return;
-    this.closeSource();
+    this.closeSocket();
     this.setState("connecting");
-    if (this.config.kind === "websocket") this.openWebSocket(url);
-    else this.openEventSource(url);
-  }
-
-  openEventSource(url) {
-    const source = new EventSource(url);
-    this.source = source;
-    source.addEventListener("open", () => this.opened());
-    source.addEventListener(LIVE_MESSAGE, (event) => this.received(event.data));
-    // EventSource retries by itself, but not after an HTTP error, and a dropped stream loses
-    // messages: take over (poll, then reconnect with backoff) either way.
-    source.addEventListener("error", () => this.dropped(source));
-  }
-
-  openWebSocket(url) {
     const socket = new WebSocket(url);
-    this.source = socket;
+    this.socket = socket;
     socket.addEventListener("open", () => this.opened());
     socket.addEventListener("message", (event) => this.received(event.data));
     socket.addEventListener("close", () => this.dropped(socket));
@@ -94,10 +79,10 @@ export class LiveChannel {
     this.handlers.onDocument(message.document);
   }
 
-  dropped(source) {
-    if (source !== this.source) return; // an old channel closing late
+  dropped(socket) {
+    if (socket !== this.socket) return; // an old socket closing late
     this.stats.errors += 1;
-    this.closeSource();
+    this.closeSocket();
     if (this.stopped) return;
     this.setState("polling");
     const delay = this.backoffMs / 2 + Math.random() * (this.backoffMs / 2);
@@ -106,9 +91,9 @@ export class LiveChannel {
     this.retryTimer = setTimeout(() => this.connect(), delay);
   }
 
-  closeSource() {
-    const source = this.source;
-    this.source = null;
-    if (source) source.close();
+  closeSocket() {
+    const socket = this.socket;
+    this.socket = null;
+    if (socket) socket.close();
   }
 }

@@ -21,7 +21,11 @@ ENV = LiveAuthorizerEnv.from_env()
 verifier = TokenVerifier(
     issuer=ENV.token_issuer,
     audience=ENV.token_audience,
-    jwks=CachedJwks(jwks_url_for(ENV.token_issuer), max_age_seconds=ENV.jwks_max_age_seconds),
+    jwks=CachedJwks(
+        jwks_url_for(ENV.token_issuer),
+        max_age_seconds=ENV.jwks_max_age_seconds,
+        allow_http=ENV.token_issuer.startswith("http://"),  # loopback only: LiveAuthorizerEnv
+    ),
 )
 
 

@@ -1,27 +1,10 @@
-"""Bedrock batch inference, locally: the control-plane calls boto3's ``bedrock`` client makes for
-``CreateModelInvocationJob``, ``GetModelInvocationJob``, ``ListModelInvocationJobs`` and
-``StopModelInvocationJob`` (rest-json, the routes of botocore's service model), and a job runner
-that reads the JSONL input from moto's S3 and writes the output where Bedrock does.
-
-What it emulates (each cited where the product relies on it, rag_ingest.ingest.batch_embedding):
-- input: ``{"recordId", "modelInput"}`` lines in the ``.jsonl`` file the ``s3Uri`` names, or in every
-  ``.jsonl`` under it (a folder); ``modelInput`` is the model's InvokeModel body;
-- output, under ``<outputDataConfig s3Uri><job id>/``: ``<input file name>.out`` with
-  ``{"recordId", "modelInput", "modelOutput"}`` per record, or ``"error": {"errorCode",
-  "errorMessage"}`` in place of ``modelOutput`` for a record that failed, and ``manifest.json.out``
-  (https://docs.aws.amazon.com/bedrock/latest/userguide/batch-inference-results.html);
-- statuses ``Submitted`` -> ``Validating`` -> ``InProgress`` -> ``Completed``; ``Failed`` with a
-  message when the input breaks a quota (fewer records than the minimum, more than 50,000, a file
-  over 1 GB: batch-inference-data.html) or cannot be read; ``Stopping`` -> ``Stopped``;
-- ``ServiceQuotaExceededException`` when ``max_jobs`` jobs are already submitted or in progress;
-- ``clientRequestToken``: the same token returns the job it created (no second job).
-
-Jobs live in this process's memory: a restarted server has forgotten them (GetModelInvocationJob
-answers ``ResourceNotFoundException``). Records are embedded by the server's own model (or its
-deterministic vectors), outside the on-demand quotas and latency: batch has its own quotas.
-Knobs (environment): ``LOCAL_BATCH_MIN_RECORDS`` (100), ``LOCAL_BATCH_MAX_JOBS`` (20),
-``LOCAL_BATCH_S3_ENDPOINT`` (moto; the local stack sets it), ``LOCAL_BATCH_START_DELAY`` (seconds a
-job stays Submitted, 0).
+"""Bedrock batch inference, locally: ``CreateModelInvocationJob``, ``GetModelInvocationJob``,
+``ListModelInvocationJobs`` and ``StopModelInvocationJob`` as boto3's ``bedrock`` client calls them
+(rest-json), and a job runner that reads the JSONL input from moto's S3 and writes Bedrock's output
+layout (``<job id>/<input>.out``, ``manifest.json.out``). Statuses, quotas that fail a job,
+``clientRequestToken`` and the knobs (``LOCAL_BATCH_*``): docs/local-stack.md, "Batch inference
+jobs". Jobs live in memory; records are embedded by the server's own model (or its deterministic
+vectors) outside the on-demand quotas. Imports boto3 and the standard library only.
 """
 
 from __future__ import annotations

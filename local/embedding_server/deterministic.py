@@ -1,18 +1,11 @@
-"""Deterministic vectors: what the server answers instead of running a model (LOCAL_EMBEDDING_VECTORS=
-deterministic), so a benchmark measures the pipeline's orchestration and not this machine's CPU.
+"""Deterministic vectors: what the server answers instead of running a model
+(``LOCAL_EMBEDDING_VECTORS=deterministic``), so a benchmark measures orchestration, not this CPU.
 
-A text's vector is a standard normal draw per coordinate from a generator seeded by a hash of the
-text and the vector size, scaled to unit length when the request asks ``normalize: true`` (as Titan
-V2 does by default). The same text always gets the same vector, in any process; two texts get
-unrelated vectors (nearly orthogonal at these sizes). Retrieval quality is meaningless in this
-mode: the vectors carry no meaning, only the wire format, the sizes and the token counts are real.
-
-The served models are the Bedrock embedder's (``rag_ingest.embeddings.bedrock.SERVED_MODELS``):
-Titan Text Embeddings V2 under its own id (1024, 512 or 256 floats, up to 8,192 tokens), so a
-client can be configured exactly as for AWS, and the local model's id (384 floats), so the local
-stack runs unchanged. Tokens are counted as the server always counts them (MiniLM's WordPiece,
-``rag_ingest.core.tokens.count_tokens``): Titan's own tokenizer is not public, and WordPiece counts
-run above Titan's for English, so the tokens-per-minute quota is spent a little faster than in AWS.
+A text's vector is a normal draw per coordinate, seeded by a hash of the text and the size, unit
+length when ``normalize`` asks: the same text always gets the same vector, in any process. Served
+under the Bedrock embedder's model ids (``rag_ingest.embeddings.bedrock.SERVED_MODELS``); tokens are
+counted with MiniLM's WordPiece. Retrieval quality is meaningless in this mode. Why and what it
+means for quotas: docs/local-stack.md, "The Bedrock emulation".
 """
 
 from __future__ import annotations

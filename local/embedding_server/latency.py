@@ -1,19 +1,9 @@
-"""Per-request latency for the Bedrock emulation: a distribution, parsed from a short spec, sampled
-from a seeded generator.
-
-No published figure for Titan Text Embeddings V2's ``InvokeModel`` latency was found (AWS's model
-pages and the Titan V2 launch post give none), so every default here is an assumption and says so
-(:data:`ASSUMED_BEDROCK_LATENCY`). The specs:
-
-- ``none``: no added latency (the server's own time only; today's behaviour);
-- ``fixed:<ms>``: every request takes ``ms``;
-- ``lognormal:median=<ms>,p95=<ms>`` (or ``p99=<ms>``): log-normal, the usual shape of a service's
-  latency (positive, right-skewed), fixed by its median and one upper quantile:
-  ``sigma = ln(p / median) / z`` with ``z`` the standard normal quantile of 0.95 (or 0.99).
-
-The sampled value is the least time the request takes: the server answers no sooner than that
-after it admitted the request, so with the deterministic vectors (no model run) a request takes
-the sampled time, and with the real model ``max(sampled, the model's own time)``.
+"""Per-request latency for the Bedrock emulation: a distribution parsed from a short spec
+(``none``, ``fixed:<ms>``, ``lognormal:median=<ms>,p95=<ms>`` or ``p99=``), sampled from a seeded
+generator. A log-normal is fixed by its median and one upper quantile:
+``sigma = ln(p / median) / z``. The sample is the least time a request takes once admitted. The
+``bedrock`` profile's default (:data:`ASSUMED_BEDROCK_LATENCY`) is an assumption: no published
+figure was found (docs/local-stack.md, "The Bedrock emulation").
 """
 
 from __future__ import annotations
@@ -140,9 +130,8 @@ def _key_value(part: str) -> tuple[str, str]:
 #: No added latency (the server as it always was).
 NO_LATENCY = LatencyDistribution()
 
-#: The ``bedrock`` profile's latency: an ASSUMPTION, not a published figure (none was found for
-#: Titan Text Embeddings V2): a median of 60 ms and a p95 of 150 ms per InvokeModel call, seen from
-#: a client in the same Region. Change it with LOCAL_EMBEDDING_LATENCY once a measurement exists.
+#: The ``bedrock`` profile's latency, an assumption (docs/local-stack.md, "The Bedrock emulation");
+#: LOCAL_EMBEDDING_LATENCY replaces it once a measurement exists.
 ASSUMED_BEDROCK_LATENCY = LatencyDistribution(LatencyKind.LOGNORMAL, median_ms=60.0, upper_ms=150.0, upper_q=0.95)
 
 

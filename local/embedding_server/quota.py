@@ -1,25 +1,11 @@
-"""Bedrock's on-demand quotas, emulated: requests per minute and tokens per minute, per model.
+"""Bedrock's on-demand quotas, emulated: requests and tokens per minute, per model.
 
-What is counted:
-- a request: one ``InvokeModel`` call admitted for the model (well formed, within the model's
-  input limit); a malformed request is refused before it is counted, and a throttled one is not
-  counted (it consumed nothing);
-- its tokens: the ``inputTextTokenCount`` the server answers with (Titan's response field, computed
-  here by the model's own counter; an embedding model has no output tokens). Bedrock's TPM quota on
-  bedrock-runtime counts input and output tokens together ("Quotas for the bedrock-runtime
-  endpoint", docs.aws.amazon.com/bedrock/latest/userguide/quotas-runtime.html), so for an embedding
-  model it is the input tokens.
-
-The window: a sliding minute (a log of what was admitted in the last 60 s), not a fixed minute and
-not a token bucket. AWS does not publish the algorithm; a sliding log is the strictest reading of
-"N per minute" (no 60-second interval ever holds more than N), so a client that stays clear of
-throttling here also stays within a fixed-minute or a bucket-of-N reading, each of which lets up to
-2N through across a boundary. A benchmark tuned against a fixed window could count on that burst
-and be optimistic in AWS; against this one it cannot. The clock is injected so tests never sleep.
-
-A request is admitted only if it fits both quotas; the refusal names the one it exceeded first
-(requests, then tokens), with Bedrock's messages. A request with more tokens than the whole
-tokens-per-minute quota never fits (as against an account whose quota is 0).
+A request counts once admitted (well formed, within the input limit; a throttled one spends
+nothing); its tokens are the ``inputTextTokenCount`` the server answers with. The window is a
+sliding minute (a log of the last 60 s), the strictest reading of "N per minute"; the clock is
+injected so tests never sleep. A request must fit both quotas; the refusal names the first one it
+exceeds, with Bedrock's messages. Why a sliding log and where the figures come from:
+docs/local-stack.md, "The Bedrock emulation".
 """
 
 from __future__ import annotations
@@ -40,10 +26,8 @@ class QuotaKind(StrEnum):
     TOKENS_PER_MINUTE = "tokens_per_minute"
 
 
-#: Bedrock's ThrottlingException messages for the two quotas, as clients quote Bedrock's answers
-#: (with its 429 and ``x-amzn-errortype: ThrottlingException:...``): the tokens one in
-#: github.com/aws-samples/amazon-bedrock-client-for-mac/issues/102, the requests one in
-#: github.com/lobehub/lobehub/issues/3994.
+#: Bedrock's ThrottlingException messages, as clients quote them (sources in docs/local-stack.md,
+#: "The Bedrock emulation").
 THROTTLE_MESSAGES = {
     QuotaKind.REQUESTS_PER_MINUTE: "Too many requests, please wait before trying again.",
     QuotaKind.TOKENS_PER_MINUTE: "Too many tokens, please wait before trying again.",

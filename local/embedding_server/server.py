@@ -1,33 +1,12 @@
-"""The HTTP side: Bedrock Runtime's ``InvokeModel`` for Titan Text Embeddings v2, one model, on loopback.
+"""The HTTP side of the embedding server: Bedrock's wire format on loopback, on Werkzeug.
 
-Wire format (botocore's ``bedrock-runtime`` service model, rest-json):
-- ``POST /model/{modelId}/invoke`` with ``{"inputText", "dimensions", "normalize"}``; the answer is
-  ``{"embedding": [...], "inputTextTokenCount": n}`` with Bedrock's ``X-Amzn-Bedrock-*`` headers.
-- Errors carry the code in ``x-amzn-ErrorType`` and ``{"message"}`` in the body, with the service
-  model's status: ``ValidationException`` 400, ``ResourceNotFoundException`` 404 (a model id it
-  does not serve), ``ThrottlingException`` 429 (more than ``max_in_flight`` requests at once),
-  ``ModelTimeoutException`` 408 (a request that waited ``queue_timeout_seconds`` for a batch),
-  ``InternalServerException`` 500. botocore turns them into ``ClientError`` with that code.
-
-The Bedrock emulation (``settings.emulation``; profile ``none`` turns all of it off, the default):
-per-model requests-per-minute and tokens-per-minute quotas, answered ``ThrottlingException`` 429
-with Bedrock's messages (:mod:`local.embedding_server.quota`); a per-request latency drawn from a
-seeded distribution, the least time an admitted request takes (:mod:`local.embedding_server.latency`);
-and, instead of a model, deterministic vectors computed in the request's thread
-(:mod:`local.embedding_server.deterministic`), for several models at once (Titan V2 and the local id).
-
-Bedrock Agent Runtime's ``Rerank`` (``POST /rerank``, optionally under ``/lanes/<lane>``): the
-request and response shape of botocore's ``bedrock-agent-runtime`` model (``queries``, ``sources``
-with ``inlineDocumentSource``, ``rerankingConfiguration.bedrockRerankingConfiguration``; the answer's
-``results`` of ``index`` and ``relevanceScore``, best first), for ``amazon.rerank-v1:0`` and
-``cohere.rerank-v3-5:0`` by model id or foundation-model ARN. No cross-encoder's weights install from
-a package registry reachable here, so the scores come from a plainly labelled stand-in:
-``rag_ingest.retrieval.rerank.LexicalStandInReranker`` (BM25 over the request's sources). Every
-answer says so in its ``x-local-reranker`` header, and the server's log says so at start.
-
-Besides Bedrock's routes: ``GET /ping`` (ready) and ``GET /_local/stats`` (requests, throttles by
-cause, admitted tokens, each model's use of its quotas in the last minute, the latency drawn, and the
-batcher's counters, for tests and the benchmarks).
+Bedrock Runtime's ``InvokeModel`` (``POST [/lanes/<lane>]/model/{modelId}/invoke``: ``inputText``,
+``dimensions``, ``normalize`` -> ``embedding``, ``inputTextTokenCount``), Bedrock Agent Runtime's
+``Rerank`` (``POST [/lanes/<lane>]/rerank``, scored by a labelled lexical stand-in), batch inference's
+control plane (:mod:`local.embedding_server.batch_jobs`), ``GET /ping`` and ``GET /_local/stats``.
+Errors as botocore reads them: ``x-amzn-ErrorType`` and ``{"message"}`` with the service model's
+status. The Bedrock emulation (quotas, latency, deterministic vectors) is ``settings.emulation``.
+Imports Werkzeug and this package. The wire format in full: docs/local-stack.md, "The embedding server".
 """
 
 from __future__ import annotations
@@ -38,12 +17,15 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import unquote
+
+from werkzeug.exceptions import HTTPException
+from werkzeug.routing import Map, Rule
+from werkzeug.serving import WSGIRequestHandler, make_server
+from werkzeug.wrappers import Request, Response
 
 from local.embedding_server.batch_jobs import BatchApiError, BatchJobRunner, server_embedder
 from local.embedding_server.batcher import DynamicBatcher, EmbedFunction, Lane, QueueTimeout
@@ -53,16 +35,19 @@ from local.embedding_server.settings import EmbeddingServerSettings
 
 LOG = logging.getLogger("local.embedding_server")
 
-# Bedrock's route, optionally under /lanes/<lane>: the local runtime points the bulk lane's Embed
-# workers at <server>/lanes/bulk and the HTTP API's functions (search) at <server>/lanes/query
-# (botocore keeps an endpoint URL's path); the batcher serves queries first and the bulk lane's
-# texts behind the standard lane's (batcher.DynamicBatcher).
-_INVOKE_PATH = re.compile(
-    rf"^(?:/lanes/(?P<lane>{'|'.join(lane.value for lane in Lane)}))?/model/(?P<model_id>.+)/invoke$"
+# Bedrock's routes, also under /lanes/<lane>: botocore keeps an endpoint URL's path, so each
+# function's lane is its endpoint's (the batcher serves queries first: batcher.DynamicBatcher).
+_LANE = f"<any({', '.join(lane.value for lane in Lane)}):lane>"
+_ROUTES = Map(
+    [
+        Rule("/ping", methods=["GET"], endpoint="ping"),
+        Rule("/_local/stats", methods=["GET"], endpoint="stats"),
+        Rule("/rerank", methods=["POST"], endpoint="rerank"),
+        Rule(f"/lanes/{_LANE}/rerank", methods=["POST"], endpoint="rerank"),
+        Rule("/model/<path:model_id>/invoke", methods=["POST"], endpoint="invoke"),
+        Rule(f"/lanes/{_LANE}/model/<path:model_id>/invoke", methods=["POST"], endpoint="invoke"),
+    ]
 )
-
-
-_RERANK_PATH = re.compile(rf"^(?:/lanes/(?:{'|'.join(lane.value for lane in Lane)}))?/rerank$")
 # The model ARN Rerank takes, or the bare model id (botocore's BedrockModelArn pattern allows both).
 _RERANK_MODEL = re.compile(r"^(?:arn:aws[a-z-]*:bedrock:[a-z0-9-]+::foundation-model/)?(?P<model_id>[a-z0-9.:-]+)$")
 #: Rerank's limits (botocore's bedrock-agent-runtime model; the API reference cited in
@@ -223,8 +208,7 @@ class EmbeddingServer:
         self._requests_by_lane = dict.fromkeys(Lane, 0)
         self._throttled = 0
         self._throttled_in_flight = 0
-        self._httpd = ThreadingHTTPServer((host, port), _handler_class(self))
-        self._httpd.daemon_threads = True
+        self._httpd = make_server(host, port, self._wsgi, threaded=True, request_handler=_RequestHandler)
         self._thread: threading.Thread | None = None
         self.reranker = StandInReranker()
         self._reranks = 0
@@ -281,6 +265,58 @@ class EmbeddingServer:
             "latency": self.latency.stats(),
             "batcher": self.batcher.stats(),
         }
+
+    # -- HTTP ---------------------------------------------------------------------------------
+
+    def _wsgi(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        request = Request(environ)
+        request_id = str(uuid.uuid4())
+        try:
+            response = self._answer(request, request_id)
+        except BedrockError as error:
+            response = _error_response(error, request_id)
+        except Exception:  # a bug here must reach the client as Bedrock's 500, not a dropped connection
+            LOG.exception("%s %s failed", request.method, request.path)
+            internal = BedrockError(HTTPStatus.INTERNAL_SERVER_ERROR, "InternalServerException", "internal error")
+            response = _error_response(internal, request_id)
+        return response(environ, start_response)
+
+    def _answer(self, request: Request, request_id: str) -> Response:
+        started = time.perf_counter()
+        if (request.content_length or 0) > MAX_BODY_BYTES:
+            raise validation_error(f"request body of {request.content_length} bytes is too large")
+        body = request.get_data()
+        # The raw target: a job's ARN in the path holds an encoded "/".
+        raw_path = str(request.environ.get("REQUEST_URI") or request.full_path)
+        try:
+            job_answer = self.batch_jobs.route(request.method, raw_path, body)
+        except BatchApiError as error:
+            raise BedrockError(error.status, error.code, error.message) from None
+        if job_answer is not None:
+            return _json_response(HTTPStatus.OK, job_answer, {"x-amzn-RequestId": request_id})
+        try:
+            endpoint, arguments = _ROUTES.bind_to_environ(request.environ).match()
+        except HTTPException:
+            if request.method == "POST":
+                raise BedrockError(
+                    HTTPStatus.NOT_FOUND, "UnknownOperationException", f"no operation at {request.path}"
+                ) from None
+            return _json_response(HTTPStatus.NOT_FOUND, {"message": f"no resource at {request.path}"}, {})
+        if endpoint == "ping":
+            return _json_response(HTTPStatus.OK, {"status": "healthy"}, {})
+        if endpoint == "stats":
+            return _json_response(HTTPStatus.OK, self.stats(), {})
+        if endpoint == "rerank":
+            headers = {"x-amzn-RequestId": request_id, StandInReranker.HEADER: self.reranker.scorer.name}
+            return _json_response(HTTPStatus.OK, self.rerank(body), headers)
+        lane = Lane(arguments.get("lane") or Lane.STANDARD)
+        payload, tokens = self.invoke(str(arguments["model_id"]), body, lane)
+        headers = {
+            "x-amzn-RequestId": request_id,
+            "X-Amzn-Bedrock-Input-Token-Count": str(tokens),
+            "X-Amzn-Bedrock-Invocation-Latency": str(int((time.perf_counter() - started) * 1000)),
+        }
+        return _json_response(HTTPStatus.OK, payload, headers)
 
     def rerank(self, body: bytes) -> dict[str, Any]:
         """One ``Rerank``: the response body, or a BedrockError."""
@@ -382,105 +418,22 @@ class EmbeddingServer:
         return text, int(dimensions), normalize
 
 
-def _handler_class(server: EmbeddingServer) -> type[BaseHTTPRequestHandler]:
-    class BedrockRuntimeHandler(BaseHTTPRequestHandler):
-        # Keep-alive: boto3 reuses its pooled connections.
-        protocol_version = "HTTP/1.1"
-        # Headers and body go out in two writes: with Nagle's algorithm on, the body waited for the
-        # client's delayed ACK of the headers, 40 ms a request (60 ms per text against 7 in process).
-        disable_nagle_algorithm = True
-        server_version = "local-bedrock-runtime"
+class _RequestHandler(WSGIRequestHandler):
+    # Headers and body go out in two writes: with Nagle's algorithm on, the body waited for the
+    # client's delayed ACK of the headers (docs/benchmarks.md).
+    disable_nagle_algorithm = True
 
-        def do_POST(self) -> None:
-            request_id = str(uuid.uuid4())
-            started = time.perf_counter()
-            try:
-                length = int(self.headers.get("Content-Length") or 0)
-                if length > MAX_BODY_BYTES:
-                    raise validation_error(f"request body of {length} bytes is too large")
-                body = self.rfile.read(length)
-                if self._batch_job_call("POST", body):
-                    return
-                path = self.path.split("?", 1)[0]
-                if _RERANK_PATH.match(path):
-                    answer = server.rerank(body)
-                    self._send(
-                        HTTPStatus.OK,
-                        answer,
-                        {"x-amzn-RequestId": request_id, StandInReranker.HEADER: server.reranker.scorer.name},
-                    )
-                    return
-                match = _INVOKE_PATH.match(path)
-                if match is None:
-                    raise BedrockError(
-                        HTTPStatus.NOT_FOUND, "UnknownOperationException", f"no operation at {self.path}"
-                    )
-                payload, tokens = server.invoke(unquote(match["model_id"]), body, Lane(match["lane"] or Lane.STANDARD))
-            except BedrockError as error:
-                self._send_error(error, request_id)
-                return
-            except Exception:  # a bug here must reach the client as Bedrock's 500, not a dropped connection
-                LOG.exception("InvokeModel failed")
-                self._send_error(
-                    BedrockError(HTTPStatus.INTERNAL_SERVER_ERROR, "InternalServerException", "internal error"),
-                    request_id,
-                )
-                return
-            latency_ms = int((time.perf_counter() - started) * 1000)
-            self._send(
-                HTTPStatus.OK,
-                payload,
-                {
-                    "x-amzn-RequestId": request_id,
-                    "X-Amzn-Bedrock-Input-Token-Count": str(tokens),
-                    "X-Amzn-Bedrock-Invocation-Latency": str(latency_ms),
-                },
-            )
+    def log(self, type: str, message: str, *args: Any) -> None:
+        LOG.debug("%s " + message, self.address_string(), *args)
 
-        def _batch_job_call(self, method: str, body: bytes) -> bool:
-            """Bedrock's batch inference routes (local.embedding_server.batch_jobs): answered here."""
-            request_id = str(uuid.uuid4())
-            try:
-                answer = server.batch_jobs.route(method, self.path, body)
-            except BatchApiError as error:
-                self._send_error(BedrockError(error.status, error.code, error.message), request_id)
-                return True
-            if answer is None:
-                return False
-            self._send(HTTPStatus.OK, answer, {"x-amzn-RequestId": request_id})
-            return True
 
-        def do_GET(self) -> None:
-            if self._batch_job_call("GET", b""):
-                return
-            if self.path == "/ping":
-                self._send(HTTPStatus.OK, {"status": "healthy"}, {})
-            elif self.path == "/_local/stats":
-                self._send(HTTPStatus.OK, server.stats(), {})
-            else:
-                self._send(HTTPStatus.NOT_FOUND, {"message": f"no resource at {self.path}"}, {})
+def _json_response(status: int, payload: dict[str, Any], headers: dict[str, str]) -> Response:
+    return Response(json.dumps(payload), status, headers, content_type="application/json")
 
-        def _send_error(self, error: BedrockError, request_id: str) -> None:
-            self._send(
-                error.status,
-                {"message": error.message},
-                {
-                    "x-amzn-ErrorType": f"{error.code}:http://internal.amazon.com/coral/com.amazon.bedrock/",
-                    "x-amzn-RequestId": request_id,
-                },
-            )
 
-        def _send(self, status: HTTPStatus, payload: dict[str, Any], headers: dict[str, str]) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            LOG.debug("%s " + format, self.address_string(), *args)
-
-    return BedrockRuntimeHandler
+def _error_response(error: BedrockError, request_id: str) -> Response:
+    headers = {
+        "x-amzn-ErrorType": f"{error.code}:http://internal.amazon.com/coral/com.amazon.bedrock/",
+        "x-amzn-RequestId": request_id,
+    }
+    return _json_response(error.status, {"message": error.message}, headers)

@@ -59,25 +59,12 @@ class Vectors(StrEnum):
     DETERMINISTIC = "deterministic"
 
 
-#: Titan Text Embeddings V2's default on-demand quotas, per account and Region, as issue 30 quotes
-#: AWS's quota table ("Amazon Bedrock endpoints and quotas", docs.aws.amazon.com/general/latest/gr/
-#: bedrock.html: "On-demand model inference requests per minute for Amazon Titan Text Embeddings
-#: V2" and "... tokens per minute ...", Service Quotas codes L-26C560CE and L-DE641971 as public
-#: projects that read them quote them). NOT VERIFIED here: the
-#: stored copies of that table reachable from this machine do not show the Titan V2 rows. What was
-#: verified is that the figures are moving: the bedrock-runtime quotas page now says Bedrock "no
-#: longer enforces requests-per-minute (RPM) quotas on the bedrock-runtime endpoint" and that
-#: throttling is governed by the per-model tokens-per-minute quota (docs.aws.amazon.com/bedrock/
-#: latest/userguide/quotas-runtime.html), while an earlier copy of the Titan embeddings page said
-#: embedding models are throttled by requests per minute, not tokens. Both quotas are enforced here,
-#: each can be switched off (LOCAL_EMBEDDING_RPM=off), and an account reads its own values from
-#: Service Quotas.
+#: Titan Text Embeddings V2's default on-demand quotas per account and Region; where they come from
+#: and what is uncertain about them: docs/decisions/bedrock-quota-figures.md.
 TITAN_V2_DEFAULT_REQUESTS_PER_MINUTE = 2_000
 TITAN_V2_DEFAULT_TOKENS_PER_MINUTE = 300_000
-#: The low-quota example: 60 requests a minute, issue 30's example of what a new account may get
-#: (AWS: quotas "might be lower than the default values" depending on account age and history,
-#: docs.aws.amazon.com/bedrock/latest/userguide/quotas.html). Its tokens per minute are an
-#: ASSUMPTION: kept at the default, so the requests quota is the one that binds.
+#: What a new account may get: 60 requests a minute; its tokens per minute stay at the default (an
+#: assumption), so the requests quota binds (docs/decisions/bedrock-quota-figures.md).
 LOW_QUOTA_REQUESTS_PER_MINUTE = 60
 
 
@@ -164,9 +151,8 @@ class EmbeddingServerSettings:
     max_wait_ms: float = 5.0
     # Requests accepted at once (queued or running); one more is answered ThrottlingException.
     max_in_flight: int = 128
-    # A request not taken into a batch within this is answered ModelTimeoutException (Bedrock's 408)
-    # and never embedded: below the functions' boto3 read timeout (30 s), so on an overloaded machine
-    # the client gets an answer it retries, instead of timing out while the server still does the work.
+    # Then ModelTimeoutException (408), never embedded: below the functions' 30 s read timeout, so an
+    # overloaded server answers a retryable error instead of working for a client that gave up.
     queue_timeout_seconds: float = 20.0
     # Quotas, latency and deterministic vectors (profile "none": none of them).
     emulation: BedrockEmulation = NO_EMULATION

@@ -22,7 +22,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # moto's default account: resources, ARNs and queue URLs all carry it.
 LOCAL_ACCOUNT_ID = "123456789012"
-# The local live-status stream (Server-Sent Events), the stand-in for the WebSocket API.
+# The local WebSocket API of live status, and its @connections management API below it.
 LIVE_PATH = "/_local/live"
 # Fake credentials for every client of moto (the handlers' boto3 clients included).
 LOCAL_CREDENTIALS = {
@@ -134,8 +134,6 @@ class RuntimeSettings:
     # The local identity provider's RSA key (PEM); None: generated at start. Tests set it to sign
     # tokens the provider would not issue (wrong issuer or audience).
     oidc_signing_key_file: Path | None = None
-    # Seconds between keep-alive comments on the live-status stream.
-    live_keepalive_seconds: float = 15.0
     # Niceness of the bulk lane's worker processes (0: the same priority as the standard lane's).
     bulk_lane_nice: int = DEFAULT_BULK_LANE_NICE
     # What the stack was given is kept in ``data_dir`` across restarts and kill -9 (LOCAL_PERSIST=0:
@@ -189,7 +187,6 @@ class RuntimeSettings:
             embedding_emulation=emulation_from_env(env),
             embedding_capacity_mode=_capacity_mode(env),
             oidc_signing_key_file=Path(env["LOCAL_OIDC_SIGNING_KEY"]) if env.get("LOCAL_OIDC_SIGNING_KEY") else None,
-            live_keepalive_seconds=max(0.1, _float_env(env, "LOCAL_LIVE_KEEPALIVE_SECONDS", 15.0)),
             bulk_lane_nice=min(19, max(0, _int_env(env, "LOCAL_BULK_LANE_NICE", DEFAULT_BULK_LANE_NICE))),
             persist=_flag_env(env, "LOCAL_PERSIST", True),
             state_fsync=_flag_env(env, "LOCAL_STATE_FSYNC", True),

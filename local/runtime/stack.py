@@ -29,9 +29,10 @@ from local.runtime.aws import moto_client
 from local.runtime.cloudformation.provision import ProvisionedStack, Provisioner, ProvisioningError, api_function_name
 from local.runtime.cloudformation.template import CloudFormationTemplate, TemplateError
 from local.runtime.http.identity import OIDC_PATH, LocalIdentityProvider
-from local.runtime.http.live_status import LiveStatusHub, LiveStatusUnavailable
 from local.runtime.http.server import ApiServer
+from local.runtime.http.stream_poller import LiveStatusUnavailable, StreamPoller
 from local.runtime.http.template_api import HttpApiDefinition
+from local.runtime.http.websocket_api import StreamMapping, WebSocketApiDefinition, localized_environment
 from local.runtime.lambda_.moto_seam import install_moto_seam, invoke_in_process
 from local.runtime.lambda_.runner import LambdaRunner
 from local.runtime.lambda_.sqs_poller import SqsPoller
@@ -90,20 +91,22 @@ class OfflineStack:
         self._outputs: dict[str, Any] = {}
         self.durable: DurableState | None = None
         self.identity = LocalIdentityProvider(f"{settings.api_url}{OIDC_PATH}", private_key=_signing_key(settings))
-        self.live: LiveStatusHub | None = None
+        self.stream_pollers: list[StreamPoller] = []
         self._page_config: dict[str, Any] | None = None
+        self._invoke = functools.partial(invoke_in_process, settings.account_id, settings.region)
         self.api = ApiServer(
             host=settings.host,
             port=settings.api_port,
             account_id=settings.account_id,
+            region=settings.region,
             web_dir=settings.web_dir,
-            invoke=functools.partial(invoke_in_process, settings.account_id, settings.region),
+            invoke=self._invoke,
             health=self.health,
             status=self.status,
             outputs=lambda: dict(self._outputs),
             identity=self.identity,
             page_config=lambda: self._page_config,
-            live_keepalive_seconds=settings.live_keepalive_seconds,
+            on_live_connect=self._wake_stream_pollers,
         )
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -155,6 +158,8 @@ class OfflineStack:
             self.durable.start()
         self.alarms = self._start_alarms(template, provisioner, provisioned)
         self._log_provisioned(provisioned)
+        websocket = WebSocketApiDefinition.from_template(template, provisioner.resolver)
+        self._localize_live_functions(provisioned, websocket)
         self.runner.register(provisioned.functions, api_functions=provisioned.api_function_names)
         http_api = HttpApiDefinition.from_template(template, provisioner.resolver)
         self.api.set_routes(provisioned.api_routes, http_api)
@@ -162,8 +167,8 @@ class OfflineStack:
         audience = next(iter(http_api.audiences), FALLBACK_AUDIENCE)
         self.identity.set_audience(audience)
         LOG.info("identity provider %s: ID tokens for audience %s", self.identity.issuer, audience)
-        self._start_live_status(provisioned)
-        self._page_config = self._build_page_config(provisioned)
+        self._start_live_status(template, provisioner, websocket)
+        self._page_config = self._build_page_config(provisioned, websocket)
         self._outputs = self._stack_outputs(provisioned)
         settings.outputs_path.write_text(json.dumps(self._outputs, indent=2, sort_keys=True) + "\n")
         LOG.info("outputs written to %s", settings.outputs_path)
@@ -194,9 +199,9 @@ class OfflineStack:
             poller.stop(timeout=10)
         if self.alarms is not None:
             self.alarms.stop()
-        if self.live is not None:
-            self.live.close()  # ends every open live stream before the server stops
-        self.api.stop()
+        for stream_poller in self.stream_pollers:
+            stream_poller.close()
+        self.api.stop()  # closes every live connection too
         if self.runner is not None:
             self.runner.shutdown()
         if self.durable is not None:
@@ -339,29 +344,53 @@ class OfflineStack:
         except FileNotFoundError:
             pass
 
-    def _start_live_status(self, provisioned: ProvisionedStack) -> None:
-        table = provisioned.outputs.get("DocumentsTableName")
-        if not table:
-            LOG.warning("live status: no DocumentsTableName output; %s is off", LIVE_PATH)
-            return
-        hub = LiveStatusHub(
-            dynamodb=moto_client(self.settings, "dynamodb"),
-            streams=moto_client(self.settings, "dynamodbstreams"),
-            table_name=str(table),
-        )
-        try:
-            hub.start()
-        except LiveStatusUnavailable as exc:
-            LOG.warning("live status: %s; %s is off", exc, LIVE_PATH)
-            return
-        self.live = self.api.live = hub
-        # Who reads everything of their tenant on the live channel: the group the API function is given.
-        api_function = provisioned.function_named(api_function_name(provisioned) or "")
-        admin_group = (api_function.environment if api_function else {}).get("TENANT_ADMIN_GROUP")
-        if admin_group:
-            self.api.tenant_admin_group = str(admin_group)
+    def _wake_stream_pollers(self) -> None:
+        """A live connection is coming: the pollers take the stream's position now."""
+        for stream_poller in self.stream_pollers:
+            stream_poller.wake()
 
-    def _build_page_config(self, provisioned: ProvisionedStack) -> dict[str, Any]:
+    def _localize_live_functions(self, provisioned: ProvisionedStack, websocket: WebSocketApiDefinition | None) -> None:
+        """The live functions' AWS endpoints become local: the issuer's and the stage's (docs/local-stack.md)."""
+        provisioned.functions[:] = [
+            dataclasses.replace(
+                function,
+                environment=localized_environment(
+                    function.environment,
+                    issuer=self.identity.issuer,
+                    websocket=websocket,
+                    region=self.settings.region,
+                    live_url=f"{self.settings.api_url}{LIVE_PATH}",
+                ),
+            )
+            for function in provisioned.functions
+        ]
+
+    def _start_live_status(
+        self, template: CloudFormationTemplate, provisioner: Provisioner, websocket: WebSocketApiDefinition | None
+    ) -> None:
+        """The WebSocket API on the API port, and its pusher fed by the stream mapping."""
+        if websocket is None:
+            LOG.warning("live status: the template has no WebSocket API; %s is off", LIVE_PATH)
+            return
+        self.api.live.definition = websocket
+        for mapping in StreamMapping.from_template(template, provisioner.resolver):
+            stream_poller = StreamPoller(
+                mapping,
+                streams=moto_client(self.settings, "dynamodbstreams"),
+                sqs=moto_client(self.settings, "sqs"),
+                invoke=self._invoke,
+                listening=self.api.live.listening,
+            )
+            try:
+                stream_poller.start()
+            except LiveStatusUnavailable as exc:
+                LOG.warning("live status: %s", exc)
+                continue
+            self.stream_pollers.append(stream_poller)
+
+    def _build_page_config(
+        self, provisioned: ProvisionedStack, websocket: WebSocketApiDefinition | None
+    ) -> dict[str, Any]:
         """``GET /config.json``: what the page needs (the local shape of the contract)."""
         api_url = self.settings.api_url
         api_function = provisioned.function_named(api_function_name(provisioned) or "")
@@ -369,9 +398,13 @@ class OfflineStack:
         return {
             "apiUrl": api_url,
             "maxUploadBytes": int(max_upload) if max_upload else None,
-            "live": {"kind": "sse", "url": f"{api_url}{LIVE_PATH}"},
+            "live": {"kind": "websocket", "url": self._live_url()} if websocket is not None else None,
             "auth": {"kind": "local", "tokenUrl": f"{self.identity.issuer}/token"},
         }
+
+    def _live_url(self) -> str:
+        """The WebSocket URL of live status (``wss://...execute-api.../live`` in AWS)."""
+        return self.settings.api_url.replace("http://", "ws://", 1) + LIVE_PATH
 
     def _stack_outputs(self, provisioned: ProvisionedStack) -> dict[str, Any]:
         outputs: dict[str, Any] = dict(provisioned.outputs)
@@ -380,7 +413,7 @@ class OfflineStack:
                 "ApiUrl": self.settings.api_url,
                 "IdentityIssuer": self.identity.issuer,
                 "TokenUrl": f"{self.identity.issuer}/token",
-                "LiveUrl": f"{self.settings.api_url}{LIVE_PATH}",
+                "LiveUrl": self._live_url(),
                 "MotoEndpoint": self.settings.moto_endpoint,
                 "Region": self.settings.region,
                 "AccountId": self.settings.account_id,
@@ -447,7 +480,11 @@ class OfflineStack:
                 for poller in self.pollers
             ],
             "routes": [route.route_key for route in (provisioned.api_routes if provisioned else [])],
-            "live": self.live.stats() if self.live else None,
+            "live": (
+                {**self.api.live.stats(), "pollers": [poller.stats() for poller in self.stream_pollers]}
+                if self.api.live.definition is not None
+                else None
+            ),
             "faults": self.runner.faults.pending() if self.runner else [],
             "faults_injected": self.runner.faults.injected() if self.runner else {},
             "skipped": provisioned.skipped if provisioned else {},

@@ -24,10 +24,10 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import jwt
+from simple_websocket import Server
 
 WEB_DIR = Path(__file__).resolve().parents[2] / "web"
 CLIENT_ID = "standin-client-id"
-_WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 _TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".json": "application/json"}
 
 
@@ -114,7 +114,8 @@ class CognitoStandIn:
         self.live_outbox.put(None)
 
     def serve_websocket(self, handler: BaseHTTPRequestHandler, query: dict[str, str]) -> None:
-        """RFC 6455, server side, as little as the page needs: the handshake, text frames, close."""
+        """The WebSocket API as the page meets it (simple-websocket does the protocol): the upgrade,
+        text messages, and a close from the server's side."""
         token = query.get("token", "")
         if not self.live_enabled or token not in self.issued_tokens:
             handler.send_response(401)  # as the REQUEST authorizer refuses a connection
@@ -122,29 +123,16 @@ class CognitoStandIn:
             handler.end_headers()
             return
         self.live_tokens.append(token)
-        accept = base64.b64encode(
-            hashlib.sha1((handler.headers["Sec-WebSocket-Key"] + _WEBSOCKET_GUID).encode()).digest()
-        ).decode()
-        handler.send_response(101)
-        handler.send_header("Upgrade", "websocket")
-        handler.send_header("Connection", "Upgrade")
-        handler.send_header("Sec-WebSocket-Accept", accept)
-        handler.end_headers()
-        handler.wfile.flush()
+        # simple-websocket reads the upgrade from a WSGI environ: the request's headers and socket.
+        environ = {"HTTP_" + name.upper().replace("-", "_"): value for name, value in handler.headers.items()}
+        socket = Server.accept({**environ, "werkzeug.socket": handler.connection})
+        handler.close_connection = True
         while True:
             message = self.live_outbox.get()
             if message is None:
-                handler.wfile.write(b"\x88\x00")  # close frame, no status
-                handler.wfile.flush()
-                handler.close_connection = True
+                socket.close()
                 return
-            payload = message.encode()
-            if len(payload) < 126:
-                header = bytes([0x81, len(payload)])
-            else:
-                header = bytes([0x81, 126]) + len(payload).to_bytes(2, "big")
-            handler.wfile.write(header + payload)
-            handler.wfile.flush()
+            socket.send(message)
 
     # -- servers ----------------------------------------------------------------------------------
 

@@ -493,7 +493,7 @@ def test_page_config_and_sign_in_form_say_local_sign_in_is_for_development_only(
         page.open()
         page.wait(lambda: page.find("#local-sign-in").is_displayed(), "the sign-in form shows")
         config = page.js_async("fetch('config.json').then(r => r.json()).then(arguments[0])")
-        assert config["auth"]["kind"] == "local" and config["live"]["kind"] == "sse", config
+        assert config["auth"]["kind"] == "local" and config["live"]["kind"] == "websocket", config
         assert "Development only" in page.find("#local-sign-in .dev-only").text
         assert_no_console_errors(page)
     finally:

@@ -12,7 +12,7 @@ a document must agree with ``rag_ingest.core.access.can_read``:
 - ``GET /documents`` (with and without a ``filter``): the document is listed exactly when readable;
 - ``POST /documents/{id}/retry``: a reader gets 409 NOT_RETRYABLE (the document is READY), anyone
   else the 404;
-- the live channel (Server-Sent Events): a reader's stream announces the document, no one else's;
+- the live channel (the WebSocket API): a reader's connection announces the document, no one else's;
 - ``PATCH /documents/{id}`` of ``access``: the uploader and the tenant admin may (200), another reader
   gets 403 ACCESS_CHANGE_FORBIDDEN, anyone else the 404; a change of access reaches search;
 - ``DELETE /documents/{id}``: anyone else gets the 404 and the document stays; then a reader deletes it.
@@ -22,8 +22,8 @@ a document must agree with ``rag_ingest.core.access.can_read``:
 
 from __future__ import annotations
 
-import http.client
 import json
+import queue
 import threading
 import time
 import uuid
@@ -32,13 +32,15 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import jwt
 import pytest
 import requests
+from simple_websocket import ConnectionError as WebSocketRefused
 
 from local.client import OfflineClient
+from tests.support.live import LiveSocket
 
 pytestmark = pytest.mark.e2e
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
@@ -63,7 +65,7 @@ MISSING_ID = "01ZZZZZZZZZZZZZZZZZZZZZZZZ"
 
 @dataclass
 class Stream:
-    """A live-status subscription: the documents its events named."""
+    """A live-status connection: whether it opened, and the documents its messages named."""
 
     status: int
     seen: set[str] = field(default_factory=set)
@@ -76,32 +78,28 @@ class Stream:
 
 @contextmanager
 def live_stream(url: str) -> Iterator[Stream]:
-    parts = urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=600)
-    connection.request("GET", f"{parts.path}?{parts.query}")
-    response = connection.getresponse()
-    stream = Stream(response.status)
+    """The page's WebSocket; ``status`` is 101 once upgraded (else the refusal's status)."""
+    try:
+        socket = LiveSocket(url)
+    except WebSocketRefused as refused:
+        yield Stream(int(refused.status_code or 0))
+        return
+    stream = Stream(101)
 
     def read() -> None:
-        try:
-            while True:
-                line = response.readline()
-                if not line:
-                    return
-                text = line.decode().rstrip("\n")
-                if text.startswith("data:"):
-                    document = json.loads(text.partition(":")[2])["document"]
-                    with stream.lock:
-                        stream.seen.add(str(document["document_id"]))
-        except (OSError, ValueError):
-            return
+        while not socket.closed.is_set():
+            try:
+                message = socket.next(timeout=1)
+            except queue.Empty:
+                continue
+            with stream.lock:
+                stream.seen.add(str(message["document"]["document_id"]))
 
-    if response.status == 200:
-        threading.Thread(target=read, daemon=True).start()
+    threading.Thread(target=read, daemon=True).start()
     try:
         yield stream
     finally:
-        connection.close()
+        socket.close()
 
 
 def subject_of(client: OfflineClient) -> str:
@@ -149,7 +147,7 @@ def world(local_stack: dict[str, Any]) -> Iterator[World]:
     )
     with ExitStack() as stack:
         streams = {name: stack.enter_context(live_stream(client.live_url())) for name, client in clients.items()}
-        assert {name: s.status for name, s in streams.items()} == dict.fromkeys(USERS, 200)
+        assert {name: s.status for name, s in streams.items()} == dict.fromkeys(USERS, 101)
         uploader = clients["uploader"]
         documents = {
             "open": upload(uploader, SAMPLES / "lighthouses.pdf", None),

@@ -1,24 +1,19 @@
 """Sign-in, token verification and live status on the real local stack (issue 8, local side).
 
 Every route of the template's HTTP API is authorized as API Gateway's JWT authorizer does it;
-the live-status stream pushes a document's transitions to its tenant and to no one else; the
+the live-status WebSocket pushes a document's transitions to its tenant and to no one else; the
 page's /config.json has the contract's local shape.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import queue
 import re
-import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import jwt
 import pytest
@@ -27,6 +22,7 @@ import requests
 from local.client import OfflineClient
 from local.runtime.harness import OfflineStackProcess
 from local.runtime.settings import REPO_ROOT, stack_name_from_cdk_json
+from tests.support.live import live_socket, refusal_status
 from tests.support.tokens import TokenForge, bad_tokens
 
 pytestmark = pytest.mark.e2e
@@ -132,6 +128,8 @@ def test_the_identity_provider_publishes_its_configuration_and_keys(client: Offl
     configuration = requests.get(f"{issuer}/.well-known/openid-configuration", timeout=10).json()
     assert configuration["issuer"] == issuer and configuration["jwks_uri"] == f"{issuer}/jwks.json"
     [key] = requests.get(configuration["jwks_uri"], timeout=10).json()["keys"]
+    # Also where Cognito publishes it (the WebSocket authorizer fetches it there).
+    assert requests.get(f"{issuer}/.well-known/jwks.json", timeout=10).json() == {"keys": [key]}
     assert (key["kty"], key["alg"], key["use"]) == ("RSA", "RS256", "sig")
 
     token = client.token()
@@ -177,7 +175,7 @@ def test_config_json_has_the_local_shape(local_stack: dict[str, Any]) -> None:
     assert response.json() == {
         "apiUrl": api_url,
         "maxUploadBytes": max_bytes,
-        "live": {"kind": "sse", "url": f"{api_url}/_local/live"},
+        "live": {"kind": "websocket", "url": f"{api_url.replace('http://', 'ws://')}/_local/live"},
         "auth": {"kind": "local", "tokenUrl": f"{api_url}/_local/oidc/token"},
     }
 
@@ -226,75 +224,30 @@ def test_cors_follows_the_template_and_the_local_page_origin(client: OfflineClie
 # -- live status --------------------------------------------------------------------------------
 
 
-@contextmanager
-def live_stream(url: str) -> Iterator[tuple[int, queue.Queue[tuple[str, str]]]]:
-    """Open the SSE stream; yields its status and a queue of (kind, value): ("event", json) or ("comment", text)."""
-    parts = urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=30)
-    connection.request("GET", f"{parts.path}?{parts.query}")
-    response = connection.getresponse()
-    received: queue.Queue[tuple[str, str]] = queue.Queue()
-
-    def read() -> None:
-        event = ""
-        try:
-            while True:
-                line = response.readline()
-                if not line:
-                    return
-                text = line.decode().rstrip("\n")
-                if text.startswith(":"):
-                    received.put(("comment", text[1:].strip()))
-                elif text.startswith("event:"):
-                    event = text.partition(":")[2].strip()
-                elif text.startswith("data:"):
-                    received.put((event, text.partition(":")[2].strip()))
-        except OSError:
-            return
-
-    if response.status == 200:
-        threading.Thread(target=read, daemon=True).start()
-    try:
-        yield response.status, received
-    finally:
-        connection.close()
-
-
-def drain(received: queue.Queue[tuple[str, str]]) -> list[tuple[str, str]]:
-    items = []
-    while True:
-        try:
-            items.append(received.get_nowait())
-        except queue.Empty:
-            return items
-
-
 def test_live_status_pushes_every_transition_to_the_tenant_only(stack_process: OfflineStackProcess) -> None:
     api_url = stack_process.outputs["ApiUrl"]
-    keepalive_seconds = float(stack_process.env.get("LOCAL_LIVE_KEEPALIVE_SECONDS", "15"))
     owner = OfflineClient(api_url, tenant_id=f"live-{uuid.uuid4().hex[:8]}")
     other = OfflineClient(api_url, tenant_id=f"live-other-{uuid.uuid4().hex[:8]}")
-    with live_stream(owner.live_url()) as (status, updates), live_stream(other.live_url()) as (other_status, others):
-        assert (status, other_status) == (200, 200)
+    with live_socket(owner.live_url()) as updates, live_socket(other.live_url()) as others:
+        assert updates.connected and others.connected
         document_id = owner.upload(SAMPLES / "sourdough.pdf")
         seen: list[dict[str, Any]] = []
         deadline = time.monotonic() + 300
         while not seen or seen[-1]["status"] not in ("READY", "FAILED"):
             assert time.monotonic() < deadline, f"no READY pushed; seen {[d['status'] for d in seen]}"
             try:
-                kind, value = updates.get(timeout=5)
+                message = updates.next(timeout=5)
             except queue.Empty:
                 continue
-            if kind == "document.updated":
-                message = json.loads(value)
-                assert message["type"] == "document.updated"
-                assert message["document"]["document_id"] == document_id
-                seen.append(message["document"])
+            assert message["type"] == "document.updated"
+            assert message["document"]["document_id"] == document_id
+            seen.append(message["document"])
         # The last pushed document is exactly what GET /documents/{id} answers.
         assert seen[-1] == owner.document(document_id)
-        time.sleep(keepalive_seconds * 2)
-        leaked = [item for item in drain(others) if item[0] != "comment"]
-        keepalives = [item for item in drain(others) + drain(updates) if item[0] == "comment"]
+        time.sleep(2)
+        leaked = others.drain()
+        # The connections stay open while nothing is sent (the SSE stream needed keep-alives for that).
+        still_open = updates.connected and others.connected
 
     statuses = [document["status"] for document in seen]
     assert statuses[-1] == "READY", statuses
@@ -302,13 +255,17 @@ def test_live_status_pushes_every_transition_to_the_tenant_only(stack_process: O
     stages = [document["stage"] for document in seen if document["status"] == "PROCESSING"]
     assert {"VALIDATE", "PARSE", "CHUNK", "EMBED", "INDEX", "FINALIZE"} <= set(stages), stages
     assert leaked == [], "another tenant received this tenant's updates"
-    assert keepalives, "no keep-alive comment"
+    assert still_open, "a live connection closed"
 
 
 def test_live_status_refuses_bad_tokens(local_stack: dict[str, Any], token_forge: TokenForge) -> None:
-    live = f"{local_stack['ApiUrl']}/_local/live"
+    live = local_stack["LiveUrl"]
+    assert live.startswith("ws://") and live.endswith("/_local/live")
     for kind, token in {"no token": "", **bad_tokens(token_forge)}.items():
-        response = requests.get(live, params={"token": token} if token else None, timeout=10)
-        assert (response.status_code, response.json()) == (401, {"message": "Unauthorized"}), kind
+        # The template's $connect authorizer: 401 without the token or for one it cannot verify.
+        assert refusal_status(f"{live}?token={token}" if token else live) == 401, kind
     invalid_tenant = token_forge.token(**{"custom:tenant_id": "not a tenant"})
-    assert requests.get(live, params={"token": invalid_tenant}, timeout=10).status_code == 403
+    assert refusal_status(f"{live}?token={invalid_tenant}") == 403
+    # A plain request is no upgrade.
+    plain = requests.get(live.replace("ws://", "http://", 1), params={"token": token_forge.token()}, timeout=10)
+    assert (plain.status_code, plain.json()) == (426, {"message": "a WebSocket upgrade is expected"})

@@ -66,7 +66,7 @@ def test_template_with_live_status_and_hosting_provisions_locally(
     stack, settings = provisioned
     dynamodb = boto3.client("dynamodb", region_name=REGION)
     documents = dynamodb.describe_table(TableName=_resource_by_path(stack, settings, "Storage/DocumentsTable"))["Table"]
-    # The local SSE channel reads this stream.
+    # The local stream poller reads this stream for the pusher.
     assert documents["StreamSpecification"] == {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}
     assert documents["LatestStreamArn"]
     connections_name = _resource_by_path(stack, settings, "Live/ConnectionsTable")
@@ -97,9 +97,9 @@ def test_template_with_live_status_and_hosting_provisions_locally(
     # The HTTP API's routes only; SQS mappings only.
     assert stack.api_routes and not any(route.route_key.startswith("$") for route in stack.api_routes)
     assert all(":sqs:" in mapping.queue_arn for mapping in stack.event_source_mappings)
-    assert stack.outputs["WebSocketUrl"] == settings.api_url + LIVE_PATH
+    assert stack.outputs["WebSocketUrl"] == settings.api_url.replace("http://", "ws://") + LIVE_PATH
     assert stack.outputs["WebUrl"] == settings.api_url
-    # The live functions exist (the pusher has nothing feeding it locally, but it is defined as in AWS).
+    # The live functions exist as in AWS (the local stream poller and WebSocket API invoke them).
     pusher = next(f for f in stack.functions if f.logical_id.startswith("LivePusherFunction"))
     assert pusher.environment["CONNECTIONS_TABLE"] == connections_name
     assert pusher.environment["WEBSOCKET_CALLBACK_URL"].endswith("/live")

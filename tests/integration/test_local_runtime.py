@@ -29,6 +29,7 @@ from local.runtime.harness import OfflineStackProcess
 from local.runtime.lambda_.moto_seam import MOTO_VERSION, verify_moto_seam
 from local.runtime.lambda_.sqs_poller import failed_message_ids, lambda_sqs_event
 from local.runtime.moto_server import verify_s3_event_seam
+from tests.support.live import refusal_status
 from tests.support.tokens import TokenForge, bad_tokens, new_key, write_key
 
 pytestmark = pytest.mark.integration
@@ -909,12 +910,13 @@ def test_page_config_and_no_live_channel_without_a_documents_stream(stack: Offli
     assert json.loads(body) == {
         "apiUrl": stack.api_url,
         "maxUploadBytes": 1048576,
-        "live": {"kind": "sse", "url": f"{stack.api_url}/_local/live"},
+        "live": None,
         "auth": {"kind": "local", "tokenUrl": f"{stack.api_url}/_local/oidc/token"},
     }
-    # This template has no documents table: the live channel says so (after checking the token).
-    assert _http("GET", f"{stack.api_url}/_local/live?token=x")[0] == 401
-    assert _http("GET", f"{stack.api_url}/_local/live?token={_token(stack)}")[0] == 503
+    # This template has no WebSocket API: there is no live channel, whatever the token.
+    assert refusal_status(f"{stack.api_url.replace('http', 'ws')}/_local/live?token=x") == 503
+    assert refusal_status(f"{stack.api_url.replace('http', 'ws')}/_local/live?token={_token(stack)}") == 503
+    assert _http("GET", f"{stack.api_url}/_local/live?token=x")[0] == 503
 
 
 @pytest.mark.parametrize(

@@ -32,10 +32,8 @@ def provider() -> LocalIdentityProvider:
 def test_the_local_issuer_signs_groups_and_the_api_reads_them_through_the_authorizer(
     provider: LocalIdentityProvider,
 ) -> None:
-    answer = provider.handle(
-        "POST",
-        "/_local/oidc/token",
-        json.dumps({"username": "ann", "tenant_id": "acme", "groups": ["tenant-admins", "legal"]}).encode(),
+    answer = provider.token_response(
+        json.dumps({"username": "ann", "tenant_id": "acme", "groups": ["tenant-admins", "legal"]}).encode()
     )
     assert answer.status == HTTPStatus.OK
     claims = provider.verifier().verify(answer.payload["id_token"])

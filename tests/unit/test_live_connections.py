@@ -134,6 +134,16 @@ def test_authorizer_handler_refuses_an_environment_without_https_issuer(monkeypa
         import_handler("live_authorizer", env)
 
 
+def test_authorizer_handler_takes_an_http_issuer_on_loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The local stack's issuer (docs/local-stack.md, "Live status"); its key set is then fetched over http.
+    for issuer in ("http://127.0.0.1:8080/_local/oidc", "http://localhost:8080/_local/oidc"):
+        app = import_handler("live_authorizer", _handler_env(monkeypatch, TOKEN_ISSUER=issuer, TOKEN_AUDIENCE="x"))
+        assert app.verifier.issuer == issuer
+    for issuer in ("http://127.0.0.1.example/pool", "http://10.0.0.1/pool"):
+        with pytest.raises(ConfigurationError):
+            import_handler("live_authorizer", _handler_env(monkeypatch, TOKEN_ISSUER=issuer, TOKEN_AUDIENCE="x"))
+
+
 # -- JWKS cache ---------------------------------------------------------------------------------
 
 

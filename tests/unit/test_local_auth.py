@@ -75,18 +75,16 @@ def test_bad_sign_in_requests_are_refused(
     with pytest.raises(TokenRequestError) as refused:
         provider.issue(username, tenant)
     assert refused.value.code == code
-    answer = provider.handle(
-        "POST", "/_local/oidc/token", json.dumps({"username": username, "tenant_id": tenant}).encode()
-    )
+    answer = provider.token_response(json.dumps({"username": username, "tenant_id": tenant}).encode())
     assert answer.status == HTTPStatus.BAD_REQUEST and answer.payload["error"]["code"] == code
 
 
 def test_the_token_endpoint_waits_for_the_audience() -> None:
     provider = LocalIdentityProvider(ISSUER)
-    answer = provider.handle("POST", "/_local/oidc/token", b'{"username": "ann", "tenant_id": "acme"}')
+    answer = provider.token_response(b'{"username": "ann", "tenant_id": "acme"}')
     assert answer.status == HTTPStatus.SERVICE_UNAVAILABLE
     provider.set_audience("client")
-    answer = provider.handle("POST", "/_local/oidc/token", b'{"username": "ann", "tenant_id": "acme"}')
+    answer = provider.token_response(b'{"username": "ann", "tenant_id": "acme"}')
     assert answer.status == HTTPStatus.OK and answer.payload["token_type"] == "Bearer"
     assert answer.payload["expires_in"] == 3600
 

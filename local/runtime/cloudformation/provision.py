@@ -68,9 +68,8 @@ SKIP_REASONS: dict[str, str] = {
     "AWS::CloudFront::ResponseHeadersPolicy": "the local API adapter serves web/",
     "Custom::CDKBucketDeployment": "the local API adapter serves web/ and generates config.json",
 }
-# The live-status WebSocket API (and everything on it) has no local equivalent: the local stack
-# pushes the same messages over Server-Sent Events at /_local/live.
-WEBSOCKET_SKIP_REASON = "WebSocket API: the local stack pushes live status over SSE (/_local/live)"
+# The live-status WebSocket API and its stream mapping are read and served by local/runtime/http.
+WEBSOCKET_SKIP_REASON = "WebSocket API: served by the local API adapter (/_local/live)"
 _WEBSOCKET_API_PARTS = (
     "AWS::ApiGatewayV2::Route",
     "AWS::ApiGatewayV2::Integration",
@@ -80,9 +79,7 @@ _WEBSOCKET_API_PARTS = (
     "AWS::ApiGatewayV2::RouteResponse",
     "AWS::ApiGatewayV2::IntegrationResponse",
 )
-DYNAMODB_STREAM_MAPPING_REASON = (
-    "DynamoDB stream mapping (the live-status pusher): the local SSE channel reads the stream itself"
-)
+DYNAMODB_STREAM_MAPPING_REASON = "DynamoDB stream mapping (the live-status pusher): run by the local stream poller"
 
 # Placeholder attribute values of skipped resources whose shape matters to a consumer.
 _PLACEHOLDER_ATTRIBUTES: dict[tuple[str, str], str] = {
@@ -826,8 +823,8 @@ class Provisioner:
     def _localize_url(self, value: str) -> str:
         # AWS endpoints of skipped services become their local stand-ins.
         live = _WEBSOCKET_DOMAIN.match(value)
-        if live:  # the live-status WebSocket becomes the local SSE channel
-            return f"{self.settings.api_url}{LIVE_PATH}"
+        if live:  # the live-status WebSocket API becomes the local one
+            return self.settings.api_url.replace("http://", "ws://", 1) + LIVE_PATH
         for pattern, local in (
             (_API_DOMAIN, self.settings.api_url),
             (_CLOUDFRONT_DOMAIN, self.settings.api_url),

@@ -1,16 +1,12 @@
-"""The HTTP API (API Gateway v2): routes, the JWT authorizer, payload format 2.0, CORS.
+"""The HTTP API (API Gateway v2) in front of the API function: routes, JWT authorizer, payload 2.0.
 
-Stands in for API Gateway's HTTP API in front of the API function. Routes are the template's
-``AWS::ApiGatewayV2::Route`` route keys (most specific first; ``{param}``, ``{proxy+}``,
-``$default``); a request becomes a payload format 2.0 event, invoked through moto's Lambda backend
-in process (so it runs in the Lambda runner: ``moto_lambda_seam.invoke_in_process``), and the
-function's result becomes the response. Routes with
-``AuthorizationType: JWT`` are authorized as the HTTP API's JWT authorizer does it: the
-``Authorization: Bearer`` ID token is verified (issuer, audience, expiry, RS256 signature against
-the local identity provider's JWKS, :class:`rag_ingest.core.auth.TokenVerifier`), else
-``401 {"message":"Unauthorized"}``; its claims reach the function in
-``requestContext.authorizer.jwt.claims`` (every value a string, as API Gateway passes them).
-CORS follows the template's ``CorsConfiguration`` (see :mod:`local.runtime.http.template_api`).
+Routes are the template's ``AWS::ApiGatewayV2::Route`` keys, matched as API Gateway matches them
+(most specific first; ``{param}``, ``{proxy+}``, ``$default``). A ``JWT`` route's token is verified
+as the JWT authorizer does (:class:`rag_ingest.core.auth.TokenVerifier` against the local issuer),
+else ``401 {"message":"Unauthorized"}``; claims reach the function as strings. The request becomes
+a payload format 2.0 event, invoked through moto's Lambda backend (the runner), and the result a
+Werkzeug response. CORS is the template's (:mod:`local.runtime.http.template_api`).
+Rationale: docs/local-stack.md, "The API adapter".
 """
 
 from __future__ import annotations
@@ -31,12 +27,14 @@ from rag_ingest.core.auth import InvalidTokenError, TokenVerifier, bearer_token
 
 from local.runtime.cloudformation.provision import ApiRoute
 from local.runtime.http.identity import LocalIdentityProvider
-from local.runtime.http.response import HttpResponse, json_response
+from local.runtime.http.response import LocalResponse, json_response
 from local.runtime.http.template_api import CorsPolicy, HttpApiDefinition, RouteAuthorization
 
 LOG = logging.getLogger("local.runtime.api")
 
 _TEXT_TYPES = re.compile(r"^(text/|application/(json|xml|javascript|x-www-form-urlencoded)|[^;]*\+(json|xml))", re.I)
+# The server frames the body itself: a function's values for these are not passed on.
+_HOP_BY_HOP = frozenset({"content-length", "connection", "transfer-encoding"})
 # API Gateway's own answers when the authorizer refuses a request.
 UNAUTHORIZED = {"message": "Unauthorized"}
 FORBIDDEN = {"message": "Forbidden"}
@@ -210,12 +208,12 @@ class HttpApiGateway:
         headers: list[tuple[str, str]],
         body: bytes,
         source_ip: str,
-    ) -> HttpResponse:
+    ) -> LocalResponse:
         """API Gateway's answer to a request: no route, the authorizer's refusal, or the function's."""
         found = self.find_route(method, raw_path)
         if found is None:
             if method == "OPTIONS":
-                return HttpResponse(HTTPStatus.NO_CONTENT)
+                return LocalResponse(status=HTTPStatus.NO_CONTENT)
             return json_response(HTTPStatus.NOT_FOUND, {"message": "Not Found"})
         compiled, path_parameters = found
         lowered = {name.lower(): value for name, value in headers}
@@ -242,8 +240,7 @@ class HttpApiGateway:
         if errored or status_code != 200:
             LOG.warning("API %s %s: function error %s", method, raw_path, payload[:500])
             return json_response(HTTPStatus.INTERNAL_SERVER_ERROR, {"message": "Internal Server Error"})
-        code, response_headers, cookies, raw = self.http_response(payload)
-        return HttpResponse(code, response_headers, raw, cookies, head=method == "HEAD")
+        return self.http_response(payload)
 
     def find_route(self, method: str, path: str) -> tuple[CompiledRoute, dict[str, str]] | None:
         for compiled in self._routes:
@@ -329,24 +326,30 @@ class HttpApiGateway:
         return event
 
     @staticmethod
-    def http_response(payload: str) -> tuple[int, dict[str, str], list[str], bytes]:
+    def http_response(payload: str) -> LocalResponse:
         """The HTTP response for a Lambda result (payload 2.0 rules, incl. the inferred format)."""
         try:
             result = json.loads(payload) if payload.strip() else None
         except ValueError:
             result = payload
-        if isinstance(result, dict) and "statusCode" in result:
-            headers = {str(k): str(v) for k, v in (result.get("headers") or {}).items()}
-            for name, values in (result.get("multiValueHeaders") or {}).items():
-                headers[str(name)] = ",".join(str(value) for value in values)
-            body = result.get("body")
-            if body is None:
-                raw = b""
-            elif result.get("isBase64Encoded"):
-                raw = base64.b64decode(str(body))
-            else:
-                raw = (body if isinstance(body, str) else json.dumps(body)).encode()
-            cookies = [str(cookie) for cookie in result.get("cookies") or []]
-            return int(result["statusCode"]), headers, cookies, raw
-        # No statusCode: API Gateway infers 200 and a JSON body of the returned value.
-        return 200, {"content-type": "application/json"}, [], payload.encode()
+        if not (isinstance(result, dict) and "statusCode" in result):
+            # No statusCode: API Gateway infers 200 and a JSON body of the returned value.
+            return LocalResponse(payload, HTTPStatus.OK, content_type="application/json")
+        headers = {str(k): str(v) for k, v in (result.get("headers") or {}).items()}
+        for name, values in (result.get("multiValueHeaders") or {}).items():
+            headers[str(name)] = ",".join(str(value) for value in values)
+        body = result.get("body")
+        if body is None:
+            raw = b""
+        elif result.get("isBase64Encoded"):
+            raw = base64.b64decode(str(body))
+        else:
+            raw = (body if isinstance(body, str) else json.dumps(body)).encode()
+        response = LocalResponse(raw, int(result["statusCode"]))
+        del response.headers["Content-Type"]  # only the function's own, as API Gateway sends
+        for name, value in headers.items():
+            if name.lower() not in _HOP_BY_HOP:
+                response.headers[name] = value
+        for cookie in result.get("cookies") or []:
+            response.headers.add("Set-Cookie", str(cookie))
+        return response

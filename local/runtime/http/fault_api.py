@@ -18,7 +18,7 @@ from collections.abc import Callable
 from http import HTTPStatus
 from urllib.parse import parse_qsl
 
-from local.runtime.http.response import HttpResponse, json_response
+from local.runtime.http.response import LocalResponse, json_response
 from local.runtime.lambda_.faults import Fault
 from local.runtime.lambda_.runner import LambdaRunner
 
@@ -30,7 +30,7 @@ class FaultApi:
         # The runner exists only once moto is up; until then the API answers 503.
         self._runner = runner
 
-    def respond(self, method: str, raw_query: str, body: bytes) -> HttpResponse:
+    def respond(self, method: str, raw_query: str, body: bytes) -> LocalResponse:
         runner = self._runner()
         if runner is None:
             return json_response(HTTPStatus.SERVICE_UNAVAILABLE, {"message": "the Lambda runner is not ready"})
@@ -48,7 +48,7 @@ class FaultApi:
             return json_response(HTTPStatus.METHOD_NOT_ALLOWED, {"message": "GET, POST or DELETE"})
         return self._arm(runner, body)
 
-    def _arm(self, runner: LambdaRunner, body: bytes) -> HttpResponse:
+    def _arm(self, runner: LambdaRunner, body: bytes) -> LocalResponse:
         try:
             request = json.loads(body or b"{}")
             name = str(request["function"])

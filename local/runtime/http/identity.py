@@ -1,23 +1,16 @@
-"""The local identity provider: a small OpenID-style issuer in the local API server.
+"""The local identity provider: an OpenID-style issuer standing in for the Cognito user pool.
 
-Stands in for the Cognito user pool (which the local stack does not create). It signs RS256 ID
-tokens shaped like Cognito's (``iss``, ``aud``, ``exp``, ``iat``, ``sub``, ``token_use: "id"``,
-``email``, ``cognito:username``, ``custom:tenant_id``) with an RSA key generated at start, and
-publishes the key set, so the local API server verifies tokens exactly as the HTTP API's JWT
-authorizer does (issuer, audience, expiry, signature; :class:`rag_ingest.core.auth.TokenVerifier`).
-
-Endpoints (under ``/_local/oidc``, answered by :meth:`LocalIdentityProvider.handle`):
-
-- ``GET .well-known/openid-configuration`` and ``GET jwks.json``;
-- ``POST token`` with ``{"username": ..., "tenant_id": ..., "groups": [...]}`` (groups optional: the
-  token's ``cognito:groups``, e.g. the tenant-admin group): a dev-only sign-in without a
-  password (anyone who can reach the loopback port gets a token for any tenant; the local
-  stack is single-user by design). A bad tenant or username is a 400.
+Signs RS256 ID tokens shaped like Cognito's (``iss``, ``aud``, ``exp``, ``sub``, ``token_use: "id"``,
+``cognito:username``, ``cognito:groups``, ``custom:tenant_id``) with PyJWT and publishes the key set,
+so the HTTP API's JWT authorizer and the WebSocket ``$connect`` authorizer verify them as in AWS.
+The server routes ``/_local/oidc/`` here: the OpenID configuration, the key set (also at Cognito's
+``.well-known/jwks.json``) and ``POST token``, a dev-only sign-in without a password for any
+tenant (the local stack is single-user). Imports PyJWT and ``rag_ingest.core.auth`` only.
+Rationale and the endpoints' answers: docs/local-stack.md, "Sign-in: the local identity provider".
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import threading
@@ -29,6 +22,7 @@ from typing import Any
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
+from jwt.algorithms import RSAAlgorithm
 from rag_ingest.core.auth import TENANT_CLAIM, InvalidTenantError, TokenVerifier, validate_tenant_id
 
 OIDC_PATH = "/_local/oidc"
@@ -46,11 +40,6 @@ class TokenRequestError(ValueError):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
-
-
-def _b64url_uint(value: int) -> str:
-    raw = value.to_bytes((value.bit_length() + 7) // 8, "big")
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
 @dataclass(frozen=True)
@@ -73,18 +62,16 @@ class LocalIdentityProvider:
         numbers = self._key.public_key().public_numbers()
         # The key id is the key's own thumbprint-like digest: stable for a given key.
         self.key_id = uuid.uuid5(_SUBJECT_NAMESPACE, f"{numbers.n:x}").hex
-        self._jwks = {
-            "keys": [
-                {
-                    "kty": "RSA",
-                    "alg": "RS256",
-                    "use": "sig",
-                    "kid": self.key_id,
-                    "n": _b64url_uint(numbers.n),
-                    "e": _b64url_uint(numbers.e),
-                }
-            ]
+        public = RSAAlgorithm.to_jwk(self._key.public_key(), as_dict=True)
+        key = {
+            "kty": public["kty"],
+            "alg": "RS256",
+            "use": "sig",
+            "kid": self.key_id,
+            "n": public["n"],
+            "e": public["e"],
         }
+        self._jwks = {"keys": [key]}
         self._audience: str | None = None
         self._lock = threading.Lock()
 
@@ -177,22 +164,10 @@ class LocalIdentityProvider:
             claims["cognito:groups"] = group_names
         return jwt.encode(claims, self._key, algorithm="RS256", headers={"kid": self.key_id})
 
-    # -- HTTP ---------------------------------------------------------------------------------
+    # -- the token endpoint -------------------------------------------------------------------
 
-    def handle(self, method: str, path: str, body: bytes) -> OidcResponse:
-        """Answer a request under ``/_local/oidc``."""
-        route = path.removeprefix(OIDC_PATH).rstrip("/")
-        if route == "/.well-known/openid-configuration" and method in ("GET", "HEAD"):
-            return OidcResponse(HTTPStatus.OK, self.openid_configuration())
-        if route == "/jwks.json" and method in ("GET", "HEAD"):
-            return OidcResponse(HTTPStatus.OK, self.jwks())
-        if route == "/token":
-            if method != "POST":
-                return OidcResponse(HTTPStatus.METHOD_NOT_ALLOWED, _error("METHOD_NOT_ALLOWED", "POST a JSON body"))
-            return self._token(body)
-        return OidcResponse(HTTPStatus.NOT_FOUND, _error("NOT_FOUND", f"no endpoint {method} {path}"))
-
-    def _token(self, body: bytes) -> OidcResponse:
+    def token_response(self, body: bytes) -> OidcResponse:
+        """``POST /_local/oidc/token``: a token for the JSON body's user and tenant, or a 400/503."""
         try:
             request = json.loads(body or b"null")
         except ValueError:

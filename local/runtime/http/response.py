@@ -1,32 +1,26 @@
-"""The answer each stand-in on the local API port gives; ``server.py`` writes it to the socket.
+"""JSON answers of the local API port's stand-ins, as Werkzeug responses.
 
-Not an AWS behaviour of its own: it lets the API gateway, the static site and the control
-endpoints decide a response without each owning an HTTP request handler.
+``note`` is why (an authorizer's refusal, a stream's end): the server writes it in the request's
+log line, never in the answer. Imports Werkzeug only.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
+from werkzeug.wrappers import Response
 
-@dataclass(frozen=True)
-class HttpResponse:
-    status: int
-    headers: dict[str, str] = field(default_factory=dict)
-    body: bytes = b""
-    cookies: list[str] = field(default_factory=list)
-    # CORS headers are added for an allowed Origin, except on a preflight answer (which has its own).
-    cors: bool = True
-    # A HEAD request's answer carries no body, whoever produced it.
-    head: bool = False
-    # Why, for the request log line (e.g. the authorizer's reason for a 401).
+
+class LocalResponse(Response):
+    """A Werkzeug response that may carry a note for the log (not sent)."""
+
     note: str = ""
 
 
-def json_response(
-    status: int, payload: Any, *, head: bool = False, headers: dict[str, str] | None = None, note: str = ""
-) -> HttpResponse:
-    raw = json.dumps(payload, indent=2, default=str).encode()
-    return HttpResponse(status, {"Content-Type": "application/json", **(headers or {})}, raw, head=head, note=note)
+def json_response(status: int, payload: Any, *, headers: dict[str, str] | None = None, note: str = "") -> LocalResponse:
+    response = LocalResponse(
+        json.dumps(payload, indent=2, default=str), status, headers, content_type="application/json"
+    )
+    response.note = note
+    return response

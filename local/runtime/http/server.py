@@ -1,16 +1,12 @@
-"""The one HTTP listener on the local API port, and which stand-in answers each request.
+"""The one listener on the local API port (Werkzeug's threaded server), and who answers what.
 
-In AWS these are separate endpoints: the HTTP API (API Gateway), CloudFront for the page, Cognito
-for sign-in, the WebSocket API for live status. Locally one threaded server on
-``127.0.0.1:$LOCAL_API_PORT`` routes each request, in this order, to:
-
-- a CORS preflight: answered as API Gateway does, before routes and authorizers;
-- ``/_local/oidc/``: the local identity provider (:mod:`local.runtime.http.identity`);
-- ``/_local/live``: the live-status stream, Server-Sent Events (:mod:`local.runtime.http.live_status`);
-- ``/_local/health``, ``/status``, ``/outputs``: the stack's control endpoints, and
-  ``/_local/faults`` (:mod:`local.runtime.http.fault_api`);
-- ``/config.json`` and the files of ``web/`` (:mod:`local.runtime.http.static_site`);
-- anything else: the HTTP API (:mod:`local.runtime.http.api_gateway`), once the stack is ready.
+In AWS these are separate endpoints: the HTTP API, CloudFront, Cognito, the WebSocket API. Here
+each request goes, in order, to: a CORS preflight (answered as API Gateway does, before routes and
+authorizers); the ``/_local/`` endpoints of ``LOCAL_ROUTES`` (identity provider, live channel and
+its ``@connections`` API, control endpoints); the page (``web/``, ``/config.json``); else the HTTP
+API (:mod:`local.runtime.http.api_gateway`), once the stack is ready. Answers to an allowed
+``Origin`` get the template's CORS headers. Imports Werkzeug and this package's stand-ins.
+Rationale: docs/local-stack.md, "The API adapter".
 """
 
 from __future__ import annotations
@@ -19,30 +15,61 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
-from rag_ingest.core.access import DEFAULT_TENANT_ADMIN_GROUP, Principal
-from rag_ingest.core.auth import InvalidTenantError, InvalidTokenError, bearer_token
+from werkzeug.exceptions import MethodNotAllowed, NotFound
+from werkzeug.routing import Map, Rule, WebsocketMismatch
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+from werkzeug.wrappers import Request, Response
 
 from local.runtime.cloudformation.provision import ApiRoute
-from local.runtime.http.api_gateway import FORBIDDEN, UNAUTHORIZED, HttpApiGateway, claim_strings
+from local.runtime.http.api_gateway import HttpApiGateway
 from local.runtime.http.fault_api import FaultApi
 from local.runtime.http.identity import OIDC_PATH, LocalIdentityProvider
-from local.runtime.http.live_status import LiveStatusHub, LiveStatusUnavailable, stream_events
-from local.runtime.http.response import HttpResponse, json_response
+from local.runtime.http.response import json_response
 from local.runtime.http.static_site import StaticSite
 from local.runtime.http.template_api import HttpApiDefinition
+from local.runtime.http.websocket_gateway import SWITCHED, WebSocketGateway
 from local.runtime.lambda_.runner import LambdaRunner
 from local.runtime.settings import LIVE_PATH
 
 LOG = logging.getLogger("local.runtime.api")
 
 _TOKEN_IN_QUERY = re.compile(r"([?&]token=)[^&\s]*")
+LOCAL_ROUTES = Map(
+    [
+        Rule(f"{OIDC_PATH}/.well-known/openid-configuration", methods=["GET"], endpoint="oidc_configuration"),
+        Rule(f"{OIDC_PATH}/jwks.json", methods=["GET"], endpoint="oidc_keys"),
+        Rule(f"{OIDC_PATH}/.well-known/jwks.json", methods=["GET"], endpoint="oidc_keys"),
+        Rule(f"{OIDC_PATH}/token", methods=["POST"], endpoint="oidc_token"),
+        Rule(LIVE_PATH, methods=["GET"], endpoint="live", websocket=True),
+        Rule(f"{LIVE_PATH}/@connections/<connection_id>", methods=["GET", "POST", "DELETE"], endpoint="connection"),
+        Rule("/_local/health", methods=["GET"], endpoint="health"),
+        Rule("/_local/status", methods=["GET"], endpoint="status"),
+        Rule("/_local/outputs", methods=["GET"], endpoint="outputs"),
+        Rule("/_local/faults", methods=["GET", "POST", "DELETE"], endpoint="faults"),
+    ],
+    strict_slashes=False,
+)
+
+
+class _RequestHandler(WSGIRequestHandler):
+    # Headers and body are separate writes: without TCP_NODELAY a client's delayed ACK holds the
+    # body back about 40 ms.
+    disable_nagle_algorithm = True
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        pass  # the application logs each request, without the live channel's token
+
+    def log(self, type: str, message: str, *args: Any) -> None:
+        text = message % args if args else message
+        LOG.debug("%s %s", self.address_string(), _TOKEN_IN_QUERY.sub(r"\1<redacted>", text))
+
+    def connection_dropped(self, error: BaseException, environ: Any = None) -> None:
+        self.close_connection = True  # a WebSocket session took the socket over and closed it
 
 
 class ApiServer:
@@ -54,6 +81,7 @@ class ApiServer:
         host: str,
         port: int,
         account_id: str,
+        region: str,
         web_dir: Path | None,
         invoke: Callable[[str, bytes], tuple[int, str, bool]],
         health: Callable[[], dict[str, Any]],
@@ -61,23 +89,20 @@ class ApiServer:
         outputs: Callable[[], dict[str, Any]],
         identity: LocalIdentityProvider,
         page_config: Callable[[], dict[str, Any] | None] = lambda: None,
-        live_keepalive_seconds: float = 15.0,
+        on_live_connect: Callable[[], None] = lambda: None,
     ) -> None:
         self.host = host
         self.port = port
         self.identity = identity
         self.gateway = HttpApiGateway(host=host, port=port, account_id=account_id, identity=identity, invoke=invoke)
+        self.live = WebSocketGateway(invoke=invoke, account_id=account_id, region=region, on_connect=on_live_connect)
         self.site = StaticSite(web_dir, page_config)
         self.runner: LambdaRunner | None = None
         self.faults = FaultApi(lambda: self.runner)
-        self.live: LiveStatusHub | None = None
-        self.live_keepalive_seconds = live_keepalive_seconds
-        # The live channel announces a document only to who may read it (rag_ingest.core.access).
-        self.tenant_admin_group = DEFAULT_TENANT_ADMIN_GROUP
         self._health = health
         self._status = status
         self._outputs = outputs
-        self._server: ThreadingHTTPServer | None = None
+        self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
 
     def set_routes(self, routes: list[ApiRoute], definition: HttpApiDefinition | None = None) -> None:
@@ -85,198 +110,112 @@ class ApiServer:
         self.gateway.set_routes(routes, definition)
 
     def start(self) -> None:
-        server = self
-
-        class Handler(_RequestHandler):
-            pass
-
-        Handler.server_state = server
-        self._server = ThreadingHTTPServer((self.host, self.port), Handler)
-        self._server.daemon_threads = True
+        self._server = make_server(self.host, self.port, self.wsgi, threaded=True, request_handler=_RequestHandler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="api-adapter", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
+        self.live.close_all()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
         if self._thread is not None:
             self._thread.join(5)
 
-    def control(self, method: str, raw_path: str, raw_query: str, body: bytes) -> HttpResponse:
-        """The ``/_local/`` control endpoints (other than the identity provider and the live stream)."""
-        route = raw_path.rstrip("/")
-        if route == "/_local/health" and method == "GET":
-            health = self._health()
-            return json_response(HTTPStatus.OK if health.get("ready") else HTTPStatus.SERVICE_UNAVAILABLE, health)
-        if route == "/_local/status" and method == "GET":
-            return json_response(HTTPStatus.OK, self._status())
-        if route == "/_local/outputs" and method == "GET":
-            return json_response(HTTPStatus.OK, self._outputs())
-        if route == "/_local/faults":
-            return self.faults.respond(method, raw_query, body)
-        return json_response(HTTPStatus.NOT_FOUND, {"message": f"no control endpoint {method} {raw_path}"})
+    # -- WSGI ---------------------------------------------------------------------------------
 
-
-class _RequestHandler(BaseHTTPRequestHandler):
-    server_state: ApiServer
-    _origin: str | None = None
-    _note = ""
-    protocol_version = "HTTP/1.1"
-    server_version = "local-api-gateway"
-    # Headers and body are separate writes: without TCP_NODELAY a keep-alive client's delayed ACK
-    # holds the body back about 40 ms (as in the embedding server).
-    disable_nagle_algorithm = True
-
-    def log_message(self, format: str, *args: Any) -> None:
-        # The live stream's request line carries a token: never log it.
-        redacted = tuple(_TOKEN_IN_QUERY.sub(r"\1<redacted>", arg) if isinstance(arg, str) else arg for arg in args)
-        LOG.debug("%s " + format, self.address_string(), *redacted)
-
-    def do_GET(self) -> None:
-        self._handle("GET")
-
-    def do_HEAD(self) -> None:
-        self._handle("HEAD")
-
-    def do_POST(self) -> None:
-        self._handle("POST")
-
-    def do_PUT(self) -> None:
-        self._handle("PUT")
-
-    def do_PATCH(self) -> None:
-        self._handle("PATCH")
-
-    def do_DELETE(self) -> None:
-        self._handle("DELETE")
-
-    def do_OPTIONS(self) -> None:
-        self._handle("OPTIONS")
-
-    def _handle(self, method: str) -> None:
+    def wsgi(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        request = Request(environ)
         started = time.monotonic()
-        split = urlsplit(self.path)
-        raw_path, raw_query = split.path or "/", split.query
-        self._origin = self.headers.get("Origin")
-        self._note = ""
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
         try:
-            status = self._dispatch(method, raw_path, raw_query, body)
+            response = self._dispatch(request)
         except Exception as exc:
-            LOG.exception("API %s %s failed", method, raw_path)
-            status = self._write(
-                json_response(HTTPStatus.INTERNAL_SERVER_ERROR, {"message": f"local adapter error: {exc}"})
-            )
-        if not raw_path.startswith("/_local/") or raw_path.startswith((OIDC_PATH, LIVE_PATH)):
-            note = f" ({self._note})" if self._note else ""
-            path = raw_path if raw_path.startswith(LIVE_PATH) else self.path  # never log a token
-            LOG.info("API %s %s -> %d (%.0f ms)%s", method, path, status, (time.monotonic() - started) * 1000, note)
+            LOG.exception("API %s %s failed", request.method, request.path)
+            response = json_response(HTTPStatus.INTERNAL_SERVER_ERROR, {"message": f"local adapter error: {exc}"})
+        self._log(request, response, started)
+        if response.status_code == SWITCHED:
+            # The WebSocket session wrote on the socket and closed it: Werkzeug must write nothing.
+            raise ConnectionError("the WebSocket connection has closed")
+        return response(environ, start_response)
 
-    def _dispatch(self, method: str, raw_path: str, raw_query: str, body: bytes) -> int:
-        server = self.server_state
-        if method == "OPTIONS" and self._origin and self.headers.get("Access-Control-Request-Method"):
-            # API Gateway answers CORS preflights itself, before routes and authorizers.
-            preflight = server.gateway.cors.preflight_headers(
-                self._origin,
-                self.headers["Access-Control-Request-Method"],
-                self.headers.get("Access-Control-Request-Headers", ""),
+    def _dispatch(self, request: Request) -> Response:
+        origin = request.headers.get("Origin")
+        asked_method = request.headers.get("Access-Control-Request-Method")
+        if request.method == "OPTIONS" and origin and asked_method:
+            headers = self.gateway.cors.preflight_headers(
+                origin, asked_method, request.headers.get("Access-Control-Request-Headers", "")
             )
-            return self._write(HttpResponse(HTTPStatus.NO_CONTENT, preflight, cors=False))
-        if raw_path.startswith(OIDC_PATH + "/"):
-            answer = server.identity.handle(method, raw_path, body)
-            return self._write(json_response(answer.status, answer.payload, head=method == "HEAD"))
-        if raw_path.rstrip("/") == LIVE_PATH:
-            return self._live(method, raw_query)
-        if raw_path.startswith("/_local/"):
-            return self._write(server.control(method, raw_path, raw_query, body))
-        health = server._health()
-        page = server.site.respond(method, raw_path, health)
+            return Response(status=HTTPStatus.NO_CONTENT, headers=headers)
+        response = self._answer(request)
+        if response.status_code != SWITCHED:
+            for name, value in self.gateway.cors.response_headers(origin).items():
+                response.headers.setdefault(name, value)
+        return response
+
+    def _answer(self, request: Request) -> Response:
+        if request.path.startswith("/_local/"):
+            adapter = LOCAL_ROUTES.bind_to_environ(request.environ)
+            try:
+                endpoint, arguments = adapter.match()
+            except MethodNotAllowed as refused:
+                allowed = ", ".join(refused.valid_methods or [])
+                return json_response(HTTPStatus.METHOD_NOT_ALLOWED, {"message": f"{request.method}: {allowed} only"})
+            except WebsocketMismatch:
+                return self.live.not_an_upgrade()
+            except NotFound:
+                return json_response(HTTPStatus.NOT_FOUND, {"message": f"no endpoint {request.method} {request.path}"})
+            return self._local(str(endpoint), request, arguments)
+        health = self._health()
+        page = self.site.respond(request, health)
         if page is not None:
-            return self._write(page)
+            return page
         if not health.get("ready"):
-            return self._write(
-                json_response(HTTPStatus.SERVICE_UNAVAILABLE, {"message": "local stack is starting", **health})
-            )
-        return self._write(
-            server.gateway.respond(
-                method=method,
-                raw_path=raw_path,
-                raw_query=raw_query,
-                headers=list(self.headers.items()),
-                body=body,
-                source_ip=self.client_address[0],
-            )
+            return json_response(HTTPStatus.SERVICE_UNAVAILABLE, {"message": "local stack is starting", **health})
+        return self.gateway.respond(
+            method=request.method,
+            raw_path=request.environ.get("RAW_URI", request.path).split("?", 1)[0] or "/",
+            raw_query=request.query_string.decode("latin-1"),
+            headers=list(request.headers.items()),
+            body=request.get_data(),
+            source_ip=request.remote_addr or "",
         )
 
-    def _live(self, method: str, raw_query: str) -> int:
-        """``GET /_local/live?token=...``: the tenant's document updates as Server-Sent Events."""
-        server = self.server_state
-        if method != "GET":
-            return self._write(json_response(HTTPStatus.METHOD_NOT_ALLOWED, {"message": "GET with ?token=<ID token>"}))
-        tokens = parse_qs(raw_query).get("token")
-        try:
-            # EventSource cannot send headers: the token is in the query (a fetch client may use the header).
-            token = tokens[0] if tokens else bearer_token(self.headers.get("Authorization"))
-            claims = server.gateway.verify(token)
-            # The claims as the JWT authorizer passes them (groups as "[a b]"), read as the API reads them.
-            caller = Principal.of(claim_strings(claims), server.tenant_admin_group)
-            tenant = caller.tenant_id
-        except InvalidTokenError as exc:
-            return self._write(json_response(HTTPStatus.UNAUTHORIZED, UNAUTHORIZED, note=str(exc)))
-        except InvalidTenantError as exc:
-            return self._write(json_response(HTTPStatus.FORBIDDEN, FORBIDDEN, note=str(exc)))
-        hub = server.live
-        try:
-            if hub is None:
-                raise LiveStatusUnavailable("the live channel is not running (is the stack ready?)")
-            subscription = hub.subscribe(tenant, caller)
-        except LiveStatusUnavailable as exc:
-            return self._write(json_response(HTTPStatus.SERVICE_UNAVAILABLE, {"message": str(exc)}))
-        self._note = f"tenant {tenant}"
-        try:
-            self.send_response(HTTPStatus.OK)
-            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("X-Accel-Buffering", "no")
-            self.send_header("Connection", "close")  # the stream ends with the connection
-            for name, value in server.gateway.cors.response_headers(self._origin).items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.close_connection = True
+    def _local(self, endpoint: str, request: Request, arguments: Mapping[str, Any]) -> Response:
+        if endpoint == "oidc_configuration":
+            return json_response(HTTPStatus.OK, self.identity.openid_configuration())
+        if endpoint == "oidc_keys":
+            return json_response(HTTPStatus.OK, self.identity.jwks())
+        if endpoint == "oidc_token":
+            answer = self.identity.token_response(request.get_data())
+            return json_response(answer.status, answer.payload)
+        if endpoint == "live":
+            return self.live.serve(request)
+        if endpoint == "connection":
+            return self.live.manage(request.method, str(arguments["connection_id"]), request.get_data())
+        if endpoint == "health":
+            health = self._health()
+            return json_response(HTTPStatus.OK if health.get("ready") else HTTPStatus.SERVICE_UNAVAILABLE, health)
+        if endpoint == "status":
+            return json_response(HTTPStatus.OK, self._status())
+        if endpoint == "outputs":
+            return json_response(HTTPStatus.OK, self._outputs())
+        return self.faults.respond(request.method, request.query_string.decode("latin-1"), request.get_data())
 
-            def write(chunk: bytes) -> None:
-                self.wfile.write(chunk)
-                self.wfile.flush()
-
-            stream_events(subscription, write, keepalive_seconds=server.live_keepalive_seconds)
-            if subscription.reason:
-                self._note += f", closed: {subscription.reason}"
-        except OSError:
-            self._note += ", the client left"
-        finally:
-            hub.unsubscribe(subscription)
-        return int(HTTPStatus.OK)
-
-    def _write(self, response: HttpResponse) -> int:
-        if response.note:
-            self._note = response.note
-        self.send_response(response.status)
-        lower = {name.lower() for name in response.headers}
-        for name, value in response.headers.items():
-            if name.lower() not in ("content-length", "connection", "transfer-encoding"):
-                self.send_header(name, value)
-        if response.cors:
-            # As API Gateway with a CorsConfiguration: only for an allowed Origin.
-            for name, value in self.server_state.gateway.cors.response_headers(self._origin).items():
-                if name.lower() not in lower:
-                    self.send_header(name, value)
-        for cookie in response.cookies:
-            self.send_header("Set-Cookie", cookie)
-        self.send_header("Content-Length", str(len(response.body)))
-        self.end_headers()
-        # A HEAD answer never has a body, whoever produced it (the function, the authorizer, a 404).
-        if not response.head and self.command != "HEAD":
-            self.wfile.write(response.body)
-        return int(response.status)
+    def _log(self, request: Request, response: Response, started: float) -> None:
+        path = request.path
+        level = (
+            logging.DEBUG
+            if path.startswith("/_local/") and not path.startswith((OIDC_PATH, LIVE_PATH))
+            else logging.INFO
+        )
+        shown = path if path.startswith(LIVE_PATH) or not request.query_string else request.full_path
+        note = getattr(response, "note", "")
+        LOG.log(
+            level,
+            "API %s %s -> %d (%.0f ms)%s",
+            request.method,
+            shown,
+            response.status_code,
+            (time.monotonic() - started) * 1000,
+            f" ({note})" if note else "",
+        )

@@ -1,18 +1,11 @@
-"""What the local API server reads from the template's HTTP API: authorization per route and CORS.
+"""What the local API server reads from the template's HTTP API: authorization per route, and CORS.
 
-API Gateway's behaviour emulated here (HTTP APIs):
-
-- a route with ``AuthorizationType: JWT`` runs its ``AWS::ApiGatewayV2::Authorizer``: the token
-  from the identity source (``$request.header.Authorization``) must be a valid ID token of the
-  issuer for one of ``JwtConfiguration.Audience``; otherwise ``401 {"message":"Unauthorized"}``.
-  Locally the issuer is the local identity provider, not the template's Cognito URL; the
-  audience is the template's, resolved locally (the user-pool client's logical id: Cognito is
-  not created in moto). A route's ``AuthorizationScopes`` must meet the token's ``scope`` claim
-  (an ID token has none: ``403 {"message":"Forbidden"}``). ``NONE`` routes run without a token.
-- ``CorsConfiguration`` of the API: preflights (``OPTIONS`` with ``Origin`` and
-  ``Access-Control-Request-Method``) are answered by API Gateway itself, without the
-  authorizer; other responses get ``Access-Control-Allow-Origin`` when the request's ``Origin``
-  is allowed.
+A ``JWT`` route's ``AWS::ApiGatewayV2::Authorizer`` gives the identity header and the audiences
+(the template's, resolved locally; the issuer is the local identity provider); its
+``AuthorizationScopes`` must meet the token's ``scope``; ``NONE`` routes need no token.
+:class:`CorsPolicy` is API Gateway's reading of ``CorsConfiguration``: preflights answered before
+authorizers, ``Access-Control-Allow-Origin`` only for an allowed ``Origin``. Kept ours: flask-cors
+answers preflights differently (docs/local-stack.md, "CORS"). Imports the template reader only.
 """
 
 from __future__ import annotations

@@ -325,7 +325,8 @@ class LiveAuthorizerEnv(EnvModel):
     """The WebSocket API's ``$connect`` authorizer: ID tokens of this issuer for this app client."""
 
     # https://cognito-idp.<region>.amazonaws.com/<poolId>; its keys are at <issuer>/.well-known/jwks.json.
-    token_issuer: str = Field(pattern=r"^https://")
+    # http only on loopback: the local stack's issuer (docs/local-stack.md, "Live status").
+    token_issuer: str = Field(pattern=r"^(https://|http://(127\.0\.0\.1|localhost)[:/])")
     token_audience: str = Field(min_length=1)
     jwks_max_age_seconds: int = Field(default=3600, ge=60)
 
