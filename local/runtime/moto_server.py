@@ -101,7 +101,8 @@ def configure_moto(port: int, *, verbose: bool = False) -> None:
     cache_moto_module_list()
 
 
-WsgiWrapper = Callable[[Any], Any]
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+WsgiWrapper = Callable[[WsgiApp], WsgiApp]
 
 
 class WrappedMotoServer(ThreadedMotoServer):
