@@ -40,9 +40,8 @@ class OfflineClient:
     _token: str | None = field(default=None, init=False, repr=False)
     _token_renew_at: float = field(default=0.0, init=False, repr=False)
     _token_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    # One HTTP session per thread (requests' sessions are not thread-safe): its connections stay
-    # open between requests, as a browser keeps them, instead of one TCP connection (and one
-    # server thread) per request.
+    # One HTTP session per thread (requests' sessions are not thread-safe): its connections stay open
+    # between requests, as a browser's do, instead of a TCP connection and server thread per request.
     _sessions: threading.local = field(default_factory=threading.local, init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from local.runtime.alarms.clock_control import ALARM_CLOCK_PATH
 from local.runtime.settings import REPO_ROOT
 
 
@@ -73,6 +74,20 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def _call_json(method: str, url: str, payload: Any = None, timeout: float = 10.0) -> dict[str, Any] | None:
+    """A JSON request to a control endpoint; its JSON answer (errors too), None when nobody answers."""
+    data = json.dumps(payload).encode() if payload is not None else None
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return dict(json.load(response))
+    except urllib.error.HTTPError as error:
+        return dict(json.load(error))
+    except (OSError, ValueError):
+        return None
 
 
 class OfflineStackProcess:
@@ -194,16 +209,20 @@ class OfflineStackProcess:
 
     def control(self, method: str, path: str, payload: Any = None) -> dict[str, Any] | None:
         """Call a control endpoint (``/_local/...``); None when the server does not answer."""
-        data = json.dumps(payload).encode() if payload is not None else None
-        request = urllib.request.Request(f"{self.api_url}{path}", data=data, method=method)
-        request.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                return dict(json.load(response))
-        except urllib.error.HTTPError as error:
-            return dict(json.load(error))
-        except (OSError, ValueError):
-            return None
+        return _call_json(method, f"{self.api_url}{path}", payload)
+
+    def alarm_clock(self) -> dict[str, Any]:
+        """The alarms' clock: ``now``, ``offset_seconds``, ``period_scale``, ``tick_seconds``."""
+        return _call_json("GET", f"{self.moto_endpoint}{ALARM_CLOCK_PATH}") or {}
+
+    def advance_alarm_clock(self, seconds: float) -> dict[str, Any]:
+        """Step the alarms' clock by ``seconds`` (each tick of it evaluated at once); the clock and
+        the ``transitions`` it made."""
+        url = f"{self.moto_endpoint}{ALARM_CLOCK_PATH}"
+        answer = _call_json("POST", url, {"advance_seconds": seconds}, timeout=120.0)
+        if not answer or "transitions" not in answer:
+            raise RuntimeError(f"advancing the alarm clock failed: {answer}")
+        return answer
 
     def arm_fault(self, function: str, mode: str = "raise", *, times: int = 1, **extra: Any) -> dict[str, Any]:
         answer = self.control("POST", "/_local/faults", {"function": function, "mode": mode, "times": times, **extra})

@@ -64,8 +64,8 @@ def patch_s3_event_version_id() -> Callable[[], None]:
 
 def cache_moto_module_list() -> None:
     """moto's server asks ``backends.list_of_moto_modules()`` on every request whether the Host
-    header names a service: a listdir of moto's package and a stat per entry, about 1.2 ms of CPU a
-    request here, for a list that cannot change while the process runs. Computed once instead."""
+    header names a service, a listdir and a stat per entry (its cost: docs/local-stack.md, Facts
+    about moto). The list cannot change while the process runs: computed once instead."""
     from moto import backends
 
     if getattr(backends.list_of_moto_modules, "__wrapped__", None) is not None:
@@ -101,7 +101,8 @@ def configure_moto(port: int, *, verbose: bool = False) -> None:
     cache_moto_module_list()
 
 
-WsgiWrapper = Callable[[Any], Any]
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+WsgiWrapper = Callable[[WsgiApp], WsgiApp]
 
 
 class WrappedMotoServer(ThreadedMotoServer):

@@ -1,20 +1,12 @@
 """One boto3 client per service for moto's Step Functions interpreter, instead of one per task.
 
-moto's interpreter (``moto.stepfunctions.parser``) calls
-``moto.stepfunctions.parser.asl.utils.boto_client.boto_client_for(region, service, state_credentials)``
-for every Task it runs (a Lambda invoke, an SDK integration) and builds a new boto3 client each
-time. Building a client copies botocore's event hooks: a profile of the runtime during a bench-aws
-run put 47 % of its CPU there, on a 2-core machine where the stage workers wait for that CPU.
-Step Functions in AWS has no such cost, so the local stack should not charge it to the pipeline.
-
-The client moto builds depends only on (region, service, moto's port, whether moto intercepts
-boto3 calls in-process); ``state_credentials`` is ignored by moto (it signs with fixed keys), so
-clients are cached on those. Low-level boto3 clients are thread-safe
-(https://boto3.amazonaws.com/v1/documentation/api/latest/guide/clients.html#multithreading-or-multiprocessing-with-clients),
-and the interpreter runs each execution in its own thread.
-
-``install_sfn_client_cache`` replaces the function in every module of the interpreter that imported
-it by name; ``verify_sfn_client_seam`` fails loudly when a moto upgrade moves or changes it.
+moto's interpreter calls ``moto.stepfunctions.parser.asl.utils.boto_client.boto_client_for(region,
+service, state_credentials)`` for every Task and builds a new client each time, a CPU cost Step
+Functions in AWS does not charge (measured: docs/local-stack.md, Facts about moto). That client
+depends only on (region, service, moto's port, in-process interception); moto ignores
+``state_credentials``, so clients are cached on those (boto3 clients are thread-safe; each
+execution runs in its own thread). ``install_sfn_client_cache`` replaces the function in every
+interpreter module that imported it; ``verify_sfn_client_seam`` fails loudly if moto changes it.
 """
 
 from __future__ import annotations

@@ -34,20 +34,16 @@ DEFAULT_STACK_NAME = "RagIngest"
 DEFAULT_OPENSEARCH_URL = "http://127.0.0.1:9200"
 LOCAL_EMBEDDING_MODEL_ID = LOCAL_MODEL_ID
 LOCAL_EMBEDDING_DIMENSION = MINILM_DIMENSION
-# Worker processes per function (Lambda execution environments), at most. Each costs ~100 MB of RSS;
-# the handlers are CPU-bound on this machine's cores except Embed and Index, which wait on the
-# embedding server and OpenSearch, and two Embed workers with 16 texts in flight each keep the
-# server's batches full (docs/benchmarks.md). A function's reserved concurrency lowers it further.
+# Worker processes per function (Lambda execution environments), at most; a function's reserved
+# concurrency lowers it. Why two: docs/local-stack.md, The Lambda runner.
 DEFAULT_LAMBDA_MAX_WORKERS = 2
-# Niceness of the bulk lane's workers (functions tagged rag-ingest:lane=bulk): in AWS each lane has its
-# own functions and concurrency; here both share two cores, so small documents' stages get the CPU first
-# and the bulk lane runs on what is left (nice 10: about a tenth of a contended core's share).
+# Niceness of the bulk lane's workers (functions tagged rag-ingest:lane=bulk): both lanes share the
+# cores here, so small documents' stages get the CPU first (docs/architecture.md, Lanes).
 DEFAULT_BULK_LANE_NICE = 10
 # Idle workers are stopped after this, so a stage that is done for now gives its memory back.
 DEFAULT_LAMBDA_IDLE_SECONDS = 30.0
-# LOCAL_EMBEDDING: "server" (the default) runs the local embedding server and the functions call it
-# through the Bedrock embedder; "in-process" loads a model in every embedding worker instead (the
-# layout before the server, kept to compare against it).
+# LOCAL_EMBEDDING: "server" runs the local embedding server, called through the Bedrock embedder;
+# "in-process" loads a model in every embedding worker instead, to compare against it.
 EMBEDDING_SERVER = "server"
 EMBEDDING_IN_PROCESS = "in-process"
 EMBEDDING_MODES = (EMBEDDING_SERVER, EMBEDDING_IN_PROCESS)
@@ -126,9 +122,8 @@ class RuntimeSettings:
     # The embedding server's port (0: a free one) and, once it listens, its URL (set by the stack).
     embedding_port: int = 0
     embedding_endpoint: str | None = None
-    # The Bedrock emulation the embedding server runs (LOCAL_EMBEDDING_PROFILE...): its quotas are
-    # what the Embed functions' limiter is sized from, as the account's quota is in AWS; and the
-    # limiter's mode (LOCAL_EMBEDDING_CAPACITY; default "shared" under a quota, "off" without one).
+    # The embedding server's Bedrock emulation (LOCAL_EMBEDDING_PROFILE...), whose quotas size the Embed
+    # functions' limiter; the limiter's mode (LOCAL_EMBEDDING_CAPACITY: "shared" under a quota, else "off").
     embedding_emulation: BedrockEmulation = NO_EMULATION
     embedding_capacity_mode: str | None = None
     # The local identity provider's RSA key (PEM); None: generated at start. Tests set it to sign
@@ -137,7 +132,7 @@ class RuntimeSettings:
     # Niceness of the bulk lane's worker processes (0: the same priority as the standard lane's).
     bulk_lane_nice: int = DEFAULT_BULK_LANE_NICE
     # What the stack was given is kept in ``data_dir`` across restarts and kill -9 (LOCAL_PERSIST=0:
-    # in memory only, as before). fsync: durable across a power cut too, not only a process kill.
+    # in memory only). fsync: durable across a power cut too, not only a process kill.
     persist: bool = True
     state_fsync: bool = True
     checkpoint_seconds: float = 300.0

@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.serialization import (
 from moto.server import ThreadedMotoServer
 
 from local.embedding_server.process import EmbeddingServerProcess
+from local.runtime.alarms.clock_control import with_alarm_clock_control
 from local.runtime.alarms.evaluator import HANDLED_TYPES, AlarmEvaluator
 from local.runtime.aws import moto_client
 from local.runtime.cloudformation.provision import ProvisionedStack, Provisioner, ProvisioningError, api_function_name
@@ -36,7 +37,7 @@ from local.runtime.http.websocket_api import StreamMapping, WebSocketApiDefiniti
 from local.runtime.lambda_.moto_seam import install_moto_seam, invoke_in_process
 from local.runtime.lambda_.runner import LambdaRunner
 from local.runtime.lambda_.sqs_poller import SqsPoller
-from local.runtime.moto_server import PortInUseError, configure_moto, ensure_port_free, start_moto_server
+from local.runtime.moto_server import PortInUseError, WsgiApp, configure_moto, ensure_port_free, start_moto_server
 from local.runtime.moto_sfn_clients import install_sfn_client_cache
 from local.runtime.persistence.durable_state import DurableState, LoadedState, StateRefusedError
 from local.runtime.settings import EMBEDDING_SERVER, LIVE_PATH, RuntimeSettings
@@ -139,9 +140,7 @@ class OfflineStack:
         self._uninstall_seam = install_moto_seam(self.runner)
         self._uninstall_sfn_client_cache = install_sfn_client_cache()
         self.api.runner = self.runner
-        self._moto = start_moto_server(
-            settings.host, settings.moto_port, wrap=self.durable.wsgi if self.durable is not None else None
-        )
+        self._moto = start_moto_server(settings.host, settings.moto_port, wrap=self._moto_app)
         LOG.info("moto server on %s (Step Functions execute_state_machine on)", settings.moto_endpoint)
 
         self.phase = "provisioning"
@@ -332,6 +331,11 @@ class OfflineStack:
         self.runner.invocation_observers.append(evaluator.record_invocation)
         evaluator.start()
         return evaluator
+
+    def _moto_app(self, app: WsgiApp) -> WsgiApp:
+        """moto's app behind the kept state's journal (when kept) and the alarm clock's control."""
+        journaled = self.durable.wsgi(app) if self.durable is not None else app
+        return with_alarm_clock_control(journaled, lambda: self.alarms)
 
     def _write_pidfile(self) -> None:
         self.settings.state_dir.mkdir(parents=True, exist_ok=True)

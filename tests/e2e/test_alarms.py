@@ -3,7 +3,8 @@ upload event the Intake function keeps failing on is dead-lettered, the DLQ-dept
 Intake errors alarm go to ALARM in moto's CloudWatch and a subscriber of the alarm topic receives
 CloudWatch's notifications; the Redrive function moves the message back, the document becomes
 READY, and both alarms return to OK with their OK notifications. And a document FAILED with a system
-code fires the Metrics Insights alarm over the EMF metric MarkFailed writes, until it ages out."""
+code fires the Metrics Insights alarm over the EMF metric MarkFailed writes, until it ages out: the
+test steps the stack's alarm clock (/_local/alarm-clock) through the periods instead of waiting."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import requests
 from rag_ingest.core.ids import document_id_for_object
 
 from local.client import OfflineClient
+from local.runtime.alarms.evaluator import LOOKBACK_PERIODS
 from local.runtime.harness import OfflineStackProcess
 
 pytestmark = pytest.mark.e2e
@@ -122,6 +124,25 @@ def alarm_state(cloudwatch: Any, name: str) -> str:
     return str(alarm["StateValue"])
 
 
+def scaled_period(cloudwatch: Any, name: str, stack: OfflineStackProcess) -> float:
+    """The alarm's period (its own, or its returned query's) as the stack's alarm clock runs it."""
+    [alarm] = cloudwatch.describe_alarms(AlarmNames=[name])["MetricAlarms"]
+    period = alarm.get("Period") or next(q["Period"] for q in alarm["Metrics"] if q.get("ReturnData", True))
+    return float(period) * float(stack.alarm_clock()["period_scale"])
+
+
+def stepping(condition: Callable[[], Any], stack: OfflineStackProcess, seconds: float) -> Callable[[], Any]:
+    """``condition``, with the stack's alarm clock stepped by ``seconds`` each time it does not hold yet."""
+
+    def step() -> Any:
+        result = condition()
+        if not result:
+            stack.advance_alarm_clock(seconds)
+        return result
+
+    return step
+
+
 def test_a_dead_letter_fires_the_dlq_alarm_to_the_topic_and_redrive_clears_it(
     faults: OfflineStackProcess, local_stack: dict[str, Any], aws: dict[str, Any], subscriber: Subscriber
 ) -> None:
@@ -129,6 +150,8 @@ def test_a_dead_letter_fires_the_dlq_alarm_to_the_topic_and_redrive_clears_it(
     dlq_alarm = by_prefix(local_stack["Alarms"], "MonitoringDeadLetterQueueAlarm")
     intake_alarm = by_prefix(local_stack["Alarms"], "MonitoringIntakeErrorsAlarm")
     queue_url, dlq_name = local_stack["IngestQueueUrl"], local_stack["DeadLetterQueueUrl"].rsplit("/", 1)[-1]
+    # Both alarms' periods (a minute, scaled) pass on the alarm clock while the test waits.
+    period = scaled_period(cloudwatch, dlq_alarm, faults)
     # Nothing dead-lettered by an earlier test may be left: this test needs the alarm OK first.
     wait_for(lambda: alarm_state(cloudwatch, dlq_alarm) == "OK", "the DLQ alarm to be OK before the test")
     subscriber.forget()
@@ -147,7 +170,10 @@ def test_a_dead_letter_fires_the_dlq_alarm_to_the_topic_and_redrive_clears_it(
     sqs.set_queue_attributes(QueueUrl=queue_url, Attributes={"VisibilityTimeout": "2"})
     try:
         aws["s3"].put_object(Bucket=local_stack["BucketName"], Key=key, Body=(SAMPLES / "sourdough.pdf").read_bytes())
-        wait_for(lambda: alarm_state(cloudwatch, dlq_alarm) == "ALARM", "the DLQ alarm in moto's CloudWatch")
+        wait_for(
+            stepping(lambda: alarm_state(cloudwatch, dlq_alarm) == "ALARM", faults, period),
+            "the DLQ alarm in moto's CloudWatch",
+        )
     finally:
         sqs.set_queue_attributes(QueueUrl=queue_url, Attributes=original)
     # Whatever of the armed failures is left (a batching window longer than the 2 s visibility timeout
@@ -165,7 +191,10 @@ def test_a_dead_letter_fires_the_dlq_alarm_to_the_topic_and_redrive_clears_it(
     [stored] = cloudwatch.describe_alarms(AlarmNames=[dlq_alarm])["MetricAlarms"]
     assert stored["StateReason"] == alarm["NewStateReason"]
     # The failed invocations themselves page too: the Intake function's errors alarm.
-    errors = wait_for(lambda: subscriber.notification(intake_alarm, "ALARM"), "the Intake errors notification")
+    errors = wait_for(
+        stepping(lambda: subscriber.notification(intake_alarm, "ALARM"), faults, period),
+        "the Intake errors notification",
+    )
     assert errors["Trigger"]["MetricName"] == "Errors" and errors["Trigger"]["Namespace"] == "AWS/Lambda"
 
     document_id = document_id_for_object(local_stack["BucketName"], key)
@@ -177,7 +206,7 @@ def test_a_dead_letter_fires_the_dlq_alarm_to_the_topic_and_redrive_clears_it(
     report = json.loads(invoked["Payload"].read())
     assert [entry["document_ids"] for entry in report["moved"]] == [[document_id]]
 
-    wait_for(lambda: alarm_state(cloudwatch, dlq_alarm) == "OK", "the DLQ alarm back to OK")
+    wait_for(stepping(lambda: alarm_state(cloudwatch, dlq_alarm) == "OK", faults, period), "the DLQ alarm back to OK")
     ok = wait_for(lambda: subscriber.notification(dlq_alarm, "OK"), "the DLQ OK notification")
     assert ok["OldStateValue"] == "ALARM"
     assert ok["NewStateReason"].startswith("Threshold Crossed: 1 out of the last 1 datapoints [0.0")
@@ -186,7 +215,10 @@ def test_a_dead_letter_fires_the_dlq_alarm_to_the_topic_and_redrive_clears_it(
     wait_for(lambda: exists(client, document_id), "Intake to record the redriven upload")
     state = client.wait_until_done([document_id], timeout_seconds=300)[document_id]
     assert state["status"] == "READY", state
-    wait_for(lambda: subscriber.notification(intake_alarm, "OK"), "the Intake errors OK notification")
+    wait_for(
+        stepping(lambda: subscriber.notification(intake_alarm, "OK"), faults, period),
+        "the Intake errors OK notification",
+    )
 
 
 def test_a_system_failure_fires_the_emf_metrics_insights_alarm_until_it_ages_out(
@@ -195,8 +227,12 @@ def test_a_system_failure_fires_the_emf_metrics_insights_alarm_until_it_ages_out
     """The DocumentsFailed EMF metric MarkFailed writes, summed by the alarm's Metrics Insights query."""
     cloudwatch = aws["cloudwatch"]
     system_alarm = by_prefix(local_stack["Alarms"], "MonitoringSystemFailuresAlarm")
-    # An earlier test's system failure may still be in the alarm's evaluation range.
-    wait_for(lambda: alarm_state(cloudwatch, system_alarm) == "OK", "the system failures alarm to be OK first")
+    period = scaled_period(cloudwatch, system_alarm, faults)
+    # An earlier test's system failure may still be in the alarm's evaluation range: step it out.
+    wait_for(
+        stepping(lambda: alarm_state(cloudwatch, system_alarm) == "OK", faults, period),
+        "the system failures alarm to be OK first",
+    )
     subscriber.forget()
     client = OfflineClient(api_url=local_stack["ApiUrl"].rstrip("/"), tenant_id=f"alarms-{uuid.uuid4().hex[:8]}")
     ticket = client.create_upload("sourdough.pdf")
@@ -215,12 +251,17 @@ def test_a_system_failure_fires_the_emf_metrics_insights_alarm_until_it_ages_out
     failed = client.wait_until_done([document_id], timeout_seconds=300)[document_id]
     assert (failed["status"], failed["error_code"]) == ("FAILED", "INTERNAL_ERROR")
 
-    alarm = wait_for(lambda: subscriber.notification(system_alarm, "ALARM"), "the system failures notification")
+    # Periods pass on the alarm clock, until the one holding the failure's datapoint has ended.
+    alarm = wait_for(
+        stepping(lambda: subscriber.notification(system_alarm, "ALARM"), faults, period),
+        "the system failures notification",
+    )
     assert alarm["OldStateValue"] == "OK"
     [query] = [metric for metric in alarm["Trigger"]["Metrics"] if metric.get("ReturnData", True)]
     assert query["Expression"] == "SELECT SUM(DocumentsFailed) FROM RagIngest WHERE Cause = 'system'"
     assert alarm_state(cloudwatch, system_alarm) in ("ALARM", "OK")  # OK again once it ages out
     # No more failures: the datapoint leaves the evaluation range and the alarm clears itself.
+    faults.advance_alarm_clock(period * (1 + LOOKBACK_PERIODS + 1))
     ok = wait_for(lambda: subscriber.notification(system_alarm, "OK"), "the system failures OK notification")
     assert ok["OldStateValue"] == "ALARM"
     # The state is the last transition notified: OK, unless another system failure has fired the alarm

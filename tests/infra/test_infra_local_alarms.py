@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from local.runtime.alarms.evaluator import read_alarm
+from local.runtime.alarms.template_alarms import read_alarm
 from tests.infra.template_tools import SynthResult
 
 pytestmark = pytest.mark.infra

@@ -10,7 +10,7 @@ from rag_ingest.core.config import ReconcilerEnv
 from rag_ingest.operations.reconciler import DriftKind
 
 from infra.config import ConfigError, parse_config
-from local.runtime.alarms.evaluator import read_alarm
+from local.runtime.alarms.template_alarms import read_alarm
 from tests.infra.template_tools import SynthResult
 from tests.infra.test_infra_operations import grants
 

@@ -1,7 +1,7 @@
 """The local alarm evaluator against moto's server: an alarm on a state machine's ExecutionsTimedOut
 (an execution moto's interpreter times out) goes to ALARM in moto's CloudWatch, a queue subscribed
 to its topic receives CloudWatch's notification, and the alarm returns to OK once the datapoint
-leaves its evaluation range."""
+leaves its evaluation range. CloudWatch's own periods (scale 1), stepped on the alarm clock."""
 
 from __future__ import annotations
 
@@ -15,7 +15,10 @@ import boto3
 import pytest
 from moto.core.config import default_user_config
 
-from local.runtime.alarms.evaluator import SQS_COUNT_ATTRIBUTES, AlarmEvaluator, queue_message_counts
+from local.runtime.alarms.clock import AlarmClock
+from local.runtime.alarms.evaluator import LOOKBACK_PERIODS, AlarmEvaluator
+from local.runtime.alarms.moto_backends import queue_message_counts
+from local.runtime.alarms.template_alarms import SQS_COUNT_ATTRIBUTES
 from local.runtime.cloudformation.template import CloudFormationTemplate, IntrinsicResolver
 from local.runtime.settings import RuntimeSettings
 from tests.support.aws import moto_server
@@ -83,7 +86,7 @@ def test_a_timed_out_execution_fires_the_alarm_to_the_topic_and_it_clears(
         settings = RuntimeSettings.from_env(
             {
                 "LOCAL_MOTO_PORT": endpoint.rsplit(":", 1)[-1],
-                "LOCAL_ALARM_PERIOD_SCALE": "0.02",
+                "LOCAL_ALARM_PERIOD_SCALE": "1",
                 "LOCAL_STACK_NAME": "Local",
             }
         )
@@ -91,8 +94,17 @@ def test_a_timed_out_execution_fires_the_alarm_to_the_topic_and_it_clears(
         resolver.set_resource("AlarmTopic", TOPIC_ARN)
         resolver.set_resource("Machine", machine)
         kept_states = tmp_path / "alarm-states.json"
+        # The wall clock, stepped by the test: a 60 s period passes in one advance().
+        clock = AlarmClock()
         evaluator = AlarmEvaluator(
-            template(), resolver, settings, queues={}, functions=[], state_machines=[machine], state_file=kept_states
+            template(),
+            resolver,
+            settings,
+            queues={},
+            functions=[],
+            state_machines=[machine],
+            state_file=kept_states,
+            clock=clock,
         )
         [alarm] = evaluator.alarms
         assert alarm.unobservable is None
@@ -118,6 +130,7 @@ def test_a_timed_out_execution_fires_the_alarm_to_the_topic_and_it_clears(
             wait_for(lambda: state() == "OK", "the alarm's first evaluation (no data: OK)")
             execution = sfn.start_execution(stateMachineArn=machine)["executionArn"]
             wait_for(lambda: sfn.describe_execution(executionArn=execution)["status"] == "TIMED_OUT", "the timeout")
+            evaluator.advance(60)  # the period holding the timeout ends
             fired = wait_for(lambda: notification("ALARM", "OK"), "the ALARM notification")
             assert fired["AlarmName"] == alarm.name == "Local-TimedOutAlarm-" + alarm.name.rsplit("-", 1)[-1]
             assert fired["Trigger"]["MetricName"] == "ExecutionsTimedOut"
@@ -136,6 +149,7 @@ def test_a_timed_out_execution_fires_the_alarm_to_the_topic_and_it_clears(
             [kept] = restarted.alarms
             assert (kept.state, kept.state_reason) == ("ALARM", fired["NewStateReason"])
             assert state() == "ALARM"
+            evaluator.advance(60 * (1 + LOOKBACK_PERIODS + 1))  # the datapoint leaves the evaluation range
             cleared = wait_for(lambda: notification("OK", "ALARM"), "the OK notification once the timeout ages out")
             assert cleared["NewStateReason"].startswith("Threshold Crossed: no datapoints were received")
             assert state() == "OK"

@@ -3,6 +3,7 @@ cleanly or with ``kill -9`` of its whole process group, and started again on the
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,9 +12,10 @@ import pytest
 import requests
 from rag_ingest.core.record import DocumentStatus
 
-from local.runtime.harness import OfflineStackProcess
+from local.runtime.harness import OfflineStackProcess, template_with_environment
 from local.runtime.persistence.durable_state import FORMAT_VERSION
 from local.runtime.persistence.journal import read_journal
+from local.runtime.settings import REPO_ROOT, stack_name_from_cdk_json
 from tests.support.pipeline_probe import SAMPLES, PipelineProbe, new_tenant, reconcile_through_cli, wait_until
 
 pytestmark = pytest.mark.reliability
@@ -21,9 +23,37 @@ pytestmark = pytest.mark.reliability
 OPENSEARCH_URL = os.environ.get("OPENSEARCH_URL", "http://127.0.0.1:9200")
 
 
+def _template_with_short_ingest_visibility(target: Path) -> Path:
+    """The synthesized template, the ingest queue's visibility timeout cut to the Intake timeout + 10 s.
+
+    An upload the killed Intake had received comes back at the restart, fails on the killed
+    invocation's idempotency lock (held until its timeout), and is redelivered after the queue's
+    visibility timeout: 6x the Intake timeout in the template. Longer than the Intake timeout still
+    means no redelivery while Intake runs, and the lock has expired by the next delivery.
+    """
+    template = template_with_environment(
+        REPO_ROOT / "cdk.out" / f"{stack_name_from_cdk_json(REPO_ROOT)}.template.json", {}
+    )
+    resources = template["Resources"]
+    [intake_timeout] = [
+        int(r["Properties"]["Timeout"])
+        for logical_id, r in resources.items()
+        if r["Type"] == "AWS::Lambda::Function" and logical_id.startswith("IntakeIntakeFunction")
+    ]
+    [queue] = [
+        r
+        for logical_id, r in resources.items()
+        if r["Type"] == "AWS::SQS::Queue" and logical_id.startswith("IntakeIngestQueue")
+    ]
+    queue["Properties"]["VisibilityTimeout"] = intake_timeout + 10
+    target.write_text(json.dumps(template))
+    return target
+
+
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[OfflineStackProcess]:
-    process = OfflineStackProcess(tmp_path / "stack")
+    template = _template_with_short_ingest_visibility(tmp_path / "template.json")
+    process = OfflineStackProcess(tmp_path / "stack", template=template)
     try:
         process.start(timeout=300)
         yield process

@@ -282,4 +282,4 @@ def test_the_journal_frame_rejects_a_corrupt_record(tmp_path: Path) -> None:
 
 
 def _entities(state: DurableState) -> Iterator[Any]:
-    yield from state.entities.everything(state.blobs)
+    yield from state.entities.all_entities(state.blobs)

@@ -13,16 +13,11 @@ import pytest
 from moto import mock_aws
 
 from infra.constructs.monitoring import SYSTEM_ERROR_CODES, system_failures_query
-from local.runtime.alarms.evaluator import (
-    LocalAlarm,
-    evaluation_range,
-    notification,
-    notification_subject,
-    oldest_message_age_seconds,
-    verify_sqs_age_seam,
-)
+from local.runtime.alarms.evaluator import evaluation_range
 from local.runtime.alarms.metrics import InsightsQuery, MathExpression, MetricStore, aggregate, alarm_metric, parse_emf
+from local.runtime.alarms.moto_backends import oldest_message_age_seconds, verify_sqs_age_seam
 from local.runtime.alarms.rules import ALARM, INSUFFICIENT_DATA, OK, AlarmRule, Datapoint, UnobservableAlarm, evaluate
+from local.runtime.alarms.template_alarms import LocalAlarm, notification, notification_subject
 
 pytestmark = pytest.mark.unit
 X = 5.0  # breaching (> 0)

@@ -50,16 +50,15 @@ def aggregate(values: Sequence[float], statistic: str) -> float | None:
 
 
 class MetricStore:
-    """Raw samples per series (namespace, name, dimensions), kept for ``retention_seconds``.
+    """Raw samples per series (namespace, name, dimensions), kept for ``retention_seconds`` of ``clock``.
 
-    Each series' samples are kept in timestamp order, so a period's samples are found by bisection:
-    the evaluator asks for every period of every alarm each tick, and a scan of whole series per
-    period grew with the traffic (thousands of Lambda and API samples in a window) while holding the
-    GIL of the process that also answers the local HTTP API.
+    Each series is kept in timestamp order, so a period's samples are found by bisection, not by a
+    scan (docs/local-stack.md, Alarms).
     """
 
-    def __init__(self, retention_seconds: float) -> None:
+    def __init__(self, retention_seconds: float, clock: Callable[[], float] = time.time) -> None:
         self.retention_seconds = retention_seconds
+        self._clock = clock
         self._lock = threading.Lock()
         # (namespace, name) -> dimensions -> (timestamp, value), oldest first.
         self._series: dict[tuple[str, str], dict[Dimensions, list[tuple[float, float]]]] = {}
@@ -74,7 +73,7 @@ class MetricStore:
                 bisect.insort_right(samples, sample)
             else:
                 samples.append(sample)
-            expired = bisect.bisect_left(samples, (time.time() - self.retention_seconds, -math.inf))
+            expired = bisect.bisect_left(samples, (self._clock() - self.retention_seconds, -math.inf))
             if expired:
                 del samples[:expired]
 

@@ -72,7 +72,9 @@ def _format_point(point: Datapoint) -> str:
     return f"{point.value} ({moment})"
 
 
-def evaluate(rule: AlarmRule, datapoints: Sequence[Datapoint], current_state: str) -> Verdict:
+def evaluate(
+    rule: AlarmRule, datapoints: Sequence[Datapoint], current_state: str, *, evaluated_at: float | None = None
+) -> Verdict:
     """The alarm's state on ``datapoints`` (its evaluation range, oldest first), as CloudWatch decides.
 
     With at least N real datapoints in the range, the N most recent real ones decide and
@@ -80,12 +82,13 @@ def evaluate(rule: AlarmRule, datapoints: Sequence[Datapoint], current_state: st
     (as few as needed): ``breaching``/``notBreaching`` count them; ``ignore`` keeps the current
     state and ``missing`` goes to INSUFFICIENT_DATA unless the real datapoints decide on their own
     (M of them breach, or so many do not that M can no longer be reached); with no real datapoint
-    at all, ``missing`` is INSUFFICIENT_DATA.
+    at all, ``missing`` is INSUFFICIENT_DATA. ``evaluated_at`` (default: now) is the reason data's query date.
     """
     n, m = rule.evaluation_periods, rule.datapoints_to_alarm
     real = [point for point in datapoints if point.value is not None]
     words = COMPARISONS[rule.comparison][1]
-    data: dict[str, Any] = {"version": "1.0", "queryDate": iso_now(), "threshold": float(rule.threshold)}
+    query_date = iso_now() if evaluated_at is None else iso_timestamp(evaluated_at)
+    data: dict[str, Any] = {"version": "1.0", "queryDate": query_date, "threshold": float(rule.threshold)}
     if len(real) >= n:
         window = real[-n:]
         breaching = [point for point in window if rule.breaches(float(point.value or 0.0))]

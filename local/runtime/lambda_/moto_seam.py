@@ -1,16 +1,12 @@
 """moto's one Lambda seam: every invocation moto makes runs in the local Lambda runner.
 
-moto has no Lambda runtime without Docker. Its one seam is
-``moto.awslambda.models.LambdaFunction._invoke_lambda(self, event) -> (output, errored, logs)``,
-called by ``LambdaFunction.invoke`` for every invocation (Step Functions tasks, ``lambda.invoke``
-calls, the SQS poller, the API gateway). ``install_moto_seam`` replaces it in the server process,
-and stores each invocation's log in moto's CloudWatch Logs as Lambda does; ``verify_moto_seam``
-fails loudly when a moto upgrade moves it.
-
-``invoke_in_process`` is Invoke for a caller in the server's own process (the API adapter, as
-API Gateway's integration calls Lambda from inside AWS): moto's Lambda backend, its function
-lookup and this seam, without a round trip through boto3 and moto's HTTP server (about 10 ms of
-a request on a busy 2-core machine).
+moto runs functions only in Docker; its seam ``LambdaFunction._invoke_lambda(self, event) ->
+(output, errored, logs)`` is called for every invocation (Step Functions tasks, ``lambda.invoke``,
+the SQS poller, the API adapter). ``install_moto_seam`` replaces it in the server process and
+stores each invocation's log in moto's CloudWatch Logs; ``verify_moto_seam`` fails loudly when a
+moto upgrade moves it. ``invoke_in_process`` is Invoke for a caller in this process (the API
+adapter, as API Gateway calls Lambda from inside AWS), without boto3 and moto's HTTP server in
+between (their cost: docs/local-stack.md, The API adapter).
 """
 
 from __future__ import annotations

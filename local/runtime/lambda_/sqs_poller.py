@@ -1,10 +1,10 @@
 """An SQS event source mapping, as Lambda's pollers run it (moto's own trigger is never used).
 
-moto's SQS trigger invokes the function and deletes the messages whatever the outcome, so
-failed messages would never reach the DLQ. This poller has the real semantics: batch size and
-batching window, ``ReportBatchItemFailures`` (delete only the successes), no delete at all when
-the invocation fails (the messages come back after the queue's visibility timeout and move to
-the DLQ after ``maxReceiveCount`` receives, which moto implements), and maximum concurrency.
+moto's SQS trigger deletes the messages a function reports in ``batchItemFailures`` and makes a
+failed one visible at once (docs/local-stack.md, What is ours). This poller has Lambda's semantics:
+batch size and batching window, ``ReportBatchItemFailures`` (delete only the successes), no delete
+at all when the invocation fails (the messages come back after the queue's visibility timeout and
+move to the DLQ after ``maxReceiveCount`` receives, which moto implements), maximum concurrency.
 """
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ class SqsPoller:
         try:
             return visible_messages_waiting(self.settings.account_id, self.settings.region, self.mapping.queue_url)
         except Exception:
-            # moto's internals moved: receive every time, as before the look (slower, never wrong).
+            # moto's internals moved: receive every time without looking first (slower, never wrong).
             LOG.warning("poller %s: cannot look into moto's queue; receiving every time", self.mapping.logical_id)
             self._peek_failed = True
             return True

@@ -1,19 +1,12 @@
 """One warm Lambda execution environment: imports a handler once, then runs invocations.
 
-Started by the runner as ``python -P worker.py <fd> <module-name>`` with the function's
-environment (``-P``: this file's directory must not shadow the handler's imports). It uses the
-standard library only, so nothing from the local runtime leaks into the function's imports.
-
-Protocol, JSON messages over a ``multiprocessing.connection.Connection`` on the inherited socket
-``fd`` (never stdout, which belongs to the handler's logs):
-
-- worker -> runner, once: ``{"type": "ready"}`` or ``{"type": "init_error", "error": {...}}``
-- runner -> worker: ``{"type": "invoke", "request_id", "event", "deadline_ms", "invoked_function_arn",
-  "fault": null | "crash_after" | "hang"}``
-- worker -> runner: ``{"type": "result", "payload": "<json>"}`` or ``{"type": "error", "error": {...}}``
-
-After each invocation the worker writes ``LOG_END_MARKER + request_id`` on fd 1, after flushing,
-so the runner knows it has read all of that invocation's log lines.
+Run by the runner as ``python -P worker.py <fd> <module-name>`` with the function's environment
+(``-P``: this directory must not shadow the handler's imports); standard library only, so nothing
+of the runtime leaks into the function's imports. JSON messages over a ``Connection`` on ``fd``
+(stdout is the handler's log): worker -> runner once ``ready`` or ``init_error``; runner -> worker
+``invoke`` (``request_id``, ``event``, ``deadline_ms``, ``invoked_function_arn``, ``fault``: null,
+``crash_after`` or ``hang``); worker -> runner ``result`` (``payload``) or ``error``. After each
+invocation ``LOG_END_MARKER + request_id`` on fd 1 tells the runner it has the whole log.
 """
 
 from __future__ import annotations
