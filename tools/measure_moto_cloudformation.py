@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from local.runtime.aws import moto_client
-from local.runtime.cloudformation.provision import AnyAttributes
+from local.runtime.cloudformation.skipped import AnyAttributes
 from local.runtime.cloudformation.template import CloudFormationTemplate, IntrinsicResolver, TemplateResource
 from local.runtime.moto_server import configure_moto, start_moto_server
 from local.runtime.settings import RuntimeSettings

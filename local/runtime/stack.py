@@ -27,7 +27,8 @@ from local.embedding_server.process import EmbeddingServerProcess
 from local.runtime.alarms.clock_control import with_alarm_clock_control
 from local.runtime.alarms.evaluator import HANDLED_TYPES, AlarmEvaluator
 from local.runtime.aws import moto_client
-from local.runtime.cloudformation.provision import ProvisionedStack, Provisioner, ProvisioningError, api_function_name
+from local.runtime.cloudformation.provision import Provisioner
+from local.runtime.cloudformation.provisioned import ProvisionedStack, ProvisioningError, api_function_name
 from local.runtime.cloudformation.template import CloudFormationTemplate, TemplateError
 from local.runtime.http.identity import OIDC_PATH, LocalIdentityProvider
 from local.runtime.http.server import ApiServer

@@ -31,7 +31,7 @@ from rag_ingest.core.ids import new_document_id
 from rag_ingest.core.job import ObjectRef
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 
-from local.runtime.cloudformation.provision import FunctionDefinition
+from local.runtime.cloudformation.provisioned import FunctionDefinition
 from local.runtime.lambda_.pool import Worker
 from tests.support import hostile_pdfs
 from tests.support.aws import REGION, moto_server

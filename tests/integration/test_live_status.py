@@ -27,7 +27,8 @@ from rag_ingest.core.ids import new_document_id
 from rag_ingest.core.job import ObjectRef
 from rag_ingest.live.connections import Connection
 
-from local.runtime.cloudformation.provision import ProvisionedStack, Provisioner
+from local.runtime.cloudformation.provision import Provisioner
+from local.runtime.cloudformation.provisioned import ProvisionedStack
 from local.runtime.cloudformation.template import CloudFormationTemplate
 from local.runtime.http.identity import OIDC_PATH, LocalIdentityProvider
 from local.runtime.http.server import ApiServer

@@ -23,12 +23,9 @@ from rag_ingest.adapters.jwks import CachedJwks
 from rag_ingest.adapters.live_connections import DynamoConnectionStore, ManagementApiPoster
 from rag_ingest.live.updates import update_for
 
-from local.runtime.cloudformation.provision import (
-    DYNAMODB_STREAM_MAPPING_REASON,
-    WEBSOCKET_SKIP_REASON,
-    ProvisionedStack,
-    Provisioner,
-)
+from local.runtime.cloudformation.provision import Provisioner
+from local.runtime.cloudformation.provisioned import ProvisionedStack
+from local.runtime.cloudformation.skipped import DYNAMODB_STREAM_MAPPING_REASON, WEBSOCKET_SKIP_REASON
 from local.runtime.cloudformation.template import CloudFormationTemplate
 from local.runtime.settings import LIVE_PATH, RuntimeSettings
 from tests.support.aws import REGION, FakeLambdaContext, import_handler, moto_server

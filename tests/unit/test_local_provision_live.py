@@ -7,12 +7,8 @@ from typing import Any
 
 import pytest
 
-from local.runtime.cloudformation.provision import (
-    DYNAMODB_STREAM_MAPPING_REASON,
-    SKIP_REASONS,
-    WEBSOCKET_SKIP_REASON,
-    Provisioner,
-)
+from local.runtime.cloudformation.provision import Provisioner
+from local.runtime.cloudformation.skipped import DYNAMODB_STREAM_MAPPING_REASON, SKIP_REASONS, WEBSOCKET_SKIP_REASON
 from local.runtime.cloudformation.template import CloudFormationTemplate
 from local.runtime.settings import RuntimeSettings
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from local.runtime.cloudformation.provision import scale_retry_intervals
+from local.runtime.cloudformation.stepfunctions import scale_retry_intervals
 from local.runtime.cloudformation.template import (
     CloudFormationTemplate,
     IntrinsicResolver,

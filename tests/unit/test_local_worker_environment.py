@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from rag_ingest.core.job import LANE_TAG, Lane
 
-from local.runtime.cloudformation.provision import ApiRoute, FunctionDefinition, ProvisionedStack
+from local.runtime.cloudformation.provisioned import ApiRoute, FunctionDefinition, ProvisionedStack
 from local.runtime.lambda_.pool import BEDROCK_ENDPOINT_VARIABLE, worker_environment
 from local.runtime.settings import EMBEDDING_IN_PROCESS, RuntimeSettings
 

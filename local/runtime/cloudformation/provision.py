@@ -3,8 +3,8 @@
 Nothing here holds a second copy of a resource setting: every property is read from the
 synthesized template. In: a :class:`CloudFormationTemplate` and the runtime settings. Out: a
 :class:`ProvisionedStack` (functions, queue mappings, API routes, localised outputs, what was
-skipped and why). The runtime imports the names in ``__all__`` from here; the per-service
-modules beside it (``s3``, ``sqs``, ``dynamodb``, ``lambda_``, ...) hold the rest. Why moto's
+skipped and why, in ``provisioned`` and ``skipped``); the per-service modules beside it
+(``s3``, ``sqs``, ``dynamodb``, ``lambda_``, ...) create the resources. Why moto's
 own CloudFormation is not used: docs/local-stack.md, "What is ours, and why".
 """
 
@@ -18,23 +18,14 @@ from local.runtime.cloudformation import dynamodb, events, iam, lambda_, s3, sqs
 from local.runtime.cloudformation.apigateway import read_api_routes
 from local.runtime.cloudformation.context import ProvisioningContext
 from local.runtime.cloudformation.provisioned import (
-    ApiRoute,
-    EventSourceMapping,
-    FunctionDefinition,
     ProvisionedStack,
     ProvisioningError,
-    api_function_name,
 )
 from local.runtime.cloudformation.skipped import (
-    DYNAMODB_STREAM_MAPPING_REASON,
-    SKIP_REASONS,
-    WEBSOCKET_SKIP_REASON,
-    AnyAttributes,
     PlaceholderAttributes,
     placeholder_ref,
     skip_reason,
 )
-from local.runtime.cloudformation.stepfunctions import scale_retry_intervals
 from local.runtime.cloudformation.template import (
     CloudFormationTemplate,
     IntrinsicResolver,
@@ -43,22 +34,6 @@ from local.runtime.cloudformation.template import (
     dependency_order,
 )
 from local.runtime.settings import LIVE_PATH, RuntimeSettings
-
-__all__ = [
-    "DYNAMODB_STREAM_MAPPING_REASON",
-    "PROVISIONERS",
-    "SKIP_REASONS",
-    "WEBSOCKET_SKIP_REASON",
-    "AnyAttributes",
-    "ApiRoute",
-    "EventSourceMapping",
-    "FunctionDefinition",
-    "ProvisionedStack",
-    "Provisioner",
-    "ProvisioningError",
-    "api_function_name",
-    "scale_retry_intervals",
-]
 
 ResourceProvisioner = Callable[[TemplateResource, ProvisioningContext], None]
 

@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl, unquote
 
 from rag_ingest.core.auth import InvalidTokenError, TokenVerifier, bearer_token
 
-from local.runtime.cloudformation.provision import ApiRoute
+from local.runtime.cloudformation.provisioned import ApiRoute
 from local.runtime.http.identity import LocalIdentityProvider
 from local.runtime.http.response import LocalResponse, json_response
 from local.runtime.http.template_api import CorsPolicy, HttpApiDefinition, RouteAuthorization

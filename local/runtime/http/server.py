@@ -25,7 +25,7 @@ from werkzeug.routing import Map, Rule, WebsocketMismatch
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
-from local.runtime.cloudformation.provision import ApiRoute
+from local.runtime.cloudformation.provisioned import ApiRoute
 from local.runtime.http.api_gateway import HttpApiGateway
 from local.runtime.http.fault_api import FaultApi
 from local.runtime.http.identity import OIDC_PATH, LocalIdentityProvider

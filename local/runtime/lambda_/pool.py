@@ -31,7 +31,7 @@ from rag_ingest.core.job import Lane
 
 from local.embedding_server.batcher import Lane as EmbeddingLane
 from local.embedding_server.server import lane_endpoint
-from local.runtime.cloudformation.provision import FunctionDefinition
+from local.runtime.cloudformation.provisioned import FunctionDefinition
 from local.runtime.lambda_.faults import Fault
 from local.runtime.lambda_.worker import LOG_END_MARKER
 from local.runtime.settings import LOCAL_CREDENTIALS, RuntimeSettings

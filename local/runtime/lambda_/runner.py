@@ -21,7 +21,7 @@ from typing import Any
 
 from rag_ingest.core.job import Lane
 
-from local.runtime.cloudformation.provision import FunctionDefinition
+from local.runtime.cloudformation.provisioned import FunctionDefinition
 from local.runtime.lambda_.faults import Fault, FaultInjector
 from local.runtime.lambda_.pool import WorkerInitError, WorkerPool, utc_timestamp, worker_environment
 from local.runtime.settings import RuntimeSettings

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from local.runtime.aws import moto_client
-from local.runtime.cloudformation.provision import EventSourceMapping
+from local.runtime.cloudformation.provisioned import EventSourceMapping
 from local.runtime.settings import RuntimeSettings
 
 LOG = logging.getLogger("local.runtime.sqs")
