@@ -30,13 +30,11 @@ from rag_ingest.core.auth import InvalidTenantError
 from rag_ingest.core.errors import PermanentError, TransientError
 from rag_ingest.core.logs import logger
 from rag_ingest.core.tracing import tracer
-from rag_ingest.documents.service import (
+from rag_ingest.documents.errors import (
     AccessChangeForbiddenError,
     ConcurrentUpdateError,
     ContentUnavailableError,
     DocumentNotFoundError,
-    ErrorBody,
-    ErrorDetail,
     InvalidCursorError,
     NotRetryableError,
     ReindexUnavailableError,
@@ -47,8 +45,10 @@ from rag_ingest.documents.service import (
 # (ApiEnv, SearchEnv) and builds the services once per container.
 if __package__:  # functions.api.app: the tests, tools/openapi.py and mypy import it from the repository
     from .routes import documents, meta, search, webhooks
+    from .routes.errors import ErrorBody, ErrorDetail, error_response
 else:  # Lambda (and the local stack's worker) import app.py as a top-level module, /var/task on sys.path
     from routes import documents, meta, search, webhooks  # type: ignore[no-redef]
+    from routes.errors import ErrorBody, ErrorDetail, error_response  # type: ignore[no-redef]
 
 OPENAPI_TITLE = "rag-ingest API"
 OPENAPI_VERSION = "1.0.0"
@@ -107,11 +107,6 @@ openapi_schema = meta.openapi_schema  # tools/openapi.py writes it to docs/opena
 
 
 # -- errors ------------------------------------------------------------------------------------
-def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response[Any]:
-    body = ErrorBody(error=ErrorDetail(code=code, message=message)).model_dump()
-    return Response(status, content_types.APPLICATION_JSON, body, headers=headers)
-
-
 _NOT_AN_OBJECT = frozenset({"model_attributes_type", "model_type", "dict_type"})
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 from rag_ingest.core.access import DocumentAccess, Principal
 from rag_ingest.core.errors import PermanentError
-from rag_ingest.documents.service import AccessChangeForbiddenError, DocumentNotFoundError, DocumentPatch
+from rag_ingest.documents.errors import AccessChangeForbiddenError, DocumentNotFoundError
+from rag_ingest.documents.schemas import DocumentPatch
 from rag_ingest.retrieval.search import search_passages
 
 from tests.support.fakes import CountingEmbedder

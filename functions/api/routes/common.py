@@ -15,8 +15,9 @@ from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 from rag_ingest.core.access import Principal
 from rag_ingest.core.config import ApiEnv, SearchEnv
 from rag_ingest.core.logs import logger
-from rag_ingest.documents.service import ErrorBody, GatewayError
 from rag_ingest.wiring import build_api
+
+from .errors import ErrorBody, GatewayError
 
 ENV = ApiEnv.from_env()
 SEARCH_ENV = SearchEnv.from_env()

@@ -7,23 +7,25 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
+from rag_ingest.core.ids import is_document_id
 from rag_ingest.documents.deletion import DeletionReport
-from rag_ingest.documents.service import (
+from rag_ingest.documents.errors import DocumentNotFoundError
+from rag_ingest.documents.paging import (
     DEFAULT_PAGE_SIZE,
     MAX_CURSOR_CHARS,
     MAX_IF_MATCH_CHARS,
     MAX_LIST_FILTER_CHARS,
     MAX_PAGE_SIZE,
+    etag,
+)
+from rag_ingest.documents.schemas import (
     DocumentContent,
-    DocumentNotFoundError,
     DocumentPage,
     DocumentPatch,
     DocumentView,
     DownloadLink,
     UploadRequest,
     UploadTicket,
-    etag,
-    is_document_id,
 )
 
 from .common import deletion, principal, responses, service

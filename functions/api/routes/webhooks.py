@@ -10,12 +10,12 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path
 from rag_ingest.core.config import WebhooksApiEnv
-from rag_ingest.documents.service import ErrorBody, ErrorDetail
 from rag_ingest.webhooks.model import DeliveryList, EndpointList, EndpointRequest, EndpointWithSecret
 from rag_ingest.webhooks.service import EndpointNotFoundError, WebhookRequestError
 from rag_ingest.wiring import build_webhooks
 
 from .common import responses, tenant
+from .errors import error_response
 
 WEBHOOKS_ENV = WebhooksApiEnv.from_env()
 webhooks = build_webhooks(WEBHOOKS_ENV)
@@ -25,19 +25,14 @@ router = Router()
 EndpointId = Annotated[str, Path(description="An endpoint id as POST /webhooks returned it")]
 
 
-def _error(status: int, code: str, message: str) -> Response[Any]:
-    body = ErrorBody(error=ErrorDetail(code=code, message=message)).model_dump()
-    return Response(status, content_types.APPLICATION_JSON, body)
-
-
 @router.exception_handler(WebhookRequestError)
 def invalid_webhook(exc: WebhookRequestError) -> Response[Any]:
-    return _error(400, exc.code, exc.message)
+    return error_response(400, exc.code, exc.message)
 
 
 @router.exception_handler(EndpointNotFoundError)
 def endpoint_not_found(exc: EndpointNotFoundError) -> Response[Any]:
-    return _error(404, "NOT_FOUND", "no such webhook endpoint")
+    return error_response(404, "NOT_FOUND", "no such webhook endpoint")
 
 
 @router.post(
