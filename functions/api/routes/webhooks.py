@@ -4,18 +4,16 @@ and rotate only; another tenant's endpoint answers 404 like a missing one."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path
 from rag_ingest.core.config import WebhooksApiEnv
 from rag_ingest.webhooks.model import DeliveryList, EndpointList, EndpointRequest, EndpointWithSecret
-from rag_ingest.webhooks.service import EndpointNotFoundError, WebhookRequestError
 from rag_ingest.wiring import build_webhooks
 
 from .common import responses, tenant
-from .errors import error_response
 
 WEBHOOKS_ENV = WebhooksApiEnv.from_env()
 webhooks = build_webhooks(WEBHOOKS_ENV)
@@ -23,16 +21,6 @@ webhooks = build_webhooks(WEBHOOKS_ENV)
 router = Router()
 
 EndpointId = Annotated[str, Path(description="An endpoint id as POST /webhooks returned it")]
-
-
-@router.exception_handler(WebhookRequestError)
-def invalid_webhook(exc: WebhookRequestError) -> Response[Any]:
-    return error_response(400, exc.code, exc.message)
-
-
-@router.exception_handler(EndpointNotFoundError)
-def endpoint_not_found(exc: EndpointNotFoundError) -> Response[Any]:
-    return error_response(404, "NOT_FOUND", "no such webhook endpoint")
 
 
 @router.post(

@@ -122,6 +122,22 @@ class ConfigurationError(RagIngestError):
     """The environment of a function is missing or invalid (raised at cold start)."""
 
 
+class ApiRefusal(Exception):
+    """A request the HTTP API refuses on purpose: answered ``status`` with the error body
+    ``{"error": {"code": code, "message": message}}`` (functions/api/app.py has the one handler).
+
+    A subclass sets ``status`` and ``code``; ``message`` is the exception's text unless the subclass
+    must say less (a missing document never echoes the id asked for).
+    """
+
+    status: int = 400
+    code: str = "INVALID_REQUEST"
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
 def parse_failure(error_type: str, cause: str) -> tuple[ErrorCode, str]:
     """Turn a Step Functions Catch output (``Error``, ``Cause``) into an error code and detail.
 
