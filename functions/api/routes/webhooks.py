@@ -4,6 +4,7 @@ and rotate only; another tenant's endpoint answers 404 like a missing one."""
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -11,12 +12,19 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path
 from rag_ingest.core.config import WebhooksApiEnv
 from rag_ingest.webhooks.model import DeliveryList, EndpointList, EndpointRequest, EndpointWithSecret
+from rag_ingest.webhooks.service import WebhookService
 from rag_ingest.wiring import build_webhooks
 
 from .common import responses, tenant
 
 WEBHOOKS_ENV = WebhooksApiEnv.from_env()
-webhooks = build_webhooks(WEBHOOKS_ENV)
+
+
+@cache
+def get_webhooks() -> WebhookService:
+    """The webhook service, built on first use; tests replace this function to run a fake store."""
+    return build_webhooks(WEBHOOKS_ENV)
+
 
 router = Router()
 
@@ -37,7 +45,7 @@ EndpointId = Annotated[str, Path(description="An endpoint id as POST /webhooks r
     operation_id="createWebhook",
 )
 def create_webhook(request: EndpointRequest) -> Response[EndpointWithSecret]:
-    created = webhooks.register(tenant(router.current_event), request)
+    created = get_webhooks().register(tenant(router.current_event), request)
     return Response(201, content_types.APPLICATION_JSON, created)
 
 
@@ -50,7 +58,7 @@ def create_webhook(request: EndpointRequest) -> Response[EndpointWithSecret]:
     operation_id="listWebhooks",
 )
 def list_webhooks() -> EndpointList:
-    return webhooks.list(tenant(router.current_event))
+    return get_webhooks().list(tenant(router.current_event))
 
 
 @router.delete(
@@ -62,7 +70,7 @@ def list_webhooks() -> EndpointList:
     operation_id="deleteWebhook",
 )
 def delete_webhook(endpoint_id: EndpointId) -> Response[None]:
-    webhooks.delete(tenant(router.current_event), endpoint_id)
+    get_webhooks().delete(tenant(router.current_event), endpoint_id)
     return Response(204, content_types.APPLICATION_JSON, None)
 
 
@@ -75,7 +83,7 @@ def delete_webhook(endpoint_id: EndpointId) -> Response[None]:
     operation_id="rotateWebhookSecret",
 )
 def rotate_webhook_secret(endpoint_id: EndpointId) -> EndpointWithSecret:
-    return webhooks.rotate_secret(tenant(router.current_event), endpoint_id)
+    return get_webhooks().rotate_secret(tenant(router.current_event), endpoint_id)
 
 
 @router.get(
@@ -91,4 +99,4 @@ def rotate_webhook_secret(endpoint_id: EndpointId) -> EndpointWithSecret:
     operation_id="listWebhookDeliveries",
 )
 def list_webhook_deliveries(endpoint_id: EndpointId) -> DeliveryList:
-    return webhooks.deliveries(tenant(router.current_event), endpoint_id)
+    return get_webhooks().deliveries(tenant(router.current_event), endpoint_id)
