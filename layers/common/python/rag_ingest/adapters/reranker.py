@@ -21,7 +21,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from rag_ingest.adapters.aws import bedrock_agent_runtime_client, translate
+from rag_ingest.adapters.aws import bedrock_agent_runtime_client, translated
 
 MAX_TEXT_CHARS = 32_000
 MAX_SOURCES = 1_000
@@ -65,7 +65,7 @@ class BedrockReranker:
             },
         }
         ranked: list[tuple[int, float]] = []
-        try:
+        with translated(f"Rerank with {self.model_id}", catch=(ClientError, BotoCoreError)):
             while True:
                 response = self.client.rerank(**request)
                 ranked.extend((int(r["index"]), float(r["relevanceScore"])) for r in response["results"])
@@ -73,7 +73,5 @@ class BedrockReranker:
                 if not token or len(ranked) >= top_n:
                     break
                 request["nextToken"] = token
-        except (ClientError, BotoCoreError) as exc:
-            raise translate(exc, f"Rerank with {self.model_id}") from exc
         ranked.sort(key=lambda pair: -pair[1])
         return ranked[:top_n]

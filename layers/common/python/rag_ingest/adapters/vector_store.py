@@ -21,7 +21,8 @@ words. Fragments are HTML-escaped, terms wrapped in ``<em>``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlparse
@@ -32,11 +33,10 @@ from opensearchpy.exceptions import (
 )
 from opensearchpy.exceptions import (
     ConnectionTimeout,
-    NotFoundError,
     TransportError,
 )
 
-from rag_ingest.adapters.aws import translate
+from rag_ingest.adapters.aws import Refusal, translate, translated
 from rag_ingest.adapters.opensearch_filters import (
     ACCESS_FIELDS_MAPPING,
     FILTER_FIELDS_MAPPING,
@@ -196,6 +196,19 @@ def _is_transient(exc: BaseException) -> bool:
     return False
 
 
+def _error_type(exc: BaseException) -> str:
+    """An OpenSearch error's type (``index_not_found_exception``...); "" for any other exception."""
+    return str(getattr(exc, "error", "")) if isinstance(exc, TransportError) else ""
+
+
+def _opensearch(what: str, expect: Collection[str] = ()) -> AbstractContextManager[Refusal]:
+    """``translated`` for the OpenSearch client: any error, OpenSearch's transient test, its error
+    type as the code ``expect`` lists."""
+    return translated(
+        f"OpenSearch {what}", expect=expect, catch=Exception, transient=_is_transient, code_of=_error_type
+    )
+
+
 @traced
 class VectorStore:
     def __init__(self, client: OpenSearch, settings: IndexSettings) -> None:
@@ -259,7 +272,8 @@ class VectorStore:
         }
 
     def ensure_index(self) -> None:
-        try:
+        # resource_already_exists_exception: a concurrent Index stage created it first.
+        with _opensearch("create index", expect={"resource_already_exists_exception"}):
             if self._client.indices.exists(index=self.index_name):
                 # An index made before indexed_text, metadata, created_at and content_type existed:
                 # adding fields and dynamic templates is allowed (and idempotent).
@@ -277,12 +291,6 @@ class VectorStore:
                 )
                 return
             self._client.indices.create(index=self.index_name, body=self.mapping())
-        except TransportError as exc:
-            if getattr(exc, "error", "") == "resource_already_exists_exception":
-                return  # a concurrent Index stage created it first
-            raise translate(exc, "OpenSearch create index", transient=_is_transient) from exc
-        except Exception as exc:
-            raise translate(exc, "OpenSearch create index", transient=_is_transient) from exc
 
     def drop_index(self) -> None:
         """Delete the whole index: only for indexes a test or an evaluation created for itself."""
@@ -377,31 +385,25 @@ class VectorStore:
                 "must_not": [{"term": {"version": version_hash(keep_version)}}],
             }
         }
-        try:
+        with _opensearch("delete stale chunks"):
             self._client.indices.refresh(index=self.index_name)
             return self._delete_ids(list(self._ids_matching(query)))
-        except Exception as exc:
-            raise translate(exc, "OpenSearch delete stale chunks", transient=_is_transient) from exc
 
     def delete_version(self, document_id: str, version: str) -> int:
         """Withdraw one version's chunks (a superseded run cleaning up after itself)."""
         query = {
             "bool": {"filter": [{"term": {"document_id": document_id}}, {"term": {"version": version_hash(version)}}]}
         }
-        try:
+        with _opensearch("delete superseded chunks"):
             self._client.indices.refresh(index=self.index_name)
             return self._delete_ids(list(self._ids_matching(query)))
-        except Exception as exc:
-            raise translate(exc, "OpenSearch delete superseded chunks", transient=_is_transient) from exc
 
     def delete_document(self, document_id: str) -> int:
-        try:
+        with _opensearch("delete document chunks"):
             if not self._client.indices.exists(index=self.index_name):
                 return 0
             self._client.indices.refresh(index=self.index_name)
             return self._delete_ids(list(self._ids_matching({"term": {"document_id": document_id}})))
-        except Exception as exc:
-            raise translate(exc, "OpenSearch delete document chunks", transient=_is_transient) from exc
 
     def indexed_versions(self, tenant_id: str | None = None) -> Iterator[IndexedVersion]:
         """Chunks per (tenant, document, version hash), 1,000 buckets a request: a composite
@@ -415,7 +417,7 @@ class VectorStore:
             {"version": {"terms": {"field": "version"}}},
         ]
         after: dict[str, Any] | None = None
-        try:
+        with _opensearch("count chunks per version"):
             if not self._client.indices.exists(index=self.index_name):
                 return
             self._client.indices.refresh(index=self.index_name)
@@ -438,8 +440,6 @@ class VectorStore:
                 after = result.get("after_key")
                 if not result["buckets"] or after is None:
                     return
-        except Exception as exc:
-            raise translate(exc, "OpenSearch count chunks per version", transient=_is_transient) from exc
 
     def delete_chunks(self, document_id: str, version_hash: str | None = None, *, from_index: int = 0) -> int:
         """Delete a document's chunks (of one version hash; from chunk ``from_index`` on), by id."""
@@ -448,13 +448,11 @@ class VectorStore:
             filters.append({"term": {"version": version_hash}})
         if from_index:
             filters.append({"range": {"chunk_index": {"gte": from_index}}})
-        try:
+        with _opensearch("delete chunks"):
             if not self._client.indices.exists(index=self.index_name):
                 return 0
             self._client.indices.refresh(index=self.index_name)
             return self._delete_ids(list(self._ids_matching({"bool": {"filter": filters}})))
-        except Exception as exc:
-            raise translate(exc, "OpenSearch delete chunks", transient=_is_transient) from exc
 
     def count(self, *, document_id: str, version: str | None = None) -> int:
         filters: list[dict[str, Any]] = [{"term": {"document_id": document_id}}]
@@ -526,14 +524,10 @@ class VectorStore:
         return self._search(body, "bm25")
 
     def _search(self, body: dict[str, Any], retriever: str) -> list[SearchHit]:
-        try:
+        with _opensearch("search", expect={"index_not_found_exception"}) as refusal:
             hits = self._client.search(index=self.index_name, body=body)["hits"]["hits"]
-        except NotFoundError as exc:
-            if getattr(exc, "error", "") == "index_not_found_exception":
-                return []  # nothing was ever indexed: no passages, not an error
-            raise
-        except Exception as exc:
-            raise translate(exc, "OpenSearch search", transient=_is_transient) from exc
+        if refusal.refused:
+            return []  # nothing was ever indexed: no passages, not an error
         return [
             SearchHit(
                 chunk_id=str(hit["_id"]),
