@@ -59,6 +59,7 @@ from rag_ingest.core.record import DocumentStamp
 from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE, indexed_text
 from rag_ingest.core.tracing import traced
 from rag_ingest.retrieval.hits import SearchHit
+from rag_ingest.retrieval.query import SearchQuery
 
 #: Concurrent segment search modes of an index (OpenSearch's ``index.search.concurrent_segment_search.mode``).
 ConcurrentSegmentSearch = Literal["auto", "all", "none"]
@@ -462,21 +463,12 @@ class VectorStore:
         body = {"query": {"bool": {"filter": filters}}}
         return int(self._client.count(index=self.index_name, body=body)["count"])
 
-    def knn_search(
-        self,
-        *,
-        tenant_id: str,
-        vector: Sequence[float],
-        k: int = 5,
-        highlight_text: str | None = None,
-        where: Filter | None = None,
-        reader: Principal | None = None,
-    ) -> list[SearchHit]:
-        """k nearest chunks of one tenant (and of ``where``, when given): both filters are applied
-        inside the k-NN search (lucene's efficient filtering: with a selective filter it searches the
-        matching chunks exactly, so k matches come back whenever k exist), never after it.
-        ``highlight_text`` (the query's words) asks for highlighted fragments of each hit."""
-        _require_tenant(tenant_id)
+    def knn_search(self, query: SearchQuery, vector: Sequence[float], *, k: int) -> list[SearchHit]:
+        """The ``k`` nearest chunks of the query's tenant (and of its ``where`` and ``reader``): the
+        filters are applied inside the k-NN search (lucene's efficient filtering: with a selective
+        filter it searches the matching chunks exactly, so k matches come back whenever k exist),
+        never after it. The query's words, when it has any, are highlighted in each hit."""
+        _require_tenant(query.tenant_id)
         body: dict[str, Any] = {
             "size": k,
             "_source": {"excludes": ["embedding", INDEXED_TEXT_FIELD]},
@@ -485,25 +477,22 @@ class VectorStore:
                     "embedding": {
                         "vector": list(vector),
                         "k": k,
-                        "filter": _filters(tenant_id, where, reader),
+                        "filter": _filters(query.tenant_id, query.where, query.reader),
                         # lucene explores only k candidates unless told otherwise: recall needs more.
                         "method_parameters": {"ef_search": max(self._settings.ef_search, k)},
                     }
                 }
             },
         }
-        if highlight_text is not None and highlight_text.strip():
-            body["highlight"] = _highlight(highlight_text)
+        if query.text.strip():
+            body["highlight"] = _highlight(query.text)
         return self._search(body, "knn")
 
-    def bm25_search(
-        self, *, tenant_id: str, query: str, k: int = 5, where: Filter | None = None, reader: Principal | None = None
-    ) -> list[SearchHit]:
-        """The k chunks of one tenant (and of ``where`` and what ``reader`` may read, a ``bool.filter``)
-        that best match ``query``'s
-        words (BM25) in their text (or their contextual text, where it was indexed), with highlights
-        of the plain text."""
-        _require_tenant(tenant_id)
+    def bm25_search(self, query: SearchQuery, *, k: int) -> list[SearchHit]:
+        """The ``k`` chunks of the query's tenant (and of its ``where`` and ``reader``, a ``bool.filter``)
+        that best match its words (BM25) in their text (or their contextual text, where it was
+        indexed), with highlights of the plain text."""
+        _require_tenant(query.tenant_id)
         without_indexed_text = {"bool": {"must_not": [{"exists": {"field": INDEXED_TEXT_FIELD}}]}}
         body = {
             "size": k,
@@ -512,14 +501,19 @@ class VectorStore:
                 "bool": {
                     # Each chunk is scored on one field: indexed_text where it was written, else text.
                     "should": [
-                        {"match": {INDEXED_TEXT_FIELD: {"query": query}}},
-                        {"bool": {"must": [{"match": {"text": {"query": query}}}], "filter": [without_indexed_text]}},
+                        {"match": {INDEXED_TEXT_FIELD: {"query": query.text}}},
+                        {
+                            "bool": {
+                                "must": [{"match": {"text": {"query": query.text}}}],
+                                "filter": [without_indexed_text],
+                            }
+                        },
                     ],
                     "minimum_should_match": 1,
-                    "filter": _filters(tenant_id, where, reader)["bool"]["filter"],
+                    "filter": _filters(query.tenant_id, query.where, query.reader)["bool"]["filter"],
                 }
             },
-            "highlight": _highlight(query),
+            "highlight": _highlight(query.text),
         }
         return self._search(body, "bm25")
 

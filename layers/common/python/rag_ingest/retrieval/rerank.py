@@ -26,6 +26,7 @@ from dataclasses import replace
 from rag_ingest.core.settings import RERANK_CANDIDATES, RERANK_MAX_CANDIDATES
 from rag_ingest.retrieval.hits import SearchHit
 from rag_ingest.retrieval.ports import Reranker
+from rag_ingest.retrieval.query import SearchQuery
 
 #: What the stand-in calls itself in responses, logs and tables: never mistaken for a model.
 STAND_IN_NAME = "lexical-stand-in (BM25 over the candidates; not a cross-encoder)"
@@ -80,12 +81,13 @@ def rerank_depth(k: int, candidates: int = RERANK_CANDIDATES) -> int:
     return max(k, candidates)
 
 
-def rerank_passages(reranker: Reranker, query: str, passages: Sequence[SearchHit], k: int) -> list[SearchHit]:
-    """The ``k`` best of ``passages`` for ``query`` by ``reranker``'s score, best first, each with that score."""
-    if not passages or k < 1:
+def rerank_passages(reranker: Reranker, query: SearchQuery, passages: Sequence[SearchHit]) -> list[SearchHit]:
+    """The ``query.k`` best of ``passages`` for the query's text by ``reranker``'s score, best first,
+    each with that score."""
+    if not passages or query.k < 1:
         return []
-    top_n = min(k, len(passages))
-    ranked = reranker.rerank(query, [passage.text for passage in passages], top_n)
+    top_n = min(query.k, len(passages))
+    ranked = reranker.rerank(query.text, [passage.text for passage in passages], top_n)
     indexes = [index for index, _ in ranked]
     if len(set(indexes)) != len(indexes) or any(not 0 <= index < len(passages) for index in indexes):
         raise RuntimeError(f"{reranker.name} answered indexes {indexes} for {len(passages)} passages")
