@@ -162,12 +162,12 @@ class DocumentService:
         readable = principal is not None and not principal.is_tenant_admin
         if where is not None or readable:
 
-            def wanted(record: DocumentRecord) -> bool:
+            def is_listed(record: DocumentRecord) -> bool:
                 if principal is not None and not can_read(principal, record):
                     return False
                 return where is None or matches(where, record.filter_fields)
 
-            return self._list_filtered(tenant_id, limit, start_key, wanted)
+            return self._list_filtered(tenant_id, limit, start_key, is_listed)
         records, last_key = self._documents.list_by_tenant(tenant_id, limit=limit, start_key=start_key)
         return DocumentPage(
             items=[DocumentView.of(record) for record in records if record.tenant_id == tenant_id],
@@ -179,7 +179,7 @@ class DocumentService:
         tenant_id: str,
         limit: int,
         start_key: dict[str, str] | None,
-        wanted: Callable[[DocumentRecord], bool],
+        is_listed: Callable[[DocumentRecord], bool],
     ) -> DocumentPage:
         """The filter runs here, over pages of the tenant index (a DynamoDB query of the tenant's
         partition, never a scan): fine at the documents a tenant has today, and bounded per request
@@ -190,7 +190,7 @@ class DocumentService:
         for _ in range(MAX_FILTERED_LIST_READS):
             records, last_key = self._documents.list_by_tenant(tenant_id, limit=limit, start_key=key)
             for record in records:
-                if record.tenant_id == tenant_id and wanted(record):
+                if record.tenant_id == tenant_id and is_listed(record):
                     items.append(DocumentView.of(record))
                     if len(items) == limit:
                         more = last_key is not None or record is not records[-1]

@@ -221,7 +221,7 @@ class Reconciler:
                     document_id=record.document_id,
                     version=record.version,
                     reason=f"{record.status.value} since {record.updated_at}, past the reaper's deadline: "
-                    "the reaper re-drives or fails it (rag-ingest reap)",
+                    "the reaper restarts or fails it (rag-ingest reap)",
                     repairable=False,
                 )
             )
@@ -249,7 +249,7 @@ class Reconciler:
                 record is not None
                 and record.key == key
                 and record.version
-                and any(_is(version, record.version) for version in versions)
+                and any(_is_record_version(version, record.version) for version in versions)
             ):
                 present.add(record.document_id)
             latest = next((v for v in versions if v.is_latest), versions[0])
@@ -346,7 +346,7 @@ class Reconciler:
     def _version_exists(self, record: DocumentRecord) -> bool:
         assert record.key is not None and record.version is not None
         listing = self._objects.list_versions(self._settings.bucket, record.key)
-        return any(v.key == record.key and _is(v, record.version) for v in listing)
+        return any(v.key == record.key and _is_record_version(v, record.version) for v in listing)
 
     # -- 3. the index ------------------------------------------------------------------------------------
     def _index_pass(
@@ -507,7 +507,7 @@ class Reconciler:
             number += 1
 
 
-def _is(entry: StoredObjectVersion, version: str) -> bool:
+def _is_record_version(entry: StoredObjectVersion, version: str) -> bool:
     """Whether a listed entry is the record's version (a versionId, or ``etag:`` on an unversioned bucket)."""
     if entry.is_delete_marker:
         return False
