@@ -1,12 +1,12 @@
-"""HTTP API: documents (upload, list, status, retry, download, delete) and search, for the caller's tenant.
+"""HTTP API: documents (upload, list, status, change, retry, download, delete), search and webhooks,
+for the caller's tenant.
 
 This module builds the resolver and maps errors; the routes live one group a module in ``routes/``
-(``documents``, ``search``, ``meta``), included here (``ROUTE_GROUPS``). The tenant comes from the
-verified JWT's claims and is validated before any use (``routes/common.py``). Every 4xx/5xx this
-function answers has one body, ``{"error": {"code", "message"}}``: the routes' own errors,
-Powertools' validation (400), unknown paths (404) and methods (405), bodies over 64 KB (413), and
-anything unexpected (500, no internals). ``GET /openapi.json`` serves the OpenAPI 3 document of these
-routes (``routes/meta.py``).
+(``ROUTE_GROUPS``); ``http_extras`` parses JSON strictly and derives 405 from the OpenAPI document.
+Every 4xx/5xx has one body, ``{"error": {"code", "message"}}``: a domain refusal (``ApiRefusal``,
+its status and code), Powertools' validation (400), unknown paths (404) and methods (405), bodies
+over 64 KB (413), and anything unexpected (500, no internals). ``GET /openapi.json`` serves the
+OpenAPI 3 document of these routes (``routes/meta.py``).
 """
 
 from __future__ import annotations

@@ -147,9 +147,8 @@ def translated(
         raise raised from exc
 
 
-#: botocore's adaptive retry mode: standard retries plus a client-side rate, lowered on throttles
-#: (https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html). Per client, so per
-#: Lambda: it is not shared between concurrent Embed tasks (embedding.capacity.mode "adaptive").
+#: botocore's adaptive retry mode (a client-side rate, lowered on throttles): per client, so per Lambda,
+#: never shared between Embed tasks (docs/architecture.md, "One limiter across all Embed work").
 ADAPTIVE_RETRIES = {"mode": "adaptive", "max_attempts": 10}
 
 

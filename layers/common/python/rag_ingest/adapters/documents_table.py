@@ -1,14 +1,11 @@
 """The documents table: the source of truth for a document's state, one repository for every caller.
 
 Every transition is a compare-and-set, so a late or duplicate worker's write is rejected
-(``StaleWriteError``) instead of applied:
-
-- the workflow's (QUEUED → PROCESSING(stage) → READY | FAILED) on the expected status and version;
-- the operator's (FAILED → QUEUED for a replay, QUEUED/PROCESSING → FAILED(STUCK), AWAITING_UPLOAD →
-  EXPIRED, → DELETING → DELETED) on the state read before it: status and version, plus
-  ``updated_at`` or ``replays`` where a concurrent writer could slip in.
-
-Each caller sees it through its own port (rag_ingest.core.ports: PipelineDocuments, IntakeDocuments, ...).
+(``StaleWriteError``) instead of applied: the workflow's on the expected status and version; the
+operator's (replay, stuck, expired, deleting, deleted) on the state read before it, status and
+version plus ``updated_at`` or ``replays`` where a concurrent writer could slip in. Each caller sees
+it through its own port (rag_ingest.core.ports); the transitions: docs/architecture.md, "Status
+transitions".
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """OpenSearch k-NN: one index for all tenants, every query filtered by tenant.
 
-Chunk ``_id`` = ``{document_id}:{version hash}:{chunk_index}``, so a replay overwrites.
-Bulk requests go to ``/<index>/_bulk`` with no index in the body, so every request names the index
-in its path: IAM grants are scoped to the index's paths (infra/permissions.py), and the domain
-refuses an index named in a bulk body (``rest.action.multi.allow_explicit_index`` = false).
-Stale versions are removed by id (found with a query), which works on domains without the
-reindex module and on OpenSearch Serverless alike.
-
-Two retrievers, both filtered by tenant inside the query (never after it, so a tenant always
-gets its own top k): :meth:`VectorStore.knn_search` (lucene HNSW on the embedding) and
-:meth:`VectorStore.bm25_search` (``match`` on ``indexed_text`` where a chunk has it: its
-contextual text, the document title and heading path before its text, written when
-``IndexSettings.context_line`` is on, as shipped: see rag_ingest.core.retrieval_text; else on ``text``,
-as for chunks written before the field existed).
-The embedding is always of the plain text. Both return highlighted fragments of the plain
-``text``, through a ``highlight_query`` on the query's words (a vector query has no terms, and
-BM25's may have matched another field), so a title or heading never shows up as a passage's
-words. Fragments are HTML-escaped, terms wrapped in ``<em>``.
+Chunk ``_id`` = ``{document_id}:{version hash}:{chunk_index}``, so a replay overwrites. Bulk requests
+name the index in their path, never in the body (IAM grants are scoped to the index's paths:
+infra/permissions.py); stale versions are removed by id, found with a query (no reindex module
+needed; OpenSearch Serverless alike). Two retrievers, the tenant filter inside each query (a tenant
+gets its own top k): k-NN (lucene HNSW on the plain text's embedding) and BM25 (``indexed_text``, the
+contextual text, where a chunk has it: rag_ingest.core.retrieval_text; else ``text``). Both return
+HTML-escaped fragments of the plain ``text``, the query's words in ``<em>``.
 """
 
 from __future__ import annotations
@@ -81,12 +71,8 @@ class IndexSettings:
     #: The index's concurrent segment search mode (OpenSearch >= 2.17): ``auto`` lets the k-NN
     #: query search the shard's segments (one HNSW graph each) in parallel; None keeps the cluster's.
     concurrent_segment_search: ConcurrentSegmentSearch | None = "auto"
-    #: The tiered merge policy's segments per tier and floor segment size (MB); None keeps the
-    #: cluster's (10 and 2 MB in OpenSearch 2.19). Every segment holds an HNSW graph of its own that
-    #: a k-NN query searches, so fewer, larger segments answer faster, for more merging at ingest:
-    #: with 4 and 256 MB the 100,000-chunk benchmark index merges from 11 segments to 3 and its k-NN
-    #: query takes 6 ms instead of 9 (docs/benchmarks.md). The default floor (2 MB) is why a lower
-    #: segments per tier alone changes nothing there: ~120 MB flushed segments already fit its tiers.
+    #: The tiered merge policy's segments per tier and floor segment (MB), None: the cluster's. Fewer,
+    #: larger segments (one HNSW graph each) answer k-NN faster (docs/benchmarks.md, 110,000 chunks).
     merge_segments_per_tier: int | None = 4
     merge_floor_segment_mb: int | None = 256
 
@@ -132,9 +118,11 @@ def chunk_provenance(chunk: Chunk) -> dict[str, Any]:
 
 
 def _highlight(query_text: str) -> dict[str, Any]:
-    """Fragments of the plain ``text`` with ``query_text``'s words marked, whichever field matched.
-    The plain highlighter: a chunk is a short text, which it re-analyses faster than the unified
-    highlighter does (docs/benchmarks.md, search at 100,000 chunks)."""
+    """Fragments of the plain ``text`` with ``query_text``'s words marked, whichever field matched:
+    a ``highlight_query`` of its own, as a vector query has no terms and BM25's may have matched
+    ``indexed_text``, so a title or heading never shows as a passage's words. The plain highlighter:
+    a chunk is a short text, which it re-analyses faster than the unified highlighter does
+    (docs/benchmarks.md, search at 100,000 chunks)."""
     return {
         "type": "plain",
         "encoder": "html",
@@ -166,7 +154,7 @@ def _require_tenant(tenant_id: str) -> None:
 def connect(endpoint: str) -> OpenSearch:
     """HTTPS endpoints (AWS) are signed with SigV4; plain HTTP is only for a local server.
 
-    urllib3 directly, not through requests: about 1-2 ms less per request (a search is one or two).
+    urllib3 directly, not through requests: faster per request (docs/benchmarks.md, search at 100,000 chunks).
     """
     url = urlparse(endpoint)
     kwargs: dict[str, Any] = {
@@ -238,10 +226,8 @@ class VectorStore:
                 "dynamic": "strict",
                 # Only under metadata (its object sets dynamic: true): typed by path, see opensearch_filters.
                 "dynamic_templates": METADATA_DYNAMIC_TEMPLATES,
-                # The vector is in the HNSW graph and its vector file; kept in _source as well, every hit
-                # a search returns would load and parse it (4-12 KB of JSON), and it would stay on disk
-                # (OpenSearch keeps the full source for recovery only until merges prune it). Nothing
-                # reads it back: a replay rewrites whole documents, never updates them.
+                # The vector lives in the HNSW graph; in _source every hit would load and parse it too
+                # (docs/benchmarks.md). Nothing reads it back: a replay rewrites whole documents.
                 "_source": {"excludes": ["embedding"]},
                 "properties": {
                     "tenant_id": {"type": "keyword"},

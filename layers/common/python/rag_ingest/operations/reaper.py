@@ -1,17 +1,12 @@
 """The stuck-document reaper: QUEUED/PROCESSING records that stopped moving, checked against the
 execution that should be moving them.
 
-Every stage writes ``updated_at``; a record older than the deadline is only a suspect. The
-execution decides: still running → left alone (the workflow's own timeout bounds it); gone,
-failed, timed out or aborted without closing the record → restarted under a replay name
-(checkpoints resume it) while the replay budget lasts; otherwise (budget spent, or an execution
-that "succeeded" without closing the record) → FAILED with ``STUCK``. Every write is a
-compare-and-set on the record as read, so a worker that moves the document meanwhile wins.
-
-Uploads that never arrive: an AWAITING_UPLOAD record older than the upload URL's expiry plus a
-grace period (``expire_uploads_after_seconds``) becomes EXPIRED (compare-and-set on the record as
-read: an upload that lands meanwhile wins). That is the client's doing, not a fault: it is
-counted apart (``UploadsExpired``), never in ``DocumentsReaped``, whose alarm pages.
+A record not updated by the deadline is a suspect, and its execution decides: still running, left
+alone; gone, failed, timed out or aborted, restarted under a replay name while the replay budget
+lasts; else FAILED with ``STUCK``. AWAITING_UPLOAD records past the upload URL's expiry and a grace
+period become EXPIRED, counted apart (``UploadsExpired``) since the client's doing never pages.
+Every write is a compare-and-set on the record as read: a worker that moves the document meanwhile
+wins. The runbook: docs/operations.md, "The stuck-document reaper".
 """
 
 from __future__ import annotations
@@ -62,10 +57,8 @@ class ReapRequest(BaseModel):
     max_redrives: int | None = Field(default=None, ge=0)
     max_documents: int | None = Field(default=None, ge=1)
     expire_uploads_after_seconds: int | None = Field(default=None, ge=60)
-    # Every execution is known to be gone and none can be starting (the local stack's start after a
-    # stop, before it polls its queues): every QUEUED/PROCESSING record is a suspect whatever its
-    # age, and the execution still decides. Not for a running system: a record whose execution is
-    # still being started would be restarted too.
+    # No execution survived and none is starting (the local stack's restart): every record is a suspect
+    # whatever its age. Never on a running system (docs/operations.md, "The stuck-document reaper").
     executions_lost: bool = False
 
 

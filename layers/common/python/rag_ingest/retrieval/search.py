@@ -1,32 +1,12 @@
 """Search the indexed passages of one tenant: k-NN, BM25, or both fused (hybrid, the default).
 
-Hybrid search runs both retrievers, each with the tenant filter inside its query, for
-``fusion.candidates_for(k)`` hits each, and fuses the two ranked lists with weighted reciprocal
-rank fusion (Cormack, Clarke and Büttcher, SIGIR 2009, with a weight per list):
-``score(d) = Σ weight(list) / (rank_constant + rank(d))`` over the lists that contain ``d``
-(rank 1-based). Ranks, not scores: BM25 scores are unbounded and vary with the query's length
-and the corpus, k-NN scores are bounded similarities, so score normalisation (min-max per list,
-z-scores) reacts to outliers in one list. The weights let the stronger leg lead: the defaults
-(:data:`DEFAULT_FUSION`) were tuned on the evaluation's dev split only (``python -m eval.tune``),
-and each deployment can set its own (``search.fusion`` in cdk.json). OpenSearch's own score
-normalisation (the neural-search plugin's normalization-processor) is not available on every
-domain, so fusion happens here.
-
-Whatever the mode, a text is returned once: passages whose text is the same (after folding case and
-white space) collapse into the best-ranked one, which lists the others in ``copies``. Each retriever
-first fetches ``candidates_for(k)`` hits; when collapsing copies leaves fewer than ``k`` distinct
-passages and a retriever may have more, the search asks again twice as deep (at most
-``HYBRID_MAX_CANDIDATES``). A shallow first pass keeps the common search cheap: loading and
-highlighting each candidate was about half of OpenSearch's time for a 10-result k-NN search at 40
-candidates (docs/benchmarks.md), and only a corpus full of copies pays for a deeper pass.
-
-A hybrid search sends its BM25 request from a second thread as soon as it starts, so that it runs
-while the query is embedded and the k-NN request runs: the search takes about as long as the
-slower leg, not the two one after the other.
-
-With a ``reranker`` (``rerank`` in the request, or the deployment's default), the fused and folded
-passages go through a second stage (rag_ingest.retrieval.rerank): the first ``rerank_depth(k)`` of
-them are scored by the reranker and the ``k`` best by that score are returned.
+``search_passages`` runs one ``SearchQuery``: each retriever, with the tenant and the query's
+filters inside its query, fetches ``fusion.candidates_for(k)`` hits; hybrid fuses the two lists by
+weighted reciprocal rank fusion, its BM25 request sent from a second thread while the query is
+embedded. A text is returned once: passages of the same text fold into the best-ranked one
+(``copies``), and a search whose folds leave fewer than ``k`` asks again twice as deep (at most
+``HYBRID_MAX_CANDIDATES``). A reranker may then order the first passages (rag_ingest.retrieval.rerank).
+Why ranks, the weights and the depths: docs/retrieval.md, "The four steps" and "Fusion".
 """
 
 from __future__ import annotations
