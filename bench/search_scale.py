@@ -35,6 +35,7 @@ from rag_ingest.adapters.vector_store import IndexSettings, VectorStore
 from rag_ingest.core.config import FusionEnv, IndexParamsEnv
 from rag_ingest.embeddings.base import BEDROCK_PROVIDER, LOCAL_MODEL_ID, MINILM_DIMENSION, Embedder
 from rag_ingest.embeddings.factory import create_embedder
+from rag_ingest.retrieval.query import SearchQuery
 from rag_ingest.retrieval.search import SearchMode, search_passages
 from rag_ingest.wiring import index_settings_for, vector_store_for
 
@@ -440,7 +441,9 @@ def direct_pass(
     report: dict[str, Any] = {}
     for mode in MODES:
         for query in queries[:warmup]:
-            search_passages(store, embedder, tenant_id=tenant_id, query=query, k=RESULTS_PER_QUERY, mode=mode)
+            search_passages(
+                store, embedder, SearchQuery(tenant_id=tenant_id, text=query, k=RESULTS_PER_QUERY, mode=mode)
+            )
         took.took_ms.clear()
         embedder.seconds.clear()
         walls: list[float] = []
@@ -448,7 +451,9 @@ def direct_pass(
         for query in queries:
             before = len(took.took_ms)
             started = time.perf_counter()
-            search_passages(store, embedder, tenant_id=tenant_id, query=query, k=RESULTS_PER_QUERY, mode=mode)
+            search_passages(
+                store, embedder, SearchQuery(tenant_id=tenant_id, text=query, k=RESULTS_PER_QUERY, mode=mode)
+            )
             walls.append((time.perf_counter() - started) * 1000)
             tooks.append(float(sum(took.took_ms[before:])))
         embed_ms = [s * 1000 for s in embedder.seconds]
@@ -478,10 +483,10 @@ def ef_sweep(
         probe = VectorStore(took, replace(settings, ef_search=ef))
         found: list[list[str]] = []
         for vector in query_vectors[: min(5, len(query_vectors))]:  # warm-up of this setting
-            probe.knn_search(tenant_id=tenant_id, vector=vector.tolist(), k=depth)
+            probe.knn_search(SearchQuery(tenant_id=tenant_id, text=""), vector.tolist(), k=depth)
         took.took_ms.clear()
         for vector in query_vectors:
-            hits = probe.knn_search(tenant_id=tenant_id, vector=vector.tolist(), k=depth)
+            hits = probe.knn_search(SearchQuery(tenant_id=tenant_id, text=""), vector.tolist(), k=depth)
             found.append([hit.chunk_id for hit in hits[:RESULTS_PER_QUERY]])
         rows.append(
             {

@@ -28,6 +28,7 @@ from rag_ingest.embeddings.base import Embedder
 from rag_ingest.ingest.chunking import chunk_pages
 from rag_ingest.parsing.blocks import FormatLimits, StructuredDocument
 from rag_ingest.parsing.formats import SNIFF_BYTES, detect_format, read_structured
+from rag_ingest.retrieval.query import SearchQuery
 from rag_ingest.retrieval.search import SearchMode, search_passages
 from rag_ingest_client.uploads import declared_type
 
@@ -187,10 +188,7 @@ def evaluate_in_process(
             hits = search_passages(
                 index.store,
                 index.embedder,
-                tenant_id=index.tenant_id,
-                query=query,
-                k=RESULTS_PER_QUESTION,
-                mode=mode,
+                SearchQuery(tenant_id=index.tenant_id, text=query, k=RESULTS_PER_QUESTION, mode=mode),
                 fusion=index.fusion,
             )
             return [TextPassage(hit.filename or "", hit.text) for hit in hits]

@@ -30,6 +30,7 @@ from rag_ingest.parsing.pdf.cleanup import SHIPPED_CLEANUP_RULES, CleanupRules, 
 from rag_ingest.parsing.pdf.extract import parse_pdf
 from rag_ingest.retrieval.hits import SearchHit
 from rag_ingest.retrieval.ports import Reranker
+from rag_ingest.retrieval.query import SearchQuery
 from rag_ingest.retrieval.search import DEFAULT_FUSION, FusionSettings, SearchMode, search_passages
 from tokenizers import Tokenizer
 
@@ -322,10 +323,7 @@ class InProcessIndex:
         hits = search_passages(
             self.store,
             self.embedder,
-            tenant_id=self.tenant_id,
-            query=query,
-            k=RESULTS_PER_QUESTION,
-            mode=mode,
+            SearchQuery(tenant_id=self.tenant_id, text=query, k=RESULTS_PER_QUESTION, mode=mode),
             fusion=self.fusion,
             reranker=reranker,
         )

@@ -21,6 +21,7 @@ from itertools import product
 from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.retrieval.hits import SearchHit
+from rag_ingest.retrieval.query import SearchQuery
 from rag_ingest.retrieval.search import DEFAULT_FUSION, HYBRID_MAX_CANDIDATES, collapse_copies, reciprocal_rank_fusion
 
 from eval.retrieval import (
@@ -61,8 +62,8 @@ def leg_results(index: InProcessIndex, questions: Sequence[Question], depth: int
     legs: Legs = {}
     for question in questions:
         [vector] = index.embedder.embed([question.question])
-        bm25 = index.store.bm25_search(tenant_id=index.tenant_id, query=question.question, k=depth)
-        knn = index.store.knn_search(tenant_id=index.tenant_id, vector=vector, k=depth)
+        bm25 = index.store.bm25_search(SearchQuery(tenant_id=index.tenant_id, text=question.question), k=depth)
+        knn = index.store.knn_search(SearchQuery(tenant_id=index.tenant_id, text=""), vector, k=depth)
         legs[question.id] = (bm25, knn)
     return legs
 

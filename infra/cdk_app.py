@@ -61,8 +61,7 @@ def create_app(
         config=config,
         env=env if env is not None else cli_environment(),
     )
-    # cdk-nag v3 is a policy-validation plugin: synth fails on any finding not acknowledged
-    # (acknowledgments sit next to the resources, each with its reason; see infra/nag.py). The
-    # acknowledgments are also written to each resource's template Metadata, as an audit trail.
+    # cdk-nag fails synth on any finding not acknowledged next to its resource (infra/nag.py); the
+    # acknowledgments are written to the template's Metadata too, as an audit trail.
     Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True, write_suppressions_to_cloud_formation=True))
     return app, stack, config

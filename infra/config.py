@@ -66,9 +66,8 @@ _SIGN_IN_URL = re.compile(r"^(https://[A-Za-z0-9.-]+|http://localhost)(:\d{1,5})
 # Cognito domain prefixes: lowercase letters, digits and inner hyphens, without reserved words.
 _DOMAIN_PREFIX = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 RESERVED_IN_DOMAIN_PREFIX = ("aws", "amazon", "cognito")
-# The CLI's loopback sign-in (`rag-ingest login --stack`): it listens on this port, opens the
-# managed login page in a browser and receives the authorization code here (RFC 8252 for native
-# apps), so it must be an allowed callback/logout URL of the app client in every deployment.
+# The CLI's loopback sign-in (`rag-ingest login --stack`, RFC 8252) receives the authorization code
+# here: an allowed callback/logout URL of the app client in every deployment.
 CLI_LOOPBACK_URL = "http://localhost:8765/callback"
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
 _DOMAIN_NAME = re.compile(r"^[a-z][a-z0-9-]{2,27}$")
@@ -157,9 +156,8 @@ class ParsingConfig(_Model):
     range_pages: int = Field(default=DEFAULT_PARSE_RANGE_PAGES, ge=1, le=1000)
     # Parse Map iterations at once: each reads the PDF (at most maxFileBytes) into its own function.
     max_concurrency: int = Field(default=10, ge=1, le=40)
-    # Scanned pages' tables in AWS: Textract AnalyzeDocument with TABLES instead of DetectDocumentText,
-    # so a scanned table is indexed as rows under its header. Off by default: it bills about ten times
-    # DetectDocumentText per OCR'd page (docs/ocr.md, docs/cost.md); on, Parse may call AnalyzeDocument.
+    # Scanned pages' tables in AWS (Textract AnalyzeDocument with TABLES): off by default, as it bills
+    # about ten times DetectDocumentText per OCR'd page (docs/ocr.md, docs/cost.md).
     textract_tables: bool = False
 
 
@@ -174,9 +172,8 @@ class LanesConfig(_Model):
     # embedding model's quota is shared with the standard lane: the bulk lane takes the smaller share).
     bulk_parse_max_concurrency: int = Field(default=5, ge=1, le=40)
     bulk_embed_max_concurrency: int = Field(default=2, ge=1, le=40)
-    # Reserved concurrency of each bulk function: a hard cap on the bulk lane across documents. Off by
-    # default: a reservation is taken from the account's unreserved pool, which Lambda keeps at 100 or
-    # more, so on a new account (limit 10) any reservation fails the deploy.
+    # Reserved concurrency of each bulk function, a hard cap across documents: off by default, as a new
+    # account's limit of 10 leaves no reservation possible (docs/architecture.md, "Lanes").
     bulk_reserved_concurrency: int | None = Field(default=None, ge=1, le=1000)
 
 
@@ -220,9 +217,8 @@ class EmbeddingCapacityConfig(_Model):
     on-demand quotas as AWS's quota table lists them (an account may have less: `make preflight`
     reads the account's own values from Service Quotas and says when these are above them)."""
 
-    # "shared": one ledger in DynamoDB that every Embed task books (chosen by measurement:
-    # docs/architecture.md, "One limiter across all Embed work"); "adaptive": botocore's adaptive
-    # retries per Lambda; "off": throttles are retried by Step Functions only.
+    # "shared" (one DynamoDB ledger every Embed task books), "adaptive" (botocore's, per Lambda) or "off":
+    # chosen by measurement (docs/architecture.md, "One limiter across all Embed work").
     mode: CapacityMode = "shared"
     requests_per_minute: int | None = Field(default=2000, ge=1)
     tokens_per_minute: int | None = Field(default=300_000, ge=1)
@@ -253,9 +249,8 @@ class EmbeddingConfig(_Model):
     task_chunks: int = Field(default=256, ge=1, le=10_000)
     max_concurrency: int = Field(default=4, ge=1, le=40)
     capacity: EmbeddingCapacityConfig = EmbeddingCapacityConfig()
-    # The content-addressed embedding cache (docs/embedding-cache.md). An entry costs about 70 % of
-    # embedding its chunk (5 DynamoDB write units at 1,024 dimensions): off suits a corpus ingested
-    # once; on pays when documents come back as new versions or copies.
+    # The content-addressed embedding cache: it pays when documents come back as new versions or
+    # copies, not for a corpus ingested once (its cost: docs/deploy.md, "embedding.cache").
     cache: bool = True
     batch_inference: BatchInferenceConfig = BatchInferenceConfig()
 
@@ -300,9 +295,8 @@ class OpenSearchConfig(_Model):
     # The index's concurrent segment search mode (OpenSearch >= 2.17), at index creation; "cluster"
     # sets nothing (an existing endpoint older than 2.17 refuses the setting).
     concurrent_segment_search: ConcurrentSegmentSearchSetting = "auto"
-    # The tiered merge policy, at index creation: segments per tier and the floor segment size.
-    # Fewer, larger segments (one HNSW graph each) answer k-NN faster, for more merging at ingest;
-    # 0 leaves either to the cluster (OpenSearch's 10 and 2 MB).
+    # The tiered merge policy at index creation, 0 leaving either to the cluster: fewer, larger segments
+    # answer k-NN faster, for more merging at ingest (docs/benchmarks.md, 110,000 chunks).
     merge_segments_per_tier: MergeSegmentsPerTier = 4
     merge_floor_segment_mb: MergeFloorSegmentMb = 256
 
@@ -549,9 +543,8 @@ class RagIngestConfig(_Model):
     # The page's own origin (CloudFront, or hosting.domainName) is added by the stack; list others
     # here (a frontend of your own). Nothing by default: a localhost origin has no place in production.
     allowed_origins: tuple[str, ...] = ()
-    # API Gateway's account-level CloudWatch Logs role, which the WebSocket stage's access logging
-    # needs (one per account and Region): "create" makes the role and sets it in the stack (kept after
-    # destroy, so other APIs' logging keeps working); "existing" relies on the one already set.
+    # API Gateway's account-level CloudWatch Logs role (one per account and Region, which the WebSocket
+    # stage's access logging needs): "create" makes it, kept after destroy; "existing" uses the one set.
     api_gateway_account_role: Literal["create", "existing"] = "create"
     functions: FunctionsConfig = FunctionsConfig()
     storage: StorageConfig = StorageConfig()

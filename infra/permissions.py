@@ -52,9 +52,8 @@ DOCUMENTS_TABLE: Mapping[str, TableAccess] = MappingProxyType(
         "Redrive": _access(GET, UPDATE, by_status=frozenset({QUERY})),
         # Stuck documents by status, then re-driven or FAILED (STUCK).
         "Reaper": _access(GET, UPDATE, by_status=frozenset({QUERY})),
-        # Every record, never a Scan: each status's partition of the status index (one tenant's
-        # partition of the tenant index), re-read before each finding; FAILED
-        # (SOURCE_OBJECT_MISSING) and replays are conditional updates.
+        # Every record, never a Scan: the status index by status (the tenant index for one tenant),
+        # re-read before each finding; its FAILED marks and replays are conditional updates.
         "Reconciler": _access(GET, UPDATE, by_status=frozenset({QUERY}), by_tenant=frozenset({QUERY})),
         # Every stage records its progress in the document's status record; Parse finds the tenant's
         # earlier READY upload of the same bytes (the stages share one code asset, so one grant).
@@ -85,9 +84,8 @@ EMBEDDING_CAPACITY_TABLE: Mapping[str, TableAccess] = MappingProxyType({"Embed":
 # The webhooks table (rag_ingest.adapters.webhooks_table.WebhooksTable, key tenant_id + endpoint_id).
 WEBHOOKS_TABLE: Mapping[str, TableAccess] = MappingProxyType(
     {
-        # POST /webhooks (PutItem, if absent), GET /webhooks (Query on the tenant's partition),
-        # DELETE /webhooks/{id} (DeleteItem), rotate-secret (UpdateItem), GET /webhooks/{id}/deliveries
-        # (GetItem: the endpoint is the tenant's; Query: its latest attempts).
+        # POST (PutItem), GET (Query of the tenant's partition), DELETE (DeleteItem), rotate-secret
+        # (UpdateItem), deliveries (GetItem of the endpoint, Query of its latest attempts).
         "Api": _access(GET, PUT, QUERY, DELETE, UPDATE),
         # A document event: the tenant's endpoints.
         "WebhookFanOut": _access(QUERY),
@@ -101,9 +99,8 @@ WEBHOOKS_TABLE: Mapping[str, TableAccess] = MappingProxyType(
 # of a record whose call failed).
 IDEMPOTENCY_TABLE: Mapping[str, TableAccess] = MappingProxyType({"Intake": _access(GET, PUT, UPDATE, DELETE)})
 
-# OpenSearch: HTTP action -> paths under the chunk index ("" is the index itself). The vector-store
-# adapter names the index in every path (bulk requests too: /<index>/_bulk), and the domain refuses
-# an index named in a bulk body (rest.action.multi.allow_explicit_index = false).
+# OpenSearch: HTTP action -> paths under the chunk index ("" is the index itself). Every request names
+# the index in its path (/<index>/_bulk too); the domain refuses one named in a bulk body.
 IndexAccess = Mapping[str, tuple[str, ...]]
 _FIND_AND_DELETE = ("_bulk", "_refresh", "_search")
 

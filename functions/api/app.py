@@ -1,19 +1,17 @@
-"""HTTP API: documents (upload, list, status, retry, download, delete) and search, for the caller's tenant.
+"""HTTP API: documents (upload, list, status, change, retry, download, delete), search and webhooks,
+for the caller's tenant.
 
 This module builds the resolver and maps errors; the routes live one group a module in ``routes/``
-(``documents``, ``search``, ``meta``), included here (``ROUTE_GROUPS``). The tenant comes from the
-verified JWT's claims and is validated before any use (``routes/common.py``). Every 4xx/5xx this
-function answers has one body, ``{"error": {"code", "message"}}``: the routes' own errors,
-Powertools' validation (400), unknown paths (404) and methods (405), bodies over 64 KB (413), and
-anything unexpected (500, no internals). ``GET /openapi.json`` serves the OpenAPI 3 document of these
-routes (``routes/meta.py``).
+(``ROUTE_GROUPS``); ``http_extras`` parses JSON strictly and derives 405 from the OpenAPI document.
+Every 4xx/5xx has one body, ``{"error": {"code", "message"}}``: a domain refusal (``ApiRefusal``,
+its status and code), Powertools' validation (400), unknown paths (404) and methods (405), bodies
+over 64 KB (413), and anything unexpected (500, no internals). ``GET /openapi.json`` serves the
+OpenAPI 3 document of these routes (``routes/meta.py``).
 """
 
 from __future__ import annotations
 
 import binascii
-import json
-import re
 from functools import cache
 from http import HTTPStatus
 from typing import Any
@@ -26,67 +24,28 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 )
 from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from rag_ingest.core.auth import InvalidTenantError
-from rag_ingest.core.errors import PermanentError, TransientError
+from rag_ingest.core.errors import ApiRefusal, PermanentError, TransientError
 from rag_ingest.core.logs import logger
 from rag_ingest.core.tracing import tracer
-from rag_ingest.documents.service import (
-    AccessChangeForbiddenError,
-    ConcurrentUpdateError,
-    ContentUnavailableError,
-    DocumentNotFoundError,
-    ErrorBody,
-    ErrorDetail,
-    InvalidCursorError,
-    NotRetryableError,
-    ReindexUnavailableError,
-    RevisionMismatchError,
-)
 
 # Importing the route groups is the cold start's check: routes/common.py validates the environment
-# (ApiEnv, SearchEnv) and builds the services once per container.
+# (ApiEnv, SearchEnv). The services are built on the first request that needs them.
 if __package__:  # functions.api.app: the tests, tools/openapi.py and mypy import it from the repository
+    from .http_extras import MethodTable, strict_json
     from .routes import documents, meta, search, webhooks
+    from .routes.errors import ErrorBody, ErrorDetail, error_response
 else:  # Lambda (and the local stack's worker) import app.py as a top-level module, /var/task on sys.path
+    from http_extras import MethodTable, strict_json  # type: ignore[no-redef]
     from routes import documents, meta, search, webhooks  # type: ignore[no-redef]
+    from routes.errors import ErrorBody, ErrorDetail, error_response  # type: ignore[no-redef]
 
 OPENAPI_TITLE = "rag-ingest API"
 OPENAPI_VERSION = "1.0.0"
 SECURITY_SCHEME = "idToken"
 # No route takes more than a small JSON object: anything bigger is refused before parsing.
 MAX_BODY_CHARS = 64 * 1024
-# JSON nesting beyond this is refused (Python's parser would otherwise hit its recursion limit).
-MAX_JSON_DEPTH = 32
 
-
-def _strict_json(text: str) -> Any:
-    """``json.loads`` that refuses NaN/Infinity and deep nesting (both raise JSONDecodeError)."""
-    depth = 0
-    in_string = escaped = False
-    for char in text:  # a linear pre-scan: cheap next to the 64 KB body limit
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            if depth > MAX_JSON_DEPTH:
-                raise json.JSONDecodeError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels", text, 0)
-        elif char in "]}":
-            depth -= 1
-
-    def no_constants(name: str) -> Any:
-        raise json.JSONDecodeError(f"{name} is not JSON", text, 0)
-
-    return json.loads(text, parse_constant=no_constants)
-
-
-app = APIGatewayHttpResolver(enable_validation=True, json_body_deserializer=_strict_json)
+app = APIGatewayHttpResolver(enable_validation=True, json_body_deserializer=strict_json)
 app.configure_openapi(
     title=OPENAPI_TITLE,
     version=OPENAPI_VERSION,
@@ -107,11 +66,6 @@ openapi_schema = meta.openapi_schema  # tools/openapi.py writes it to docs/opena
 
 
 # -- errors ------------------------------------------------------------------------------------
-def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response[Any]:
-    body = ErrorBody(error=ErrorDetail(code=code, message=message)).model_dump()
-    return Response(status, content_types.APPLICATION_JSON, body, headers=headers)
-
-
 _NOT_AN_OBJECT = frozenset({"model_attributes_type", "model_type", "dict_type"})
 
 
@@ -144,50 +98,10 @@ def undecodable_body(exc: Exception) -> Response[Any]:
     return error_response(400, "INVALID_REQUEST", "the body is not UTF-8 JSON")
 
 
-@app.exception_handler(InvalidTenantError)
-def forbidden(exc: InvalidTenantError) -> Response[Any]:
-    return error_response(403, "FORBIDDEN", "the token carries no valid tenant")
-
-
-@app.exception_handler(DocumentNotFoundError)
-def document_not_found(exc: DocumentNotFoundError) -> Response[Any]:
-    # Missing and another tenant's documents answer alike; the id is not echoed (it may be any text).
-    return error_response(404, "NOT_FOUND", "no such document")
-
-
-@app.exception_handler(NotRetryableError)
-def not_retryable(exc: NotRetryableError) -> Response[Any]:
-    return error_response(409, "NOT_RETRYABLE", str(exc))
-
-
-@app.exception_handler(AccessChangeForbiddenError)
-def access_change_forbidden(exc: AccessChangeForbiddenError) -> Response[Any]:
-    return error_response(403, "ACCESS_CHANGE_FORBIDDEN", str(exc))
-
-
-@app.exception_handler(RevisionMismatchError)
-def revision_mismatch(exc: RevisionMismatchError) -> Response[Any]:
-    return error_response(412, "REVISION_MISMATCH", f"{exc}: read it again (GET) and resend with its ETag")
-
-
-@app.exception_handler(ConcurrentUpdateError)
-def concurrent_update(exc: ConcurrentUpdateError) -> Response[Any]:
-    return error_response(409, "CONCURRENT_UPDATE", str(exc))
-
-
-@app.exception_handler(ReindexUnavailableError)
-def reindex_unavailable(exc: ReindexUnavailableError) -> Response[Any]:
-    return error_response(409, "REINDEX_UNAVAILABLE", str(exc))
-
-
-@app.exception_handler(ContentUnavailableError)
-def content_unavailable(exc: ContentUnavailableError) -> Response[Any]:
-    return error_response(409, "NO_RENDERED_VIEW", str(exc))
-
-
-@app.exception_handler(InvalidCursorError)
-def invalid_cursor(exc: InvalidCursorError) -> Response[Any]:
-    return error_response(400, "INVALID_CURSOR", str(exc))
+@app.exception_handler(ApiRefusal)
+def refused(exc: ApiRefusal) -> Response[Any]:
+    # Every refusal of the domain (rag_ingest.documents.errors, the webhooks', a tenant-less token).
+    return error_response(exc.status, exc.code, exc.message)
 
 
 @app.exception_handler(PermanentError)
@@ -227,21 +141,13 @@ def unexpected(exc: Exception) -> Response[Any]:
 
 
 @cache
-def _route_patterns() -> tuple[tuple[re.Pattern[str], tuple[str, ...]], ...]:
-    patterns = []
-    for path, item in sorted(openapi_schema()["paths"].items()):
-        regex = re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(path))
-        methods = tuple(sorted(method.upper() for method in item))
-        patterns.append((re.compile(regex), methods))
-    return tuple(patterns)
+def _methods() -> MethodTable:
+    return MethodTable(openapi_schema()["paths"])
 
 
 def allowed_methods(path: str) -> tuple[str, ...]:
     """The methods served on ``path`` (empty: no such path), from the OpenAPI document's paths."""
-    for pattern, methods in _route_patterns():
-        if pattern.fullmatch(path):
-            return methods
-    return ()
+    return _methods().allowed(path)
 
 
 @logger.inject_lambda_context(clear_state=True)

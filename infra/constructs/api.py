@@ -67,9 +67,8 @@ _ACCESS_LOG_FORMAT = {
     "integrationLatency": "$context.integrationLatency",
     "integrationError": "$context.integrationErrorMessage",
     "authorizerError": "$context.authorizer.error",
-    # The documented form is $context.authorizer.claims.<property>: a claim name with a colon
-    # (custom:tenant_id) has no documented spelling, so the log keeps the user's sub and the API
-    # function logs the tenant with the same request id.
+    # A claim with a colon (custom:tenant_id) has no documented $context spelling: the log keeps the
+    # sub, and the API function logs the tenant under the same request id.
     "user": "$context.authorizer.claims.sub",
 }
 

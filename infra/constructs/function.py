@@ -87,11 +87,8 @@ class FunctionFactory:
             path = FUNCTIONS_DIR / code_dir
             if not (path / "app.py").is_file():
                 raise FunctionCodeMissingError(f"function code not found: {relative(path)}/app.py")
-            # /__init__.py: the package marker that names the handler functions.<dir>.app in tests and
-            # mypy; Lambda imports app.py as a top-level module, so the asset does without it. A
-            # subpackage's marker (functions/api/routes/) stays: without it the folder would be a
-            # namespace package, which any regular package of the same name on sys.path would shadow.
-            # Git's rules anchor "/__init__.py" to the asset's root.
+            # "/__init__.py" (anchored to the asset's root) is for tests and mypy only; a subpackage's
+            # marker stays, or any regular package of its name on sys.path would shadow it.
             self._code[code_dir] = lambda_.Code.from_asset(
                 str(path),
                 exclude=["__pycache__", "*.pyc", "tests", ".pytest_cache", "/__init__.py"],
@@ -143,9 +140,8 @@ class FunctionFactory:
             reserved_concurrent_executions=reserved_concurrency,
             tracing=lambda_.Tracing.ACTIVE,
             log_group=log_group,
-            # JSON lines (Powertools Logger writes JSON; the runtime's own START/END/REPORT lines
-            # become JSON too), filtered by level before they are billed: in the text format the
-            # Python runtime leaves the root logger at WARNING and drops every INFO line.
+            # JSON lines, filtered by level before they are billed: the text format leaves the root
+            # logger at WARNING and drops every INFO line (rag_ingest.core.logs).
             logging_format=lambda_.LoggingFormat.JSON,
             application_log_level_v2=_APPLICATION_LOG_LEVEL[self.config.log_level],
             system_log_level_v2=_SYSTEM_LOG_LEVEL[self.config.system_log_level],

@@ -19,9 +19,8 @@ from infra.constructs.search import Search
 from infra.constructs.storage import Storage
 from infra.nag import acknowledge, arn_ref
 
-# AWS's guidance for SQS event sources: visibility timeout at least 6x the function timeout plus
-# the batching window, so a message is not redelivered while a throttled or retried batch (or one
-# still being gathered) is being worked on.
+# AWS's guidance for SQS event sources: a visibility timeout of at least 6x the function timeout
+# plus the batching window, so no message is redelivered while its batch is still being worked on.
 VISIBILITY_TIMEOUT_FACTOR = 6
 
 

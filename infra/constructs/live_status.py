@@ -1,15 +1,11 @@
 """Live status in AWS: a WebSocket API the page connects to, fed by the documents table's stream.
 
-Why the DynamoDB stream and not EventBridge: the pipeline's events are only DocumentReady and
-DocumentFailed, while the page shows every stage and the embedding progress, which change only
-in the documents table. The stream carries every write to a document, in order per document,
-and its new image is exactly what ``GET /documents/{id}`` renders (``rag_ingest.live.updates.update_for``).
-
-- ``$connect`` behind a Lambda REQUEST authorizer (``?token=<ID token>``, verified against the
-  user pool's JWKS), which puts the tenant in the connection's context; ``$connect`` and
-  ``$disconnect`` record connections in a table (GSI by tenant, TTL after 2 h).
-- The pusher consumes the stream (NEW_IMAGE), posts each change to the tenant's connections,
-  reports partial batch failures, bisects failing batches and sends what still fails to a DLQ.
+``$connect`` sits behind a Lambda REQUEST authorizer (``?token=<ID token>``, verified against the user
+pool's JWKS) that puts the tenant in the connection's context; ``$connect`` and ``$disconnect``
+record connections in a table (GSI by tenant, TTL after 2 h). The pusher consumes the stream
+(NEW_IMAGE), posts each change to the tenant's connections, reports partial batch failures,
+bisects failing batches and sends what still fails to a DLQ. Why the stream and not EventBridge:
+docs/deploy.md, "The page and live status".
 """
 
 from __future__ import annotations

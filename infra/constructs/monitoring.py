@@ -1,20 +1,13 @@
 """Alarms on the pipeline's failure signals, an encrypted SNS topic for them, and a dashboard.
 
-What pages, and why (docs/operations.md says what to do about each):
-
-- queues: anything in the DLQ; the DLQ's oldest message ageing towards its retention; the ingest
-  queue's oldest message too old (intake not keeping up or failing);
-- documents: failures with a *system* error code (``DocumentsFailed`` for INTERNAL_ERROR,
-  TRANSIENT_RETRIES_EXHAUSTED, TIMEOUT, STUCK), not every failed execution: the workflow ends in
-  a Fail state for bad uploads too (an encrypted PDF is the user's problem, not an incident);
-  executions timed out; any document the reaper had to re-drive or fail;
-- functions: errors of every function (for the stage functions, whose errors on bad files are
-  control flow, a sustained error rate instead) and throttles of every function.
-
-The custom metrics are EMF documents written by the functions (namespace ``RagIngest``).
-Powertools adds a ``service`` dimension to each, so the document alarms use Metrics Insights
-queries, which sum over every series of a metric whatever its other dimensions, and the
-dashboard uses SEARCH expressions for the same reason.
+What pages: the queues (anything in the DLQ, its oldest message ageing towards its retention, the
+ingest queue's oldest message too old), the documents (failures with a *system* error code, not
+every failed execution: a bad upload is the user's problem; executions timed out; documents the
+reaper restarted or failed), and every function's errors and throttles (a sustained error rate for
+the stages, whose errors on bad files are control flow). The custom metrics are the functions' EMF
+(namespace ``RagIngest``); Powertools' ``service`` dimension is why the alarms are Metrics Insights
+queries and the dashboard SEARCH expressions. What to do about each: docs/operations.md, "Alarms:
+what they mean, what to do".
 """
 
 from __future__ import annotations
@@ -49,9 +42,8 @@ STAGE_DURATION = "StageDuration"  # dimension Stage, milliseconds
 
 
 def system_failures_query() -> str:
-    # Metrics Insights' documented WHERE is `labelKey OPERATOR labelValue [AND ...]` with = and != only
-    # (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/cloudwatch-metrics-insights-querylanguage.html):
-    # the functions label each failure with its Cause, so one equality selects the system codes.
+    # Metrics Insights' WHERE has = and != only (docs/deploy.md, "What only a real account can show"):
+    # each failure is labelled with its Cause, so one equality selects the system codes.
     return f"SELECT SUM({DOCUMENTS_FAILED}) FROM {METRICS_NAMESPACE} WHERE Cause = 'system'"
 
 

@@ -1,15 +1,12 @@
 """The page in AWS: a private S3 bucket behind CloudFront (Origin Access Control, HTTPS only).
 
-The distribution adds security headers to every response (HSTS, a Content-Security-Policy that
-lets the page talk only to its own origin, the API, the WebSocket API, the documents bucket and
-the Cognito domain, nosniff, frame denial, a referrer policy). ``web/`` is deployed with a
-generated ``config.json`` (the page-config contract: API URL, WebSocket URL, Cognito domain and
-client) and the distribution's cache is invalidated on each deploy.
-
-Two-phase because of the stack's references: the distribution exists first (the API's CORS
-origins and the user-pool client's callback URL need its URL), then :meth:`WebHosting.publish`
-deploys the files once the API, WebSocket and Cognito values exist. The CSP is a lazy value
-completed by :meth:`WebHosting.allow_connections_to`.
+Every response gets security headers (HSTS, a Content-Security-Policy that lets the page talk only
+to its origin, the API, the WebSocket API, the documents bucket and the Cognito domain, and more);
+``web/`` is deployed with a generated ``config.json`` and the cache invalidated on each deploy. Two
+phases because of the stack's references: the distribution first (the API's CORS origins and the
+user-pool client's callback URL need its URL), then :meth:`WebHosting.publish` once the API,
+WebSocket and Cognito values exist; the CSP is completed by :meth:`WebHosting.allow_connections_to`.
+The headers and the CSP's reference cycle: docs/deploy.md, "The page and live status".
 """
 
 from __future__ import annotations

@@ -2,14 +2,11 @@
 events to one signed POST per endpoint.
 
     EventBridge rule (source rag-ingest: DocumentReady, DocumentFailed, DocumentDeleted)
-      -> fan-out queue -> WebhookFanOut function: the tenant's endpoints -> one message per endpoint
-      -> delivery queue -> WebhookDelivery function: resolve + SSRF check, signed POST (10 s)
-           2xx: done; else ChangeMessageVisibility (exponential backoff) until retryHours, then the DLQ
+      -> fan-out queue -> WebhookFanOut: the tenant's endpoints -> one message per endpoint
+      -> delivery queue -> WebhookDelivery: SSRF check, signed POST; else backoff, then the DLQ
 
-Why a function and not EventBridge API destinations: each endpoint has its own HMAC secret (an API
-destination's connection holds one static credential, and cannot compute a signature over the
-body), and the SSRF re-check of the host's DNS answer has to happen at every delivery; one
-destination per endpoint would also mean a connection and a rule per tenant endpoint.
+Why a function and not EventBridge API destinations (one secret per endpoint, a DNS re-check at
+every delivery): docs/webhooks.md, "Why a function, not EventBridge API destinations".
 """
 
 from __future__ import annotations
@@ -76,10 +73,8 @@ class Webhooks(Construct):
         hooks = config.webhooks
         self.alarms: dict[str, cloudwatch.Alarm] = {}
 
-        # Endpoints by tenant (partition) and id (sort): the fan-out queries one tenant's endpoints.
-        # The signing secrets live here, encrypted at rest; why not Secrets Manager: docs/webhooks.md.
-        # Delivery attempts share the partition (sort key dlv#...) and expire by TTL (expires_at):
-        # rag_ingest.adapters.webhooks_table.
+        # Endpoints (and their secrets: docs/webhooks.md) by tenant and id, and delivery attempts in the
+        # same partition (dlv#..., TTL): rag_ingest.adapters.webhooks_table.
         self.table = dynamodb.Table(
             self,
             "WebhooksTable",

@@ -223,9 +223,8 @@ class Workflow(Construct):
             self._grant_objects(role, bucket, ARTIFACTS_PREFIX, ["s3:GetObject", "s3:PutObject"])
             findings.append(f"Resource::{arn_ref(bucket)}/{ARTIFACTS_PREFIX}*")
         if spec.reads_raw or spec.artifacts:
-            # Without ListBucket, S3 answers a missing key with 403 instead of 404, and the stages tell
-            # "object gone" and "no checkpoint yet" apart by that 404. (An s3:prefix condition cannot
-            # narrow it: HeadObject/GetObject requests carry no prefix.)
+            # Without ListBucket a missing key is 403, not the 404 that tells "no checkpoint yet"; no
+            # s3:prefix condition can narrow it (HeadObject/GetObject requests carry no prefix).
             role.add_to_principal_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
         if spec.search:
             self._search.grant_index_access(role, spec.name)
@@ -239,9 +238,8 @@ class Workflow(Construct):
             bus_arn = Stack.of(self).format_arn(service="events", resource="event-bus", resource_name=EVENT_BUS_NAME)
             role.add_to_principal_policy(iam.PolicyStatement(actions=["events:PutEvents"], resources=[bus_arn]))
         if spec.ocr:
-            # DetectDocumentText (and AnalyzeDocument) on image bytes touch no resource: Textract has no
-            # resource-level permissions for them, so '*' is the only resource IAM accepts. AnalyzeDocument
-            # only when parsing.textractTables is on.
+            # Textract has no resource-level permissions for these calls on image bytes: '*' is the only
+            # resource IAM accepts (AnalyzeDocument only with parsing.textractTables).
             actions = textract_actions(self._config)
             role.add_to_principal_policy(iam.PolicyStatement(actions=actions, resources=["*"]))
             acknowledge(
@@ -512,9 +510,8 @@ class Workflow(Construct):
         # Finalize ends the execution itself: a Succeed state after it would be one more state
         # transition a document, billed, doing nothing.
         finalize = chained([self._task("Finalize")])
-        # One Choice (one state transition a document) once Parse's first task has set $.lane and
-        # planned the other page ranges ($.parse_tasks): a document of one range goes straight to
-        # Chunk, without entering the lane's Map over no items.
+        # One Choice on $.lane and $.parse_tasks (set by Parse's first task): a document of one range
+        # goes straight to Chunk, never through a Map over no items (docs/architecture.md, "Lanes").
         lane_choice = sfn.Choice(
             self,
             "Lane",

@@ -16,6 +16,7 @@ import pytest
 from fpdf import FPDF
 from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.embeddings.base import Embedder
+from rag_ingest.retrieval.query import SearchQuery
 from rag_ingest.retrieval.search import search_passages
 
 from local.client import OfflineClient
@@ -116,7 +117,9 @@ def test_a_big_document_runs_in_the_bulk_lane_and_a_small_one_beside_it_in_the_s
 
     # Indexed once, last page included (the three ranges were joined).
     assert vector_store.count(document_id=big) == done[big]["chunk_count"]
-    [top, *_] = search_passages(vector_store, embedder, tenant_id=client.tenant_id, query=LAST_PAGE_FACT, k=3)
+    [top, *_] = search_passages(
+        vector_store, embedder, SearchQuery(tenant_id=client.tenant_id, text=LAST_PAGE_FACT, k=3)
+    )
     assert top.document_id == big and top.page_end == BULK_PAGES
 
     base = os.nice(0)  # the stack inherits this process's niceness

@@ -13,6 +13,7 @@ import pytest
 from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.core.ids import document_id_for_object
 from rag_ingest.embeddings.base import Embedder
+from rag_ingest.retrieval.query import SearchQuery
 from rag_ingest.retrieval.search import search_passages
 
 from local.client import OfflineClient
@@ -41,11 +42,13 @@ def test_uploaded_pdf_is_ready_indexed_once_and_found_by_page(
     assert vector_store.count(document_id=document_id) == state["chunk_count"]
 
     for sentence in EXPECTED["lighthouses.pdf"]["sentences"]:
-        [top, *_] = search_passages(vector_store, embedder, tenant_id=client.tenant_id, query=sentence["text"], k=3)
+        query = SearchQuery(tenant_id=client.tenant_id, text=sentence["text"], k=3)
+        [top, *_] = search_passages(vector_store, embedder, query)
         assert top.document_id == document_id
         assert top.page_start <= sentence["page"] <= top.page_end, (sentence, top)
     # Another tenant sees none of it.
-    other = search_passages(vector_store, embedder, tenant_id=f"other-{uuid.uuid4().hex[:6]}", query="lighthouse")
+    stranger = SearchQuery(tenant_id=f"other-{uuid.uuid4().hex[:6]}", text="lighthouse")
+    other = search_passages(vector_store, embedder, stranger)
     assert other == []
 
 

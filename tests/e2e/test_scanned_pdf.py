@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.embeddings.base import Embedder
+from rag_ingest.retrieval.query import SearchQuery
 from rag_ingest.retrieval.search import search_passages
 
 from eval.scans.generate import STYLES, generate_style
@@ -35,6 +36,6 @@ def test_a_scanned_pdf_is_ocrd_to_ready_and_searchable_by_page(
     # A phrase of the second page, as a user would type it: two of its middle lines.
     lines = [line for line in truths[1].splitlines() if len(line) > 40]
     phrase = " ".join(lines[len(lines) // 2 : len(lines) // 2 + 2])
-    hits = search_passages(vector_store, embedder, tenant_id=client.tenant_id, query=phrase, k=3)
+    hits = search_passages(vector_store, embedder, SearchQuery(tenant_id=client.tenant_id, text=phrase, k=3))
     assert hits and hits[0].document_id == document_id
     assert hits[0].page_start <= 2 <= hits[0].page_end, (phrase, hits[0])

@@ -15,6 +15,7 @@ from rag_ingest.adapters.vector_store import INDEXED_TEXT_FIELD, IndexSettings, 
 from rag_ingest.core.parsed import Chunk
 from rag_ingest.core.record import DocumentStamp
 from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE
+from rag_ingest.retrieval.query import SearchQuery
 
 pytestmark = pytest.mark.integration
 
@@ -73,8 +74,8 @@ def plain_store() -> Iterator[VectorStore]:
 
 
 def test_switched_off_bm25_matches_the_text_alone(plain_store: VectorStore) -> None:
-    assert plain_store.bm25_search(tenant_id=TENANT, query="backups", k=5) == []  # a heading word only
-    [hit] = plain_store.bm25_search(tenant_id=TENANT, query="saved files", k=5)
+    assert plain_store.bm25_search(SearchQuery(tenant_id=TENANT, text="backups"), k=5) == []  # a heading word only
+    [hit] = plain_store.bm25_search(SearchQuery(tenant_id=TENANT, text="saved files"), k=5)
     assert hit.text == RESTORE.text
     assert "<em>saved</em>" in " ".join(hit.highlights)
     stored = connect(URL).get(index=plain_store.index_name, id=hit.chunk_id)["_source"]
@@ -83,7 +84,7 @@ def test_switched_off_bm25_matches_the_text_alone(plain_store: VectorStore) -> N
 
 def test_bm25_finds_a_chunk_by_a_heading_word_its_text_lacks(store: VectorStore) -> None:
     assert "backups" not in RESTORE.text.lower()
-    hits = store.bm25_search(tenant_id=TENANT, query="backups", k=5)
+    hits = store.bm25_search(SearchQuery(tenant_id=TENANT, text="backups"), k=5)
     assert len(hits) == 1  # only the chunk under "4 Backups"
     [hit] = hits
     assert hit.page_start == 1
@@ -93,7 +94,7 @@ def test_bm25_finds_a_chunk_by_a_heading_word_its_text_lacks(store: VectorStore)
 
 
 def test_bm25_finds_a_chunk_by_its_document_title_and_highlights_only_the_text(store: VectorStore) -> None:
-    hits = store.bm25_search(tenant_id=TENANT, query="admin guide service", k=5)
+    hits = store.bm25_search(SearchQuery(tenant_id=TENANT, text="admin guide service"), k=5)
     assert {hit.page_start for hit in hits} == {1, 2}  # the title word matches both chunks
     assert all("Admin guide" not in hit.text for hit in hits)
     assert all("<em>service</em>" in " ".join(hit.highlights) for hit in hits)
@@ -101,7 +102,7 @@ def test_bm25_finds_a_chunk_by_its_document_title_and_highlights_only_the_text(s
 
 
 def test_knn_hits_carry_the_plain_text_too(store: VectorStore) -> None:
-    [hit] = store.knn_search(tenant_id=TENANT, vector=[1.0, 0.0, 0.0, 0.0], k=1, highlight_text="saved files")
+    [hit] = store.knn_search(SearchQuery(tenant_id=TENANT, text="saved files"), [1.0, 0.0, 0.0, 0.0], k=1)
     assert hit.text == RESTORE.text
     assert "<em>saved</em>" in " ".join(hit.highlights)
 
@@ -131,7 +132,9 @@ def test_an_index_made_before_indexed_text_gains_it_and_its_old_chunks_stay_sear
         store.write_chunks(
             DocumentStamp(TENANT, "admin", "v1", filename="admin.pdf"), [RESTORE], [[1.0, 0.0, 0.0, 0.0]]
         )
-        by_page = {hit.page_start: hit for hit in store.bm25_search(tenant_id=TENANT, query="saved files", k=5)}
+        by_page = {
+            hit.page_start: hit for hit in store.bm25_search(SearchQuery(tenant_id=TENANT, text="saved files"), k=5)
+        }
         assert set(by_page) == {1, 3}  # the old chunk matches on its text, the new one on its indexed text
         assert by_page[3].text == "Copy the saved files back."
     finally:

@@ -21,6 +21,7 @@ from rag_ingest.core.filters import matches, parse_filter
 from rag_ingest.core.ids import chunk_id
 from rag_ingest.core.parsed import Chunk
 from rag_ingest.core.record import DocumentStamp
+from rag_ingest.retrieval.query import SearchQuery
 
 pytestmark = pytest.mark.integration
 
@@ -183,10 +184,15 @@ FILTERS: list[dict[str, Any]] = [
 def test_each_operator_selects_what_the_in_code_evaluation_selects(corpus: Corpus, raw: dict[str, Any]) -> None:
     where = parse_filter(raw)
     expected = {i for i, fields in corpus.fields.items() if matches(where, fields)}
-    found = {hit.chunk_id for hit in corpus.store.bm25_search(tenant_id=TENANT, query="common", k=1000, where=where)}
+    found = {
+        hit.chunk_id
+        for hit in corpus.store.bm25_search(SearchQuery(tenant_id=TENANT, text="common", where=where), k=1000)
+    }
     assert found == expected
     # k-NN with a k past the corpus: the filtered leg holds exactly the matches too.
-    knn = corpus.store.knn_search(tenant_id=TENANT, vector=[0.5] * DIM, k=len(corpus.fields), where=where)
+    knn = corpus.store.knn_search(
+        SearchQuery(tenant_id=TENANT, text="", where=where), [0.5] * DIM, k=len(corpus.fields)
+    )
     assert {hit.chunk_id for hit in knn} == expected
 
 
@@ -197,13 +203,13 @@ def test_a_selective_filter_still_returns_k_from_both_legs(corpus: Corpus, k: in
     assert len(needles) == CHUNKS_PER_DOCUMENT and len(needles) / len(corpus.fields) == 0.01
     rng = random.Random(k)
     for _ in range(5):
-        knn = corpus.store.knn_search(tenant_id=TENANT, vector=_vector(rng), k=k, where=where)
+        knn = corpus.store.knn_search(SearchQuery(tenant_id=TENANT, text="", where=where), _vector(rng), k=k)
         assert len(knn) == k and {hit.chunk_id for hit in knn} <= needles
-    bm25 = corpus.store.bm25_search(tenant_id=TENANT, query="lease clause", k=k, where=where)
+    bm25 = corpus.store.bm25_search(SearchQuery(tenant_id=TENANT, text="lease clause", where=where), k=k)
     assert len(bm25) == k and {hit.chunk_id for hit in bm25} <= needles
     assert all(hit.metadata == _metadata(37) for hit in [*knn, *bm25])  # the passages carry it back
     # A post-filter would have found (almost) nothing: the unfiltered top k are mostly other chunks.
-    unfiltered = corpus.store.knn_search(tenant_id=TENANT, vector=_vector(rng), k=k)
+    unfiltered = corpus.store.knn_search(SearchQuery(tenant_id=TENANT, text=""), _vector(rng), k=k)
     assert len({hit.chunk_id for hit in unfiltered} - needles) >= k - 1
 
 
@@ -217,7 +223,7 @@ def test_the_hybrid_search_filters_both_legs(corpus: Corpus) -> None:
             return [[0.25] * DIM for _ in texts]
 
     hits = search_passages(
-        corpus.store, Embedder(), tenant_id=TENANT, query="lease clause", k=6, where=parse_filter(SELECTIVE)
+        corpus.store, Embedder(), SearchQuery(tenant_id=TENANT, text="lease clause", k=6, where=parse_filter(SELECTIVE))
     )
     assert len(hits) == 6 and {hit.document_id for hit in hits} == {"doc-037"}
     assert any(set(hit.retrieved_by) == {"bm25", "knn"} for hit in hits)
@@ -265,7 +271,7 @@ def test_an_index_made_before_metadata_takes_it_after_ensure_index() -> None:
         assert types["d"]["properties"]["when"]["type"] == "date"
 
         def ids(raw: dict[str, Any]) -> set[str]:
-            hits = store.bm25_search(tenant_id=TENANT, query="common", k=10, where=parse_filter(raw))
+            hits = store.bm25_search(SearchQuery(tenant_id=TENANT, text="common", where=parse_filter(raw)), k=10)
             return {hit.document_id for hit in hits}
 
         assert ids({"equals": {"key": "customer", "value": "acme"}}) == {"new"}

@@ -17,6 +17,7 @@ from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.ingest.chunking import chunk_pages
 from rag_ingest.parsing.pdf.extract import parse_pdf
+from rag_ingest.retrieval.query import SearchQuery
 from rag_ingest.retrieval.search import DEFAULT_FUSION, SearchMode, SearchRequest, SearchService, search_passages
 
 pytestmark = pytest.mark.integration
@@ -57,7 +58,7 @@ def store(embedder: Embedder) -> Iterator[VectorStore]:
 
 
 def test_the_vector_is_indexed_for_knn_but_not_kept_in_source(store: VectorStore, embedder: Embedder) -> None:
-    [hit] = store.knn_search(tenant_id=TENANT_A, vector=embedder.embed(["Fresnel lens"])[0], k=1)
+    [hit] = store.knn_search(SearchQuery(tenant_id=TENANT_A, text=""), embedder.embed(["Fresnel lens"])[0], k=1)
     stored = connect(URL).get(index=store.index_name, id=hit.chunk_id)["_source"]
     assert "embedding" not in stored
     assert stored["text"] == hit.text and stored["tenant_id"] == TENANT_A
@@ -66,7 +67,7 @@ def test_the_vector_is_indexed_for_knn_but_not_kept_in_source(store: VectorStore
 @pytest.mark.parametrize("mode", list(SearchMode))
 def test_each_mode_finds_the_page_that_answers(store: VectorStore, embedder: Embedder, mode: SearchMode) -> None:
     query = "How was the Fresnel lens made from rings of glass prisms?"
-    hits = search_passages(store, embedder, tenant_id=TENANT_A, query=query, mode=mode)
+    hits = search_passages(store, embedder, SearchQuery(tenant_id=TENANT_A, text=query, mode=mode))
     assert hits, mode
     top = hits[0]
     assert (top.filename, top.document_id) == ("lighthouses.pdf", "lighthouses")
@@ -77,7 +78,7 @@ def test_each_mode_finds_the_page_that_answers(store: VectorStore, embedder: Emb
 
 
 def test_hybrid_fuses_both_retrievers_and_scores_by_reciprocal_rank(store: VectorStore, embedder: Embedder) -> None:
-    hits = search_passages(store, embedder, tenant_id=TENANT_A, query="define a named colour", k=5)
+    hits = search_passages(store, embedder, SearchQuery(tenant_id=TENANT_A, text="define a named colour", k=5))
     assert len(hits) == 5
     assert any(set(hit.retrieved_by) == {"bm25", "knn"} for hit in hits)
     assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
@@ -87,8 +88,12 @@ def test_hybrid_fuses_both_retrievers_and_scores_by_reciprocal_rank(store: Vecto
 
 
 def test_highlights_mark_query_words_in_bm25_and_knn_hits(store: VectorStore, embedder: Embedder) -> None:
-    [bm25] = search_passages(store, embedder, tenant_id=TENANT_A, query="keeper candles", k=1, mode=SearchMode.BM25)
-    [knn] = search_passages(store, embedder, tenant_id=TENANT_A, query="keeper candles", k=1, mode=SearchMode.KNN)
+    [bm25] = search_passages(
+        store, embedder, SearchQuery(tenant_id=TENANT_A, text="keeper candles", k=1, mode=SearchMode.BM25)
+    )
+    [knn] = search_passages(
+        store, embedder, SearchQuery(tenant_id=TENANT_A, text="keeper candles", k=1, mode=SearchMode.KNN)
+    )
     for hit in (bm25, knn):
         assert hit.highlights, hit.retrieved_by
         assert any("<em>" in fragment for fragment in hit.highlights)
@@ -97,18 +102,22 @@ def test_highlights_mark_query_words_in_bm25_and_knn_hits(store: VectorStore, em
 def test_a_tenant_never_sees_another_tenants_passages(store: VectorStore, embedder: Embedder) -> None:
     sourdough_query = "How do I feed a sourdough starter?"
     for mode in SearchMode:
-        a_hits = search_passages(store, embedder, tenant_id=TENANT_A, query=sourdough_query, k=50, mode=mode)
-        b_hits = search_passages(store, embedder, tenant_id=TENANT_B, query=sourdough_query, k=50, mode=mode)
+        a_hits = search_passages(
+            store, embedder, SearchQuery(tenant_id=TENANT_A, text=sourdough_query, k=50, mode=mode)
+        )
+        b_hits = search_passages(
+            store, embedder, SearchQuery(tenant_id=TENANT_B, text=sourdough_query, k=50, mode=mode)
+        )
         assert {hit.filename for hit in a_hits} <= {"lighthouses.pdf", "grfguide.pdf"}, mode
         assert {hit.filename for hit in b_hits} == {"sourdough.pdf"}, mode
-    stranger = search_passages(store, embedder, tenant_id="nobody", query=sourdough_query, k=50)
+    stranger = search_passages(store, embedder, SearchQuery(tenant_id="nobody", text=sourdough_query, k=50))
     assert stranger == []
 
 
 def test_missing_index_is_an_empty_result(embedder: Embedder) -> None:
     settings = IndexSettings(name=f"test-absent-{uuid.uuid4().hex[:8]}", dimension=MINILM_DIMENSION)
     absent = VectorStore(connect(URL), settings)
-    assert search_passages(absent, embedder, tenant_id=TENANT_A, query="anything") == []
+    assert search_passages(absent, embedder, SearchQuery(tenant_id=TENANT_A, text="anything")) == []
 
 
 def test_search_service_answers_with_passage_views(store: VectorStore, embedder: Embedder) -> None:
@@ -139,7 +148,9 @@ def test_the_same_pdf_uploaded_twice_is_returned_once_with_its_copy_named(
         store.write_chunks(DocumentStamp(tenant, document_id, "v1", filename=filename), chunks, vectors)
     assert len(chunks) >= 3
     for mode in SearchMode:
-        hits = search_passages(store, embedder, tenant_id=tenant, query="Fresnel lens glass prisms", k=2, mode=mode)
+        hits = search_passages(
+            store, embedder, SearchQuery(tenant_id=tenant, text="Fresnel lens glass prisms", k=2, mode=mode)
+        )
         # Two distinct passages: BM25 finds these words in two of the PDF's chunks, each indexed twice.
         assert len(hits) == 2, mode
         assert len({hit.text for hit in hits}) == 2, mode
@@ -161,7 +172,9 @@ def test_a_search_looks_deeper_when_copies_fill_its_first_candidates(store: Vect
         store.write_chunks(DocumentStamp(tenant, document_id, "v1", filename=f"{document_id}.pdf"), chunks, vectors)
     assert len({chunk.text for chunk in chunks}) >= 6
     for mode in (SearchMode.KNN, SearchMode.HYBRID):
-        hits = search_passages(store, embedder, tenant_id=tenant, query="rotate the graph axes", k=5, mode=mode)
+        hits = search_passages(
+            store, embedder, SearchQuery(tenant_id=tenant, text="rotate the graph axes", k=5, mode=mode)
+        )
         assert len({hit.text for hit in hits}) == 5, mode
         for hit in hits:
             documents = [hit.document_id, *(copy.document_id for copy in hit.copies)]

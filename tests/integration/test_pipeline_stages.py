@@ -26,6 +26,7 @@ from rag_ingest.embeddings.base import Embedder
 from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.ingest.pipeline import Pipeline, StageDependencies
+from rag_ingest.retrieval.query import SearchQuery
 from rag_ingest.wiring import vector_store_for
 
 from tests.support.aws import moto_server
@@ -242,7 +243,7 @@ def test_index_writes_the_records_metadata_and_a_new_version_inherits_it(world: 
     for sample in ("sourdough.pdf", "urban-birds.pdf"):
         job = run_all(pipeline, upload(world, SAMPLES / sample, document_id))
         assert job.chunk_count
-        hits = store.knn_search(tenant_id="acme", vector=[1.0] * MINILM_DIMENSION, k=500, where=where)
+        hits = store.knn_search(SearchQuery(tenant_id="acme", text="", where=where), [1.0] * MINILM_DIMENSION, k=500)
         assert {hit.document_id for hit in hits} == {document_id}
         assert len(hits) == store.count(document_id=document_id) == job.chunk_count
         record = status.get(document_id)

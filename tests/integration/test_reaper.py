@@ -108,7 +108,7 @@ def test_reaper_compares_records_with_their_executions(world: dict[str, Any]) ->
     record = records.get(spent)
     assert (record["status"], record["error_code"]) == ("FAILED", "STUCK")
     assert "2 replays already (max 2)" in record["error_detail"]
-    assert report.counts() == {ReapAction.REDRIVEN: 2, ReapAction.MARKED_FAILED: 1}
+    assert report.counts() == {ReapAction.RESTARTED: 2, ReapAction.MARKED_FAILED: 1}
 
     # Run again: the re-driven ones were just updated (not suspects), the rest is settled.
     again = reaper.reap()

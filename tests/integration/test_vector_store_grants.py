@@ -20,6 +20,7 @@ from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.core.config import IndexParamsEnv
 from rag_ingest.core.parsed import Chunk
 from rag_ingest.core.record import DocumentStamp
+from rag_ingest.retrieval.query import SearchQuery
 from rag_ingest.wiring import vector_store_for
 
 from infra.permissions import OPENSEARCH_ACCESS, VECTOR_STORE_CALLS
@@ -103,9 +104,9 @@ def _call(store: VectorStore, method: str) -> None:
     elif method == "delete_document":
         store.delete_document(DOCUMENT)
     elif method == "knn_search":
-        store.knn_search(tenant_id=TENANT, vector=_vectors(1)[0], k=2, highlight_text="grants")
+        store.knn_search(SearchQuery(tenant_id=TENANT, text="grants"), _vectors(1)[0], k=2)
     elif method == "bm25_search":
-        store.bm25_search(tenant_id=TENANT, query="grants", k=2)
+        store.bm25_search(SearchQuery(tenant_id=TENANT, text="grants"), k=2)
     elif method == "indexed_versions":
         assert list(store.indexed_versions(TENANT)), "the seeded versions are counted"
     elif method == "delete_chunks":

@@ -36,6 +36,7 @@ from rag_ingest.core.record import (
 from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE, indexed_text
 from rag_ingest.ingest.embedding_cache import KEY_ATTRIBUTE, decode_entry, encode_entry
 from rag_ingest.retrieval.hits import SearchHit
+from rag_ingest.retrieval.query import SearchQuery
 
 _IN_FLIGHT = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
 # What a new version clears (DocumentsTable.mark_queued's REMOVE clause).
@@ -519,34 +520,23 @@ class InMemoryChunkIndex:
             if value > 0
         ]
 
-    def knn_search(
-        self,
-        *,
-        tenant_id: str,
-        vector: Sequence[float],
-        k: int = 5,
-        highlight_text: str | None = None,
-        where: Filter | None = None,
-        reader: Principal | None = None,
-    ) -> list[SearchHit]:
+    def knn_search(self, query: SearchQuery, vector: Sequence[float], *, k: int) -> list[SearchHit]:
         def similarity(source: dict[str, Any]) -> float:
             return 1 + sum(a * b for a, b in zip(vector, source["embedding"], strict=False))
 
-        return self._hits(tenant_id, similarity, k, "knn", where, reader)
+        return self._hits(query.tenant_id, similarity, k, "knn", query.where, query.reader)
 
-    def bm25_search(
-        self, *, tenant_id: str, query: str, k: int = 5, where: Filter | None = None, reader: Principal | None = None
-    ) -> list[SearchHit]:
+    def bm25_search(self, query: SearchQuery, *, k: int) -> list[SearchHit]:
         # Like the adapter with the shipped settings, BM25 matches the chunk's text (its contextual
         # text, title and heading path first, only where that is switched on).
-        words = set(query.lower().split())
+        words = set(query.text.lower().split())
 
         def overlap(source: dict[str, Any]) -> float:
             chunk = source["chunk"]
             text = indexed_text(chunk) if SHIPPED_CONTEXT_LINE else chunk.text
             return float(len(words & set(text.lower().split())))
 
-        return self._hits(tenant_id, overlap, k, "bm25", where, reader)
+        return self._hits(query.tenant_id, overlap, k, "bm25", query.where, query.reader)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from rag_ingest.core.access import (
 )
 from rag_ingest.core.auth import InvalidTenantError
 from rag_ingest.core.record import DocumentRecord
-from rag_ingest.documents.service import UploadRequest
+from rag_ingest.documents.schemas import UploadRequest
 
 
 def record(

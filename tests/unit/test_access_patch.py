@@ -8,7 +8,9 @@ from __future__ import annotations
 import pytest
 from rag_ingest.core.access import DocumentAccess, Principal
 from rag_ingest.core.errors import PermanentError
-from rag_ingest.documents.service import AccessChangeForbiddenError, DocumentNotFoundError, DocumentPatch
+from rag_ingest.documents.errors import AccessChangeForbiddenError, DocumentNotFoundError
+from rag_ingest.documents.schemas import DocumentPatch
+from rag_ingest.retrieval.query import SearchQuery
 from rag_ingest.retrieval.search import search_passages
 
 from tests.support.fakes import CountingEmbedder
@@ -35,7 +37,9 @@ def patch_access(world: World, document_id: str, who: Principal, **access: list[
 
 def found_by(world: World, reader: Principal) -> set[str]:  # noqa: F811
     hits = search_passages(
-        world.index, CountingEmbedder(), tenant_id="acme", query="lighthouse", k=50, mode="bm25", reader=reader
+        world.index,
+        CountingEmbedder(),
+        SearchQuery(tenant_id="acme", text="lighthouse", k=50, mode="bm25", reader=reader),
     )
     return {hit.document_id for hit in hits}
 

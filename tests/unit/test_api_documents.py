@@ -16,19 +16,11 @@ import pytest
 from rag_ingest.adapters.presigner import S3Presigner
 from rag_ingest.core.config import ApiEnv
 from rag_ingest.core.errors import ErrorCode, PermanentError, StaleWriteError
-from rag_ingest.core.ids import document_id_for_object, new_document_id
+from rag_ingest.core.ids import document_id_for_object, is_document_id, new_document_id
 from rag_ingest.core.record import DocumentRecord, DocumentStatus
-from rag_ingest.documents.service import (
-    DOWNLOAD_URL_SECONDS,
-    MAX_RETRIES,
-    DocumentNotFoundError,
-    DocumentService,
-    InvalidCursorError,
-    NotRetryableError,
-    decode_cursor,
-    encode_cursor,
-    is_document_id,
-)
+from rag_ingest.documents.errors import DocumentNotFoundError, InvalidCursorError, NotRetryableError
+from rag_ingest.documents.paging import decode_cursor, encode_cursor
+from rag_ingest.documents.service import DOWNLOAD_URL_SECONDS, MAX_RETRIES, DocumentService
 
 pytestmark = pytest.mark.unit
 ENV = ApiEnv.from_env(

@@ -285,7 +285,7 @@ def test_an_unexpected_error_is_500_without_internals(api: ModuleType, monkeypat
     def explode(*_: Any) -> Any:
         raise RuntimeError("secret-internal-detail at /var/task/rag_ingest/documents/service.py")
 
-    monkeypatch.setattr(api.documents.service, "get", explode)
+    monkeypatch.setattr(api.documents.get_services().documents, "get", explode)
     status, _, payload = call(api, "GET", f"/documents/{new_document_id()}")
     assert status == 500
     message = assert_error(payload, "INTERNAL_ERROR")
@@ -296,7 +296,7 @@ def test_a_transient_failure_is_503_with_retry_after(api: ModuleType, monkeypatc
     def throttled(*_: Any) -> Any:
         raise TransientError("ProvisionedThroughputExceededException")
 
-    monkeypatch.setattr(api.documents.service, "get", throttled)
+    monkeypatch.setattr(api.documents.get_services().documents, "get", throttled)
     status, headers, payload = call(api, "GET", f"/documents/{new_document_id()}")
     assert status == 503 and headers["Retry-After"]
     assert_error(payload, "SERVICE_UNAVAILABLE")

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 from rag_ingest.core.errors import ErrorCode, PermanentError
-from rag_ingest.documents.service import DocumentService, UploadRequest, decode_cursor
+from rag_ingest.documents.paging import decode_cursor
+from rag_ingest.documents.schemas import UploadRequest
+from rag_ingest.documents.service import DocumentService
 from rag_ingest.retrieval.search import SearchMode, SearchRequest, SearchService
 
 from tests.support.fakes import CountingEmbedder, InMemoryChunkIndex, InMemoryDocuments

@@ -20,16 +20,15 @@ from rag_ingest.core.job import DocumentJob, EmbedTask
 from rag_ingest.core.record import DocumentRecord, DocumentStatus
 from rag_ingest.core.s3_keys import CHUNKS_ARTIFACT, artifact_key
 from rag_ingest.core.tokens import count_tokens
-from rag_ingest.documents.service import (
+from rag_ingest.documents.errors import (
     ConcurrentUpdateError,
     DocumentNotFoundError,
-    DocumentPatch,
-    DocumentService,
     ReindexUnavailableError,
     RevisionMismatchError,
-    etag,
-    if_match_revisions,
 )
+from rag_ingest.documents.paging import etag, if_match_revisions
+from rag_ingest.documents.schemas import DocumentPatch
+from rag_ingest.documents.service import DocumentService
 from rag_ingest.ingest.chunk_rewrite import ChunkRewriter
 from rag_ingest.ingest.pipeline import Pipeline, StageDependencies
 

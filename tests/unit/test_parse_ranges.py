@@ -15,7 +15,7 @@ from rag_ingest.core.job import Lane, PageRange, ParseTask, Stage, lane_for, pla
 from rag_ingest.core.parsed import ParsedRange
 from rag_ingest.core.s3_keys import page_range_key
 from rag_ingest.core.tokens import count_tokens
-from rag_ingest.documents.service import DocumentView
+from rag_ingest.documents.schemas import DocumentView
 from rag_ingest.ingest.chunking import chunk_pages
 from rag_ingest.parsing.pdf.extract import join_page_ranges, parse_page_range, parse_pdf
 

@@ -21,7 +21,7 @@ from rag_ingest.core.parsed import DocumentFormat
 from rag_ingest.core.record import DocumentStatus
 from rag_ingest.core.s3_keys import embedding_batch_key
 from rag_ingest.core.tokens import count_tokens
-from rag_ingest.documents.service import DocumentView
+from rag_ingest.documents.schemas import DocumentView
 from rag_ingest.ingest.pipeline import Pipeline, StageDependencies
 
 from samples import documents

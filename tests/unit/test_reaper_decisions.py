@@ -119,10 +119,10 @@ def reaper(
     [
         (ExecutionState.RUNNING, None),
         (ExecutionState.PENDING_REDRIVE, None),
-        (ExecutionState.FAILED, ReapAction.REDRIVEN),
-        (ExecutionState.TIMED_OUT, ReapAction.REDRIVEN),
-        (ExecutionState.ABORTED, ReapAction.REDRIVEN),
-        (ExecutionState.MISSING, ReapAction.REDRIVEN),
+        (ExecutionState.FAILED, ReapAction.RESTARTED),
+        (ExecutionState.TIMED_OUT, ReapAction.RESTARTED),
+        (ExecutionState.ABORTED, ReapAction.RESTARTED),
+        (ExecutionState.MISSING, ReapAction.RESTARTED),
         # "Succeeded" but the record is not READY: re-running would not explain it; a human must look.
         (ExecutionState.SUCCEEDED, ReapAction.MARKED_FAILED),
     ],
@@ -131,7 +131,7 @@ def test_decision_by_execution_state(state: ExecutionState, action: ReapAction |
     documents = FakeDocuments(record("d1"))
     replayer = FakeReplayer()
     report = reaper(documents, FakeExecutions({"arn:d1": state}), replayer).reap()
-    taken = {ReapAction.REDRIVEN: report.redriven, ReapAction.MARKED_FAILED: report.marked_failed}
+    taken = {ReapAction.RESTARTED: report.redriven, ReapAction.MARKED_FAILED: report.marked_failed}
     if action is None:
         assert [d.document_id for d in report.left_alone] == ["d1"] and replayer.replayed == []
     else:
@@ -234,7 +234,7 @@ def test_uploads_past_url_expiry_plus_grace_expire_and_younger_ones_wait() -> No
     assert set(documents.expired) == {"stale"}
     assert "no file was uploaded" in documents.expired["stale"]
     # Not a reaped document: DocumentsReaped (which pages) counts only redrives and STUCK failures.
-    assert report.counts() == {ReapAction.REDRIVEN: 0, ReapAction.MARKED_FAILED: 0}
+    assert report.counts() == {ReapAction.RESTARTED: 0, ReapAction.MARKED_FAILED: 0}
 
 
 def test_without_the_setting_nothing_expires() -> None:

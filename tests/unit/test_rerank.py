@@ -16,6 +16,7 @@ from rag_ingest.core.config import RerankEnv, SearchEnv
 from rag_ingest.core.errors import ConfigurationError, PermanentError, TransientError
 from rag_ingest.core.settings import RERANK_CANDIDATES, RERANK_MAX_CANDIDATES
 from rag_ingest.retrieval.hits import SearchHit
+from rag_ingest.retrieval.query import SearchQuery
 from rag_ingest.retrieval.rerank import (
     STAND_IN_NAME,
     LexicalStandInReranker,
@@ -68,18 +69,18 @@ class Ranked:
         self.hits = [passage(i) for i in range(count)]
         self.depths: list[int] = []
 
-    def knn_search(self, *, tenant_id: str, vector: object, k: int = 5, highlight_text: str | None = None) -> Any:
+    def knn_search(self, query: SearchQuery, vector: object, *, k: int) -> Any:
         self.depths.append(k)
         return [SearchHit(**{**h.__dict__, "retrieved_by": ("knn",)}) for h in self.hits[:k]]
 
-    def bm25_search(self, *, tenant_id: str, query: str, k: int = 5) -> Any:
+    def bm25_search(self, query: SearchQuery, *, k: int) -> Any:
         self.depths.append(k)
         return self.hits[:k]
 
 
 def test_the_stage_reorders_by_the_rerankers_score_and_returns_k() -> None:
     reranker = ReversingReranker()
-    hits = rerank_passages(reranker, "q", [passage(i) for i in range(10)], k=3)
+    hits = rerank_passages(reranker, SearchQuery(tenant_id="t", text="q", k=3), [passage(i) for i in range(10)])
     assert [h.chunk_id for h in hits] == ["c9", "c8", "c7"]
     assert [h.score for h in hits] == [9.0, 8.0, 7.0]  # the reranker's relevance scores
     assert hits[0].page_start == 9 and hits[0].retrieved_by == ("bm25",)  # the rest of the passage is kept
@@ -87,12 +88,13 @@ def test_the_stage_reorders_by_the_rerankers_score_and_returns_k() -> None:
 
 
 def test_the_stage_with_fewer_passages_than_k_returns_them_all_and_nothing_for_none() -> None:
-    assert [h.chunk_id for h in rerank_passages(ReversingReranker(), "q", [passage(0), passage(1)], k=5)] == [
+    five = SearchQuery(tenant_id="t", text="q", k=5)
+    assert [h.chunk_id for h in rerank_passages(ReversingReranker(), five, [passage(0), passage(1)])] == [
         "c1",
         "c0",
     ]
     reranker = ReversingReranker()
-    assert rerank_passages(reranker, "q", [], k=5) == []
+    assert rerank_passages(reranker, SearchQuery(tenant_id="t", text="q", k=5), []) == []
     assert reranker.calls == []  # no call for no candidates
 
 
@@ -104,7 +106,7 @@ def test_a_reranker_answering_bad_indexes_is_an_error_not_a_wrong_order() -> Non
             return [(0, 1.0), (0, 0.5)]
 
     with pytest.raises(RuntimeError, match="broken answered indexes"):
-        rerank_passages(Broken(), "q", [passage(0), passage(1)], k=2)
+        rerank_passages(Broken(), SearchQuery(tenant_id="t", text="q", k=2), [passage(0), passage(1)])
 
 
 def test_the_depth_is_the_candidates_or_k_when_larger_within_bounds() -> None:
@@ -119,15 +121,8 @@ def test_the_depth_is_the_candidates_or_k_when_larger_within_bounds() -> None:
 def test_search_with_a_reranker_scores_the_first_stages_top_candidates_only() -> None:
     store = Ranked(80)
     reranker = ReversingReranker()
-    hits = search_passages(
-        store,  # type: ignore[arg-type]
-        CountingEmbedder(),
-        tenant_id="t",
-        query="q",
-        k=5,
-        reranker=reranker,
-        rerank_candidates=30,
-    )
+    query = SearchQuery(tenant_id="t", text="q", k=5)
+    hits = search_passages(store, CountingEmbedder(), query, reranker=reranker, rerank_candidates=30)
     [(_, texts, top_n)] = reranker.calls
     # 30 candidates (the first stage asked each leg for 60), the 5 best by the reranker.
     assert store.depths == [60, 60]
@@ -137,7 +132,7 @@ def test_search_with_a_reranker_scores_the_first_stages_top_candidates_only() ->
 
 def test_search_without_a_reranker_is_unchanged() -> None:
     store = Ranked(80)
-    hits = search_passages(store, CountingEmbedder(), tenant_id="t", query="q", k=5, mode=SearchMode.BM25)  # type: ignore[arg-type]
+    hits = search_passages(store, CountingEmbedder(), SearchQuery(tenant_id="t", text="q", k=5, mode=SearchMode.BM25))  # type: ignore[arg-type]
     assert [h.chunk_id for h in hits] == ["c0", "c1", "c2", "c3", "c4"]
     assert store.depths == [20]
 

@@ -17,6 +17,7 @@ from rag_ingest.core.config import FusionEnv, IndexParamsEnv
 from rag_ingest.core.errors import ConfigurationError, PermanentError, TransientError
 from rag_ingest.core.tracing import in_callers_trace, tracer
 from rag_ingest.retrieval.hits import PassageCopy, SearchHit
+from rag_ingest.retrieval.query import SearchQuery
 from rag_ingest.retrieval.search import (
     DEFAULT_FUSION,
     RRF_RANK_CONSTANT,
@@ -102,7 +103,7 @@ def test_bad_requests_are_rejected(body: dict[str, object]) -> None:
 
 def test_search_refuses_a_missing_tenant_before_any_query() -> None:
     with pytest.raises(PermanentError, match="tenant"):
-        search_passages(None, None, tenant_id="", query="q")  # type: ignore[arg-type]
+        search_passages(None, None, SearchQuery(tenant_id="", text="q"))  # type: ignore[arg-type]
 
 
 def passage(chunk_id: str, text: str, document_id: str = "d", retriever: str = "bm25") -> SearchHit:
@@ -145,19 +146,17 @@ class DuplicatingRetriever:
         ]
         return ranked[:k]
 
-    def knn_search(
-        self, *, tenant_id: str, vector: object, k: int = 5, highlight_text: str | None = None
-    ) -> list[SearchHit]:
+    def knn_search(self, query: SearchQuery, vector: object, *, k: int) -> list[SearchHit]:
         return self._hits(k, "knn")
 
-    def bm25_search(self, *, tenant_id: str, query: str, k: int = 5) -> list[SearchHit]:
+    def bm25_search(self, query: SearchQuery, *, k: int) -> list[SearchHit]:
         return self._hits(k, "bm25")
 
 
 @pytest.mark.parametrize("mode", list(SearchMode))
 def test_every_mode_returns_k_distinct_texts_when_every_passage_has_a_copy(mode: SearchMode) -> None:
     store = DuplicatingRetriever(distinct=30)
-    hits = search_passages(store, CountingEmbedder(), tenant_id="t", query="lighthouses", k=5, mode=mode)  # type: ignore[arg-type]
+    hits = search_passages(store, CountingEmbedder(), SearchQuery(tenant_id="t", text="lighthouses", k=5, mode=mode))  # type: ignore[arg-type]
     assert len(hits) == 5
     assert len({h.text for h in hits}) == 5
     assert all(h.document_id == "original" for h in hits)
@@ -168,7 +167,7 @@ def test_every_mode_returns_k_distinct_texts_when_every_passage_has_a_copy(mode:
 @pytest.mark.parametrize("mode", list(SearchMode))
 def test_a_search_looks_deeper_when_copies_leave_fewer_than_k_texts(mode: SearchMode) -> None:
     store = DuplicatingRetriever(distinct=30, copies=5)
-    hits = search_passages(store, CountingEmbedder(), tenant_id="t", query="lighthouses", k=10, mode=mode)  # type: ignore[arg-type]
+    hits = search_passages(store, CountingEmbedder(), SearchQuery(tenant_id="t", text="lighthouses", k=10, mode=mode))  # type: ignore[arg-type]
     assert [h.text for h in hits] == store.texts[:10]
     assert all(len(h.copies) == 4 for h in hits)
     # 20 candidates hold 4 texts, 40 hold 8, 80 hold 16: each pass twice as deep, each leg alike.
@@ -178,14 +177,14 @@ def test_a_search_looks_deeper_when_copies_leave_fewer_than_k_texts(mode: Search
 
 def test_a_deeper_search_stops_at_the_maximum_depth() -> None:
     store = DuplicatingRetriever(distinct=30, copies=10)
-    hits = search_passages(store, CountingEmbedder(), tenant_id="t", query="q", k=20, mode=SearchMode.KNN)  # type: ignore[arg-type]
+    hits = search_passages(store, CountingEmbedder(), SearchQuery(tenant_id="t", text="q", k=20, mode=SearchMode.KNN))  # type: ignore[arg-type]
     assert store.depths == [40, 80, 100]
     assert len(hits) == 10  # 100 candidates hold 10 texts: as many as there are, not an error
 
 
 def test_a_search_does_not_look_deeper_when_the_tenant_has_nothing_more() -> None:
     store = DuplicatingRetriever(distinct=3, copies=2)
-    hits = search_passages(store, CountingEmbedder(), tenant_id="t", query="q", k=10)  # type: ignore[arg-type]
+    hits = search_passages(store, CountingEmbedder(), SearchQuery(tenant_id="t", text="q", k=10))  # type: ignore[arg-type]
     assert len(hits) == 3
     assert store.depths == [20, 20]  # one pass: neither leg filled its 20
 
@@ -246,21 +245,19 @@ class RecordingRetriever(DuplicatingRetriever):
         super().__init__(distinct=3)
         self.texts = ["alpha", "beta", "gamma"]
 
-    def knn_search(
-        self, *, tenant_id: str, vector: object, k: int = 5, highlight_text: str | None = None
-    ) -> list[SearchHit]:
+    def knn_search(self, query: SearchQuery, vector: object, *, k: int) -> list[SearchHit]:
         return list(reversed(self._hits(k, "knn")))
 
 
 def test_hybrid_search_fuses_with_the_given_weights_and_depth() -> None:
     store = RecordingRetriever()
     knn_led = FusionSettings(bm25_weight=0.1, knn_weight=1.0, min_candidates=4, candidates_per_result=1)
-    hits = search_passages(store, CountingEmbedder(), tenant_id="t", query="q", k=2, fusion=knn_led)  # type: ignore[arg-type]
+    hits = search_passages(store, CountingEmbedder(), SearchQuery(tenant_id="t", text="q", k=2), fusion=knn_led)  # type: ignore[arg-type]
     assert store.depths == [4, 4]
     # k-NN's list is BM25's reversed: with BM25 weighted down, k-NN's order wins.
     assert [h.text for h in hits] == ["beta", "alpha"]
     bm25_led = FusionSettings(bm25_weight=1.0, knn_weight=0.1, min_candidates=4, candidates_per_result=1)
-    hits = search_passages(store, CountingEmbedder(), tenant_id="t", query="q", k=2, fusion=bm25_led)  # type: ignore[arg-type]
+    hits = search_passages(store, CountingEmbedder(), SearchQuery(tenant_id="t", text="q", k=2), fusion=bm25_led)  # type: ignore[arg-type]
     assert [h.text for h in hits] == ["alpha", "beta"]
 
 
@@ -338,24 +335,22 @@ class OverlapProbe(DuplicatingRetriever):
         self.bm25_started.wait(self.WAIT_SECONDS)
         return CountingEmbedder().embed(texts)
 
-    def knn_search(
-        self, *, tenant_id: str, vector: object, k: int = 5, highlight_text: str | None = None
-    ) -> list[SearchHit]:
+    def knn_search(self, query: SearchQuery, vector: object, *, k: int) -> list[SearchHit]:
         self.threads["knn"] = threading.current_thread().name
         self.knn_started.set()
-        return super().knn_search(tenant_id=tenant_id, vector=vector, k=k, highlight_text=highlight_text)
+        return super().knn_search(query, vector, k=k)
 
-    def bm25_search(self, *, tenant_id: str, query: str, k: int = 5) -> list[SearchHit]:
+    def bm25_search(self, query: SearchQuery, *, k: int) -> list[SearchHit]:
         self.threads["bm25"] = threading.current_thread().name
         self.bm25_started.set()
         self.bm25_saw_knn = self.knn_started.wait(self.WAIT_SECONDS)
-        return super().bm25_search(tenant_id=tenant_id, query=query, k=k)
+        return super().bm25_search(query, k=k)
 
 
 def test_a_hybrid_search_sends_bm25_while_the_query_is_embedded_and_knn_runs() -> None:
     probe = OverlapProbe()
     started = time.monotonic()
-    hits = search_passages(probe, probe, tenant_id="t", query="lighthouses", k=5)  # type: ignore[arg-type]
+    hits = search_passages(probe, probe, SearchQuery(tenant_id="t", text="lighthouses", k=5))  # type: ignore[arg-type]
     assert len(hits) == 5
     assert probe.bm25_saw_knn  # BM25 was still running when the k-NN request went out
     assert time.monotonic() - started < OverlapProbe.WAIT_SECONDS  # and no wait timed out
@@ -364,11 +359,11 @@ def test_a_hybrid_search_sends_bm25_while_the_query_is_embedded_and_knn_runs() -
 
 def test_a_failing_bm25_leg_fails_the_hybrid_search_with_its_error() -> None:
     class FailingBm25(DuplicatingRetriever):
-        def bm25_search(self, *, tenant_id: str, query: str, k: int = 5) -> list[SearchHit]:
+        def bm25_search(self, query: SearchQuery, *, k: int) -> list[SearchHit]:
             raise TransientError("OpenSearch search: 503")
 
     with pytest.raises(TransientError, match="503"):
-        search_passages(FailingBm25(distinct=3), CountingEmbedder(), tenant_id="t", query="q", k=2)  # type: ignore[arg-type]
+        search_passages(FailingBm25(distinct=3), CountingEmbedder(), SearchQuery(tenant_id="t", text="q", k=2))  # type: ignore[arg-type]
 
 
 def test_a_thread_given_the_callers_trace_records_under_the_callers_subsegment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,7 +13,8 @@ import pytest
 from rag_ingest.adapters.presigner import S3Presigner
 from rag_ingest.core.config import ApiEnv
 from rag_ingest.core.errors import ErrorCode, PermanentError
-from rag_ingest.documents.service import DocumentService, UploadRequest
+from rag_ingest.documents.schemas import UploadRequest
+from rag_ingest.documents.service import DocumentService
 
 pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parents[2]

@@ -37,11 +37,12 @@ def api() -> Iterator[ModuleType]:
 
 
 @pytest.fixture
-def store(api: ModuleType) -> MemoryEndpoints:
+def store(api: ModuleType, monkeypatch: pytest.MonkeyPatch) -> MemoryEndpoints:
     memory = MemoryEndpoints()
     routes = sys.modules["functions.api.routes.webhooks"]
     resolver = {"hooks.example.com": [PUBLIC], "intranet.example.com": ["10.0.0.8"]}
-    routes.webhooks = WebhookService(memory, UrlPolicy(resolver=lambda host, port: resolver.get(host, [])))  # type: ignore[attr-defined]
+    service = WebhookService(memory, UrlPolicy(resolver=lambda host, port: resolver.get(host, [])))
+    monkeypatch.setattr(routes, "get_webhooks", lambda: service)
     return memory
 
 
@@ -108,12 +109,13 @@ def test_bad_registrations_are_400_with_a_clear_code(
     assert store.items == {}
 
 
-def test_an_endpoints_deliveries_are_listed_newest_first(api: ModuleType, store: MemoryEndpoints) -> None:
+def test_an_endpoints_deliveries_are_listed_newest_first(
+    api: ModuleType, store: MemoryEndpoints, monkeypatch: pytest.MonkeyPatch
+) -> None:
     history = MemoryDeliveries()
     routes = sys.modules["functions.api.routes.webhooks"]
-    routes.webhooks = WebhookService(  # type: ignore[attr-defined]
-        store, UrlPolicy(resolver=lambda host, port: [PUBLIC]), history=history
-    )
+    service = WebhookService(store, UrlPolicy(resolver=lambda host, port: [PUBLIC]), history=history)
+    monkeypatch.setattr(routes, "get_webhooks", lambda: service)
     _, created = call(api, "POST", "/webhooks", {"url": "https://hooks.example.com/", "events": ["document.ready"]})
     assert call(api, "GET", f"/webhooks/{created['id']}/deliveries") == (
         200,

@@ -1,8 +1,10 @@
-"""What the route groups share: the services (built once per container, from the environment
-validated at the cold start), the caller's tenant from the JWT claims, and a route's OpenAPI responses."""
+"""What the route groups share: the services (``get_services``: built on first use from the
+environment validated at the cold start, then kept by the container), the caller's tenant from the
+JWT claims, and a route's OpenAPI responses."""
 
 from __future__ import annotations
 
+from functools import cache
 from http import HTTPStatus
 
 from aws_lambda_powertools.event_handler import content_types
@@ -15,13 +17,19 @@ from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 from rag_ingest.core.access import Principal
 from rag_ingest.core.config import ApiEnv, SearchEnv
 from rag_ingest.core.logs import logger
-from rag_ingest.documents.service import ErrorBody, GatewayError
-from rag_ingest.wiring import build_api
+from rag_ingest.wiring import ApiServices, build_api
+
+from .errors import ErrorBody, GatewayError
 
 ENV = ApiEnv.from_env()
 SEARCH_ENV = SearchEnv.from_env()
-services = build_api(ENV, SEARCH_ENV)
-service, deletion, searcher = services.documents, services.deletion, services.search
+
+
+@cache
+def get_services() -> ApiServices:
+    """The document, deletion and search services; tests replace this function (or a service's
+    method) to run fakes."""
+    return build_api(ENV, SEARCH_ENV)
 
 
 def principal(event: BaseProxyEvent) -> Principal:

@@ -7,26 +7,28 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
+from rag_ingest.core.ids import is_document_id
 from rag_ingest.documents.deletion import DeletionReport
-from rag_ingest.documents.service import (
+from rag_ingest.documents.errors import DocumentNotFoundError
+from rag_ingest.documents.paging import (
     DEFAULT_PAGE_SIZE,
     MAX_CURSOR_CHARS,
     MAX_IF_MATCH_CHARS,
     MAX_LIST_FILTER_CHARS,
     MAX_PAGE_SIZE,
+    etag,
+)
+from rag_ingest.documents.schemas import (
     DocumentContent,
-    DocumentNotFoundError,
     DocumentPage,
     DocumentPatch,
     DocumentView,
     DownloadLink,
     UploadRequest,
     UploadTicket,
-    etag,
-    is_document_id,
 )
 
-from .common import deletion, principal, responses, service
+from .common import get_services, principal, responses
 
 router = Router()
 
@@ -43,7 +45,7 @@ DocumentId = Annotated[str, Path(description="A document id as POST /documents r
 )
 def create_document(request: UploadRequest) -> Response[UploadTicket]:
     caller = principal(router.current_event)
-    ticket = service.create_upload(caller.tenant_id, request, caller)
+    ticket = get_services().documents.create_upload(caller.tenant_id, request, caller)
     return Response(201, content_types.APPLICATION_JSON, ticket)
 
 
@@ -74,7 +76,8 @@ def list_documents(
     ] = None,
 ) -> DocumentPage:
     caller = principal(router.current_event)
-    return service.list(caller.tenant_id, limit=limit, cursor=cursor, filter_json=filter, principal=caller)
+    documents = get_services().documents
+    return documents.list(caller.tenant_id, limit=limit, cursor=cursor, filter_json=filter, principal=caller)
 
 
 @router.get(
@@ -87,7 +90,7 @@ def list_documents(
 )
 def get_document(document_id: DocumentId) -> Response[DocumentView]:
     caller = principal(router.current_event)
-    view = service.get(caller.tenant_id, document_id, caller)
+    view = get_services().documents.get(caller.tenant_id, document_id, caller)
     return Response(200, content_types.APPLICATION_JSON, view, headers={"ETag": etag(view.revision)})
 
 
@@ -120,7 +123,7 @@ def update_document(
     ] = None,
 ) -> Response[DocumentView]:
     caller = principal(router.current_event)
-    view = service.update(caller.tenant_id, document_id, patch, if_match=if_match, principal=caller)
+    view = get_services().documents.update(caller.tenant_id, document_id, patch, if_match=if_match, principal=caller)
     return Response(200, content_types.APPLICATION_JSON, view, headers={"ETag": etag(view.revision)})
 
 
@@ -137,8 +140,9 @@ def delete_document(document_id: DocumentId) -> DeletionReport:
     if not is_document_id(document_id):  # never a table key DynamoDB would refuse (e.g. over 2 KB)
         raise DocumentNotFoundError(document_id)
     # Only someone who may read the document may delete it; anyone else gets the same 404.
-    service.readable(caller.tenant_id, document_id, caller)
-    return deletion.delete(caller.tenant_id, document_id)
+    services = get_services()
+    services.documents.readable(caller.tenant_id, document_id, caller)
+    return services.deletion.delete(caller.tenant_id, document_id)
 
 
 @router.post(
@@ -151,7 +155,7 @@ def delete_document(document_id: DocumentId) -> DeletionReport:
 )
 def retry_document(document_id: DocumentId) -> Response[DocumentView]:
     caller = principal(router.current_event)
-    view = service.retry(caller.tenant_id, document_id, caller)
+    view = get_services().documents.retry(caller.tenant_id, document_id, caller)
     return Response(202, content_types.APPLICATION_JSON, view)
 
 
@@ -169,7 +173,7 @@ def retry_document(document_id: DocumentId) -> Response[DocumentView]:
 )
 def document_content(document_id: DocumentId) -> DocumentContent:
     caller = principal(router.current_event)
-    return service.content(caller.tenant_id, document_id, caller)
+    return get_services().documents.content(caller.tenant_id, document_id, caller)
 
 
 @router.get(
@@ -185,4 +189,4 @@ def document_content(document_id: DocumentId) -> DocumentContent:
 )
 def download_document(document_id: DocumentId) -> DownloadLink:
     caller = principal(router.current_event)
-    return service.download(caller.tenant_id, document_id, caller)
+    return get_services().documents.download(caller.tenant_id, document_id, caller)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from rag_ingest.retrieval.search import SearchRequest, SearchResponse
 
-from .common import principal, responses, searcher
+from .common import get_services, principal, responses
 
 router = Router()
 
@@ -23,4 +23,4 @@ router = Router()
 )
 def search(request: SearchRequest) -> SearchResponse:
     caller = principal(router.current_event)
-    return searcher.search(caller.tenant_id, request, caller)
+    return get_services().search.search(caller.tenant_id, request, caller)

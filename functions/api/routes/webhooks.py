@@ -4,40 +4,31 @@ and rotate only; another tenant's endpoint answers 404 like a missing one."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from functools import cache
+from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path
 from rag_ingest.core.config import WebhooksApiEnv
-from rag_ingest.documents.service import ErrorBody, ErrorDetail
 from rag_ingest.webhooks.model import DeliveryList, EndpointList, EndpointRequest, EndpointWithSecret
-from rag_ingest.webhooks.service import EndpointNotFoundError, WebhookRequestError
+from rag_ingest.webhooks.service import WebhookService
 from rag_ingest.wiring import build_webhooks
 
 from .common import responses, tenant
 
 WEBHOOKS_ENV = WebhooksApiEnv.from_env()
-webhooks = build_webhooks(WEBHOOKS_ENV)
+
+
+@cache
+def get_webhooks() -> WebhookService:
+    """The webhook service, built on first use; tests replace this function to run a fake store."""
+    return build_webhooks(WEBHOOKS_ENV)
+
 
 router = Router()
 
 EndpointId = Annotated[str, Path(description="An endpoint id as POST /webhooks returned it")]
-
-
-def _error(status: int, code: str, message: str) -> Response[Any]:
-    body = ErrorBody(error=ErrorDetail(code=code, message=message)).model_dump()
-    return Response(status, content_types.APPLICATION_JSON, body)
-
-
-@router.exception_handler(WebhookRequestError)
-def invalid_webhook(exc: WebhookRequestError) -> Response[Any]:
-    return _error(400, exc.code, exc.message)
-
-
-@router.exception_handler(EndpointNotFoundError)
-def endpoint_not_found(exc: EndpointNotFoundError) -> Response[Any]:
-    return _error(404, "NOT_FOUND", "no such webhook endpoint")
 
 
 @router.post(
@@ -54,7 +45,7 @@ def endpoint_not_found(exc: EndpointNotFoundError) -> Response[Any]:
     operation_id="createWebhook",
 )
 def create_webhook(request: EndpointRequest) -> Response[EndpointWithSecret]:
-    created = webhooks.register(tenant(router.current_event), request)
+    created = get_webhooks().register(tenant(router.current_event), request)
     return Response(201, content_types.APPLICATION_JSON, created)
 
 
@@ -67,7 +58,7 @@ def create_webhook(request: EndpointRequest) -> Response[EndpointWithSecret]:
     operation_id="listWebhooks",
 )
 def list_webhooks() -> EndpointList:
-    return webhooks.list(tenant(router.current_event))
+    return get_webhooks().list(tenant(router.current_event))
 
 
 @router.delete(
@@ -79,7 +70,7 @@ def list_webhooks() -> EndpointList:
     operation_id="deleteWebhook",
 )
 def delete_webhook(endpoint_id: EndpointId) -> Response[None]:
-    webhooks.delete(tenant(router.current_event), endpoint_id)
+    get_webhooks().delete(tenant(router.current_event), endpoint_id)
     return Response(204, content_types.APPLICATION_JSON, None)
 
 
@@ -92,7 +83,7 @@ def delete_webhook(endpoint_id: EndpointId) -> Response[None]:
     operation_id="rotateWebhookSecret",
 )
 def rotate_webhook_secret(endpoint_id: EndpointId) -> EndpointWithSecret:
-    return webhooks.rotate_secret(tenant(router.current_event), endpoint_id)
+    return get_webhooks().rotate_secret(tenant(router.current_event), endpoint_id)
 
 
 @router.get(
@@ -108,4 +99,4 @@ def rotate_webhook_secret(endpoint_id: EndpointId) -> EndpointWithSecret:
     operation_id="listWebhookDeliveries",
 )
 def list_webhook_deliveries(endpoint_id: EndpointId) -> DeliveryList:
-    return webhooks.deliveries(tenant(router.current_event), endpoint_id)
+    return get_webhooks().deliveries(tenant(router.current_event), endpoint_id)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import boto3
@@ -42,6 +44,10 @@ _TRANSIENT_CODES = frozenset(
 )
 
 
+#: DynamoDB's answer to a write whose condition did not hold: an outcome the adapters expect.
+CONDITION_FAILED = "ConditionalCheckFailedException"
+
+
 def client(service: str) -> Any:
     """A boto3 client; AWS_ENDPOINT_URL (moto locally) is honoured by boto3 itself."""
     return boto3.client(service, config=BOTO_CONFIG)  # type: ignore[call-overload]
@@ -60,13 +66,30 @@ def resource(service: str) -> Any:
     return boto3.resource(service, config=BOTO_CONFIG)  # type: ignore[call-overload]
 
 
-def error_code(exc: ClientError) -> str:
+def error_code(exc: BaseException | None) -> str:
+    """A botocore ``ClientError``'s error code ("" for any other exception)."""
+    if not isinstance(exc, ClientError):
+        return ""
     return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def error_message(exc: BaseException | None) -> str:
+    """A botocore ``ClientError``'s message ("" for any other exception)."""
+    if not isinstance(exc, ClientError):
+        return ""
+    return str(exc.response.get("Error", {}).get("Message", ""))
+
+
+def http_status(exc: BaseException | None) -> int:
+    """A botocore ``ClientError``'s HTTP status (0 when it has none, or for any other exception)."""
+    if not isinstance(exc, ClientError):
+        return 0
+    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
 
 
 def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, ClientError):
-        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        status = http_status(exc)
         return error_code(exc) in _TRANSIENT_CODES or status >= 500 or status == 429
     return isinstance(exc, ConnectionError | ReadTimeoutError | BotoCoreError)
 
@@ -80,9 +103,52 @@ def translate(exc: Exception, what: str, *, transient: Callable[[BaseException],
     return TransientError(f"{what}: {type(exc).__name__}: {exc}") if transient(exc) else exc
 
 
-#: botocore's adaptive retry mode: standard retries plus a client-side rate, lowered on throttles
-#: (https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html). Per client, so per
-#: Lambda: it is not shared between concurrent Embed tasks (embedding.capacity.mode "adaptive").
+@dataclass
+class Refusal:
+    """How a ``translated`` block ended: ``error`` and its ``code`` when the call was refused with a
+    code the block expects (an answer, not a failure), else None and ""."""
+
+    error: BaseException | None = None
+    code: str = ""
+
+    @property
+    def refused(self) -> bool:
+        return self.error is not None
+
+
+@contextmanager
+def translated(
+    what: str,
+    *,
+    expect: Collection[str] = (),
+    catch: type[BaseException] | tuple[type[BaseException], ...] = ClientError,
+    transient: Callable[[BaseException], bool] = is_transient,
+    code_of: Callable[[BaseException], str] = error_code,
+) -> Iterator[Refusal]:
+    """Run the block's calls with their errors translated once (httpx's ``map_exceptions``): a
+    ``catch`` error whose code (``code_of``) is in ``expect`` is kept on the yielded ``Refusal``
+    and the block ends quietly; any other is raised as ``translate(exc, what)`` says. For example::
+
+        with translated(f"head {key}", expect={"404"}) as refusal:
+            s3.head_object(Bucket=bucket, Key=key)
+        exists = not refusal.refused
+    """
+    refusal = Refusal()
+    try:
+        yield refusal
+    except catch as exc:
+        code = code_of(exc)
+        if code and code in expect:
+            refusal.error, refusal.code = exc, code
+            return
+        raised = translate(exc, what, transient=transient) if isinstance(exc, Exception) else exc
+        if raised is exc:
+            raise
+        raise raised from exc
+
+
+#: botocore's adaptive retry mode (a client-side rate, lowered on throttles): per client, so per Lambda,
+#: never shared between Embed tasks (docs/architecture.md, "One limiter across all Embed work").
 ADAPTIVE_RETRIES = {"mode": "adaptive", "max_attempts": 10}
 
 

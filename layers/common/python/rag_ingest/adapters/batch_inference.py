@@ -11,12 +11,11 @@ and writes moto's S3 in that layout.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from rag_ingest.adapters.aws import client, error_code, translate
+from rag_ingest.adapters.aws import Refusal, client, translated
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.tracing import traced
 from rag_ingest.ingest.batch_embedding import BatchJob, BatchSlotsFull
@@ -30,6 +29,17 @@ def _split_uri(uri: str) -> tuple[str, str]:
         raise ValueError(f"not an S3 URI: {uri!r}")
     bucket, _, key = uri[len("s3://") :].partition("/")
     return bucket, key
+
+
+@contextmanager
+def _control_plane(what: str, expect: Collection[str] = ()) -> Iterator[Refusal]:
+    """``translated`` for the control plane; a refused call (role, model access, input) is a
+    deployment fault no retry mends: ``PermanentError(EMBEDDING_BATCH_FAILED)``."""
+    with translated(what, expect={*_REFUSED, *expect}) as refusal:
+        yield refusal
+    if refusal.code in _REFUSED:
+        detail = f"{what}: {refusal.code}: {refusal.error}"
+        raise PermanentError(ErrorCode.EMBEDDING_BATCH_FAILED, detail) from refusal.error
 
 
 def job_id(job_arn: str) -> str:
@@ -47,7 +57,7 @@ class BedrockBatchJobs:
     def find(self, name: str) -> list[BatchJob]:
         jobs: list[BatchJob] = []
         token: str | None = None
-        try:
+        with _control_plane("list batch inference jobs"):
             while True:
                 page = self._bedrock.list_model_invocation_jobs(
                     nameContains=name, sortBy="CreationTime", sortOrder="Descending", maxResults=100,
@@ -58,9 +68,8 @@ class BedrockBatchJobs:
                         jobs.append(self._job(summary))
                 token = page.get("nextToken")
                 if not token:
-                    return jobs
-        except ClientError as exc:
-            raise self._translate(exc, "list batch inference jobs") from exc
+                    break
+        return jobs
 
     def create(
         self,
@@ -73,7 +82,7 @@ class BedrockBatchJobs:
         timeout_hours: int,
         token: str,
     ) -> str:
-        try:
+        with _control_plane(f"create batch inference job {name}", expect=_SLOTS_FULL) as refusal:
             response = self._bedrock.create_model_invocation_job(
                 jobName=name,
                 roleArn=role_arn,
@@ -83,17 +92,14 @@ class BedrockBatchJobs:
                 outputDataConfig={"s3OutputDataConfig": {"s3Uri": output_uri}},
                 timeoutDurationInHours=timeout_hours,
             )
-        except ClientError as exc:
-            if error_code(exc) in _SLOTS_FULL:
-                raise BatchSlotsFull(str(exc)) from exc
-            raise self._translate(exc, f"create batch inference job {name}") from exc
+        if refusal.refused:
+            raise BatchSlotsFull(str(refusal.error)) from refusal.error
         return str(response["jobArn"])
 
     def get(self, job_arn: str) -> BatchJob:
-        try:
-            return self._job(self._bedrock.get_model_invocation_job(jobIdentifier=job_arn))
-        except ClientError as exc:
-            raise self._translate(exc, f"get batch inference job {job_arn}") from exc
+        with _control_plane(f"get batch inference job {job_arn}"):
+            described = self._bedrock.get_model_invocation_job(jobIdentifier=job_arn)
+        return self._job(described)
 
     @staticmethod
     def _job(described: dict[str, Any]) -> BatchJob:
@@ -108,25 +114,16 @@ class BedrockBatchJobs:
             output_uri=folder,
         )
 
-    @staticmethod
-    def _translate(exc: ClientError, what: str) -> Exception:
-        if error_code(exc) in _REFUSED:
-            # A deployment fault (role, model access, input): no retry will mend it.
-            return PermanentError(ErrorCode.EMBEDDING_BATCH_FAILED, f"{what}: {error_code(exc)}: {exc}")
-        return translate(exc, what)
-
     # -- the files -------------------------------------------------------------------------
     def write_input(self, bucket: str, key: str, lines: Iterable[str]) -> int:
         body = "".join(line + "\n" for line in lines).encode()
-        try:
+        with translated(f"put {key}"):
             self._s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/jsonl")
-        except ClientError as exc:
-            raise translate(exc, f"put {key}") from exc
         return len(body)
 
     def read_output(self, output_uri: str) -> Iterator[str]:
         bucket, prefix = _split_uri(output_uri)
-        try:
+        with translated(f"read batch output {output_uri}"):
             for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
                 for item in page.get("Contents", []):
                     if not str(item["Key"]).endswith(".jsonl.out"):
@@ -134,17 +131,13 @@ class BedrockBatchJobs:
                     body = self._s3.get_object(Bucket=bucket, Key=item["Key"])["Body"]
                     for raw in body.iter_lines():
                         yield raw.decode()
-        except ClientError as exc:
-            raise translate(exc, f"read batch output {output_uri}") from exc
 
     def delete_files(self, bucket: str, folder: str) -> int:
         deleted = 0
-        try:
+        with translated(f"delete batch files under {folder}"):
             for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=folder):
                 keys = [{"Key": item["Key"]} for item in page.get("Contents", [])]
                 if keys:
                     self._s3.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
                     deleted += len(keys)
-        except ClientError as exc:
-            raise translate(exc, f"delete batch files under {folder}") from exc
         return deleted

@@ -13,9 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from rag_ingest.adapters.aws import error_code, resource, translate
+from rag_ingest.adapters.aws import CONDITION_FAILED, resource, translated
 from rag_ingest.core.tracing import traced
 from rag_ingest.embeddings.capacity import Booking, Ledger
 
@@ -47,10 +45,8 @@ class CapacityTable:
         self._table = service.Table(table_name)
 
     def read(self, scope: str) -> Ledger:
-        try:
+        with translated("read the embedding capacity ledger"):
             item = self._table.get_item(Key={SCOPE_ATTRIBUTE: scope}, ConsistentRead=True).get("Item")
-        except ClientError as exc:
-            raise translate(exc, "read the embedding capacity ledger") from exc
         if not item:
             return Ledger((), 0)
         return Ledger(decode_bookings(str(item.get(BOOKINGS_ATTRIBUTE, ""))), int(item.get(VERSION_ATTRIBUTE, 0)))
@@ -72,10 +68,6 @@ class CapacityTable:
                 "ExpressionAttributeNames": {"#version": VERSION_ATTRIBUTE},
                 "ExpressionAttributeValues": {":expected": expected_version},
             }
-        try:
+        with translated("write the embedding capacity ledger", expect={CONDITION_FAILED}) as refusal:
             self._table.put_item(Item=item, **condition)
-        except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                return False
-            raise translate(exc, "write the embedding capacity ledger") from exc
-        return True
+        return not refusal.refused

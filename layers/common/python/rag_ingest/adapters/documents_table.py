@@ -1,14 +1,11 @@
 """The documents table: the source of truth for a document's state, one repository for every caller.
 
 Every transition is a compare-and-set, so a late or duplicate worker's write is rejected
-(``StaleWriteError``) instead of applied:
-
-- the workflow's (QUEUED → PROCESSING(stage) → READY | FAILED) on the expected status and version;
-- the operator's (FAILED → QUEUED for a replay, QUEUED/PROCESSING → FAILED(STUCK), AWAITING_UPLOAD →
-  EXPIRED, → DELETING → DELETED) on the state read before it: status and version, plus
-  ``updated_at`` or ``replays`` where a concurrent writer could slip in.
-
-Each caller sees it through its own port (rag_ingest.core.ports: PipelineDocuments, IntakeDocuments, ...).
+(``StaleWriteError``) instead of applied: the workflow's on the expected status and version; the
+operator's (replay, stuck, expired, deleting, deleted) on the state read before it, status and
+version plus ``updated_at`` or ``replays`` where a concurrent writer could slip in. Each caller sees
+it through its own port (rag_ingest.core.ports); the transitions: docs/architecture.md, "Status
+transitions".
 """
 
 from __future__ import annotations
@@ -19,9 +16,8 @@ from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.conditions import Key
-from botocore.exceptions import ClientError
 
-from rag_ingest.adapters.aws import error_code, resource, translate
+from rag_ingest.adapters.aws import CONDITION_FAILED, resource, translated
 from rag_ingest.core.access import DocumentAccess
 from rag_ingest.core.errors import ErrorCode, StaleWriteError
 from rag_ingest.core.job import ObjectRef, Stage
@@ -62,10 +58,8 @@ class DocumentsTable:
 
     # -- reads -----------------------------------------------------------------------------
     def get(self, document_id: str) -> DocumentRecord | None:
-        try:
+        with translated("get document"):
             item = self._table.get_item(Key={"document_id": document_id}, ConsistentRead=True).get("Item")
-        except ClientError as exc:
-            raise translate(exc, "get document") from exc
         return DocumentRecord.model_validate(item) if item else None
 
     def list_by_tenant(
@@ -91,10 +85,8 @@ class DocumentsTable:
         records: list[DocumentRecord] = []
         for _ in range(_MAX_LIST_READS):
             kwargs["Limit"] = limit - len(records)
-            try:
+            with translated("list documents"):
                 page = self._table.query(**kwargs)
-            except ClientError as exc:
-                raise translate(exc, "list documents") from exc
             records.extend(DocumentRecord.model_validate(item) for item in page.get("Items", []))
             last_evaluated = page.get("LastEvaluatedKey")
             if last_evaluated is None:
@@ -122,10 +114,8 @@ class DocumentsTable:
             condition = condition & Key("updated_at").gt(updated_after)
         kwargs: dict[str, Any] = {"IndexName": STATUS_INDEX, "KeyConditionExpression": condition}
         while True:
-            try:
+            with translated("query documents by status"):
                 page = self._table.query(**kwargs)
-            except ClientError as exc:
-                raise translate(exc, "query documents by status") from exc
             for item in page.get("Items", []):
                 yield DocumentRecord.model_validate(item)
             if "LastEvaluatedKey" not in page:
@@ -141,15 +131,13 @@ class DocumentsTable:
         for status in statuses:
             start: dict[str, Any] = {}
             while True:
-                try:
+                with translated("read every document"):
                     if status is None:
                         key = Key("tenant_id").eq(tenant_id)
                         page = self._table.query(IndexName=TENANT_INDEX, KeyConditionExpression=key, **start)
                     else:
                         key = Key("status").eq(status.value)
                         page = self._table.query(IndexName=STATUS_INDEX, KeyConditionExpression=key, **start)
-                except ClientError as exc:
-                    raise translate(exc, "read every document") from exc
                 for item in page.get("Items", []):
                     yield DocumentRecord.model_validate(item)
                 if "LastEvaluatedKey" not in page:
@@ -182,10 +170,8 @@ class DocumentsTable:
             access=access,
         )
         stored = {**item, "metadata": {name: _dynamo_value(value) for name, value in item["metadata"].items()}}
-        try:
+        with translated("create document"):
             self._table.put_item(Item=stored, ConditionExpression="attribute_not_exists(document_id)")
-        except ClientError as exc:
-            raise translate(exc, "create document") from exc
         return DocumentRecord.model_validate(item)
 
     def mark_queued(
@@ -194,7 +180,7 @@ class DocumentsTable:
         """Record an uploaded version as QUEUED, unless a duplicate or a late event."""
         now = utc_now()
         filename = filename_of(ref.key)
-        try:
+        with translated("mark queued", expect={CONDITION_FAILED}) as refusal:
             response = self._table.update_item(
                 Key={"document_id": document_id},
                 UpdateExpression=(
@@ -239,9 +225,7 @@ class DocumentsTable:
                 ReturnValues="ALL_NEW",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise translate(exc, "mark queued") from exc
+        if refusal.refused:
             current = self.get(document_id)
             return QueueResult.not_queued(current, tenant_id, ref)
         return QueueResult(QueueOutcome.QUEUED, DocumentRecord.model_validate(response["Attributes"]))
@@ -337,14 +321,12 @@ class DocumentsTable:
         consistent), each candidate then re-read: only a READY record of the same tenant with the
         same sha256 counts.
         """
-        try:
+        with translated("find a copy of the document"):
             page = self._table.query(
                 IndexName=CONTENT_INDEX,
                 KeyConditionExpression=Key("content_key").eq(content_key(tenant_id, content_sha256)),
                 Limit=_MAX_COPY_CANDIDATES,
             )
-        except ClientError as exc:
-            raise translate(exc, "find a copy of the document") from exc
         for item in page.get("Items", []):
             candidate_id = str(item["document_id"])
             if candidate_id == document_id:
@@ -400,7 +382,7 @@ class DocumentsTable:
         if record.version is not None:
             version = "#version = :version"
             values[":version"] = record.version
-        try:
+        with translated("update document fields", expect={CONDITION_FAILED}) as refusal:
             response = self._table.update_item(
                 Key={"document_id": record.document_id},
                 UpdateExpression="SET " + ", ".join(sets),
@@ -409,10 +391,8 @@ class DocumentsTable:
                 ExpressionAttributeValues=values,
                 ReturnValues="ALL_NEW",
             )
-        except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                raise StaleWriteError(f"document {record.document_id} changed since it was read") from exc
-            raise translate(exc, "update document fields") from exc
+        if refusal.refused:
+            raise StaleWriteError(f"document {record.document_id} changed since it was read") from refusal.error
         return DocumentRecord.model_validate(response["Attributes"])
 
     # -- operator transitions: replay and reaping ------------------------------------------
@@ -455,27 +435,17 @@ class DocumentsTable:
 
     def mark_stuck(self, record: DocumentRecord, detail: str) -> None:
         """QUEUED/PROCESSING → FAILED(STUCK), if nothing wrote to the record since it was read."""
-        self._update_as_read(
-            record.document_id,
-            "SET #status = :failed, error_code = :code, error_detail = :detail, updated_at = :now",
-            "#status = :expected_status AND #version = :version AND updated_at = :updated_at",
-            {"#status": "status", "#version": "version"},
-            {
-                ":expected_status": record.status.value,
-                ":version": record.version,
-                ":updated_at": record.updated_at,
-                ":failed": DocumentStatus.FAILED.value,
-                ":code": ErrorCode.STUCK.value,
-                ":detail": detail[:2000],
-                ":now": utc_now(),
-            },
-        )
+        self._fail_as_read(record, ErrorCode.STUCK, detail)
 
     def mark_source_missing(self, record: DocumentRecord, detail: str) -> None:
         """READY/FAILED → FAILED(SOURCE_OBJECT_MISSING) (the reconciler found the uploaded version
         gone), if nothing wrote to the record since it was read."""
         if record.status not in (DocumentStatus.READY, DocumentStatus.FAILED):
             raise StaleWriteError(f"document {record.document_id} is {record.status.value}, not READY or FAILED")
+        self._fail_as_read(record, ErrorCode.SOURCE_OBJECT_MISSING, detail)
+
+    def _fail_as_read(self, record: DocumentRecord, code: ErrorCode, detail: str) -> None:
+        """``record`` → FAILED(``code``), if its status, version and ``updated_at`` are still as read."""
         self._update_as_read(
             record.document_id,
             "SET #status = :failed, error_code = :code, error_detail = :detail, updated_at = :now",
@@ -486,7 +456,7 @@ class DocumentsTable:
                 ":version": record.version,
                 ":updated_at": record.updated_at,
                 ":failed": DocumentStatus.FAILED.value,
-                ":code": ErrorCode.SOURCE_OBJECT_MISSING.value,
+                ":code": code.value,
                 ":detail": detail[:2000],
                 ":now": utc_now(),
             },
@@ -514,7 +484,7 @@ class DocumentsTable:
 
         None when there is no such document for this tenant; a DELETED record is returned as is.
         """
-        try:
+        with translated("mark deleting", expect={CONDITION_FAILED}) as refusal:
             response = self._table.update_item(
                 Key={"document_id": document_id},
                 UpdateExpression="SET #status = :deleting, updated_at = :now",
@@ -528,9 +498,7 @@ class DocumentsTable:
                 },
                 ReturnValues="ALL_NEW",
             )
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise translate(exc, "mark deleting") from exc
+        if refusal.refused:
             current = self.get(document_id)
             # Missing, or another tenant's (reported exactly like missing), or already DELETED.
             if current is None or current.tenant_id != tenant_id:
@@ -561,7 +529,7 @@ class DocumentsTable:
     ) -> None:
         """A workflow transition: applied only while ``version`` is current and the status is ``allowed``."""
         allowed_values = {f":allowed{index}": status for index, status in enumerate(allowed)}
-        try:
+        with translated("update document", expect={CONDITION_FAILED}) as refusal:
             self._table.update_item(
                 Key={"document_id": document_id},
                 UpdateExpression=update_expression,
@@ -574,18 +542,16 @@ class DocumentsTable:
                     **values,
                 },
             )
-        except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                raise StaleWriteError(
-                    f"document {document_id} version {version} is no longer in {', '.join(allowed)}"
-                ) from exc
-            raise translate(exc, "update document") from exc
+        if refusal.refused:
+            raise StaleWriteError(
+                f"document {document_id} version {version} is no longer in {', '.join(allowed)}"
+            ) from refusal.error
 
     def _update_as_read(
         self, document_id: str, expression: str, condition: str, names: dict[str, str], values: dict[str, Any]
     ) -> None:
         """An operator transition: applied only if ``condition`` (the record as read) still holds."""
-        try:
+        with translated("update document", expect={CONDITION_FAILED}) as refusal:
             self._table.update_item(
                 Key={"document_id": document_id},
                 UpdateExpression=expression,
@@ -593,10 +559,8 @@ class DocumentsTable:
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
             )
-        except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                raise StaleWriteError(f"document {document_id} changed since it was read") from exc
-            raise translate(exc, "update document") from exc
+        if refusal.refused:
+            raise StaleWriteError(f"document {document_id} changed since it was read") from refusal.error
 
 
 def _dynamo_value(value: Any) -> Any:

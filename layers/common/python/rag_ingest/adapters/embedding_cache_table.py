@@ -9,9 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from rag_ingest.adapters.aws import resource, translate
+from rag_ingest.adapters.aws import resource, translated
 from rag_ingest.core.job import CacheKey
 from rag_ingest.core.tracing import traced
 from rag_ingest.ingest.embedding_cache import KEY_ATTRIBUTE, decode_entry, encode_entry
@@ -41,10 +39,8 @@ class EmbeddingCacheTable:
 
     def store(self, entries: Mapping[CacheKey, Sequence[float]]) -> None:
         for key, vector in entries.items():
-            try:
+            with translated("write embedding cache"):
                 self._table.put_item(Item=encode_entry(key, vector))
-            except ClientError as exc:
-                raise translate(exc, "write embedding cache") from exc
 
     def _read(self, request_keys: Any) -> dict[str, Any]:
         """Items by key id; eventually consistent reads (half the read units: an entry never changes
@@ -52,10 +48,8 @@ class EmbeddingCacheTable:
         request: dict[str, Any] = {self._table_name: {"Keys": list(request_keys)}}
         items: dict[str, Any] = {}
         for _ in range(_MAX_READ_ROUNDS):
-            try:
+            with translated("read embedding cache"):
                 response = self._table_service.batch_get_item(RequestItems=request)
-            except ClientError as exc:
-                raise translate(exc, "read embedding cache") from exc
             for item in response.get("Responses", {}).get(self._table_name, []):
                 items[str(item[KEY_ATTRIBUTE])] = item
             request = response.get("UnprocessedKeys") or {}

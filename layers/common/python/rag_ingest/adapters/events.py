@@ -9,9 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from rag_ingest.adapters.aws import client, translate
+from rag_ingest.adapters.aws import client, translated
 from rag_ingest.core.errors import TransientError
 from rag_ingest.core.tracing import traced
 
@@ -31,10 +29,8 @@ class EventPublisher:
             "Detail": json.dumps(detail, default=str),
             "EventBusName": self._bus_name,
         }
-        try:
+        with translated("put events"):
             response = self._events.put_events(Entries=[entry])
-        except ClientError as exc:
-            raise translate(exc, "put events") from exc
         if response.get("FailedEntryCount"):
             # PutEvents reports per-entry failures (mostly throttling) in a 200 response.
             raise TransientError(f"EventBridge rejected {detail_type}: {response['Entries'][0]}")

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from rag_ingest.adapters.aws import client, error_code, translate
+from rag_ingest.adapters.aws import client, translated
 from rag_ingest.core.operations import ExecutionState
 from rag_ingest.core.tracing import traced
 
@@ -21,10 +19,8 @@ class Executions:
     def state(self, execution_arn: str | None) -> ExecutionState:
         if not execution_arn:
             return ExecutionState.MISSING
-        try:
+        with translated("describe execution", expect=_MISSING_CODES) as refusal:
             response = self._sfn.describe_execution(executionArn=execution_arn)
-        except ClientError as exc:
-            if error_code(exc) in _MISSING_CODES:
-                return ExecutionState.MISSING
-            raise translate(exc, "describe execution") from exc
+        if refusal.refused:
+            return ExecutionState.MISSING
         return ExecutionState(str(response["status"]))

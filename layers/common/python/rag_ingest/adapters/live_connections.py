@@ -7,9 +7,8 @@ from typing import Any
 import boto3
 from boto3.dynamodb.conditions import Key
 from botocore.config import Config
-from botocore.exceptions import ClientError
 
-from rag_ingest.adapters.aws import BOTO_CONFIG, error_code, resource, translate
+from rag_ingest.adapters.aws import BOTO_CONFIG, error_code, http_status, resource, translated
 from rag_ingest.core.errors import TransientError
 from rag_ingest.core.tracing import traced
 from rag_ingest.live.connections import Connection, ConnectionGoneError, PostThrottledError
@@ -19,6 +18,7 @@ TENANT_INDEX = "by_tenant"
 # One attempt per call: LivePusher owns the retry policy for throttled posts, so retries do not multiply.
 _SINGLE_ATTEMPT = BOTO_CONFIG.merge(Config(retries={"mode": "standard", "max_attempts": 1}))
 _THROTTLED = frozenset({"LimitExceededException", "TooManyRequestsException", "ThrottlingException"})
+_GONE, _THROTTLED_POST = "gone", "throttled"
 
 
 @traced
@@ -30,7 +30,7 @@ class DynamoConnectionStore:
         self._table = (dynamodb_resource or resource("dynamodb")).Table(table_name)
 
     def put(self, connection: Connection) -> None:
-        try:
+        with translated("put connection"):
             self._table.put_item(
                 Item={
                     "connection_id": connection.connection_id,
@@ -41,14 +41,10 @@ class DynamoConnectionStore:
                     "expires_at": connection.expires_at,
                 }
             )
-        except ClientError as exc:
-            raise translate(exc, "put connection") from exc
 
     def delete(self, connection_id: str) -> None:
-        try:
+        with translated("delete connection"):
             self._table.delete_item(Key={"connection_id": connection_id})
-        except ClientError as exc:
-            raise translate(exc, "delete connection") from exc
 
     def for_tenant(self, tenant_id: str) -> list[str]:
         ids: list[str] = []
@@ -57,15 +53,13 @@ class DynamoConnectionStore:
             "KeyConditionExpression": Key("tenant_id").eq(tenant_id),
             "ProjectionExpression": "connection_id",
         }
-        try:
+        with translated("query connections"):
             while True:
                 page = self._table.query(**request)
                 ids.extend(str(item["connection_id"]) for item in page.get("Items", []))
                 if "LastEvaluatedKey" not in page:
                     return ids
                 request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        except ClientError as exc:
-            raise translate(exc, "query connections") from exc
 
     def connections_for_tenant(self, tenant_id: str) -> list[Connection]:
         """The tenant's connections with their subject and groups: the ids from the tenant index
@@ -79,10 +73,8 @@ class DynamoConnectionStore:
         for start in range(0, len(ids), 100):
             keys: list[dict[str, Any]] = [{"connection_id": i} for i in ids[start : start + 100]]
             for _attempt in range(5):
-                try:
+                with translated("read connections"):
                     answer = client.batch_get_item(RequestItems={name: {"Keys": keys}})
-                except ClientError as exc:
-                    raise translate(exc, "read connections") from exc
                 connections.extend(_connection(item) for item in answer.get("Responses", {}).get(name, []))
                 keys = answer.get("UnprocessedKeys", {}).get(name, {}).get("Keys", [])
                 if not keys:
@@ -113,13 +105,21 @@ class ManagementApiPoster:
         )
 
     def post(self, connection_id: str, data: bytes) -> None:
-        try:
+        with translated("post to connection", expect={_GONE, _THROTTLED_POST}, code_of=_post_answer) as refusal:
             self._client.post_to_connection(ConnectionId=connection_id, Data=data)
-        except ClientError as exc:
-            code = error_code(exc)
-            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-            if code == "GoneException" or status == 410:
-                raise ConnectionGoneError(connection_id) from exc
-            if code in _THROTTLED or status == 429:
-                raise PostThrottledError(f"{connection_id}: {code or status}") from exc
-            raise translate(exc, "post to connection") from exc
+        if refusal.code == _GONE:
+            raise ConnectionGoneError(connection_id) from refusal.error
+        if refusal.refused:
+            code = error_code(refusal.error) or http_status(refusal.error)
+            raise PostThrottledError(f"{connection_id}: {code}") from refusal.error
+
+
+def _post_answer(exc: BaseException) -> str:
+    """What a PostToConnection error means to the poster: the connection is gone, the post was
+    throttled, or else the error's own code."""
+    code, status = error_code(exc), http_status(exc)
+    if code == "GoneException" or status == 410:
+        return _GONE
+    if code in _THROTTLED or status == 429:
+        return _THROTTLED_POST
+    return code

@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from rag_ingest.adapters.aws import client, error_code, translate
+from rag_ingest.adapters.aws import client, translated
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.job import ObjectRef
 from rag_ingest.core.record import ETAG_VERSION_PREFIX
@@ -39,38 +37,28 @@ class ObjectStore:
     # -- artifacts -------------------------------------------------------------------------
     def put_json(self, bucket: str, key: str, payload: Any) -> None:
         body = json.dumps(payload, separators=(",", ":")).encode()
-        try:
+        with translated(f"put {key}"):
             self._s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/json")
-        except ClientError as exc:
-            raise translate(exc, f"put {key}") from exc
 
     def get_json(self, bucket: str, key: str) -> Any:
-        try:
+        with translated(f"get {key}"):
             response = self._s3.get_object(Bucket=bucket, Key=key)
-        except ClientError as exc:
-            raise translate(exc, f"get {key}") from exc
         return json.loads(response["Body"].read())
 
     def read_current(self, bucket: str, key: str, max_bytes: int) -> bytes | None:
         """An S3 sidecar (rag_ingest.documents.intake): the current version, None when absent."""
-        try:
+        with translated(f"get {key}", expect={*_MISSING, "InvalidRange"}) as refusal:
             response = self._s3.get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{max_bytes}")
-        except ClientError as exc:
-            if error_code(exc) in _MISSING:
-                return None
-            if error_code(exc) == "InvalidRange":  # an empty object
-                return b""
-            raise translate(exc, f"get {key}") from exc
+        if refusal.code == "InvalidRange":  # an empty object
+            return b""
+        if refusal.refused:
+            return None
         return bytes(response["Body"].read())
 
     def exists(self, bucket: str, key: str) -> bool:
-        try:
+        with translated(f"head {key}", expect=_MISSING) as refusal:
             self._s3.head_object(Bucket=bucket, Key=key)
-        except ClientError as exc:
-            if error_code(exc) in _MISSING:
-                return False
-            raise translate(exc, f"head {key}") from exc
-        return True
+        return not refusal.refused
 
     def _call(self, operation: Any, ref: ObjectRef, what: str, **kwargs: Any) -> Any:
         # Pin the exact version that was uploaded: by versionId, or by ETag on an unversioned bucket.
@@ -78,11 +66,8 @@ class ObjectStore:
             kwargs["IfMatch"] = f'"{ref.version.removeprefix(ETAG_VERSION_PREFIX)}"'
         else:
             kwargs["VersionId"] = ref.version
-        try:
+        with translated(what, expect=_MISSING) as refusal:
             return operation(**kwargs)
-        except ClientError as exc:
-            if error_code(exc) in _MISSING:
-                raise PermanentError(
-                    ErrorCode.OBJECT_NOT_FOUND, f"s3://{ref.bucket}/{ref.key} version {ref.version} is gone"
-                ) from exc
-            raise translate(exc, what) from exc
+        raise PermanentError(
+            ErrorCode.OBJECT_NOT_FOUND, f"s3://{ref.bucket}/{ref.key} version {ref.version} is gone"
+        ) from refusal.error

@@ -10,9 +10,7 @@ from collections.abc import Iterator
 from datetime import UTC
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from rag_ingest.adapters.aws import client, translate
+from rag_ingest.adapters.aws import client, translated
 from rag_ingest.core.operations import StoredObjectVersion
 from rag_ingest.core.tracing import traced
 
@@ -48,10 +46,8 @@ class ObjectVersions:
         Each page's versions and markers are merged back into that order (the response has two lists)."""
         kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
         while True:
-            try:
+            with translated(f"list versions of {prefix}"):
                 page = self._s3.list_object_versions(**kwargs)
-            except ClientError as exc:
-                raise translate(exc, f"list versions of {prefix}") from exc
             entries = [
                 StoredObjectVersion(
                     key=str(entry["Key"]),
@@ -74,10 +70,8 @@ class ObjectVersions:
     def _versions(self, bucket: str, prefix: str) -> Iterator[tuple[str, str]]:
         kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
         while True:
-            try:
+            with translated(f"list versions of {prefix}"):
                 page = self._s3.list_object_versions(**kwargs)
-            except ClientError as exc:
-                raise translate(exc, f"list versions of {prefix}") from exc
             for entry in [*page.get("Versions", []), *page.get("DeleteMarkers", [])]:
                 yield str(entry["Key"]), str(entry.get("VersionId") or "null")
             if not page.get("IsTruncated"):
@@ -86,10 +80,8 @@ class ObjectVersions:
             kwargs["VersionIdMarker"] = page.get("NextVersionIdMarker")
 
     def _delete(self, bucket: str, objects: list[dict[str, str]]) -> int:
-        try:
+        with translated("delete object versions"):
             response = self._s3.delete_objects(Bucket=bucket, Delete={"Objects": objects, "Quiet": True})
-        except ClientError as exc:
-            raise translate(exc, "delete object versions") from exc
         errors = response.get("Errors", [])
         if errors:
             first = errors[0]

@@ -1,28 +1,12 @@
 """The chunk index's side of metadata and filters: how a document's metadata is laid out on its
 chunks, the mapping that types it, and a parsed filter (``rag_ingest.core.filters``) as query DSL.
 
-Pure functions (no client): ``rag_ingest.adapters.vector_store`` uses them, the unit tests check them.
-
-**Layout.** A chunk's metadata sits under ``metadata``, split by value type, so one key's values
-of different types (``priority: 3`` on one tenant's documents, ``priority: "high"`` on another's)
-never conflict in the index's one mapping (a field's type is fixed by the first value indexed;
-a later value of another type would fail the whole Index stage):
-
-- ``metadata.s.<key>``: strings and the members of string lists (``keyword``), date strings as written;
-- ``metadata.n.<key>``: numbers (``double``);
-- ``metadata.b.<key>``: booleans (``boolean``);
-- ``metadata.d.<key>``: the values that are ISO 8601 dates (``date``; ``rag_ingest.core.metadata.iso_datetime``).
-
-The mapping types them with dynamic templates (:data:`METADATA_DYNAMIC_TEMPLATES`), by path; the
-rest of the index stays ``strict``. Each key adds a field to the index's mapping (OpenSearch caps
-an index at ``index.mapping.total_fields.limit`` fields, 1,000 by default: :data:`TOTAL_FIELDS_LIMIT`
-raises it for new indexes).
-
-**Access.** Every chunk carries its document's access (``rag_ingest.core.access``) as keyword
-fields: ``access_users``, ``access_groups``, ``uploaded_by``, and ``access_open`` (true when the
-document has no users and no groups: the whole tenant reads it). :func:`access_query` is the
-clause a reader's search adds next to the tenant's term, inside both retrievers (a chunk written
-before access existed has no ``access_open``: it was open, and still is).
+Pure functions (no client) for ``rag_ingest.adapters.vector_store``. A chunk's metadata sits under
+``metadata``, split by value type (``metadata.s|n|b|d.<key>``: strings, numbers, booleans, dates) so
+that one key's values of different types never conflict in the index's one mapping; dynamic
+templates type them (:data:`METADATA_DYNAMIC_TEMPLATES`). Each chunk carries its document's access
+as keyword fields, and :func:`access_query` is a reader's clause next to the tenant's term. The
+layout and the access fields: docs/api.md, "Metadata" and "Per-document access".
 """
 
 from __future__ import annotations

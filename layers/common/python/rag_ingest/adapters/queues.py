@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from rag_ingest.adapters.aws import client, translate
+from rag_ingest.adapters.aws import client, translated
 from rag_ingest.core.operations import QueueMessage
 from rag_ingest.core.tracing import traced
 
@@ -17,7 +15,7 @@ class Queues:
         self._sqs = sqs_client if sqs_client is not None else client("sqs")
 
     def receive(self, queue_url: str, max_messages: int, visibility_timeout: int = 60) -> list[QueueMessage]:
-        try:
+        with translated("receive"):
             response = self._sqs.receive_message(
                 QueueUrl=queue_url,
                 MaxNumberOfMessages=max(1, min(10, max_messages)),
@@ -25,8 +23,6 @@ class Queues:
                 WaitTimeSeconds=1,
                 MessageSystemAttributeNames=["All"],
             )
-        except ClientError as exc:
-            raise translate(exc, "receive") from exc
         return [
             QueueMessage(
                 message_id=m["MessageId"],

@@ -1,17 +1,10 @@
 """Bedrock's ``Rerank`` (bedrock-agent-runtime) as the search's ``Reranker`` port.
 
-Request and response (boto3: https://boto3.amazonaws.com/v1/documentation/api/latest/reference/services/bedrock-agent-runtime/client/rerank.html;
-the same shape in botocore's service model): one query ``{"type": "TEXT", "textQuery": {"text"}}``;
-``sources``, each ``{"type": "INLINE", "inlineDocumentSource": {"type": "TEXT", "textDocument": {"text"}}}``
-(1 to 1,000 of them); ``rerankingConfiguration`` ``{"type": "BEDROCK_RERANKING_MODEL",
-"bedrockRerankingConfiguration": {"numberOfResults", "modelConfiguration": {"modelArn"}}}``. The answer's
-``results`` are ``{"index", "relevanceScore"}``, best first, with a ``nextToken`` when more remain.
-A text is 1 to 32,000 characters
-(https://docs.aws.amazon.com/bedrock/latest/APIReference/API_agent-runtime_RerankTextDocument.html):
-longer passages are cut (ours are a few hundred tokens). Models and Regions:
-https://docs.aws.amazon.com/bedrock/latest/userguide/rerank-supported.html; permissions
-(``bedrock:Rerank`` and ``bedrock:InvokeModel`` on the model):
-https://docs.aws.amazon.com/bedrock/latest/userguide/rerank-prereq.html.
+One ``TEXT`` query and the passages as ``INLINE`` ``TEXT`` sources (1 to 1,000 a call, each cut to
+32,000 characters); ``numberOfResults`` and the model's ARN in ``rerankingConfiguration``; the
+answer's ``results`` (``index``, ``relevanceScore``) best first, with a ``nextToken`` while more
+remain. The request shape, models, Regions and permissions, with their sources: docs/retrieval.md,
+"Reranking".
 """
 
 from __future__ import annotations
@@ -21,7 +14,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from rag_ingest.adapters.aws import bedrock_agent_runtime_client, translate
+from rag_ingest.adapters.aws import bedrock_agent_runtime_client, translated
 
 MAX_TEXT_CHARS = 32_000
 MAX_SOURCES = 1_000
@@ -65,7 +58,7 @@ class BedrockReranker:
             },
         }
         ranked: list[tuple[int, float]] = []
-        try:
+        with translated(f"Rerank with {self.model_id}", catch=(ClientError, BotoCoreError)):
             while True:
                 response = self.client.rerank(**request)
                 ranked.extend((int(r["index"]), float(r["relevanceScore"])) for r in response["results"])
@@ -73,7 +66,5 @@ class BedrockReranker:
                 if not token or len(ranked) >= top_n:
                     break
                 request["nextToken"] = token
-        except (ClientError, BotoCoreError) as exc:
-            raise translate(exc, f"Rerank with {self.model_id}") from exc
         ranked.sort(key=lambda pair: -pair[1])
         return ranked[:top_n]

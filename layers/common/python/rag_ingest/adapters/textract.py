@@ -18,7 +18,6 @@ from urllib.parse import urlparse
 
 import boto3
 import botocore
-from botocore.exceptions import ClientError
 
 from rag_ingest.adapters import aws
 from rag_ingest.core.logs import logger
@@ -91,23 +90,21 @@ class TextractEngine:
     def recognize(self, png: bytes) -> OcrResult:
         if self.unavailable_reason is not None:
             raise OcrUnavailableError(self.unavailable_reason)
-        try:
+        with aws.translated("textract", expect=PAGE_FAILURE_CODES, catch=Exception, transient=_is_transient) as refusal:
             if self._tables:
                 # The LINE blocks DetectDocumentText returns, plus TABLE, CELL and MERGED_CELL blocks, at
                 # ten times the price per page (docs/ocr.md, "Tables in scanned pages").
                 response = self._client.analyze_document(Document={"Bytes": png}, FeatureTypes=["TABLES"])
             else:
                 response = self._client.detect_document_text(Document={"Bytes": png})
-        except ClientError as error:
-            code = aws.error_code(error)
-            if code in PAGE_FAILURE_CODES:
-                raise OcrPageError(f"textract {code}: {error.response.get('Error', {}).get('Message', '')}") from error
-            if code in _TEXTRACT_TRANSIENT_CODES:
-                raise aws.translate(error, "textract", transient=lambda _error: True) from error
-            raise aws.translate(error, "textract") from error
-        except Exception as error:  # connection errors, timeouts
-            raise aws.translate(error, "textract") from error
+        if refusal.refused:
+            raise OcrPageError(f"textract {refusal.code}: {aws.error_message(refusal.error)}") from refusal.error
         return textract_result(response)
+
+
+def _is_transient(error: BaseException) -> bool:
+    """The AWS test, and Textract's own quota answers; connection errors and timeouts included."""
+    return aws.error_code(error) in _TEXTRACT_TRANSIENT_CODES or aws.is_transient(error)
 
 
 def textract_result(response: dict[str, Any]) -> OcrResult:

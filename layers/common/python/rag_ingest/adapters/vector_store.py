@@ -1,27 +1,18 @@
 """OpenSearch k-NN: one index for all tenants, every query filtered by tenant.
 
-Chunk ``_id`` = ``{document_id}:{version hash}:{chunk_index}``, so a replay overwrites.
-Bulk requests go to ``/<index>/_bulk`` with no index in the body, so every request names the index
-in its path: IAM grants are scoped to the index's paths (infra/permissions.py), and the domain
-refuses an index named in a bulk body (``rest.action.multi.allow_explicit_index`` = false).
-Stale versions are removed by id (found with a query), which works on domains without the
-reindex module and on OpenSearch Serverless alike.
-
-Two retrievers, both filtered by tenant inside the query (never after it, so a tenant always
-gets its own top k): :meth:`VectorStore.knn_search` (lucene HNSW on the embedding) and
-:meth:`VectorStore.bm25_search` (``match`` on ``indexed_text`` where a chunk has it: its
-contextual text, the document title and heading path before its text, written when
-``IndexSettings.context_line`` is on, as shipped: see rag_ingest.core.retrieval_text; else on ``text``,
-as for chunks written before the field existed).
-The embedding is always of the plain text. Both return highlighted fragments of the plain
-``text``, through a ``highlight_query`` on the query's words (a vector query has no terms, and
-BM25's may have matched another field), so a title or heading never shows up as a passage's
-words. Fragments are HTML-escaped, terms wrapped in ``<em>``.
+Chunk ``_id`` = ``{document_id}:{version hash}:{chunk_index}``, so a replay overwrites. Bulk requests
+name the index in their path, never in the body (IAM grants are scoped to the index's paths:
+infra/permissions.py); stale versions are removed by id, found with a query (no reindex module
+needed; OpenSearch Serverless alike). Two retrievers, the tenant filter inside each query (a tenant
+gets its own top k): k-NN (lucene HNSW on the plain text's embedding) and BM25 (``indexed_text``, the
+contextual text, where a chunk has it: rag_ingest.core.retrieval_text; else ``text``). Both return
+HTML-escaped fragments of the plain ``text``, the query's words in ``<em>``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlparse
@@ -32,11 +23,10 @@ from opensearchpy.exceptions import (
 )
 from opensearchpy.exceptions import (
     ConnectionTimeout,
-    NotFoundError,
     TransportError,
 )
 
-from rag_ingest.adapters.aws import translate
+from rag_ingest.adapters.aws import Refusal, translate, translated
 from rag_ingest.adapters.opensearch_filters import (
     ACCESS_FIELDS_MAPPING,
     FILTER_FIELDS_MAPPING,
@@ -59,6 +49,7 @@ from rag_ingest.core.record import DocumentStamp
 from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE, indexed_text
 from rag_ingest.core.tracing import traced
 from rag_ingest.retrieval.hits import SearchHit
+from rag_ingest.retrieval.query import SearchQuery
 
 #: Concurrent segment search modes of an index (OpenSearch's ``index.search.concurrent_segment_search.mode``).
 ConcurrentSegmentSearch = Literal["auto", "all", "none"]
@@ -80,12 +71,8 @@ class IndexSettings:
     #: The index's concurrent segment search mode (OpenSearch >= 2.17): ``auto`` lets the k-NN
     #: query search the shard's segments (one HNSW graph each) in parallel; None keeps the cluster's.
     concurrent_segment_search: ConcurrentSegmentSearch | None = "auto"
-    #: The tiered merge policy's segments per tier and floor segment size (MB); None keeps the
-    #: cluster's (10 and 2 MB in OpenSearch 2.19). Every segment holds an HNSW graph of its own that
-    #: a k-NN query searches, so fewer, larger segments answer faster, for more merging at ingest:
-    #: with 4 and 256 MB the 100,000-chunk benchmark index merges from 11 segments to 3 and its k-NN
-    #: query takes 6 ms instead of 9 (docs/benchmarks.md). The default floor (2 MB) is why a lower
-    #: segments per tier alone changes nothing there: ~120 MB flushed segments already fit its tiers.
+    #: The tiered merge policy's segments per tier and floor segment (MB), None: the cluster's. Fewer,
+    #: larger segments (one HNSW graph each) answer k-NN faster (docs/benchmarks.md, 110,000 chunks).
     merge_segments_per_tier: int | None = 4
     merge_floor_segment_mb: int | None = 256
 
@@ -131,9 +118,11 @@ def chunk_provenance(chunk: Chunk) -> dict[str, Any]:
 
 
 def _highlight(query_text: str) -> dict[str, Any]:
-    """Fragments of the plain ``text`` with ``query_text``'s words marked, whichever field matched.
-    The plain highlighter: a chunk is a short text, which it re-analyses faster than the unified
-    highlighter does (docs/benchmarks.md, search at 100,000 chunks)."""
+    """Fragments of the plain ``text`` with ``query_text``'s words marked, whichever field matched:
+    a ``highlight_query`` of its own, as a vector query has no terms and BM25's may have matched
+    ``indexed_text``, so a title or heading never shows as a passage's words. The plain highlighter:
+    a chunk is a short text, which it re-analyses faster than the unified highlighter does
+    (docs/benchmarks.md, search at 100,000 chunks)."""
     return {
         "type": "plain",
         "encoder": "html",
@@ -165,7 +154,7 @@ def _require_tenant(tenant_id: str) -> None:
 def connect(endpoint: str) -> OpenSearch:
     """HTTPS endpoints (AWS) are signed with SigV4; plain HTTP is only for a local server.
 
-    urllib3 directly, not through requests: about 1-2 ms less per request (a search is one or two).
+    urllib3 directly, not through requests: faster per request (docs/benchmarks.md, search at 100,000 chunks).
     """
     url = urlparse(endpoint)
     kwargs: dict[str, Any] = {
@@ -196,6 +185,19 @@ def _is_transient(exc: BaseException) -> bool:
     return False
 
 
+def _error_type(exc: BaseException) -> str:
+    """An OpenSearch error's type (``index_not_found_exception``...); "" for any other exception."""
+    return str(getattr(exc, "error", "")) if isinstance(exc, TransportError) else ""
+
+
+def _opensearch(what: str, expect: Collection[str] = ()) -> AbstractContextManager[Refusal]:
+    """``translated`` for the OpenSearch client: any error, OpenSearch's transient test, its error
+    type as the code ``expect`` lists."""
+    return translated(
+        f"OpenSearch {what}", expect=expect, catch=Exception, transient=_is_transient, code_of=_error_type
+    )
+
+
 @traced
 class VectorStore:
     def __init__(self, client: OpenSearch, settings: IndexSettings) -> None:
@@ -224,10 +226,8 @@ class VectorStore:
                 "dynamic": "strict",
                 # Only under metadata (its object sets dynamic: true): typed by path, see opensearch_filters.
                 "dynamic_templates": METADATA_DYNAMIC_TEMPLATES,
-                # The vector is in the HNSW graph and its vector file; kept in _source as well, every hit
-                # a search returns would load and parse it (4-12 KB of JSON), and it would stay on disk
-                # (OpenSearch keeps the full source for recovery only until merges prune it). Nothing
-                # reads it back: a replay rewrites whole documents, never updates them.
+                # The vector lives in the HNSW graph; in _source every hit would load and parse it too
+                # (docs/benchmarks.md). Nothing reads it back: a replay rewrites whole documents.
                 "_source": {"excludes": ["embedding"]},
                 "properties": {
                     "tenant_id": {"type": "keyword"},
@@ -259,7 +259,8 @@ class VectorStore:
         }
 
     def ensure_index(self) -> None:
-        try:
+        # resource_already_exists_exception: a concurrent Index stage created it first.
+        with _opensearch("create index", expect={"resource_already_exists_exception"}):
             if self._client.indices.exists(index=self.index_name):
                 # An index made before indexed_text, metadata, created_at and content_type existed:
                 # adding fields and dynamic templates is allowed (and idempotent).
@@ -277,12 +278,6 @@ class VectorStore:
                 )
                 return
             self._client.indices.create(index=self.index_name, body=self.mapping())
-        except TransportError as exc:
-            if getattr(exc, "error", "") == "resource_already_exists_exception":
-                return  # a concurrent Index stage created it first
-            raise translate(exc, "OpenSearch create index", transient=_is_transient) from exc
-        except Exception as exc:
-            raise translate(exc, "OpenSearch create index", transient=_is_transient) from exc
 
     def drop_index(self) -> None:
         """Delete the whole index: only for indexes a test or an evaluation created for itself."""
@@ -377,31 +372,25 @@ class VectorStore:
                 "must_not": [{"term": {"version": version_hash(keep_version)}}],
             }
         }
-        try:
+        with _opensearch("delete stale chunks"):
             self._client.indices.refresh(index=self.index_name)
             return self._delete_ids(list(self._ids_matching(query)))
-        except Exception as exc:
-            raise translate(exc, "OpenSearch delete stale chunks", transient=_is_transient) from exc
 
     def delete_version(self, document_id: str, version: str) -> int:
         """Withdraw one version's chunks (a superseded run cleaning up after itself)."""
         query = {
             "bool": {"filter": [{"term": {"document_id": document_id}}, {"term": {"version": version_hash(version)}}]}
         }
-        try:
+        with _opensearch("delete superseded chunks"):
             self._client.indices.refresh(index=self.index_name)
             return self._delete_ids(list(self._ids_matching(query)))
-        except Exception as exc:
-            raise translate(exc, "OpenSearch delete superseded chunks", transient=_is_transient) from exc
 
     def delete_document(self, document_id: str) -> int:
-        try:
+        with _opensearch("delete document chunks"):
             if not self._client.indices.exists(index=self.index_name):
                 return 0
             self._client.indices.refresh(index=self.index_name)
             return self._delete_ids(list(self._ids_matching({"term": {"document_id": document_id}})))
-        except Exception as exc:
-            raise translate(exc, "OpenSearch delete document chunks", transient=_is_transient) from exc
 
     def indexed_versions(self, tenant_id: str | None = None) -> Iterator[IndexedVersion]:
         """Chunks per (tenant, document, version hash), 1,000 buckets a request: a composite
@@ -415,7 +404,7 @@ class VectorStore:
             {"version": {"terms": {"field": "version"}}},
         ]
         after: dict[str, Any] | None = None
-        try:
+        with _opensearch("count chunks per version"):
             if not self._client.indices.exists(index=self.index_name):
                 return
             self._client.indices.refresh(index=self.index_name)
@@ -438,8 +427,6 @@ class VectorStore:
                 after = result.get("after_key")
                 if not result["buckets"] or after is None:
                     return
-        except Exception as exc:
-            raise translate(exc, "OpenSearch count chunks per version", transient=_is_transient) from exc
 
     def delete_chunks(self, document_id: str, version_hash: str | None = None, *, from_index: int = 0) -> int:
         """Delete a document's chunks (of one version hash; from chunk ``from_index`` on), by id."""
@@ -448,13 +435,11 @@ class VectorStore:
             filters.append({"term": {"version": version_hash}})
         if from_index:
             filters.append({"range": {"chunk_index": {"gte": from_index}}})
-        try:
+        with _opensearch("delete chunks"):
             if not self._client.indices.exists(index=self.index_name):
                 return 0
             self._client.indices.refresh(index=self.index_name)
             return self._delete_ids(list(self._ids_matching({"bool": {"filter": filters}})))
-        except Exception as exc:
-            raise translate(exc, "OpenSearch delete chunks", transient=_is_transient) from exc
 
     def count(self, *, document_id: str, version: str | None = None) -> int:
         filters: list[dict[str, Any]] = [{"term": {"document_id": document_id}}]
@@ -464,21 +449,12 @@ class VectorStore:
         body = {"query": {"bool": {"filter": filters}}}
         return int(self._client.count(index=self.index_name, body=body)["count"])
 
-    def knn_search(
-        self,
-        *,
-        tenant_id: str,
-        vector: Sequence[float],
-        k: int = 5,
-        highlight_text: str | None = None,
-        where: Filter | None = None,
-        reader: Principal | None = None,
-    ) -> list[SearchHit]:
-        """k nearest chunks of one tenant (and of ``where``, when given): both filters are applied
-        inside the k-NN search (lucene's efficient filtering: with a selective filter it searches the
-        matching chunks exactly, so k matches come back whenever k exist), never after it.
-        ``highlight_text`` (the query's words) asks for highlighted fragments of each hit."""
-        _require_tenant(tenant_id)
+    def knn_search(self, query: SearchQuery, vector: Sequence[float], *, k: int) -> list[SearchHit]:
+        """The ``k`` nearest chunks of the query's tenant (and of its ``where`` and ``reader``): the
+        filters are applied inside the k-NN search (lucene's efficient filtering: with a selective
+        filter it searches the matching chunks exactly, so k matches come back whenever k exist),
+        never after it. The query's words, when it has any, are highlighted in each hit."""
+        _require_tenant(query.tenant_id)
         body: dict[str, Any] = {
             "size": k,
             "_source": {"excludes": ["embedding", INDEXED_TEXT_FIELD]},
@@ -487,25 +463,22 @@ class VectorStore:
                     "embedding": {
                         "vector": list(vector),
                         "k": k,
-                        "filter": _filters(tenant_id, where, reader),
+                        "filter": _filters(query.tenant_id, query.where, query.reader),
                         # lucene explores only k candidates unless told otherwise: recall needs more.
                         "method_parameters": {"ef_search": max(self._settings.ef_search, k)},
                     }
                 }
             },
         }
-        if highlight_text is not None and highlight_text.strip():
-            body["highlight"] = _highlight(highlight_text)
+        if query.text.strip():
+            body["highlight"] = _highlight(query.text)
         return self._search(body, "knn")
 
-    def bm25_search(
-        self, *, tenant_id: str, query: str, k: int = 5, where: Filter | None = None, reader: Principal | None = None
-    ) -> list[SearchHit]:
-        """The k chunks of one tenant (and of ``where`` and what ``reader`` may read, a ``bool.filter``)
-        that best match ``query``'s
-        words (BM25) in their text (or their contextual text, where it was indexed), with highlights
-        of the plain text."""
-        _require_tenant(tenant_id)
+    def bm25_search(self, query: SearchQuery, *, k: int) -> list[SearchHit]:
+        """The ``k`` chunks of the query's tenant (and of its ``where`` and ``reader``, a ``bool.filter``)
+        that best match its words (BM25) in their text (or their contextual text, where it was
+        indexed), with highlights of the plain text."""
+        _require_tenant(query.tenant_id)
         without_indexed_text = {"bool": {"must_not": [{"exists": {"field": INDEXED_TEXT_FIELD}}]}}
         body = {
             "size": k,
@@ -514,26 +487,27 @@ class VectorStore:
                 "bool": {
                     # Each chunk is scored on one field: indexed_text where it was written, else text.
                     "should": [
-                        {"match": {INDEXED_TEXT_FIELD: {"query": query}}},
-                        {"bool": {"must": [{"match": {"text": {"query": query}}}], "filter": [without_indexed_text]}},
+                        {"match": {INDEXED_TEXT_FIELD: {"query": query.text}}},
+                        {
+                            "bool": {
+                                "must": [{"match": {"text": {"query": query.text}}}],
+                                "filter": [without_indexed_text],
+                            }
+                        },
                     ],
                     "minimum_should_match": 1,
-                    "filter": _filters(tenant_id, where, reader)["bool"]["filter"],
+                    "filter": _filters(query.tenant_id, query.where, query.reader)["bool"]["filter"],
                 }
             },
-            "highlight": _highlight(query),
+            "highlight": _highlight(query.text),
         }
         return self._search(body, "bm25")
 
     def _search(self, body: dict[str, Any], retriever: str) -> list[SearchHit]:
-        try:
+        with _opensearch("search", expect={"index_not_found_exception"}) as refusal:
             hits = self._client.search(index=self.index_name, body=body)["hits"]["hits"]
-        except NotFoundError as exc:
-            if getattr(exc, "error", "") == "index_not_found_exception":
-                return []  # nothing was ever indexed: no passages, not an error
-            raise
-        except Exception as exc:
-            raise translate(exc, "OpenSearch search", transient=_is_transient) from exc
+        if refusal.refused:
+            return []  # nothing was ever indexed: no passages, not an error
         return [
             SearchHit(
                 chunk_id=str(hit["_id"]),

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from rag_ingest.adapters.aws import client, translate
+from rag_ingest.adapters.aws import client, translated
 from rag_ingest.core.errors import TransientError
 from rag_ingest.core.tracing import traced
 from rag_ingest.webhooks.model import DeliveryMessage
@@ -27,10 +25,8 @@ class WebhookQueues:
         for start in range(0, len(messages), 10):
             batch = messages[start : start + 10]
             entries = [{"Id": str(index), "MessageBody": m.model_dump_json()} for index, m in enumerate(batch)]
-            try:
+            with translated("enqueue webhook deliveries"):
                 response = self._sqs.send_message_batch(QueueUrl=self._delivery, Entries=entries)
-            except ClientError as exc:
-                raise translate(exc, "enqueue webhook deliveries") from exc
             if response.get("Failed"):
                 # The whole event is fanned out again: the receivers dedupe on webhook-id.
                 raise TransientError(
@@ -38,21 +34,17 @@ class WebhookQueues:
                 )
 
     def defer(self, receipt_handle: str, seconds: int) -> None:
-        try:
+        with translated("defer webhook delivery"):
             self._sqs.change_message_visibility(
                 QueueUrl=self._delivery,
                 ReceiptHandle=receipt_handle,
                 VisibilityTimeout=max(0, min(MAX_VISIBILITY_SECONDS, seconds)),
             )
-        except ClientError as exc:
-            raise translate(exc, "defer webhook delivery") from exc
 
     def dead_letter(self, body: str, reason: str) -> None:
-        try:
+        with translated("dead-letter webhook delivery"):
             self._sqs.send_message(
                 QueueUrl=self._dead_letters,
                 MessageBody=body,
                 MessageAttributes={"reason": {"DataType": "String", "StringValue": reason[:1000] or "-"}},
             )
-        except ClientError as exc:
-            raise translate(exc, "dead-letter webhook delivery") from exc

@@ -15,9 +15,8 @@ from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.conditions import Key
-from botocore.exceptions import ClientError
 
-from rag_ingest.adapters.aws import error_code, resource, translate
+from rag_ingest.adapters.aws import CONDITION_FAILED, resource, translated
 from rag_ingest.core.tracing import traced
 from rag_ingest.webhooks.model import (
     DELIVERY_RECORD_TTL_SECONDS,
@@ -43,20 +42,16 @@ class WebhooksTable:
         self._table = table if table is not None else resource("dynamodb").Table(table_name)
 
     def create(self, endpoint: WebhookEndpoint) -> None:
-        try:
+        with translated("create webhook endpoint"):
             self._table.put_item(
                 Item=endpoint.model_dump(exclude_none=True), ConditionExpression="attribute_not_exists(endpoint_id)"
             )
-        except ClientError as exc:
-            raise translate(exc, "create webhook endpoint") from exc
 
     def find(self, tenant_id: str, endpoint_id: str) -> WebhookEndpoint | None:
-        try:
+        with translated("read webhook endpoint"):
             item = self._table.get_item(
                 Key={"tenant_id": tenant_id, "endpoint_id": endpoint_id}, ConsistentRead=True
             ).get("Item")
-        except ClientError as exc:
-            raise translate(exc, "read webhook endpoint") from exc
         return WebhookEndpoint.model_validate(item) if item else None
 
     def list_for_tenant(self, tenant_id: str) -> list[WebhookEndpoint]:
@@ -66,30 +61,24 @@ class WebhooksTable:
             & Key("endpoint_id").begins_with(ENDPOINT_ID_PREFIX),
             "ConsistentRead": True,
         }
-        try:
+        with translated("list webhook endpoints"):
             while True:
                 page = self._table.query(**arguments)
                 items.extend(page.get("Items", []))
                 if "LastEvaluatedKey" not in page:
                     break
                 arguments["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        except ClientError as exc:
-            raise translate(exc, "list webhook endpoints") from exc
         return [WebhookEndpoint.model_validate(item) for item in items]
 
     def delete(self, tenant_id: str, endpoint_id: str) -> bool:
-        try:
+        with translated("delete webhook endpoint", expect={CONDITION_FAILED}) as refusal:
             self._table.delete_item(
                 Key={"tenant_id": tenant_id, "endpoint_id": endpoint_id}, ConditionExpression=_EXISTS
             )
-        except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                return False
-            raise translate(exc, "delete webhook endpoint") from exc
-        return True
+        return not refusal.refused
 
     def set_secret(self, tenant_id: str, endpoint_id: str, secret: str, rotated_at: str) -> WebhookEndpoint | None:
-        try:
+        with translated("rotate webhook secret", expect={CONDITION_FAILED}) as refusal:
             response = self._table.update_item(
                 Key={"tenant_id": tenant_id, "endpoint_id": endpoint_id},
                 UpdateExpression="SET secret = :secret, secret_rotated_at = :at",
@@ -97,10 +86,8 @@ class WebhooksTable:
                 ExpressionAttributeValues={":secret": secret, ":at": rotated_at},
                 ReturnValues="ALL_NEW",
             )
-        except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                return None
-            raise translate(exc, "rotate webhook secret") from exc
+        if refusal.refused:
+            return None
         return WebhookEndpoint.model_validate(response["Attributes"])
 
     # -- delivery attempts -------------------------------------------------------------------------
@@ -114,25 +101,21 @@ class WebhooksTable:
             TTL_ATTRIBUTE: int(datetime.fromisoformat(attempt.at).timestamp()) + DELIVERY_RECORD_TTL_SECONDS,
             **attempt.model_dump(exclude_none=True),
         }
-        try:
+        with translated("record webhook delivery"):
             self._table.put_item(Item=item)
-        except ClientError as exc:
-            raise translate(exc, "record webhook delivery") from exc
 
     def recent_deliveries(self, tenant_id: str, endpoint_id: str, limit: int) -> list[DeliveryAttempt]:
         """The newest ``limit`` attempts (the sort key's time orders them), expired ones left out:
         DynamoDB deletes expired items "typically within two days of expiration", and until then
         they "still show up in reads, queries, and scans"
         (https://docs.aws.amazon.com/goto/SdkForKotlin/dynamodb-2012-08-10/UpdateTimeToLive)."""
-        try:
+        with translated("list webhook deliveries"):
             page = self._table.query(
                 KeyConditionExpression=Key("tenant_id").eq(tenant_id)
                 & Key("endpoint_id").begins_with(delivery_key_prefix(endpoint_id)),
                 ScanIndexForward=False,
                 Limit=limit,
             )
-        except ClientError as exc:
-            raise translate(exc, "list webhook deliveries") from exc
         now = time.time()
         return [
             DeliveryAttempt.model_validate({name: _plain(item[name]) for name in _ATTEMPT_FIELDS if name in item})

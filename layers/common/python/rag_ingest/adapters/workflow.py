@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from rag_ingest.adapters.aws import client, error_code, translate
+from rag_ingest.adapters.aws import client, translated
 from rag_ingest.core.tracing import traced
 
 
@@ -24,12 +22,10 @@ class WorkflowStarter:
 
     def start(self, name: str, payload: dict[str, Any]) -> tuple[str, bool]:
         """Start the named execution; returns (execution ARN, started now?)."""
-        try:
+        with translated("start execution", expect={"ExecutionAlreadyExists"}) as refusal:
             response = self._sfn.start_execution(
                 stateMachineArn=self._state_machine_arn, name=name, input=json.dumps(payload)
             )
-        except ClientError as exc:
-            if error_code(exc) == "ExecutionAlreadyExists":
-                return self.execution_arn(name), False
-            raise translate(exc, "start execution") from exc
+        if refusal.refused:
+            return self.execution_arn(name), False
         return str(response["executionArn"]), True

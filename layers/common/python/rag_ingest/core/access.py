@@ -1,28 +1,12 @@
 """Per-document access: who may read a document of their tenant, and who may change that.
 
-A document may carry ``access: {"users": [...], "groups": [...]}`` (:class:`DocumentAccess`):
-``users`` are token subjects (``sub``), ``groups`` are the token's groups (``cognito:groups`` in
-AWS). Both empty (or no ``access`` at all) is an **open** document: the whole tenant reads it, as
-before access existed. Rules (docs/api.md, "Per-document access"):
-
-- **reading** (:func:`can_read`): a principal of the document's tenant who is in ``users``, in one of
-  ``groups``, the uploader (``uploaded_by``), or a tenant admin; anyone of the tenant for an open
-  document. Anyone else is answered exactly as for another tenant's document (404);
-- **setting or changing access** (:func:`can_manage_access`): the uploader and tenant admins (members
-  of the configured tenant-admin group, ``auth.tenantAdminGroup`` in cdk.json). A document put
-  straight into the bucket has no uploader: only admins manage it.
-
-The same rules run inside the chunk index's queries (``rag_ingest.adapters.opensearch_filters``:
-``access_query``) and over document records in code (the API, the live channel).
-
-**Groups from the claims** (:func:`groups_of`): Cognito's ID token carries ``cognito:groups`` as a
-JSON array, but API Gateway's HTTP API JWT authorizer hands every claim to the function as a
-string, an array as its items space-separated in brackets (``"[admins readers]"``): reported in
-https://github.com/aws-solutions-library-samples/guidance-for-claude-code-with-amazon-bedrock/issues/802
-and measured against a real HTTP API in https://github.com/floci-io/floci/pull/2011 (the claims
-reach ``requestContext.authorizer.jwt.claims``:
-https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-jwt-authorizer.html). Both
-shapes are parsed, and a JSON array in a string as well.
+A document's ``access`` (:class:`DocumentAccess`) lists token subjects (``users``) and groups
+(``groups``); both empty is an open document the whole tenant reads. :func:`can_read`: a principal of
+the tenant in ``users`` or ``groups``, the uploader, or a tenant admin (anyone else is answered as
+for another tenant's document); :func:`can_manage_access`: the uploader and tenant admins. The same
+rules run in the chunk index's queries (rag_ingest.adapters.opensearch_filters) and over records in
+code. :func:`groups_of` reads both shapes of the groups claim. Rules and sources: docs/api.md,
+"Per-document access".
 """
 
 from __future__ import annotations
@@ -151,7 +135,8 @@ class Principal:
 
 def groups_of(value: Any) -> frozenset[str]:
     """A groups claim as a set: a JSON array (the token), ``"[a b]"`` (API Gateway's HTTP API JWT
-    authorizer, module doc), a JSON array in a string, or one group name; anything else is none."""
+    authorizer: docs/api.md, "Groups from the token"), a JSON array in a string, or one group name;
+    anything else is none."""
     items: Iterable[Any]
     if value is None:
         return frozenset()

@@ -15,6 +15,8 @@ from typing import Any
 
 import jwt
 
+from rag_ingest.core.errors import ApiRefusal
+
 TENANT_CLAIM = "custom:tenant_id"
 TENANT_ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # Cognito ID tokens are RS256; anything else (notably "none" and HS256) is refused.
@@ -25,8 +27,15 @@ class InvalidTokenError(Exception):
     """The token is missing, malformed, expired, or not signed by the issuer: answer 401."""
 
 
-class InvalidTenantError(ValueError):
+class InvalidTenantError(ApiRefusal, ValueError):
     """The token is valid but carries no usable tenant: answer 403."""
+
+    status = 403
+    code = "FORBIDDEN"
+
+    @property
+    def message(self) -> str:
+        return "the token carries no valid tenant"
 
 
 def validate_tenant_id(value: object) -> str:

@@ -70,9 +70,8 @@ class BucketEnv(EnvModel):
         return value if value.endswith("/") else value + "/"
 
 
-#: What configuration may say of the index's concurrent segment search: a mode (``auto``, ``all``,
-#: ``none``), or ``cluster`` to set nothing on the index (an endpoint older than OpenSearch 2.17
-#: refuses the setting). The stack's cdk.json and the functions' environment take the same values.
+#: The index's concurrent segment search, in cdk.json and the environment alike: a mode, or ``cluster``
+#: to set nothing on the index (an endpoint older than OpenSearch 2.17 refuses the setting).
 ConcurrentSegmentSearchSetting = Literal["auto", "all", "none", "cluster"]
 
 
@@ -245,9 +244,8 @@ class StagesEnv(CommonEnv, BucketEnv, SearchEnv):
     chunk_overlap_tokens: int = Field(ge=0)
     embed_batch_size: int = Field(default=16, gt=0, le=256)
     embed_task_chunks: int = Field(default=256, gt=0, le=10_000)
-    # One budget for every Embed task (rag_ingest.embeddings.capacity; cdk.json embedding.capacity):
-    # the mode, the shared ledger's table ("shared" only), the model's quota (unset: not enforced)
-    # and the share of it used, and how long a batch waits for its turn before the task gives way.
+    # One budget for every Embed task (rag_ingest.embeddings.capacity, cdk.json embedding.capacity);
+    # a quota left unset is not enforced; the ledger's table is for "shared" only.
     embedding_capacity_mode: CapacityMode = "off"
     embedding_capacity_table: str | None = Field(default=None, min_length=1)
     embedding_requests_per_minute: int | None = Field(default=None, ge=1)

@@ -1,14 +1,12 @@
-"""One error taxonomy for the whole pipeline.
+"""One error taxonomy for the whole pipeline, and the base of the API's refusals (``ApiRefusal``).
 
-Step Functions matches Retry/Catch on the Lambda ``errorType``, which is the exception's
-class name. So there are exactly three class names that cross the Lambda boundary for failures:
-``TransientError`` (retried with backoff), ``PermanentError`` (never retried; its code travels
-at the start of the message) and anything else (a few retries, then INTERNAL_ERROR).
-Do not subclass these for new failure kinds: add an ``ErrorCode`` instead.
-
-One more name crosses it and is not a failure: ``EmbeddingCapacityWait``, an Embed task giving
-way because the shared embedding quota is booked ahead (rag_ingest.embeddings.capacity). It has a
-Retry of its own (long, patient), so waiting never spends the transient-error budget.
+Step Functions matches Retry/Catch on the Lambda ``errorType``, the exception's class name, so three
+class names cross the Lambda boundary for failures: ``TransientError`` (retried with backoff),
+``PermanentError`` (never retried; its code starts the message) and anything else (a few retries,
+then INTERNAL_ERROR). Do not subclass these for new failure kinds: add an ``ErrorCode`` instead.
+``EmbeddingCapacityWait`` crosses it too and is no failure: an Embed task giving way to the shared
+embedding quota (rag_ingest.embeddings.capacity), under a Retry of its own that spends no
+transient-error budget.
 """
 
 from __future__ import annotations
@@ -63,9 +61,8 @@ class ErrorCode(StrEnum):
     INTERNAL_ERROR = "INTERNAL_ERROR"
 
 
-#: Failures of the system, not of the input: the SystemFailuresAlarm counts these (it pages). Every
-#: other code is the input's (permanent: the uploader's to fix) and must never page anyone. The same
-#: codes are what replay takes by default: a system failure can succeed on the same bytes.
+#: Failures of the system, which the SystemFailuresAlarm counts (it pages) and replay takes by default;
+#: every other code is the input's, the uploader's to fix, and never pages anyone.
 SYSTEM_ERROR_CODES: tuple[ErrorCode, ...] = (
     ErrorCode.INTERNAL_ERROR,
     ErrorCode.TRANSIENT_RETRIES_EXHAUSTED,
@@ -120,6 +117,22 @@ class IndexArtifactsMissingError(RagIngestError):
 
 class ConfigurationError(RagIngestError):
     """The environment of a function is missing or invalid (raised at cold start)."""
+
+
+class ApiRefusal(Exception):
+    """A request the HTTP API refuses on purpose: answered ``status`` with the error body
+    ``{"error": {"code": code, "message": message}}`` (functions/api/app.py has the one handler).
+
+    A subclass sets ``status`` and ``code``; ``message`` is the exception's text unless the subclass
+    must say less (a missing document never echoes the id asked for).
+    """
+
+    status: int = 400
+    code: str = "INVALID_REQUEST"
+
+    @property
+    def message(self) -> str:
+        return str(self)
 
 
 def parse_failure(error_type: str, cause: str) -> tuple[ErrorCode, str]:

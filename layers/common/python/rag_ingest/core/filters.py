@@ -1,29 +1,12 @@
 """Filters in the JSON shape of Bedrock Knowledge Bases' ``RetrievalFilter``: parsed, checked, evaluated.
 
-A filter is one JSON object with exactly one operator:
-
-- a condition ``{"<op>": {"key": "<key>", "value": <value>}}``, ``<op>`` one of :data:`CONDITION_OPS`;
-- a group ``{"andAll": [<filter>, <filter>, ...]}`` or ``{"orAll": [...]}`` (at least 2, as KB requires).
-
-Keys name user metadata (``rag_ingest.core.metadata``) or a built-in (:data:`BUILTINS`). A user
-key's value type chooses what is compared: a string is compared with string values (and the
-members of list values), a number with numbers, a boolean with booleans; the comparisons
-(``greaterThan`` ...) take a number, or an ISO 8601 date string that is then compared as an instant
-with date values. A chunk or document without the key (or with it of another type) matches no
-positive condition and every negative one (``notEquals``, ``notIn``).
-
-``page`` addresses a chunk's page span: a chunk matches a condition on ``page`` when some page of
-its span does (``equals 3``: the span includes 3; ``greaterThan 3``: it ends after 3;
-``notEquals 3``: the span does not include 3). Documents have no page: ``page`` is refused in a
-document listing's filter.
-
-:func:`parse_filter` raises :class:`FilterError` with the JSON path of the bad part
-(``filter.andAll[1].equals.key``). The translation to OpenSearch's query DSL is the chunk index's
-(``rag_ingest.adapters.opensearch_filters``); :func:`matches` evaluates a filter in code (the
-document listing, the in-memory fakes) with the same semantics.
-
-This module is in ``core`` (not ``retrieval``) because both the search and the document listing
-(``rag_ingest.documents``) use it, and the chunk index's adapter receives the parsed filter.
+A filter is one object with one operator: a condition ``{"<op>": {"key", "value"}}`` (:data:`CONDITION_OPS`)
+or a group ``{"andAll"|"orAll": [<filter>, ...]}`` of at least 2. Keys are user metadata or a
+built-in (:data:`BUILTINS`); a value's type chooses what it is compared with, and a missing key
+matches no positive condition. :func:`parse_filter` raises :class:`FilterError` naming the JSON path
+of the bad part; :func:`matches` evaluates a filter in code with the chunk index's semantics
+(rag_ingest.adapters.opensearch_filters translates it). Here, not in ``retrieval``: search and the
+document listing both use it. Semantics, ``page`` included: docs/api.md, "Filters".
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ import re
 from ulid import ULID
 
 _ULID_PATTERN = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
+# A ULID from the API, or the id of an object put straight into the bucket (document_id_for_object).
+_DOCUMENT_ID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}|obj-[0-9a-f]{32}")
 # Step Functions execution names: 1-80 chars of [A-Za-z0-9-_].
 _EXECUTION_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -18,6 +20,11 @@ def new_document_id() -> str:
 
 def is_api_document_id(value: str) -> bool:
     return bool(_ULID_PATTERN.match(value))
+
+
+def is_document_id(value: str) -> bool:
+    """Ids the system issues: a ULID from the API, or ``obj-<hash>`` for an object put without it."""
+    return bool(_DOCUMENT_ID.fullmatch(value))
 
 
 def document_id_for_object(bucket: str, key: str) -> str:

@@ -1,21 +1,12 @@
 """The one structured logger of a function: Powertools Logger, one JSON object per line.
 
-Every module of the domain and every handler logs through :data:`logger` (``from rag_ingest.core.logs
-import logger``). Its service is ``POWERTOOLS_SERVICE_NAME`` (one per function, set by the
-template) and its level ``AWS_LAMBDA_LOG_LEVEL`` (the function's application log level) or
-``POWERTOOLS_LOG_LEVEL``. A ``Logger()`` created elsewhere for the same service shares its
-handler and its keys (Powertools keys loggers by service name).
-
-Why not ``logging.getLogger(__name__)``: in the Lambda Python runtime the root logger stays at
-WARNING, so every ``info`` of the domain was dropped, and ``extra`` fields were lost in the text
-format.
-
-The keys of a run (``document_id``, ``tenant_id``, ``stage``) are appended with :func:`run_keys`
-for the lines of one stage run, SQS record or reaped document, and removed after it; handlers
-also clear all keys at the start of each invocation (``inject_lambda_context(clear_state=True)``).
-
-Outside Lambda (tests, the operator CLI, benchmarks) lines go to stderr, so that a command's
-stdout stays its result.
+Every module of the domain and every handler logs through :data:`logger`: service
+``POWERTOOLS_SERVICE_NAME``, level ``AWS_LAMBDA_LOG_LEVEL`` or ``POWERTOOLS_LOG_LEVEL`` (another
+``Logger()`` of the service shares its handler and keys). Not ``logging.getLogger``: Lambda's Python
+runtime leaves the root logger at WARNING (every ``info`` dropped) and its text format loses ``extra``.
+:func:`run_keys` adds a run's keys (``document_id``, ``tenant_id``, ``stage``) for the lines of one
+stage run, SQS record or reaped document; handlers clear all keys at each invocation. Outside Lambda
+lines go to stderr, so that a command's stdout stays its result.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """A document's user metadata: the rules its keys and values follow, and how a value is typed.
 
-An application attaches metadata at upload (``POST /documents``'s ``metadata``); it is kept on the
-document record, inherited by the document's later versions, written onto every chunk, and
-filtered on (``rag_ingest.core.filters``).
-
-Rules (docs/api.md, "Metadata"):
-
-- at most :data:`MAX_KEYS` keys, each matching :data:`KEY_PATTERN`, none of :data:`RESERVED_KEYS`;
-- a value is a string (at most :data:`MAX_STRING_CHARS` characters), a number (finite; an integer
-  within ±2^53, so a double holds it exactly), a boolean, or a list of at most :data:`MAX_LIST_ITEMS`
-  strings; all of it at most :data:`MAX_METADATA_BYTES` as compact JSON.
-- **A date is a string that parses as ISO 8601** (:func:`iso_datetime`): a calendar date
-  ``YYYY-MM-DD`` or a date and time ``YYYY-MM-DDTHH:MM[:SS[.fraction]]`` with an optional ``Z`` or
-  ``±HH:MM`` up to ±18:00 (no offset: UTC). Such a string is both a string (``equals`` compares it as written)
-  and a date (``greaterThan`` and the other comparisons compare instants). There is no way to keep
-  a date-shaped string from being a date as well; nothing is lost by it.
+Metadata is given at upload (``POST /documents``) or in an S3 sidecar, kept on the record and by
+later versions, written onto every chunk, and filtered on (``rag_ingest.core.filters``). A value is
+a string, a number (an integer within ±2^53, which a double holds exactly), a boolean or a list of
+strings, within the limits below; a string that parses as ISO 8601 (:func:`iso_datetime`) is a date
+as well, compared as an instant. The rules: docs/api.md, "Metadata" and "S3 sidecars".
 """
 
 from __future__ import annotations
@@ -174,14 +164,8 @@ def validate_metadata(metadata: Any, path: str = "metadata") -> dict[str, Any]:
     return checked
 
 
-# -- S3 sidecars: <name>.metadata.json next to a document put straight into the bucket -----------------
-# The shape Bedrock Knowledge Bases reads for the same purpose, a ``<file>.metadata.json`` holding
-# ``{"metadataAttributes": {"k": v, ...}}`` (https://docs.aws.amazon.com/bedrock/latest/userguide/kb-metadata.md),
-# each value plain (string, number, boolean, list of strings) or typed as a MetadataAttributeValue,
-# ``{"value": {"type": "STRING"|"NUMBER"|"BOOLEAN"|"STRING_LIST", "stringValue"|"numberValue"|
-# "booleanValue"|"stringListValue": ...}, "includeForEmbedding": ...}``
-# (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_agent_MetadataAttributeValue.html).
-# ``includeForEmbedding`` is accepted and has no effect here: metadata is never embedded.
+# -- S3 sidecars: Bedrock Knowledge Bases' <name>.metadata.json (docs/api.md, "S3 sidecars") -------------
+# {"metadataAttributes": {key: plain or typed value}}; includeForEmbedding is accepted and ignored.
 SIDECAR_SUFFIX = ".metadata.json"
 #: A sidecar holds at most 8 KB of metadata; anything much bigger is refused unread.
 MAX_SIDECAR_BYTES = 64 * 1024

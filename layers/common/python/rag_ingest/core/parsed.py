@@ -59,9 +59,8 @@ class TextBlock(BaseModel):
     kind: BlockKind
     level: int = Field(default=0, ge=0)
     anchor: str | None = None
-    #: A PDF text layer's table: the x of its column edges (left edge of each column, then the right
-    #: edge of the last), as fractions of the page's width; what tells a table continued on the next
-    #: page from another one (rag_ingest.parsing.pdf.tables.continues_table).
+    #: A PDF table's column edges (each column's left, then the last's right) as fractions of the page's
+    #: width: what tells a table continued on the next page (rag_ingest.parsing.pdf.tables).
     columns: list[float] | None = None
     #: A table that continues the previous page's last table (its rows read under that table's
     #: header; a repeated header row was dropped from the text).

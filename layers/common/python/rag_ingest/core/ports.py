@@ -1,16 +1,12 @@
 """The ports: what the domain needs from the world outside it, as Protocols.
 
-The domain modules (pipeline, intake, documents, deletion, search, reaper, redrive, replay) depend
-on these and on the records of ``rag_ingest.core`` only. ``rag_ingest.adapters`` implements them over boto3 and
-opensearch-py, ``rag_ingest.wiring`` chooses the adapters, and ``tests/support/fakes.py`` implements
-them in memory for the unit tests. ``Telemetry`` (rag_ingest.core.telemetry) and ``Embedder``
-(rag_ingest.embeddings.base) are ports of the same kind, kept next to their implementations.
-
-The documents table is one adapter (``adapters.documents_table.DocumentsTable``), seen by each
-caller through a port that lists only what that caller does with it. Every transition there is a
-compare-and-set: a write that lost a race raises ``StaleWriteError`` instead of overwriting.
-Narrow ports are also what keeps the grants true: tests/infra/test_infra_least_privilege.py
-credits a function with a DynamoDB or OpenSearch action by the method names its code can reach.
+Domain modules depend on these and on the records of ``rag_ingest.core`` only; ``rag_ingest.adapters``
+implements them over boto3 and opensearch-py, ``rag_ingest.wiring`` chooses the adapters, and
+``tests/support/fakes.py`` implements them in memory. The documents table is one adapter seen by
+each caller through a port listing only what it does; every transition is a compare-and-set (a
+lost race raises ``StaleWriteError``). Narrow ports also keep the grants true:
+tests/infra/test_infra_least_privilege.py credits a function with the actions its methods reach.
+Telemetry and Embedder are ports kept next to their implementations.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """The contextual text of a chunk: its document's title and heading path, then the chunk itself.
 
-A chunk's own text rarely says which document or section it belongs to: a section's second chunk
-does not repeat its heading. The contextual text starts with a context line,
-``Admin guide > 4 Backups > Restoring a snapshot``, followed by the chunk's text. What people see
-(the passage and its highlights) is always the plain chunk text.
-
-BM25 indexes it (:data:`SHIPPED_CONTEXT_LINE`); the Embed stage embeds the plain text. Measured
-by ``python -m eval.ablation`` and ``python -m eval --scanned`` (README, retrieval quality): on
-the test split's scanned variant, where OCR'd chunk text is noisier, the context line in BM25
-gives hybrid MRR 0.918 against 0.883 without it; on the text version it costs 0.008 (0.917
-against 0.925, half a question); on dev it is level (0.856 / 0.858 text, 0.875 / 0.873 scanned).
-Embedding it too lowered test k-NN from 0.852 to 0.815, so that does not ship.
-
-The title is the PDF's metadata title when it is meaningful, else the file name made readable
-(:func:`document_title`). The context line is capped at :data:`MAX_CONTEXT_CHARS` characters.
+A section's second chunk does not repeat its heading, so the contextual text starts with a context
+line (``Admin guide > 4 Backups > Restoring a snapshot``) of at most :data:`MAX_CONTEXT_CHARS`
+characters, then the chunk's text. BM25 indexes it (:data:`SHIPPED_CONTEXT_LINE`); Embed embeds
+the plain text, and people always see the plain text. The title is the PDF's metadata title when
+meaningful, else the file name made readable (:func:`document_title`). Why BM25 and not the
+embedding, with the figures: docs/retrieval.md, "Ablation".
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-#: Resolution pages are rasterised at for OCR. 200 dpi gave the lowest character error rate per
-#: second on the generated scans (docs/ocr.md): 150 loses small type, 300 costs twice the time.
+#: Resolution pages are rasterised at for OCR: the best error rate per second on the generated scans
+#: (docs/ocr.md).
 OCR_DPI = 200
 #: OCR'd pages per document unless configured (MAX_OCR_PAGES): OCR is the costliest step per page.
 DEFAULT_MAX_OCR_PAGES = 50
@@ -22,16 +22,11 @@ HYBRID_CANDIDATES_PER_RESULT = 2
 HYBRID_MIN_CANDIDATES = 20
 HYBRID_MAX_CANDIDATES = 100
 
-#: The optional rerank stage (rag_ingest.retrieval.rerank) scores the first ``RERANK_CANDIDATES``
-#: fused passages (or ``k``, when larger). At most ``RERANK_MAX_CANDIDATES``: Bedrock bills reranking
-#: per query, "a single call to the reranker model that can contain up to 100 document chunks"
-#: (https://docs.aws.amazon.com/bedrock/latest/userguide/rerank-pricing.html), so one call stays one
-#: billed query; 50 halves the scoring time of 100 while the first stage's hybrid list is the
-#: candidates' source either way (docs/retrieval.md, "Reranking").
+#: The rerank stage scores the first ``RERANK_CANDIDATES`` fused passages (or ``k``, when larger), at
+#: most one billed Rerank query's worth (docs/retrieval.md, "Reranking": the price and the choice of 50).
 RERANK_CANDIDATES = 50
 RERANK_MAX_CANDIDATES = 100
-#: The reranker models Bedrock's Rerank API offers
-#: (https://docs.aws.amazon.com/bedrock/latest/userguide/rerank-supported.html).
+#: The reranker models Bedrock's Rerank API offers (docs/retrieval.md, "Reranking").
 RerankModelId = Literal["amazon.rerank-v1:0", "cohere.rerank-v3-5:0"]
 RERANK_MODEL_IDS: tuple[str, ...] = get_args(RerankModelId)
 DEFAULT_RERANK_MODEL_ID: RerankModelId = "amazon.rerank-v1:0"
@@ -63,16 +58,12 @@ class FusionSettings:
         return min(HYBRID_MAX_CANDIDATES, max(self.min_candidates, self.candidates_per_result * k))
 
 
-#: Tuned on the evaluation's dev split only (python -m eval.tune): equal weights came out best, and
-#: a small rank constant (1-5) slightly ahead of 10-100 (dev MRR 0.891 against 0.882 at 60); the
-#: candidates per leg (10 to 100 at k=10) made no measurable difference, so the first pass is the
-#: cheaper max(20, 2 x k).
+#: Tuned on the evaluation's dev split only (python -m eval.tune; the figures: docs/retrieval.md,
+#: "Fusion"): equal weights, a small rank constant, and the cheaper first pass, max(20, 2 x k).
 DEFAULT_FUSION = FusionSettings(bm25_weight=1.0, knn_weight=1.0, rank_constant=5)
 
 
-#: How Embed tasks share the embedding model's quota (rag_ingest.embeddings.capacity): ``off``, no
-#: limiter (throttles become TransientError, retried by Step Functions); ``adaptive``, botocore's
-#: adaptive retry mode on the embedder's client (a client-side rate per Lambda, learned from
-#: throttles, not shared); ``shared``, one ledger in DynamoDB that every Embed task books.
+#: How Embed tasks share the embedding model's quota (rag_ingest.embeddings.capacity): none, botocore's
+#: adaptive retries per client, or one DynamoDB ledger all book (docs/architecture.md, "One limiter").
 CapacityMode = Literal["off", "adaptive", "shared"]
 CAPACITY_MODES: tuple[CapacityMode, ...] = ("off", "adaptive", "shared")

@@ -19,7 +19,7 @@ from rag_ingest.core.logs import logger
 from rag_ingest.core.ports import ChunkEraser, DeletionDocuments, EventSink, ObjectEraser
 from rag_ingest.core.record import DocumentStatus
 from rag_ingest.core.s3_keys import artifacts_folder
-from rag_ingest.documents.service import DocumentNotFoundError
+from rag_ingest.documents.errors import DocumentNotFoundError
 
 
 class DeletionReport(BaseModel):

@@ -1,16 +1,11 @@
 """Intake: an S3 ObjectCreated record becomes a QUEUED document and one named workflow execution.
 
-A ``<name>.metadata.json`` next to a document (an S3 sidecar, Bedrock Knowledge Bases' shape:
-rag_ingest.core.metadata.metadata_from_sidecar) is never a document itself: it gives the document
-its metadata, whichever arrives first (docs/api.md, "S3 sidecars"):
-
-- the document's event reads the sidecar (if any) after marking the version QUEUED and before
-  starting its workflow, so Index writes the metadata; a sidecar that breaks the rules fails the
-  version at once with ``INVALID_REQUEST`` naming the sidecar and the bad part (no workflow runs);
-- a sidecar's event for a document that exists already replaces its metadata as ``PATCH`` does
-  (record, revision + 1; a READY document's chunks rewritten in place); for one not there yet it
-  does nothing: the document's own event reads it. A bad late sidecar changes nothing and is
-  reported (logged with ``INVALID_REQUEST``, and in the result).
+A ``<name>.metadata.json`` next to a document (an S3 sidecar: rag_ingest.core.metadata) is never a
+document itself; it gives the document its metadata whichever arrives first. The document's event
+reads its sidecar after marking the version QUEUED and before starting the workflow (a bad sidecar
+fails the version at once, ``INVALID_REQUEST``); a sidecar's own event replaces an existing
+document's metadata as ``PATCH`` does, does nothing for one not there yet, and is only reported
+when bad. The details: docs/api.md, "S3 sidecars".
 """
 
 from __future__ import annotations

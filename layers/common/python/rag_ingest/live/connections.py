@@ -1,19 +1,12 @@
 """Live status over the WebSocket API (AWS): who may connect, who is connected, and the push.
 
-- **Authorize** (``$connect``'s REQUEST authorizer): the ``token`` query parameter is an ID token,
-  verified by :class:`rag_ingest.core.auth.TokenVerifier` exactly as the HTTP API's JWT authorizer
-  does; the answer is an IAM policy for the connect route with the tenant, the subject and the
-  token's groups (``cognito:groups``, as a JSON array in a string: a context value is a string) in its context.
-- **Connections**: ``$connect`` stores (connection id, tenant, subject, groups, expiry) and
-  ``$disconnect`` deletes it; the expiry is a DynamoDB TTL two hours out, the longest a
-  WebSocket connection to API Gateway lives, so a missed ``$disconnect`` cleans itself up.
-- **Push**: for every changed documents-table item, :func:`rag_ingest.live.updates.update_for` builds the
-  one message shape and it is posted to each of that tenant's connections whose principal may read
-  the document (``rag_ingest.core.access.can_read``: a document with ``access`` is never announced
-  to anyone else of the tenant; members of the tenant-admin group read them all). A connection that
-  is gone (410) is deleted; a throttled post is retried with backoff; any other failure fails
-  the record, so the stream retries it (messages carry the whole document, so a subscriber
-  that receives one twice just shows the same state again).
+``$connect``'s authorizer verifies the ``token`` query parameter as the HTTP API's JWT authorizer
+does (``rag_ingest.core.auth.TokenVerifier``) and passes tenant, subject and groups in its context;
+``$connect`` stores the connection with a two-hour TTL (a WebSocket's longest life) and
+``$disconnect`` deletes it. Every change of a documents-table item becomes one message
+(``rag_ingest.live.updates.update_for``) posted to each of the tenant's connections whose principal
+may read the document: a gone connection (410) is deleted, a throttled post retried with backoff,
+any other failure fails the record for the stream to retry (a message twice shows the same state).
 """
 
 from __future__ import annotations
@@ -37,7 +30,7 @@ MAX_CONNECTION_SECONDS = 2 * 60 * 60
 CONTEXT_TENANT = "tenant_id"
 CONTEXT_SUBJECT = "sub"
 CONTEXT_USERNAME = "username"
-CONTEXT_GROUPS = "groups"  # a JSON array of the token's groups
+CONTEXT_GROUPS = "groups"  # the token's groups as a JSON array in a string: a context value is a string
 
 
 class ConnectionGoneError(Exception):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rag_ingest.core.record import DocumentRecord
-from rag_ingest.documents.service import DocumentView
+from rag_ingest.documents.schemas import DocumentView
 
 DOCUMENT_UPDATED = "document.updated"
 

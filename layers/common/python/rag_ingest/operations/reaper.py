@@ -1,17 +1,12 @@
 """The stuck-document reaper: QUEUED/PROCESSING records that stopped moving, checked against the
 execution that should be moving them.
 
-Every stage writes ``updated_at``; a record older than the deadline is only a suspect. The
-execution decides: still running → left alone (the workflow's own timeout bounds it); gone,
-failed, timed out or aborted without closing the record → re-driven under a replay name
-(checkpoints resume it) while the replay budget lasts; otherwise (budget spent, or an execution
-that "succeeded" without closing the record) → FAILED with ``STUCK``. Every write is a
-compare-and-set on the record as read, so a worker that moves the document meanwhile wins.
-
-Uploads that never arrive: an AWAITING_UPLOAD record older than the upload URL's expiry plus a
-grace period (``expire_uploads_after_seconds``) becomes EXPIRED (compare-and-set on the record as
-read: an upload that lands meanwhile wins). That is the client's doing, not a fault: it is
-counted apart (``UploadsExpired``), never in ``DocumentsReaped``, whose alarm pages.
+A record not updated by the deadline is a suspect, and its execution decides: still running, left
+alone; gone, failed, timed out or aborted, restarted under a replay name while the replay budget
+lasts; else FAILED with ``STUCK``. AWAITING_UPLOAD records past the upload URL's expiry and a grace
+period become EXPIRED, counted apart (``UploadsExpired``) since the client's doing never pages.
+Every write is a compare-and-set on the record as read: a worker that moves the document meanwhile
+wins. The runbook: docs/operations.md, "The stuck-document reaper".
 """
 
 from __future__ import annotations
@@ -37,7 +32,8 @@ _DEAD = frozenset({ExecutionState.MISSING, ExecutionState.FAILED, ExecutionState
 class ReapAction(StrEnum):
     """The ``Action`` dimension of the ``DocumentsReaped`` metric."""
 
-    REDRIVEN = "Redriven"
+    # The metric's dimension value, as the alarms and dashboards read it.
+    RESTARTED = "Redriven"
     MARKED_FAILED = "MarkedFailed"
 
 
@@ -61,10 +57,8 @@ class ReapRequest(BaseModel):
     max_redrives: int | None = Field(default=None, ge=0)
     max_documents: int | None = Field(default=None, ge=1)
     expire_uploads_after_seconds: int | None = Field(default=None, ge=60)
-    # Every execution is known to be gone and none can be starting (the local stack's start after a
-    # stop, before it polls its queues): every QUEUED/PROCESSING record is a suspect whatever its
-    # age, and the execution still decides. Not for a running system: a record whose execution is
-    # still being started would be re-driven too.
+    # No execution survived and none is starting (the local stack's restart): every record is a suspect
+    # whatever its age. Never on a running system (docs/operations.md, "The stuck-document reaper").
     executions_lost: bool = False
 
 
@@ -76,7 +70,7 @@ class ReapedDocument(BaseModel):
     replays: int
     action: ReapAction | None = None  # None: left alone
     reason: str = ""
-    execution_arn: str | None = None  # the replay's, when re-driven
+    execution_arn: str | None = None  # the replay's, when restarted
 
 
 class ReapReport(BaseModel):
@@ -89,7 +83,7 @@ class ReapReport(BaseModel):
     expired: list[ReapedDocument] = Field(default_factory=list)
 
     def counts(self) -> dict[ReapAction, int]:
-        return {ReapAction.REDRIVEN: len(self.redriven), ReapAction.MARKED_FAILED: len(self.marked_failed)}
+        return {ReapAction.RESTARTED: len(self.redriven), ReapAction.MARKED_FAILED: len(self.marked_failed)}
 
 
 class Reaper:
@@ -134,7 +128,7 @@ class Reaper:
                 if record is None or record.status != status or record.updated_at >= deadline:
                     continue
                 with run_keys(document_id=record.document_id, tenant_id=record.tenant_id):
-                    self._judge(record, settings, request.dry_run, report)
+                    self._decide(record, settings, request.dry_run, report)
         if settings.expire_uploads_after_seconds is not None:
             self._expire_uploads(settings.expire_uploads_after_seconds, settings, request.dry_run, report)
         logger.info(
@@ -179,7 +173,7 @@ class Reaper:
                     logger.info("upload expired", extra={"awaiting_since": record.updated_at})
             report.expired.append(found)
 
-    def _judge(self, record: DocumentRecord, settings: ReaperSettings, dry_run: bool, report: ReapReport) -> None:
+    def _decide(self, record: DocumentRecord, settings: ReaperSettings, dry_run: bool, report: ReapReport) -> None:
         state = self._executions.state(record.execution_arn)
         found = ReapedDocument(
             document_id=record.document_id,
@@ -194,11 +188,11 @@ class Reaper:
             waiting = " (waiting for embedding capacity)" if record.capacity_wait_until else ""
             report.left_alone.append(found.model_copy(update={"reason": f"execution still running{waiting}"}))
             return
-        redrivable = state in _DEAD and record.version and record.bucket and record.key
-        if redrivable and record.replays < settings.max_redrives:
-            self._redrive(record, found, dry_run, report)
+        restartable = state in _DEAD and record.version and record.bucket and record.key
+        if restartable and record.replays < settings.max_redrives:
+            self._restart(record, found, dry_run, report)
             return
-        if not redrivable:
+        if not restartable:
             why = f"execution {state.value} but the record is {record.status.value}"
         else:
             why = f"execution {state.value}; {record.replays} replays already (max {settings.max_redrives})"
@@ -225,7 +219,7 @@ class Reaper:
             )
         report.marked_failed.append(found.model_copy(update={"action": ReapAction.MARKED_FAILED, "reason": detail}))
 
-    def _redrive(self, record: DocumentRecord, found: ReapedDocument, dry_run: bool, report: ReapReport) -> None:
+    def _restart(self, record: DocumentRecord, found: ReapedDocument, dry_run: bool, report: ReapReport) -> None:
         reason = f"execution {found.execution_state} without closing the record"
         try:
             planned = self._replayer.plan(record) if dry_run else self._replayer.replay(record)
@@ -234,6 +228,6 @@ class Reaper:
             return
         report.redriven.append(
             found.model_copy(
-                update={"action": ReapAction.REDRIVEN, "reason": reason, "execution_arn": planned.execution_arn}
+                update={"action": ReapAction.RESTARTED, "reason": reason, "execution_arn": planned.execution_arn}
             )
         )

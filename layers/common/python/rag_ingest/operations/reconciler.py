@@ -1,31 +1,13 @@
 """The reconciler: proves the documents table, the uploaded objects and the index agree, per tenant
 and document, and repairs what is safe to repair.
 
-Three passes, each paged, none holding more than one entry per document (the table's records, as
-read once; the bucket's listing grouped key by key; the index's chunk counts per document version,
-from a composite aggregation, never the chunks themselves):
-
-1. records: documents QUEUED/PROCESSING past the reaper's deadline (and uploads never made past
-   theirs) are **reported only**: the reaper (``rag_ingest.operations.reaper``) owns them;
-2. objects (``raw/`` versions): an object with no record (reported only, see below), and a record
-   whose uploaded version is gone (a READY or FAILED one is marked FAILED with
-   ``SOURCE_OBJECT_MISSING``, compare-and-set on the record as read; an in-flight one is left to its
-   workflow, which fails it with ``OBJECT_NOT_FOUND`` by itself);
-3. the index: chunks with no record (orphans), chunks of a READY document's superseded version,
-   chunks of a DELETING/DELETED document or of one whose source is gone (all deleted by
-   ``--repair``), and a READY document whose current version's chunk count differs from the
-   record's (re-indexed from its checkpoints, the chunks artifact and the embedding batches,
-   as the Index stage does; without them, replayed through ``replay.Replayer``).
-
-Every finding is checked against a consistent re-read of its record before it is reported (a
-document that moved on meanwhile is not drift), every repair is idempotent (deletes by id, writes
-overwrite by id, the record's write is conditional), and every repair is logged.
-
-Objects with no record are never replayed as new uploads: the object's S3 event may still be on its
-way to intake (the listing cannot tell), the key may have been refused by intake on purpose (no
-tenant folder), or the record was lost with the document's other state; re-putting the object (or
-``rag-ingest redrive`` of its dead letter) is the one path that goes through intake's checks, so the
-reconciler names the object and leaves that choice to an operator.
+Three paged passes, none holding more than one entry per document: the records (stuck ones are
+reported, the reaper's), the objects (``raw/`` versions: an object with no record is reported
+only; a READY or FAILED record whose upload is gone is failed ``SOURCE_OBJECT_MISSING``), and the
+index (chunk counts per document version from a composite aggregation: orphan and stale chunks
+deleted, a wrong count re-indexed from the checkpoints or replayed). Every finding is re-checked on
+a consistent read first, every repair is idempotent and logged. What each finding means and why an
+object is never replayed: docs/operations.md, "The reconciler".
 """
 
 from __future__ import annotations
@@ -221,7 +203,7 @@ class Reconciler:
                     document_id=record.document_id,
                     version=record.version,
                     reason=f"{record.status.value} since {record.updated_at}, past the reaper's deadline: "
-                    "the reaper re-drives or fails it (rag-ingest reap)",
+                    "the reaper restarts or fails it (rag-ingest reap)",
                     repairable=False,
                 )
             )
@@ -249,7 +231,7 @@ class Reconciler:
                 record is not None
                 and record.key == key
                 and record.version
-                and any(_is(version, record.version) for version in versions)
+                and any(_is_record_version(version, record.version) for version in versions)
             ):
                 present.add(record.document_id)
             latest = next((v for v in versions if v.is_latest), versions[0])
@@ -346,7 +328,7 @@ class Reconciler:
     def _version_exists(self, record: DocumentRecord) -> bool:
         assert record.key is not None and record.version is not None
         listing = self._objects.list_versions(self._settings.bucket, record.key)
-        return any(v.key == record.key and _is(v, record.version) for v in listing)
+        return any(v.key == record.key and _is_record_version(v, record.version) for v in listing)
 
     # -- 3. the index ------------------------------------------------------------------------------------
     def _index_pass(
@@ -507,7 +489,7 @@ class Reconciler:
             number += 1
 
 
-def _is(entry: StoredObjectVersion, version: str) -> bool:
+def _is_record_version(entry: StoredObjectVersion, version: str) -> bool:
     """Whether a listed entry is the record's version (a versionId, or ``etag:`` on an unversioned bucket)."""
     if entry.is_delete_marker:
         return False

@@ -86,7 +86,7 @@ class DeadLetterRedrive:
                         held.append(message.receipt_handle)
                         continue
                     seen.add(message.message_id)
-                    entry, reason = self._judge(message, request)
+                    entry, reason = self._decide(message, request)
                     if reason:
                         report.skipped.append(entry.model_copy(update={"reason": reason}))
                         held.append(message.receipt_handle)
@@ -106,7 +106,7 @@ class DeadLetterRedrive:
         )
         return report
 
-    def _judge(self, message: QueueMessage, request: RedriveRequest) -> tuple[MessageEntry, str]:
+    def _decide(self, message: QueueMessage, request: RedriveRequest) -> tuple[MessageEntry, str]:
         """The message's entry, and why it stays in the DLQ ("" = it moves)."""
         entry = MessageEntry(message_id=message.message_id)
         age_seconds = max(0.0, self._clock() - message.sent_timestamp_ms / 1000)

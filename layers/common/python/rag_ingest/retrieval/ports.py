@@ -9,37 +9,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from rag_ingest.core.access import Principal
-from rag_ingest.core.filters import Filter
 from rag_ingest.retrieval.hits import SearchHit
+from rag_ingest.retrieval.query import SearchQuery
 
 
 class PassageRetriever(Protocol):
-    """The two retrievers; both filter by tenant inside the query, and by what ``reader`` may read
-    (rag_ingest.core.access) when one is given."""
+    """The two retrievers, each asked for ``k`` candidates of one ``SearchQuery``: both filter by its
+    tenant, ``where`` and ``reader`` inside their query, never after it."""
 
-    def knn_search(
-        self,
-        *,
-        tenant_id: str,
-        vector: Sequence[float],
-        k: int = 5,
-        highlight_text: str | None = None,
-        where: Filter | None = None,
-        reader: Principal | None = None,
-    ) -> list[SearchHit]: ...
+    def knn_search(self, query: SearchQuery, vector: Sequence[float], *, k: int) -> list[SearchHit]:
+        """The ``k`` chunks nearest ``vector`` (the query's text embedded), with highlighted
+        fragments of the query's words."""
+        ...
 
-    def bm25_search(
-        self,
-        *,
-        tenant_id: str,
-        query: str,
-        k: int = 5,
-        where: Filter | None = None,
-        reader: Principal | None = None,
-    ) -> list[SearchHit]:
-        """``where`` (a parsed filter, rag_ingest.core.filters) and ``reader`` narrow both retrievers
-        inside their query."""
+    def bm25_search(self, query: SearchQuery, *, k: int) -> list[SearchHit]:
+        """The ``k`` chunks that best match the query's words (BM25), with highlights."""
         ...
 
 

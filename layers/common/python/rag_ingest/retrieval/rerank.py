@@ -1,18 +1,11 @@
 """The optional second stage of search: rerank the fused candidates by a (query, passage) scorer.
 
-The first stage (rag_ingest.retrieval.search) fuses BM25 and k-NN and folds copies; this stage takes
-its first ``candidates`` passages (``RERANK_CANDIDATES``, 50, or ``k`` when larger; at most
-``RERANK_MAX_CANDIDATES``, 100, so that one Bedrock call is one billed query), scores each
-(query, passage text) pair with a ``Reranker``, and returns the ``k`` best by that score, best first.
-A passage keeps its fields; its ``score`` becomes the reranker's relevance score.
-
-Rerankers: in AWS, Bedrock's ``Rerank`` API with ``amazon.rerank-v1:0`` or ``cohere.rerank-v3-5:0``
-(rag_ingest.adapters.reranker). Offline there is no cross-encoder whose weights install from a
-package registry reachable here (docs/retrieval.md, "Reranking"), so the local embedding server's
-``Rerank`` route, and the in-process provider, run ``LexicalStandInReranker``: BM25 of the query's
-words over the candidates only, a plainly labelled stand-in that exercises the path (request shape,
-ordering, latency) and is not a model. Reranking is off by default (cdk.json
-``search.rerank.default``): the evaluation gives the measured effect.
+It takes the first stage's first ``rerank_depth(k)`` passages (``RERANK_CANDIDATES``, or ``k`` when
+larger), scores each (query, passage text) pair with a ``Reranker`` and returns the ``k`` best by
+that score, which becomes each passage's ``score``. In AWS the reranker is Bedrock's ``Rerank``
+(rag_ingest.adapters.reranker); offline, where no cross-encoder's weights install from a registry
+reachable here, it is ``LexicalStandInReranker``: BM25 over the candidates, a labelled stand-in that
+exercises the path and is no model. Off by default; why, with the figures: docs/retrieval.md, "Reranking".
 """
 
 from __future__ import annotations
@@ -26,6 +19,7 @@ from dataclasses import replace
 from rag_ingest.core.settings import RERANK_CANDIDATES, RERANK_MAX_CANDIDATES
 from rag_ingest.retrieval.hits import SearchHit
 from rag_ingest.retrieval.ports import Reranker
+from rag_ingest.retrieval.query import SearchQuery
 
 #: What the stand-in calls itself in responses, logs and tables: never mistaken for a model.
 STAND_IN_NAME = "lexical-stand-in (BM25 over the candidates; not a cross-encoder)"
@@ -80,12 +74,13 @@ def rerank_depth(k: int, candidates: int = RERANK_CANDIDATES) -> int:
     return max(k, candidates)
 
 
-def rerank_passages(reranker: Reranker, query: str, passages: Sequence[SearchHit], k: int) -> list[SearchHit]:
-    """The ``k`` best of ``passages`` for ``query`` by ``reranker``'s score, best first, each with that score."""
-    if not passages or k < 1:
+def rerank_passages(reranker: Reranker, query: SearchQuery, passages: Sequence[SearchHit]) -> list[SearchHit]:
+    """The ``query.k`` best of ``passages`` for the query's text by ``reranker``'s score, best first,
+    each with that score."""
+    if not passages or query.k < 1:
         return []
-    top_n = min(k, len(passages))
-    ranked = reranker.rerank(query, [passage.text for passage in passages], top_n)
+    top_n = min(query.k, len(passages))
+    ranked = reranker.rerank(query.text, [passage.text for passage in passages], top_n)
     indexes = [index for index, _ in ranked]
     if len(set(indexes)) != len(indexes) or any(not 0 <= index < len(passages) for index in indexes):
         raise RuntimeError(f"{reranker.name} answered indexes {indexes} for {len(passages)} passages")

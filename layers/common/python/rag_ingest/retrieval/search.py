@@ -1,32 +1,12 @@
 """Search the indexed passages of one tenant: k-NN, BM25, or both fused (hybrid, the default).
 
-Hybrid search runs both retrievers, each with the tenant filter inside its query, for
-``fusion.candidates_for(k)`` hits each, and fuses the two ranked lists with weighted reciprocal
-rank fusion (Cormack, Clarke and Büttcher, SIGIR 2009, with a weight per list):
-``score(d) = Σ weight(list) / (rank_constant + rank(d))`` over the lists that contain ``d``
-(rank 1-based). Ranks, not scores: BM25 scores are unbounded and vary with the query's length
-and the corpus, k-NN scores are bounded similarities, so score normalisation (min-max per list,
-z-scores) reacts to outliers in one list. The weights let the stronger leg lead: the defaults
-(:data:`DEFAULT_FUSION`) were tuned on the evaluation's dev split only (``python -m eval.tune``),
-and each deployment can set its own (``search.fusion`` in cdk.json). OpenSearch's own score
-normalisation (the neural-search plugin's normalization-processor) is not available on every
-domain, so fusion happens here.
-
-Whatever the mode, a text is returned once: passages whose text is the same (after folding case and
-white space) collapse into the best-ranked one, which lists the others in ``copies``. Each retriever
-first fetches ``candidates_for(k)`` hits; when collapsing copies leaves fewer than ``k`` distinct
-passages and a retriever may have more, the search asks again twice as deep (at most
-``HYBRID_MAX_CANDIDATES``). A shallow first pass keeps the common search cheap: loading and
-highlighting each candidate was about half of OpenSearch's time for a 10-result k-NN search at 40
-candidates (docs/benchmarks.md), and only a corpus full of copies pays for a deeper pass.
-
-A hybrid search sends its BM25 request from a second thread as soon as it starts, so that it runs
-while the query is embedded and the k-NN request runs: the search takes about as long as the
-slower leg, not the two one after the other.
-
-With a ``reranker`` (``rerank`` in the request, or the deployment's default), the fused and folded
-passages go through a second stage (rag_ingest.retrieval.rerank): the first ``rerank_depth(k)`` of
-them are scored by the reranker and the ``k`` best by that score are returned.
+``search_passages`` runs one ``SearchQuery``: each retriever, with the tenant and the query's
+filters inside its query, fetches ``fusion.candidates_for(k)`` hits; hybrid fuses the two lists by
+weighted reciprocal rank fusion, its BM25 request sent from a second thread while the query is
+embedded. A text is returned once: passages of the same text fold into the best-ranked one
+(``copies``), and a search whose folds leave fewer than ``k`` asks again twice as deep (at most
+``HYBRID_MAX_CANDIDATES``). A reranker may then order the first passages (rag_ingest.retrieval.rerank).
+Why ranks, the weights and the depths: docs/retrieval.md, "The four steps" and "Fusion".
 """
 
 from __future__ import annotations
@@ -35,7 +15,6 @@ import hashlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -56,6 +35,7 @@ from rag_ingest.core.tracing import in_callers_trace
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.retrieval.hits import PassageCopy, SearchHit
 from rag_ingest.retrieval.ports import PassageRetriever, Reranker
+from rag_ingest.retrieval.query import SearchMode, SearchQuery
 from rag_ingest.retrieval.rerank import rerank_depth, rerank_passages
 
 MAX_K = 50
@@ -66,12 +46,6 @@ MAX_QUERY_CHARS = 1000
 _BM25_LEGS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="bm25-leg")
 
 
-class SearchMode(StrEnum):
-    HYBRID = "hybrid"
-    KNN = "knn"
-    BM25 = "bm25"
-
-
 def candidates_for(k: int) -> int:
     return DEFAULT_FUSION.candidates_for(k)
 
@@ -79,95 +53,77 @@ def candidates_for(k: int) -> int:
 def search_passages(
     store: PassageRetriever,
     embedder: Embedder,
+    query: SearchQuery,
     *,
-    tenant_id: str,
-    query: str,
-    k: int = 5,
-    mode: SearchMode | str = SearchMode.HYBRID,
     fusion: FusionSettings = DEFAULT_FUSION,
-    where: Filter | None = None,
-    reader: Principal | None = None,
     reranker: Reranker | None = None,
     rerank_candidates: int = RERANK_CANDIDATES,
 ) -> list[SearchHit]:
-    """The ``k`` best passages of ``tenant_id`` for ``query``, best first; with ``where``, only
-    passages that match it, and with ``reader``, only passages of documents it may read
-    (rag_ingest.core.access): both run inside both retrievers' queries, never after them.
-    With ``reranker``, the first ``rerank_depth(k, rerank_candidates)`` passages are reranked by it.
+    """The ``query.k`` best passages for ``query``, best first (rag_ingest.retrieval.query says what
+    narrows them). With ``reranker``, the first ``rerank_depth(k, rerank_candidates)`` passages are
+    reranked by it; ``fusion`` weighs the hybrid mode's two lists.
 
     Raises ``PermanentError(INVALID_REQUEST)`` for an empty query, a missing tenant, k outside
     1..MAX_K or an unknown mode.
     """
-    if not query.strip():
+    if not query.text.strip():
         raise PermanentError(ErrorCode.INVALID_REQUEST, "the query is empty")
-    if not tenant_id:
+    if not query.tenant_id:
         raise PermanentError(ErrorCode.INVALID_REQUEST, "a tenant is required: search never crosses tenants")
-    if not 1 <= k <= MAX_K:
-        raise PermanentError(ErrorCode.INVALID_REQUEST, f"k must be between 1 and {MAX_K}, got {k}")
+    if not 1 <= query.k <= MAX_K:
+        raise PermanentError(ErrorCode.INVALID_REQUEST, f"k must be between 1 and {MAX_K}, got {query.k}")
     try:
-        mode = SearchMode(mode)
+        query = replace(query, mode=SearchMode(query.mode))
     except ValueError:
         modes = ", ".join(m.value for m in SearchMode)
-        raise PermanentError(ErrorCode.INVALID_REQUEST, f"unknown mode {mode!r}: expected one of {modes}") from None
+        message = f"unknown mode {query.mode!r}: expected one of {modes}"
+        raise PermanentError(ErrorCode.INVALID_REQUEST, message) from None
 
     # The first stage's k: the reranker's candidates when there is one (module doc).
-    wanted = k if reranker is None else rerank_depth(k, rerank_candidates)
+    wanted = query.k if reranker is None else rerank_depth(query.k, rerank_candidates)
     depth = fusion.candidates_for(wanted)
-    narrow = _narrowed(where, reader)
-    bm25_leg = _start_bm25_leg(store, mode, tenant_id, query, depth, narrow)
-    vector = None if mode is SearchMode.BM25 else embedder.embed([query])[0]
+    bm25_leg = _start_bm25_leg(store, query, depth)
+    vector = None if query.mode is SearchMode.BM25 else embedder.embed([query.text])[0]
     while True:
-        hits, more_exist = _candidates(store, mode, tenant_id, query, vector, depth, fusion, bm25_leg, narrow)
+        hits, more_exist = _candidates(store, query, vector, depth, fusion, bm25_leg)
         passages = collapse_copies(hits)
         if len(passages) >= wanted or not more_exist or depth >= HYBRID_MAX_CANDIDATES:
             if reranker is not None:
-                return rerank_passages(reranker, query, passages[:wanted], k)
-            return passages[:k]
+                return rerank_passages(reranker, query, passages[:wanted])
+            return passages[: query.k]
         depth = min(HYBRID_MAX_CANDIDATES, 2 * depth)
-        bm25_leg = _start_bm25_leg(store, mode, tenant_id, query, depth, narrow)
+        bm25_leg = _start_bm25_leg(store, query, depth)
 
 
-def _start_bm25_leg(
-    store: PassageRetriever, mode: SearchMode, tenant_id: str, query: str, depth: int, narrow: dict[str, Any]
-) -> Future[list[SearchHit]] | None:
+def _start_bm25_leg(store: PassageRetriever, query: SearchQuery, depth: int) -> Future[list[SearchHit]] | None:
     """A hybrid pass's BM25 request, sent from another thread (its subsegment under the caller's);
     None for the other modes."""
-    if mode is not SearchMode.HYBRID:
+    if query.mode is not SearchMode.HYBRID:
         return None
-    return _BM25_LEGS.submit(
-        in_callers_trace(lambda: store.bm25_search(tenant_id=tenant_id, query=query, k=depth, **narrow))
-    )
+    return _BM25_LEGS.submit(in_callers_trace(lambda: store.bm25_search(query, k=depth)))
 
 
 def _candidates(
     store: PassageRetriever,
-    mode: SearchMode,
-    tenant_id: str,
-    query: str,
+    query: SearchQuery,
     vector: list[float] | None,
     depth: int,
     fusion: FusionSettings,
     bm25_leg: Future[list[SearchHit]] | None,
-    narrow: dict[str, Any] | None = None,
 ) -> tuple[list[SearchHit], bool]:
     """The ranked candidates of one pass ``depth`` deep, and whether a deeper pass could find more
     (some retriever filled its ``depth``). A hybrid pass's BM25 hits come from ``bm25_leg``."""
-    narrow = narrow or {}
-    knn_hits = (
-        store.knn_search(tenant_id=tenant_id, vector=vector, k=depth, highlight_text=query, **narrow)
-        if vector is not None
-        else []
-    )
+    knn_hits = store.knn_search(query, vector, k=depth) if vector is not None else []
     if bm25_leg is not None:
         bm25_hits = bm25_leg.result()  # its error, if any, is raised here
-    elif mode is SearchMode.BM25:
-        bm25_hits = store.bm25_search(tenant_id=tenant_id, query=query, k=depth, **narrow)
+    elif query.mode is SearchMode.BM25:
+        bm25_hits = store.bm25_search(query, k=depth)
     else:
         bm25_hits = []
     more_exist = len(bm25_hits) >= depth or len(knn_hits) >= depth
-    if mode is SearchMode.BM25:
+    if query.mode is SearchMode.BM25:
         return bm25_hits, more_exist
-    if mode is SearchMode.KNN:
+    if query.mode is SearchMode.KNN:
         return knn_hits, more_exist
     fused = reciprocal_rank_fusion(
         [bm25_hits, knn_hits],
@@ -176,16 +132,6 @@ def _candidates(
         rank_constant=fusion.rank_constant,
     )
     return fused, more_exist
-
-
-def _narrowed(where: Filter | None, reader: Principal | None = None) -> dict[str, Any]:
-    """The ``where`` and ``reader`` arguments of a retriever call, only when they narrow anything
-    (retrievers written before filters and access existed, e.g. the evaluation's, still serve
-    unrestricted searches). A tenant admin reads every document of the tenant: no ``reader``."""
-    narrow: dict[str, Any] = {} if where is None else {"where": where}
-    if reader is not None and not reader.is_tenant_admin:
-        narrow["reader"] = reader
-    return narrow
 
 
 def text_fingerprint(text: str) -> str:
@@ -401,16 +347,14 @@ class SearchService:
         if wants_rerank and self._reranker is None:
             raise PermanentError(ErrorCode.INVALID_REQUEST, "reranking is not configured for this deployment")
         reranker = self._reranker() if wants_rerank and self._reranker is not None else None
+        query = SearchQuery(
+            tenant_id=tenant_id, text=request.query, k=request.k, mode=request.mode, where=where, reader=reader
+        )
         hits = search_passages(
             self._store(),
             embedder,
-            tenant_id=tenant_id,
-            query=request.query,
-            k=request.k,
-            mode=request.mode,
+            query,
             fusion=self._fusion,
-            where=where,
-            reader=reader,
             reranker=reranker,
             rerank_candidates=self._rerank.candidates,
         )

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
+from rag_ingest.core.errors import ApiRefusal
 from rag_ingest.core.logs import logger
 from rag_ingest.webhooks.model import (
     DETAIL_TYPES,
@@ -51,17 +52,23 @@ DEFAULT_RETRY_MAX_DELAY_SECONDS = 3600
 _DATA_FIELDS = ("page_count", "chunk_count", "failed_pages", "stage", "error_code")
 
 
-class WebhookRequestError(ValueError):
-    """A request the API refuses with 400 and ``code``."""
+class WebhookRequestError(ApiRefusal, ValueError):
+    """A request the API refuses with 400 and ``code`` (one of the ``WEBHOOK_*`` codes)."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
-        self.message = message
 
 
-class EndpointNotFoundError(LookupError):
+class EndpointNotFoundError(ApiRefusal, LookupError):
     """No such endpoint for this tenant (another tenant's answers alike)."""
+
+    status = 404
+    code = "NOT_FOUND"
+
+    @property
+    def message(self) -> str:
+        return "no such webhook endpoint"
 
 
 class EndpointStore(Protocol):

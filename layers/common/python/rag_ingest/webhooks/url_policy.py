@@ -1,16 +1,11 @@
 """Where a webhook may be delivered: the SSRF guard.
 
 A tenant names the URL, so a delivery must not become a way into the network the function runs in
-(the instance metadata service at 169.254.169.254, a VPC's private addresses, loopback services).
-The rule is checked twice: at registration (a clear 400), and at every delivery, because the
-host's DNS answer can change after registration. At delivery the host is resolved, **every**
-address of the answer is checked, and the connection goes to one of the checked addresses
-(``Target.address``) with the original host name as Host header and TLS server name: nothing
-resolves the name a second time between the check and the connection.
-
-In AWS only ``https`` on port 443-or-any to public addresses is allowed. ``allow_loopback_http``
-(env ``WEBHOOK_ALLOW_LOOPBACK_HTTP``; false in AWS, true in the local stack and the tests) also
-admits ``http``/``https`` receivers on loopback addresses, nothing else.
+(instance metadata, private addresses, loopback). The rule runs at registration (a clear 400) and
+at every delivery, whose DNS answer may have changed: every address of the answer is checked, and
+the connection goes to one of them (``Target.address``) under the original host name, so nothing
+resolves the name again in between. In AWS only ``https`` to public addresses; ``allow_loopback_http``
+(the local stack, the tests) admits loopback receivers as well. docs/webhooks.md, "The URL policy".
 """
 
 from __future__ import annotations

@@ -1,0 +1,34 @@
+"""What one search asks (``SearchQuery``): built once from the request, passed whole to the
+retrievers (rag_ingest.retrieval.ports) and the rerank stage.
+
+May import: ``core``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from rag_ingest.core.access import Principal
+from rag_ingest.core.filters import Filter
+
+
+class SearchMode(StrEnum):
+    HYBRID = "hybrid"
+    KNN = "knn"
+    BM25 = "bm25"
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    """The ``k`` best passages of ``tenant_id`` for ``text``, by ``mode``; with ``where`` (a parsed
+    filter), only passages that match it, and with ``reader``, only passages of documents it may
+    read (rag_ingest.core.access). A retriever applies the tenant, ``where`` and ``reader`` inside its
+    query, and highlights ``text``'s words when it has any."""
+
+    tenant_id: str
+    text: str
+    k: int = 5
+    mode: SearchMode | str = SearchMode.HYBRID
+    where: Filter | None = None
+    reader: Principal | None = None
