@@ -86,6 +86,7 @@ demo: stack-up
 lint: install
 	.venv/bin/ruff check .
 	.venv/bin/mypy app.py infra local functions layers/common/python/rag_ingest client/rag_ingest_client bench eval tools examples
+	$(PY) -m tools.prose_check
 
 # docs/openapi.json from the API function's routes (tests/unit/test_api_handler.py fails when it is stale).
 .PHONY: openapi

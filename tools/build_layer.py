@@ -73,14 +73,10 @@ def configured_architecture(cdk_json: Path = CDK_JSON) -> str:
 # Bytecode compiled by the host interpreter (3.11) would be ignored by 3.13, so skip it; no
 # compilation also keeps the asset hash stable across rebuilds.
 PIP_EXTRA_ARGS: tuple[str, ...] = ("--no-compile", "--disable-pip-version-check", "--no-input", "--quiet")
-# Provided by the Lambda runtime but dragged in by dependencies (aws-xray-sdk needs botocore):
-# dropping them saves ~90 MB of the 250 MB unzipped limit.
+# Provided by the Lambda runtime, though dependencies drag them in (aws-xray-sdk needs botocore).
 RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer")
-# Distributions the requirements drag in that no function imports (~40 MB unzipped): tokenizers'
-# Hugging Face Hub client and what it needs (only Tokenizer.from_pretrained uses it; the functions
-# load the tokenizer from a file in the package), and opensearch-py 3's gRPC transport (the
-# functions speak HTTP). tests/unit/test_layer_contents.py imports every module the functions use
-# and fails if any of these is loaded; tests/infra checks the built layer holds none of them.
+# Distributions the requirements drag in that no function imports; what each is and what the
+# layer saves: docs/deploy.md, "The layer" (tests/unit/test_layer_contents.py guards the list).
 UNIMPORTED_DISTRIBUTIONS = (
     "huggingface_hub",
     "hf_xet",

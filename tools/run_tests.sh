@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 
-echo "== lint (ruff, mypy)"
+echo "== lint (ruff, mypy, prose)"
 make --no-print-directory lint
 
 started_opensearch=""
