@@ -107,8 +107,13 @@ def _module_file(name: str) -> Path | None:
     return None
 
 
+@cache
+def _parsed(path: Path) -> ast.Module:
+    return ast.parse(path.read_text())
+
+
 def _imported_modules(path: Path) -> Iterator[str]:
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(_parsed(path)):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names if alias.name.startswith("rag_ingest"))
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("rag_ingest"):
@@ -144,7 +149,8 @@ def _names_in(node: ast.AST) -> set[str]:
     return names
 
 
-def _used_names(handler: Path, files: frozenset[Path]) -> set[str]:
+@cache
+def _used_names(handler: Path, files: frozenset[Path]) -> frozenset[str]:
     """Names used by the code a handler can run: the handler's modules (app.py and its siblings in the
     function's folder, whose routes are reached by decorator, not by name), every reachable module's
     top-level statements, and (to a fixed point) each top-level function or class of those modules whose
@@ -153,8 +159,7 @@ def _used_names(handler: Path, files: frozenset[Path]) -> set[str]:
     definitions: list[tuple[str, ast.AST]] = []
     used: set[str] = set()
     for file in files:
-        tree = ast.parse(file.read_text())
-        for statement in tree.body:
+        for statement in _parsed(file).body:
             own = file.is_relative_to(handler.parent)
             if not own and isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 definitions.append((statement.name, statement))
@@ -164,7 +169,7 @@ def _used_names(handler: Path, files: frozenset[Path]) -> set[str]:
     while True:
         reached = [(name, node) for name, node in pending if name in used]
         if not reached:
-            return used
+            return frozenset(used)
         for _name, node in reached:
             used |= _names_in(node)
         pending = [(name, node) for name, node in pending if name not in {n for n, _ in reached}]
