@@ -92,6 +92,10 @@ class ServedModel:
         return (self.dimension, *self.other_dimensions)
 
 
+# How often the serving loop looks for a stop request: stop() waits for it (socketserver's 0.5 s).
+STOP_POLL_SECONDS = 0.05
+
+
 class StandInReranker:
     """Bedrock Agent Runtime's ``Rerank`` over the lexical stand-in scorer (module doc)."""
 
@@ -226,7 +230,9 @@ class EmbeddingServer:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="embedding-http", daemon=True)
+        serve = {"poll_interval": STOP_POLL_SECONDS}
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs=serve, name="embedding-http")
+        self._thread.daemon = True
         self._thread.start()
 
     def stop(self) -> None:

@@ -141,7 +141,7 @@ class CognitoStandIn:
         self.site = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self, self._site))
         for server in (self.idp, self.site):
             server.daemon_threads = True  # an open WebSocket must not hold up the shutdown
-            threading.Thread(target=server.serve_forever, daemon=True).start()
+            threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
     def stop(self) -> None:
         self.live_outbox.put(None)

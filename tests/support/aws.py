@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from moto.server import ThreadedMotoServer
+from local.runtime.moto_server import WrappedMotoServer
 
 REPO = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
@@ -30,7 +30,7 @@ def free_port() -> int:
 def moto_server() -> Iterator[str]:
     """Start moto's server and point boto3 at it through the environment, as the local stack does."""
     port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server = WrappedMotoServer("127.0.0.1", port)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
     saved = {k: os.environ.get(k) for k in _AWS_ENV}

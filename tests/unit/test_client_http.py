@@ -73,7 +73,7 @@ def upload_server() -> Iterator[tuple[str, Received]]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}/bucket-name", received
     server.shutdown()
     server.server_close()

@@ -111,7 +111,10 @@ class ApiServer:
 
     def start(self) -> None:
         self._server = make_server(self.host, self.port, self.wsgi, threaded=True, request_handler=_RequestHandler)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="api-adapter", daemon=True)
+        # A short poll: stop() waits for the loop to notice (socketserver's default is 0.5 s).
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="api-adapter", daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> None:
