@@ -3,6 +3,9 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PIP := .venv/bin/pip
 export CDK_OUTDIR := cdk.out
+# Bytecode caches are written even where the environment turns them off: otherwise every process
+# the suites start (pytest and Lambda workers, CLI runs) compiles the project's modules again.
+unexport PYTHONDONTWRITEBYTECODE
 VENV_STAMP := .venv/.installed-$(shell cat requirements.txt requirements-dev.txt pyproject.toml client/pyproject.toml | sha256sum | cut -c1-12)
 
 .PHONY: help install local-tools layer synth opensearch opensearch-stop stack-up stack-down demo test lint unit infra bench burst eval clean deploy
@@ -100,10 +103,10 @@ infra: layer node-modules
 	.venv/bin/pytest tests/infra -q
 
 # The fast loop (README, Contributing): lint, unit and infra tests on both cores, one bound region
-# synthesized instead of three, no server. make test before pushing: it is what CI runs.
+# synthesized instead of three, tests marked slow left out, no server. make test runs it all (CI).
 .PHONY: check
 check: lint layer node-modules
-	RAG_INGEST_TEST_BOUND_REGIONS=eu-west-1 .venv/bin/pytest tests/unit tests/infra -q -n 2 -p no:cacheprovider
+	RAG_INGEST_TEST_BOUND_REGIONS=eu-west-1 .venv/bin/pytest tests/unit tests/infra -q -n 2 --dist worksteal -m "not slow" -p no:cacheprovider
 
 # One pytest run over every suite; the servers the suites need are started before and stopped after.
 test: synth node-modules local-tools chromium ocr-tools

@@ -54,7 +54,7 @@ class SharedLayer(Construct):
         self.layer = lambda_.LayerVersion(
             self,
             "SharedLayer",
-            code=lambda_.Code.from_asset(str(LAYER_DIR)),
+            code=lambda_.Code.from_asset(str(LAYER_DIR), exclude=["**/__pycache__", "*.pyc"]),
             compatible_runtimes=[lambda_.Runtime.PYTHON_3_13],
             # The wheels are manylinux builds for this architecture only.
             compatible_architectures=[LAMBDA_ARCHITECTURES[architecture]],

@@ -64,6 +64,7 @@ def test_off_by_default_no_batch_function_role_or_state(synth: SynthResult) -> N
     assert not any("BatchInferenceRole" in path for path in json.dumps(synth.template_dict).split('"'))
 
 
+@pytest.mark.slow
 def test_synth_with_batch_inference_is_nag_and_lint_clean(batch_synth: SynthResult, tmp_path: Path) -> None:
     assert batch_synth.validation_error is None, batch_synth.validation_error
     assert _violations(batch_synth.validation_report) == []

@@ -80,6 +80,7 @@ def test_bound_synth_is_cfn_lint_clean_in_its_region(bound_synth: SynthResult, t
     assert [str(match) for match in matches] == []
 
 
+@pytest.mark.slow
 def test_the_cdk_cli_synthesizes_as_cdk_deploy_does(synth: SynthResult, tmp_path: Path) -> None:
     """The pinned CDK CLI runs cdk.json's app with the account and region it resolved, as ``cdk deploy``
     does before it deploys (offline there are no credentials to resolve them from, so they are given as

@@ -443,6 +443,7 @@ def test_custom_domain_gets_its_certificate_tls12_and_an_exact_csp(custom_domain
     assert "https://docs.example.com/" in client["CallbackURLs"]
 
 
+@pytest.mark.slow
 def test_custom_domain_template_passes_cfn_lint_without_reference_cycles(custom_domain: SynthResult) -> None:
     matches = lint_file(custom_domain.template_file, config=ManualArgs(regions=["us-east-1"], ignore_checks=["W3005"]))
     assert [f"{m.rule.id} {m.message}" for m in matches] == []

@@ -68,6 +68,7 @@ def test_on_parse_is_told_and_may_call_analyze_document(tables_on: SynthResult) 
     }
 
 
+@pytest.mark.slow
 def test_on_the_stack_passes_cdk_nag_and_cfn_lint(tables_on: SynthResult, tmp_path: Path) -> None:
     assert tables_on.config.parsing.textract_tables is True
     assert tables_on.validation_error is None, tables_on.validation_error

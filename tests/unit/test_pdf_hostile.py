@@ -182,6 +182,7 @@ HOSTILE_TEXTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)  # a quadratic regression fails here instead of hanging for minutes
 @pytest.mark.parametrize("name", sorted(HOSTILE_TEXTS))
 def test_cleanup_and_chunking_are_linear_on_long_runs(name: str) -> None:
