@@ -26,7 +26,7 @@ CLIENT_DIR = ROOT / "client" / CLIENT_PACKAGE
 
 # Who may import whom (besides itself). Each subpackage's docstring says the same in words.
 _CAPABILITIES = frozenset(
-    {"core", "embeddings", "parsing", "ingest", "retrieval", "documents", "operations", "live", "webhooks"}
+    {"core", "embeddings", "parsing", "ingest", "retrieval", "documents", "operations", "live", "webhooks", "sources"}
 )
 ALLOWED: dict[str, frozenset[str]] = {
     "core": frozenset(),
@@ -39,9 +39,11 @@ ALLOWED: dict[str, frozenset[str]] = {
     "operations": frozenset({"core", "documents"}),
     "live": frozenset({"core", "documents"}),
     "webhooks": frozenset({"core"}),
+    # A sync reads through connectors and writes through the documents' own operations (deletion).
+    "sources": frozenset({"core", "documents"}),
     # Adapters implement the ports with boto3 and opensearch-py (and the webhook POST with
     # http.client); they read the records they store.
-    "adapters": frozenset({"core", "embeddings", "parsing", "ingest", "live", "retrieval", "webhooks"}),
+    "adapters": frozenset({"core", "embeddings", "parsing", "ingest", "live", "retrieval", "webhooks", "sources"}),
     # The composition root: builds every service from its adapters.
     "wiring": _CAPABILITIES | {"adapters"},
 }

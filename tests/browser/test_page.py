@@ -193,6 +193,7 @@ def test_signed_in_user_uploads_two_pdfs_watches_them_ready_live_searches_opens_
     main_window = page.driver.current_window_handle
     page.find("#viewer-original").click()
     page.wait(lambda: len(page.driver.window_handles) == 2, "the document opens in a new tab")
+
     def download_url() -> str | None:
         opened = page.js("return ragIngest.lastOpened") or ""
         return opened if opened.startswith("http") else None

@@ -367,9 +367,7 @@ def test_the_webhooks_panel_registers_rotates_shows_deliveries_of_a_ready_docume
         document_id = uploaded_ids(page, 1)["lighthouses.pdf"]
         wait_status(page, document_id, "READY", PIPELINE_TIMEOUT)
         delivered = page.wait(
-            lambda: next(
-                (d for d in webhook_items(page)[0]["deliveries"] if d["outcome"] == "delivered"), None
-            ),
+            lambda: next((d for d in webhook_items(page)[0]["deliveries"] if d["outcome"] == "delivered"), None),
             "the panel shows the delivery",
             90,
         )

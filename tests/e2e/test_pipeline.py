@@ -97,9 +97,7 @@ def test_poison_message_goes_to_the_dlq_while_its_batch_succeeds(
     try:
         # An object put without the API (no AWAITING_UPLOAD record): its own notification also arrives.
         key = f"raw/{client.tenant_id}/inbox/{uuid.uuid4().hex[:8]}/urban-birds.pdf"
-        put = s3.put_object(
-            Bucket=local_stack["BucketName"], Key=key, Body=(SAMPLES / "urban-birds.pdf").read_bytes()
-        )
+        put = s3.put_object(Bucket=local_stack["BucketName"], Key=key, Body=(SAMPLES / "urban-birds.pdf").read_bytes())
         s3_event = {
             "Records": [
                 {

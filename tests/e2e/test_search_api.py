@@ -42,9 +42,7 @@ def test_search_finds_the_page_in_every_mode(client: OfflineClient, urban_birds:
     # Other tests of this tenant upload the same PDF: its passages then come back once, as the
     # best-ranked copy, naming the other uploads in "copies" (search never repeats a text).
     mine = [
-        p
-        for p in body["passages"]
-        if urban_birds in [p["document_id"], *(copy["document_id"] for copy in p["copies"])]
+        p for p in body["passages"] if urban_birds in [p["document_id"], *(copy["document_id"] for copy in p["copies"])]
     ]
     assert mine, body
     top = mine[0]

@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from rag_ingest.adapters.webhook_http import PinnedHttpTransport
-from rag_ingest.webhooks.url_policy import Target
+from rag_ingest.core.url_policy import Target
 
 pytestmark = pytest.mark.integration
 

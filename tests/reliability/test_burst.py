@@ -101,9 +101,7 @@ def test_burst_of_uploads_with_transient_faults_ends_all_ready_exactly_once(
     assert sum(report["faults_injected"].values()) > 0, "no fault was injected: the burst proved nothing"
 
 
-def burst_report(
-    probe: PipelineProbe, tenant: str, document_ids: list[str], records: dict[str, Any]
-) -> dict[str, Any]:
+def burst_report(probe: PipelineProbe, tenant: str, document_ids: list[str], records: dict[str, Any]) -> dict[str, Any]:
     """READY, FAILED by code, lost; duplicates in executions and in the index; DLQ; retries."""
     statuses = Counter(records[i].status for i in document_ids if i in records)
     failed_by_code = Counter(

@@ -109,9 +109,7 @@ def test_throttling_during_embed_is_retried_and_completed_batches_are_not_embedd
     faults.arm_fault(
         "EmbedFunction", "raise_after", error_message="ThrottlingException: Rate exceeded (after the work)", **throttled
     )
-    faults.arm_fault(
-        "EmbedFunction", "raise", times=2, error_message="ThrottlingException: Rate exceeded", **throttled
-    )
+    faults.arm_fault("EmbedFunction", "raise", times=2, error_message="ThrottlingException: Rate exceeded", **throttled)
     probe.send(ticket, sample)
     probe.wait_terminal([ticket.document_id])
 

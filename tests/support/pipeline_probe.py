@@ -367,9 +367,9 @@ class PipelineProbe:
         """Remove this test's messages from the DLQ (so later tests start from a clean DLQ)."""
         deleted = 0
         while True:
-            messages = self.sqs.receive_message(
-                QueueUrl=self.dlq_url, MaxNumberOfMessages=10, VisibilityTimeout=5
-            ).get("Messages", [])
+            messages = self.sqs.receive_message(QueueUrl=self.dlq_url, MaxNumberOfMessages=10, VisibilityTimeout=5).get(
+                "Messages", []
+            )
             mine = [m for m in messages if marker in m["Body"]]
             for message in messages:
                 if marker in message["Body"]:

@@ -197,9 +197,7 @@ def test_embed_cache_counts_add_up_per_task_and_a_retry_counts_once(documents: D
 def ready_with_bytes(documents: Documents, sha256: str, *, tenant: str = "acme") -> str:
     document_id = queued(documents, tenant=tenant)
     documents.start_stage(document_id, "v1", Stage.PARSE)
-    documents.record_stage(
-        document_id, "v1", Stage.PARSE, 1, content_sha256=sha256, content_key=f"{tenant}#{sha256}"
-    )
+    documents.record_stage(document_id, "v1", Stage.PARSE, 1, content_sha256=sha256, content_key=f"{tenant}#{sha256}")
     documents.mark_ready(document_id, "v1")
     return document_id
 

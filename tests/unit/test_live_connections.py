@@ -115,9 +115,7 @@ def _handler_env(monkeypatch: pytest.MonkeyPatch, **env: str) -> dict[str, str]:
 
 
 def test_authorizer_handler_reads_the_query_string_token(monkeypatch: pytest.MonkeyPatch) -> None:
-    app = import_handler(
-        "live_authorizer", _handler_env(monkeypatch, TOKEN_ISSUER=ISSUER, TOKEN_AUDIENCE=AUDIENCE)
-    )
+    app = import_handler("live_authorizer", _handler_env(monkeypatch, TOKEN_ISSUER=ISSUER, TOKEN_AUDIENCE=AUDIENCE))
     # The handler's key set would come from Cognito over HTTPS; here it is the test's key.
     monkeypatch.setattr(app, "verifier", VERIFIER)
     event = {"type": "REQUEST", "methodArn": METHOD_ARN, "queryStringParameters": {"token": _token()}}

@@ -25,9 +25,7 @@ class FakeDocuments:
         self.expired: dict[str, str] = {}
         self.lose_races = False
 
-    def list_by_status(
-        self, status: DocumentStatus, *, updated_before: str | None = None
-    ) -> Iterator[DocumentRecord]:
+    def list_by_status(self, status: DocumentStatus, *, updated_before: str | None = None) -> Iterator[DocumentRecord]:
         for record in sorted(self.records.values(), key=lambda r: r.updated_at):
             if record.status == status and (updated_before is None or record.updated_at < updated_before):
                 yield record

@@ -232,9 +232,7 @@ def test_the_environment_has_off_by_default_and_validates_each_variable() -> Non
 
 
 def agent_runtime(region: str = "eu-central-1") -> Any:
-    return boto3.client(
-        "bedrock-agent-runtime", region_name=region, aws_access_key_id="x", aws_secret_access_key="x"
-    )
+    return boto3.client("bedrock-agent-runtime", region_name=region, aws_access_key_id="x", aws_secret_access_key="x")
 
 
 def test_the_model_arn_is_the_foundation_models_in_the_clients_region_and_partition() -> None:

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 from rag_ingest.core.record import DocumentRecord, DocumentStatus
+from rag_ingest.core.url_policy import UrlPolicy
 from rag_ingest.documents.deletion import DocumentDeletion
 from rag_ingest.webhooks.model import DeliveryAttempt, DeliveryOutcome
 from rag_ingest.webhooks.service import WebhookService
-from rag_ingest.webhooks.url_policy import UrlPolicy
 
 from tests.support.aws import FakeLambdaContext, import_handler
 from tests.support.webhooks import MemoryDeliveries, MemoryEndpoints

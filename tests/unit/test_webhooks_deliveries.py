@@ -4,9 +4,9 @@ delivery for every attempt that reached a decision, read back per endpoint, tena
 from __future__ import annotations
 
 import pytest
+from rag_ingest.core.url_policy import Target, UrlPolicy
 from rag_ingest.webhooks.model import MAX_DELIVERIES_SHOWN, DeliveryMessage, EndpointRequest
 from rag_ingest.webhooks.service import EndpointNotFoundError, Outcome, WebhookDelivery, WebhookFanOut, WebhookService
-from rag_ingest.webhooks.url_policy import Target, UrlPolicy
 
 from tests.support.webhooks import MemoryDeliveries, MemoryEndpoints
 from tests.unit.test_webhooks_service import Clock, Dns, Queue, Transport, event

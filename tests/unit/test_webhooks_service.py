@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from rag_ingest.core.url_policy import Target, UrlPolicy
 from rag_ingest.webhooks.model import DeliveryMessage, EndpointRequest
 from rag_ingest.webhooks.service import (
     EndpointNotFoundError,
@@ -19,7 +20,6 @@ from rag_ingest.webhooks.service import (
     backoff_seconds,
 )
 from rag_ingest.webhooks.signing import verify
-from rag_ingest.webhooks.url_policy import Target, UrlPolicy
 
 from tests.support.webhooks import MemoryEndpoints
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
-from rag_ingest.webhooks.url_policy import UrlPolicy, UrlRefusedError
+from rag_ingest.core.url_policy import UrlPolicy, UrlRefusedError
 
 pytestmark = pytest.mark.unit
 PUBLIC = "93.184.215.14"

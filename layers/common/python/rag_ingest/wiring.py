@@ -47,6 +47,7 @@ from rag_ingest.core.config import (
 )
 from rag_ingest.core.telemetry import CloudTelemetry, Telemetry
 from rag_ingest.core.tokens import count_tokens
+from rag_ingest.core.url_policy import UrlPolicy
 from rag_ingest.documents.deletion import DocumentDeletion
 from rag_ingest.documents.intake import IntakeService
 from rag_ingest.documents.service import DocumentService
@@ -67,7 +68,6 @@ from rag_ingest.retrieval.ports import Reranker
 from rag_ingest.retrieval.rerank import LexicalStandInReranker
 from rag_ingest.retrieval.search import RerankSettings, SearchService
 from rag_ingest.webhooks.service import WebhookDelivery, WebhookFanOut, WebhookService
-from rag_ingest.webhooks.url_policy import UrlPolicy
 
 
 class AwsClients(Protocol):

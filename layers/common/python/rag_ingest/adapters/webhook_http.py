@@ -14,7 +14,7 @@ import socket
 import ssl
 
 from rag_ingest.core.tracing import traced
-from rag_ingest.webhooks.url_policy import Target
+from rag_ingest.core.url_policy import Target
 
 USER_AGENT = "rag-ingest-webhooks/1"
 MAX_RESPONSE_BYTES = 64 * 1024

@@ -179,7 +179,7 @@ class ApiEnv(WorkflowEnv, BucketEnv, ChunkIndexEnv):
 
 class WebhookUrlEnv(EnvModel):
     """The webhook URL policy: in AWS only https to public addresses; the local stack and the tests
-    also allow loopback receivers (http or https), nothing else (rag_ingest.webhooks.url_policy)."""
+    also allow loopback receivers (http or https), nothing else (rag_ingest.core.url_policy)."""
 
     webhook_allow_loopback_http: bool = False
 

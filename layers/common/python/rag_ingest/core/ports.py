@@ -279,8 +279,6 @@ class IndexAudit(ChunkIndex, Protocol):
         ...
 
 
-
-
 # -- the workflow, the queues, events -------------------------------------------------------------
 class ExecutionStarter(Protocol):
     def execution_arn(self, name: str) -> str: ...
@@ -316,5 +314,3 @@ class DocumentReplayer(Protocol):
     def plan(self, record: DocumentRecord) -> ReplayedDocument: ...
 
     def replay(self, record: DocumentRecord) -> ReplayedDocument: ...
-
-

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from rag_ingest.core.errors import ApiRefusal
 from rag_ingest.core.logs import logger
+from rag_ingest.core.url_policy import Target, UrlPolicy, UrlRefusedError
 from rag_ingest.webhooks.model import (
     DETAIL_TYPES,
     ENDPOINT_ID_PREFIX,
@@ -41,7 +42,6 @@ from rag_ingest.webhooks.model import (
     with_secret,
 )
 from rag_ingest.webhooks.signing import new_secret, signed_headers
-from rag_ingest.webhooks.url_policy import Target, UrlPolicy, UrlRefusedError
 
 DEFAULT_MAX_ENDPOINTS = 10
 DEFAULT_TIMEOUT_SECONDS = 10

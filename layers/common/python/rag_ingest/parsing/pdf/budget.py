@@ -93,4 +93,3 @@ def within_budget(seconds: float, work: Callable[[], _T]) -> _T:
     if time.monotonic() - started > seconds:
         raise BudgetExceeded(f"took more than {seconds:g} s")
     return result
-

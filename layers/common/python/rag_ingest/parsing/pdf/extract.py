@@ -9,7 +9,6 @@ CORRUPT_PDF, PDF_TOO_COMPLEX, EMPTY_DOCUMENT or NO_TEXT_LAYER. Raises ``Permanen
 document's faults; the OCR engine's ``TransientError`` propagates. Rules and rationale: docs/pdf.md.
 """
 
-
 from __future__ import annotations
 
 import io

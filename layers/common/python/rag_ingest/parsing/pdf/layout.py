@@ -27,6 +27,7 @@ _WORD_RUN = re.compile(r"\S+")
 #: page would otherwise cost a ctypes call per character); its passages have no rectangles.
 MAX_LAYOUT_CHARS = 200_000
 
+
 def pack_layout(words: Iterable[PlacedWord]) -> PageLayout | None:
     """The compact form of a page's words (None when there is none)."""
     texts: list[str] = []

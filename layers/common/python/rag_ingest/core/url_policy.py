@@ -1,4 +1,4 @@
-"""Where a webhook may be delivered: the SSRF guard.
+"""Where the system may send a request on a tenant's behalf (a webhook, a crawled page): the SSRF guard.
 
 A tenant names the URL, so a delivery must not become a way into the network the function runs in
 (instance metadata, private addresses, loopback). The rule runs at registration (a clear 400) and

@@ -1,0 +1,1 @@
+"""Sources: documents that live elsewhere (a bucket, a site, a team's own system), kept in sync."""
