@@ -72,6 +72,8 @@ CLI_LOOPBACK_URL = "http://localhost:8765/callback"
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
 _DOMAIN_NAME = re.compile(r"^[a-z][a-z0-9-]{2,27}$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+# S3 bucket names: 3-63 lower-case letters, digits, dots and hyphens, starting and ending alphanumeric.
+_BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 # Page ranges of the largest document (maxPages / rangePages): 7 history events each (14 with a retry)
 # keeps one execution far below Step Functions' 25,000 events (docs/architecture.md, "Big documents").
 MAX_PARSE_RANGES = 500
@@ -122,6 +124,8 @@ class FunctionsConfig(_Model):
     # parallel, each with webhooks.timeoutSeconds (so its timeout must be longer).
     webhook_fan_out: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=30)
     webhook_delivery: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=30)
+    # A sync step lists and writes until its budget (sources.stepSeconds) and checkpoints.
+    source_sync: FunctionSettings = FunctionSettings(memory_mb=1024, timeout_seconds=900)
     stages: StageFunctions = StageFunctions()
 
     @field_validator("api")
@@ -514,6 +518,27 @@ class WebhooksConfig(_Model):
     delivery_max_concurrency: int = Field(default=10, ge=2, le=1000)
 
 
+class SourcesConfig(_Model):
+    """Sources kept in sync (docs/sources.md): what a sync may read, and its bounds."""
+
+    # Buckets an S3 source may name: the sync function is granted read on these only (names, or
+    # "*" for any bucket whose owner's policy lets the stack read: docs/sources.md, "Another account").
+    readable_buckets: tuple[str, ...] = ()
+    max_per_tenant: int = Field(default=50, ge=1, le=1000)
+    # One sync step's budget before it checkpoints; the function's timeout leaves room to save.
+    step_seconds: int = Field(default=600, ge=30, le=840)
+    # A sync runs at most this long (the state machine's timeout).
+    timeout_hours: int = Field(default=24, ge=1, le=24 * 365)
+
+    @field_validator("readable_buckets")
+    @classmethod
+    def _bucket_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if name != "*" and not _BUCKET_NAME.fullmatch(name):
+                raise ValueError(f"sources.readableBuckets: {name!r} is not a bucket name")
+        return value
+
+
 class MonitoringConfig(_Model):
     alarm_email: str | None = None
     queue_age_threshold_seconds: int = Field(default=900, ge=60)
@@ -564,6 +589,7 @@ class RagIngestConfig(_Model):
     reaper: ReaperConfig = ReaperConfig()
     reconciler: ReconcilerConfig = ReconcilerConfig()
     webhooks: WebhooksConfig = WebhooksConfig()
+    sources: SourcesConfig = SourcesConfig()
     hosting: HostingConfig = HostingConfig()
     live: LiveConfig = LiveConfig()
 

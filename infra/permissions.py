@@ -60,6 +60,9 @@ DOCUMENTS_TABLE: Mapping[str, TableAccess] = MappingProxyType(
         **dict.fromkeys(STAGE_FUNCTIONS, _access(GET, UPDATE, by_content=frozenset({QUERY}))),
         # The bulk lane's batch inference Embed (embedding.batchInference): the same stage code.
         "EmbedBatch": _access(GET, UPDATE, by_content=frozenset({QUERY})),
+        # A source's items become documents: the record made or updated, then deleted when the item
+        # is gone (mark deleting, deleted: as DELETE /documents/{id}).
+        "SourceSync": _access(GET, PUT, UPDATE),
         # The webhook functions read only the webhooks table (WEBHOOKS_TABLE).
         "WebhookFanOut": _access(),
         "WebhookDelivery": _access(),
@@ -95,6 +98,15 @@ WEBHOOKS_TABLE: Mapping[str, TableAccess] = MappingProxyType(
     }
 )
 
+# The sources table (rag_ingest.adapters.sources_table): sources, sync jobs, item states; the API and a
+# sync step each read and write all three (BatchGetItem: a listing page's item states at once).
+SOURCES_TABLE: Mapping[str, TableAccess] = MappingProxyType(
+    {
+        "Api": _access(GET, PUT, UPDATE, DELETE, QUERY, BATCH_GET),
+        "SourceSync": _access(GET, PUT, UPDATE, DELETE, QUERY, BATCH_GET),
+    }
+)
+
 # The idempotency table: Powertools' DynamoDBPersistenceLayer (get, put-if-absent, update, delete
 # of a record whose call failed).
 IDEMPOTENCY_TABLE: Mapping[str, TableAccess] = MappingProxyType({"Intake": _access(GET, PUT, UPDATE, DELETE)})
@@ -122,6 +134,8 @@ OPENSEARCH_ACCESS: Mapping[str, IndexAccess] = MappingProxyType(
         # An S3 sidecar arriving for a READY document: bulk-write its chunks again, refresh; withdraw
         # them (find, bulk-delete) when a newer version took over meanwhile.
         "Intake": MappingProxyType({"es:ESHttpPost": _FIND_AND_DELETE}),
+        # A source item that is gone: its document's chunks (HEAD: is there an index; find, bulk-delete).
+        "SourceSync": MappingProxyType({"es:ESHttpHead": ("",), "es:ESHttpPost": _FIND_AND_DELETE}),
     }
 )
 
@@ -136,5 +150,6 @@ VECTOR_STORE_CALLS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "Finalize": ("delete_other_versions", "write_chunks", "delete_version"),
         "Reconciler": ("indexed_versions", "delete_chunks", "write_chunks"),
         "Intake": ("write_chunks", "delete_version"),
+        "SourceSync": ("delete_document",),
     }
 )

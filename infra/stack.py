@@ -17,6 +17,7 @@ from infra.constructs.monitoring import Monitoring
 from infra.constructs.operations import Operations
 from infra.constructs.reconciler import Reconciler
 from infra.constructs.search import Search
+from infra.constructs.sources import Sources
 from infra.constructs.storage import Storage
 from infra.constructs.web_hosting import WebHosting
 from infra.constructs.webhooks import Webhooks
@@ -67,6 +68,10 @@ class RagIngestStack(Stack):
             state_machine=self.workflow.state_machine,
         )
         self.api.add_web_app(self.web.url)
+        self.sources = Sources(
+            self, "Sources", config=config, factory=factory, storage=self.storage, search=self.search
+        )
+        self.sources.serve_api(self.api.function, config)
         self.live = LiveStatus(
             self,
             "Live",
@@ -121,6 +126,7 @@ class RagIngestStack(Stack):
                 "Reconciler": self.reconciler.function,
                 **self.workflow.functions,
                 **self.webhooks.functions,
+                **self.sources.functions,
             },
             stage_functions=self.workflow.functions,
         )

@@ -24,6 +24,8 @@ API_HANDLER_MODULE = "functions.api.app"
 PLACEHOLDER_ENV = {
     "DOCUMENTS_TABLE": "documents",
     "WEBHOOKS_TABLE": "webhooks",
+    "SOURCES_TABLE": "sources",
+    "SOURCE_SYNC_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:source-sync",
     "BUCKET_NAME": "documents-bucket",
     "MAX_UPLOAD_BYTES": "52428800",
     "UPLOAD_URL_EXPIRY_SECONDS": "900",

@@ -21,5 +21,6 @@ cleanup() {
 trap cleanup EXIT
 
 echo "== tests: unit, infra, integration, browser, e2e, reliability"
-# The slowest tests of every run, so where the time goes is always in the log (docs/benchmarks.md).
-.venv/bin/pytest tests --durations=40 "$@"
+# Two workers, a file each at a time: each worker starts its own local stack on free ports (the
+# OpenSearch server is shared, tenants keep them apart). The slowest tests go in the log.
+.venv/bin/pytest tests -n "${TEST_WORKERS:-2}" --dist loadfile --durations=40 "$@"

@@ -1,17 +1,18 @@
-"""HTTP API: documents (upload, list, status, change, retry, download, delete), search and webhooks,
-for the caller's tenant.
+"""HTTP API: documents (upload, list, status, change, retry, download, delete), search, webhooks and
+sources, for the caller's tenant.
 
 This module builds the resolver and maps errors; the routes live one group a module in ``routes/``
 (``ROUTE_GROUPS``); ``http_extras`` parses JSON strictly and derives 405 from the OpenAPI document.
 Every 4xx/5xx has one body, ``{"error": {"code", "message"}}``: a domain refusal (``ApiRefusal``,
 its status and code), Powertools' validation (400), unknown paths (404) and methods (405), bodies
-over 64 KB (413), and anything unexpected (500, no internals). ``GET /openapi.json`` serves the
-OpenAPI 3 document of these routes (``routes/meta.py``).
+over 64 KB, or 6 MB for a custom source's item (413), and anything unexpected (500, no internals).
+``GET /openapi.json`` serves the OpenAPI 3 document of these routes (``routes/meta.py``).
 """
 
 from __future__ import annotations
 
 import binascii
+import re
 from functools import cache
 from http import HTTPStatus
 from typing import Any
@@ -32,18 +33,21 @@ from rag_ingest.core.tracing import tracer
 # (ApiEnv, SearchEnv). The services are built on the first request that needs them.
 if __package__:  # functions.api.app: the tests, tools/openapi.py and mypy import it from the repository
     from .http_extras import MethodTable, strict_json
-    from .routes import documents, meta, search, webhooks
+    from .routes import documents, meta, search, sources, webhooks
     from .routes.errors import ErrorBody, ErrorDetail, error_response
 else:  # Lambda (and the local stack's worker) import app.py as a top-level module, /var/task on sys.path
     from http_extras import MethodTable, strict_json  # type: ignore[no-redef]
-    from routes import documents, meta, search, webhooks  # type: ignore[no-redef]
+    from routes import documents, meta, search, sources, webhooks  # type: ignore[no-redef]
     from routes.errors import ErrorBody, ErrorDetail, error_response  # type: ignore[no-redef]
 
 OPENAPI_TITLE = "rag-ingest API"
 OPENAPI_VERSION = "1.0.0"
 SECURITY_SCHEME = "idToken"
-# No route takes more than a small JSON object: anything bigger is refused before parsing.
+# No route takes more than a small JSON object, but a custom source's item (its content inline, under
+# Lambda's 6 MB request payload: docs/sources.md): anything bigger is refused before parsing.
 MAX_BODY_CHARS = 64 * 1024
+MAX_ITEM_BODY_CHARS = 6 * 1024 * 1024 - MAX_BODY_CHARS
+ITEM_PATH = re.compile(r"^/sources/[^/]+/items/")
 
 app = APIGatewayHttpResolver(enable_validation=True, json_body_deserializer=strict_json)
 app.configure_openapi(
@@ -59,7 +63,7 @@ app.configure_openapi(
 )
 
 # The route groups, in the order their routes are matched and documented.
-ROUTE_GROUPS = (documents, search, webhooks, meta)
+ROUTE_GROUPS = (documents, search, webhooks, sources, meta)
 for group in ROUTE_GROUPS:
     app.include_router(group.router)
 openapi_schema = meta.openapi_schema  # tools/openapi.py writes it to docs/openapi.json
@@ -154,10 +158,10 @@ def allowed_methods(path: str) -> tuple[str, ...]:
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     body = event.get("body")
-    limit = MAX_BODY_CHARS * 4 // 3 if event.get("isBase64Encoded") else MAX_BODY_CHARS
+    allowed = MAX_ITEM_BODY_CHARS if ITEM_PATH.match(str(event.get("rawPath", ""))) else MAX_BODY_CHARS
+    limit = allowed * 4 // 3 if event.get("isBase64Encoded") else allowed
     if isinstance(body, str) and len(body) > limit:
-        # Refused before routing or parsing: no route takes more than a small JSON object.
-        message = f"the body is over {MAX_BODY_CHARS // 1024} KB"
+        message = f"the body is over {allowed // 1024} KB"
         error = ErrorBody(error=ErrorDetail(code="PAYLOAD_TOO_LARGE", message=message))
         return {
             "statusCode": 413,

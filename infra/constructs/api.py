@@ -46,6 +46,12 @@ SERVED_ROUTES: dict[str, tuple[str, ...]] = {
     "/webhooks/{endpoint_id}": ("DELETE",),
     "/webhooks/{endpoint_id}/rotate-secret": ("POST",),
     "/webhooks/{endpoint_id}/deliveries": ("GET",),
+    "/sources": ("GET", "POST"),
+    "/sources/{source_id}": ("GET", "PATCH", "DELETE"),
+    "/sources/{source_id}/sync": ("POST",),
+    "/sources/{source_id}/syncs": ("GET",),
+    "/sources/{source_id}/syncs/{sync_id}": ("GET",),
+    "/sources/{source_id}/items/{external_id}": ("PUT", "DELETE"),
     "/openapi.json": ("GET",),
 }
 # Served without a token.

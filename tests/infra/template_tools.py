@@ -72,9 +72,9 @@ class SynthResult:
         name = render_token(self.resource("Search/Domain")["Properties"]["DomainName"])
         return f"arn:${{AWS::Partition}}:es:${{AWS::Region}}:${{AWS::AccountId}}:domain/{name}"
 
-    def state_machine_definition(self) -> dict[str, Any]:
-        (machine,) = self.of_type("AWS::StepFunctions::StateMachine").values()
-        return render_definition(machine["Properties"]["DefinitionString"])
+    def state_machine_definition(self, path: str = "Workflow/StateMachine") -> dict[str, Any]:
+        """The ingestion workflow's definition (or another state machine's, by construct path)."""
+        return render_definition(self.resource(path)["Properties"]["DefinitionString"])
 
 
 def problem_annotations(manifest: dict[str, Any]) -> list[str]:

@@ -192,9 +192,14 @@ def test_api_role_new_grants_are_least_privilege(synth: SynthResult) -> None:
         if "dynamodb:Query" in as_list(s["Action"])
         for resource in as_list(s["Resource"])
     ]
-    # And GET /webhooks: Query on the tenant's partition of the webhooks table.
+    # And GET /webhooks and GET /sources: Query on the tenant's partition of those tables.
     webhooks = synth.logical_id("Webhooks/WebhooksTable")
-    assert sorted(queries) == sorted([f"${{{table}.Arn}}/index/by_tenant", f"${{{webhooks}.Arn}}"])
+    sources = synth.logical_id("Sources/SourcesTable")
+    expected = [f"${{{table}.Arn}}/index/by_tenant", f"${{{webhooks}.Arn}}", f"${{{sources}.Arn}}"]
+    assert sorted(queries) == sorted(expected)
+    start_sync = _statement(synth, "StartSourceSync")
+    assert start_sync["Action"] == "states:StartExecution"
+    assert start_sync["Resource"] == {"Ref": synth.logical_id("Sources/SyncStateMachine")}
     retry = _statement(synth, "RetryFailedDocument")
     assert retry["Action"] == "states:StartExecution"
     assert retry["Resource"] == {"Ref": synth.logical_id("Workflow/StateMachine")}

@@ -13,6 +13,8 @@ from rag_ingest.core.config import (
     ReaperEnv,
     RedriveEnv,
     SearchEnv,
+    SourcesApiEnv,
+    SourceSyncEnv,
     StagesEnv,
     WebhookDeliveryEnv,
     WebhookFanOutEnv,
@@ -38,7 +40,8 @@ STAGE_HANDLERS = {
 }
 # construct path -> (code dir, handler, the environment models its handler validates at cold start)
 CONTRACT: dict[str, tuple[str, str, tuple[type[EnvModel], ...]]] = {
-    "Api/ApiFunction": ("functions/api", "app.handler", (ApiEnv, SearchEnv, WebhooksApiEnv)),
+    "Api/ApiFunction": ("functions/api", "app.handler", (ApiEnv, SearchEnv, WebhooksApiEnv, SourcesApiEnv)),
+    "Sources/SourceSyncFunction": ("functions/source_sync", "app.handler", (SourceSyncEnv,)),
     "Webhooks/WebhookFanOutFunction": ("functions/webhook_fanout", "app.handler", (WebhookFanOutEnv,)),
     "Webhooks/WebhookDeliveryFunction": ("functions/webhook_delivery", "app.handler", (WebhookDeliveryEnv,)),
     "Intake/IntakeFunction": ("functions/intake", "app.handler", (IntakeEnv,)),

@@ -34,6 +34,7 @@ from infra.permissions import (
     EMBEDDING_CACHE_TABLE,
     EMBEDDING_CAPACITY_TABLE,
     IDEMPOTENCY_TABLE,
+    SOURCES_TABLE,
     STAGE_FUNCTIONS,
     VECTOR_STORE_CALLS,
     WEBHOOKS_TABLE,
@@ -67,6 +68,7 @@ FUNCTION_CODE = {
     "Reconciler": "reconciler",
     "WebhookFanOut": "webhook_fanout",
     "WebhookDelivery": "webhook_delivery",
+    "SourceSync": "source_sync",
     **dict.fromkeys(STAGE_FUNCTIONS, "stages"),
 }
 FUNCTION_PATHS = {
@@ -77,6 +79,7 @@ FUNCTION_PATHS = {
     "Reconciler": "Reconciler/ReconcilerFunction",
     "WebhookFanOut": "Webhooks/WebhookFanOutFunction",
     "WebhookDelivery": "Webhooks/WebhookDeliveryFunction",
+    "SourceSync": "Sources/SourceSyncFunction",
     **{name: f"Workflow/{name}Function" for name in STAGE_FUNCTIONS},
 }
 
@@ -84,8 +87,14 @@ FUNCTION_PATHS = {
 EMBEDDING_CACHE_ADAPTER = "EmbeddingCacheTable"
 WEBHOOKS_ADAPTER = "WebhooksTable"
 CAPACITY_ADAPTER = "CapacityTable"
+SOURCES_ADAPTER = "SourcesTable"
 # Which table each adapter class talks to (every other class: the documents table).
-ADAPTER_TABLES = {EMBEDDING_CACHE_ADAPTER: "cache", WEBHOOKS_ADAPTER: "webhooks", CAPACITY_ADAPTER: "capacity"}
+ADAPTER_TABLES = {
+    EMBEDDING_CACHE_ADAPTER: "cache",
+    WEBHOOKS_ADAPTER: "webhooks",
+    CAPACITY_ADAPTER: "capacity",
+    SOURCES_ADAPTER: "sources",
+}
 
 # (resource, action): resource is "table" or "index/<name>".
 Access = frozenset[tuple[str, str]]
@@ -351,6 +360,15 @@ def test_the_webhooks_table_grants_are_what_the_code_calls(function: str) -> Non
         assert declared, function  # the reader saw the adapter's calls
 
 
+@pytest.mark.parametrize("function", sorted(FUNCTION_CODE))
+def test_the_sources_table_grants_are_what_the_code_calls(function: str) -> None:
+    called = set(_called_by(function, table="sources"))
+    declared = _as_pairs(SOURCES_TABLE[function]) if function in SOURCES_TABLE else frozenset()
+    assert called == declared, (function, sorted(called), sorted(declared))
+    if function in ("Api", "SourceSync"):
+        assert declared, function  # the reader saw the adapter's calls
+
+
 def test_the_idempotency_table_is_what_powertools_calls() -> None:
     spec = importlib.util.find_spec("aws_lambda_powertools.utilities.idempotency.persistence.dynamodb")
     assert spec is not None and spec.origin is not None
@@ -396,11 +414,13 @@ def test_each_role_is_granted_exactly_the_declared_table_actions(synth: SynthRes
     assert _table_grants(synth, path, "Webhooks/WebhooksTable") == expected, function
     expected = _as_pairs(EMBEDDING_CAPACITY_TABLE[function]) if function in EMBEDDING_CAPACITY_TABLE else frozenset()
     assert _table_grants(synth, path, "Workflow/EmbeddingCapacityTable") == expected, function
-    # Nothing on any other table, and never a Scan or a batch write; DeleteItem only on the
-    # idempotency table (Intake) and the webhooks table (Api: DELETE /webhooks/{id}).
+    expected = _as_pairs(SOURCES_TABLE[function]) if function in SOURCES_TABLE else frozenset()
+    assert _table_grants(synth, path, "Sources/SourcesTable") == expected, function
+    # Nothing on any other table, never a Scan or a batch write; DeleteItem only on the idempotency
+    # (Intake), webhooks and sources tables (Api: DELETE /webhooks/{id}; Api and SourceSync: item states).
     actions = {a for s in synth.role_statements(path) for a in as_list(s["Action"]) if a.startswith("dynamodb:")}
     assert not actions & {"dynamodb:Scan", "dynamodb:BatchWriteItem"}
-    assert "dynamodb:DeleteItem" not in actions or function in ("Intake", "Api")
+    assert "dynamodb:DeleteItem" not in actions or function in ("Intake", "Api", "SourceSync")
 
 
 def test_every_function_with_table_access_has_an_entry(synth: SynthResult) -> None:
@@ -418,6 +438,7 @@ def test_every_function_with_table_access_has_an_entry(synth: SynthResult) -> No
             ("Storage/EmbeddingCacheTable", EMBEDDING_CACHE_TABLE),
             ("Webhooks/WebhooksTable", WEBHOOKS_TABLE),
             ("Workflow/EmbeddingCapacityTable", EMBEDDING_CAPACITY_TABLE),
+            ("Sources/SourcesTable", SOURCES_TABLE),
         ):
             # Stream reads (a stream consumer) are not item access: they are not in the table.
             grants = {(r, a) for r, a in _table_grants(synth, path, table_path) if not r.startswith("stream/")}

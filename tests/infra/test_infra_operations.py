@@ -27,9 +27,20 @@ FUNCTIONS = {
     **{name: f"Workflow/{name}Function" for name in [*STAGES, "MarkFailed"]},
     "WebhookFanOut": "Webhooks/WebhookFanOutFunction",
     "WebhookDelivery": "Webhooks/WebhookDeliveryFunction",
+    "SourceSync": "Sources/SourceSyncFunction",
 }
 # Errors of these are real incidents at once; a stage's errors include bad files (Catch → MarkFailed).
-ERRORS_ALARMED = ["Api", "Intake", "Redrive", "Reaper", "Reconciler", "MarkFailed", "WebhookFanOut", "WebhookDelivery"]
+ERRORS_ALARMED = [
+    "Api",
+    "Intake",
+    "Redrive",
+    "Reaper",
+    "Reconciler",
+    "MarkFailed",
+    "WebhookFanOut",
+    "WebhookDelivery",
+    "SourceSync",
+]
 SYSTEM_CODES = {
     "INTERNAL_ERROR",
     "TRANSIENT_RETRIES_EXHAUSTED",

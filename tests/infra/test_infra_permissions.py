@@ -42,6 +42,7 @@ FUNCTIONS = [
     "Operations/RedriveFunction",
     "Operations/ReaperFunction",
     *(f"Workflow/{n}Function" for n in ["Validate", "Parse", "Chunk", "Embed", "Index", "Finalize", "MarkFailed"]),
+    "Sources/SourceSyncFunction",
 ]
 
 
@@ -197,9 +198,12 @@ def test_table_access_is_scoped_to_the_tables(synth: SynthResult) -> None:
     table = f"${{{synth.logical_id('Storage/DocumentsTable')}.Arn}}"
     idempotency = f"${{{synth.logical_id('Storage/IdempotencyTable')}.Arn}}"
     webhooks = f"${{{synth.logical_id('Webhooks/WebhooksTable')}.Arn}}"
+    sources = f"${{{synth.logical_id('Sources/SourcesTable')}.Arn}}"
     for path in FUNCTIONS:
         allowed = {table, f"{table}/index/*"} | ({idempotency} if path == "Intake/IntakeFunction" else set())
         allowed |= {webhooks} if path == "Api/ApiFunction" else set()  # rotate-secret
+        # PATCH /sources/{id}, a sync's claim and release, and its item states.
+        allowed |= {sources} if path in ("Api/ApiFunction", "Sources/SourceSyncFunction") else set()
         resources = set(_allows(synth.role_statements(path), "dynamodb:UpdateItem"))
         assert table in resources, path
         assert resources <= allowed, path
@@ -214,6 +218,8 @@ def test_document_events_only_from_finalize_mark_failed_reaper_and_api_to_the_de
         "Workflow/MarkFailedFunction",
         "Operations/ReaperFunction",
         "Api/ApiFunction",
+        # A source item that is gone is deleted as DELETE /documents/{id} does: DocumentDeleted.
+        "Sources/SourceSyncFunction",
     }
     for path in FUNCTIONS:
         allowed = _allows(synth.role_statements(path), "events:PutEvents")

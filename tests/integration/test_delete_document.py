@@ -46,6 +46,8 @@ def world() -> Iterator[dict[str, Any]]:
             {
                 "DOCUMENTS_TABLE": table,
                 "WEBHOOKS_TABLE": "webhooks",
+                "SOURCES_TABLE": "sources",
+                "SOURCE_SYNC_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:source-sync",
                 "BUCKET_NAME": bucket,
                 "MAX_UPLOAD_BYTES": "1048576",
                 "UPLOAD_URL_EXPIRY_SECONDS": "900",

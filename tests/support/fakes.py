@@ -115,6 +115,7 @@ class InMemoryDocuments:
         metadata: Mapping[str, Any] | None = None,
         uploaded_by: str | None = None,
         access: DocumentAccess | None = None,
+        origin: Mapping[str, str] | None = None,
     ) -> DocumentRecord:
         if document_id in self.items:
             # The table's put is conditional on attribute_not_exists; nothing in the domain catches it.
@@ -130,6 +131,7 @@ class InMemoryDocuments:
             metadata=copy.deepcopy(dict(metadata or {})),
             uploaded_by=uploaded_by,
             access=access,
+            origin=origin,
         )
         return DocumentRecord.model_validate(copy.deepcopy(self.items[document_id]))
 

@@ -27,6 +27,17 @@ VALID_BODIES = {
     "/search": {"query": "revenue"},
     "/documents/{document_id}": {"metadata": {"customer": "acme"}},
     "/webhooks": {"url": "https://hooks.example.com/in", "events": ["document.ready"]},
+    "/sources": {"kind": "custom", "name": "wiki"},
+    "/sources/{source_id}": {"name": "wiki"},
+    "/sources/{source_id}/items/{external_id}": {"filename": "faq.md", "text": "# FAQ"},
+}
+
+
+# The routes whose body is not POSTed.
+BODY_METHODS = {
+    "/documents/{document_id}": "PATCH",
+    "/sources/{source_id}": "PATCH",
+    "/sources/{source_id}/items/{external_id}": "PUT",
 }
 
 
@@ -103,7 +114,16 @@ def operations() -> list[tuple[str, str]]:
 
 
 def concrete(path: str) -> str:
-    return path.replace("{document_id}", new_document_id()).replace("{endpoint_id}", "wh_0123456789abcdef")
+    ids = {
+        "{document_id}": new_document_id(),
+        "{endpoint_id}": "wh_0123456789abcdef",
+        "{source_id}": "src_01J0000000000000000000000",
+        "{sync_id}": "sync_01J0000000000000000000000",
+        "{external_id}": "kb-42",
+    }
+    for name, value in ids.items():
+        path = path.replace(name, value)
+    return path
 
 
 # -- the tenant ------------------------------------------------------------------------------------
@@ -145,8 +165,7 @@ MALFORMED = [
 @pytest.mark.parametrize("path", sorted(VALID_BODIES))
 @pytest.mark.parametrize("body", MALFORMED, ids=lambda b: repr(b[:20]))
 def test_malformed_json_is_400(api: ModuleType, path: str, body: str) -> None:
-    method = "PATCH" if path == "/documents/{document_id}" else "POST"
-    status, _, payload = call(api, method, concrete(path), body)
+    status, _, payload = call(api, BODY_METHODS.get(path, "POST"), concrete(path), body)
     assert status == 400
     assert assert_error(payload, "INVALID_REQUEST") == "the body is not valid JSON"
 

@@ -19,7 +19,13 @@ pytestmark = pytest.mark.unit
 API = Path(__file__).resolve().parents[2] / "functions" / "api"
 ROUTES = API / "routes"
 # Every route module, and the paths its group owns (a path is its prefix or starts with prefix + "/").
-GROUPS = {"documents": "/documents", "search": "/search", "webhooks": "/webhooks", "meta": "/openapi.json"}
+GROUPS = {
+    "documents": "/documents",
+    "search": "/search",
+    "webhooks": "/webhooks",
+    "sources": "/sources",
+    "meta": "/openapi.json",
+}
 # Not route groups: the package marker and what the groups share (services, the error bodies).
 NOT_GROUPS = {"__init__", "common", "errors"}
 ROUTE_METHODS = {"get", "post", "put", "patch", "delete", "head", "options", "route"}

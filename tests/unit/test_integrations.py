@@ -214,6 +214,7 @@ def test_langchain_documents_carry_text_score_pages_and_metadata(api: Api) -> No
         "paragraph_index": None,
         "boxes": [{"page": 3, "x0": 0.1, "y0": 0.2, "x1": 0.9, "y1": 0.23}],
         "copies": [],
+        "source_uri": None,
     }
     assert second.metadata["filename"] == "contract-2.pdf" and (second.metadata["page_start"], 7) == (7, 7)
     assert first.metadata["score"] > second.metadata["score"]
@@ -258,6 +259,7 @@ def test_llamaindex_nodes_carry_text_score_pages_and_metadata(api: Api) -> None:
         "paragraph_index": None,
         "boxes": [{"page": 3, "x0": 0.1, "y0": 0.2, "x1": 0.9, "y1": 0.23}],
         "copies": [],
+        "source_uri": None,
     }
     # What an LLM is shown: the filename, the pages and the user's metadata, not rag-ingest's ids.
     shown = first.node.get_content(metadata_mode=MetadataMode.LLM)

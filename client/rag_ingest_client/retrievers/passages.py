@@ -45,6 +45,8 @@ class Passage:
     #: The other passages with the same text the API folded into this one (another upload of the
     #: same file, a repeated page): ``{chunk_id, document_id, filename, page_start, page_end}``.
     copies: tuple[Mapping[str, Any], ...] = ()
+    #: Where a source's item lives (``s3://...``, ``https://...``): what to cite; None for an upload.
+    source_uri: str | None = None
 
     @classmethod
     def of(cls, item: Any) -> Passage:
@@ -67,6 +69,7 @@ class Passage:
                 anchor=item.get("anchor"),
                 paragraph_index=item.get("paragraph_index"),
                 copies=tuple(dict(copy) for copy in item.get("copies") or ()),
+                source_uri=item.get("source_uri"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise RagIngestError(f"the search answer has a passage without {exc}: {item!r:.200}") from None
@@ -90,6 +93,7 @@ class Passage:
             "paragraph_index": self.paragraph_index,
             "boxes": [dict(box) for box in self.boxes],
             "copies": [dict(copy) for copy in self.copies],
+            "source_uri": self.source_uri,
         }
 
 

@@ -25,6 +25,8 @@ from rag_ingest.adapters.object_versions import ObjectVersions
 from rag_ingest.adapters.presigner import S3Presigner
 from rag_ingest.adapters.queues import Queues
 from rag_ingest.adapters.reranker import BedrockReranker
+from rag_ingest.adapters.source_documents import SourceDocumentStore, SyncCursorObjects
+from rag_ingest.adapters.sources_table import ItemStatesView, SourcesTable, SyncJobsView
 from rag_ingest.adapters.textract import TextractEngine
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
 from rag_ingest.adapters.webhook_http import PinnedHttpTransport
@@ -40,11 +42,15 @@ from rag_ingest.core.config import (
     ReconcilerEnv,
     RedriveEnv,
     SearchEnv,
+    SourcesApiEnv,
+    SourcesEnv,
+    SourceSyncEnv,
     StagesEnv,
     WebhookDeliveryEnv,
     WebhookFanOutEnv,
     WebhooksApiEnv,
 )
+from rag_ingest.core.ids import new_document_id
 from rag_ingest.core.telemetry import CloudTelemetry, Telemetry
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.core.url_policy import UrlPolicy
@@ -67,6 +73,12 @@ from rag_ingest.parsing.ocr.local import local_engine
 from rag_ingest.retrieval.ports import Reranker
 from rag_ingest.retrieval.rerank import LexicalStandInReranker
 from rag_ingest.retrieval.search import RerankSettings, SearchService
+from rag_ingest.sources.connector import Connector
+from rag_ingest.sources.kinds import validate_config
+from rag_ingest.sources.model import Source
+from rag_ingest.sources.runner import SyncRunner
+from rag_ingest.sources.service import SourceService
+from rag_ingest.sources.sync import SyncEngine
 from rag_ingest.webhooks.service import WebhookDelivery, WebhookFanOut, WebhookService
 
 
@@ -405,3 +417,58 @@ def build_reconciler(env: ReconcilerEnv) -> Reconciler:
         ),
         repair_by_default=env.repair,
     )
+
+
+# -- sources -------------------------------------------------------------------------------------
+def _sync_engine(env: SourcesEnv, table: SourcesTable) -> SyncEngine:
+    documents = documents_table(env.documents_table)
+    deletion = DocumentDeletion(
+        documents=documents,
+        vector_store=cache(
+            lambda: vector_store_for(env.opensearch_endpoint, env.opensearch_index, env.embedding_dimension)
+        ),
+        objects=ObjectVersions(),
+        bucket=env.bucket_name,
+        artifacts_prefix=env.artifacts_prefix,
+        events=EventPublisher(env.event_bus_name),
+    )
+    return SyncEngine(
+        sources=table,
+        jobs=SyncJobsView(table),
+        cursors=SyncCursorObjects(env.bucket_name),
+        items=ItemStatesView(table),
+        documents=SourceDocumentStore(documents, env.bucket_name),
+        remover=deletion,
+        raw_prefix=env.raw_prefix,
+    )
+
+
+def build_sources(env: SourcesApiEnv) -> SourceService:
+    table = SourcesTable(env.sources_table)
+    return SourceService(
+        sources=table,
+        jobs=SyncJobsView(table),
+        items=ItemStatesView(table),
+        engine=_sync_engine(env, table),
+        starter=WorkflowStarter(env.source_sync_state_machine_arn),
+        validate_config=validate_config,
+        new_id=new_document_id,
+        max_sources=env.source_max_per_tenant,
+    )
+
+
+def build_sync_runner(env: SourceSyncEnv) -> SyncRunner:
+    table = SourcesTable(env.sources_table)
+    policy = UrlPolicy(allow_loopback_http=env.source_allow_loopback_http)
+    return SyncRunner(
+        sources=table,
+        jobs=SyncJobsView(table),
+        engine=_sync_engine(env, table),
+        connectors=lambda source: connector_for(source, policy),
+        budget_seconds=env.source_sync_step_seconds,
+    )
+
+
+def connector_for(source: Source, policy: UrlPolicy) -> Connector:
+    """The connector of a source's kind over its adapters (a custom source has none: it is pushed)."""
+    raise ValueError(f"a {source.kind} source has no connector")

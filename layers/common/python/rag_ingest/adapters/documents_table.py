@@ -156,6 +156,7 @@ class DocumentsTable:
         metadata: Mapping[str, Any] | None = None,
         uploaded_by: str | None = None,
         access: DocumentAccess | None = None,
+        origin: Mapping[str, str] | None = None,
     ) -> DocumentRecord:
         now = utc_now()
         item = awaiting_upload_item(
@@ -168,6 +169,7 @@ class DocumentsTable:
             metadata=metadata,
             uploaded_by=uploaded_by,
             access=access,
+            origin=origin,
         )
         stored = {**item, "metadata": {name: _dynamo_value(value) for name, value in item["metadata"].items()}}
         with translated("create document"):
@@ -596,6 +598,7 @@ def awaiting_upload_item(
     metadata: Mapping[str, Any] | None = None,
     uploaded_by: str | None = None,
     access: DocumentAccess | None = None,
+    origin: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """A new document's stored item, before its upload arrives (the documents table's and its fakes').
     ``metadata`` is already valid (rag_ingest.core.metadata.validate_metadata); ``uploaded_by`` is the
@@ -617,4 +620,7 @@ def awaiting_upload_item(
         item["uploaded_by"] = uploaded_by
     if access is not None and not access.is_open:
         item["access"] = access.model_dump()
+    for name in ("source_id", "source_uri", "change_token"):
+        if origin and origin.get(name):
+            item[name] = origin[name]
     return item

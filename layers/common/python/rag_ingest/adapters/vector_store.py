@@ -95,6 +95,8 @@ _PROVENANCE_MAPPING = {
     "paragraph_index": {"type": "integer"},
     # A PDF passage's rectangles (page, x0, y0, x1, y1): returned with a hit, never searched.
     "boxes": {"type": "object", "enabled": False},
+    # Where a source's item lives (s3://..., https://...): what its hits cite.
+    "source_uri": {"type": "keyword"},
 }
 
 
@@ -288,6 +290,7 @@ class VectorStore:
             METADATA_FIELD: chunk_metadata(stamp.metadata or {}),
             **chunk_access(stamp.access, stamp.uploaded_by),
             **({"created_at": stamp.created_at} if stamp.created_at else {}),
+            **({"source_uri": stamp.source_uri} if stamp.source_uri else {}),
         }
         if isinstance(vectors, Sequence) and len(chunks) != len(vectors):
             raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
@@ -517,6 +520,7 @@ class VectorStore:
                 page_end=int(hit["_source"]["page_end"]),
                 text=hit["_source"]["text"],
                 filename=hit["_source"].get("filename"),
+                source_uri=hit["_source"].get("source_uri"),
                 heading_path=tuple(hit["_source"].get("heading_path") or ()),
                 # Chunks indexed before other formats were accepted are a PDF's.
                 document_format=DocumentFormat(hit["_source"].get("document_format") or DocumentFormat.PDF),

@@ -191,6 +191,30 @@ class WebhooksApiEnv(WebhookUrlEnv):
     webhook_max_endpoints: int = Field(default=10, ge=1, le=100)
 
 
+class SourcesEnv(CommonEnv, BucketEnv, ChunkIndexEnv):
+    """Sources (rag_ingest.sources): their table; their items become documents under ``raw_prefix``,
+    and a deleted item's document goes as DELETE /documents/{id} does (chunks, artifacts, events)."""
+
+    sources_table: str = Field(min_length=1)
+    raw_prefix: str = RAW_PREFIX
+    event_bus_name: str = "default"
+
+
+class SourcesApiEnv(SourcesEnv):
+    """The API function's source routes: they start the sync workflow."""
+
+    source_sync_state_machine_arn: str = Field(pattern=r"^arn:aws[a-z-]*:states:")
+    source_max_per_tenant: int = Field(default=50, ge=1, le=1000)
+
+
+class SourceSyncEnv(SourcesEnv):
+    """The sync workflow's function: each step runs for at most this budget, then checkpoints."""
+
+    source_sync_step_seconds: int = Field(default=600, ge=5, le=840)
+    # Crawled URLs pass the SSRF guard: in AWS public addresses only; locally loopback too.
+    source_allow_loopback_http: bool = False
+
+
 class WebhookFanOutEnv(EnvModel):
     """The fan-out function: a document event -> one delivery message per subscribed endpoint."""
 

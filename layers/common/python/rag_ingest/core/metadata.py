@@ -43,6 +43,7 @@ RESERVED_KEYS = BUILTIN_KEYS | frozenset(
         "status",
         # Where a passage stands (the retrievers put them beside the user's metadata).
         "document_format",
+        "source_uri",
         "anchor",
         "paragraph_index",
         "boxes",

@@ -99,7 +99,10 @@ class ApiDocuments(DocumentReader, Protocol):
         metadata: Mapping[str, Any] | None = None,
         uploaded_by: str | None = None,
         access: DocumentAccess | None = None,
-    ) -> DocumentRecord: ...
+        origin: Mapping[str, str] | None = None,
+    ) -> DocumentRecord:
+        """``origin``: a source item's source_id, source_uri and change_token (rag_ingest.sources)."""
+        ...
 
     def list_by_tenant(
         self, tenant_id: str, *, limit: int, start_key: Mapping[str, str] | None = None

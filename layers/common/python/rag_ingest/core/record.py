@@ -111,6 +111,11 @@ class DocumentRecord(BaseModel):
     # bucket) and who else reads it (rag_ingest.core.access); later versions keep both, as metadata.
     uploaded_by: str | None = None
     access: DocumentAccess = OPEN_ACCESS
+    # A source's item (rag_ingest.sources): the source, where the item lives, and the change token
+    # of the version this document holds. None for an upload.
+    source_id: str | None = None
+    source_uri: str | None = None
+    change_token: str | None = None
     # +1 on every PATCH /documents/{id} (compare-and-set on it; the API's ETag); records written
     # before it existed read as 1.
     revision: int = Field(default=1, ge=1)
@@ -224,6 +229,7 @@ class DocumentStamp:
     created_at: str | None = None
     access: DocumentAccess | None = None
     uploaded_by: str | None = None
+    source_uri: str | None = None
 
     @classmethod
     def of(cls, record: DocumentRecord) -> DocumentStamp:
@@ -249,4 +255,5 @@ class DocumentStamp:
             created_at=record.created_at,
             access=record.access,
             uploaded_by=record.uploaded_by,
+            source_uri=record.source_uri,
         )

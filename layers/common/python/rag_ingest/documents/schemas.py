@@ -165,6 +165,9 @@ class DocumentView(BaseModel):
     access: DocumentAccess
     # The uploader's sub; null for a document put straight into the bucket.
     uploaded_by: str | None
+    # A source's item: the source and where the item lives (docs/sources.md); null for an upload.
+    source_id: str | None = None
+    source_uri: str | None = None
     # +1 on every PATCH; the ETag of GET and PATCH, and what If-Match compares.
     revision: int
     created_at: str
@@ -198,6 +201,8 @@ class DocumentView(BaseModel):
             embedding_cache=record.embedding_cache.model_dump() if record.embedding_cache else None,
             duplicate_of=record.duplicate_of,
             timings_ms=record.timings_ms,
+            source_id=record.source_id,
+            source_uri=record.source_uri,
             metadata=record.metadata,
             access=record.access,
             uploaded_by=record.uploaded_by,

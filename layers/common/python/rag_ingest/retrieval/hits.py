@@ -32,6 +32,8 @@ class SearchHit:
     page_end: int
     text: str
     filename: str | None = None
+    #: Where a source's item lives (``s3://...``, ``https://...``); None for an upload.
+    source_uri: str | None = None
     heading_path: tuple[str, ...] = ()
     document_format: DocumentFormat = DocumentFormat.PDF
     anchor: str | None = None

@@ -255,6 +255,8 @@ class PassageView(BaseModel):
     chunk_id: str
     document_id: str
     filename: str | None
+    #: Where a source's item lives (s3://..., https://...), what to cite; null for an upload.
+    source_uri: str | None = None
     page_start: int
     page_end: int
     heading_path: list[str]
@@ -282,6 +284,7 @@ class PassageView(BaseModel):
             chunk_id=hit.chunk_id,
             document_id=hit.document_id,
             filename=hit.filename,
+            source_uri=hit.source_uri,
             page_start=hit.page_start,
             page_end=hit.page_end,
             heading_path=list(hit.heading_path),

@@ -1,0 +1,1 @@
+"""The source sync function's code asset (its handler module: ``app``)."""

@@ -1,0 +1,259 @@
+"""Sources kept in sync (docs/sources.md): the sources table, the sync function, and the sync
+workflow that runs it step by step until the listing and the deletions are done.
+
+    POST /sources/{id}/sync -> StartExecution(name = sync id)
+      -> Step (SourceSync: list, write documents, checkpoint; returns the next phase) -> loop
+      -> done; a step that fails past its retries -> Fail (the sync FAILED, nothing deleted)
+
+Each step stays under the function's timeout (``sources.stepSeconds``) and resumes at its checkpoint,
+so a sync of any length is a loop of short invocations. Why not a Distributed Map yet:
+docs/decisions/sync-at-scale.md.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
+from constructs import Construct
+from rag_ingest.core.s3_keys import ARTIFACTS_PREFIX, RAW_PREFIX
+
+from infra.config import RagIngestConfig
+from infra.constructs.function import FunctionFactory, new_log_group, removal_policy
+from infra.constructs.search import Search
+from infra.constructs.storage import Storage, grant_table
+from infra.constructs.workflow import EVENT_BUS_NAME, TRANSIENT_ERRORS
+from infra.nag import acknowledge, arn_ref
+from infra.naming import unique_name
+from infra.permissions import SOURCES_TABLE
+
+#: Where the sync cursors live in the stack's bucket (rag_ingest.adapters.source_documents).
+SOURCES_PREFIX = "sources/"
+
+
+class Sources(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: RagIngestConfig,
+        factory: FunctionFactory,
+        storage: Storage,
+        search: Search,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        settings = config.sources
+        # Sources by tenant, sync jobs and item states by source (rag_ingest.adapters.sources_table).
+        self.table = dynamodb.Table(
+            self,
+            "SourcesTable",
+            partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="sk", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            removal_policy=removal_policy(config),
+        )
+        self.environment = {
+            "SOURCES_TABLE": self.table.table_name,
+            "BUCKET_NAME": storage.bucket.bucket_name,
+            "RAW_PREFIX": RAW_PREFIX,
+            "ARTIFACTS_PREFIX": ARTIFACTS_PREFIX,
+            "OPENSEARCH_ENDPOINT": search.endpoint_url,
+            "OPENSEARCH_INDEX": search.index_name,
+            "EMBEDDING_DIMENSION": str(config.embedding.dimension),
+            "EVENT_BUS_NAME": EVENT_BUS_NAME,
+        }
+        self.function: lambda_.Function = factory.create(
+            self,
+            "SourceSyncFunction",
+            code_dir="source_sync",
+            handler="app.handler",
+            service="rag-ingest-source-sync",
+            settings=config.functions.source_sync,
+            environment={
+                **self.environment,
+                "SOURCE_SYNC_STEP_SECONDS": str(settings.step_seconds),
+                # Crawled pages: public addresses only in AWS (the local stack overrides this).
+                "SOURCE_ALLOW_LOOPBACK_HTTP": "false",
+            },
+            description="rag-ingest sources: one step of a sync (list, write documents, checkpoint; then deletions)",
+        )
+        role = self.function.role
+        assert role is not None
+        self.grant_source_documents(role, storage, search, "SourceSync")
+        self._grant_readable_buckets(role, settings.readable_buckets)
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="SyncCursors",
+                actions=["s3:GetObject", "s3:PutObject"],
+                resources=[storage.bucket.arn_for_objects(f"{SOURCES_PREFIX}*")],
+            )
+        )
+        self.state_machine = self._state_machine(config)
+
+    def grant_source_documents(self, role: iam.IRole, storage: Storage, search: Search, function: str) -> None:
+        """What writing and deleting a source's documents takes: the two tables, the uploads (put, head,
+        every version deleted with the artifacts), the chunk index and DocumentDeleted events."""
+        grant_table(role, self.table, SOURCES_TABLE[function])
+        if function == "SourceSync":
+            storage.grant_documents(role, function)
+            search.grant_index_access(role, function)
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["s3:PutObject", "s3:GetObject"],
+                    resources=[storage.bucket.arn_for_objects(f"{RAW_PREFIX}*")],
+                )
+            )
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["s3:DeleteObject", "s3:DeleteObjectVersion"],
+                    resources=[storage.bucket.arn_for_objects(f"{p}*") for p in (RAW_PREFIX, ARTIFACTS_PREFIX)],
+                )
+            )
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["s3:ListBucketVersions"],
+                    resources=[storage.bucket.bucket_arn],
+                    conditions={"StringLike": {"s3:prefix": [f"{RAW_PREFIX}*", f"{ARTIFACTS_PREFIX}*"]}},
+                )
+            )
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["events:PutEvents"],
+                    resources=[
+                        Stack.of(self).format_arn(service="events", resource="event-bus", resource_name=EVENT_BUS_NAME)
+                    ],
+                )
+            )
+            acknowledge(
+                role,
+                "AwsSolutions-IAM5",
+                "Resource-scoped: objects under raw/, artifacts/ and sources/ of the one bucket.",
+                f"Resource::{arn_ref(storage.bucket)}/{RAW_PREFIX}*",
+                f"Resource::{arn_ref(storage.bucket)}/{ARTIFACTS_PREFIX}*",
+                f"Resource::{arn_ref(storage.bucket)}/{SOURCES_PREFIX}*",
+            )
+
+    def serve_api(self, function: lambda_.Function, config: RagIngestConfig) -> None:
+        """The API's source routes: the table, starting a sync, and the limit per tenant (the API
+        already writes uploads and deletes documents)."""
+        function.add_environment("SOURCES_TABLE", self.table.table_name)
+        function.add_environment("SOURCE_SYNC_STATE_MACHINE_ARN", self.state_machine.state_machine_arn)
+        function.add_environment("SOURCE_MAX_PER_TENANT", str(config.sources.max_per_tenant))
+        role = function.role
+        assert role is not None
+        grant_table(role, self.table, SOURCES_TABLE["Api"])
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="StartSourceSync",
+                actions=["states:StartExecution"],
+                resources=[self.state_machine.state_machine_arn],
+            )
+        )
+
+    @staticmethod
+    def _grant_readable_buckets(role: iam.IRole, buckets: tuple[str, ...]) -> None:
+        """Read on the buckets sources may name, nothing else (none by default: docs/sources.md)."""
+        if not buckets:
+            return
+        bucket_arns = [f"arn:{Stack.of(role).partition}:s3:::{name}" for name in buckets]
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReadSourceBuckets",
+                actions=["s3:ListBucket", "s3:ListBucketVersions", "s3:GetBucketLocation"],
+                resources=bucket_arns,
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReadSourceObjects",
+                actions=["s3:GetObject", "s3:GetObjectVersion"],
+                resources=[f"{arn}/*" for arn in bucket_arns],
+            )
+        )
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5",
+            "Read-only on the objects of the buckets named in sources.readableBuckets (cdk.json), which "
+            "an operator lists on purpose; a bucket's objects have no narrower ARN.",
+            *(f"Resource::arn:<AWS::Partition>:s3:::{name}/*" for name in buckets),
+            *(
+                ["Resource::arn:<AWS::Partition>:s3:::*", "Resource::arn:<AWS::Partition>:s3:::*/*"]
+                if "*" in buckets
+                else []
+            ),
+        )
+
+    def _state_machine(self, config: RagIngestConfig) -> sfn.StateMachine:
+        retry = config.workflow.retry
+        step = tasks.LambdaInvoke(
+            self,
+            "Step",
+            lambda_function=self.function,
+            payload_response_only=True,
+            retry_on_service_exceptions=False,
+            result_path="$",
+        )
+        step.add_retry(errors=["PermanentError"], max_attempts=0)
+        step.add_retry(
+            errors=TRANSIENT_ERRORS,
+            interval=Duration.seconds(retry.interval_seconds),
+            backoff_rate=retry.backoff_rate,
+            max_attempts=retry.max_attempts,
+            max_delay=Duration.seconds(retry.max_delay_seconds),
+            jitter_strategy=sfn.JitterType.FULL,
+        )
+        step.add_retry(errors=["States.ALL"], interval=Duration.seconds(2), max_attempts=2)
+        fail = tasks.LambdaInvoke(
+            self,
+            "MarkSyncFailed",
+            lambda_function=self.function,
+            payload_response_only=True,
+            retry_on_service_exceptions=False,
+            result_path="$",
+        )
+        fail.add_retry(errors=TRANSIENT_ERRORS, interval=Duration.seconds(2), max_attempts=5)
+        fail.next(sfn.Fail(self, "SyncFailed", cause="a sync step failed past its retries"))
+        step.add_catch(fail, errors=["States.ALL"], result_path="$.error")
+        next_phase = sfn.Choice(self, "NextPhase")
+        next_phase.when(sfn.Condition.string_equals("$.phase", "listing"), step)
+        next_phase.when(sfn.Condition.string_equals("$.phase", "finishing"), step)
+        # A sync that ended FAILED by its own account (an unreadable bucket) is the user's to fix: no alarm.
+        next_phase.otherwise(sfn.Succeed(self, "SyncEnded"))
+        step.next(next_phase)
+        log_group = new_log_group(
+            self,
+            "SyncLogs",
+            config,
+            log_group_name=unique_name(f"/aws/vendedlogs/states/{Stack.of(self).stack_name}-source-sync-"),
+        )
+        state_machine = sfn.StateMachine(
+            self,
+            "SyncStateMachine",
+            definition_body=sfn.DefinitionBody.from_chainable(step),
+            state_machine_type=sfn.StateMachineType.STANDARD,
+            timeout=Duration.hours(config.sources.timeout_hours),
+            tracing_enabled=True,
+            logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
+            comment="rag-ingest: one source sync: Step (list, write, checkpoint) until the listing and deletions end",
+        )
+        acknowledge(
+            state_machine.role,
+            "AwsSolutions-IAM5",
+            "CDK's Lambda invoke grant covers the function's versions/aliases (<arn>:*); log delivery and X-Ray "
+            "actions support no resource-level permissions, so AWS requires '*'.",
+            "Resource::*",
+            f"Resource::{arn_ref(self.function)}:*",
+        )
+        return state_machine
+
+    @property
+    def functions(self) -> dict[str, lambda_.Function]:
+        return {"SourceSync": self.function}

@@ -1,0 +1,194 @@
+"""The sources' ports in memory (rag_ingest.sources.ports), and a connector over a dict of items,
+for the unit tests of the sync engine and the sources service."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rag_ingest.core.access import DocumentAccess
+from rag_ingest.core.errors import StaleWriteError
+from rag_ingest.documents.errors import DocumentNotFoundError
+from rag_ingest.sources.connector import ItemFailure, ItemUnavailableError, KnownLookup, ListingPage, SourceItem
+from rag_ingest.sources.model import ItemState, Source, SyncJob
+from rag_ingest.sources.sync import content_token
+
+
+class MemorySources:
+    def __init__(self) -> None:
+        self.sources: dict[tuple[str, str], Source] = {}
+
+    def create(self, source: Source) -> None:
+        self.sources[(source.tenant_id, source.source_id)] = source
+
+    def get(self, tenant_id: str, source_id: str) -> Source | None:
+        return self.sources.get((tenant_id, source_id))
+
+    def list(self, tenant_id: str) -> list[Source]:
+        return sorted((s for (t, _), s in self.sources.items() if t == tenant_id), key=lambda s: s.created_at)
+
+    def replace(self, source: Source, *, expected_updated_at: str) -> None:
+        current = self.get(source.tenant_id, source.source_id)
+        if current is None or current.updated_at != expected_updated_at:
+            raise StaleWriteError("source changed")
+        self.create(source)
+
+    def delete(self, tenant_id: str, source_id: str) -> None:
+        self.sources.pop((tenant_id, source_id), None)
+
+    def claim_sync(self, tenant_id: str, source_id: str, sync_id: str) -> bool:
+        source = self.sources[(tenant_id, source_id)]
+        if source.running_sync is not None:
+            return False
+        self.create(source.model_copy(update={"running_sync": sync_id}))
+        return True
+
+    def release_sync(self, tenant_id: str, source_id: str, sync_id: str) -> None:
+        source = self.sources.get((tenant_id, source_id))
+        if source is not None and source.running_sync == sync_id:
+            self.create(source.model_copy(update={"running_sync": None, "last_sync": sync_id}))
+
+
+class MemoryJobs:
+    def __init__(self) -> None:
+        self.jobs: dict[tuple[str, str], SyncJob] = {}
+
+    def put(self, job: SyncJob) -> None:
+        self.jobs[(job.source_id, job.id)] = job
+
+    def get(self, source_id: str, sync_id: str) -> SyncJob | None:
+        return self.jobs.get((source_id, sync_id))
+
+    def list(self, source_id: str, limit: int) -> list[SyncJob]:
+        jobs = [job for (s, _), job in self.jobs.items() if s == source_id]
+        return sorted(jobs, key=lambda job: job.id, reverse=True)[:limit]
+
+
+class MemoryCursors:
+    def __init__(self) -> None:
+        self.cursors: dict[tuple[str, str], str | None] = {}
+
+    def save(self, source_id: str, sync_id: str, cursor: str | None) -> None:
+        self.cursors[(source_id, sync_id)] = cursor
+
+    def load(self, source_id: str, sync_id: str) -> str | None:
+        return self.cursors.get((source_id, sync_id))
+
+
+class MemoryItems:
+    def __init__(self) -> None:
+        self.states: dict[tuple[str, str], ItemState] = {}
+        self.writes = 0
+
+    def get_many(self, source_id: str, keys: Iterable[str]) -> dict[str, ItemState]:
+        return {key: self.states[(source_id, key)] for key in keys if (source_id, key) in self.states}
+
+    def put(self, state: ItemState) -> None:
+        self.writes += 1
+        self.states[(state.source_id, state.key)] = state
+
+    def delete(self, source_id: str, key: str) -> None:
+        self.states.pop((source_id, key), None)
+
+    def scan(self, source_id: str) -> Iterator[ItemState]:
+        return iter([state for (s, _), state in sorted(self.states.items()) if s == source_id])
+
+
+@dataclass
+class StoredDocument:
+    tenant_id: str
+    filename: str
+    key: str
+    metadata: dict[str, Any]
+    access: DocumentAccess
+    origin: dict[str, str]
+    versions: list[bytes] = field(default_factory=list)
+
+
+class MemoryDocuments:
+    """Records and the stack bucket's objects: each put is one version (one pipeline run in the stack)."""
+
+    def __init__(self) -> None:
+        self.documents: dict[str, StoredDocument] = {}
+        self.tokens: dict[str, str] = {}
+        self.deleted: list[str] = []
+
+    def upsert_record(
+        self,
+        *,
+        tenant_id: str,
+        document_id: str,
+        filename: str,
+        key: str,
+        metadata: Mapping[str, Any],
+        access: DocumentAccess,
+        origin: Mapping[str, str],
+    ) -> None:
+        versions = self.documents[document_id].versions if document_id in self.documents else []
+        self.documents[document_id] = StoredDocument(
+            tenant_id, filename, key, dict(metadata), access, dict(origin), versions
+        )
+
+    def stored_token(self, key: str) -> str | None:
+        return self.tokens.get(key)
+
+    def put_bytes(self, key: str, body: bytes, change_token: str) -> None:
+        document = next(doc for doc in self.documents.values() if doc.key == key)
+        document.versions.append(body)
+        self.tokens[key] = change_token
+
+    def bucket(self) -> str:
+        return "stack-bucket"
+
+    def delete(self, tenant_id: str, document_id: str) -> object:
+        document = self.documents.pop(document_id, None)
+        if document is None or document.tenant_id != tenant_id:
+            raise DocumentNotFoundError(document_id)
+        self.tokens.pop(document.key, None)
+        self.deleted.append(document_id)
+        return None
+
+    def runs(self) -> int:
+        """Pipeline runs so far: one per version written."""
+        return sum(len(doc.versions) for doc in self.documents.values())
+
+
+class DictConnector:
+    """A listing over ``items`` (key -> bytes), ``page_size`` a page; the token is the bytes' hash.
+    ``fail_keys`` fail their fetch; ``stop_after_pages`` makes the listing raise (a crash) there."""
+
+    def __init__(self, items: Mapping[str, bytes], page_size: int = 3) -> None:
+        self.items = dict(items)
+        self.page_size = page_size
+        self.fetches: list[str] = []
+        self.fail_keys: set[str] = set()
+        self.gone: tuple[str, ...] = ()
+        self.truncate_at: int | None = None
+        self.failures: tuple[ItemFailure, ...] = ()
+
+    def list_page(self, cursor: str | None, known: KnownLookup) -> ListingPage:
+        keys = sorted(self.items)
+        start = json.loads(cursor)["next"] if cursor else 0
+        end = start + self.page_size
+        if self.truncate_at is not None and end >= self.truncate_at:
+            end = self.truncate_at
+        page = [self._item(key) for key in keys[start:end]]
+        last = end >= len(keys) or (self.truncate_at is not None and end >= self.truncate_at)
+        return ListingPage(
+            items=tuple(page),
+            cursor=None if last else json.dumps({"next": end}),
+            truncated=self.truncate_at is not None and self.truncate_at < len(keys),
+            gone=self.gone if last else (),
+            failures=self.failures if start == 0 else (),
+        )
+
+    def fetch(self, item: SourceItem) -> bytes:
+        self.fetches.append(item.key)
+        if item.key in self.fail_keys:
+            raise ItemUnavailableError("ITEM_UNREADABLE", f"{item.key} answered 500")
+        return self.items[item.key]
+
+    def _item(self, key: str) -> SourceItem:
+        return SourceItem(key=key, change_token=content_token(self.items[key]), uri=f"test://{key}", filename=key)
