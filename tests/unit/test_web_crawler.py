@@ -5,15 +5,16 @@ cursor, pacing and sitemaps."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from rag_ingest.sources.connector import ItemUnavailableError, KnownItem, ListingPage, SourceItem
+from rag_ingest.sources.connector import ItemUnavailableError, KnownItem, KnownLookup, ListingPage, SourceItem
 from rag_ingest.sources.web.crawler import WebConnector
 from rag_ingest.sources.web.fetching import HTTP_ERROR, PAGE_TOO_LARGE, REDIRECT_REFUSED, ROBOTS_UNAVAILABLE
 
-from tests.support.web_memory import FakeClock, MemoryFetcher, Page, html
+from tests.support.web_memory import MemoryFetcher, Page, html
 
 pytestmark = pytest.mark.unit
 ROOT = "https://d.example.com"
@@ -38,13 +39,23 @@ def connector(fetcher: MemoryFetcher, **config: Any) -> WebConnector:
     return WebConnector.from_config(settings, fetcher, clock=fetcher.clock, sleep=fetcher.clock.sleep)
 
 
+def lookup(known: Mapping[str, KnownItem]) -> KnownLookup:
+    def find(key: str) -> KnownItem | None:
+        return known.get(key)
+
+    return find
+
+
+NOTHING_KNOWN = lookup({})
+
+
 def list_all(
     crawler: WebConnector, known: Mapping[str, KnownItem] | None = None, cursor: str | None = None
 ) -> list[ListingPage]:
-    stored = dict(known or {})
-    pages = [crawler.list_page(cursor, stored.get)]
+    stored = lookup(known or {})
+    pages = [crawler.list_page(cursor, stored)]
     while pages[-1].cursor is not None:
-        pages.append(crawler.list_page(pages[-1].cursor, stored.get))
+        pages.append(crawler.list_page(pages[-1].cursor, stored))
     return pages
 
 
@@ -172,7 +183,7 @@ def test_a_listing_resumed_from_its_cursor_fetches_nothing_twice() -> None:
     crawler = WebConnector.from_config(
         settings, fetcher, clock=fetcher.clock, sleep=fetcher.clock.sleep, fetches_per_page=1
     )
-    paged = [crawler.list_page(None, {}.get)]
+    paged = [crawler.list_page(None, NOTHING_KNOWN)]
     assert len(paged[0].items) == 1 and paged[0].cursor is not None
     # A new connector (a new Lambda) resumes from the checkpointed cursor.
     fetcher.requests.clear()
@@ -189,12 +200,12 @@ def test_requests_are_paced_per_host_and_robots_crawl_delay_slows_them() -> None
     fetcher = MemoryFetcher(site())
     list_all(connector(fetcher, requests_per_second=2))
     times = [at for _, _, at in fetcher.requests]
-    assert [round(b - a, 3) for a, b in zip(times, times[1:], strict=False)] == [0.5, 0.5, 0.5]
+    assert [round(b - a, 3) for a, b in itertools.pairwise(times)] == [0.5, 0.5, 0.5]
 
     slow = MemoryFetcher(site(**{"/robots.txt": Page(b"User-agent: *\nCrawl-delay: 3\n", content_type="text/plain")}))
     list_all(connector(slow, requests_per_second=2))
     times = [at for _, _, at in slow.requests]
-    assert [round(b - a, 3) for a, b in zip(times, times[1:], strict=False)][1:] == [3.0, 3.0, 3.0]
+    assert [round(b - a, 3) for a, b in itertools.pairwise(times)][1:] == [3.0, 3.0, 3.0]
 
 
 def test_concurrent_fetches_list_the_same_items() -> None:
@@ -210,7 +221,7 @@ def test_robots_txt_missing_allows_all_failing_stops_the_listing() -> None:
     assert f"{ROOT}/docs/private/secret.html" in items(list_all(connector(missing)))
     failing = MemoryFetcher(site(**{"/robots.txt": Page(status=503)}))
     with pytest.raises(ItemUnavailableError) as raised:
-        connector(failing).list_page(None, {}.get)
+        connector(failing).list_page(None, NOTHING_KNOWN)
     assert raised.value.code == ROBOTS_UNAVAILABLE
     assert failing.urls() == [f"{ROOT}/robots.txt"]
 
@@ -258,7 +269,7 @@ def test_a_noindex_page_is_not_an_item_but_its_links_are_read() -> None:
 def test_fetch_reads_an_items_bytes() -> None:
     fetcher = MemoryFetcher(site())
     crawler = connector(fetcher)
-    crawler.list_page(None, {}.get)
+    crawler.list_page(None, NOTHING_KNOWN)
     item = SourceItem(key=f"{ROOT}/docs/a.html", change_token="t", uri=f"{ROOT}/docs/a.html", filename="a.html")
     assert crawler.fetch(item) == fetcher.pages[f"{ROOT}/docs/a.html"].body
     with pytest.raises(ItemUnavailableError):
