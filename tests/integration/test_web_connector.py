@@ -16,6 +16,7 @@ from rag_ingest.sources.web.crawler import WebConnector
 from rag_ingest.sources.web.fetching import (
     PAGE_TOO_LARGE,
     REDIRECT_REFUSED,
+    TOO_MANY_REDIRECTS,
     USER_AGENT,
     FetchRefusedError,
 )
@@ -187,6 +188,17 @@ def test_a_200_mb_page_fails_itself_after_reading_its_cap(site: WebSite, connect
     assert refused.value.code == PAGE_TOO_LARGE
     assert site.big_bytes_sent < 16 * MAX_PAGE_BYTES
     assert fetcher.get(site.url("/site/about.html"), {}, MAX_PAGE_BYTES, lambda url: True).status == 200
+
+
+def test_a_gzip_bomb_and_a_redirect_loop_fail_with_their_codes(site: WebSite, connections: Connections) -> None:
+    fetcher = PolicyCheckedFetcher(UrlPolicy(allow_loopback_http=True), timeout_seconds=5)
+    with pytest.raises(FetchRefusedError) as refused:
+        fetcher.get(site.url("/site/unlinked/gzip-bomb.html"), {}, MAX_PAGE_BYTES, lambda url: True)
+    assert refused.value.code == PAGE_TOO_LARGE
+    with pytest.raises(FetchRefusedError) as refused:
+        fetcher.get(site.url("/site/unlinked/loop"), {}, MAX_PAGE_BYTES, lambda url: True)
+    assert refused.value.code == TOO_MANY_REDIRECTS
+    assert site.paths().count("/site/unlinked/loop") == 6  # the first request and 5 redirects
 
 
 def test_a_source_on_a_forbidden_address_is_a_clear_error(connections: Connections) -> None:

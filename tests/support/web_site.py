@@ -5,9 +5,9 @@ Under ``/site/`` (the scope): pages linked from the index, a robots-disallowed `
 calendar trap (each month links to the next, for ever), redirects (in scope, out of scope, into the
 disallowed section, to ``http://10.0.0.1/`` and ``http://169.254.169.254/``), a 404, duplicates
 (tracking parameters, fragments, a byte-identical copy), a canonical link, a sitemap index with a
-nested index that lists itself, a real PDF, and a 200 MB page generated lazily. ``/outside/`` is on
-the same host, out of scope. ``loopback_only_connections`` records every outgoing connection and
-refuses any that is not to loopback, so a bug can never send a packet elsewhere.
+nested index that lists itself, a real PDF, a 200 MB page generated lazily; unlinked, a redirect
+loop and a gzip bomb. ``/outside/`` is on the same host, out of scope. ``loopback_only_connections``
+records every outgoing connection and refuses any not to loopback: a bug sends no packet elsewhere.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ ROBOTS_TXT = "User-agent: *\nDisallow: /site/private/\n"
 BIG_PAGE_BYTES = 200 * 1024 * 1024
 PRIVATE_ADDRESSES = ("10.0.0.1", "169.254.169.254")
 LAST_MODIFIED = "Tue, 01 Dec 2026 10:00:00 GMT"
+#: 64 MiB of spaces in about 64 KB of gzip: the cap must count the bytes inflated.
+GZIP_BOMB = gzip.compress(b"<html>" + b" " * (64 * 1024 * 1024), 9)
 
 INDEX_LINKS = (
     "about.html",
@@ -156,6 +158,12 @@ class WebSite:
             return Response(ROBOTS_TXT, mimetype="text/plain")
         if path in REDIRECTS:
             return Response(b"", status=302, headers={"location": REDIRECTS[path]})
+        if path == "/site/unlinked/loop":  # a redirect to itself, for ever
+            return Response(b"", status=302, headers={"location": "/site/unlinked/loop"})
+        if path == "/site/unlinked/gzip-bomb.html":
+            bomb = Response(GZIP_BOMB, mimetype="text/html")
+            bomb.headers["content-encoding"] = "gzip"
+            return bomb
         if path == "/site/big.html":
             return Response(self._big_page(), mimetype="text/html", direct_passthrough=True)
         if path == "/site/files/report.pdf":

@@ -274,3 +274,16 @@ def test_fetch_reads_an_items_bytes() -> None:
     assert crawler.fetch(item) == fetcher.pages[f"{ROOT}/docs/a.html"].body
     with pytest.raises(ItemUnavailableError):
         crawler.fetch(SourceItem(key="k", change_token="t", uri=f"{ROOT}/docs/none.html", filename="n.html"))
+
+
+def test_the_cursor_is_compact_text_and_a_foreign_one_is_refused() -> None:
+    fetcher = MemoryFetcher(site())
+    settings = {"seeds": [f"{ROOT}/docs/"], "requests_per_second": 10, "concurrency": 1}
+    crawler = WebConnector.from_config(
+        settings, fetcher, clock=fetcher.clock, sleep=fetcher.clock.sleep, fetches_per_page=1
+    )
+    cursor = crawler.list_page(None, NOTHING_KNOWN).cursor
+    assert cursor is not None and cursor.isascii() and ROOT not in cursor
+    for bad in ("", "web1:not-base64!", '{"frontier": []}'):
+        with pytest.raises(ItemUnavailableError):
+            crawler.list_page(bad, NOTHING_KNOWN)

@@ -45,7 +45,7 @@ class WebSourceConfig(BaseModel):
     seeds: list[str] = Field(default_factory=list, max_length=MAX_URLS)
     sitemaps: list[str] = Field(default_factory=list, max_length=MAX_URLS)
     scope: ScopeConfig | None = None
-    max_pages: int = Field(default=1_000, ge=1, le=100_000)
+    max_pages: int = Field(default=1_000, ge=1, le=10_000)
     max_depth: int = Field(default=5, ge=0, le=50)
     max_page_bytes: int = Field(default=10 * 1024 * 1024, ge=1024, le=100 * 1024 * 1024)
     requests_per_second: float = Field(default=2.0, gt=0, le=50)

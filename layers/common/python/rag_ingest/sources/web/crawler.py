@@ -50,6 +50,8 @@ DISCOVERY_FACTOR = 4
 #: Links kept with an HTML page's validators, so a 304 still extends the frontier.
 MAX_STORED_LINKS = 500
 MAX_STORED_LINK_CHARS = 48_000
+#: Hex digits of a content hash kept to spot duplicates (64 bits: the cursor stays small).
+HASH_CHARS = 16
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 _GONE = (404, 410)
 
@@ -104,6 +106,8 @@ class WebConnector:
         self._fetches_per_page = fetches_per_page
         self._robots: RobotsRules | None = None
         self._tracking = tuple(config.tracking_parameters)
+        first = (config.seeds or config.sitemaps)[0]
+        self._origin = f"{first.split('://', 1)[0]}://{self.scope.host}"
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], fetcher: PageFetcher, **kwargs: Any) -> WebConnector:
@@ -125,7 +129,7 @@ class WebConnector:
                 self._absorb(outcome, state, robots, result)
         return ListingPage(
             items=tuple(result.items),
-            cursor=state.to_cursor() if state.frontier else None,
+            cursor=state.to_cursor(self._origin) if state.frontier else None,
             truncated=state.truncated,
             gone=tuple(result.gone),
             failures=tuple(result.failures),
@@ -152,7 +156,7 @@ class WebConnector:
 
     def _resume(self, cursor: str) -> CrawlState:
         try:
-            return CrawlState.from_cursor(cursor)
+            return CrawlState.from_cursor(cursor, self._origin)
         except CursorError as exc:
             raise ItemUnavailableError("INVALID_REQUEST", str(exc)) from exc
 
@@ -216,8 +220,7 @@ class WebConnector:
     def _robots_rules(self) -> RobotsRules:
         if self._robots is not None:
             return self._robots
-        first = (self.config.seeds or self.config.sitemaps)[0]
-        url = f"{first.split('://', 1)[0]}://{self.scope.host}/robots.txt"
+        url = f"{self._origin}/robots.txt"
         try:
             self._limiter.wait()
             response = self._fetcher.get(url, {}, 1024 * 1024, self._on_host)
@@ -290,7 +293,7 @@ class WebConnector:
         self, entry: Entry, known: KnownItem, state: CrawlState, robots: RobotsRules, result: _PageResult
     ) -> None:
         state.done.add(entry.url)
-        state.hashes.add(known.change_token)
+        state.hashes.add(known.change_token[:HASH_CHARS])
         result.items.append(
             SourceItem(
                 key=entry.url,
@@ -331,9 +334,9 @@ class WebConnector:
                 return
             index = not page.noindex
         token = hashlib.sha256(response.body).hexdigest()
-        if not index or token in state.hashes:
+        if not index or token[:HASH_CHARS] in state.hashes:
             return  # noindex, or the same bytes as a page already listed
-        state.hashes.add(token)
+        state.hashes.add(token[:HASH_CHARS])
         state.done.add(key)
         result.items.append(
             SourceItem(
