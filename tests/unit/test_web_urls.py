@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
+from rag_ingest.core.url_policy import UrlPolicy
 from rag_ingest.sources.web.config import WebSourceConfig
 from rag_ingest.sources.web.urls import (
     InvalidUrlError,
@@ -33,6 +34,7 @@ TRACKING = ("utm_*", "fbclid", "gclid")
         ("https://d.example.com/p?utm_campaign=x", "https://d.example.com/p"),
         ("https://d.example.com/a b/ü.html", "https://d.example.com/a%20b/%C3%BC.html"),
         ("https://d.example.com/a%20b", "https://d.example.com/a%20b"),
+        ("https://Bücher.example/", "https://xn--bcher-kva.example/"),
     ],
 )
 def test_every_spelling_of_a_page_is_one_url(given: str, expected: str) -> None:
@@ -111,3 +113,19 @@ def test_the_scope_defaults_to_the_first_seeds_host_and_folder() -> None:
 def test_a_bad_configuration_is_a_clear_error(config: dict[str, object], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         WebSourceConfig.model_validate(config)
+
+
+def test_the_url_policy_is_asked_about_the_scopes_host_when_a_source_is_created() -> None:
+    def resolver(host: str, port: int) -> list[str]:
+        return {"docs.example.com": ["93.184.215.14"], "rebound.example.com": ["169.254.169.254"]}[host]
+
+    policy = UrlPolicy(resolver=resolver)
+    assert WebSourceConfig.model_validate({"seeds": ["https://docs.example.com/"]}).policy_refusal(policy) is None
+    for seed, code in [
+        ("https://rebound.example.com/guide/", "WEB_URL_FORBIDDEN_ADDRESS"),
+        ("https://169.254.169.254/latest/", "WEB_URL_FORBIDDEN_ADDRESS"),
+        ("https://10.0.0.1/", "WEB_URL_FORBIDDEN_ADDRESS"),
+        ("http://docs.example.com/", "WEB_URL_NOT_HTTPS"),
+    ]:
+        refusal = WebSourceConfig.model_validate({"seeds": [seed]}).policy_refusal(policy)
+        assert refusal is not None and refusal[0] == code, seed

@@ -96,7 +96,7 @@ class PolicyCheckedFetcher:
                 response.read(_DISCARD_BYTES)
                 return response.status, answered, b""
             return response.status, answered, self._read_body(response, answered, max_bytes, where)
-        except (OSError, http.client.HTTPException) as exc:
+        except (OSError, http.client.HTTPException, ValueError) as exc:
             raise FetchRefusedError(FETCH_FAILED, f"{where}: {exc!r}") from exc
         finally:
             connection.close()

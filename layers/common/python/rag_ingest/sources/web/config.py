@@ -2,7 +2,8 @@
 
 ``WebSourceConfig.model_validate(config_dict)`` raises pydantic's ``ValidationError`` for a
 non-http(s) URL, a seed or sitemap outside the scope's host, a seed outside the scope, or a cap out
-of range. The scope defaults to the first seed's host and folder. Imports ``sources.web.urls``.
+of range. The scope defaults to the first seed's host and folder. ``policy_refusal`` asks the URL
+policy about the scope's host. Imports ``core.url_policy`` and ``sources.web``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from rag_ingest.core.url_policy import UrlPolicy, UrlRefusedError
+from rag_ingest.sources.web.fetching import URL_REFUSED_PREFIX
 from rag_ingest.sources.web.urls import InvalidUrlError, Scope, canonical_url, folder_of, host_of
 
 DEFAULT_TRACKING_PARAMETERS = ("utm_*", "fbclid", "gclid", "mc_cid", "mc_eid")
@@ -79,6 +82,16 @@ class WebSourceConfig(BaseModel):
             if not scope.on_host(sitemap):
                 raise ValueError(f"the sitemap {sitemap} is not on the scope's host {scope.host}")
         return self
+
+    def policy_refusal(self, policy: UrlPolicy) -> tuple[str, str] | None:
+        """``(code, message)`` if the URL policy refuses the scope's host now (a link-local or private
+        address, plain http in AWS), for a clear 400 when the source is created; None if it may be read."""
+        first = (self.seeds or self.sitemaps)[0]
+        try:
+            policy.resolve(f"{first.split('://', 1)[0]}://{self.crawl_scope.host}/")
+        except UrlRefusedError as exc:
+            return URL_REFUSED_PREFIX + exc.code.removeprefix("WEBHOOK_URL_"), f"{first}: {exc.message}"
+        return None
 
     @property
     def crawl_scope(self) -> Scope:

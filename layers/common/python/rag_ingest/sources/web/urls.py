@@ -24,6 +24,11 @@ class InvalidUrlError(ValueError):
 
 def _host_port(scheme: str, hostname: str, port: int | None) -> str:
     host = hostname.rstrip(".").lower()
+    if not host.isascii():
+        try:
+            host = host.encode("idna").decode("ascii")
+        except UnicodeError as exc:
+            raise InvalidUrlError(f"not a valid host name: {hostname!r}") from exc
     if ":" in host:  # an IPv6 literal
         host = f"[{host}]"
     return host if port is None or port == DEFAULT_PORTS[scheme] else f"{host}:{port}"
