@@ -146,6 +146,12 @@ bench-big: synth opensearch
 bench-isolation: synth opensearch
 	$(PY) -m bench.isolation run $(ISOLATION_ARGS)
 
+# The web connector and its policy-checked fetcher over a test site on 127.0.0.1: pages found against
+# expected, and fetches outside the scope, disallowed or to a private address, which must be 0 (docs/benchmarks.md).
+.PHONY: bench-sync-web
+bench-sync-web: install
+	$(PY) -m bench.sync_web $(SYNC_WEB_ARGS)
+
 # rag-ingest against LangChain and LlamaIndex on bench/corpus (docs/benchmarks.md). The peers live in
 # their own venv, .venv-peers, never in the product's; the embedder there is rag-ingest's own code.
 .PHONY: bench-peers
