@@ -26,8 +26,9 @@ from rag_ingest_client.http import ApiError
 #: The counters of a sync, in the order Bedrock's ingestion jobs report them.
 STATISTICS = ("scanned", "added", "modified", "unchanged", "deleted", "failed")
 SYNC_TERMINAL = frozenset({"COMPLETE", "FAILED"})
-#: How often ``sync --wait`` reads the sync again.
+#: How often ``sync --wait`` reads the sync again, and how it waits (tests put their own clock here).
 SYNC_POLL_SECONDS = 2.0
+pause: Callable[[float], None] = time.sleep
 #: Files sent as ``text`` (when UTF-8); every other file goes as ``content_base64``.
 TEXT_SUFFIXES = frozenset({".txt", ".md", ".markdown", ".html", ".htm"})
 _SCHEDULE = re.compile(r"(rate|cron)\(.+\)")
@@ -274,7 +275,6 @@ def start_sync(
     source_id: str,
     *,
     wait: bool,
-    sleep: Callable[[float], None] = time.sleep,
 ) -> int:
     try:
         sync = api.start_sync(source_id)
@@ -292,7 +292,7 @@ def start_sync(
             console.print(f"sync {sync.get('id')} of {source_id} started")
         return 0
     try:
-        sync = follow_sync(api, console, source_id, sync, sleep=sleep)
+        sync = follow_sync(api, console, source_id, sync)
     except KeyboardInterrupt:
         console.note(
             f"stopped waiting: sync {sync.get('id')} of {source_id} goes on (rag-ingest sources status {source_id})"
@@ -306,9 +306,7 @@ def start_sync(
     return 1 if sync.get("status") == "FAILED" else 0
 
 
-def follow_sync(
-    api: ApiClient, console: Console, source_id: str, sync: dict[str, Any], *, sleep: Callable[[float], None]
-) -> dict[str, Any]:
+def follow_sync(api: ApiClient, console: Console, source_id: str, sync: dict[str, Any]) -> dict[str, Any]:
     """Read the sync until COMPLETE or FAILED; a line on stderr each time its status or statistics change."""
     shown = ""
     while True:
@@ -318,7 +316,7 @@ def follow_sync(
             shown = line
         if sync.get("status") in SYNC_TERMINAL:
             return sync
-        sleep(SYNC_POLL_SECONDS)
+        pause(SYNC_POLL_SECONDS)
         sync = api.sync(source_id, str(sync["id"]))
 
 
