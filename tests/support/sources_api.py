@@ -110,7 +110,7 @@ class SourcesApi:
             return self.token(request.get_json(silent=True) or {})
         if path == "/config.json":
             return _json(200, self.config())
-        if not path.startswith(("/sources", "/documents")):
+        if not (path in ("/sources", "/documents") or path.startswith("/sources/")):
             return _static(path)
         tenant = self.tenant_of(request)
         body = request.get_json(silent=True) if request.data else None
@@ -205,7 +205,7 @@ class SourcesApi:
 
     def shown(self, source: dict[str, Any]) -> dict[str, Any]:
         syncs = self.syncs.get(source["id"]) or []
-        return {**{k: v for k, v in source.items() if k != "tenant"}, "last_sync": syncs[0] if syncs else None}
+        return {**{k: v for k, v in source.items() if k != "tenant"}, "last_sync": _public(syncs[0]) if syncs else None}
 
     def start_sync(self, source: dict[str, Any]) -> dict[str, Any]:
         history = self.syncs.setdefault(source["id"], [])
