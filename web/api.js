@@ -125,4 +125,24 @@ export class Api {
   webhookDeliveries(id) {
     return this.request("GET", `/webhooks/${encodeURIComponent(id)}/deliveries`);
   }
+
+  listSources() {
+    return this.request("GET", "/sources");
+  }
+
+  createSource(body) {
+    return this.request("POST", "/sources", body);
+  }
+
+  startSync(id) {
+    return this.request("POST", `/sources/${encodeURIComponent(id)}/sync`);
+  }
+
+  listSyncs(id) {
+    return this.request("GET", `/sources/${encodeURIComponent(id)}/syncs`);
+  }
+
+  getSync(id, syncId) {
+    return this.request("GET", `/sources/${encodeURIComponent(id)}/syncs/${encodeURIComponent(syncId)}`);
+  }
 }

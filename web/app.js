@@ -12,6 +12,7 @@ import { FilterChips } from "./filters.js";
 import { LiveChannel } from "./live.js";
 import { MetadataEditor, MetadataError } from "./metadata.js";
 import { SearchView } from "./search.js";
+import { SourcesPanel } from "./sources.js";
 import { ACCEPTED_FILES, checkUpload, postToStorage } from "./upload.js";
 import { WebhooksPanel } from "./webhooks.js";
 
@@ -21,7 +22,7 @@ const $ = (id) => document.getElementById(id);
 
 const state = {
   config: null, auth: null, api: null, documents: null, search: null, live: null, filters: null, webhooks: null,
-  details: null, uploadMetadata: null, uploads: { started: 0, done: 0, refused: 0, failed: 0 },
+  sources: null, details: null, uploadMetadata: null, uploads: { started: 0, done: 0, refused: 0, failed: 0 },
 };
 
 /** Counters for people debugging and for the browser tests (read-only view of the page's state). */
@@ -46,6 +47,9 @@ window.ragIngest = Object.freeze({
   },
   get deliveryLoads() {
     return state.webhooks?.deliveryLoads ?? 0;
+  },
+  get syncLoads() {
+    return state.sources?.syncLoads ?? 0;
   },
   get detailSaves() {
     return state.details?.saves ?? 0;
@@ -84,6 +88,8 @@ function showSignIn(message = "") {
   state.search?.reset();
   state.webhooks?.reset();
   $("webhooks-details").open = false; // read again (GET /webhooks) when next opened
+  state.sources?.reset();
+  $("sources-details").open = false;
   if (state.details?.dialog.open) state.details.dialog.close();
   $("uploads").replaceChildren();
   $("workspace").hidden = true;
@@ -350,6 +356,18 @@ async function main() {
   // The endpoints are read when the panel is opened, not at every sign-in.
   $("webhooks-details").addEventListener("toggle", () => {
     if ($("webhooks-details").open && !$("workspace").hidden) state.webhooks.load();
+  });
+  state.sources = new SourcesPanel({
+    api: state.api,
+    elements: {
+      form: $("source-form"), kind: $("source-kind"), list: $("source-list"), empty: $("sources-empty"), error: $("sources-error"),
+      kindFields: { s3: $("source-s3-fields"), web: $("source-web-fields") },
+    },
+    announce,
+  });
+  $("sources-refresh").addEventListener("click", () => state.sources.load());
+  $("sources-details").addEventListener("toggle", () => {
+    if ($("sources-details").open && !$("workspace").hidden) state.sources.load();
   });
   wireUploads();
   $("refresh").addEventListener("click", () => state.documents.load());

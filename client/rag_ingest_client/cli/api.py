@@ -101,6 +101,35 @@ class ApiClient:
             body["rerank"] = rerank
         return dict(self.call("POST", "/search", body))
 
+    # ------------------------------------------------------------ sources (docs/sources.md)
+    def create_source(self, body: dict[str, Any]) -> dict[str, Any]:
+        return dict(self.call("POST", "/sources", body))
+
+    def sources(self) -> list[dict[str, Any]]:
+        return list((self.call("GET", "/sources") or {}).get("sources") or [])
+
+    def source(self, source_id: str) -> dict[str, Any]:
+        return dict(self.call("GET", f"/sources/{_segment(source_id)}"))
+
+    def delete_source(self, source_id: str, *, documents: str) -> None:
+        """``documents``: ``delete`` (the source's documents go too) or ``keep``."""
+        self.call("DELETE", f"/sources/{_segment(source_id)}", params={"documents": documents})
+
+    def start_sync(self, source_id: str) -> dict[str, Any]:
+        return dict(self.call("POST", f"/sources/{_segment(source_id)}/sync"))
+
+    def syncs(self, source_id: str) -> list[dict[str, Any]]:
+        return list((self.call("GET", f"/sources/{_segment(source_id)}/syncs") or {}).get("syncs") or [])
+
+    def sync(self, source_id: str, sync_id: str) -> dict[str, Any]:
+        return dict(self.call("GET", f"/sources/{_segment(source_id)}/syncs/{_segment(sync_id)}"))
+
+    def put_item(self, source_id: str, external_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        return dict(self.call("PUT", f"/sources/{_segment(source_id)}/items/{_segment(external_id)}", body))
+
+    def delete_item(self, source_id: str, external_id: str) -> None:
+        self.call("DELETE", f"/sources/{_segment(source_id)}/items/{_segment(external_id)}")
+
 
 def _segment(value: str) -> str:
     return urllib.parse.quote(value, safe="")

@@ -1,5 +1,5 @@
-"""The user commands but upload: login, logout, ls, status, search, retry, meta, access, rm; the
-parsers of all of them, and the dispatch."""
+"""The user commands but upload and sources: login, logout, ls, status, search, retry, meta, access,
+rm; the parsers of all of them (``sources``: its module's), and the dispatch."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from rag_ingest_client.cli.errors import CliError
 from rag_ingest_client.cli.filters import build_filter, parse_meta
 from rag_ingest_client.cli.progress import status_text
 from rag_ingest_client.cli.signin import CognitoSignIn, LocalSignIn
+from rag_ingest_client.cli.sources import add_sources_commands, run_sources_command
 from rag_ingest_client.cli.targets import Target
 from rag_ingest_client.cli.upload import upload, upload_access
 from rag_ingest_client.http import ApiError
@@ -383,6 +384,8 @@ def add_user_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     rm = commands.add_parser("rm", parents=[common], help="delete a document and its passages")
     rm.add_argument("document_id", metavar="ID")
 
+    add_sources_commands(commands, common)
+
 
 def _filter_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -425,4 +428,6 @@ def run_user_command(args: argparse.Namespace, target: Target, console: Console)
         )
     if args.command == "rm":
         return remove(api, console, args.document_id)
+    if args.command == "sources":
+        return run_sources_command(args, api, console)
     raise AssertionError(f"unknown command {args.command}")
