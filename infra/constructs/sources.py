@@ -69,6 +69,8 @@ class Sources(Construct):
             "OPENSEARCH_INDEX": search.index_name,
             "EMBEDDING_DIMENSION": str(config.embedding.dimension),
             "EVENT_BUS_NAME": EVENT_BUS_NAME,
+            # Crawled pages: public addresses only in AWS (the local stack overrides this).
+            "SOURCE_ALLOW_LOOPBACK_HTTP": "false",
         }
         self.function: lambda_.Function = factory.create(
             self,
@@ -80,8 +82,7 @@ class Sources(Construct):
             environment={
                 **self.environment,
                 "SOURCE_SYNC_STEP_SECONDS": str(settings.step_seconds),
-                # Crawled pages: public addresses only in AWS (the local stack overrides this).
-                "SOURCE_ALLOW_LOOPBACK_HTTP": "false",
+                "MAX_UPLOAD_BYTES": str(config.upload.max_upload_bytes),
             },
             description="rag-ingest sources: one step of a sync (list, write documents, checkpoint; then deletions)",
         )
@@ -147,6 +148,7 @@ class Sources(Construct):
         function.add_environment("SOURCES_TABLE", self.table.table_name)
         function.add_environment("SOURCE_SYNC_STATE_MACHINE_ARN", self.state_machine.state_machine_arn)
         function.add_environment("SOURCE_MAX_PER_TENANT", str(config.sources.max_per_tenant))
+        function.add_environment("SOURCE_ALLOW_LOOPBACK_HTTP", "false")
         role = function.role
         assert role is not None
         grant_table(role, self.table, SOURCES_TABLE["Api"])

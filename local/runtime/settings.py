@@ -254,6 +254,8 @@ class RuntimeSettings:
             "OCR_TEXTRACT_TABLES": None,  # a Textract feature (cdk.json parsing.textractTables): not offline
             # Webhook receivers on loopback (tests, a developer's listener); private addresses stay refused.
             "WEBHOOK_ALLOW_LOOPBACK_HTTP": "true",
+            # Crawled sites on loopback (the tests' site, a developer's); private addresses stay refused.
+            "SOURCE_ALLOW_LOOPBACK_HTTP": "true",
             # No X-Ray daemon locally.
             "POWERTOOLS_TRACE_DISABLED": "true",
             # POWERTOOLS_DEV changes logging and tracing behaviour: run as in AWS.

@@ -25,10 +25,12 @@ from rag_ingest.adapters.object_versions import ObjectVersions
 from rag_ingest.adapters.presigner import S3Presigner
 from rag_ingest.adapters.queues import Queues
 from rag_ingest.adapters.reranker import BedrockReranker
+from rag_ingest.adapters.source_bucket import SourceBucket
 from rag_ingest.adapters.source_documents import SourceDocumentStore, SyncCursorObjects
 from rag_ingest.adapters.sources_table import ItemStatesView, SourcesTable, SyncJobsView
 from rag_ingest.adapters.textract import TextractEngine
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
+from rag_ingest.adapters.web_fetch import PolicyCheckedFetcher
 from rag_ingest.adapters.webhook_http import PinnedHttpTransport
 from rag_ingest.adapters.webhook_queues import WebhookQueues
 from rag_ingest.adapters.webhooks_table import WebhooksTable
@@ -74,11 +76,13 @@ from rag_ingest.retrieval.ports import Reranker
 from rag_ingest.retrieval.rerank import LexicalStandInReranker
 from rag_ingest.retrieval.search import RerankSettings, SearchService
 from rag_ingest.sources.connector import Connector
-from rag_ingest.sources.kinds import validate_config
+from rag_ingest.sources.kinds import config_validator
 from rag_ingest.sources.model import Source
 from rag_ingest.sources.runner import SyncRunner
+from rag_ingest.sources.s3 import S3Connector, S3SourceConfig
 from rag_ingest.sources.service import SourceService
 from rag_ingest.sources.sync import SyncEngine
+from rag_ingest.sources.web.crawler import WebConnector
 from rag_ingest.webhooks.service import WebhookDelivery, WebhookFanOut, WebhookService
 
 
@@ -451,7 +455,7 @@ def build_sources(env: SourcesApiEnv) -> SourceService:
         items=ItemStatesView(table),
         engine=_sync_engine(env, table),
         starter=WorkflowStarter(env.source_sync_state_machine_arn),
-        validate_config=validate_config,
+        validate_config=config_validator(UrlPolicy(allow_loopback_http=env.source_allow_loopback_http)),
         new_id=new_document_id,
         max_sources=env.source_max_per_tenant,
     )
@@ -464,11 +468,17 @@ def build_sync_runner(env: SourceSyncEnv) -> SyncRunner:
         sources=table,
         jobs=SyncJobsView(table),
         engine=_sync_engine(env, table),
-        connectors=lambda source: connector_for(source, policy),
+        connectors=lambda source: connector_for(source, policy, env.max_upload_bytes),
         budget_seconds=env.source_sync_step_seconds,
     )
 
 
-def connector_for(source: Source, policy: UrlPolicy) -> Connector:
+def connector_for(source: Source, policy: UrlPolicy, max_object_bytes: int) -> Connector:
     """The connector of a source's kind over its adapters (a custom source has none: it is pushed)."""
-    raise ValueError(f"a {source.kind} source has no connector")
+    if source.kind == "s3":
+        bucket = SourceBucket()
+        config = S3SourceConfig.model_validate(source.config)
+        return S3Connector(config, bucket, max_object_bytes=max_object_bytes, copier=bucket)
+    if source.kind == "web":
+        return WebConnector.from_config(source.config, PolicyCheckedFetcher(policy))
+    raise ValueError(f"a {source.kind} source is not listed: its items are pushed")

@@ -198,6 +198,8 @@ class SourcesEnv(CommonEnv, BucketEnv, ChunkIndexEnv):
     sources_table: str = Field(min_length=1)
     raw_prefix: str = RAW_PREFIX
     event_bus_name: str = "default"
+    # Crawled URLs pass the SSRF guard: in AWS public addresses only; locally loopback too.
+    source_allow_loopback_http: bool = False
 
 
 class SourcesApiEnv(SourcesEnv):
@@ -211,8 +213,8 @@ class SourceSyncEnv(SourcesEnv):
     """The sync workflow's function: each step runs for at most this budget, then checkpoints."""
 
     source_sync_step_seconds: int = Field(default=600, ge=5, le=840)
-    # Crawled URLs pass the SSRF guard: in AWS public addresses only; locally loopback too.
-    source_allow_loopback_http: bool = False
+    # The largest object an S3 source's item may be (the stack's upload limit).
+    max_upload_bytes: int = Field(default=52_428_800, gt=0)
 
 
 class WebhookFanOutEnv(EnvModel):

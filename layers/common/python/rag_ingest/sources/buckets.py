@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from rag_ingest.sources.connector import ItemUnavailableError, SourceItem
 
@@ -95,6 +95,7 @@ class ObjectCopier(Protocol):
         ...
 
 
+@runtime_checkable
 class ServerSideCopy(Protocol):
     """A connector whose items the engine can copy into the stack's bucket, bytes never in Lambda."""
 

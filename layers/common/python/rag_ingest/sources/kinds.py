@@ -1,17 +1,43 @@
 """The source kinds' configurations: each kind's model checks its config at creation and fills its
-defaults, so a bad config is a 400 then, never a failed sync later. May import this package only."""
+defaults, so a bad config is a 400 then, never a failed sync later. A web source whose host the URL
+policy refuses (a private or link-local address) is refused the same way. May import core and this
+package only."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
+from rag_ingest.core.url_policy import UrlPolicy
 from rag_ingest.sources.model import SourceKind
+from rag_ingest.sources.s3 import S3SourceConfig
+from rag_ingest.sources.web.config import WebSourceConfig
 
 
-def validate_config(kind: SourceKind, config: dict[str, Any]) -> dict[str, Any]:
-    """The config as stored (defaults filled); ``ValueError`` naming what is wrong."""
-    if kind == "custom":
-        if config:
-            raise ValueError("a custom source takes no config: its items are pushed")
-        return {}
-    raise ValueError(f"{kind} sources are not available yet")
+def config_validator(policy: UrlPolicy) -> Any:
+    """``validate_config(kind, config)`` under ``policy`` (the one the crawler will run under)."""
+
+    def validate_config(kind: SourceKind, config: dict[str, Any]) -> dict[str, Any]:
+        """The config as stored (defaults filled); ``ValueError`` naming what is wrong."""
+        if kind == "custom":
+            if config:
+                raise ValueError("a custom source takes no config: its items are pushed")
+            return {}
+        try:
+            if kind == "s3":
+                return S3SourceConfig.model_validate(config).model_dump(mode="json")
+            web = WebSourceConfig.model_validate(config)
+        except ValidationError as exc:
+            raise ValueError(_reasons(exc)) from None
+        refusal = web.policy_refusal(policy)
+        if refusal is not None:
+            code, message = refusal
+            raise ValueError(f"{code}: {message}")
+        return web.model_dump(mode="json", exclude_none=True)
+
+    return validate_config
+
+
+def _reasons(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'config'}: {err['msg']}" for err in exc.errors())

@@ -14,7 +14,6 @@ import contextlib
 import hashlib
 import re
 from collections.abc import Callable, Iterable
-from typing import Protocol, runtime_checkable
 
 from rag_ingest.core.clock import utc_now
 from rag_ingest.core.errors import ErrorCode, PermanentError
@@ -22,6 +21,7 @@ from rag_ingest.core.ids import new_document_id
 from rag_ingest.core.logs import logger
 from rag_ingest.core.metadata import MetadataError, validate_metadata
 from rag_ingest.core.s3_keys import upload_key
+from rag_ingest.sources.buckets import ServerSideCopy
 from rag_ingest.sources.connector import Connector, ItemFailure, ItemUnavailableError, KnownItem, SourceItem
 from rag_ingest.sources.model import (
     MAX_FAILURES_KEPT,
@@ -40,14 +40,6 @@ MISSES_BEFORE_DELETE = 2
 CHANGE_TOKEN_METADATA = "rag-ingest-change-token"
 _UNSAFE_FILENAME = re.compile(r'[\x00-\x1f\x7f/\\:*?"<>|]')
 MAX_FILENAME_CHARS = 200
-
-
-@runtime_checkable
-class ServerSideCopy(Protocol):
-    """A connector that can write an item into the stack's bucket itself (S3 to S3, no bytes in the
-    function); the copy is of the version listed, never a later one."""
-
-    def copy_into(self, item: SourceItem, bucket: str, key: str, metadata: dict[str, str]) -> str: ...
 
 
 def safe_filename(name: str) -> str:
