@@ -160,6 +160,16 @@ def test_gone_pages_and_failures() -> None:
     assert f"{ROOT}/docs/a.html" in items(pages)  # each failure fails only itself
 
 
+@pytest.mark.parametrize("seed", [Page(status=404), Page(b"down", status=503)])
+def test_a_seed_that_does_not_answer_leaves_the_listing_truncated_so_nothing_is_deleted(seed: Page) -> None:
+    fetcher = MemoryFetcher(site(**{"/docs/": seed}))
+    pages = list_all(connector(fetcher))
+    assert items(pages) == {}
+    assert pages[-1].truncated
+    healthy = list_all(connector(MemoryFetcher(site())))
+    assert not healthy[-1].truncated
+
+
 def test_a_redirect_in_scope_lists_the_target_once() -> None:
     fetcher = MemoryFetcher(site(**{"/docs/": html("old.html", "a.html"), "/docs/old.html": Page(location="a.html")}))
     listed = items(list_all(connector(fetcher)))

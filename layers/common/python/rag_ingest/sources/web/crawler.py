@@ -106,6 +106,8 @@ class WebConnector:
         self._fetches_per_page = fetches_per_page
         self._robots: RobotsRules | None = None
         self._tracking = tuple(config.tracking_parameters)
+        starts = (*config.seeds, *config.sitemaps)
+        self._starts = frozenset({*starts, *(absolute_url(url, url, self._tracking) or url for url in starts)})
         first = (config.seeds or config.sitemaps)[0]
         self._origin = f"{first.split('://', 1)[0]}://{self.scope.host}"
 
@@ -244,6 +246,9 @@ class WebConnector:
 
     def _absorb(self, outcome: _Outcome, state: CrawlState, robots: RobotsRules, result: _PageResult) -> None:
         url = outcome.entry.url
+        if self._start_failed(outcome):
+            # A seed or sitemap that did not answer: what it leads to was not reached, so not gone.
+            state.truncated = True
         if outcome.refused is not None:
             result.failures.append(ItemFailure(url, url, outcome.refused.code, outcome.refused.message))
             return
@@ -260,6 +265,14 @@ class WebConnector:
         else:
             reason = f"{url} answered {response.status}"
             result.failures.append(ItemFailure(url, url, HTTP_ERROR, reason))
+
+    def _start_failed(self, outcome: _Outcome) -> bool:
+        entry = outcome.entry
+        if entry.url not in self._starts:
+            return False
+        if outcome.refused is not None or outcome.response is None:
+            return True
+        return not (200 <= outcome.response.status < 300 or outcome.response.status == 304)
 
     def _key(self, answered: str, asked: str) -> str:
         try:
