@@ -26,6 +26,8 @@ PLACEHOLDER_ENV = {
     "WEBHOOKS_TABLE": "webhooks",
     "SOURCES_TABLE": "sources",
     "SOURCE_SYNC_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:source-sync",
+    "SOURCE_SCHEDULE_GROUP": "source-syncs",
+    "SOURCE_SCHEDULE_ROLE_ARN": "arn:aws:iam::123456789012:role/scheduler",
     "BUCKET_NAME": "documents-bucket",
     "MAX_UPLOAD_BYTES": "52428800",
     "UPLOAD_URL_EXPIRY_SECONDS": "900",

@@ -16,6 +16,7 @@ from aws_cdk import Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
@@ -26,7 +27,7 @@ from infra.constructs.function import FunctionFactory, new_log_group, removal_po
 from infra.constructs.search import Search
 from infra.constructs.storage import Storage, grant_table
 from infra.constructs.workflow import EVENT_BUS_NAME, TRANSIENT_ERRORS
-from infra.nag import acknowledge, arn_ref
+from infra.nag import acknowledge, arn_ref, pseudo_spelling
 from infra.naming import unique_name
 from infra.permissions import SOURCES_TABLE
 
@@ -98,6 +99,20 @@ class Sources(Construct):
             )
         )
         self.state_machine = self._state_machine(config)
+        # Sources' schedules: one EventBridge Scheduler schedule per source, in this group, each
+        # starting the sync workflow under this role (rag_ingest.adapters.sync_schedules).
+        self.schedule_group = scheduler.CfnScheduleGroup(
+            self, "SyncSchedules", name=f"{Stack.of(self).stack_name}-source-syncs"
+        )
+        self.schedule_role = iam.Role(
+            self,
+            "SchedulerRole",
+            assumed_by=iam.ServicePrincipal(
+                "scheduler.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}}
+            ),
+            description="rag-ingest: EventBridge Scheduler starts source syncs",
+        )
+        self.state_machine.grant_start_execution(self.schedule_role)
 
     def grant_source_documents(self, role: iam.IRole, storage: Storage, search: Search, function: str) -> None:
         """What writing and deleting a source's documents takes: the two tables, the uploads (put, head,
@@ -149,6 +164,8 @@ class Sources(Construct):
         function.add_environment("SOURCE_SYNC_STATE_MACHINE_ARN", self.state_machine.state_machine_arn)
         function.add_environment("SOURCE_MAX_PER_TENANT", str(config.sources.max_per_tenant))
         function.add_environment("SOURCE_ALLOW_LOOPBACK_HTTP", "false")
+        function.add_environment("SOURCE_SCHEDULE_GROUP", str(self.schedule_group.name))
+        function.add_environment("SOURCE_SCHEDULE_ROLE_ARN", self.schedule_role.role_arn)
         role = function.role
         assert role is not None
         grant_table(role, self.table, SOURCES_TABLE["Api"])
@@ -159,6 +176,32 @@ class Sources(Construct):
                 resources=[self.state_machine.state_machine_arn],
             )
         )
+        spelling = pseudo_spelling(self)
+        schedules = Stack.of(self).format_arn(
+            service="scheduler", resource="schedule", resource_name=f"{self.schedule_group.name}/*"
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ManageSourceSchedules",
+                actions=["scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"],
+                resources=[schedules],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="PassSchedulerRole",
+                actions=["iam:PassRole"],
+                resources=[self.schedule_role.role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}},
+            )
+        )
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5",
+            "The schedules of the stack's own group only (one per source, named by the source id).",
+            f"Resource::arn:{spelling.partition}:scheduler:{spelling.region}:{spelling.account}:"
+            f"schedule/{self.schedule_group.name}/*",
+        )
 
     @staticmethod
     def _grant_readable_buckets(role: iam.IRole, buckets: tuple[str, ...]) -> None:
@@ -166,6 +209,7 @@ class Sources(Construct):
         if not buckets:
             return
         bucket_arns = [f"arn:{Stack.of(role).partition}:s3:::{name}" for name in buckets]
+        partition = pseudo_spelling(role).partition
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="ReadSourceBuckets",
@@ -185,12 +229,8 @@ class Sources(Construct):
             "AwsSolutions-IAM5",
             "Read-only on the objects of the buckets named in sources.readableBuckets (cdk.json), which "
             "an operator lists on purpose; a bucket's objects have no narrower ARN.",
-            *(f"Resource::arn:<AWS::Partition>:s3:::{name}/*" for name in buckets),
-            *(
-                ["Resource::arn:<AWS::Partition>:s3:::*", "Resource::arn:<AWS::Partition>:s3:::*/*"]
-                if "*" in buckets
-                else []
-            ),
+            *(f"Resource::arn:{partition}:s3:::{name}/*" for name in buckets),
+            *([f"Resource::arn:{partition}:s3:::*"] if "*" in buckets else []),
         )
 
     def _state_machine(self, config: RagIngestConfig) -> sfn.StateMachine:

@@ -86,8 +86,11 @@ def test_an_s3_source_syncs_changes_and_deletions_and_search_cites_the_bucket(
             "name": "handbook",
             "config": {"bucket": bucket, "prefix": "handbook/", "include": ["*.md"]},
             "metadata": {"origin": "bucket"},
+            "schedule": "rate(1 day)",
         },
     )
+    # The schedule lives in EventBridge Scheduler (moto keeps it; locally nothing fires it).
+    assert client.request("GET", f"/sources/{source_id}").json()["schedule"] == "rate(1 day)"
 
     first = synced(client, source_id)
     assert first["status"] == "COMPLETE", first

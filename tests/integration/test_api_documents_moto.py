@@ -43,6 +43,8 @@ def world() -> Iterator[dict[str, Any]]:
                 "WEBHOOKS_TABLE": "webhooks",
                 "SOURCES_TABLE": "sources",
                 "SOURCE_SYNC_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:source-sync",
+                "SOURCE_SCHEDULE_GROUP": "source-syncs",
+                "SOURCE_SCHEDULE_ROLE_ARN": "arn:aws:iam::123456789012:role/scheduler",
                 "BUCKET_NAME": bucket,
                 "MAX_UPLOAD_BYTES": "1048576",
                 "UPLOAD_URL_EXPIRY_SECONDS": "900",

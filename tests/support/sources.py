@@ -155,6 +155,17 @@ class MemoryDocuments:
         return sum(len(doc.versions) for doc in self.documents.values())
 
 
+class MemorySchedules:
+    def __init__(self) -> None:
+        self.schedules: dict[tuple[str, str], str] = {}
+
+    def set(self, tenant_id: str, source_id: str, expression: str) -> None:
+        self.schedules[(tenant_id, source_id)] = expression
+
+    def clear(self, tenant_id: str, source_id: str) -> None:
+        self.schedules.pop((tenant_id, source_id), None)
+
+
 class DictConnector:
     """A listing over ``items`` (key -> bytes), ``page_size`` a page; the token is the bytes' hash.
     ``fail_keys`` fail their fetch; ``stop_after_pages`` makes the listing raise (a crash) there."""

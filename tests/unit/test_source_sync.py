@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from rag_ingest.core.access import DocumentAccess
 from rag_ingest.sources.connector import ItemFailure
-from rag_ingest.sources.model import ItemRequest, Source, SourceRequest, SyncJob
+from rag_ingest.sources.model import ItemRequest, Source, SourcePatch, SourceRequest, SyncJob
 from rag_ingest.sources.runner import SyncRunner, SyncStep
 from rag_ingest.sources.service import SourceService
 from rag_ingest.sources.sync import SyncEngine, safe_filename
@@ -19,6 +19,7 @@ from tests.support.sources import (
     MemoryDocuments,
     MemoryItems,
     MemoryJobs,
+    MemorySchedules,
     MemorySources,
 )
 
@@ -48,7 +49,9 @@ class Harness:
         )
         self.connector = connector
         ids = itertools.count(1)
+        self.schedules = MemorySchedules()
         self.service = SourceService(
+            schedules=self.schedules,
             sources=self.sources,
             jobs=self.jobs,
             items=self.items,
@@ -69,6 +72,7 @@ class Harness:
             engine=self.engine,
             connectors=lambda source: self.connector,
             budget_seconds=60,
+            new_id=lambda: f"{next(ids):026d}",
         )
 
     def start(self, name: str, payload: dict[str, Any]) -> tuple[str, bool]:
@@ -307,3 +311,41 @@ def test_a_custom_source_is_not_listed_and_a_listed_one_takes_no_items() -> None
 )
 def test_item_filenames_are_safe_key_segments(name: str, expected: str) -> None:
     assert safe_filename(name) == expected
+
+
+def test_a_schedule_follows_the_source_and_a_scheduled_start_opens_a_sync() -> None:
+    harness = Harness(DictConnector(corpus(2)))
+    view = harness.service.create(
+        TENANT,
+        SourceRequest(kind="s3", name="nightly", schedule="cron(0 3 * * ? *)"),  # type: ignore[arg-type]
+    )
+    assert harness.schedules.schedules == {(TENANT, view.id): "cron(0 3 * * ? *)"}
+    harness.service.patch(TENANT, view.id, SourcePatch(schedule="rate(6 hours)"))
+    assert harness.schedules.schedules == {(TENANT, view.id): "rate(6 hours)"}
+    harness.service.patch(TENANT, view.id, SourcePatch(schedule=None))
+    assert harness.schedules.schedules == {}
+    # What the scheduler sends: the first step opens the sync, the next ones run it.
+    step = harness.runner.step(SyncStep(tenant_id=TENANT, source_id=harness.source_id, phase="start"))
+    assert step.phase == "listing" and step.sync_id is not None
+    # A second scheduled start while that one runs is skipped, not queued behind it.
+    skipped = harness.runner.step(SyncStep(tenant_id=TENANT, source_id=harness.source_id, phase="start"))
+    assert skipped.phase == "done" and skipped.sync_id is None
+    while step.phase not in ("done", "failed"):
+        step = harness.runner.step(step)
+    assert harness.service.get_sync(TENANT, harness.source_id, step.sync_id or "").statistics.added == 2
+    gone = harness.runner.step(SyncStep(tenant_id=TENANT, source_id="src_missing", phase="start"))
+    assert gone.phase == "done"
+    harness.service.delete(TENANT, view.id, "keep")
+    assert harness.schedules.schedules == {}
+
+
+def test_a_bad_schedule_or_one_on_a_custom_source_is_refused() -> None:
+    with pytest.raises(ValueError, match="rate"):
+        SourceRequest(kind="s3", name="x", schedule="every day")  # type: ignore[arg-type]
+    harness = Harness(DictConnector({}), kind="custom")
+    with pytest.raises(Exception, match="no schedule"):
+        harness.service.create(
+            TENANT,
+            SourceRequest(kind="custom", name="wiki", schedule="rate(1 day)"),  # type: ignore[arg-type]
+        )
+    assert [source.name for source in harness.sources.list(TENANT)] == ["docs"]

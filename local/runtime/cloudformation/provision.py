@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from local.runtime.cloudformation import dynamodb, events, iam, lambda_, s3, sqs, stepfunctions
+from local.runtime.cloudformation import dynamodb, events, iam, lambda_, s3, scheduler, sqs, stepfunctions
 from local.runtime.cloudformation.apigateway import read_api_routes
 from local.runtime.cloudformation.context import ProvisioningContext
 from local.runtime.cloudformation.provisioned import (
@@ -49,6 +49,7 @@ PROVISIONERS: dict[str, ResourceProvisioner] = {
     "AWS::Events::Rule": events.create_rule,
     "AWS::Lambda::Function": lambda_.create_function,
     "AWS::StepFunctions::StateMachine": stepfunctions.create_state_machine,
+    "AWS::Scheduler::ScheduleGroup": scheduler.create_schedule_group,
 }
 
 _API_DOMAIN = re.compile(r"^https://[^/]+\.execute-api\.[^/]+\.amazonaws\.com(?P<path>/.*)?$")

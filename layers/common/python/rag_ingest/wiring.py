@@ -28,6 +28,7 @@ from rag_ingest.adapters.reranker import BedrockReranker
 from rag_ingest.adapters.source_bucket import SourceBucket
 from rag_ingest.adapters.source_documents import SourceDocumentStore, SyncCursorObjects
 from rag_ingest.adapters.sources_table import ItemStatesView, SourcesTable, SyncJobsView
+from rag_ingest.adapters.sync_schedules import SyncScheduler
 from rag_ingest.adapters.textract import TextractEngine
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
 from rag_ingest.adapters.web_fetch import PolicyCheckedFetcher
@@ -457,6 +458,9 @@ def build_sources(env: SourcesApiEnv) -> SourceService:
         starter=WorkflowStarter(env.source_sync_state_machine_arn),
         validate_config=config_validator(UrlPolicy(allow_loopback_http=env.source_allow_loopback_http)),
         new_id=new_document_id,
+        schedules=SyncScheduler(
+            env.source_schedule_group, env.source_sync_state_machine_arn, env.source_schedule_role_arn
+        ),
         max_sources=env.source_max_per_tenant,
     )
 

@@ -207,6 +207,9 @@ class SourcesApiEnv(SourcesEnv):
 
     source_sync_state_machine_arn: str = Field(pattern=r"^arn:aws[a-z-]*:states:")
     source_max_per_tenant: int = Field(default=50, ge=1, le=1000)
+    # Sources' schedules: EventBridge Scheduler's group and the role its schedules start syncs with.
+    source_schedule_group: str = Field(min_length=1, max_length=64)
+    source_schedule_role_arn: str = Field(pattern=r"^arn:aws[a-z-]*:iam::")
 
 
 class SourceSyncEnv(SourcesEnv):

@@ -93,5 +93,13 @@ class SourceDocuments(Protocol):
     def bucket(self) -> str: ...
 
 
+class SyncSchedules(Protocol):
+    """A source's schedule: the managed scheduler starts the sync workflow (phase ``start``) on it."""
+
+    def set(self, tenant_id: str, source_id: str, expression: str) -> None: ...
+
+    def clear(self, tenant_id: str, source_id: str) -> None: ...
+
+
 class DocumentRemover(Protocol):
     def delete(self, tenant_id: str, document_id: str) -> object: ...

@@ -12,14 +12,15 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from rag_ingest.core.ids import new_document_id
 from rag_ingest.core.logs import logger
 from rag_ingest.sources.connector import Connector, ItemUnavailableError
 from rag_ingest.sources.errors import SourceNotFoundError, SyncNotFoundError
-from rag_ingest.sources.model import Source, SyncJob
+from rag_ingest.sources.model import SYNC_ID_PREFIX, Source, SyncJob
 from rag_ingest.sources.ports import SourceStore, SyncJobs
 from rag_ingest.sources.sync import SyncEngine
 
-Phase = Literal["listing", "finishing", "done", "failed"]
+Phase = Literal["start", "listing", "finishing", "done", "failed"]
 ConnectorFactory = Callable[[Source], Connector]
 
 
@@ -28,7 +29,8 @@ class SyncStep(BaseModel):
 
     tenant_id: str
     source_id: str
-    sync_id: str
+    # None on a scheduled start: the first step opens the sync (phase "start").
+    sync_id: str | None = None
     phase: Phase = "listing"
 
 
@@ -41,6 +43,7 @@ class SyncRunner:
         engine: SyncEngine,
         connectors: ConnectorFactory,
         budget_seconds: float,
+        new_id: Callable[[], str] = new_document_id,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._sources = sources
@@ -49,8 +52,11 @@ class SyncRunner:
         self._connectors = connectors
         self._budget_seconds = budget_seconds
         self._clock = clock
+        self._new_id = new_id
 
     def step(self, step: SyncStep) -> SyncStep:
+        if step.phase == "start":
+            return self._start(step)
         source, job = self._load(step)
         if job.status != "IN_PROGRESS":
             return step.model_copy(update={"phase": "done" if job.status == "COMPLETE" else "failed"})
@@ -82,11 +88,23 @@ class SyncRunner:
             self._engine.fail(source, job, error)
         return step.model_copy(update={"phase": "failed"})
 
+    def _start(self, step: SyncStep) -> SyncStep:
+        """A scheduled sync: opened here, or skipped when the source is gone or already syncing."""
+        source = self._sources.get(step.tenant_id, step.source_id)
+        if source is None:
+            logger.warning("scheduled sync of a source that is gone", extra={"source_id": step.source_id})
+            return step.model_copy(update={"phase": "done"})
+        job = self._engine.open_sync(source, SYNC_ID_PREFIX + self._new_id())
+        if job is None:
+            logger.info("scheduled sync skipped: one is running", extra={"source_id": step.source_id})
+            return step.model_copy(update={"phase": "done"})
+        return step.model_copy(update={"sync_id": job.id, "phase": "listing"})
+
     def _load(self, step: SyncStep) -> tuple[Source, SyncJob]:
         source = self._sources.get(step.tenant_id, step.source_id)
         if source is None:
             raise SourceNotFoundError(step.source_id)
-        job = self._jobs.get(step.source_id, step.sync_id)
+        job = self._jobs.get(step.source_id, step.sync_id) if step.sync_id else None
         if job is None:
-            raise SyncNotFoundError(step.sync_id)
+            raise SyncNotFoundError(step.sync_id or "")
         return source, job

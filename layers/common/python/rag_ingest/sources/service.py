@@ -45,7 +45,7 @@ from rag_ingest.sources.model import (
     SyncList,
     view_of,
 )
-from rag_ingest.sources.ports import ItemStates, SourceStore, SyncJobs
+from rag_ingest.sources.ports import ItemStates, SourceStore, SyncJobs, SyncSchedules
 from rag_ingest.sources.sync import SyncEngine, content_token
 
 #: ``kind, config -> the config as stored`` (defaults filled); raises ValueError with the reason.
@@ -73,6 +73,7 @@ class SourceService:
         starter: SyncStarter,
         validate_config: ConfigValidator,
         new_id: Callable[[], str],
+        schedules: SyncSchedules | None = None,
         max_sources: int = DEFAULT_MAX_SOURCES,
     ) -> None:
         self._sources = sources
@@ -83,6 +84,7 @@ class SourceService:
         self._validate_config = validate_config
         self._new_id = new_id
         self._max_sources = max_sources
+        self._schedules = schedules
 
     # -- sources ---------------------------------------------------------------------------------
     def create(self, tenant_id: str, request: SourceRequest, principal: Principal | None = None) -> SourceView:
@@ -102,6 +104,12 @@ class SourceService:
             updated_at=now,
         )
         self._sources.create(source)
+        if source.schedule is not None:
+            try:
+                self._schedule(source)
+            except Exception:
+                self._sources.delete(tenant_id, source.source_id)  # no source without its schedule
+                raise
         return view_of(source)
 
     def list(self, tenant_id: str) -> SourceList:
@@ -121,6 +129,8 @@ class SourceService:
             fields.pop("access")
         updated = source.model_copy(update={**fields, "updated_at": utc_now()})
         self._sources.replace(updated, expected_updated_at=source.updated_at)
+        if "schedule" in fields and updated.schedule != source.schedule:
+            self._schedule(updated)
         return self._view(updated)
 
     def delete(self, tenant_id: str, source_id: str, documents: str | None) -> None:
@@ -134,6 +144,8 @@ class SourceService:
             if documents == "delete" and state.has_document:
                 self._engine.remove(source, state, "delete")
             self._items.delete(source_id, state.key)
+        if source.schedule is not None and self._schedules is not None:
+            self._schedules.clear(tenant_id, source_id)
         self._sources.delete(tenant_id, source_id)
 
     # -- syncs -----------------------------------------------------------------------------------
@@ -141,11 +153,10 @@ class SourceService:
         source = self._source(tenant_id, source_id)
         if source.kind == "custom":
             raise SourceKindError("a custom source is not listed: PUT its items instead")
-        sync_id = SYNC_ID_PREFIX + self._new_id()
-        if not self._sources.claim_sync(tenant_id, source_id, sync_id):
+        job = self._engine.open_sync(source, SYNC_ID_PREFIX + self._new_id())
+        if job is None:
             raise SyncInProgressError("a sync of this source is running; wait for it to end")
-        job = SyncJob(id=sync_id, source_id=source_id, tenant_id=tenant_id, started_at=utc_now())
-        self._jobs.put(job)
+        sync_id = job.id
         try:
             self._starter.start(sync_id, {"tenant_id": tenant_id, "source_id": source_id, "sync_id": sync_id})
         except Exception as exc:
@@ -212,6 +223,19 @@ class SourceService:
         if source.kind != "custom":
             raise SourceKindError(f"only a custom source takes items; this one is {source.kind}: sync it")
         return source
+
+    def _schedule(self, source: Source) -> None:
+        """The managed schedule follows the source's: set, changed, or cleared."""
+        if self._schedules is None:
+            if source.schedule is not None:
+                raise SourceConfigError("schedules are not available on this stack")
+            return
+        if source.kind == "custom" and source.schedule is not None:
+            raise SourceKindError("a custom source is not listed, so it has no schedule")
+        if source.schedule is None:
+            self._schedules.clear(source.tenant_id, source.source_id)
+        else:
+            self._schedules.set(source.tenant_id, source.source_id, source.schedule)
 
     def _view(self, source: Source) -> SourceView:
         last = self._jobs.get(source.source_id, source.running_sync or source.last_sync or "")

@@ -78,6 +78,14 @@ class SyncEngine:
         self._raw_prefix = raw_prefix
         self._new_id = new_id
 
+    def open_sync(self, source: Source, sync_id: str) -> SyncJob | None:
+        """Claim the source for a new sync and record its job; None when another sync runs."""
+        if not self._sources.claim_sync(source.tenant_id, source.source_id, sync_id):
+            return None
+        job = SyncJob(id=sync_id, source_id=source.source_id, tenant_id=source.tenant_id, started_at=utc_now())
+        self._jobs.put(job)
+        return job
+
     # -- the listing ----------------------------------------------------------------------------
     def run_listing(
         self, source: Source, job: SyncJob, connector: Connector, *, should_stop: Callable[[], bool]
