@@ -529,6 +529,10 @@ class SourcesConfig(_Model):
     step_seconds: int = Field(default=600, ge=30, le=840)
     # A sync runs at most this long (the state machine's timeout).
     timeout_hours: int = Field(default=24, ge=1, le=24 * 365)
+    # A sync lists at most this many items (past it: truncated, nothing deleted, a clear failure).
+    max_items_per_sync: int = Field(default=1_000_000, ge=1, le=100_000_000)
+    # Syncs a source may start in an hour, on request or by its schedule (429 past it).
+    max_syncs_per_hour: int = Field(default=12, ge=1, le=3600)
 
     @field_validator("readable_buckets")
     @classmethod

@@ -12,8 +12,12 @@ docs/decisions/sync-at-scale.md.
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_scheduler as scheduler
@@ -83,6 +87,7 @@ class Sources(Construct):
             environment={
                 **self.environment,
                 "SOURCE_SYNC_STEP_SECONDS": str(settings.step_seconds),
+                "SOURCE_MAX_ITEMS_PER_SYNC": str(settings.max_items_per_sync),
                 "MAX_UPLOAD_BYTES": str(config.upload.max_upload_bytes),
             },
             description="rag-ingest sources: one step of a sync (list, write documents, checkpoint; then deletions)",
@@ -113,6 +118,7 @@ class Sources(Construct):
             description="rag-ingest: EventBridge Scheduler starts source syncs",
         )
         self.state_machine.grant_start_execution(self.schedule_role)
+        self._object_events(settings.readable_buckets)
 
     def grant_source_documents(self, role: iam.IRole, storage: Storage, search: Search, function: str) -> None:
         """What writing and deleting a source's documents takes: the two tables, the uploads (put, head,
@@ -163,6 +169,7 @@ class Sources(Construct):
         function.add_environment("SOURCES_TABLE", self.table.table_name)
         function.add_environment("SOURCE_SYNC_STATE_MACHINE_ARN", self.state_machine.state_machine_arn)
         function.add_environment("SOURCE_MAX_PER_TENANT", str(config.sources.max_per_tenant))
+        function.add_environment("SOURCE_MAX_SYNCS_PER_HOUR", str(config.sources.max_syncs_per_hour))
         function.add_environment("SOURCE_ALLOW_LOOPBACK_HTTP", "false")
         function.add_environment("SOURCE_SCHEDULE_GROUP", str(self.schedule_group.name))
         function.add_environment("SOURCE_SCHEDULE_ROLE_ARN", self.schedule_role.role_arn)
@@ -201,6 +208,23 @@ class Sources(Construct):
             "The schedules of the stack's own group only (one per source, named by the source id).",
             f"Resource::arn:{spelling.partition}:scheduler:{spelling.region}:{spelling.account}:"
             f"schedule/{self.schedule_group.name}/*",
+        )
+
+    def _object_events(self, buckets: tuple[str, ...]) -> None:
+        """Object Created/Deleted of the readable buckets (sent to EventBridge when their owner turns
+        it on) reach the sync function, which updates the sources over them between syncs. A lost
+        event costs only freshness: the next sync lists the bucket whole."""
+        if not buckets:
+            return
+        detail: dict[str, Any] = {} if "*" in buckets else {"bucket": {"name": list(buckets)}}
+        events.Rule(
+            self,
+            "ObjectEventsRule",
+            description="rag-ingest sources: S3 object events of the readable buckets -> the sync function",
+            event_pattern=events.EventPattern(
+                source=["aws.s3"], detail_type=["Object Created", "Object Deleted"], detail=detail or None
+            ),
+            targets=[targets.LambdaFunction(self.function, retry_attempts=8, max_event_age=Duration.hours(6))],
         )
 
     @staticmethod

@@ -49,6 +49,7 @@ def test_the_sync_workflow_loops_on_the_phase_and_catches_into_mark_failed(synth
 
 
 def test_no_bucket_is_readable_by_default(synth: SynthResult) -> None:
+    assert not any("ObjectEventsRule" in logical_id for logical_id in synth.resources)
     actions = _actions(synth, "Sources/SourceSyncFunction")
     assert "s3:ListBucketVersions" in actions  # its own bucket's uploads, for deletions
     readable = actions.get("s3:GetObjectVersion", set())
@@ -98,6 +99,9 @@ def test_readable_buckets_are_read_only_and_nag_clean(readable_synth: SynthResul
     buckets = {"arn:aws:s3:::team-docs", "arn:aws:s3:::archive.example.org"}
     assert actions["s3:ListBucketVersions"] >= buckets
     assert actions["s3:GetObjectVersion"] == {f"{arn}/*" for arn in buckets}
+    rule = readable_synth.resource("Sources/ObjectEventsRule")["Properties"]
+    assert rule["EventPattern"]["source"] == ["aws.s3"]
+    assert rule["EventPattern"]["detail"] == {"bucket": {"name": ["team-docs", "archive.example.org"]}}
     assert not any(
         action.startswith("s3:") and "Put" in action and resources & buckets for action, resources in actions.items()
     )

@@ -3,6 +3,7 @@ for the unit tests of the sync engine and the sources service."""
 
 from __future__ import annotations
 
+import builtins
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from rag_ingest.sources.sync import content_token
 class MemorySources:
     def __init__(self) -> None:
         self.sources: dict[tuple[str, str], Source] = {}
+        self.watching: set[tuple[str, str, str]] = set()
 
     def create(self, source: Source) -> None:
         self.sources[(source.tenant_id, source.source_id)] = source
@@ -49,6 +51,15 @@ class MemorySources:
         source = self.sources.get((tenant_id, source_id))
         if source is not None and source.running_sync == sync_id:
             self.create(source.model_copy(update={"running_sync": None, "last_sync": sync_id}))
+
+    def watch(self, bucket: str, tenant_id: str, source_id: str) -> None:
+        self.watching.add((bucket, tenant_id, source_id))
+
+    def unwatch(self, bucket: str, tenant_id: str, source_id: str) -> None:
+        self.watching.discard((bucket, tenant_id, source_id))
+
+    def watchers(self, bucket: str) -> builtins.list[tuple[str, str]]:
+        return sorted((tenant, source) for name, tenant, source in self.watching if name == bucket)
 
 
 class MemoryJobs:

@@ -33,7 +33,7 @@ class Crash(Exception):
 
 
 class Harness:
-    def __init__(self, connector: DictConnector, kind: str = "s3") -> None:
+    def __init__(self, connector: DictConnector, kind: str = "s3", max_items: int = 1_000_000) -> None:
         self.sources, self.jobs, self.cursors = MemorySources(), MemoryJobs(), MemoryCursors()
         self.items, self.documents = MemoryItems(), MemoryDocuments()
         counter = itertools.count(1)
@@ -45,6 +45,7 @@ class Harness:
             documents=self.documents,
             remover=self.documents,
             raw_prefix="raw/",
+            max_items=max_items,
             new_id=lambda: f"01J{next(counter):023d}",
         )
         self.connector = connector
@@ -58,6 +59,7 @@ class Harness:
             engine=self.engine,
             starter=self,
             validate_config=lambda kind, config: config,
+            max_syncs_per_hour=3,
             new_id=lambda: f"{next(ids):026d}",
         )
         self.started: list[dict[str, Any]] = []
@@ -349,3 +351,26 @@ def test_a_bad_schedule_or_one_on_a_custom_source_is_refused() -> None:
             SourceRequest(kind="custom", name="wiki", schedule="rate(1 day)"),  # type: ignore[arg-type]
         )
     assert [source.name for source in harness.sources.list(TENANT)] == ["docs"]
+
+
+def test_a_listing_past_the_item_limit_stops_truncated_and_deletes_nothing() -> None:
+    harness = Harness(DictConnector(corpus(9), page_size=3), max_items=4)
+    job = harness.sync()
+    assert job.status == "COMPLETE" and job.truncated
+    assert job.error is not None and "SYNC_ITEM_LIMIT_REACHED" in job.error
+    assert job.statistics.added == 6  # whole pages, then the limit
+    del harness.connector.items["doc-000.pdf"]
+    again = harness.sync()
+    # The listing now reaches one item further; the removed one is kept, as the listing was cut short.
+    assert again.truncated and again.statistics.deleted == 0 and again.statistics.added == 1
+    assert len(harness.documents.documents) == 7
+
+
+def test_syncs_per_hour_are_bounded() -> None:
+    harness = Harness(DictConnector(corpus(1)))
+    for _ in range(3):
+        harness.sync()
+    with pytest.raises(Exception, match="in the last hour") as refused:
+        harness.service.start_sync(TENANT, harness.source_id)
+    assert getattr(refused.value, "code", None) == "SYNC_RATE_LIMITED"
+    assert getattr(refused.value, "status", None) == 429

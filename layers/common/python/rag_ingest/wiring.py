@@ -79,10 +79,11 @@ from rag_ingest.retrieval.search import RerankSettings, SearchService
 from rag_ingest.sources.connector import Connector
 from rag_ingest.sources.kinds import config_validator
 from rag_ingest.sources.model import Source
+from rag_ingest.sources.object_events import ObjectEventApplier
 from rag_ingest.sources.runner import SyncRunner
 from rag_ingest.sources.s3 import S3Connector, S3SourceConfig
 from rag_ingest.sources.service import SourceService
-from rag_ingest.sources.sync import SyncEngine
+from rag_ingest.sources.sync import DEFAULT_MAX_ITEMS, SyncEngine
 from rag_ingest.sources.web.crawler import WebConnector
 from rag_ingest.webhooks.service import WebhookDelivery, WebhookFanOut, WebhookService
 
@@ -425,7 +426,7 @@ def build_reconciler(env: ReconcilerEnv) -> Reconciler:
 
 
 # -- sources -------------------------------------------------------------------------------------
-def _sync_engine(env: SourcesEnv, table: SourcesTable) -> SyncEngine:
+def _sync_engine(env: SourcesEnv, table: SourcesTable, max_items: int = DEFAULT_MAX_ITEMS) -> SyncEngine:
     documents = documents_table(env.documents_table)
     deletion = DocumentDeletion(
         documents=documents,
@@ -445,6 +446,7 @@ def _sync_engine(env: SourcesEnv, table: SourcesTable) -> SyncEngine:
         documents=SourceDocumentStore(documents, env.bucket_name),
         remover=deletion,
         raw_prefix=env.raw_prefix,
+        max_items=max_items,
     )
 
 
@@ -462,6 +464,7 @@ def build_sources(env: SourcesApiEnv) -> SourceService:
             env.source_schedule_group, env.source_sync_state_machine_arn, env.source_schedule_role_arn
         ),
         max_sources=env.source_max_per_tenant,
+        max_syncs_per_hour=env.source_max_syncs_per_hour,
     )
 
 
@@ -471,9 +474,26 @@ def build_sync_runner(env: SourceSyncEnv) -> SyncRunner:
     return SyncRunner(
         sources=table,
         jobs=SyncJobsView(table),
-        engine=_sync_engine(env, table),
+        engine=_sync_engine(env, table, env.source_max_items_per_sync),
         connectors=lambda source: connector_for(source, policy, env.max_upload_bytes),
         budget_seconds=env.source_sync_step_seconds,
+    )
+
+
+def build_object_events(env: SourceSyncEnv) -> ObjectEventApplier:
+    """S3 object events for the S3 sources over their buckets (rag_ingest.sources.object_events)."""
+    table = SourcesTable(env.sources_table)
+    bucket = SourceBucket()
+
+    def s3_connector(source: Source) -> S3Connector:
+        config = S3SourceConfig.model_validate(source.config)
+        return S3Connector(config, bucket, max_object_bytes=env.max_upload_bytes, copier=bucket)
+
+    return ObjectEventApplier(
+        sources=table,
+        items=ItemStatesView(table),
+        engine=_sync_engine(env, table, env.source_max_items_per_sync),
+        connectors=s3_connector,
     )
 
 

@@ -4,7 +4,8 @@ and each source's item states, told apart by their partition's prefix.
 - a source: ``pk = tenant#{tenant}``, ``sk = {source id}``; ``running_sync`` is its own attribute,
   set and cleared by conditional writes (one sync at a time);
 - a sync job: ``pk = syncs#{source id}``, ``sk = {sync id}`` (ULID-based: newest last);
-- an item state: ``pk = items#{source id}``, ``sk`` = the item key's SHA-256 (keys run to 2 KB).
+- an item state: ``pk = items#{source id}``, ``sk`` = the item key's SHA-256 (keys run to 2 KB);
+- a bucket's watchers: ``pk = bucket#{name}``, ``sk = {tenant}#{source id}`` (its object events).
 Bodies are stored as JSON text, so nested configs keep their types (no Decimal round trip).
 """
 
@@ -92,6 +93,18 @@ class SourcesTable:
                 ConditionExpression="running_sync = :sync",
                 ExpressionAttributeValues={":sync": sync_id},
             )
+
+    def watch(self, bucket: str, tenant_id: str, source_id: str) -> None:
+        with translated("watch bucket"):
+            self._table.put_item(Item={"pk": f"bucket#{bucket}", "sk": f"{tenant_id}#{source_id}"})
+
+    def unwatch(self, bucket: str, tenant_id: str, source_id: str) -> None:
+        with translated("unwatch bucket"):
+            self._table.delete_item(Key={"pk": f"bucket#{bucket}", "sk": f"{tenant_id}#{source_id}"})
+
+    def watchers(self, bucket: str) -> builtins.list[tuple[str, str]]:
+        pairs = (str(item["sk"]).split("#", 1) for item in self._query(f"bucket#{bucket}", forward=True))
+        return [(tenant, source) for tenant, source in pairs]
 
     # -- sync jobs -------------------------------------------------------------------------------
     def put(self, job: SyncJob) -> None:

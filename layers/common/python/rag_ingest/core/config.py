@@ -207,6 +207,7 @@ class SourcesApiEnv(SourcesEnv):
 
     source_sync_state_machine_arn: str = Field(pattern=r"^arn:aws[a-z-]*:states:")
     source_max_per_tenant: int = Field(default=50, ge=1, le=1000)
+    source_max_syncs_per_hour: int = Field(default=12, ge=1, le=3600)
     # Sources' schedules: EventBridge Scheduler's group and the role its schedules start syncs with.
     source_schedule_group: str = Field(min_length=1, max_length=64)
     source_schedule_role_arn: str = Field(pattern=r"^arn:aws[a-z-]*:iam::")
@@ -216,6 +217,7 @@ class SourceSyncEnv(SourcesEnv):
     """The sync workflow's function: each step runs for at most this budget, then checkpoints."""
 
     source_sync_step_seconds: int = Field(default=600, ge=5, le=840)
+    source_max_items_per_sync: int = Field(default=1_000_000, ge=1)
     # The largest object an S3 source's item may be (the stack's upload limit).
     max_upload_bytes: int = Field(default=52_428_800, gt=0)
 

@@ -47,6 +47,11 @@ class SourceLimitError(ApiRefusal):
     code = "SOURCE_LIMIT_REACHED"
 
 
+class SyncRateLimitedError(ApiRefusal):
+    status = 429
+    code = "SYNC_RATE_LIMITED"
+
+
 class DeleteModeError(ApiRefusal):
     code = "SOURCE_DELETE_MODE_REQUIRED"
 

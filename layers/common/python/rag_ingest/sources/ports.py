@@ -7,6 +7,7 @@ May import ``rag_ingest.core`` and this package's model only.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
@@ -35,6 +36,16 @@ class SourceStore(Protocol):
 
     def release_sync(self, tenant_id: str, source_id: str, sync_id: str) -> None:
         """Clear the running sync (only if it is ``sync_id``) and record it as the last one."""
+        ...
+
+    def watch(self, bucket: str, tenant_id: str, source_id: str) -> None:
+        """The bucket's object events concern this source (an S3 source over it)."""
+        ...
+
+    def unwatch(self, bucket: str, tenant_id: str, source_id: str) -> None: ...
+
+    def watchers(self, bucket: str) -> builtins.list[tuple[str, str]]:
+        """``(tenant_id, source_id)`` of every source over ``bucket``."""
         ...
 
 

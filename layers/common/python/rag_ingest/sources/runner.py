@@ -88,6 +88,10 @@ class SyncRunner:
             self._engine.fail(source, job, error)
         return step.model_copy(update={"phase": "failed"})
 
+    def job(self, step: SyncStep) -> SyncJob | None:
+        """The sync a step belongs to, as saved (None before a scheduled start opened one)."""
+        return self._jobs.get(step.source_id, step.sync_id) if step.sync_id else None
+
     def _start(self, step: SyncStep) -> SyncStep:
         """A scheduled sync: opened here, or skipped when the source is gone or already syncing."""
         source = self._sources.get(step.tenant_id, step.source_id)

@@ -220,6 +220,17 @@ class S3Connector:
             raise ItemUnavailableError(ErrorCode.FILE_TOO_LARGE, f"{item.uri} is over {self._max_bytes} bytes")
         return content
 
+    def describe(self, key: str, known: KnownLookup) -> SourceItem | ItemFailure | None:
+        """The item ``key`` is now, as a listing would give it (an object event's check); None when
+        it is no item: gone, a delete marker, a sidecar, a folder, or outside the globs."""
+        if not key.startswith(self.config.prefix) or key.endswith(SIDECAR_SUFFIX) or not self.config.selects(key):
+            return None
+        found = self._reader.list_versions(self.config.bucket, key, key_marker=None, version_id_marker=None, max_keys=1)
+        entry = found.entries[0] if found.entries else None
+        if entry is None or entry.key != key or _live(entry) is None or (key.endswith("/") and entry.size == 0):
+            return None
+        return self._item(entry, self._sidecar_beyond_page(key + SIDECAR_SUFFIX), known)
+
     # -- ServerSideCopy ----------------------------------------------------------------------
     def copy_into(self, item: SourceItem, bucket: str, key: str, metadata: Mapping[str, str]) -> str:
         if self._copier is None:

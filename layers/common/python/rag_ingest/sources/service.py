@@ -12,6 +12,7 @@ import base64
 import binascii
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
 from rag_ingest.core.access import Principal
@@ -28,6 +29,7 @@ from rag_ingest.sources.errors import (
     SourceNotFoundError,
     SyncInProgressError,
     SyncNotFoundError,
+    SyncRateLimitedError,
 )
 from rag_ingest.sources.model import (
     MAX_EXTERNAL_ID_CHARS,
@@ -53,6 +55,7 @@ ConfigValidator = Callable[[SourceKind, dict[str, Any]], dict[str, Any]]
 DeleteMode = Literal["delete", "keep"]
 SYNCS_SHOWN = 20
 DEFAULT_MAX_SOURCES = 50
+DEFAULT_MAX_SYNCS_PER_HOUR = 12
 #: A pushed item's bytes travel in the request: under the HTTP API's payload limit (docs/sources.md).
 MAX_ITEM_BYTES = 4 * 1024 * 1024
 PUSHED_SYNC = "push"
@@ -75,6 +78,8 @@ class SourceService:
         new_id: Callable[[], str],
         schedules: SyncSchedules | None = None,
         max_sources: int = DEFAULT_MAX_SOURCES,
+        max_syncs_per_hour: int = DEFAULT_MAX_SYNCS_PER_HOUR,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._sources = sources
         self._jobs = jobs
@@ -85,6 +90,8 @@ class SourceService:
         self._new_id = new_id
         self._max_sources = max_sources
         self._schedules = schedules
+        self._max_syncs_per_hour = max_syncs_per_hour
+        self._clock = clock
 
     # -- sources ---------------------------------------------------------------------------------
     def create(self, tenant_id: str, request: SourceRequest, principal: Principal | None = None) -> SourceView:
@@ -104,10 +111,12 @@ class SourceService:
             updated_at=now,
         )
         self._sources.create(source)
+        self._watch(source)
         if source.schedule is not None:
             try:
                 self._schedule(source)
             except Exception:
+                self._unwatch(source)
                 self._sources.delete(tenant_id, source.source_id)  # no source without its schedule
                 raise
         return view_of(source)
@@ -129,6 +138,9 @@ class SourceService:
             fields.pop("access")
         updated = source.model_copy(update={**fields, "updated_at": utc_now()})
         self._sources.replace(updated, expected_updated_at=source.updated_at)
+        if _bucket(updated) != _bucket(source):
+            self._unwatch(source)
+            self._watch(updated)
         if "schedule" in fields and updated.schedule != source.schedule:
             self._schedule(updated)
         return self._view(updated)
@@ -146,6 +158,7 @@ class SourceService:
             self._items.delete(source_id, state.key)
         if source.schedule is not None and self._schedules is not None:
             self._schedules.clear(tenant_id, source_id)
+        self._unwatch(source)
         self._sources.delete(tenant_id, source_id)
 
     # -- syncs -----------------------------------------------------------------------------------
@@ -153,6 +166,7 @@ class SourceService:
         source = self._source(tenant_id, source_id)
         if source.kind == "custom":
             raise SourceKindError("a custom source is not listed: PUT its items instead")
+        self._check_rate(source_id)
         job = self._engine.open_sync(source, SYNC_ID_PREFIX + self._new_id())
         if job is None:
             raise SyncInProgressError("a sync of this source is running; wait for it to end")
@@ -163,6 +177,17 @@ class SourceService:
             self._engine.fail(source, job, f"the sync could not start: {exc}")
             raise
         return job
+
+    def _check_rate(self, source_id: str) -> None:
+        """At most ``max_syncs_per_hour`` syncs started in the last hour (scheduled ones count too)."""
+        hour_ago = (self._clock() - timedelta(hours=1)).isoformat(timespec="milliseconds")
+        recent = [job for job in self._jobs.list(source_id, self._max_syncs_per_hour) if job.started_at > hour_ago]
+        if len(recent) >= self._max_syncs_per_hour:
+            oldest = min(job.started_at for job in recent)
+            raise SyncRateLimitedError(
+                f"{self._max_syncs_per_hour} syncs of this source started in the last hour; "
+                f"the next may start after {(datetime.fromisoformat(oldest) + timedelta(hours=1)).isoformat()}"
+            )
 
     def list_syncs(self, tenant_id: str, source_id: str) -> SyncList:
         self._source(tenant_id, source_id)
@@ -224,6 +249,16 @@ class SourceService:
             raise SourceKindError(f"only a custom source takes items; this one is {source.kind}: sync it")
         return source
 
+    def _watch(self, source: Source) -> None:
+        bucket = _bucket(source)
+        if bucket is not None:
+            self._sources.watch(bucket, source.tenant_id, source.source_id)
+
+    def _unwatch(self, source: Source) -> None:
+        bucket = _bucket(source)
+        if bucket is not None:
+            self._sources.unwatch(bucket, source.tenant_id, source.source_id)
+
     def _schedule(self, source: Source) -> None:
         """The managed schedule follows the source's: set, changed, or cleared."""
         if self._schedules is None:
@@ -246,6 +281,11 @@ class SourceService:
             return self._validate_config(kind, config)
         except ValueError as exc:
             raise SourceConfigError(f"config: {exc}") from None
+
+
+def _bucket(source: Source) -> str | None:
+    """The bucket an S3 source reads (its object events concern it); None for other kinds."""
+    return str(source.config["bucket"]) if source.kind == "s3" and "bucket" in source.config else None
 
 
 def _metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:

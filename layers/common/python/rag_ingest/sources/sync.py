@@ -35,6 +35,9 @@ from rag_ingest.sources.model import (
 )
 from rag_ingest.sources.ports import DocumentRemover, ItemStates, SourceDocuments, SourceStore, SyncCursors, SyncJobs
 
+#: Items one sync lists at most, unless the stack sets another bound (sources.maxItemsPerSync).
+DEFAULT_MAX_ITEMS = 1_000_000
+_LIMIT = "SYNC_ITEM_LIMIT_REACHED: the listing stopped at the source's item limit; nothing was deleted"
 #: A page (404/410) seen gone on this many syncs in a row is deleted.
 MISSES_BEFORE_DELETE = 2
 CHANGE_TOKEN_METADATA = "rag-ingest-change-token"
@@ -67,6 +70,7 @@ class SyncEngine:
         documents: SourceDocuments,
         remover: DocumentRemover,
         raw_prefix: str,
+        max_items: int = DEFAULT_MAX_ITEMS,
         new_id: Callable[[], str] = new_document_id,
     ) -> None:
         self._sources = sources
@@ -77,6 +81,7 @@ class SyncEngine:
         self._remover = remover
         self._raw_prefix = raw_prefix
         self._new_id = new_id
+        self._max_items = max_items
 
     def open_sync(self, source: Source, sync_id: str) -> SyncJob | None:
         """Claim the source for a new sync and record its job; None when another sync runs."""
@@ -116,6 +121,11 @@ class SyncEngine:
                     "truncated": job.truncated or page.truncated,
                 }
             )
+            if page.cursor is not None and job.statistics.scanned >= self._max_items:
+                # The cap ends the listing: truncated, so what it did not reach is not deleted.
+                job = job.model_copy(update={"listing_complete": True, "truncated": True, "error": _LIMIT})
+                self._jobs.put(job)
+                return job
             if page.cursor is not None:
                 self._cursors.save(source.source_id, job.id, page.cursor)
             self._jobs.put(job)
