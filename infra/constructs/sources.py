@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Duration, Stack
+from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -119,6 +119,13 @@ class Sources(Construct):
         )
         self.state_machine.grant_start_execution(self.schedule_role)
         self._object_events(settings.readable_buckets)
+        # What a bucket owner in another account names in their bucket policy (docs/sources.md).
+        for name, value in (
+            ("SourcesTableName", self.table.table_name),
+            ("SourceSyncRoleArn", role.role_arn),
+            ("SourceSyncStateMachineArn", self.state_machine.state_machine_arn),
+        ):
+            CfnOutput(self, name, value=value).override_logical_id(name)
 
     def grant_source_documents(self, role: iam.IRole, storage: Storage, search: Search, function: str) -> None:
         """What writing and deleting a source's documents takes: the two tables, the uploads (put, head,
