@@ -142,7 +142,7 @@ class Api(Construct):
                 ],
             )
         )
-        self._grant_document_delete(role, storage)
+        storage.grant_document_delete(role)
         # POST /search and DELETE /documents/{id} in the chunk index (infra/permissions.py).
         search.grant_index_access(role, "Api")
         # POST /search embeds the query with the configured model.
@@ -294,24 +294,6 @@ class Api(Construct):
                 sid="ReadIndexArtifacts",
                 actions=["s3:GetObject"],
                 resources=[storage.bucket.arn_for_objects(f"{ARTIFACTS_PREFIX}*")],
-            )
-        )
-
-    @staticmethod
-    def _grant_document_delete(role: iam.IRole, storage: Storage) -> None:
-        """DELETE /documents/{id}: every version of the upload and of the artifacts (the chunks: the
-        index access granted above)."""
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["s3:DeleteObject", "s3:DeleteObjectVersion"],
-                resources=[storage.bucket.arn_for_objects(f"{prefix}*") for prefix in (RAW_PREFIX, ARTIFACTS_PREFIX)],
-            )
-        )
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["s3:ListBucketVersions"],
-                resources=[storage.bucket.bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [f"{RAW_PREFIX}*", f"{ARTIFACTS_PREFIX}*"]}},
             )
         )
 

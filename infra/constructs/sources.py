@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import CfnOutput, Duration, Stack
-from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -27,9 +26,9 @@ from constructs import Construct
 from rag_ingest.core.s3_keys import ARTIFACTS_PREFIX, RAW_PREFIX
 
 from infra.config import RagIngestConfig
-from infra.constructs.function import FunctionFactory, new_log_group, removal_policy
+from infra.constructs.function import FunctionFactory, new_log_group
 from infra.constructs.search import Search
-from infra.constructs.storage import Storage, grant_table
+from infra.constructs.storage import Storage, grant_table, recoverable_table
 from infra.constructs.workflow import EVENT_BUS_NAME, TRANSIENT_ERRORS
 from infra.nag import acknowledge, arn_ref, pseudo_spelling
 from infra.naming import unique_name
@@ -53,18 +52,7 @@ class Sources(Construct):
         super().__init__(scope, construct_id)
         settings = config.sources
         # Sources by tenant, sync jobs and item states by source (rag_ingest.adapters.sources_table).
-        self.table = dynamodb.Table(
-            self,
-            "SourcesTable",
-            partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
-            sort_key=dynamodb.Attribute(name="sk", type=dynamodb.AttributeType.STRING),
-            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-            encryption=dynamodb.TableEncryption.AWS_MANAGED,
-            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-                point_in_time_recovery_enabled=True
-            ),
-            removal_policy=removal_policy(config),
-        )
+        self.table = recoverable_table(self, "SourcesTable", config, "pk", "sk")
         self.environment = {
             "SOURCES_TABLE": self.table.table_name,
             "BUCKET_NAME": storage.bucket.bucket_name,
@@ -140,19 +128,7 @@ class Sources(Construct):
                     resources=[storage.bucket.arn_for_objects(f"{RAW_PREFIX}*")],
                 )
             )
-            role.add_to_principal_policy(
-                iam.PolicyStatement(
-                    actions=["s3:DeleteObject", "s3:DeleteObjectVersion"],
-                    resources=[storage.bucket.arn_for_objects(f"{p}*") for p in (RAW_PREFIX, ARTIFACTS_PREFIX)],
-                )
-            )
-            role.add_to_principal_policy(
-                iam.PolicyStatement(
-                    actions=["s3:ListBucketVersions"],
-                    resources=[storage.bucket.bucket_arn],
-                    conditions={"StringLike": {"s3:prefix": [f"{RAW_PREFIX}*", f"{ARTIFACTS_PREFIX}*"]}},
-                )
-            )
+            storage.grant_document_delete(role)
             role.add_to_principal_policy(
                 iam.PolicyStatement(
                     actions=["events:PutEvents"],

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import CfnOutput, Duration
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
-from rag_ingest.core.s3_keys import ARTIFACTS_PREFIX
+from rag_ingest.core.s3_keys import ARTIFACTS_PREFIX, RAW_PREFIX
 
 from infra.config import RagIngestConfig
 from infra.constructs.function import removal_policy
@@ -155,6 +157,23 @@ class Storage(Construct):
             "IdempotencyTableName"
         )
 
+    def grant_document_delete(self, role: iam.IRole) -> None:
+        """Deleting a document: every version of its upload and of its artifacts (its chunks: the
+        index access, granted apart)."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:DeleteObject", "s3:DeleteObjectVersion"],
+                resources=[self.bucket.arn_for_objects(f"{prefix}*") for prefix in (RAW_PREFIX, ARTIFACTS_PREFIX)],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucketVersions"],
+                resources=[self.bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{RAW_PREFIX}*", f"{ARTIFACTS_PREFIX}*"]}},
+            )
+        )
+
     def grant_documents(self, role: iam.IRole, function: str) -> None:
         """The documents-table actions ``function``'s code calls (infra/permissions.py), no more."""
         grant_table(role, self.documents_table, DOCUMENTS_TABLE[function])
@@ -173,3 +192,23 @@ def grant_table(role: iam.IRole, table: dynamodb.ITable, access: TableAccess) ->
         role.add_to_principal_policy(
             iam.PolicyStatement(actions=sorted(actions), resources=[f"{table.table_arn}/index/{index}"])
         )
+
+
+def recoverable_table(
+    scope: Construct, construct_id: str, config: RagIngestConfig, partition: str, sort: str, **options: Any
+) -> dynamodb.Table:
+    """An on-demand table of string keys, encrypted, with point-in-time recovery: what a table of
+    records nobody can compute again (webhooks, sources) needs."""
+    return dynamodb.Table(
+        scope,
+        construct_id,
+        partition_key=dynamodb.Attribute(name=partition, type=dynamodb.AttributeType.STRING),
+        sort_key=dynamodb.Attribute(name=sort, type=dynamodb.AttributeType.STRING),
+        billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+        encryption=dynamodb.TableEncryption.AWS_MANAGED,
+        point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+            point_in_time_recovery_enabled=True
+        ),
+        removal_policy=removal_policy(config),
+        **options,
+    )

@@ -16,7 +16,6 @@ import math
 from aws_cdk import CfnOutput, Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
-from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -27,9 +26,9 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.config import RagIngestConfig
-from infra.constructs.function import FunctionFactory, removal_policy
+from infra.constructs.function import FunctionFactory
 from infra.constructs.intake import VISIBILITY_TIMEOUT_FACTOR
-from infra.constructs.storage import grant_table
+from infra.constructs.storage import grant_table, recoverable_table
 from infra.permissions import WEBHOOKS_TABLE
 
 #: The pipeline's events a webhook can be told of (rag_ingest.webhooks.model.DETAIL_TYPES).
@@ -75,18 +74,8 @@ class Webhooks(Construct):
 
         # Endpoints (and their secrets: docs/webhooks.md) by tenant and id, and delivery attempts in the
         # same partition (dlv#..., TTL): rag_ingest.adapters.webhooks_table.
-        self.table = dynamodb.Table(
-            self,
-            "WebhooksTable",
-            partition_key=dynamodb.Attribute(name="tenant_id", type=dynamodb.AttributeType.STRING),
-            sort_key=dynamodb.Attribute(name="endpoint_id", type=dynamodb.AttributeType.STRING),
-            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-            encryption=dynamodb.TableEncryption.AWS_MANAGED,
-            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-                point_in_time_recovery_enabled=True
-            ),
-            removal_policy=removal_policy(config),
-            time_to_live_attribute="expires_at",
+        self.table = recoverable_table(
+            self, "WebhooksTable", config, "tenant_id", "endpoint_id", time_to_live_attribute="expires_at"
         )
 
         retention = Duration.days(queue_retention_days(config))
