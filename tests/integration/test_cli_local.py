@@ -314,3 +314,50 @@ def test_a_stopped_stack_is_a_one_line_error(tmp_path: Path) -> None:
     assert (
         result.stderr == f"error: the local stack is not running ({outputs} not found): start it with `make stack-up`\n"
     )
+
+
+def test_sources_add_sync_wait_status_put_and_rm_from_the_cli(
+    cli_local: Cli, stack_process: OfflineStackProcess, tmp_path: Path
+) -> None:
+    """An S3 source made, synced (``--wait`` follows it to COMPLETE) and read back; a custom source's
+    item pushed from a file; both removed, each with the choice it needs."""
+    tenant = f"cli-src-{uuid.uuid4().hex[:8]}"
+    outputs = stack_process.outputs
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=outputs["MotoEndpoint"],
+        region_name=outputs.get("Region", "us-east-1"),
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    bucket = f"cli-docs-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket)
+    s3.put_object(Bucket=bucket, Key="wiki/quays.md", Body=b"# Quays\nThe east quay takes vessels up to 9 m draught.\n")
+    s3.put_object(Bucket=bucket, Key="wiki/skip.txt", Body=b"not included")
+
+    added = cli_local.json(
+        "sources", "add", "s3", "--bucket", bucket, "--prefix", "wiki/", "--include", "*.md", "--tenant", tenant
+    )
+    source_id = added["id"]
+    synced = cli_local("sources", "sync", source_id, "--wait", "--tenant", tenant, timeout=300)
+    assert synced.returncode == 0, synced.stdout + synced.stderr
+    status = cli_local.json("sources", "status", source_id, "--tenant", tenant)
+    latest = status["syncs"][0]
+    assert latest["status"] == "COMPLETE" and latest["statistics"]["added"] == 1, latest
+    listed = cli_local("sources", "ls", "--tenant", tenant)
+    assert listed.returncode == 0 and source_id in listed.stdout
+
+    custom = cli_local.json("sources", "add", "custom", "--name", "faq", "--tenant", tenant)
+    page = tmp_path / "berths.md"
+    page.write_text("# Berths\nVisitors moor on the north pontoon.\n")
+    pushed = cli_local.json("sources", "put", custom["id"], "faq-berths", str(page), "--tenant", tenant)
+    assert pushed["outcome"] == "added"
+    again = cli_local.json("sources", "put", custom["id"], "faq-berths", str(page), "--tenant", tenant)
+    assert again["outcome"] == "unchanged" and again["document_id"] == pushed["document_id"]
+
+    refused = cli_local("sources", "rm", source_id, "--tenant", tenant)
+    assert refused.returncode != 0  # the documents' fate must be said
+    for removed in (source_id, custom["id"]):
+        gone = cli_local("sources", "rm", removed, "--documents", "delete", "--tenant", tenant)
+        assert gone.returncode == 0, gone.stdout + gone.stderr
+    assert source_id not in cli_local("sources", "ls", "--tenant", tenant).stdout
