@@ -20,6 +20,7 @@ help:
 	@echo "make bench-reingest - a 10 %-edited new version and a copy of a 113-page PDF: speedup, cache hit rate"
 	@echo "make bench-search - POST /search p50/p95/p99 per mode and k-NN recall@10 at 100,000 chunks (docs/benchmarks.md)"
 	@echo "make bench-big - a 2,000-page PDF through the local stack: progress, time to READY, parse memory"
+	@echo "make bench-sync - the S3 source at 10,000 objects (first sync, unchanged re-sync, 1 % changed/deleted) and the web source"
 	@echo "make bench-isolation - fifty 5-page PDFs alone, then right behind a 2,000-page one: p50/p95 latency, the ratio"
 	@echo "make eval   - retrieval quality (recall@1/5, MRR) of k-NN, BM25 and hybrid vs a naive baseline"
 	@echo "make burst  - 200 uploads with 10 % injected faults: READY, lost, duplicates, DLQ"
@@ -145,6 +146,13 @@ bench-big: synth opensearch
 .PHONY: bench-isolation
 bench-isolation: synth opensearch
 	$(PY) -m bench.isolation run $(ISOLATION_ARGS)
+
+# Issue 43's sync figures: the S3 source on fresh local stacks (bench/sync_s3.py: N objects with the ingest
+# consumer off, the sync alone; then end to end at a smaller N: READY, Parse runs, embedding calls, search),
+# then the web connector (bench-sync-web). SYNC_S3_ARGS="--objects 500 --e2e-objects 50": a quick run.
+.PHONY: bench-sync
+bench-sync: synth opensearch bench-sync-web
+	$(PY) -m bench.sync_s3 $(SYNC_S3_ARGS)
 
 # The web connector and its policy-checked fetcher over a test site on 127.0.0.1: pages found against
 # expected, and fetches outside the scope, disallowed or to a private address, which must be 0 (docs/benchmarks.md).
