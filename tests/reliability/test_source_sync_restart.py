@@ -86,7 +86,9 @@ def _wait(condition: Any, timeout: float, what: str) -> None:
 def _sync_executions(sfn: Any, outputs: dict[str, Any]) -> list[str]:
     """The source sync workflow's executions moto knows of, as ``name status`` (for the message)."""
     arns = [
-        str(arn) for logical_id, arn in outputs["Resources"].items() if logical_id.startswith("SourcesSyncStateMachine")
+        str(arn)
+        for logical_id, arn in outputs["Resources"].items()
+        if logical_id.startswith("SourcesSyncStateMachine") and ":stateMachine:" in str(arn)
     ]
     try:
         return [
