@@ -12,9 +12,7 @@ import { FilterChips } from "./filters.js";
 import { LiveChannel } from "./live.js";
 import { MetadataEditor, MetadataError } from "./metadata.js";
 import { SearchView } from "./search.js";
-import { SourcesPanel } from "./sources.js";
 import { ACCEPTED_FILES, checkUpload, postToStorage } from "./upload.js";
-import { WebhooksPanel } from "./webhooks.js";
 
 const UPLOAD_CONCURRENCY = 3;
 const LIVE_LABELS = { off: "Offline", connecting: "Connecting…", live: "Live updates", polling: "Polling (reconnecting)" };
@@ -343,31 +341,14 @@ async function main() {
     announce,
     onUpdated: (doc) => state.documents.apply(doc, { announce: false }),
   });
-  state.webhooks = new WebhooksPanel({
-    api: state.api,
-    elements: {
-      form: $("webhook-form"), url: $("webhook-url"), events: [...document.querySelectorAll("input[name=webhook-event]")],
-      list: $("webhook-list"), empty: $("webhooks-empty"), error: $("webhooks-error"), secret: $("webhook-secret"),
-    },
-    announce,
-    confirmAction,
-  });
-  $("webhooks-refresh").addEventListener("click", () => state.webhooks.load());
+  $("webhooks-refresh").addEventListener("click", async () => (await webhooksPanel()).load());
   // The endpoints are read when the panel is opened, not at every sign-in.
-  $("webhooks-details").addEventListener("toggle", () => {
-    if ($("webhooks-details").open && !$("workspace").hidden) state.webhooks.load();
+  $("webhooks-details").addEventListener("toggle", async () => {
+    if ($("webhooks-details").open && !$("workspace").hidden) (await webhooksPanel()).load();
   });
-  state.sources = new SourcesPanel({
-    api: state.api,
-    elements: {
-      form: $("source-form"), kind: $("source-kind"), list: $("source-list"), empty: $("sources-empty"), error: $("sources-error"),
-      kindFields: { s3: $("source-s3-fields"), web: $("source-web-fields") },
-    },
-    announce,
-  });
-  $("sources-refresh").addEventListener("click", () => state.sources.load());
-  $("sources-details").addEventListener("toggle", () => {
-    if ($("sources-details").open && !$("workspace").hidden) state.sources.load();
+  $("sources-refresh").addEventListener("click", async () => (await sourcesPanel()).load());
+  $("sources-details").addEventListener("toggle", async () => {
+    if ($("sources-details").open && !$("workspace").hidden) (await sourcesPanel()).load();
   });
   wireUploads();
   $("refresh").addEventListener("click", () => state.documents.load());
@@ -397,6 +378,40 @@ async function main() {
   }
   if (session) showWorkspace(session);
   else showSignIn();
+}
+
+// Each panel's module is fetched when the panel first opens: the first load stays light.
+let sourcesLoading = null;
+function sourcesPanel() {
+  sourcesLoading ??= import("./sources.js").then(({ SourcesPanel }) => {
+    state.sources = new SourcesPanel({
+      api: state.api,
+      elements: {
+        form: $("source-form"), kind: $("source-kind"), list: $("source-list"), empty: $("sources-empty"), error: $("sources-error"),
+        kindFields: { s3: $("source-s3-fields"), web: $("source-web-fields") },
+      },
+      announce,
+    });
+    return state.sources;
+  });
+  return sourcesLoading;
+}
+
+let webhooksLoading = null;
+function webhooksPanel() {
+  webhooksLoading ??= import("./webhooks.js").then(({ WebhooksPanel }) => {
+    state.webhooks = new WebhooksPanel({
+      api: state.api,
+      elements: {
+        form: $("webhook-form"), url: $("webhook-url"), events: [...document.querySelectorAll("input[name=webhook-event]")],
+        list: $("webhook-list"), empty: $("webhooks-empty"), error: $("webhooks-error"), secret: $("webhook-secret"),
+      },
+      announce,
+      confirmAction,
+    });
+    return state.webhooks;
+  });
+  return webhooksLoading;
 }
 
 main();

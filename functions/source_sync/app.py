@@ -1,7 +1,8 @@
 """Source sync: the steps of the sync workflow. A step takes a sync's listing, then its deletions, as
 far as one invocation's budget allows and returns the phase that comes next; an event with the
 workflow catch's ``error`` ends the sync FAILED without deleting anything; an S3 object event from
-EventBridge updates the S3 sources over its bucket at once (docs/sources.md)."""
+EventBridge updates the S3 sources over its bucket at once; ``resume_lost_syncs`` starts again the
+syncs whose execution is gone (docs/sources.md)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     object_event = parse_object_event(event)
     if object_event is not None:
         return {"outcomes": object_events.apply(object_event)}
+    if "resume_lost_syncs" in event:  # the schedule, or the local stack after a restart
+        return {"syncs": runner.resume_lost(float(event["resume_lost_syncs"]["stale_after_seconds"]))}
     return _fail(event) if "error" in event else _step(event)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import ArnFormat, CfnOutput, Duration, Stack
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -36,6 +36,7 @@ from infra.permissions import SOURCES_TABLE
 
 #: Where the sync cursors live in the stack's bucket (rag_ingest.adapters.source_documents).
 SOURCES_PREFIX = "sources/"
+LOST_SYNC_CHECK_MINUTES = 10
 
 
 class Sources(Construct):
@@ -65,6 +66,14 @@ class Sources(Construct):
             # Crawled pages: public addresses only in AWS (the local stack overrides this).
             "SOURCE_ALLOW_LOOPBACK_HTTP": "false",
         }
+        # Named, so the sync function can start it again without a reference to it (a cycle).
+        self.state_machine_name = f"{Stack.of(self).stack_name}-source-sync"
+        self.state_machine_arn = Stack.of(self).format_arn(
+            service="states",
+            resource="stateMachine",
+            resource_name=self.state_machine_name,
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
         self.function: lambda_.Function = factory.create(
             self,
             "SourceSyncFunction",
@@ -75,6 +84,7 @@ class Sources(Construct):
             environment={
                 **self.environment,
                 "SOURCE_SYNC_STEP_SECONDS": str(settings.step_seconds),
+                "SOURCE_SYNC_STATE_MACHINE_ARN": self.state_machine_arn,
                 "SOURCE_MAX_ITEMS_PER_SYNC": str(settings.max_items_per_sync),
                 "MAX_UPLOAD_BYTES": str(config.upload.max_upload_bytes),
             },
@@ -92,6 +102,26 @@ class Sources(Construct):
             )
         )
         self.state_machine = self._state_machine(config)
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="RestartLostSyncs", actions=["states:StartExecution"], resources=[self.state_machine_arn]
+            )
+        )
+        # Every few minutes: syncs whose execution is gone (not saved for two function timeouts).
+        events.Rule(
+            self,
+            "LostSyncsSchedule",
+            description="rag-ingest sources: start again the syncs whose execution was lost",
+            schedule=events.Schedule.rate(Duration.minutes(LOST_SYNC_CHECK_MINUTES)),
+            targets=[
+                targets.LambdaFunction(
+                    self.function,
+                    event=events.RuleTargetInput.from_object(
+                        {"resume_lost_syncs": {"stale_after_seconds": 2 * config.functions.source_sync.timeout_seconds}}
+                    ),
+                )
+            ],
+        )
         # Sources' schedules: one EventBridge Scheduler schedule per source, in this group, each
         # starting the sync workflow under this role (rag_ingest.adapters.sync_schedules).
         self.schedule_group = scheduler.CfnScheduleGroup(
@@ -112,6 +142,7 @@ class Sources(Construct):
             ("SourcesTableName", self.table.table_name),
             ("SourceSyncRoleArn", role.role_arn),
             ("SourceSyncStateMachineArn", self.state_machine.state_machine_arn),
+            ("SourceSyncFunctionName", self.function.function_name),
         ):
             CfnOutput(self, name, value=value).override_logical_id(name)
 
@@ -287,6 +318,7 @@ class Sources(Construct):
             self,
             "SyncStateMachine",
             definition_body=sfn.DefinitionBody.from_chainable(step),
+            state_machine_name=self.state_machine_name,
             state_machine_type=sfn.StateMachineType.STANDARD,
             timeout=Duration.hours(config.sources.timeout_hours),
             tracing_enabled=True,

@@ -175,6 +175,8 @@ class OfflineStack:
 
         if loaded is not None and self._interrupted_documents(loaded):
             self._redrive_interrupted_work()
+        if loaded is not None:
+            self._resume_interrupted_syncs()
 
         self.phase = "starting pollers"
         for mapping in provisioned.event_source_mappings:
@@ -305,6 +307,21 @@ class OfflineStack:
             len(report.get("redriven", [])),
             len(report.get("marked_failed", [])),
         )
+
+    def _resume_interrupted_syncs(self) -> None:
+        """Source syncs caught mid-way lost their execution too: the sync function starts each again
+        from its checkpoint (what its schedule does in AWS once a sync has gone quiet)."""
+        assert self.runner is not None
+        function = self._outputs.get("SourceSyncFunctionName")
+        if not function:
+            return
+        result = self.runner.invoke(str(function), {"resume_lost_syncs": {"stale_after_seconds": 0}})
+        if result.errored:
+            LOG.error("resuming interrupted source syncs failed: %s", result.output)
+            return
+        syncs = json.loads(result.output).get("syncs", {})
+        if syncs:
+            LOG.info("interrupted source syncs: %s", ", ".join(f"{k} {v}" for k, v in sorted(syncs.items())))
 
     def _start_alarms(
         self, template: CloudFormationTemplate, provisioner: Provisioner, provisioned: ProvisionedStack

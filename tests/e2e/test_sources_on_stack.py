@@ -120,9 +120,10 @@ def test_an_s3_source_syncs_changes_and_deletions_and_search_cites_the_bucket(
     counts = {name: third["statistics"][name] for name in ("modified", "deleted", "unchanged", "added")}
     assert counts == {"modified": 1, "deleted": 1, "unchanged": 1, "added": 0}, third
     after = ready(client, source_id, 2)
-    assert after[f"s3://{bucket}/handbook/ferries.md"]["document_id"] == documents[
-        f"s3://{bucket}/handbook/ferries.md"
-    ]["document_id"]
+    assert (
+        after[f"s3://{bucket}/handbook/ferries.md"]["document_id"]
+        == documents[f"s3://{bucket}/handbook/ferries.md"]["document_id"]
+    )
     hits = client.search("Kestrel Point light flashes", k=5).json()["passages"]
     assert all(hit.get("source_uri") != f"s3://{bucket}/handbook/lighthouses.md" for hit in hits)
 

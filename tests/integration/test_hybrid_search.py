@@ -129,7 +129,7 @@ def test_search_service_answers_with_passage_views(store: VectorStore, embedder:
     assert set(top) == {
         "chunk_id", "document_id", "filename", "page_start", "page_end", "heading_path",
         "document_format", "anchor", "paragraph_index", "boxes",
-        "score", "text", "highlights", "retrieved_by", "copies", "metadata",
+        "score", "text", "highlights", "retrieved_by", "copies", "metadata", "source_uri",
     }  # fmt: skip
     assert top["filename"] == "grfguide.pdf" and top["document_format"] == "pdf" and top["anchor"] is None
     # BM25 alone never loads the embedding model.

@@ -103,6 +103,12 @@ def intake(aws: dict[str, str]) -> ModuleType:
             "IDEMPOTENCY_TABLE": aws["idempotency"],
             "STATE_MACHINE_ARN": aws["state_machine_arn"],
             "POWERTOOLS_SERVICE_NAME": "intake-test",
+            # What IntakeEnv reads for S3 sidecars (none arrive here), stated rather than leaked from
+            # whichever test ran before in the same process.
+            "BUCKET_NAME": "uploads",
+            "OPENSEARCH_ENDPOINT": "http://127.0.0.1:9",
+            "OPENSEARCH_INDEX": "rag-chunks",
+            "EMBEDDING_DIMENSION": "384",
         },
     )
 

@@ -52,6 +52,9 @@ class MemorySources:
         if source is not None and source.running_sync == sync_id:
             self.create(source.model_copy(update={"running_sync": None, "last_sync": sync_id}))
 
+    def running_syncs(self) -> builtins.list[tuple[str, str, str]]:
+        return [(t, s, src.running_sync) for (t, s), src in sorted(self.sources.items()) if src.running_sync]
+
     def watch(self, bucket: str, tenant_id: str, source_id: str) -> None:
         self.watching.add((bucket, tenant_id, source_id))
 

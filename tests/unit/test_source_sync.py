@@ -374,3 +374,81 @@ def test_syncs_per_hour_are_bounded() -> None:
         harness.service.start_sync(TENANT, harness.source_id)
     assert getattr(refused.value, "code", None) == "SYNC_RATE_LIMITED"
     assert getattr(refused.value, "status", None) == 429
+
+
+class Starts:
+    def __init__(self) -> None:
+        self.started: list[tuple[str, dict[str, Any]]] = []
+
+    def start(self, name: str, payload: dict[str, Any]) -> tuple[str, bool]:
+        self.started.append((name, payload))
+        return f"arn:{name}", True
+
+
+def test_a_sync_whose_execution_was_lost_is_started_again_from_its_checkpoint_then_failed() -> None:
+    harness = Harness(DictConnector(corpus(7), page_size=3))
+    starts = Starts()
+    harness.runner._starter = starts
+    job = harness.service.start_sync(TENANT, harness.source_id)
+    step = harness.runner.step(SyncStep(tenant_id=TENANT, source_id=harness.source_id, sync_id=job.id))
+    # Its execution dies here. A recent save means alive; after a restart (0 s) it starts again.
+    assert harness.runner.resume_lost(stale_after_seconds=3600) == {job.id: "alive"}
+    assert harness.runner.resume_lost(stale_after_seconds=0) == {job.id: "restarted"}
+    name, payload = starts.started[0]
+    assert name == f"{job.id}-r1" and payload == {
+        "tenant_id": TENANT,
+        "source_id": harness.source_id,
+        "sync_id": job.id,
+        "phase": step.phase,
+    }
+    resumed = SyncStep.model_validate(payload)
+    while resumed.phase not in ("done", "failed"):
+        resumed = harness.runner.step(resumed)
+    done = harness.service.get_sync(TENANT, harness.source_id, job.id)
+    assert done.status == "COMPLETE" and done.statistics.added == 7 and harness.documents.runs() == 7
+    assert harness.runner.resume_lost(stale_after_seconds=0) == {}  # released: nothing left to resume
+
+    lost = harness.service.start_sync(TENANT, harness.source_id)
+    for _ in range(5):
+        assert harness.runner.resume_lost(stale_after_seconds=0) == {lost.id: "restarted"}
+    assert harness.runner.resume_lost(stale_after_seconds=0) == {lost.id: "failed"}
+    failed = harness.service.get_sync(TENANT, harness.source_id, lost.id)
+    assert failed.status == "FAILED" and failed.error is not None and "SYNC_LOST" in failed.error
+    assert harness.source.running_sync is None
+
+
+def test_a_step_whose_budget_ends_inside_a_page_resumes_it_without_redoing_anything() -> None:
+    harness = Harness(DictConnector(corpus(5), page_size=5))
+    calls = {"n": 0}
+
+    def stop_after_two_items() -> bool:
+        calls["n"] += 1
+        return calls["n"] > 2
+
+    job = harness.service.start_sync(TENANT, harness.source_id)
+    source = harness.source
+    first = harness.engine.run_listing(source, job, harness.connector, should_stop=stop_after_two_items)
+    assert not first.listing_complete and first.statistics.added == 2
+    assert harness.cursors.load(harness.source_id, job.id) is None  # the page is not checkpointed
+    second = harness.engine.run_listing(source, first, harness.connector, should_stop=lambda: False)
+    assert second.listing_complete and second.statistics.added == 5
+    assert harness.documents.runs() == 5
+
+
+def test_an_item_claimed_before_a_crash_counts_as_added_when_settled() -> None:
+    harness = Harness(DictConnector(corpus(1)))
+    original_put = harness.documents.put_bytes
+
+    def crash(key: str, body: bytes, token: str) -> None:
+        raise Crash("killed after the claim, before the write")
+
+    harness.documents.put_bytes = crash  # type: ignore[method-assign]
+    job = harness.service.start_sync(TENANT, harness.source_id)
+    with pytest.raises(Crash):
+        harness.runner.step(SyncStep(tenant_id=TENANT, source_id=harness.source_id, sync_id=job.id))
+    harness.documents.put_bytes = original_put  # type: ignore[method-assign]
+    step = SyncStep(tenant_id=TENANT, source_id=harness.source_id, sync_id=job.id)
+    while step.phase not in ("done", "failed"):
+        step = harness.runner.step(step)
+    done = harness.service.get_sync(TENANT, harness.source_id, job.id)
+    assert (done.statistics.added, done.statistics.modified) == (1, 0)

@@ -476,6 +476,7 @@ def build_sync_runner(env: SourceSyncEnv) -> SyncRunner:
         jobs=SyncJobsView(table),
         engine=_sync_engine(env, table, env.source_max_items_per_sync),
         connectors=lambda source: connector_for(source, policy, env.max_upload_bytes),
+        starter=WorkflowStarter(env.source_sync_state_machine_arn),
         budget_seconds=env.source_sync_step_seconds,
     )
 

@@ -5,7 +5,8 @@ and each source's item states, told apart by their partition's prefix.
   set and cleared by conditional writes (one sync at a time);
 - a sync job: ``pk = syncs#{source id}``, ``sk = {sync id}`` (ULID-based: newest last);
 - an item state: ``pk = items#{source id}``, ``sk`` = the item key's SHA-256 (keys run to 2 KB);
-- a bucket's watchers: ``pk = bucket#{name}``, ``sk = {tenant}#{source id}`` (its object events).
+- a bucket's watchers: ``pk = bucket#{name}``, ``sk = {tenant}#{source id}`` (its object events);
+- the running syncs: ``pk = running``, ``sk = {tenant}#{source id}``, the one-sync-per-source lock.
 Bodies are stored as JSON text, so nested configs keep their types (no Decimal round trip).
 """
 
@@ -25,6 +26,7 @@ from rag_ingest.core.tracing import traced
 from rag_ingest.sources.model import ItemState, Source, SyncJob
 
 BATCH_GET_LIMIT = 100  # DynamoDB's BatchGetItem takes at most 100 keys
+RUNNING = "running"
 
 
 def _item_sk(key: str) -> str:
@@ -76,14 +78,24 @@ class SourcesTable:
             self._table.delete_item(Key={"pk": f"tenant#{tenant_id}", "sk": source_id})
 
     def claim_sync(self, tenant_id: str, source_id: str, sync_id: str) -> bool:
+        """The lock is a ``running`` item, one per source (what the lost-sync check lists), then the
+        source's own ``running_sync`` (what its view shows); released in the reverse order."""
+        running = {"pk": RUNNING, "sk": f"{tenant_id}#{source_id}"}
         with translated("claim sync", expect={CONDITION_FAILED}) as refusal:
+            self._table.put_item(Item={**running, "sync_id": sync_id}, ConditionExpression="attribute_not_exists(pk)")
+        if refusal.refused:
+            return False
+        with translated("mark source syncing", expect={CONDITION_FAILED}) as missing:
             self._table.update_item(
                 Key={"pk": f"tenant#{tenant_id}", "sk": source_id},
                 UpdateExpression="SET running_sync = :sync",
-                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(running_sync)",
+                ConditionExpression="attribute_exists(pk)",
                 ExpressionAttributeValues={":sync": sync_id},
             )
-        return not refusal.refused
+        if missing.refused:  # the source is gone
+            self._release_running(tenant_id, source_id, sync_id)
+            return False
+        return True
 
     def release_sync(self, tenant_id: str, source_id: str, sync_id: str) -> None:
         with translated("release sync", expect={CONDITION_FAILED}):
@@ -93,6 +105,22 @@ class SourcesTable:
                 ConditionExpression="running_sync = :sync",
                 ExpressionAttributeValues={":sync": sync_id},
             )
+        self._release_running(tenant_id, source_id, sync_id)
+
+    def _release_running(self, tenant_id: str, source_id: str, sync_id: str) -> None:
+        with translated("release sync lock", expect={CONDITION_FAILED}):
+            self._table.delete_item(
+                Key={"pk": RUNNING, "sk": f"{tenant_id}#{source_id}"},
+                ConditionExpression="sync_id = :sync",
+                ExpressionAttributeValues={":sync": sync_id},
+            )
+
+    def running_syncs(self) -> builtins.list[tuple[str, str, str]]:
+        found = []
+        for item in self._query(RUNNING, forward=True):
+            tenant_id, source_id = str(item["sk"]).split("#", 1)
+            found.append((tenant_id, source_id, str(item["sync_id"])))
+        return found
 
     def watch(self, bucket: str, tenant_id: str, source_id: str) -> None:
         with translated("watch bucket"):

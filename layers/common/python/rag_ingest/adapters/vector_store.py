@@ -100,8 +100,8 @@ _PROVENANCE_MAPPING = {
 }
 
 
-#: Provenance fields a chunk has only in some formats (a PDF's chunks carry neither).
-OPTIONAL_CHUNK_FIELDS = frozenset({"anchor", "paragraph_index", "boxes"})
+#: Fields a chunk has only in some formats (a PDF's chunks carry neither), or only as a source's item.
+OPTIONAL_CHUNK_FIELDS = frozenset({"anchor", "paragraph_index", "boxes", "source_uri"})
 
 
 def chunk_provenance(chunk: Chunk) -> dict[str, Any]:

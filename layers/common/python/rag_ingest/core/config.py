@@ -217,6 +217,8 @@ class SourceSyncEnv(SourcesEnv):
     """The sync workflow's function: each step runs for at most this budget, then checkpoints."""
 
     source_sync_step_seconds: int = Field(default=600, ge=5, le=840)
+    # The sync workflow itself: a lost execution is started again (rag_ingest.sources.runner).
+    source_sync_state_machine_arn: str = Field(pattern=r"^arn:aws[a-z-]*:states:")
     source_max_items_per_sync: int = Field(default=1_000_000, ge=1)
     # The largest object an S3 source's item may be (the stack's upload limit).
     max_upload_bytes: int = Field(default=52_428_800, gt=0)

@@ -67,6 +67,10 @@ class SyncJob(BaseModel):
     error: str | None = None
     # Failed items that had no state to count them on (a new page that answered 500).
     failed_unknown: int = Field(default=0, exclude=True)
+    # When a step last saved it (a sync not saved for long lost its execution), and how often a
+    # lost execution was started again.
+    updated_at: str | None = None
+    restarts: int = 0
 
 
 class Source(BaseModel):

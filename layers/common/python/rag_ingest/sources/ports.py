@@ -38,6 +38,10 @@ class SourceStore(Protocol):
         """Clear the running sync (only if it is ``sync_id``) and record it as the last one."""
         ...
 
+    def running_syncs(self) -> builtins.list[tuple[str, str, str]]:
+        """``(tenant_id, source_id, sync_id)`` of every claimed sync, across tenants."""
+        ...
+
     def watch(self, bucket: str, tenant_id: str, source_id: str) -> None:
         """The bucket's object events concern this source (an S3 source over it)."""
         ...
@@ -102,6 +106,12 @@ class SourceDocuments(Protocol):
     def put_bytes(self, key: str, body: bytes, change_token: str) -> None: ...
 
     def bucket(self) -> str: ...
+
+
+class SyncStarter(Protocol):
+    """Starts the sync workflow: a named execution (a second start of one name is a no-op)."""
+
+    def start(self, name: str, payload: dict[str, Any]) -> tuple[str, bool]: ...
 
 
 class SyncSchedules(Protocol):

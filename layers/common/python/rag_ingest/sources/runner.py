@@ -8,19 +8,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from pydantic import BaseModel
 
+from rag_ingest.core.clock import utc_now
 from rag_ingest.core.ids import new_document_id
 from rag_ingest.core.logs import logger
 from rag_ingest.sources.connector import Connector, ItemUnavailableError
 from rag_ingest.sources.errors import SourceNotFoundError, SyncNotFoundError
 from rag_ingest.sources.model import SYNC_ID_PREFIX, Source, SyncJob
-from rag_ingest.sources.ports import SourceStore, SyncJobs
+from rag_ingest.sources.ports import SourceStore, SyncJobs, SyncStarter
 from rag_ingest.sources.sync import SyncEngine
 
 Phase = Literal["start", "listing", "finishing", "done", "failed"]
+#: A sync whose execution was lost this many times ends FAILED (SYNC_LOST) instead.
+MAX_RESTARTS = 5
 ConnectorFactory = Callable[[Source], Connector]
 
 
@@ -44,6 +48,7 @@ class SyncRunner:
         connectors: ConnectorFactory,
         budget_seconds: float,
         new_id: Callable[[], str] = new_document_id,
+        starter: SyncStarter | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._sources = sources
@@ -53,6 +58,7 @@ class SyncRunner:
         self._budget_seconds = budget_seconds
         self._clock = clock
         self._new_id = new_id
+        self._starter = starter
 
     def step(self, step: SyncStep) -> SyncStep:
         if step.phase == "start":
@@ -87,6 +93,36 @@ class SyncRunner:
         if job.status == "IN_PROGRESS":
             self._engine.fail(source, job, error)
         return step.model_copy(update={"phase": "failed"})
+
+    def resume_lost(self, stale_after_seconds: float) -> dict[str, str]:
+        """Syncs whose execution is gone (not saved for ``stale_after_seconds``; 0 after a restart
+        that lost every execution): started again from their checkpoint, under a new execution name,
+        up to ``MAX_RESTARTS`` times, then FAILED; a claim whose sync ended is released.
+        ``sync id -> what was done``."""
+        if self._starter is None:
+            raise RuntimeError("this runner cannot start executions")
+        done: dict[str, str] = {}
+        stale_before = (datetime.now(UTC) - timedelta(seconds=stale_after_seconds)).isoformat(timespec="milliseconds")
+        for tenant_id, source_id, sync_id in self._sources.running_syncs():
+            source = self._sources.get(tenant_id, source_id)
+            job = self._jobs.get(source_id, sync_id)
+            if source is None or job is None or job.status != "IN_PROGRESS":
+                self._sources.release_sync(tenant_id, source_id, sync_id)
+                done[sync_id] = "released"
+            elif (job.updated_at or job.started_at) > stale_before:
+                done[sync_id] = "alive"
+            elif job.restarts >= MAX_RESTARTS:
+                self._engine.fail(source, job, f"SYNC_LOST: its execution was lost {job.restarts + 1} times")
+                done[sync_id] = "failed"
+            else:
+                restarts = job.restarts + 1
+                self._jobs.put(job.model_copy(update={"restarts": restarts, "updated_at": utc_now()}))
+                phase = "finishing" if job.listing_complete else "listing"
+                payload = {"tenant_id": tenant_id, "source_id": source_id, "sync_id": sync_id, "phase": phase}
+                self._starter.start(f"{sync_id}-r{restarts}", payload)
+                logger.warning("lost sync restarted", extra={"source_id": source_id, "sync_id": sync_id})
+                done[sync_id] = "restarted"
+        return done
 
     def job(self, step: SyncStep) -> SyncJob | None:
         """The sync a step belongs to, as saved (None before a scheduled start opened one)."""

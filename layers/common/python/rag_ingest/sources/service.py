@@ -13,7 +13,7 @@ import binascii
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from rag_ingest.core.access import Principal
 from rag_ingest.core.clock import utc_now
@@ -47,7 +47,7 @@ from rag_ingest.sources.model import (
     SyncList,
     view_of,
 )
-from rag_ingest.sources.ports import ItemStates, SourceStore, SyncJobs, SyncSchedules
+from rag_ingest.sources.ports import ItemStates, SourceStore, SyncJobs, SyncSchedules, SyncStarter
 from rag_ingest.sources.sync import SyncEngine, content_token
 
 #: ``kind, config -> the config as stored`` (defaults filled); raises ValueError with the reason.
@@ -59,10 +59,6 @@ DEFAULT_MAX_SYNCS_PER_HOUR = 12
 #: A pushed item's bytes travel in the request: under the HTTP API's payload limit (docs/sources.md).
 MAX_ITEM_BYTES = 4 * 1024 * 1024
 PUSHED_SYNC = "push"
-
-
-class SyncStarter(Protocol):
-    def start(self, name: str, payload: dict[str, Any]) -> tuple[str, bool]: ...
 
 
 class SourceService:

@@ -108,7 +108,16 @@ class SyncEngine:
 
         while True:
             page = connector.list_page(cursor, known)
-            delta, failures = self._apply_items(source, job, connector, page.items)
+            delta, failures, whole = self._apply_items(source, job, connector, page.items, should_stop)
+            if not whole:
+                # The budget ended inside the page: its cursor is not saved, so the next step lists
+                # the page again and skips what this one settled.
+                stats = job.statistics.plus(delta)
+                job = job.model_copy(
+                    update={"statistics": stats, "failures": (job.failures + failures)[:MAX_FAILURES_KEPT]}
+                )
+                self._save(job)
+                return job
             delta = delta.plus(self._apply_gone(source, job, page.gone))
             unknown = self._apply_failures(source, job, page.failures)
             failures += [_failure(failure) for failure in page.failures]
@@ -124,23 +133,36 @@ class SyncEngine:
             if page.cursor is not None and job.statistics.scanned >= self._max_items:
                 # The cap ends the listing: truncated, so what it did not reach is not deleted.
                 job = job.model_copy(update={"listing_complete": True, "truncated": True, "error": _LIMIT})
-                self._jobs.put(job)
+                self._save(job)
                 return job
             if page.cursor is not None:
                 self._cursors.save(source.source_id, job.id, page.cursor)
-            self._jobs.put(job)
+            self._save(job)
             if page.cursor is None or should_stop():
                 return job
             cursor = page.cursor
 
+    def _save(self, job: SyncJob) -> None:
+        self._jobs.put(job.model_copy(update={"updated_at": utc_now()}))
+
     def _apply_items(
-        self, source: Source, job: SyncJob, connector: Connector, items: Iterable[SourceItem]
-    ) -> tuple[SyncStatistics, list[SyncFailure]]:
+        self,
+        source: Source,
+        job: SyncJob,
+        connector: Connector,
+        items: Iterable[SourceItem],
+        should_stop: Callable[[], bool],
+    ) -> tuple[SyncStatistics, list[SyncFailure], bool]:
+        """The page's items; False when the budget ended before the last one."""
         items = list(items)
         states = self._items.get_many(source.source_id, [item.key for item in items]) if items else {}
         counts: dict[str, int] = {}
         failures: list[SyncFailure] = []
+        whole = True
         for item in items:
+            if should_stop():
+                whole = False
+                break
             state = states.get(item.key)
             if state is not None and state.seen_in == job.id and state.outcome != "failed":
                 continue  # settled by this sync before a restart
@@ -148,7 +170,7 @@ class SyncEngine:
             counts[outcome] = counts.get(outcome, 0) + 1
             if failure is not None:
                 failures.append(failure)
-        return SyncStatistics(scanned=sum(counts.values()), **counts), failures
+        return SyncStatistics(scanned=sum(counts.values()), **counts), failures, whole
 
     def apply_item(
         self, source: Source, sync_id: str, item: SourceItem, state: ItemState | None, connector: Connector | None
@@ -158,15 +180,15 @@ class SyncEngine:
             self._items.put(_settled(state, item, sync_id, "unchanged"))
             return "unchanged", None
         document_id = state.document_id if state is not None and state.has_document else None
+        # Claimed before a crash but never settled: still the item's first version.
+        first = state is None or not state.has_document or state.change_token == ""
         if document_id is None:
             # The id is claimed before anything refers to it, so a restart reuses it.
             document_id = self._new_id()
             claimed = ItemState(source_id=source.source_id, key=item.key, uri=item.uri, document_id=document_id)
             self._items.put(claimed)
             state = claimed
-            outcome: ItemOutcome = "added"
-        else:
-            outcome = "modified"
+        outcome: ItemOutcome = "added" if first else "modified"
         try:
             self._write_document(source, document_id, item, connector)
         except (ItemUnavailableError, PermanentError, MetadataError) as exc:
@@ -251,6 +273,7 @@ class SyncEngine:
         """Deletions (only after a complete, untruncated listing), then the exact statistics and
         COMPLETE. False: the budget ended first; call again, it goes on where it stopped."""
         may_delete = job.listing_complete and not job.truncated
+        self._save(job)  # the deletions may take a while: the sync is alive
         counts: dict[str, int] = {}
         for state in self._items.scan(source.source_id):
             if state.seen_in != job.id:
