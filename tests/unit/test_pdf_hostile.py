@@ -57,14 +57,16 @@ def parse(data: bytes, budget: ParseBudget | None = None) -> ParsedDocument:
 
 
 def run_measured(work: Callable[[], object]) -> tuple[object, float, int]:
+    """The outcome, the CPU seconds it took and its peak memory. CPU time, not the wall clock: the
+    bound is on the work, which a busy host (the stack suites beside it) does not change."""
     tracemalloc.start()
-    started = time.monotonic()
+    started = time.process_time()
     try:
         try:
             outcome: object = work()
         except PermanentError as error:
             outcome = error
-        return outcome, time.monotonic() - started, tracemalloc.get_traced_memory()[1]
+        return outcome, time.process_time() - started, tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
 
@@ -87,7 +89,7 @@ def test_hostile_pdf_ends_ready_or_permanent_within_bounds(name: str) -> None:
     else:
         assert isinstance(outcome, PermanentError), outcome
         assert outcome.code is expected, outcome
-    assert elapsed < GENEROUS_SECONDS, f"{name}: {elapsed:.1f} s"
+    assert elapsed < GENEROUS_SECONDS, f"{name}: {elapsed:.1f} CPU s"
     assert peak < MAX_PEAK_BYTES, f"{name}: {peak / 1e6:.0f} MB"
 
 
@@ -199,7 +201,7 @@ def test_cleanup_and_chunking_are_linear_on_long_runs(name: str) -> None:
     elapsed = time.monotonic() - started
     assert chunks
     assert all(chunk.token_count <= 512 for chunk in chunks)
-    assert elapsed < GENEROUS_SECONDS, f"{name}: {elapsed:.1f} s"
+    assert elapsed < GENEROUS_SECONDS, f"{name}: {elapsed:.1f} CPU s"
 
 
 def test_the_hyphen_rule_still_joins_broken_words_after_the_fix() -> None:
