@@ -24,19 +24,6 @@ from local.runtime.harness import OfflineStackProcess, template_with_environment
 from local.runtime.settings import REPO_ROOT, stack_name_from_cdk_json
 from tests.support.tokens import TokenForge, new_key, write_key
 
-# Longest suites first: two workers each take whole files, so the stack suites start at once and the
-# quick unit files fill the gaps, rather than one worker finishing a long file alone at the end.
-SUITE_ORDER = ("reliability", "e2e", "browser", "integration", "infra", "unit")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    def rank(item: pytest.Item) -> int:
-        suite = item.path.relative_to(REPO_ROOT / "tests").parts[0]
-        return SUITE_ORDER.index(suite) if suite in SUITE_ORDER else len(SUITE_ORDER)
-
-    items.sort(key=rank)  # stable: each suite keeps its collection order
-
-
 # The session stack's page ranges and bulk-lane threshold (50 and 200 pages in cdk.json), small enough
 # that a generated 14-page PDF takes the bulk lane over three ranges in seconds. The samples the
 # suites upload have at most 5 pages: one range in the standard lane, as with the defaults.

@@ -1,9 +1,9 @@
 """Issue 43's crash guarantee for an S3 source (docs/sources.md): ``kill -9`` of the whole local
-stack in the middle of a 2,000-object sync, then a restart on the same state; the sync completes,
-each object is exactly one document, none is missing and none is deleted.
+stack in the middle of a sync of 1,200 objects (two listing pages), then a restart on the same
+state; the sync completes, each object is exactly one document, none missing, none deleted.
 
 A stack of its own, with the ingest queue's consumer disabled: the guarantee is the sync's, and
-2,000 documents through Parse and Embed would add an hour on this machine without changing it.
+the documents through Parse and Embed would add most of an hour here without changing it.
 The team's bucket is a resource of the test's template: the kept state refuses, at the restart,
 data for a bucket the template does not create (docs/local-stack.md, What a restart keeps).
 """
@@ -27,10 +27,12 @@ from tests.support.source_corpus import corpus, object_versions, put_objects, so
 
 pytestmark = pytest.mark.reliability
 
-OBJECTS = 2_000
+# The issue's figure is 2,000 objects (docs/benchmarks.md has that run); 1,200 cross the same page
+# boundary in the test suite's time.
+OBJECTS = 1_200
 # Past the first listing page's checkpoint (1,000 items a page) and inside the second page.
-KILL_AFTER_DOCUMENTS = 1_300
-# A whole 2,000-object sync takes 1-3 minutes here; twice that is plenty for what is left of it.
+KILL_AFTER_DOCUMENTS = 1_100
+# A whole sync of these takes a minute or two here; this is plenty for what is left of it.
 RESUME_DEADLINE_SECONDS = 300
 GONE = ("DELETING", "DELETED")
 
