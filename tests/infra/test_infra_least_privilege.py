@@ -1,20 +1,10 @@
 """DynamoDB least privilege, kept true against the code: infra/permissions.py == what the code calls == the grants.
 
-What the code calls is read from the source, not from a list someone keeps:
-
-- every adapter method's DynamoDB calls (``<...table>.get_item(...)``, ``.query(IndexName=...)``), plus
-  those of the methods it calls on ``self``;
-- for each function, the modules its handler imports (transitively, within ``rag_ingest``), and in
-  them the code it can run: the handler and its sibling modules (the API's routes/), the modules'
-  top-level statements, and every top-level function or class whose name that code uses (to a fixed
-  point). An adapter method counts as called when its class is named and its own name is used
-  (``self._deps.status.mark_ready`` uses ``mark_ready``). Over-approximate by name, never under: a
-  method nobody names cannot be reached.
-- Powertools' DynamoDB idempotency layer (intake) is read the same way, from the installed package.
-
-When a function starts calling something new (a GSI Query, a DeleteItem), the first test fails and
-names the function, the action and where it comes from; when a grant is left behind after the code
-stopped calling it, the same test fails the other way round.
+What the code calls is read from the source: every adapter method's DynamoDB calls (and those of the
+methods it calls on ``self``); for each function, the code its handler can reach by import and by
+name, over-approximated by name, never under; Powertools' idempotency layer from the installed
+package. A new call without its grant, or a grant no code calls, fails naming the function, the
+action and where it comes from.
 """
 
 from __future__ import annotations

@@ -484,11 +484,10 @@ def build_sync_runner(env: SourceSyncEnv) -> SyncRunner:
 def build_object_events(env: SourceSyncEnv) -> ObjectEventApplier:
     """S3 object events for the S3 sources over their buckets (rag_ingest.sources.object_events)."""
     table = SourcesTable(env.sources_table)
-    bucket = SourceBucket()
+    bucket = SourceBucket()  # one client for the container's life, not one per event
 
     def s3_connector(source: Source) -> S3Connector:
-        config = S3SourceConfig.model_validate(source.config)
-        return S3Connector(config, bucket, max_object_bytes=env.max_upload_bytes, copier=bucket)
+        return _s3_connector(source, env.max_upload_bytes, bucket)
 
     return ObjectEventApplier(
         sources=table,
@@ -498,12 +497,17 @@ def build_object_events(env: SourceSyncEnv) -> ObjectEventApplier:
     )
 
 
+def _s3_connector(source: Source, max_object_bytes: int, bucket: SourceBucket | None = None) -> S3Connector:
+    """An S3 source's connector: listings and server-side copies through one bucket adapter."""
+    bucket = bucket or SourceBucket()
+    config = S3SourceConfig.model_validate(source.config)
+    return S3Connector(config, bucket, max_object_bytes=max_object_bytes, copier=bucket)
+
+
 def connector_for(source: Source, policy: UrlPolicy, max_object_bytes: int) -> Connector:
     """The connector of a source's kind over its adapters (a custom source has none: it is pushed)."""
     if source.kind == "s3":
-        bucket = SourceBucket()
-        config = S3SourceConfig.model_validate(source.config)
-        return S3Connector(config, bucket, max_object_bytes=max_object_bytes, copier=bucket)
+        return _s3_connector(source, max_object_bytes)
     if source.kind == "web":
         return WebConnector.from_config(source.config, PolicyCheckedFetcher(policy))
     raise ValueError(f"a {source.kind} source is not listed: its items are pushed")
