@@ -20,7 +20,7 @@ from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.parsed import PageText, ParsedDocument
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.ingest.chunking import chunk_pages
-from rag_ingest.parsing.pdf.budget import ParseBudget
+from rag_ingest.parsing.pdf.budget import BudgetExceeded, ParseBudget, within_budget
 from rag_ingest.parsing.pdf.cleanup import clean_pages
 from rag_ingest.parsing.pdf.extract import parse_pdf
 
@@ -152,6 +152,31 @@ def test_outside_the_main_thread_the_budget_is_checked_after_the_page() -> None:
     thread.start()
     thread.join(GENEROUS_SECONDS)
     assert isinstance(outcome[0], PermanentError) and outcome[0].code is ErrorCode.PDF_TOO_COMPLEX
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_an_interrupt_swallowed_by_a_finalizer_is_raised_again() -> None:
+    """Python swallows an exception raised inside a ``__del__`` or a weakref callback: an alarm
+    that lands there must come again, or the page runs to its end (seen: 55 s, not 2)."""
+
+    class SlowFinalizer:
+        def __del__(self) -> None:
+            time.sleep(0.3)  # the alarm fires in here, and its exception is lost
+
+    finished: list[bool] = []
+
+    def work() -> None:
+        SlowFinalizer()  # dropped at once: its __del__ runs past the budget
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            pass
+        finished.append(True)
+
+    started = time.monotonic()
+    with pytest.raises(BudgetExceeded):
+        within_budget(0.1, work)
+    assert not finished, "the page ran to its end: the swallowed interrupt never came again"
+    assert time.monotonic() - started < 2
 
 
 def test_the_interval_timer_restores_what_was_there() -> None:

@@ -12,14 +12,15 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
+from types import FrameType
 from typing import TypeVar
 
 from pypdf.errors import LimitReachedError
 
 _T = TypeVar("_T")
+_REPEAT_SECONDS = 0.05  # how often an over-budget page is interrupted again until it stops
 
 
 @dataclass(frozen=True)
@@ -50,26 +51,27 @@ class BudgetExceeded(Exception):
     """A page went over one of its budgets (time, content bytes, characters)."""
 
 
-@contextmanager
-def _interrupt_after(seconds: float) -> Iterator[None]:
-    """Raise ``_PageOverBudget`` in this thread after ``seconds``, if it is the main thread (only
-    there can a signal interrupt it); elsewhere do nothing (the caller checks the clock after).
+def _interrupted_after(seconds: float, work: Callable[[], _T]) -> _T:
+    """``work()``, interrupted by ``_PageOverBudget`` after ``seconds`` if this is the main thread
+    (only there can a signal interrupt it); elsewhere uninterrupted (the caller checks the clock).
 
     The previous SIGALRM handler and timer (e.g. pytest-timeout's) are restored, the latter
     less the time spent here.
     """
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
-        yield
-        return
+        return work()
 
-    def on_alarm(signum: int, frame: object) -> None:
+    def on_alarm(signum: int, frame: FrameType | None) -> None:
+        if frame is not None and frame.f_code.co_filename == __file__:
+            return  # this module is starting or ending the work; the alarm repeats if need be
         raise _PageOverBudget
 
     previous_handler = signal.signal(signal.SIGALRM, on_alarm)
-    previous_delay, previous_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    # The alarm repeats: raised inside a weakref callback or a __del__, the exception is swallowed.
+    previous_delay, previous_interval = signal.setitimer(signal.ITIMER_REAL, seconds, _REPEAT_SECONDS)
     started = time.monotonic()
     try:
-        yield
+        return work()
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous_handler)
@@ -82,8 +84,7 @@ def within_budget(seconds: float, work: Callable[[], _T]) -> _T:
     """``work()``, or ``BudgetExceeded`` when it takes longer than ``seconds`` (or hits pypdf's limits)."""
     started = time.monotonic()
     try:
-        with _interrupt_after(seconds):
-            result = work()
+        result = _interrupted_after(seconds, work)
     except _PageOverBudget:
         raise BudgetExceeded(f"took more than {seconds:g} s") from None
     except LimitReachedError as error:
