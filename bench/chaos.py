@@ -65,6 +65,8 @@ POLL_SECONDS = 0.2
 STALL_SECONDS = 240.0
 # The worker processes the "worker" fault may kill, in the order it looks for a busy one.
 KILLABLE_STAGES = ("EMBED", "PARSE", "CHUNK", "INDEX")
+KILL_ATTEMPTS = 5  # kills of a busy worker before the "worker" fault gives up on being felt
+FELT_SECONDS = 5.0  # how long a killed invocation may take to end in the stack log
 
 
 # -- the burst ---------------------------------------------------------------------------------------
@@ -290,10 +292,34 @@ def busy_stage_worker(run: Run, stages: Sequence[str] = KILLABLE_STAGES) -> bool
 
 
 def kill_stage_worker(run: Run) -> None:
+    """SIGKILL the busy worker until a kill is felt (an invocation ends in Runtime.ExitError): a
+    warm worker seen busy may finish its invocation before the signal lands, and then the next busy
+    one of the same stage is the target."""
     if run.target_pid is None:
         raise RuntimeError("no busy stage worker was found")
     run.log_offset = run.process.log_path.stat().st_size
-    sigkill(run.target_pid)
+    stage = next(name for name, function in STAGE_FUNCTIONS.items() if function == run.target_function)
+    for _ in range(KILL_ATTEMPTS):
+        sigkill(run.target_pid)
+        if poll(lambda: killed_mid_invocation(run), timeout=FELT_SECONDS):
+            return
+        if not poll(lambda: busy_stage_worker(run, [stage]), timeout=STALL_SECONDS, interval=0.01):
+            return
+
+
+def killed_mid_invocation(run: Run) -> bool:
+    ended = function_invocations_ended(run.process.log_path, run.log_offset, run.target_function)
+    return "error Runtime.ExitError" in ended
+
+
+def poll(check: Callable[[], bool], timeout: float, interval: float = POLL_SECONDS) -> bool:
+    """Whether ``check`` holds within ``timeout`` seconds, asked every ``interval``."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(interval)
+    return True
 
 
 def function_invocations_ended(log_path: Path, offset: int, construct_id: str) -> list[str]:
@@ -380,13 +406,10 @@ def invocation_errors(log_path: Path, offset: int) -> dict[str, int]:
 
 def wait_for(what: str, check: Callable[[], bool], timeout: float) -> bool:
     """Poll ``check`` every POLL_SECONDS; False (and a note) after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            print(f"  gave up waiting for {what} after {timeout:.0f} s", flush=True)
-            return False
-        time.sleep(POLL_SECONDS)
-    return True
+    if poll(check, timeout):
+        return True
+    print(f"  gave up waiting for {what} after {timeout:.0f} s", flush=True)
+    return False
 
 
 # -- one fault, end to end ---------------------------------------------------------------------------
