@@ -533,6 +533,10 @@ class SourcesConfig(_Model):
     max_items_per_sync: int = Field(default=1_000_000, ge=1, le=100_000_000)
     # Syncs a source may start in an hour, on request or by its schedule (429 past it).
     max_syncs_per_hour: int = Field(default=12, ge=1, le=3600)
+    # The sync workflow's Distributed Map over listed S3 objects: items per child workflow, and
+    # children at once (docs/decisions/sync-at-scale.md).
+    fan_out_batch_items: int = Field(default=100, ge=1, le=1000)
+    fan_out_concurrency: int = Field(default=20, ge=1, le=1000)
 
     @field_validator("readable_buckets")
     @classmethod

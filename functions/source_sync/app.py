@@ -1,5 +1,6 @@
 """Source sync: the steps of the sync workflow. A step takes a sync's listing, then its deletions, as
-far as one invocation's budget allows and returns the phase that comes next; an event with the
+far as one invocation's budget allows and returns the phase that comes next; a batch of staged
+items (a child of the workflow's Distributed Map) is applied; an event with the
 workflow catch's ``error`` ends the sync FAILED without deleting anything; an S3 object event from
 EventBridge updates the S3 sources over its bucket at once; ``resume_lost_syncs`` starts again the
 syncs whose execution is gone (docs/sources.md)."""
@@ -15,6 +16,7 @@ from rag_ingest.core.config import SourceSyncEnv
 from rag_ingest.core.errors import parse_failure
 from rag_ingest.core.logs import logger
 from rag_ingest.core.tracing import tracer
+from rag_ingest.sources.fan_out import ItemBatch
 from rag_ingest.sources.object_events import parse_object_event
 from rag_ingest.sources.runner import SyncStep
 from rag_ingest.wiring import build_object_events, build_sync_runner
@@ -33,6 +35,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         return {"outcomes": object_events.apply(object_event)}
     if "resume_lost_syncs" in event:  # the schedule, or the local stack after a restart
         return {"syncs": runner.resume_lost(float(event["resume_lost_syncs"]["stale_after_seconds"]))}
+    if "items" in event:  # a child of the workflow's Distributed Map
+        return runner.apply_batch(ItemBatch.model_validate(event)).model_dump(mode="json")
     return _fail(event) if "error" in event else _step(event)
 
 

@@ -2,12 +2,12 @@
 workflow that runs it step by step until the listing and the deletions are done.
 
     POST /sources/{id}/sync -> StartExecution(name = sync id)
-      -> Step (SourceSync: list, write documents, checkpoint; returns the next phase) -> loop
-      -> done; a step that fails past its retries -> Fail (the sync FAILED, nothing deleted)
+      -> Step (list and checkpoint; S3 objects staged to a file, web pages written) -> NextPhase
+      -> "applying": FanOut (Distributed Map over the file, a child per batch) -> Step -> ...
+      -> done; a step or map that fails past its retries -> Fail (the sync FAILED, nothing deleted)
 
-Each step stays under the function's timeout (``sources.stepSeconds``) and resumes at its checkpoint,
-so a sync of any length is a loop of short invocations. Why not a Distributed Map yet:
-docs/decisions/sync-at-scale.md.
+Each step stays under the function's timeout (``sources.stepSeconds``) and resumes at its
+checkpoint. Why a file of batches: docs/decisions/sync-at-scale.md.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
-from rag_ingest.core.s3_keys import ARTIFACTS_PREFIX, RAW_PREFIX
+from rag_ingest.core.s3_keys import ARTIFACTS_PREFIX, RAW_PREFIX, SOURCES_PREFIX
 
 from infra.config import RagIngestConfig
 from infra.constructs.function import FunctionFactory, new_log_group
@@ -34,8 +34,6 @@ from infra.nag import acknowledge, arn_ref, pseudo_spelling
 from infra.naming import unique_name
 from infra.permissions import SOURCES_TABLE
 
-#: Where the sync cursors live in the stack's bucket (rag_ingest.adapters.source_documents).
-SOURCES_PREFIX = "sources/"
 LOST_SYNC_CHECK_MINUTES = 10
 
 
@@ -87,6 +85,7 @@ class Sources(Construct):
                 "SOURCE_SYNC_STATE_MACHINE_ARN": self.state_machine_arn,
                 "SOURCE_MAX_ITEMS_PER_SYNC": str(settings.max_items_per_sync),
                 "MAX_UPLOAD_BYTES": str(config.upload.max_upload_bytes),
+                "SOURCE_FAN_OUT_BATCH_ITEMS": str(settings.fan_out_batch_items),
             },
             description="rag-ingest sources: one step of a sync (list, write documents, checkpoint; then deletions)",
         )
@@ -101,7 +100,7 @@ class Sources(Construct):
                 resources=[storage.bucket.arn_for_objects(f"{SOURCES_PREFIX}*")],
             )
         )
-        self.state_machine = self._state_machine(config)
+        self.state_machine = self._state_machine(config, storage)
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="RestartLostSyncs", actions=["states:StartExecution"], resources=[self.state_machine_arn]
@@ -271,18 +270,19 @@ class Sources(Construct):
             *([f"Resource::arn:{partition}:s3:::*"] if "*" in buckets else []),
         )
 
-    def _state_machine(self, config: RagIngestConfig) -> sfn.StateMachine:
+    def _invoke(self, construct_id: str, config: RagIngestConfig) -> tasks.LambdaInvoke:
+        """The sync function as a task, retried as the pipeline's stages are."""
         retry = config.workflow.retry
-        step = tasks.LambdaInvoke(
+        task = tasks.LambdaInvoke(
             self,
-            "Step",
+            construct_id,
             lambda_function=self.function,
             payload_response_only=True,
             retry_on_service_exceptions=False,
             result_path="$",
         )
-        step.add_retry(errors=["PermanentError"], max_attempts=0)
-        step.add_retry(
+        task.add_retry(errors=["PermanentError"], max_attempts=0)
+        task.add_retry(
             errors=TRANSIENT_ERRORS,
             interval=Duration.seconds(retry.interval_seconds),
             backoff_rate=retry.backoff_rate,
@@ -290,7 +290,11 @@ class Sources(Construct):
             max_delay=Duration.seconds(retry.max_delay_seconds),
             jitter_strategy=sfn.JitterType.FULL,
         )
-        step.add_retry(errors=["States.ALL"], interval=Duration.seconds(2), max_attempts=2)
+        task.add_retry(errors=["States.ALL"], interval=Duration.seconds(2), max_attempts=2)
+        return task
+
+    def _state_machine(self, config: RagIngestConfig, storage: Storage) -> sfn.StateMachine:
+        step = self._invoke("Step", config)
         fail = tasks.LambdaInvoke(
             self,
             "MarkSyncFailed",
@@ -302,8 +306,25 @@ class Sources(Construct):
         fail.add_retry(errors=TRANSIENT_ERRORS, interval=Duration.seconds(2), max_attempts=5)
         fail.next(sfn.Fail(self, "SyncFailed", cause="a sync step failed past its retries"))
         step.add_catch(fail, errors=["States.ALL"], result_path="$.error")
+        # Listed S3 objects staged by a step: each batch of the file is a child workflow applying it.
+        fan_out = sfn.DistributedMap(
+            self,
+            "FanOut",
+            # By path, not by bucket: CDK would grant every object of the bucket; staged files only, below.
+            item_reader=sfn.S3JsonItemReader(
+                bucket_name_path=sfn.JsonPath.string_at("$.staged.bucket"), key=sfn.JsonPath.string_at("$.staged.key")
+            ),
+            max_concurrency=config.sources.fan_out_concurrency,
+            map_execution_type=sfn.StateMachineType.STANDARD,
+            result_path="$.applied",
+            label="ApplyStagedItems",
+        )
+        fan_out.item_processor(self._invoke("ApplyBatch", config))
+        fan_out.add_catch(fail, errors=["States.ALL"], result_path="$.error")
+        fan_out.next(step)
         next_phase = sfn.Choice(self, "NextPhase")
         next_phase.when(sfn.Condition.string_equals("$.phase", "listing"), step)
+        next_phase.when(sfn.Condition.string_equals("$.phase", "applying"), fan_out)
         next_phase.when(sfn.Condition.string_equals("$.phase", "finishing"), step)
         # A sync that ended FAILED by its own account (an unreadable bucket) is the user's to fix: no alarm.
         next_phase.otherwise(sfn.Succeed(self, "SyncEnded"))
@@ -323,15 +344,31 @@ class Sources(Construct):
             timeout=Duration.hours(config.sources.timeout_hours),
             tracing_enabled=True,
             logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
-            comment="rag-ingest: one source sync: Step (list, write, checkpoint) until the listing and deletions end",
+            comment="rag-ingest: one source sync: Step (list, stage, checkpoint) and FanOut until the listing ends",
         )
+        state_machine.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="ReadStagedItems",
+                actions=["s3:GetObject"],
+                resources=[storage.bucket.arn_for_objects(f"{SOURCES_PREFIX}*")],
+            )
+        )
+        # How cdk-nag spells the map's grants on this state machine's own executions.
+        spelling, logical_id = pseudo_spelling(self), arn_ref(state_machine)[1:-5]
+        name = f'{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{logical_id}"}}]}}]}}'
+        executions = f"arn:{spelling.partition}:states:{spelling.region}:{spelling.account}:execution:{name}"
         acknowledge(
-            state_machine.role,
+            state_machine,
             "AwsSolutions-IAM5",
             "CDK's Lambda invoke grant covers the function's versions/aliases (<arn>:*); log delivery and X-Ray "
-            "actions support no resource-level permissions, so AWS requires '*'.",
+            "actions support no resource-level permissions, so AWS requires '*'. The Distributed Map starts, "
+            "reads and stops its own child executions (this state machine's executions and map runs only) and "
+            "reads the staged files under sources/ of the stack's bucket.",
             "Resource::*",
             f"Resource::{arn_ref(self.function)}:*",
+            f"Resource::{arn_ref(storage.bucket)}/{SOURCES_PREFIX}*",
+            f"Resource::{executions}:*",
+            f"Resource::{executions}/ApplyStagedItems:*",
         )
         return state_machine
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from aws_cdk import CfnOutput, Duration
@@ -9,7 +10,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
-from rag_ingest.core.s3_keys import ARTIFACTS_PREFIX, RAW_PREFIX
+from rag_ingest.core.s3_keys import ARTIFACTS_PREFIX, RAW_PREFIX, SOURCES_PREFIX
 
 from infra.config import RagIngestConfig
 from infra.constructs.function import removal_policy
@@ -69,6 +70,13 @@ class Storage(Construct):
                     id="expire-noncurrent-artifacts",
                     prefix=ARTIFACTS_PREFIX,
                     noncurrent_version_expiration=Duration.days(config.storage.artifacts_noncurrent_expiration_days),
+                ),
+                # A sync's cursor and staged files are read only while it runs (sources.timeoutHours).
+                s3.LifecycleRule(
+                    id="expire-sync-work-files",
+                    prefix=SOURCES_PREFIX,
+                    expiration=Duration.days(math.ceil(config.sources.timeout_hours / 24) + 7),
+                    noncurrent_version_expiration=Duration.days(1),
                 ),
                 s3.LifecycleRule(
                     id="abort-incomplete-multipart-uploads",

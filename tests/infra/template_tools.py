@@ -54,9 +54,10 @@ class SynthResult:
         return self.resources[self.logical_id(construct_path)]
 
     def role_statements(self, function_path: str) -> list[dict[str, Any]]:
-        """Every statement of every identity policy attached to the function's role."""
-        function = self.resource(function_path)
-        role_id = function["Properties"]["Role"]["Fn::GetAtt"][0]
+        """Every statement of every identity policy attached to the role of a function (or of a
+        state machine: its ``RoleArn``)."""
+        properties = self.resource(function_path)["Properties"]
+        role_id = (properties.get("Role") or properties["RoleArn"])["Fn::GetAtt"][0]
         statements: list[dict[str, Any]] = []
         for policy in self.of_type("AWS::IAM::Policy").values():
             if {"Ref": role_id} in policy["Properties"]["Roles"]:

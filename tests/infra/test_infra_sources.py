@@ -43,9 +43,24 @@ def test_the_sync_workflow_loops_on_the_phase_and_catches_into_mark_failed(synth
     assert any("TransientError" in retry["ErrorEquals"] for retry in step["Retry"])
     assert step["Catch"][0]["Next"] == "MarkSyncFailed"
     choices = {choice["StringEquals"]: choice["Next"] for choice in definition["States"]["NextPhase"]["Choices"]}
-    assert choices == {"listing": "Step", "finishing": "Step"}
+    assert choices == {"listing": "Step", "applying": "FanOut", "finishing": "Step"}
     assert definition["States"]["NextPhase"]["Default"] == "SyncEnded"
     assert definition["States"]["MarkSyncFailed"]["Next"] == "SyncFailed"
+
+
+def test_staged_items_fan_out_to_a_distributed_map_that_reads_only_staged_files(synth: SynthResult) -> None:
+    fan_out = synth.state_machine_definition("Sources/SyncStateMachine")["States"]["FanOut"]
+    assert fan_out["ItemProcessor"]["ProcessorConfig"] == {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
+    assert fan_out["ItemReader"]["ReaderConfig"] == {"InputType": "JSON"}
+    assert fan_out["ItemReader"]["Parameters"] == {"Bucket.$": "$.staged.bucket", "Key.$": "$.staged.key"}
+    assert fan_out["MaxConcurrency"] == 20 and fan_out["ResultPath"] == "$.applied"
+    assert (fan_out["Next"], fan_out["Catch"][0]["Next"]) == ("Step", "MarkSyncFailed")
+    apply = fan_out["ItemProcessor"]["States"]["ApplyBatch"]
+    assert apply["End"] is True and any("TransientError" in retry["ErrorEquals"] for retry in apply["Retry"])
+    reads = _actions(synth, "Sources/SyncStateMachine").get("s3:GetObject", set())
+    assert reads and all(resource.endswith("/sources/*") for resource in reads), reads
+    environment = synth.resource("Sources/SourceSyncFunction")["Properties"]["Environment"]["Variables"]
+    assert environment["SOURCE_FAN_OUT_BATCH_ITEMS"] == "100"
 
 
 def test_no_bucket_is_readable_by_default(synth: SynthResult) -> None:

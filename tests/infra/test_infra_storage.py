@@ -73,6 +73,10 @@ def test_documents_bucket_lifecycle(synth: SynthResult) -> None:
         synth.config.storage.artifacts_noncurrent_expiration_days
     )
     assert rules["abort-incomplete-multipart-uploads"]["AbortIncompleteMultipartUpload"]["DaysAfterInitiation"] == 1
+    # Sync work files outlive the longest sync (24 h by default) by a week, then go.
+    work_files = rules["expire-sync-work-files"]
+    assert (work_files["Prefix"], work_files["ExpirationInDays"]) == ("sources/", 8)
+    assert work_files["NoncurrentVersionExpiration"]["NoncurrentDays"] == 1
 
 
 def test_raw_uploads_notify_the_ingest_queue(synth: SynthResult) -> None:

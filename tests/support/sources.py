@@ -1,9 +1,11 @@
-"""The sources' ports in memory (rag_ingest.sources.ports), and a connector over a dict of items,
-for the unit tests of the sync engine and the sources service."""
+"""The sources' ports in memory (rag_ingest.sources.ports), connectors over a dict of items, and a
+harness that syncs a source over them step by step, for the unit tests of the sync engine, its
+workflow's steps and the sources service."""
 
 from __future__ import annotations
 
 import builtins
+import itertools
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -13,8 +15,116 @@ from rag_ingest.core.access import DocumentAccess
 from rag_ingest.core.errors import StaleWriteError
 from rag_ingest.documents.errors import DocumentNotFoundError
 from rag_ingest.sources.connector import ItemFailure, ItemUnavailableError, KnownLookup, ListingPage, SourceItem
-from rag_ingest.sources.model import ItemState, Source, SyncJob
-from rag_ingest.sources.sync import content_token
+from rag_ingest.sources.fan_out import ItemBatch
+from rag_ingest.sources.model import ItemState, Source, SourceRequest, StagedPage, SyncJob
+from rag_ingest.sources.runner import SyncRunner, SyncStep
+from rag_ingest.sources.service import SourceService
+from rag_ingest.sources.sync import SyncEngine, content_token
+
+TENANT = "acme"
+
+
+class Crash(Exception):
+    pass
+
+
+class SyncHarness:
+    """A tenant's source over in-memory ports, synced step by step as the workflow runs it. With
+    ``fan_out``, a connector that copies server-side stages its items and the harness plays the
+    workflow's Distributed Map: every batch of a staged file through ``apply_batch``."""
+
+    def __init__(
+        self,
+        connector: DictConnector,
+        kind: str = "s3",
+        max_items: int = 1_000_000,
+        *,
+        fan_out: bool = False,
+        batch_items: int = 2,
+        staged_items: int = 4,
+    ) -> None:
+        self.sources, self.jobs, self.cursors = MemorySources(), MemoryJobs(), MemoryCursors()
+        self.items, self.documents = MemoryItems(), MemoryDocuments()
+        self.staged = MemoryStagedPages()
+        counter = itertools.count(1)
+        self.engine = SyncEngine(
+            sources=self.sources,
+            jobs=self.jobs,
+            cursors=self.cursors,
+            items=self.items,
+            documents=self.documents,
+            remover=self.documents,
+            raw_prefix="raw/",
+            max_items=max_items,
+            new_id=lambda: f"01J{next(counter):023d}",
+            staged_pages=self.staged,
+            batch_items=batch_items,
+            staged_items=staged_items,
+        )
+        self.connector = connector
+        ids = itertools.count(1)
+        self.schedules = MemorySchedules()
+        self.service = SourceService(
+            schedules=self.schedules,
+            sources=self.sources,
+            jobs=self.jobs,
+            items=self.items,
+            engine=self.engine,
+            starter=self,
+            validate_config=lambda kind, config: config,
+            max_syncs_per_hour=3,
+            new_id=lambda: f"{next(ids):026d}",
+        )
+        self.started: list[dict[str, Any]] = []
+        view = self.service.create(
+            TENANT,
+            SourceRequest(kind=kind, name="docs", metadata={"team": "hr"}),  # type: ignore[arg-type]
+        )
+        self.source_id = view.id
+        self.runner = SyncRunner(
+            sources=self.sources,
+            jobs=self.jobs,
+            engine=self.engine,
+            connectors=lambda source: self.connector,
+            budget_seconds=60,
+            new_id=lambda: f"{next(ids):026d}",
+            fan_out=fan_out,
+        )
+
+    def start(self, name: str, payload: dict[str, Any]) -> tuple[str, bool]:
+        self.started.append(payload)
+        return f"arn:{name}", True
+
+    def sync(self, max_steps: int = 100) -> SyncJob:
+        job = self.service.start_sync(TENANT, self.source_id)
+        step = SyncStep(tenant_id=TENANT, source_id=self.source_id, sync_id=job.id)
+        self.run(step, max_steps)
+        return self.service.get_sync(TENANT, self.source_id, job.id)
+
+    def run(self, step: SyncStep, max_steps: int = 100) -> SyncStep:
+        """Steps until the sync ends, each staged file's batches applied as the Map would."""
+        for _ in range(max_steps):
+            if step.phase == "applying" and step.staged is not None and step.applied is None:
+                step = step.model_copy(update={"applied": self.apply(step.staged)})
+            step = self.runner.step(step)
+            if step.phase in ("done", "failed"):
+                break
+        return step
+
+    def apply(self, staged: StagedPage) -> list[dict[str, Any]]:
+        """The Map over one staged file: each batch is a child's input, its output gathered."""
+        batches = self.staged.files[staged.key]
+        return [self.runner.apply_batch(ItemBatch.model_validate(batch)).model_dump(mode="json") for batch in batches]
+
+    @property
+    def source(self) -> Source:
+        source = self.sources.get(TENANT, self.source_id)
+        assert source is not None
+        return source
+
+
+def corpus(count: int) -> dict[str, bytes]:
+    return {f"doc-{n:03d}.pdf": f"content {n}".encode() for n in range(count)}
 
 
 class MemorySources:
@@ -217,3 +327,32 @@ class DictConnector:
 
     def _item(self, key: str) -> SourceItem:
         return SourceItem(key=key, change_token=content_token(self.items[key]), uri=f"test://{key}", filename=key)
+
+
+class MemoryStagedPages:
+    """Staged files as the workflow's Map reads them: JSON, by key."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, list[dict[str, Any]]] = {}
+
+    def write(self, source_id: str, sync_id: str, number: int, batches: list[dict[str, Any]]) -> StagedPage:
+        key = f"sources/{source_id}/{sync_id}/staged/{number:06d}.json"
+        self.files[key] = json.loads(json.dumps(batches))
+        return StagedPage(bucket="stack-bucket", key=key)
+
+
+class CopyingDictConnector(DictConnector):
+    """A ``DictConnector`` whose items the engine copies server-side into ``documents``, as the S3
+    connector's are (so a sync over it fans out to the workflow's Map)."""
+
+    def __init__(self, items: Mapping[str, bytes], documents: MemoryDocuments, page_size: int = 3) -> None:
+        super().__init__(items, page_size)
+        self.documents = documents
+        self.copies: list[str] = []
+
+    def copy_into(self, item: SourceItem, bucket: str, key: str, metadata: Mapping[str, str]) -> str:
+        self.copies.append(item.key)
+        if item.key in self.fail_keys:
+            raise ItemUnavailableError("ITEM_UNREADABLE", f"{item.key} answered 500")
+        self.documents.put_bytes(key, self.items[item.key], item.change_token)
+        return f"v{len(self.copies)}"

@@ -2,103 +2,19 @@
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import pytest
 from rag_ingest.core.access import DocumentAccess
 from rag_ingest.sources.connector import ItemFailure
-from rag_ingest.sources.model import ItemRequest, Source, SourcePatch, SourceRequest, SyncJob
-from rag_ingest.sources.runner import SyncRunner, SyncStep
-from rag_ingest.sources.service import SourceService
-from rag_ingest.sources.sync import SyncEngine, safe_filename
+from rag_ingest.sources.model import ItemRequest, SourcePatch, SourceRequest
+from rag_ingest.sources.runner import SyncStep
+from rag_ingest.sources.sync import safe_filename
 
-from tests.support.sources import (
-    DictConnector,
-    MemoryCursors,
-    MemoryDocuments,
-    MemoryItems,
-    MemoryJobs,
-    MemorySchedules,
-    MemorySources,
-)
+from tests.support.sources import TENANT, Crash, DictConnector, corpus
+from tests.support.sources import SyncHarness as Harness
 
 pytestmark = pytest.mark.unit
-
-TENANT = "acme"
-
-
-class Crash(Exception):
-    pass
-
-
-class Harness:
-    def __init__(self, connector: DictConnector, kind: str = "s3", max_items: int = 1_000_000) -> None:
-        self.sources, self.jobs, self.cursors = MemorySources(), MemoryJobs(), MemoryCursors()
-        self.items, self.documents = MemoryItems(), MemoryDocuments()
-        counter = itertools.count(1)
-        self.engine = SyncEngine(
-            sources=self.sources,
-            jobs=self.jobs,
-            cursors=self.cursors,
-            items=self.items,
-            documents=self.documents,
-            remover=self.documents,
-            raw_prefix="raw/",
-            max_items=max_items,
-            new_id=lambda: f"01J{next(counter):023d}",
-        )
-        self.connector = connector
-        ids = itertools.count(1)
-        self.schedules = MemorySchedules()
-        self.service = SourceService(
-            schedules=self.schedules,
-            sources=self.sources,
-            jobs=self.jobs,
-            items=self.items,
-            engine=self.engine,
-            starter=self,
-            validate_config=lambda kind, config: config,
-            max_syncs_per_hour=3,
-            new_id=lambda: f"{next(ids):026d}",
-        )
-        self.started: list[dict[str, Any]] = []
-        view = self.service.create(
-            TENANT,
-            SourceRequest(kind=kind, name="docs", metadata={"team": "hr"}),  # type: ignore[arg-type]
-        )
-        self.source_id = view.id
-        self.runner = SyncRunner(
-            sources=self.sources,
-            jobs=self.jobs,
-            engine=self.engine,
-            connectors=lambda source: self.connector,
-            budget_seconds=60,
-            new_id=lambda: f"{next(ids):026d}",
-        )
-
-    def start(self, name: str, payload: dict[str, Any]) -> tuple[str, bool]:
-        self.started.append(payload)
-        return f"arn:{name}", True
-
-    def sync(self, max_steps: int = 100) -> SyncJob:
-        job = self.service.start_sync(TENANT, self.source_id)
-        step = SyncStep(tenant_id=TENANT, source_id=self.source_id, sync_id=job.id)
-        for _ in range(max_steps):
-            step = self.runner.step(step)
-            if step.phase in ("done", "failed"):
-                break
-        return self.service.get_sync(TENANT, self.source_id, job.id)
-
-    @property
-    def source(self) -> Source:
-        source = self.sources.get(TENANT, self.source_id)
-        assert source is not None
-        return source
-
-
-def corpus(count: int) -> dict[str, bytes]:
-    return {f"doc-{n:03d}.pdf": f"content {n}".encode() for n in range(count)}
 
 
 def test_first_sync_adds_every_item_with_its_origin_and_the_source_defaults() -> None:
@@ -439,7 +355,7 @@ def test_an_item_claimed_before_a_crash_counts_as_added_when_settled() -> None:
     harness = Harness(DictConnector(corpus(1)))
     original_put = harness.documents.put_bytes
 
-    def crash(key: str, body: bytes, token: str) -> None:
+    def crash(key: str, body: bytes, change_token: str) -> None:
         raise Crash("killed after the claim, before the write")
 
     harness.documents.put_bytes = crash  # type: ignore[method-assign]

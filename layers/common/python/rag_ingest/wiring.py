@@ -26,7 +26,7 @@ from rag_ingest.adapters.presigner import S3Presigner
 from rag_ingest.adapters.queues import Queues
 from rag_ingest.adapters.reranker import BedrockReranker
 from rag_ingest.adapters.source_bucket import SourceBucket
-from rag_ingest.adapters.source_documents import SourceDocumentStore, SyncCursorObjects
+from rag_ingest.adapters.source_documents import SourceDocumentStore, StagedPageObjects, SyncCursorObjects
 from rag_ingest.adapters.sources_table import ItemStatesView, SourcesTable, SyncJobsView
 from rag_ingest.adapters.sync_schedules import SyncScheduler
 from rag_ingest.adapters.textract import TextractEngine
@@ -83,7 +83,7 @@ from rag_ingest.sources.object_events import ObjectEventApplier
 from rag_ingest.sources.runner import SyncRunner
 from rag_ingest.sources.s3 import S3Connector, S3SourceConfig
 from rag_ingest.sources.service import SourceService
-from rag_ingest.sources.sync import DEFAULT_MAX_ITEMS, SyncEngine
+from rag_ingest.sources.sync import DEFAULT_BATCH_ITEMS, DEFAULT_MAX_ITEMS, SyncEngine
 from rag_ingest.sources.web.crawler import WebConnector
 from rag_ingest.webhooks.service import WebhookDelivery, WebhookFanOut, WebhookService
 
@@ -426,7 +426,9 @@ def build_reconciler(env: ReconcilerEnv) -> Reconciler:
 
 
 # -- sources -------------------------------------------------------------------------------------
-def _sync_engine(env: SourcesEnv, table: SourcesTable, max_items: int = DEFAULT_MAX_ITEMS) -> SyncEngine:
+def _sync_engine(
+    env: SourcesEnv, table: SourcesTable, max_items: int = DEFAULT_MAX_ITEMS, batch_items: int = 0
+) -> SyncEngine:
     documents = documents_table(env.documents_table)
     deletion = DocumentDeletion(
         documents=documents,
@@ -447,6 +449,8 @@ def _sync_engine(env: SourcesEnv, table: SourcesTable, max_items: int = DEFAULT_
         remover=deletion,
         raw_prefix=env.raw_prefix,
         max_items=max_items,
+        staged_pages=StagedPageObjects(env.bucket_name) if batch_items else None,
+        batch_items=batch_items or DEFAULT_BATCH_ITEMS,
     )
 
 
@@ -474,10 +478,11 @@ def build_sync_runner(env: SourceSyncEnv) -> SyncRunner:
     return SyncRunner(
         sources=table,
         jobs=SyncJobsView(table),
-        engine=_sync_engine(env, table, env.source_max_items_per_sync),
+        engine=_sync_engine(env, table, env.source_max_items_per_sync, env.source_fan_out_batch_items),
         connectors=lambda source: connector_for(source, policy, env.max_upload_bytes),
         starter=WorkflowStarter(env.source_sync_state_machine_arn),
         budget_seconds=env.source_sync_step_seconds,
+        fan_out=env.source_fan_out_batch_items > 0,
     )
 
 

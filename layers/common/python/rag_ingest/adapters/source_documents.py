@@ -1,11 +1,13 @@
 """The documents a source's items become (``rag_ingest.sources.ports.SourceDocuments``): their records
 in the documents table and their bytes under the stack bucket's uploads prefix, each object written
 with the item's change token as user metadata, so a restarted sync can tell it already wrote it.
-Also the sync cursors (``SyncCursors``) as small JSON objects under the bucket's ``sources/`` prefix.
+Also the sync cursors (``SyncCursors``) and the files of staged items (``StagedPages``) under the
+bucket's ``sources/`` prefix.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,12 +15,13 @@ from rag_ingest.adapters.aws import client, translated
 from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.core.access import DocumentAccess
 from rag_ingest.core.errors import StaleWriteError, TransientError
+from rag_ingest.core.s3_keys import SOURCES_PREFIX
 from rag_ingest.core.tracing import traced
+from rag_ingest.sources.model import StagedPage
 from rag_ingest.sources.sync import CHANGE_TOKEN_METADATA
 
 _MISSING = frozenset({"NoSuchKey", "404", "NotFound"})
 MAX_RECORD_ATTEMPTS = 3
-SOURCES_PREFIX = "sources/"
 
 
 @traced
@@ -109,3 +112,25 @@ class SyncCursorObjects:
         if refusal.refused:
             return None
         return response["Body"].read().decode() or None
+
+
+@traced
+class StagedPageObjects:
+    """``rag_ingest.sources.ports.StagedPages`` on the stack's bucket, where the sync workflow's
+    Distributed Map reads them (``ItemReader`` ``s3:getObject``, ``InputType`` ``JSON``)."""
+
+    def __init__(self, bucket: str, s3_client: Any | None = None) -> None:
+        self._bucket = bucket
+        self._s3 = s3_client if s3_client is not None else client("s3")
+
+    def write(self, source_id: str, sync_id: str, number: int, batches: list[dict[str, Any]]) -> StagedPage:
+        key = f"{SOURCES_PREFIX}{source_id}/{sync_id}/staged/{number:06d}.json"
+        with translated("stage listed items"):
+            self._s3.put_object(
+                Bucket=self._bucket,
+                Key=key,
+                Body=json.dumps(batches, separators=(",", ":")).encode(),
+                ContentType="application/json",
+                ServerSideEncryption="AES256",
+            )
+        return StagedPage(bucket=self._bucket, key=key)

@@ -136,7 +136,12 @@ class SourcesTable:
 
     # -- sync jobs -------------------------------------------------------------------------------
     def put(self, job: SyncJob) -> None:
-        body = job.model_dump(mode="json") | {"tenant_id": job.tenant_id, "failed_unknown": job.failed_unknown}
+        body = job.model_dump(mode="json") | {
+            "tenant_id": job.tenant_id,
+            "failed_unknown": job.failed_unknown,
+            "staged": job.staged.model_dump() if job.staged is not None else None,
+            "staged_files": job.staged_files,
+        }
         with translated("save sync"):
             self._table.put_item(Item={"pk": f"syncs#{job.source_id}", "sk": job.id, "body": json.dumps(body)})
 

@@ -222,6 +222,8 @@ class SourceSyncEnv(SourcesEnv):
     source_max_items_per_sync: int = Field(default=1_000_000, ge=1)
     # The largest object an S3 source's item may be (the stack's upload limit).
     max_upload_bytes: int = Field(default=52_428_800, gt=0)
+    # Items a child of the workflow's Distributed Map applies; 0: the workflow has no Map.
+    source_fan_out_batch_items: int = Field(default=0, ge=0, le=1000)
 
 
 class WebhookFanOutEnv(EnvModel):

@@ -19,6 +19,8 @@ from rag_ingest.core.ids import is_api_document_id, version_hash
 
 RAW_PREFIX = "raw/"
 ARTIFACTS_PREFIX = "artifacts/"
+# Source syncs' work files (cursors, staged items); expired by the bucket's lifecycle.
+SOURCES_PREFIX = "sources/"
 PAGES_FOLDER = "pages/"  # one artifact per parsed page range, named by its first page
 CHUNKS_ARTIFACT = "chunks.json"
 EMBEDDINGS_FOLDER = "embeddings/"

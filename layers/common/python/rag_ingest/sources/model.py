@@ -50,6 +50,13 @@ class SyncFailure(BaseModel):
     reason: str
 
 
+class StagedPage(BaseModel):
+    """Listed items staged for the sync workflow's Distributed Map: a JSON file in the stack's bucket."""
+
+    bucket: str
+    key: str
+
+
 class SyncJob(BaseModel):
     """One run of a source's sync, as stored and as the API shows it."""
 
@@ -71,6 +78,9 @@ class SyncJob(BaseModel):
     # lost execution was started again.
     updated_at: str | None = None
     restarts: int = 0
+    # Items listed and staged for the workflow's Map, not yet applied; and how many files so far.
+    staged: StagedPage | None = Field(default=None, exclude=True)
+    staged_files: int = Field(default=0, exclude=True)
 
 
 class Source(BaseModel):

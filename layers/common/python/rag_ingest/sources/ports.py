@@ -1,5 +1,6 @@
 """What the sources need from the world outside them, as Protocols: the sources table (sources,
-sync jobs, item states), the sync's cursor checkpoints, and the documents a sync writes and removes.
+sync jobs, item states), the sync's cursor checkpoints and staged pages, and the documents a sync writes
+and removes.
 
 ``rag_ingest.adapters`` implements them over DynamoDB and S3; tests/support/sources.py in memory.
 May import ``rag_ingest.core`` and this package's model only.
@@ -12,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
 from rag_ingest.core.access import DocumentAccess
-from rag_ingest.sources.model import ItemState, Source, SyncJob
+from rag_ingest.sources.model import ItemState, Source, StagedPage, SyncJob
 
 
 class SourceStore(Protocol):
@@ -69,6 +70,12 @@ class SyncCursors(Protocol):
     def save(self, source_id: str, sync_id: str, cursor: str | None) -> None: ...
 
     def load(self, source_id: str, sync_id: str) -> str | None: ...
+
+
+class StagedPages(Protocol):
+    """Files of listed items the sync workflow's Distributed Map reads (rag_ingest.sources.fan_out)."""
+
+    def write(self, source_id: str, sync_id: str, number: int, batches: list[dict[str, Any]]) -> StagedPage: ...
 
 
 class ItemStates(Protocol):

@@ -1,6 +1,7 @@
 """The sync workflow's steps: each call takes the listing (or the deletions) as far as its time
 budget allows and says which phase comes next, so no single invocation runs past its timeout and
-a crash resumes at the last checkpoint. The state machine loops on ``phase`` (infra/constructs/sources.py).
+a crash resumes at the last checkpoint; "applying" hands a file of listed items to the workflow's
+Distributed Map, whose children call ``apply_batch``. The state machine loops on ``phase``.
 May import core and this package.
 """
 
@@ -9,20 +10,22 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from rag_ingest.core.clock import utc_now
 from rag_ingest.core.ids import new_document_id
 from rag_ingest.core.logs import logger
+from rag_ingest.sources.buckets import ServerSideCopy
 from rag_ingest.sources.connector import Connector, ItemUnavailableError
 from rag_ingest.sources.errors import SourceNotFoundError, SyncNotFoundError
-from rag_ingest.sources.model import SYNC_ID_PREFIX, Source, SyncJob
+from rag_ingest.sources.fan_out import BatchResult, ItemBatch
+from rag_ingest.sources.model import SYNC_ID_PREFIX, Source, StagedPage, SyncJob
 from rag_ingest.sources.ports import SourceStore, SyncJobs, SyncStarter
 from rag_ingest.sources.sync import SyncEngine
 
-Phase = Literal["start", "listing", "finishing", "done", "failed"]
+Phase = Literal["start", "listing", "applying", "finishing", "done", "failed"]
 #: A sync whose execution was lost this many times ends FAILED (SYNC_LOST) instead.
 MAX_RESTARTS = 5
 ConnectorFactory = Callable[[Source], Connector]
@@ -36,6 +39,9 @@ class SyncStep(BaseModel):
     # None on a scheduled start: the first step opens the sync (phase "start").
     sync_id: str | None = None
     phase: Phase = "listing"
+    # "applying": the file of listed items the workflow's Map reads, then the Map's output.
+    staged: StagedPage | None = None
+    applied: list[dict[str, Any]] | None = None
 
 
 class SyncRunner:
@@ -50,6 +56,7 @@ class SyncRunner:
         new_id: Callable[[], str] = new_document_id,
         starter: SyncStarter | None = None,
         clock: Callable[[], float] = time.monotonic,
+        fan_out: bool = False,
     ) -> None:
         self._sources = sources
         self._jobs = jobs
@@ -59,6 +66,8 @@ class SyncRunner:
         self._clock = clock
         self._new_id = new_id
         self._starter = starter
+        # The workflow has the Distributed Map: connectors that copy server-side stage their items.
+        self._fan_out = fan_out
 
     def step(self, step: SyncStep) -> SyncStep:
         if step.phase == "start":
@@ -71,17 +80,41 @@ class SyncRunner:
         def should_stop() -> bool:
             return self._clock() >= deadline
 
-        if step.phase == "listing":
+        if step.phase == "applying" and step.staged is not None and step.applied is not None:
+            job = self._engine.staged_applied(job, step.staged, step.applied)
+        if step.phase in ("listing", "applying") or job.staged is not None:
+            if job.staged is not None:  # staged before a restart: the Map (again) first
+                return self._next(step, "applying", job.staged)
             try:
-                job = self._engine.run_listing(source, job, self._connectors(source), should_stop=should_stop)
+                job = self._list(source, job, should_stop)
             except (ItemUnavailableError, ValueError) as exc:
                 # The listing cannot go on (an unreadable bucket, a config the connector refuses).
                 code = getattr(exc, "code", "SOURCE_CONFIG_INVALID")
                 self._engine.fail(source, job, f"{code}: {exc}")
-                return step.model_copy(update={"phase": "failed"})
-            return step.model_copy(update={"phase": "finishing" if job.listing_complete else "listing"})
+                return self._next(step, "failed")
+            if job.staged is not None:
+                return self._next(step, "applying", job.staged)
+            return self._next(step, "finishing" if job.listing_complete else "listing")
         _, done = self._engine.finish(source, job, should_stop=should_stop)
-        return step.model_copy(update={"phase": "done" if done else "finishing"})
+        return self._next(step, "done" if done else "finishing")
+
+    def apply_batch(self, batch: ItemBatch) -> BatchResult:
+        """One child of the workflow's Map: a batch of the staged items."""
+        source = self._sources.get(batch.tenant_id, batch.source_id)
+        if source is None:
+            raise SourceNotFoundError(batch.source_id)
+        connector = self._connectors(source)
+        return self._engine.apply_batch(source, batch.sync_id, batch.source_items(), connector)
+
+    def _list(self, source: Source, job: SyncJob, should_stop: Callable[[], bool]) -> SyncJob:
+        connector = self._connectors(source)
+        if self._fan_out and isinstance(connector, ServerSideCopy):
+            return self._engine.stage_listing(source, job, connector, should_stop=should_stop)
+        return self._engine.run_listing(source, job, connector, should_stop=should_stop)
+
+    @staticmethod
+    def _next(step: SyncStep, phase: Phase, staged: StagedPage | None = None) -> SyncStep:
+        return step.model_copy(update={"phase": phase, "staged": staged, "applied": None})
 
     def fail(self, step: SyncStep, error: str) -> SyncStep:
         """The workflow's catch: a step failed past its retries. Nothing is deleted."""
@@ -117,7 +150,7 @@ class SyncRunner:
             else:
                 restarts = job.restarts + 1
                 self._jobs.put(job.model_copy(update={"restarts": restarts, "updated_at": utc_now()}))
-                phase = "finishing" if job.listing_complete else "listing"
+                phase = "finishing" if job.listing_complete and job.staged is None else "listing"
                 payload = {"tenant_id": tenant_id, "source_id": source_id, "sync_id": sync_id, "phase": phase}
                 self._starter.start(f"{sync_id}-r{restarts}", payload)
                 logger.warning("lost sync restarted", extra={"source_id": source_id, "sync_id": sync_id})

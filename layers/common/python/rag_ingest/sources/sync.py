@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import re
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from rag_ingest.core.clock import utc_now
 from rag_ingest.core.errors import ErrorCode, PermanentError
@@ -22,22 +23,44 @@ from rag_ingest.core.logs import logger
 from rag_ingest.core.metadata import MetadataError, validate_metadata
 from rag_ingest.core.s3_keys import upload_key
 from rag_ingest.sources.buckets import ServerSideCopy
-from rag_ingest.sources.connector import Connector, ItemFailure, ItemUnavailableError, KnownItem, SourceItem
+from rag_ingest.sources.connector import (
+    Connector,
+    ItemFailure,
+    ItemUnavailableError,
+    KnownItem,
+    KnownLookup,
+    ListingPage,
+    SourceItem,
+)
+from rag_ingest.sources.fan_out import MAX_FAILURES_REPORTED, BatchResult, batches, gathered
 from rag_ingest.sources.model import (
     MAX_FAILURES_KEPT,
     ItemOutcome,
     ItemState,
     Source,
+    StagedPage,
     SyncFailure,
     SyncJob,
     SyncStatistics,
     merged_metadata,
 )
-from rag_ingest.sources.ports import DocumentRemover, ItemStates, SourceDocuments, SourceStore, SyncCursors, SyncJobs
+from rag_ingest.sources.ports import (
+    DocumentRemover,
+    ItemStates,
+    SourceDocuments,
+    SourceStore,
+    StagedPages,
+    SyncCursors,
+    SyncJobs,
+)
 
 #: Items one sync lists at most, unless the stack sets another bound (sources.maxItemsPerSync).
 DEFAULT_MAX_ITEMS = 1_000_000
 _LIMIT = "SYNC_ITEM_LIMIT_REACHED: the listing stopped at the source's item limit; nothing was deleted"
+#: Items a child of the workflow's Map applies, and batches a staged file holds at most (the Map's
+#: output under 256 KiB, few rounds of the loop: docs/decisions/sync-at-scale.md).
+DEFAULT_BATCH_ITEMS = 100
+MAX_BATCHES_PER_FILE = 100
 #: A page (404/410) seen gone on this many syncs in a row is deleted.
 MISSES_BEFORE_DELETE = 2
 CHANGE_TOKEN_METADATA = "rag-ingest-change-token"
@@ -72,6 +95,9 @@ class SyncEngine:
         raw_prefix: str,
         max_items: int = DEFAULT_MAX_ITEMS,
         new_id: Callable[[], str] = new_document_id,
+        staged_pages: StagedPages | None = None,
+        batch_items: int = DEFAULT_BATCH_ITEMS,
+        staged_items: int | None = None,
     ) -> None:
         self._sources = sources
         self._jobs = jobs
@@ -82,6 +108,9 @@ class SyncEngine:
         self._raw_prefix = raw_prefix
         self._new_id = new_id
         self._max_items = max_items
+        self._staged_pages = staged_pages
+        self._batch_items = batch_items
+        self._staged_items = staged_items or batch_items * MAX_BATCHES_PER_FILE
 
     def open_sync(self, source: Source, sync_id: str) -> SyncJob | None:
         """Claim the source for a new sync and record its job; None when another sync runs."""
@@ -99,16 +128,10 @@ class SyncEngine:
         if job.listing_complete:
             return job
         cursor = self._cursors.load(source.source_id, job.id)
-
-        def known(key: str) -> KnownItem | None:
-            state = self._items.get_many(source.source_id, [key]).get(key)
-            if state is None or not state.has_document:
-                return None
-            return KnownItem(change_token=state.change_token, validators=state.validators)
-
+        known = self._known_lookup(source)
         while True:
             page = connector.list_page(cursor, known)
-            delta, failures, whole = self._apply_items(source, job, connector, page.items, should_stop)
+            delta, failures, whole = self._apply_items(source, job.id, connector, page.items, should_stop)
             if not whole:
                 # The budget ended inside the page: its cursor is not saved, so the next step lists
                 # the page again and skips what this one settled.
@@ -118,29 +141,98 @@ class SyncEngine:
                 )
                 self._save(job)
                 return job
-            delta = delta.plus(self._apply_gone(source, job, page.gone))
-            unknown = self._apply_failures(source, job, page.failures)
-            failures += [_failure(failure) for failure in page.failures]
-            job = job.model_copy(
-                update={
-                    "statistics": job.statistics.plus(delta.plus(SyncStatistics(failed=len(page.failures)))),
-                    "failed_unknown": job.failed_unknown + unknown,
-                    "failures": (job.failures + failures)[:MAX_FAILURES_KEPT],
-                    "listing_complete": page.cursor is None,
-                    "truncated": job.truncated or page.truncated,
-                }
-            )
-            if page.cursor is not None and job.statistics.scanned >= self._max_items:
-                # The cap ends the listing: truncated, so what it did not reach is not deleted.
-                job = job.model_copy(update={"listing_complete": True, "truncated": True, "error": _LIMIT})
+            failures = (job.failures + failures)[:MAX_FAILURES_KEPT]
+            job = job.model_copy(update={"statistics": job.statistics.plus(delta), "failures": failures})
+            job = self._page_listed(source, job, page)
+            if job.listing_complete:
                 self._save(job)
                 return job
-            if page.cursor is not None:
-                self._cursors.save(source.source_id, job.id, page.cursor)
+            assert page.cursor is not None
+            self._cursors.save(source.source_id, job.id, page.cursor)
             self._save(job)
-            if page.cursor is None or should_stop():
+            if should_stop():
                 return job
             cursor = page.cursor
+
+    def _known_lookup(self, source: Source) -> KnownLookup:
+        def known(key: str) -> KnownItem | None:
+            state = self._items.get_many(source.source_id, [key]).get(key)
+            if state is None or not state.has_document:
+                return None
+            return KnownItem(change_token=state.change_token, validators=state.validators)
+
+        return known
+
+    def _page_listed(self, source: Source, job: SyncJob, page: ListingPage, staged: int = 0) -> SyncJob:
+        """A page's gone pages and failures applied and counted; the listing complete at its end,
+        or at the item cap (``staged`` items listed but not applied yet count toward it)."""
+        delta = self._apply_gone(source, job, page.gone)
+        unknown = self._apply_failures(source, job, page.failures)
+        job = job.model_copy(
+            update={
+                "statistics": job.statistics.plus(delta.plus(SyncStatistics(failed=len(page.failures)))),
+                "failed_unknown": job.failed_unknown + unknown,
+                "failures": (job.failures + [_failure(failure) for failure in page.failures])[:MAX_FAILURES_KEPT],
+                "listing_complete": page.cursor is None,
+                "truncated": job.truncated or page.truncated,
+            }
+        )
+        if page.cursor is not None and job.statistics.scanned + staged >= self._max_items:
+            # The cap ends the listing: truncated, so what it did not reach is not deleted.
+            job = job.model_copy(update={"listing_complete": True, "truncated": True, "error": _LIMIT})
+        return job
+
+    # -- the listing, fanned out to the workflow's Distributed Map --------------------------------
+    def stage_listing(
+        self, source: Source, job: SyncJob, connector: Connector, *, should_stop: Callable[[], bool]
+    ) -> SyncJob:
+        """Pages from the checkpoint on, up to ``staged_items`` items or the budget, their items
+        written as one file of batches for the workflow's Map (``job.staged``); the job as saved.
+        The job is saved with its file before the cursor moves past the file's pages: a crash
+        between the two lists them again, and the Map skips what it already settled."""
+        if job.listing_complete or job.staged is not None:
+            return job
+        if self._staged_pages is None:
+            raise RuntimeError("this engine stages no pages")
+        cursor = self._cursors.load(source.source_id, job.id)
+        known = self._known_lookup(source)
+        items: list[SourceItem] = []
+        while True:
+            page = connector.list_page(cursor, known)
+            items += page.items
+            job = self._page_listed(source, job, page, staged=len(items))
+            cursor = page.cursor
+            if job.listing_complete or len(items) >= self._staged_items or should_stop():
+                break
+        if items:
+            number = job.staged_files + 1
+            files = batches(source.tenant_id, source.source_id, job.id, items, self._batch_items)
+            staged = self._staged_pages.write(source.source_id, job.id, number, files)
+            job = job.model_copy(update={"staged": staged, "staged_files": number})
+        self._save(job)
+        if not job.listing_complete and cursor is not None:
+            self._cursors.save(source.source_id, job.id, cursor)
+        return job
+
+    def apply_batch(self, source: Source, sync_id: str, items: list[SourceItem], connector: Connector) -> BatchResult:
+        """One child of the Map: its batch of staged items, each settled once per sync."""
+        statistics, failures, _ = self._apply_items(source, sync_id, connector, items, lambda: False)
+        return BatchResult(statistics=statistics, failures=failures[:MAX_FAILURES_REPORTED])
+
+    def staged_applied(self, job: SyncJob, staged: StagedPage, results: list[dict[str, Any]]) -> SyncJob:
+        """The Map's output counted into the job, its file done (a repeated call counts nothing)."""
+        if job.staged != staged:
+            return job
+        statistics, failures = gathered(results, MAX_FAILURES_KEPT)
+        job = job.model_copy(
+            update={
+                "statistics": job.statistics.plus(statistics),
+                "failures": (job.failures + failures)[:MAX_FAILURES_KEPT],
+                "staged": None,
+            }
+        )
+        self._save(job)
+        return job
 
     def _save(self, job: SyncJob) -> None:
         self._jobs.put(job.model_copy(update={"updated_at": utc_now()}))
@@ -148,7 +240,7 @@ class SyncEngine:
     def _apply_items(
         self,
         source: Source,
-        job: SyncJob,
+        sync_id: str,
         connector: Connector,
         items: Iterable[SourceItem],
         should_stop: Callable[[], bool],
@@ -164,9 +256,9 @@ class SyncEngine:
                 whole = False
                 break
             state = states.get(item.key)
-            if state is not None and state.seen_in == job.id and state.outcome != "failed":
+            if state is not None and state.seen_in == sync_id and state.outcome != "failed":
                 continue  # settled by this sync before a restart
-            outcome, failure = self.apply_item(source, job.id, item, state, connector)
+            outcome, failure = self.apply_item(source, sync_id, item, state, connector)
             counts[outcome] = counts.get(outcome, 0) + 1
             if failure is not None:
                 failures.append(failure)
