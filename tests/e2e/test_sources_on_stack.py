@@ -62,8 +62,16 @@ def ready(client: OfflineClient, source_id: str, count: int) -> dict[str, dict[s
     return documents_of(client, source_id)
 
 
+def entered_states(stepfunctions: Any, outputs: dict[str, Any], sync_id: str) -> set[str]:
+    """The states a sync's execution (named by its sync id) entered."""
+    machine = outputs["SourceSyncStateMachineArn"]
+    arn = machine.replace(":stateMachine:", ":execution:") + f":{sync_id}"
+    events = stepfunctions.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+    return {event["stateEnteredEventDetails"]["name"] for event in events if "stateEnteredEventDetails" in event}
+
+
 def test_an_s3_source_syncs_changes_and_deletions_and_search_cites_the_bucket(
-    client: OfflineClient, aws_clients: dict[str, Any]
+    client: OfflineClient, aws_clients: dict[str, Any], local_stack: dict[str, Any]
 ) -> None:
     s3 = aws_clients["s3"]
     bucket = f"team-docs-{uuid.uuid4().hex[:8]}"
@@ -95,6 +103,8 @@ def test_an_s3_source_syncs_changes_and_deletions_and_search_cites_the_bucket(
     first = synced(client, source_id)
     assert first["status"] == "COMPLETE", first
     assert (first["statistics"]["added"], first["statistics"]["failed"], first["statistics"]["deleted"]) == (3, 0, 0)
+    # The objects were applied by the workflow's Distributed Map, not in the listing step.
+    assert "FanOut" in entered_states(aws_clients["stepfunctions"], local_stack, first["id"])
     documents = ready(client, source_id, 3)
     tides = documents[f"s3://{bucket}/handbook/tides.md"]
     assert tides["metadata"] == {"origin": "bucket", "team": "harbour"}
