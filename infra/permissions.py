@@ -104,6 +104,8 @@ SOURCES_TABLE: Mapping[str, TableAccess] = MappingProxyType(
     {
         "Api": _access(GET, PUT, UPDATE, DELETE, QUERY, BATCH_GET),
         "SourceSync": _access(GET, PUT, UPDATE, DELETE, QUERY, BATCH_GET),
+        # Sources, running syncs and item states queried; an item whose document is gone deleted.
+        "Reconciler": _access(QUERY, DELETE),
     }
 )
 

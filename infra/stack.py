@@ -102,6 +102,7 @@ class RagIngestStack(Stack):
             search=self.search,
             state_machine=self.workflow.state_machine,
         )
+        self.sources.serve_reconciler(self.reconciler.function)
         # Signed webhooks: the pipeline's document events, fanned out to the tenants' endpoints.
         self.webhooks = Webhooks(
             self,

@@ -223,6 +223,13 @@ class Sources(Construct):
             f"schedule/{self.schedule_group.name}/*",
         )
 
+    def serve_reconciler(self, function: lambda_.Function) -> None:
+        """The reconciler reads the sources' items and forgets one whose document is gone."""
+        function.add_environment("SOURCES_TABLE", self.table.table_name)
+        role = function.role
+        assert role is not None
+        grant_table(role, self.table, SOURCES_TABLE["Reconciler"])
+
     def _object_events(self, buckets: tuple[str, ...]) -> None:
         """Object Created/Deleted of the readable buckets (sent to EventBridge when their owner turns
         it on) reach the sync function, which updates the sources over them between syncs. A lost

@@ -84,6 +84,7 @@ ADAPTER_TABLES = {
     WEBHOOKS_ADAPTER: "webhooks",
     CAPACITY_ADAPTER: "capacity",
     SOURCES_ADAPTER: "sources",
+    "SourceItemLinksTable": "sources",
 }
 
 # (resource, action): resource is "table" or "index/<name>".
@@ -407,10 +408,11 @@ def test_each_role_is_granted_exactly_the_declared_table_actions(synth: SynthRes
     expected = _as_pairs(SOURCES_TABLE[function]) if function in SOURCES_TABLE else frozenset()
     assert _table_grants(synth, path, "Sources/SourcesTable") == expected, function
     # Nothing on any other table, never a Scan or a batch write; DeleteItem only on the idempotency
-    # (Intake), webhooks and sources tables (Api: DELETE /webhooks/{id}; Api and SourceSync: item states).
+    # (Intake), webhooks and sources tables (Api: DELETE /webhooks/{id}; Api, SourceSync and the
+    # Reconciler: item states).
     actions = {a for s in synth.role_statements(path) for a in as_list(s["Action"]) if a.startswith("dynamodb:")}
     assert not actions & {"dynamodb:Scan", "dynamodb:BatchWriteItem"}
-    assert "dynamodb:DeleteItem" not in actions or function in ("Intake", "Api", "SourceSync")
+    assert "dynamodb:DeleteItem" not in actions or function in ("Intake", "Api", "SourceSync", "Reconciler")
 
 
 def test_every_function_with_table_access_has_an_entry(synth: SynthResult) -> None:

@@ -1,5 +1,6 @@
 """The sources' adapters against moto's server: the sources table (sources, the one-sync claim,
-sync jobs newest first, item states by batch across BatchGetItem's 100-key pages) and the schedules
+sync jobs newest first with their staged file, item states by batch across BatchGetItem's 100-key
+pages, the reconciler's links of idle sources) and the schedules
 in EventBridge Scheduler (set, changed, cleared; the target starts the sync workflow)."""
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ from collections.abc import Iterator
 
 import boto3
 import pytest
+from rag_ingest.adapters.source_item_links import SourceItemLinksTable
 from rag_ingest.adapters.sources_table import ItemStatesView, SourcesTable, SyncJobsView
 from rag_ingest.adapters.sync_schedules import SyncScheduler
 from rag_ingest.core.errors import StaleWriteError
-from rag_ingest.sources.model import ItemState, Source, SyncJob
+from rag_ingest.sources.model import ItemState, Source, StagedPage, SyncJob
 
 from tests.support.aws import moto_server
 
@@ -94,6 +96,32 @@ def test_sync_jobs_newest_first_and_item_states_in_batches(table: SourcesTable) 
     assert len(list(items.scan("src_1"))) == len(keys)
     items.delete("src_1", keys[0])
     assert keys[0] not in items.get_many("src_1", keys[:2])
+
+
+def test_a_staged_job_keeps_its_file_and_the_reconciler_sees_links_of_idle_sources_only(
+    table: SourcesTable,
+) -> None:
+    jobs, items = SyncJobsView(table), ItemStatesView(table)
+    links = SourceItemLinksTable(table._name)
+    staged = StagedPage(bucket="stack-bucket", key="sources/src_1/sync_01A/staged/000001.json")
+    jobs.put(SyncJob(id="sync_01A", source_id="src_1", tenant_id="acme", started_at=NOW, staged=staged, staged_files=1))
+    stored = jobs.get("src_1", "sync_01A")
+    assert stored is not None and (stored.staged, stored.staged_files) == (staged, 1)
+    assert "staged" not in stored.model_dump()  # internal: the API does not show it
+
+    for tenant, source_id in (("acme", "src_1"), ("acme", "src_2"), ("globex", "src_3")):
+        table.create(source(source_id, tenant))
+        items.put(ItemState(source_id=source_id, key="a.pdf", uri="s3://b/a.pdf", document_id=f"doc-{source_id}"))
+    items.put(ItemState(source_id="src_1", key="gone.pdf", uri="s3://b/gone.pdf", document_id="x", outcome="deleted"))
+    items.put(ItemState(source_id="src_1", key="claimed.pdf", uri="s3://b/claimed.pdf"))  # no document yet
+    assert table.claim_sync("acme", "src_2", "sync_b")  # syncing: its items are being written
+    found = list(links.links(["acme", "globex"]))
+    assert [(link.tenant_id, link.source_id, link.key, link.document_id) for link in found] == [
+        ("acme", "src_1", "a.pdf", "doc-src_1"),
+        ("globex", "src_3", "a.pdf", "doc-src_3"),
+    ]
+    links.unlink(found[0])
+    assert "a.pdf" not in items.get_many("src_1", ["a.pdf"])
 
 
 def test_schedules_are_set_changed_and_cleared_in_the_stacks_group(aws: str) -> None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pytest
 from rag_ingest.core.access import DocumentAccess
 from rag_ingest.core.errors import ErrorCode
 from rag_ingest.core.ids import document_id_for_object, version_hash
+from rag_ingest.core.operations import SourceItemLink
 from rag_ingest.core.parsed import Chunk
 from rag_ingest.core.record import DocumentStamp, DocumentStatus
 from rag_ingest.core.s3_keys import CHUNKS_ARTIFACT, EMBEDDINGS_FOLDER, artifact_key, embedding_batch_key, upload_key
@@ -298,3 +300,51 @@ def test_a_document_that_moves_on_during_the_run_is_not_reported() -> None:
 def test_a_request_refuses_unknown_fields() -> None:
     with pytest.raises(ValueError):
         ReconcileRequest.model_validate({"repair": True, "everything": 1})
+
+
+class SourceItems:
+    """The sources' item links in memory: (tenant, source, key) -> document id."""
+
+    def __init__(self, links: dict[tuple[str, str, str], str]) -> None:
+        self.items = dict(links)
+        self.asked: list[list[str]] = []
+
+    def links(self, tenant_ids: Iterable[str]) -> Iterator[SourceItemLink]:
+        tenants = sorted(tenant_ids)
+        self.asked.append(tenants)
+        for (tenant, source, key), document_id in sorted(self.items.items()):
+            if tenant in tenants:
+                yield SourceItemLink(tenant, source, key, document_id)
+
+    def unlink(self, link: SourceItemLink) -> None:
+        del self.items[(link.tenant_id, link.source_id, link.key)]
+
+
+def test_a_source_item_whose_document_is_gone_is_forgotten_so_the_next_sync_adds_it() -> None:
+    world = World()
+    world.ready(D["doc-a"], 2)
+    world.record(D["deleted"], DocumentStatus.DELETED)
+    world.ready(D["theirs"], 1)
+    world.documents.items[D["theirs"]]["tenant_id"] = "globex"
+    items = SourceItems(
+        {
+            ("acme", "src_1", "handbook/a.md"): D["doc-a"],
+            ("acme", "src_1", "handbook/deleted.md"): D["deleted"],
+            ("acme", "src_1", "handbook/never.md"): D["orphan"],  # no record at all
+            ("globex", "src_9", "theirs.md"): D["theirs"],
+        }
+    )
+    reconciler = world.reconciler()
+    reconciler._source_items = items
+    found = reconciler.reconcile(ReconcileRequest(repair=False))
+    drift = {f.key: f for f in found.findings if f.kind is DriftKind.SOURCE_ITEM_WITHOUT_DOCUMENT}
+    assert set(drift) == {"handbook/deleted.md", "handbook/never.md"}
+    assert all(f.repairable and f.repaired is None for f in drift.values())
+    assert found.source_items == 4 and items.asked == [["acme", "globex"]]
+
+    repaired = reconciler.reconcile(ReconcileRequest(repair=True))
+    assert {f.key for f in repaired.findings if f.repaired} == {"handbook/deleted.md", "handbook/never.md"}
+    assert sorted(items.items) == [("acme", "src_1", "handbook/a.md"), ("globex", "src_9", "theirs.md")]
+    assert reconciler.reconcile(ReconcileRequest(repair=True)).findings == []
+    reconciler.reconcile(ReconcileRequest(tenant_id="globex"))
+    assert items.asked[-1] == ["globex"]

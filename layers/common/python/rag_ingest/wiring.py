@@ -27,6 +27,7 @@ from rag_ingest.adapters.queues import Queues
 from rag_ingest.adapters.reranker import BedrockReranker
 from rag_ingest.adapters.source_bucket import SourceBucket
 from rag_ingest.adapters.source_documents import SourceDocumentStore, StagedPageObjects, SyncCursorObjects
+from rag_ingest.adapters.source_item_links import SourceItemLinksTable
 from rag_ingest.adapters.sources_table import ItemStatesView, SourcesTable, SyncJobsView
 from rag_ingest.adapters.sync_schedules import SyncScheduler
 from rag_ingest.adapters.textract import TextractEngine
@@ -422,6 +423,7 @@ def build_reconciler(env: ReconcilerEnv) -> Reconciler:
             object_grace_seconds=env.object_grace_seconds,
         ),
         repair_by_default=env.repair,
+        source_items=SourceItemLinksTable(env.sources_table) if env.sources_table else None,
     )
 
 

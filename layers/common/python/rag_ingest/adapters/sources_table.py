@@ -29,7 +29,7 @@ BATCH_GET_LIMIT = 100  # DynamoDB's BatchGetItem takes at most 100 keys
 RUNNING = "running"
 
 
-def _item_sk(key: str) -> str:
+def item_sk(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
@@ -164,7 +164,7 @@ class SourcesTable:
             request: dict[str, Any] = {
                 self._name: {
                     "Keys": [
-                        {"pk": f"items#{source_id}", "sk": _item_sk(key)}
+                        {"pk": f"items#{source_id}", "sk": item_sk(key)}
                         for key in wanted[start : start + BATCH_GET_LIMIT]
                     ],
                     "ConsistentRead": True,
@@ -181,13 +181,13 @@ class SourcesTable:
         return found
 
     def put_state(self, state: ItemState) -> None:
-        item = {"pk": f"items#{state.source_id}", "sk": _item_sk(state.key), "body": state.model_dump_json()}
+        item = {"pk": f"items#{state.source_id}", "sk": item_sk(state.key), "body": state.model_dump_json()}
         with translated("save item state"):
             self._table.put_item(Item=item)
 
     def delete_state(self, source_id: str, key: str) -> None:
         with translated("delete item state"):
-            self._table.delete_item(Key={"pk": f"items#{source_id}", "sk": _item_sk(key)})
+            self._table.delete_item(Key={"pk": f"items#{source_id}", "sk": item_sk(key)})
 
     def scan_states(self, source_id: str) -> Iterator[ItemState]:
         for item in self._query(f"items#{source_id}", forward=True):

@@ -352,6 +352,8 @@ class ReconcilerEnv(WorkflowEnv, BucketEnv, ChunkIndexEnv):
     object_grace_seconds: int = Field(default=900, ge=0, le=86_400)
     # The scheduled run repairs what is safe (infra: reconciler.repair); a manual invocation may say otherwise.
     repair: bool = False
+    # The sources' items whose documents it checks (None: a stack without sources).
+    sources_table: str | None = Field(default=None, min_length=1)
 
 
 class LiveAuthorizerEnv(EnvModel):

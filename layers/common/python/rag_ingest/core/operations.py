@@ -32,6 +32,16 @@ class IndexedVersion:
     chunks: int
 
 
+@dataclass(frozen=True)
+class SourceItemLink:
+    """A source's item and the document its state says it became."""
+
+    tenant_id: str
+    source_id: str
+    key: str
+    document_id: str
+
+
 class ExecutionState(StrEnum):
     RUNNING = "RUNNING"
     SUCCEEDED = "SUCCEEDED"

@@ -22,6 +22,7 @@ from rag_ingest.core.operations import (
     IndexedVersion,
     QueueMessage,
     ReplayedDocument,
+    SourceItemLink,
     StoredObjectVersion,
 )
 from rag_ingest.core.parsed import Chunk
@@ -139,6 +140,18 @@ class ReconcilerDocuments(DocumentReader, Protocol):
 
     def mark_source_missing(self, record: DocumentRecord, detail: str) -> None:
         """READY/FAILED → FAILED(SOURCE_OBJECT_MISSING), if nothing wrote to the record since it was read."""
+        ...
+
+
+class SourceItemLinks(Protocol):
+    """The sources' items as the reconciler sees them (rag_ingest.adapters.sources_table)."""
+
+    def links(self, tenant_ids: Iterable[str]) -> Iterator[SourceItemLink]:
+        """The items of these tenants' sources that point at a document, skipping sources syncing now."""
+        ...
+
+    def unlink(self, link: SourceItemLink) -> None:
+        """Forget the item, so the next sync of its source adds it again as a new document."""
         ...
 
 

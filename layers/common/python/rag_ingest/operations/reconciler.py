@@ -1,13 +1,12 @@
-"""The reconciler: proves the documents table, the uploaded objects and the index agree, per tenant
-and document, and repairs what is safe to repair.
+"""The reconciler: proves the documents table, the uploaded objects, the index and the sources'
+items agree, per tenant and document, and repairs what is safe to repair.
 
-Three paged passes, none holding more than one entry per document: the records (stuck ones are
-reported, the reaper's), the objects (``raw/`` versions: an object with no record is reported
-only; a READY or FAILED record whose upload is gone is failed ``SOURCE_OBJECT_MISSING``), and the
-index (chunk counts per document version from a composite aggregation: orphan and stale chunks
-deleted, a wrong count re-indexed from the checkpoints or replayed). Every finding is re-checked on
-a consistent read first, every repair is idempotent and logged. What each finding means and why an
-object is never replayed: docs/operations.md, "The reconciler".
+Paged passes, none holding more than one entry per document: the records (stuck ones reported),
+the objects (an object with no record reported; a READY or FAILED record whose upload is gone
+failed ``SOURCE_OBJECT_MISSING``), the index (orphan and stale chunks deleted, a wrong count
+re-indexed or replayed), the sources' items (one whose document is gone forgotten, so the next sync
+adds it). Every finding is re-checked on a consistent read, every repair is idempotent and logged.
+What each finding means: docs/operations.md, "The reconciler".
 """
 
 from __future__ import annotations
@@ -26,7 +25,14 @@ from rag_ingest.core.ids import document_id_for_object, version_hash
 from rag_ingest.core.logs import logger
 from rag_ingest.core.operations import IndexedVersion, StoredObjectVersion
 from rag_ingest.core.parsed import Chunk
-from rag_ingest.core.ports import Checkpoints, DocumentReplayer, IndexAudit, ObjectVersionLister, ReconcilerDocuments
+from rag_ingest.core.ports import (
+    Checkpoints,
+    DocumentReplayer,
+    IndexAudit,
+    ObjectVersionLister,
+    ReconcilerDocuments,
+    SourceItemLinks,
+)
 from rag_ingest.core.record import ETAG_VERSION_PREFIX, DocumentRecord, DocumentStamp, DocumentStatus
 from rag_ingest.core.s3_keys import (
     CHUNKS_ARTIFACT,
@@ -50,6 +56,7 @@ class DriftKind(StrEnum):
     OBJECT_WITHOUT_RECORD = "ObjectWithoutRecord"
     RECORD_WITHOUT_OBJECT = "RecordWithoutObject"
     STUCK = "Stuck"
+    SOURCE_ITEM_WITHOUT_DOCUMENT = "SourceItemWithoutDocument"
 
 
 #: Statuses whose record names an uploaded version that must still be in the bucket.
@@ -107,6 +114,7 @@ class ReconcileReport(BaseModel):
     object_keys: int = 0
     indexed_versions: int = 0
     chunks: int = 0
+    source_items: int = 0
     findings: list[Finding] = Field(default_factory=list)
     elapsed_ms: int = 0
 
@@ -142,6 +150,7 @@ class Reconciler:
         settings: ReconcilerSettings,
         repair_by_default: bool = False,
         clock: Clock = time.time,
+        source_items: SourceItemLinks | None = None,
     ) -> None:
         self._documents = documents
         self._objects = objects
@@ -151,6 +160,7 @@ class Reconciler:
         self._settings = settings
         self._repair_by_default = repair_by_default
         self._clock = clock
+        self._source_items = source_items
 
     def reconcile(self, request: ReconcileRequest | None = None) -> ReconcileReport:
         request = request or ReconcileRequest()
@@ -167,6 +177,7 @@ class Reconciler:
         self._stuck(records, report)
         self._objects_pass(records, request.tenant_id, grace, repair, report)
         self._index_pass(records, request.tenant_id, repair, report)
+        self._sources_pass(records, request.tenant_id, repair, report)
         report.elapsed_ms = int((time.monotonic() - started) * 1000)
         logger.info(
             "reconciler finished",
@@ -177,6 +188,7 @@ class Reconciler:
                 "object_keys": report.object_keys,
                 "indexed_versions": report.indexed_versions,
                 "chunks": report.chunks,
+                "source_items": report.source_items,
                 "drift": {kind.value: count for kind, count in report.counts().items() if count},
                 "elapsed_ms": report.elapsed_ms,
             },
@@ -487,6 +499,37 @@ class Reconciler:
             yield from batch
             produced += len(batch)
             number += 1
+
+    # -- 4. the sources' items ------------------------------------------------------------------
+    def _sources_pass(
+        self, records: dict[str, DocumentRecord], tenant_id: str | None, repair: bool, report: ReconcileReport
+    ) -> None:
+        """An item whose document is gone (deleted through the API, say) would stay "unchanged" on
+        every sync and never come back: forgetting the item lets the next sync add it again."""
+        if self._source_items is None:
+            return
+        tenants = [tenant_id] if tenant_id is not None else {record.tenant_id for record in records.values()}
+        for link in self._source_items.links(tenants):
+            report.source_items += 1
+            record = records.get(link.document_id)
+            if record is not None and record.status not in _GONE:
+                continue
+            record = self._documents.get(link.document_id)  # consistent: not a write a moment ago
+            if record is not None and record.status not in _GONE:
+                continue
+            finding = Finding(
+                kind=DriftKind.SOURCE_ITEM_WITHOUT_DOCUMENT,
+                tenant_id=link.tenant_id,
+                document_id=link.document_id,
+                key=link.key,
+                reason=f"item {link.key!r} of source {link.source_id} points at a document that is "
+                f"{'gone' if record is None else record.status.value}: syncs would count it unchanged",
+                repairable=True,
+            )
+            if repair:
+                self._source_items.unlink(link)
+                finding.repaired = f"item forgotten: the next sync of source {link.source_id} adds it again"
+            report.findings.append(finding)
 
 
 def _is_record_version(entry: StoredObjectVersion, version: str) -> bool:
