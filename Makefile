@@ -39,7 +39,7 @@ $(VENV_STAMP): requirements.txt requirements-dev.txt pyproject.toml client/pypro
 	# The domain package, editable from the layer's source (see pyproject.toml).
 	$(PIP) install -q --no-deps -e .
 	# The client (the rag-ingest command, the retrievers), editable, with every extra (docs/cli.md).
-	$(PIP) install -q -e "./client[aws,langchain,llamaindex]"
+	$(PIP) install -q -e "./client[aws,langchain,llamaindex,mcp]"
 	rm -f .venv/.installed-* && touch $@
 
 # Java 17 and Maven: only the local stack needs them (OpenSearch and its plugins), never a deploy.

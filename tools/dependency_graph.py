@@ -62,7 +62,9 @@ CLIENT_ALLOWED: dict[str, frozenset[str]] = {
     "sentences": frozenset(),
     "aws": frozenset(),
     "retrievers": frozenset({"http"}),
-    "cli": _CLIENT_CORE | {"aws", "operator"},
+    # The MCP server: the API's refusals are its tools' errors; the CLI hands it its API client.
+    "mcp_server": frozenset({"http"}),
+    "cli": _CLIENT_CORE | {"aws", "operator", "mcp_server"},
     "operator": _CLIENT_CORE | {"cli", PACKAGE, "infra"},
 }
 CLIENT_LIBRARY_USERS_IN_CLIENT = frozenset({"aws", "operator"})

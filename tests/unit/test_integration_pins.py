@@ -46,7 +46,8 @@ def extras() -> dict[str, dict[str, str]]:
 def test_the_extras_pin_the_peers_versions_as_the_dev_requirements_do() -> None:
     peers = pins(REPO / "bench" / "requirements-peers.txt")
     dev = pins(REPO / "requirements-dev.txt")
-    retrievers = {extra: pinned for extra, pinned in extras().items() if extra != "aws"}
+    retrievers = {extra: pinned for extra, pinned in extras().items() if extra not in ("aws", "mcp")}
+    assert extras()["mcp"] == {"mcp": dev["mcp"]}
     assert retrievers == {"langchain": {"langchain-core": "1.8.1"}, "llamaindex": {"llama-index-core": "0.14.25"}}
     for pinned in retrievers.values():
         for name, version in pinned.items():

@@ -381,6 +381,11 @@ def add_user_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     access.add_argument("--access-group", action="append", metavar="GROUP", help="set: a group; repeatable")
 
+    commands.add_parser(
+        "mcp",
+        parents=[common],
+        help="serve the tenant's documents to an MCP client over stdio, as the signed-in user (docs/mcp.md)",
+    )
     rm = commands.add_parser("rm", parents=[common], help="delete a document and its passages")
     rm.add_argument("document_id", metavar="ID")
 
@@ -430,4 +435,15 @@ def run_user_command(args: argparse.Namespace, target: Target, console: Console)
         return remove(api, console, args.document_id)
     if args.command == "sources":
         return run_sources_command(args, api, console)
+    if args.command == "mcp":
+        return serve_mcp(api)
     raise AssertionError(f"unknown command {args.command}")
+
+
+def serve_mcp(api: ApiClient) -> int:
+    """``rag-ingest mcp``: the MCP server over stdio (the client's ``mcp`` extra)."""
+    try:
+        from rag_ingest_client.mcp_server import serve_stdio
+    except ImportError as exc:
+        raise CliError(f'the MCP server needs the mcp package: pip install "rag-ingest-client[mcp]" ({exc})') from None
+    return serve_stdio(api)
