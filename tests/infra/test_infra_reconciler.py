@@ -50,12 +50,14 @@ def test_runs_on_its_schedule_with_its_whole_environment(synth: SynthResult) -> 
 
 def test_its_role_is_least_privilege(synth: SynthResult) -> None:
     table = f"${{{synth.logical_id('Storage/DocumentsTable')}.Arn}}"
+    sources = f"${{{synth.logical_id('Sources/SourcesTable')}.Arn}}"
     bucket = f"${{{synth.logical_id('Storage/DocumentsBucket')}.Arn}}"
     index = f"{synth.domain_arn_prefix}/{synth.config.opensearch.index}"
     assert grants(synth, FUNCTION) == {
         "dynamodb:GetItem": {table},
         "dynamodb:UpdateItem": {table},
-        "dynamodb:Query": {f"{table}/index/by_status", f"{table}/index/by_tenant"},
+        "dynamodb:Query": {f"{table}/index/by_status", f"{table}/index/by_tenant", sources},
+        "dynamodb:DeleteItem": {sources},  # a source item whose document is gone is forgotten
         "s3:ListBucketVersions": {bucket},
         "s3:GetObject": {f"{bucket}/artifacts/*"},
         "es:ESHttpHead": {index},
@@ -84,7 +86,8 @@ def test_drift_alarm_sums_every_kind_once_per_run_pages_the_topic_and_is_evaluat
     _rule, _metric, why_not = read_alarm(props)
     assert why_not is None
     assert {kind.value for kind in DriftKind} == {
-        "OrphanChunks", "StaleChunks", "ChunkCountMismatch", "ObjectWithoutRecord", "RecordWithoutObject", "Stuck"
+        "OrphanChunks", "StaleChunks", "ChunkCountMismatch", "ObjectWithoutRecord", "RecordWithoutObject", "Stuck",
+        "SourceItemWithoutDocument",
     }  # fmt: skip
 
 
