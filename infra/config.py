@@ -74,6 +74,7 @@ _DOMAIN_NAME = re.compile(r"^[a-z][a-z0-9-]{2,27}$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 # S3 bucket names: 3-63 lower-case letters, digits, dots and hyphens, starting and ending alphanumeric.
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]{1,128}$")
 # Page ranges of the largest document (maxPages / rangePages): 7 history events each (14 with a retry)
 # keeps one execution far below Step Functions' 25,000 events (docs/architecture.md, "Big documents").
 MAX_PARSE_RANGES = 500
@@ -524,6 +525,9 @@ class SourcesConfig(_Model):
     # Buckets an S3 source may name: the sync function is granted read on these only (names, or
     # "*" for any bucket whose owner's policy lets the stack read: docs/sources.md, "Another account").
     readable_buckets: tuple[str, ...] = ()
+    # KMS keys (ARNs) that encrypt objects of those buckets (SSE-KMS): the sync function may decrypt
+    # with them, through S3 only.
+    readable_keys: tuple[str, ...] = ()
     max_per_tenant: int = Field(default=50, ge=1, le=1000)
     # One sync step's budget before it checkpoints; the function's timeout leaves room to save.
     step_seconds: int = Field(default=600, ge=30, le=840)
@@ -537,6 +541,14 @@ class SourcesConfig(_Model):
     # children at once (docs/decisions/sync-at-scale.md).
     fan_out_batch_items: int = Field(default=100, ge=1, le=1000)
     fan_out_concurrency: int = Field(default=20, ge=1, le=1000)
+
+    @field_validator("readable_keys")
+    @classmethod
+    def _key_arns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for arn in value:
+            if not _KMS_KEY_ARN.fullmatch(arn):
+                raise ValueError(f"sources.readableKeys: {arn!r} is not a KMS key ARN (...:kms:REGION:ACCOUNT:key/ID)")
+        return value
 
     @field_validator("readable_buckets")
     @classmethod

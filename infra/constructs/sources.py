@@ -93,6 +93,17 @@ class Sources(Construct):
         assert role is not None
         self.grant_source_documents(role, storage, search, "SourceSync")
         self._grant_readable_buckets(role, settings.readable_buckets)
+        if settings.readable_keys:
+            # SSE-KMS objects of those buckets: decrypted for S3's reads and copies only.
+            region = Stack.of(self).region
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    sid="DecryptSourceObjects",
+                    actions=["kms:Decrypt"],
+                    resources=list(settings.readable_keys),
+                    conditions={"StringLike": {"kms:ViaService": f"s3.{region}.amazonaws.com"}},
+                )
+            )
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="SyncCursors",

@@ -12,7 +12,7 @@ import pytest
 from aws_cdk import Environment
 
 from infra.cdk_app import cdk_json_context
-from infra.config import CONTEXT_KEY
+from infra.config import CONTEXT_KEY, SourcesConfig
 from tests.infra.conftest import BOUND_ACCOUNT, synthesize
 from tests.infra.template_tools import SynthResult, as_list, render_token
 
@@ -96,10 +96,14 @@ def test_the_api_manages_only_its_groups_schedules_and_passes_only_the_scheduler
     assert granted == {("states:StartExecution", f"${{{synth.logical_id('Sources/SyncStateMachine')}}}")}
 
 
+TEAM_KEY = "arn:aws:kms:eu-west-1:210987654321:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+
+
 @pytest.fixture(scope="module")
 def readable_synth(tmp_path_factory: pytest.TempPathFactory) -> SynthResult:
     context: dict[str, Any] = json.loads(json.dumps(cdk_json_context()[CONTEXT_KEY]))
     context["sources"]["readableBuckets"] = ["team-docs", "archive.example.org"]
+    context["sources"]["readableKeys"] = [TEAM_KEY]
     return synthesize(
         tmp_path_factory.mktemp("cdk.out-sources"),
         Environment(account=BOUND_ACCOUNT, region="eu-west-1"),
@@ -120,3 +124,15 @@ def test_readable_buckets_are_read_only_and_nag_clean(readable_synth: SynthResul
     assert not any(
         action.startswith("s3:") and "Put" in action and resources & buckets for action, resources in actions.items()
     )
+    [decrypt] = [
+        s
+        for s in readable_synth.role_statements("Sources/SourceSyncFunction")
+        if s.get("Sid") == "DecryptSourceObjects"
+    ]
+    assert (decrypt["Action"], decrypt["Resource"]) == ("kms:Decrypt", TEAM_KEY)
+    assert decrypt["Condition"] == {"StringLike": {"kms:ViaService": "s3.eu-west-1.amazonaws.com"}}
+
+
+def test_a_readable_key_must_be_a_kms_key_arn() -> None:
+    with pytest.raises(ValueError, match="not a KMS key ARN"):
+        SourcesConfig(readable_keys=("alias/team-docs",))
