@@ -168,7 +168,10 @@ def test_a_sync_shows_its_failures_and_how_many_were_not_kept() -> None:
         "    s3://team-docs/handbook/big.pdf: FILE_TOO_LARGE: over 50 MB",
     ]
     running = {**SYNC, "status": "IN_PROGRESS", "ended_at": None, "listing_complete": False, "failures": []}
-    assert sync_lines(running)[2] == "  listing not complete yet: nothing is deleted before it is"
+    assert sync_lines({**running, "listed": 4000})[2:] == [
+        "  listed 4000 so far (counted above as they are applied)",
+        "  listing not complete yet: nothing is deleted before it is",
+    ]
 
 
 # ---------------------------------------------------------------- against the routes

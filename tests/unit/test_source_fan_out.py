@@ -40,6 +40,7 @@ def test_items_are_staged_in_files_of_batches_and_applied_by_the_map() -> None:
     # Pages of 3 until 4 items are staged: files of 6, 5 items; batches of at most 2.
     sizes = [[len(batch["items"]) for batch in batches] for batches in harness.staged.files.values()]
     assert sizes == [[2, 2, 2], [2, 2, 1]]
+    assert job.listed == 11
     assert all(batch["sync_id"] == job.id for batches in harness.staged.files.values() for batch in batches)
 
 
@@ -65,6 +66,9 @@ def test_a_restart_after_staging_runs_the_same_file_again_and_ingests_each_item_
     job = harness.service.start_sync(TENANT, harness.source_id)
     staged = harness.runner.step(SyncStep(tenant_id=TENANT, source_id=harness.source_id, sync_id=job.id))
     assert staged.phase == "applying" and staged.staged is not None
+    # Progress while the Map runs: listed, not yet counted.
+    progress = harness.service.get_sync(TENANT, harness.source_id, job.id)
+    assert (progress.listed, progress.statistics.scanned) == (7, 0)
     first, *_ = harness.staged.files[staged.staged.key]
     harness.runner.apply_batch(ItemBatch.model_validate(first))  # the execution dies mid-Map
     resumed = SyncStep(tenant_id=TENANT, source_id=harness.source_id, sync_id=job.id, phase="listing")

@@ -203,6 +203,8 @@ def sync_lines(sync: dict[str, Any]) -> list[str]:
         f"{sync.get('id')}  {sync.get('status')}  {sync.get('started_at')}{ended}",
         f"  {statistics_text(sync.get('statistics'))}",
     ]
+    if sync.get("status") == "IN_PROGRESS":
+        lines.append(f"  listed {int(sync.get('listed') or 0)} so far (counted above as they are applied)")
     if sync.get("status") == "IN_PROGRESS" and not sync.get("listing_complete"):
         lines.append("  listing not complete yet: nothing is deleted before it is")
     failures = sync.get("failures") or []

@@ -70,6 +70,11 @@ class SyncJob(BaseModel):
     # A cap ended the listing early: what it did not reach is not gone.
     truncated: bool = False
     statistics: SyncStatistics = Field(default_factory=SyncStatistics)
+    listed: int = Field(
+        default=0,
+        description="Items the listing named so far: the progress of a sync in progress, whose statistics "
+        "count items as they are applied (an S3 source's in files of up to 10,000). Equal to scanned at the end.",
+    )
     failures: list[SyncFailure] = Field(default_factory=list)
     error: str | None = None
     # Failed items that had no state to count them on (a new page that answered 500).

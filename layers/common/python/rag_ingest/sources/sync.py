@@ -170,6 +170,7 @@ class SyncEngine:
         unknown = self._apply_failures(source, job, page.failures)
         job = job.model_copy(
             update={
+                "listed": job.listed + len(page.items) + len(page.failures),
                 "statistics": job.statistics.plus(delta.plus(SyncStatistics(failed=len(page.failures)))),
                 "failed_unknown": job.failed_unknown + unknown,
                 "failures": (job.failures + [_failure(failure) for failure in page.failures])[:MAX_FAILURES_KEPT],
@@ -387,7 +388,9 @@ class SyncEngine:
             deleted=counts.get("deleted", 0),
             failed=counts.get("failed", 0) + job.failed_unknown,
         )
-        done = job.model_copy(update={"status": "COMPLETE", "ended_at": utc_now(), "statistics": statistics})
+        done = job.model_copy(
+            update={"status": "COMPLETE", "ended_at": utc_now(), "statistics": statistics, "listed": statistics.scanned}
+        )
         self._jobs.put(done)
         self._sources.release_sync(source.tenant_id, source.source_id, job.id)
         logger.info("sync complete", extra={"source_id": source.source_id, **statistics.model_dump()})
