@@ -167,6 +167,7 @@ def test_a_damaged_state_is_found_repaired_and_stays_repaired(world: World, caps
         "ObjectWithoutRecord": [1.0],
         "RecordWithoutObject": [1.0],
         "Stuck": [0.0],
+        "SourceItemWithoutDocument": [0.0],  # zeros too: the graph stays whole
     }
     assert all(doc["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["Kind"]] for doc in emitted)
 
