@@ -93,6 +93,10 @@ export function renderSync(sync) {
     { className: "sync", dataset: { syncId: sync.id, status: sync.status } },
     el("div", { className: "sync-head" }, statusBadge(sync), el("span", { className: "muted" }, ` ${times}`),
       el("code", { className: "muted" }, ` ${sync.id}`)),
+    sync.status === "IN_PROGRESS"
+      ? el("p", { className: "muted", dataset: { listed: String(Number(sync.listed) || 0) } },
+          `Listed ${Number(sync.listed) || 0} so far; counted below as they are applied.`)
+      : null,
     sync.status === "IN_PROGRESS" && !sync.listing_complete
       ? el("p", { className: "muted" }, "Still listing: nothing is deleted until the listing completes.")
       : null,

@@ -153,7 +153,8 @@ def test_a_sync_already_running_is_said_and_shown(standin_page: Page, sources_ap
     page = standin_page
     with sources_api.lock:
         source = sources_api.create({"kind": "s3", "name": "handbook", "config": {"bucket": "b"}}, "acme")
-        sources_api.plan = [Step("IN_PROGRESS", {"scanned": 5})] * 1000  # stays running while the test looks
+        # Stays running while the test looks; 900 listed, 5 applied so far.
+        sources_api.plan = [Step("IN_PROGRESS", {"scanned": 5}, listed=900)] * 1000
         sources_api.start_sync(source)
     open_panel(page)
     page.wait(lambda: shown_sources(page), "the source is listed")
@@ -163,6 +164,7 @@ def test_a_sync_already_running_is_said_and_shown(standin_page: Page, sources_ap
     page.wait(lambda: shown_sources(page)[0]["syncs"], "the running sync is shown")
     assert shown_sources(page)[0]["syncs"][0]["status"] == "IN_PROGRESS"
     assert "Still listing" in page.find(".syncs .sync").text
+    assert "Listed 900 so far" in page.find(".syncs .sync").text
     page.find(".source .show-syncs").click()  # closing stops the polling
     assert page.find(".source .syncs").is_displayed() is False
 

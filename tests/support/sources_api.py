@@ -46,6 +46,7 @@ class Step:
     statistics: dict[str, int]
     failures: list[dict[str, str]] = field(default_factory=list)
     listing_complete: bool = False
+    listed: int = 0
 
 
 class ApiRefusal(Exception):
@@ -219,6 +220,7 @@ class SourcesApi:
             "started_at": _now(),
             "ended_at": None,
             "listing_complete": False,
+            "listed": 0,
             "statistics": dict.fromkeys(_STATISTICS, 0),
             "failures": [],
             "_plan": list(self.plan),
@@ -234,6 +236,7 @@ class SourcesApi:
                 statistics={**dict.fromkeys(_STATISTICS, 0), **step.statistics},
                 failures=step.failures,
                 listing_complete=step.listing_complete or step.status != "IN_PROGRESS",
+                listed=step.listed,
                 ended_at=None if step.status == "IN_PROGRESS" else _now(),
             )
         return _public(sync)
