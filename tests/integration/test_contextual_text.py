@@ -139,3 +139,14 @@ def test_an_index_made_before_indexed_text_gains_it_and_its_old_chunks_stay_sear
         assert by_page[3].text == "Copy the saved files back."
     finally:
         store.drop_index()
+
+
+def test_stop_words_of_the_query_are_not_marked(plain_store: VectorStore) -> None:
+    hits = plain_store.bm25_search(SearchQuery(tenant_id=TENANT, text="copy the files back to the service"), k=5)
+    [hit] = [hit for hit in hits if hit.text == RESTORE.text]
+    marked = " ".join(hit.highlights)
+    assert "<em>copy</em>" in marked and "<em>files</em>" in marked and "<em>service</em>" in marked
+    assert "<em>the</em>" not in marked.lower()
+    # A query of stop words alone still marks them: there is nothing else to show.
+    only = plain_store.bm25_search(SearchQuery(tenant_id=TENANT, text="the"), k=5)
+    assert only and all("<em>the</em>" in " ".join(hit.highlights).lower() for hit in only)

@@ -11,6 +11,7 @@ HTML-escaped fragments of the plain ``text``, the query's words in ``<em>``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -131,8 +132,57 @@ def _highlight(query_text: str) -> dict[str, Any]:
         "pre_tags": ["<em>"],
         "post_tags": ["</em>"],
         "fields": {"text": {"fragment_size": HIGHLIGHT_FRAGMENT_CHARS, "number_of_fragments": HIGHLIGHT_FRAGMENTS}},
-        "highlight_query": {"match": {"text": query_text}},
+        "highlight_query": {"match": {"text": highlight_terms(query_text)}},
     }
+
+
+#: Lucene's English stop words (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET): matched by BM25's standard
+#: analyzer, yet marking every "the" and "on" of a passage shows nothing of why it matched.
+HIGHLIGHT_STOP_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "such",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "will",
+        "with",
+    ]
+)
+_WORD = re.compile(r"\w+")
+
+
+def highlight_terms(query_text: str) -> str:
+    """The query's words to mark: its stop words left out, unless it has nothing else."""
+    words = _WORD.findall(query_text)
+    kept = [word for word in words if word.lower() not in HIGHLIGHT_STOP_WORDS]
+    return " ".join(kept) if kept else query_text
 
 
 def _filters(tenant_id: str, where: Filter | None, reader: Principal | None = None) -> dict[str, Any]:
