@@ -42,6 +42,11 @@ export class DocumentDetails {
 
   /** Open for a document: read it fresh (its revision is what the PATCH is conditional on). */
   async show(doc) {
+    // Nothing of the document shown before stays editable: what is typed before the fresh read
+    // arrives would be overwritten by it, and a save would go to the wrong revision.
+    this.doc = null;
+    delete this.dialog.dataset.documentId;
+    delete this.dialog.dataset.revision;
     this.title.textContent = doc.filename || doc.document_id;
     this.setMessage("");
     if (!this.dialog.open) this.dialog.showModal();
@@ -49,10 +54,21 @@ export class DocumentDetails {
   }
 
   async reload(documentId = this.doc?.document_id) {
+    this.setLoading(true);
     try {
       this.render(await this.api.getDocument(documentId));
     } catch (error) {
       this.setMessage(`The document could not be read: ${error.message}`, "error");
+    } finally {
+      this.setLoading(false);
+    }
+  }
+
+  /** The editor's fields, disabled while the document is read. */
+  setLoading(loading) {
+    this.dialog.setAttribute("aria-busy", String(loading));
+    for (const field of this.dialog.querySelectorAll("#details-form input, #details-form select, #details-form button")) {
+      if (field.id !== "details-close") field.disabled = loading || (field === this.save && !this.doc);
     }
   }
 

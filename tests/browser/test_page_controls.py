@@ -81,11 +81,29 @@ def chips(page: Page) -> list[dict[str, Any]]:
     )
 
 
+# Holds GET /documents/{id} of one document until window.releaseDocumentReads() is called.
+HOLD_DOCUMENT_READS = """
+const documentId = arguments[0], original = window.fetch;
+let release;
+const released = new Promise((resolve) => { release = resolve; });
+window.releaseDocumentReads = () => { window.fetch = original; release(); };
+window.fetch = (url, options) =>
+  String(url).endsWith(`/documents/${documentId}`) && !(options && options.method && options.method !== "GET")
+    ? released.then(() => original(url, options))
+    : original(url, options);
+"""
+
+
 def open_details(page: Page, document_id: str) -> dict[str, Any]:
-    page.find(f'#document-rows tr[data-document-id="{document_id}"] button.details').click()
+    """Open a document's details (or, if open, wait for them) until its fresh read is shown."""
+    if not page.js("return document.getElementById('details-dialog').open"):
+        page.find(f'#document-rows tr[data-document-id="{document_id}"] button.details').click()
     page.wait(lambda: page.js("return document.getElementById('details-dialog').open"), "the details dialog opens")
     page.wait(
-        lambda: page.find("#details-dialog").get_attribute("data-document-id") == document_id,
+        lambda: (
+            page.find("#details-dialog").get_attribute("data-document-id") == document_id
+            and page.find("#details-dialog").get_attribute("aria-busy") == "false"
+        ),
         "the document's details are read",
     )
     return details(page)
@@ -281,7 +299,16 @@ def test_access_at_upload_and_only_the_uploader_or_an_admin_may_change_it(
     # The uploader may; an upload can carry access from the start.
     page.sign_in("hana", tenant)
     wait_status(page, document_id, "READY", 60)
+    # While the details are read afresh nothing can be typed: the read would overwrite it (a CI run
+    # saw the typed users wiped, "Nothing changed"). The read is held back here to see it.
+    page.js(HOLD_DOCUMENT_READS, document_id)
+    page.find(f'#document-rows tr[data-document-id="{document_id}"] button.details').click()
+    page.wait(lambda: page.find("#details-dialog").get_attribute("aria-busy") == "true", "the read starts")
+    assert not page.find("#details-users").is_enabled() and not page.find("#details-save").is_enabled()
+    assert page.find("#details-dialog").get_attribute("data-document-id") is None  # ivan's read is gone
+    page.js("window.releaseDocumentReads()")
     open_details(page, document_id)
+    assert page.find("#details-users").is_enabled()
     set_value(page, page.find("#details-users"), f"{hana}, juno")
     saved = save_details(page)
     assert saved["kind"] == "ok" and saved["access"].startswith(f"Only user {hana}, user juno"), saved

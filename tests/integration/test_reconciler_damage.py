@@ -21,7 +21,7 @@ from rag_ingest.core.s3_keys import CHUNKS_ARTIFACT, EMBEDDINGS_FOLDER, artifact
 from rag_ingest.wiring import vector_store_for
 
 from tests.support.aws import FakeLambdaContext, import_handler, moto_server
-from tests.support.operations import RecordWriter, create_documents_table, create_state_machine
+from tests.support.operations import RecordWriter, create_documents_table, create_sources_table, create_state_machine
 
 pytestmark = pytest.mark.integration
 OPENSEARCH_URL = os.environ.get("OPENSEARCH_URL", "http://127.0.0.1:9200")
@@ -90,6 +90,7 @@ def world() -> Iterator[World]:
         s3.create_bucket(Bucket=bucket)
         s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
         create_documents_table(table)
+        create_sources_table(sources := f"sources-{suffix}")
         state_machine_arn = create_state_machine()
         store = vector_store_for(OPENSEARCH_URL, index, DIMENSION)
         store.ensure_index()
@@ -97,6 +98,7 @@ def world() -> Iterator[World]:
             "reconciler",
             {
                 "DOCUMENTS_TABLE": table,
+                "SOURCES_TABLE": sources,
                 "BUCKET_NAME": bucket,
                 "OPENSEARCH_ENDPOINT": OPENSEARCH_URL,
                 "OPENSEARCH_INDEX": index,

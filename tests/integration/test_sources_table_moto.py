@@ -18,6 +18,7 @@ from rag_ingest.core.errors import StaleWriteError
 from rag_ingest.sources.model import ItemState, Source, StagedPage, SyncJob
 
 from tests.support.aws import moto_server
+from tests.support.operations import create_sources_table
 
 pytestmark = pytest.mark.integration
 NOW = "2026-12-07T08:00:00.000+00:00"
@@ -33,16 +34,7 @@ def aws() -> Iterator[str]:
 def table(aws: str) -> Iterator[SourcesTable]:
     # moto's backends live in this process: each test its own table.
     name = f"sources-{uuid.uuid4().hex[:8]}"
-    dynamodb = boto3.resource("dynamodb")
-    dynamodb.create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_sources_table(name)
     yield SourcesTable(name)
 
 

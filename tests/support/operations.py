@@ -66,6 +66,19 @@ def create_embedding_cache_table(name: str) -> None:
     )
 
 
+def create_sources_table(name: str) -> None:
+    """The sources table as the stack defines it (infra/constructs/sources.py): ``pk`` + ``sk``."""
+    boto3.client("dynamodb").create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
 def create_state_machine() -> str:
     return str(
         boto3.client("stepfunctions").create_state_machine(
