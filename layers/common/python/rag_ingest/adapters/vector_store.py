@@ -51,6 +51,7 @@ from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE, indexed_text
 from rag_ingest.core.tracing import traced
 from rag_ingest.retrieval.hits import SearchHit
 from rag_ingest.retrieval.query import SearchQuery
+from rag_ingest.retrieval.rerank import STOP_WORDS
 
 #: Concurrent segment search modes of an index (OpenSearch's ``index.search.concurrent_segment_search.mode``).
 ConcurrentSegmentSearch = Literal["auto", "all", "none"]
@@ -136,52 +137,14 @@ def _highlight(query_text: str) -> dict[str, Any]:
     }
 
 
-#: Lucene's English stop words (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET): matched by BM25's standard
-#: analyzer, yet marking every "the" and "on" of a passage shows nothing of why it matched.
-HIGHLIGHT_STOP_WORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "for",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "no",
-        "not",
-        "of",
-        "on",
-        "or",
-        "such",
-        "that",
-        "the",
-        "their",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "to",
-        "was",
-        "will",
-        "with",
-    ]
-)
 _WORD = re.compile(r"\w+")
 
 
 def highlight_terms(query_text: str) -> str:
-    """The query's words to mark: its stop words left out, unless it has nothing else."""
+    """The query's words to mark: its stop words (the reranker's list: they say nothing of why a
+    passage matched) left out, unless it has nothing else."""
     words = _WORD.findall(query_text)
-    kept = [word for word in words if word.lower() not in HIGHLIGHT_STOP_WORDS]
+    kept = [word for word in words if word.casefold() not in STOP_WORDS]
     return " ".join(kept) if kept else query_text
 
 

@@ -27,7 +27,7 @@ STAND_IN_NAME = "lexical-stand-in (BM25 over the candidates; not a cross-encoder
 _WORD = re.compile(r"[0-9a-z]+")
 # Words that say nothing about relevance; BM25's IDF over a few dozen candidates is too noisy to
 # learn that on its own.
-_STOP_WORDS = frozenset(
+STOP_WORDS = frozenset(
     [
         "a",
         "an",
@@ -88,7 +88,7 @@ def rerank_passages(reranker: Reranker, query: SearchQuery, passages: Sequence[S
 
 
 def words(text: str) -> list[str]:
-    return [word for word in _WORD.findall(text.casefold()) if word not in _STOP_WORDS]
+    return [word for word in _WORD.findall(text.casefold()) if word not in STOP_WORDS]
 
 
 def lexical_scores(query: str, texts: Sequence[str], *, k1: float = 1.2, b: float = 0.75) -> list[float]:
