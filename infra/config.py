@@ -31,6 +31,8 @@ from rag_ingest.core.config import (
 )
 from rag_ingest.core.job import DEFAULT_BULK_ABOVE_PAGES, DEFAULT_PARSE_RANGE_PAGES
 from rag_ingest.core.settings import (
+    ANSWER_MODEL_ID_PATTERN,
+    DEFAULT_ANSWER_MODEL_ID,
     DEFAULT_RERANK_MODEL_ID,
     RERANK_CANDIDATES,
     RERANK_MAX_CANDIDATES,
@@ -335,6 +337,18 @@ class RerankConfig(_Model):
     candidates: int = Field(default=RERANK_CANDIDATES, ge=1, le=RERANK_MAX_CANDIDATES)
 
 
+class AnswerConfig(_Model):
+    """POST /answer (docs/answers.md): ``modelId``, the Converse model, a foundation model's id or a
+    cross-Region inference profile's (``eu.amazon.nova-lite-v1:0``; the only grant the API gets);
+    ``minRelevance``, the reranked score a passage needs to be read (none reaching it: no model
+    call); ``maxTokens``, the answer's cap; ``rerank``, whether an answer reranks by default."""
+
+    model_id: str = Field(default=DEFAULT_ANSWER_MODEL_ID, pattern=ANSWER_MODEL_ID_PATTERN)
+    min_relevance: float = Field(default=0.05, ge=0, le=1)
+    max_tokens: int = Field(default=512, ge=1, le=4096)
+    rerank: bool = True
+
+
 class SearchConfig(_Model):
     """Hybrid search: weighted reciprocal rank fusion of BM25 and k-NN, and the candidates each
     leg fetches first for k results (max(minCandidates, candidatesPerResult x k), at most 100; deeper
@@ -347,6 +361,7 @@ class SearchConfig(_Model):
     min_candidates: int = Field(default=DEFAULT_FUSION.min_candidates, ge=1, le=HYBRID_MAX_CANDIDATES)
     candidates_per_result: int = Field(default=DEFAULT_FUSION.candidates_per_result, ge=1, le=100)
     rerank: RerankConfig = RerankConfig()
+    answer: AnswerConfig = AnswerConfig()
 
     @model_validator(mode="after")
     def _one_weight_counts(self) -> Self:

@@ -26,7 +26,19 @@ CLIENT_DIR = ROOT / "client" / CLIENT_PACKAGE
 
 # Who may import whom (besides itself). Each subpackage's docstring says the same in words.
 _CAPABILITIES = frozenset(
-    {"core", "embeddings", "parsing", "ingest", "retrieval", "documents", "operations", "live", "webhooks", "sources"}
+    {
+        "core",
+        "embeddings",
+        "parsing",
+        "ingest",
+        "retrieval",
+        "answers",
+        "documents",
+        "operations",
+        "live",
+        "webhooks",
+        "sources",
+    }
 )
 ALLOWED: dict[str, frozenset[str]] = {
     "core": frozenset(),
@@ -35,6 +47,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "parsing": frozenset({"core"}),
     "ingest": frozenset({"core", "embeddings", "parsing"}),
     "retrieval": frozenset({"core", "embeddings"}),
+    # An answer is a search's passages read by a model: it stands on retrieval.
+    "answers": frozenset({"core", "retrieval"}),
     "documents": frozenset({"core"}),
     "operations": frozenset({"core", "documents"}),
     "live": frozenset({"core", "documents"}),
@@ -43,7 +57,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "sources": frozenset({"core", "documents"}),
     # Adapters implement the ports with boto3 and opensearch-py (and the webhook POST with
     # http.client); they read the records they store.
-    "adapters": frozenset({"core", "embeddings", "parsing", "ingest", "live", "retrieval", "webhooks", "sources"}),
+    "adapters": frozenset(
+        {"core", "embeddings", "parsing", "ingest", "live", "retrieval", "answers", "webhooks", "sources"}
+    ),
     # The composition root: builds every service from its adapters.
     "wiring": _CAPABILITIES | {"adapters"},
 }

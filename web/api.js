@@ -106,6 +106,12 @@ export class Api {
     return this.request("POST", "/search", body);
   }
 
+  answer(query, mode, k = 5, filter = null) {
+    const body = { query, mode, k };
+    if (filter) body.filter = filter;
+    return this.request("POST", "/answer", body);
+  }
+
   listWebhooks() {
     return this.request("GET", "/webhooks");
   }

@@ -330,7 +330,7 @@ async function main() {
   state.search = new SearchView({
     api: state.api,
     viewerDialog: $("viewer-dialog"),
-    elements: { form: $("search-form"), query: $("query"), mode: $("mode"), status: $("search-status"), results: $("results") },
+    elements: { form: $("search-form"), query: $("query"), mode: $("mode"), status: $("search-status"), results: $("results"), answer: $("answer") },
     onError: showError,
     filters: state.filters,
   });

@@ -1,5 +1,6 @@
 // Search: passages with their highlight, document and page span; a result opens where it stands:
 // a PDF in the embedded viewer (pdf-view.js) with the passage marked, the others in the rendered view.
+// Ask: the same search, and above it the answer (POST /answer) whose [n] open the cited spots.
 
 import { decodeEntities, el } from "./format.js";
 
@@ -51,24 +52,27 @@ export class SearchView {
     this.searches = 0;
     elements.form.addEventListener("submit", (event) => {
       event.preventDefault();
-      this.run();
+      this.run({ ask: event.submitter?.value === "ask" });
     });
   }
 
   reset() {
     this.elements.results.replaceChildren();
+    this.clearAnswer();
     this.elements.status.textContent = "";
     this.filters?.clear();
   }
 
-  async run() {
+  async run({ ask = false } = {}) {
     const { query, mode, status, results, form } = this.elements;
     const text = query.value.trim();
     if (!text) return;
-    const button = form.querySelector("button[type=submit]");
-    button.disabled = true;
+    const buttons = [...form.querySelectorAll("button[type=submit]")];
+    buttons.forEach((button) => { button.disabled = true; });
     status.textContent = "Searching…";
     const filter = this.filters?.filter() ?? null;
+    this.clearAnswer();
+    const answering = ask ? this.showAnswer(this.api.answer(text, mode.value, 5, filter)) : null;
     const filtered = filter ? `, ${this.filters.conditions.length} filter${this.filters.conditions.length === 1 ? "" : "s"}` : "";
     try {
       const answer = await this.api.search(text, mode.value, 5, filter);
@@ -82,8 +86,68 @@ export class SearchView {
       results.replaceChildren();
       status.textContent = this.filters?.showApiError(error) ? "Search failed: the filter was refused (see above)." : `Search failed: ${error.message}`;
     } finally {
+      await answering;
       this.searches += 1;
-      button.disabled = false;
+      buttons.forEach((button) => { button.disabled = false; });
+    }
+  }
+
+  clearAnswer() {
+    const box = this.elements.answer;
+    if (!box) return;
+    box.replaceChildren();
+    box.hidden = true;
+    box.removeAttribute("aria-busy");
+  }
+
+  /** The answer box: "Answering…", then the answer with each [n] a button opening its passage. */
+  async showAnswer(pending) {
+    const box = this.elements.answer;
+    if (!box) return;
+    box.hidden = false;
+    box.setAttribute("aria-busy", "true");
+    box.replaceChildren(el("p", { className: "muted" }, "Answering…"));
+    try {
+      const answer = await pending;
+      const cited = new Map((answer.citations || []).map((citation) => [citation.number, citation.passage]));
+      const body = el("p", { className: answer.supported ? "answer-text" : "answer-text muted" });
+      let last = 0;
+      for (const match of String(answer.answer).matchAll(/\[(\d{1,3})\]/g)) {
+        body.append(answer.answer.slice(last, match.index));
+        const passage = cited.get(Number(match[1]));
+        body.append(
+          passage
+            ? el("button", {
+                type: "button",
+                className: "link citation",
+                textContent: match[0],
+                title: `${passage.filename || passage.document_id}, ${pageSpan(passage)}`,
+                "aria-label": `Source ${match[1]}: ${passage.filename || "the document"}, ${pageSpan(passage)}`,
+                onclick: () => this.open(passage),
+              })
+            : match[0],
+        );
+        last = match.index + match[0].length;
+      }
+      body.append(answer.answer.slice(last));
+      const sources = [...cited].map(([number, passage]) =>
+        el("li", {}, el("button", {
+          type: "button",
+          className: "link open-document",
+          textContent: `[${number}] ${passage.filename || passage.document_id}, ${pageSpan(passage)}`,
+          onclick: () => this.open(passage),
+        })),
+      );
+      box.replaceChildren(
+        el("h3", {}, "Answer"),
+        body,
+        sources.length ? el("ol", { className: "answer-sources", "aria-label": "Cited passages" }, ...sources) : null,
+        answer.stand_in ? el("p", { className: "muted stand-in" }, `Answered by the local ${answer.stand_in}.`) : null,
+      );
+    } catch (error) {
+      box.replaceChildren(el("p", { className: "field-error" }, `No answer: ${error.message}`));
+    } finally {
+      box.removeAttribute("aria-busy");
     }
   }
 

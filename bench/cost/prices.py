@@ -25,6 +25,8 @@ class Price:
 LAMBDA = "AWS Lambda Pricing (aws.amazon.com/lambda/pricing)"
 STEP_FUNCTIONS = "AWS Step Functions Pricing (aws.amazon.com/step-functions/pricing)"
 BEDROCK = "Amazon Bedrock Pricing (aws.amazon.com/bedrock/pricing), Amazon Titan models"
+BEDROCK_NOVA = "Amazon Bedrock Pricing (aws.amazon.com/bedrock/pricing), Amazon Nova models"
+BEDROCK_RERANK = "Amazon Bedrock Pricing (aws.amazon.com/bedrock/pricing), Amazon Rerank 1.0"
 S3 = "Amazon S3 Pricing (aws.amazon.com/s3/pricing), S3 Standard"
 DYNAMODB = "Amazon DynamoDB Pricing for On-Demand Capacity (aws.amazon.com/dynamodb/pricing/on-demand)"
 SQS = "Amazon SQS Pricing (aws.amazon.com/sqs/pricing), standard queues"
@@ -64,6 +66,12 @@ TITAN_V2_INPUT_TOKEN = Price(0.00002 / 1000, "input token, Titan Text Embeddings
 TITAN_V2_BATCH_INPUT_TOKEN = Price(
     0.00001 / 1000, "input token, Titan Text Embeddings V2, batch inference (50 % of on-demand)", BEDROCK
 )
+
+# POST /answer's default model (cdk.json search.answer.modelId) and its rerank stage (one billed query
+# per answer: up to 100 passages; docs/answers.md, "Cost").
+NOVA_LITE_INPUT_TOKEN = Price(0.00006 / 1000, "input token, Amazon Nova Lite, on-demand", BEDROCK_NOVA)
+NOVA_LITE_OUTPUT_TOKEN = Price(0.00024 / 1000, "output token, Amazon Nova Lite, on-demand", BEDROCK_NOVA)
+RERANK_QUERY = Price(1.00 / 1000, "query (up to 100 passages), Amazon Rerank 1.0", BEDROCK_RERANK)
 
 S3_WRITE_REQUEST = Price(0.005 / 1000, "PUT, COPY, POST or LIST request", S3)
 S3_READ_REQUEST = Price(0.0004 / 1000, "GET, HEAD and all other requests (DELETE is free)", S3)

@@ -10,6 +10,7 @@ from typing import Any
 from rag_ingest.embeddings.bedrock import DEFAULT_MAX_CONCURRENCY
 
 from bench.cost import prices
+from bench.cost.answers import render_answers
 from bench.cost.batch import ASSUMED_JOB_HOURS, BATCH_DOCUMENT_PAGES, batch_table, looks
 from bench.cost.model import (
     OCR_LINES,
@@ -403,6 +404,8 @@ def render(data: Mapping[str, Any], config: RagIngestConfig, call_ms: float = AS
     out.append("|---|---|---|")
     for option, monthly, how in vector_store_monthly(config):
         out.append(f"| {option} | ${monthly:.2f} | {how} |")
+    out.append("")
+    out.extend(render_answers(config))
     return "\n".join(out)
 
 

@@ -17,8 +17,9 @@ from pydantic import Field
 
 from rag_ingest_client.http import RagIngestError
 
-#: The largest k ``POST /search`` takes (docs/openapi.json, SearchRequest).
+#: The largest k ``POST /search`` takes, and ``POST /answer`` (docs/openapi.json, SearchRequest, AnswerRequest).
 MAX_K = 50
+MAX_ANSWER_K = 20
 MAX_NEIGHBOURS = 3
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
@@ -35,6 +36,10 @@ class Api(Protocol):
     """The routes the tools call (rag_ingest_client.cli.api.ApiClient)."""
 
     def search(
+        self, query: str, *, k: int, mode: str, where: dict[str, Any] | None = None, rerank: bool | None = None
+    ) -> dict[str, Any]: ...
+
+    def answer(
         self, query: str, *, k: int, mode: str, where: dict[str, Any] | None = None, rerank: bool | None = None
     ) -> dict[str, Any]: ...
 
@@ -87,6 +92,31 @@ def build_server(api: Api) -> MCPServer[Any]:
             "passages": [
                 {"text": p["text"], "score": p.get("score"), "citation": citation(p)} for p in found["passages"]
             ]
+        }
+
+    @server.tool(annotations=READ_ONLY)
+    def answer(
+        query: Annotated[str, Field(min_length=1, max_length=1000, description="The question, in words")],
+        k: Annotated[int, Field(ge=1, le=MAX_ANSWER_K, description="How many passages the answer may read")] = 5,
+        filter: Annotated[dict[str, Any] | None, Field(description=FILTER_HELP)] = None,
+        mode: Annotated[
+            Literal["hybrid", "knn", "bm25"],
+            Field(description="hybrid (meaning and words, fused), knn (meaning) or bm25 (words)"),
+        ] = "hybrid",
+        rerank: Annotated[bool | None, Field(description="Rerank with the deployment's reranker")] = None,
+    ) -> dict[str, Any]:
+        """Answer a question from the documents, citing passages as [1], [2]; each citation says where
+        it is. When no passage supports an answer, supported is false and no model was asked."""
+        with _refusal_as_tool_error():
+            found = api.answer(query, k=k, mode=mode, where=filter, rerank=rerank)
+        return {
+            "answer": found["answer"],
+            "supported": found["supported"],
+            "citations": [
+                {"number": c["number"], "text": c["passage"]["text"], "citation": citation(c["passage"])}
+                for c in found.get("citations") or []
+            ],
+            "stand_in": found.get("stand_in"),
         }
 
     @server.tool(annotations=READ_ONLY)

@@ -1,5 +1,5 @@
-"""HTTP API: documents (upload, list, status, change, retry, download, delete), search, webhooks and
-sources, for the caller's tenant.
+"""HTTP API: documents (upload, list, status, change, retry, download, delete), search, cited answers,
+webhooks and sources, for the caller's tenant.
 
 This module builds the resolver and maps errors; the routes live one group a module in ``routes/``
 (``ROUTE_GROUPS``); ``http_extras`` parses JSON strictly and derives 405 from the OpenAPI document.
@@ -33,11 +33,11 @@ from rag_ingest.core.tracing import tracer
 # (ApiEnv, SearchEnv). The services are built on the first request that needs them.
 if __package__:  # functions.api.app: the tests, tools/openapi.py and mypy import it from the repository
     from .http_extras import MethodTable, strict_json
-    from .routes import documents, meta, search, sources, webhooks
+    from .routes import answers, documents, meta, search, sources, webhooks
     from .routes.errors import ErrorBody, ErrorDetail, error_response
 else:  # Lambda (and the local stack's worker) import app.py as a top-level module, /var/task on sys.path
     from http_extras import MethodTable, strict_json  # type: ignore[no-redef]
-    from routes import documents, meta, search, sources, webhooks  # type: ignore[no-redef]
+    from routes import answers, documents, meta, search, sources, webhooks  # type: ignore[no-redef]
     from routes.errors import ErrorBody, ErrorDetail, error_response  # type: ignore[no-redef]
 
 OPENAPI_TITLE = "rag-ingest API"
@@ -63,7 +63,7 @@ app.configure_openapi(
 )
 
 # The route groups, in the order their routes are matched and documented.
-ROUTE_GROUPS = (documents, search, webhooks, sources, meta)
+ROUTE_GROUPS = (documents, search, answers, webhooks, sources, meta)
 for group in ROUTE_GROUPS:
     app.include_router(group.router)
 openapi_schema = meta.openapi_schema  # tools/openapi.py writes it to docs/openapi.json

@@ -42,6 +42,7 @@ SERVED_ROUTES: dict[str, tuple[str, ...]] = {
     "/documents/{document_id}/download": ("GET",),
     "/documents/{document_id}/content": ("GET",),
     "/search": ("POST",),
+    "/answer": ("POST",),
     "/webhooks": ("GET", "POST"),
     "/webhooks/{endpoint_id}": ("DELETE",),
     "/webhooks/{endpoint_id}/rotate-secret": ("POST",),
@@ -118,6 +119,7 @@ class Api(Construct):
                 "EMBEDDING_DIMENSION": str(config.embedding.dimension),
                 # POST /search: the index parameters and the model that embeds the query.
                 **search.query_environment,
+                **search.answer_parameters,
                 # POST /documents/{id}/retry starts a replay execution.
                 "STATE_MACHINE_ARN": state_machine.state_machine_arn,
                 # DELETE /documents/{id} announces DocumentDeleted (the webhooks' document.deleted).
@@ -149,6 +151,17 @@ class Api(Construct):
         search.grant_embedding(role)
         # POST /search's optional rerank stage calls Bedrock's Rerank with the configured model.
         search.grant_rerank(role)
+        # POST /answer calls Converse with the configured answer model.
+        search.grant_answer(role)
+        profile_models = [arn for arn in search.answer_model_arns if "*" in arn]
+        if profile_models:
+            acknowledge(
+                role,
+                "AwsSolutions-IAM5",
+                "A cross-Region inference profile routes to its one model in any Region of its geography; "
+                "the profile itself is granted by ARN.",
+                *(f"Resource::{arn.replace(Stack.of(self).partition, '<AWS::Partition>')}" for arn in profile_models),
+            )
         acknowledge(
             role,
             "AwsSolutions-IAM5",

@@ -41,6 +41,36 @@ def _engine_version() -> opensearch.EngineVersion:
     return cast(opensearch.EngineVersion, getattr(opensearch.EngineVersion, latest))
 
 
+def answer_model_arns(stack: Stack, model_id: str) -> list[str]:
+    """What Converse with ``model_id`` invokes: its foundation model in this Region; for a cross-Region
+    inference profile (``eu.amazon.nova-lite-v1:0``), the profile and its model in every Region it may
+    route to (https://docs.aws.amazon.com/bedrock/latest/userguide/inference-profiles-prereq.html)."""
+    prefix, _, base = model_id.partition(".")
+    if prefix not in INFERENCE_PROFILE_PREFIXES:
+        return [foundation_model_arn(stack, model_id)]
+    profile = stack.format_arn(
+        service="bedrock",
+        resource="inference-profile",
+        resource_name=model_id,
+        arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+    )
+    return [profile, f"arn:{stack.partition}:bedrock:*::foundation-model/{base}"]
+
+
+def foundation_model_arn(stack: Stack, model_id: str) -> str:
+    return stack.format_arn(
+        service="bedrock",
+        account="",
+        resource="foundation-model",
+        resource_name=model_id,
+        arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+    )
+
+
+#: The geographic prefixes of Bedrock's system-defined cross-Region inference profiles' ids.
+INFERENCE_PROFILE_PREFIXES = frozenset({"us", "eu", "apac", "jp", "au", "ca", "us-gov", "global"})
+
+
 class Search(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, config: RagIngestConfig) -> None:
         super().__init__(scope, construct_id)
@@ -61,6 +91,7 @@ class Search(Construct):
             resource_name=config.search.rerank.model_id,
             arn_format=ArnFormat.SLASH_RESOURCE_NAME,
         )
+        self.answer_model_arns = answer_model_arns(Stack.of(self), config.search.answer.model_id)
         # Role -> what it may do in the index (infra/permissions.py OPENSEARCH_ACCESS).
         self._grants: list[tuple[iam.IRole, IndexAccess]] = []
         self.domain: opensearch.Domain | None = None
@@ -297,6 +328,25 @@ class Search(Construct):
         role.add_to_principal_policy(
             iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=[self.rerank_model_arn])
         )
+
+    def grant_answer(self, role: iam.IRole) -> None:
+        """Let ``role`` call Converse with the configured answer model, and no other: Converse needs
+        ``bedrock:InvokeModel`` on it
+        (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html)."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=self.answer_model_arns)
+        )
+
+    @property
+    def answer_parameters(self) -> dict[str, str]:
+        """POST /answer (rag_ingest.core.config.AnswerEnv)."""
+        answer = self._config.search.answer
+        return {
+            "ANSWER_MODEL_ID": answer.model_id,
+            "ANSWER_MIN_RELEVANCE": str(answer.min_relevance),
+            "ANSWER_MAX_TOKENS": str(answer.max_tokens),
+            "ANSWER_RERANK_DEFAULT": "true" if answer.rerank else "false",
+        }
 
     @property
     def environment(self) -> dict[str, str]:

@@ -1,8 +1,9 @@
 """The HTTP side of the embedding server: Bedrock's wire format on loopback, on Werkzeug.
 
 Bedrock Runtime's ``InvokeModel`` (``POST [/lanes/<lane>]/model/{modelId}/invoke``: ``inputText``,
-``dimensions``, ``normalize`` -> ``embedding``, ``inputTextTokenCount``), Bedrock Agent Runtime's
-``Rerank`` (``POST [/lanes/<lane>]/rerank``, scored by a labelled lexical stand-in), batch inference's
+``dimensions``, ``normalize`` -> ``embedding``, ``inputTextTokenCount``) and ``Converse`` (answered by
+a labelled extractive stand-in), Bedrock Agent Runtime's ``Rerank`` (``POST [/lanes/<lane>]/rerank``,
+scored by a labelled lexical stand-in), batch inference's
 control plane (:mod:`local.embedding_server.batch_jobs`), ``GET /ping`` and ``GET /_local/stats``.
 Errors as botocore reads them: ``x-amzn-ErrorType`` and ``{"message"}`` with the service model's
 status. The Bedrock emulation (quotas, latency, deterministic vectors) is ``settings.emulation``.
@@ -46,6 +47,8 @@ _ROUTES = Map(
         Rule(f"/lanes/{_LANE}/rerank", methods=["POST"], endpoint="rerank"),
         Rule("/model/<path:model_id>/invoke", methods=["POST"], endpoint="invoke"),
         Rule(f"/lanes/{_LANE}/model/<path:model_id>/invoke", methods=["POST"], endpoint="invoke"),
+        Rule("/model/<path:model_id>/converse", methods=["POST"], endpoint="converse"),
+        Rule(f"/lanes/{_LANE}/model/<path:model_id>/converse", methods=["POST"], endpoint="converse"),
     ]
 )
 # The model ARN Rerank takes, or the bare model id (botocore's BedrockModelArn pattern allows both).
@@ -154,6 +157,49 @@ class StandInReranker:
         return {"results": [{"index": index, "relevanceScore": score} for index, score in ranked]}
 
 
+class StandInAnswerModel:
+    """Bedrock Runtime's ``Converse`` answered by the extractive stand-in (rag_ingest.answers.extractive)
+    for any model id: the same client code runs, and the header says what answered."""
+
+    HEADER = "x-local-answer-model"
+    NAME = "extractive-stand-in"
+
+    @staticmethod
+    def converse(model_id: str, body: bytes, started: float) -> dict[str, Any]:
+        from rag_ingest.answers.extractive import count_words, extractive_answer
+
+        try:
+            request = json.loads(body)
+        except ValueError:
+            raise validation_error("Malformed request body: not JSON") from None
+        messages = request.get("messages") if isinstance(request, dict) else None
+        if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
+            raise validation_error("messages: at least one message is required")
+        last = messages[-1]
+        if last.get("role") != "user":
+            raise validation_error("messages: the last message must be the user's")
+        texts = [block.get("text") for block in last.get("content") or [] if isinstance(block, dict)]
+        message = "\n".join(text for text in texts if isinstance(text, str))
+        if not message.strip():
+            raise validation_error("messages: the user's message has no text")
+        system = " ".join(
+            str(block.get("text", "")) for block in request.get("system") or [] if isinstance(block, dict)
+        )
+        answer = extractive_answer(message)
+        max_tokens = (request.get("inferenceConfig") or {}).get("maxTokens")
+        stop = "end_turn"
+        if isinstance(max_tokens, int) and count_words(answer) > max_tokens:
+            answer, stop = " ".join(answer.split()[:max_tokens]), "max_tokens"
+        tokens_in, tokens_out = count_words(system) + count_words(message), count_words(answer)
+        LOG.info("Converse %s answered by the %s", model_id, StandInAnswerModel.NAME)
+        return {
+            "output": {"message": {"role": "assistant", "content": [{"text": answer}]}},
+            "stopReason": stop,
+            "usage": {"inputTokens": tokens_in, "outputTokens": tokens_out, "totalTokens": tokens_in + tokens_out},
+            "metrics": {"latencyMs": int((time.perf_counter() - started) * 1000)},
+        }
+
+
 def _text_of(document: Any, where: str, field: str, kind: str) -> str:
     """The text of a ``{"type": kind, field: {"text"}}`` object, or a ValidationException naming ``where``."""
     if not isinstance(document, dict) or document.get("type") != kind:
@@ -216,6 +262,7 @@ class EmbeddingServer:
         self._thread: threading.Thread | None = None
         self.reranker = StandInReranker()
         self._reranks = 0
+        self._converses = 0
         # Bedrock's batch inference control plane and its job runner (local.embedding_server.batch_jobs).
         self.batch_jobs = BatchJobRunner(
             server_embedder(self.models, lambda text: self.batcher.submit(text, lane=Lane.STANDARD))
@@ -254,6 +301,7 @@ class EmbeddingServer:
                 "throttled_in_flight": self._throttled_in_flight,
                 "in_flight": self._in_flight,
                 "reranks": self._reranks,
+                "converses": self._converses,
             }
         return {
             "model_id": self.model.model_id,
@@ -315,6 +363,10 @@ class EmbeddingServer:
         if endpoint == "rerank":
             headers = {"x-amzn-RequestId": request_id, StandInReranker.HEADER: self.reranker.scorer.name}
             return _json_response(HTTPStatus.OK, self.rerank(body), headers)
+        if endpoint == "converse":
+            payload = self.converse(str(arguments["model_id"]), body, started)
+            headers = {"x-amzn-RequestId": request_id, StandInAnswerModel.HEADER: StandInAnswerModel.NAME}
+            return _json_response(HTTPStatus.OK, payload, headers)
         lane = Lane(arguments.get("lane") or Lane.STANDARD)
         payload, tokens = self.invoke(str(arguments["model_id"]), body, lane)
         headers = {
@@ -323,6 +375,12 @@ class EmbeddingServer:
             "X-Amzn-Bedrock-Invocation-Latency": str(int((time.perf_counter() - started) * 1000)),
         }
         return _json_response(HTTPStatus.OK, payload, headers)
+
+    def converse(self, model_id: str, body: bytes, started: float) -> dict[str, Any]:
+        """One ``Converse``: the response body, or a BedrockError."""
+        with self._lock:
+            self._converses += 1
+        return StandInAnswerModel.converse(model_id, body, started)
 
     def rerank(self, body: bytes) -> dict[str, Any]:
         """One ``Rerank``: the response body, or a BedrockError."""

@@ -82,7 +82,7 @@ def test_the_server_lists_its_read_only_tools_over_stdio(world: dict[str, Any]) 
     async def names(client: Client) -> list[str]:
         return sorted(t.name for t in (await client.list_tools()).tools)
 
-    assert world["cli"].session(world["reader"], names) == ["fetch", "list_documents", "search"]
+    assert world["cli"].session(world["reader"], names) == ["answer", "fetch", "list_documents", "search"]
 
 
 def test_a_reader_finds_lists_and_reads_the_restricted_document_with_citations(world: dict[str, Any]) -> None:

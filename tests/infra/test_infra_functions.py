@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from aws_cdk.assertions import Template
 from rag_ingest.core.config import (
+    AnswerEnv,
     ApiEnv,
     EnvModel,
     IntakeEnv,
@@ -40,7 +41,7 @@ STAGE_HANDLERS = {
 }
 # construct path -> (code dir, handler, the environment models its handler validates at cold start)
 CONTRACT: dict[str, tuple[str, str, tuple[type[EnvModel], ...]]] = {
-    "Api/ApiFunction": ("functions/api", "app.handler", (ApiEnv, SearchEnv, WebhooksApiEnv, SourcesApiEnv)),
+    "Api/ApiFunction": ("functions/api", "app.handler", (ApiEnv, SearchEnv, AnswerEnv, WebhooksApiEnv, SourcesApiEnv)),
     "Sources/SourceSyncFunction": ("functions/source_sync", "app.handler", (SourceSyncEnv,)),
     "Webhooks/WebhookFanOutFunction": ("functions/webhook_fanout", "app.handler", (WebhookFanOutEnv,)),
     "Webhooks/WebhookDeliveryFunction": ("functions/webhook_delivery", "app.handler", (WebhookDeliveryEnv,)),

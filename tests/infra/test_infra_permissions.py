@@ -127,9 +127,11 @@ def test_bedrock_only_for_embed_and_search_and_only_the_models(synth: SynthResul
         return f"arn:${{AWS::Partition}}:bedrock:${{AWS::Region}}::foundation-model/{model}"
 
     embedding, reranker = arn(synth.config.embedding.model_id), arn(synth.config.search.rerank.model_id)
+    answer = arn(synth.config.search.answer.model_id)
     expected = {
         "Workflow/EmbedFunction": [embedding],  # chunks
-        "Api/ApiFunction": [embedding, reranker],  # POST /search: the query, and its rerank stage
+        # POST /search: the query and its rerank stage; POST /answer: the Converse model
+        "Api/ApiFunction": [embedding, reranker, answer],
     }
     for path in FUNCTIONS:
         allowed = _allows(synth.role_statements(path), "bedrock:InvokeModel")
@@ -244,3 +246,16 @@ def test_only_parse_may_call_textract_and_only_detect_document_text(synth: Synth
     assert {path: actions for path, actions in textract.items() if actions} == {
         "Workflow/ParseFunction": ["textract:DetectDocumentText"]
     }
+
+
+def test_an_inference_profile_as_answer_model_grants_the_profile_and_its_model_in_its_regions() -> None:
+    from aws_cdk import App, Environment, Stack
+
+    from infra.constructs.search import answer_model_arns
+
+    stack = Stack(App(), "Arns", env=Environment(account="123456789012", region="eu-west-1"))
+    [model] = answer_model_arns(stack, "amazon.nova-lite-v1:0")
+    assert model.endswith(":bedrock:eu-west-1::foundation-model/amazon.nova-lite-v1:0")
+    profile, routed = answer_model_arns(stack, "eu.amazon.nova-lite-v1:0")
+    assert profile.endswith(":bedrock:eu-west-1:123456789012:inference-profile/eu.amazon.nova-lite-v1:0")
+    assert routed.endswith(":bedrock:*::foundation-model/amazon.nova-lite-v1:0")

@@ -25,6 +25,7 @@ pytestmark = pytest.mark.unit
 VALID_BODIES = {
     "/documents": {"filename": "report.pdf"},
     "/search": {"query": "revenue"},
+    "/answer": {"query": "How did revenue change?"},
     "/documents/{document_id}": {"metadata": {"customer": "acme"}},
     "/webhooks": {"url": "https://hooks.example.com/in", "events": ["document.ready"]},
     "/sources": {"kind": "custom", "name": "wiki"},

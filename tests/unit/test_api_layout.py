@@ -22,6 +22,7 @@ ROUTES = API / "routes"
 GROUPS = {
     "documents": "/documents",
     "search": "/search",
+    "answers": "/answer",
     "webhooks": "/webhooks",
     "sources": "/sources",
     "meta": "/openapi.json",

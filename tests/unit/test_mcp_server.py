@@ -13,7 +13,7 @@ import pytest
 from mcp import Client
 from rag_ingest.core.filters import CONDITION_OPS, GROUP_OPS
 from rag_ingest_client.http import RagIngestError
-from rag_ingest_client.mcp_server import FILTER_HELP, MAX_K, build_server
+from rag_ingest_client.mcp_server import FILTER_HELP, MAX_ANSWER_K, MAX_K, build_server
 
 pytestmark = pytest.mark.unit
 OPENAPI = json.loads((Path(__file__).resolve().parents[2] / "docs" / "openapi.json").read_text())
@@ -44,6 +44,17 @@ class RecordedApi:
         second = {**PASSAGE, "chunk_id": "01JDOC:abc:2", "text": "Neap tides come between."}
         return {"passages": [PASSAGE, second]}
 
+    def answer(
+        self, query: str, *, k: int, mode: str, where: dict[str, Any] | None = None, rerank: bool | None = None
+    ) -> dict[str, Any]:
+        self.calls.append(("answer", {"query": query, "k": k, "mode": mode, "filter": where, "rerank": rerank}))
+        return {
+            "answer": "They follow the new and the full moon [1].",
+            "supported": True,
+            "citations": [{"number": 1, "passage": PASSAGE}],
+            "stand_in": None,
+        }
+
     def documents(self, *, limit: int, cursor: str | None, where: dict[str, Any] | None = None) -> dict[str, Any]:
         self.calls.append(("documents", {"limit": limit, "cursor": cursor, "filter": where}))
         item = {"document_id": "01JDOC", "filename": "harbour.pdf", "status": "READY", "uploaded_by": "ana"}
@@ -73,7 +84,7 @@ def run(api: RecordedApi, work: Any) -> Any:
 
 def test_the_tools_are_read_only_and_their_schemas_take_what_the_api_takes() -> None:
     tools = {tool.name: tool for tool in run(RecordedApi(), lambda client: client.list_tools()).tools}
-    assert set(tools) == {"search", "list_documents", "fetch"}
+    assert set(tools) == {"search", "answer", "list_documents", "fetch"}
     assert all(tool.annotations.read_only_hint and not tool.annotations.destructive_hint for tool in tools.values())
     assert all(tool.description for tool in tools.values())
     schema = tools["search"].input_schema["properties"]
@@ -93,6 +104,10 @@ def test_the_tools_are_read_only_and_their_schemas_take_what_the_api_takes() -> 
     assert tools["search"].input_schema["required"] == ["query"]
     operators = re.search(r"Operators: ([^.]+)\.", FILTER_HELP)
     assert operators is not None and operators.group(1).split(", ") == [*CONDITION_OPS, *GROUP_OPS]
+    answer = tools["answer"].input_schema["properties"]
+    answer_api = OPENAPI["components"]["schemas"]["AnswerRequest"]["properties"]
+    assert (answer["k"]["maximum"], answer["k"]["default"]) == (answer_api["k"]["maximum"], answer_api["k"]["default"])
+    assert answer_api["k"]["maximum"] == MAX_ANSWER_K and set(answer) == set(answer_api)
     limit = tools["list_documents"].input_schema["properties"]["limit"]
     [api_limit] = [p["schema"] for p in OPENAPI["paths"]["/documents"]["get"]["parameters"] if p["name"] == "limit"]
     assert (limit["minimum"], limit["maximum"], limit["default"]) == (
@@ -120,6 +135,21 @@ def test_search_passes_the_filter_and_cites_each_passage() -> None:
     }
     assert api.calls == [
         ("search", {"query": "spring tides", "k": 2, "mode": "hybrid", "filter": where, "rerank": None})
+    ]
+
+
+def test_answer_returns_the_answer_and_each_cited_passage_with_its_citation() -> None:
+    api = RecordedApi()
+    where = {"equals": {"key": "team", "value": "harbour"}}
+    result = run(api, lambda client: client.call_tool("answer", {"query": "When are spring tides?", "filter": where}))
+    assert not result.is_error
+    content = result.structured_content
+    assert content["answer"] == "They follow the new and the full moon [1]." and content["supported"]
+    [cited] = content["citations"]
+    assert cited["number"] == 1 and cited["text"] == PASSAGE["text"]
+    assert cited["citation"]["filename"] == "harbour.pdf" and cited["citation"]["page_start"] == 3
+    assert api.calls == [
+        ("answer", {"query": "When are spring tides?", "k": 5, "mode": "hybrid", "filter": where, "rerank": None})
     ]
 
 

@@ -625,6 +625,8 @@ def test_the_rerank_model_is_checked_against_the_documented_regions() -> None:
     assert off.fix == "set search.rerank.modelId to cohere.rerank-v3-5:0"
     on = decide_rerank_model("amazon.rerank-v1:0", "us-east-1", default_on=True)
     assert on.status == "missing" and "every search reranks" in on.finding
+    answers = decide_rerank_model("amazon.rerank-v1:0", "us-east-1", default_on=False, answers_on=True)
+    assert answers.status == "warn" and "every POST /answer would fail" in answers.finding
     nowhere = decide_rerank_model("cohere.rerank-v3-5:0", "eu-west-1", default_on=False)
     assert nowhere.status == "warn" and nowhere.fix is not None and "us-east-1" in nowhere.fix
 

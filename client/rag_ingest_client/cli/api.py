@@ -101,6 +101,17 @@ class ApiClient:
             body["rerank"] = rerank
         return dict(self.call("POST", "/search", body))
 
+    def answer(
+        self, query: str, *, k: int, mode: str, where: dict[str, Any] | None = None, rerank: bool | None = None
+    ) -> dict[str, Any]:
+        """``POST /answer``: a cited answer from the passages a search with these arguments finds."""
+        body: dict[str, Any] = {"query": query, "k": k, "mode": mode}
+        if where is not None:
+            body["filter"] = where
+        if rerank is not None:
+            body["rerank"] = rerank
+        return dict(self.call("POST", "/answer", body))
+
     # ------------------------------------------------------------ sources (docs/sources.md)
     def create_source(self, body: dict[str, Any]) -> dict[str, Any]:
         return dict(self.call("POST", "/sources", body))

@@ -1,4 +1,4 @@
-"""The user commands but upload and sources: login, logout, ls, status, search, retry, meta, access,
+"""The user commands but upload and sources: login, logout, ls, status, search, ask, retry, meta, access,
 rm; the parsers of all of them (``sources``: its module's), and the dispatch."""
 
 from __future__ import annotations
@@ -141,6 +141,33 @@ def search(
         highlight = (passage.get("highlights") or [None])[0]
         text = _plain_highlight(highlight, emphasis) if highlight else _snippet(str(passage.get("text", "")))
         console.print(f"   {text}")
+    return 0
+
+
+def ask(
+    api: ApiClient,
+    console: Console,
+    query: str,
+    *,
+    k: int,
+    mode: str,
+    where: dict[str, Any] | None = None,
+    rerank: bool | None = None,
+) -> int:
+    """``rag-ingest ask``: the answer, then each cited passage under its number."""
+    result = api.answer(query, k=k, mode=mode, where=where, rerank=rerank)
+    if console.as_json:
+        console.json(result)
+        return 0
+    console.print(result.get("answer") or "")
+    for citation in result.get("citations") or []:
+        passage = citation["passage"]
+        console.print(
+            f"[{citation['number']}] {passage.get('filename') or passage.get('document_id')} {_where(passage)}  "
+            f"({passage['document_id']})"
+        )
+    if result.get("stand_in"):
+        console.print(f"(answered by {result['stand_in']})")
     return 0
 
 
@@ -355,6 +382,18 @@ def add_user_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     _filter_options(search_parser)
 
+    ask_parser = commands.add_parser("ask", parents=[common], help="a cited answer from the tenant's documents")
+    ask_parser.add_argument("query", metavar="QUESTION")
+    ask_parser.add_argument("--mode", choices=("hybrid", "knn", "bm25"), default="hybrid")
+    ask_parser.add_argument("-k", type=int, default=5, help="passages the model reads (1..20, default 5)")
+    ask_parser.add_argument(
+        "--rerank",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="rerank the candidates (--no-rerank: not); unset, the deployment's answer default",
+    )
+    _filter_options(ask_parser)
+
     retry_parser = commands.add_parser("retry", parents=[common], help="replay a FAILED document")
     retry_parser.add_argument("document_id", metavar="ID")
     retry_parser.add_argument("--wait", action="store_true", help="wait until READY or FAILED")
@@ -423,6 +462,9 @@ def run_user_command(args: argparse.Namespace, target: Target, console: Console)
     if args.command == "search":
         where = build_filter(args.where, args.filter_json)
         return search(api, console, args.query, k=args.k, mode=args.mode, where=where, rerank=args.rerank)
+    if args.command == "ask":
+        where = build_filter(args.where, args.filter_json)
+        return ask(api, console, args.query, k=args.k, mode=args.mode, where=where, rerank=args.rerank)
     if args.command == "retry":
         return retry(api, console, args.document_id, wait=args.wait, timeout_seconds=args.timeout)
     if args.command == "meta":

@@ -15,7 +15,7 @@ from aws_lambda_powertools.event_handler.openapi.types import (
 )
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 from rag_ingest.core.access import Principal
-from rag_ingest.core.config import ApiEnv, SearchEnv
+from rag_ingest.core.config import AnswerEnv, ApiEnv, SearchEnv
 from rag_ingest.core.logs import logger
 from rag_ingest.wiring import ApiServices, build_api
 
@@ -23,13 +23,14 @@ from .errors import ErrorBody, GatewayError
 
 ENV = ApiEnv.from_env()
 SEARCH_ENV = SearchEnv.from_env()
+ANSWER_ENV = AnswerEnv.from_env()
 
 
 @cache
 def get_services() -> ApiServices:
-    """The document, deletion and search services; tests replace this function (or a service's
-    method) to run fakes."""
-    return build_api(ENV, SEARCH_ENV)
+    """The document, deletion, search and answer services; tests replace this function (or a
+    service's method) to run fakes."""
+    return build_api(ENV, SEARCH_ENV, ANSWER_ENV)
 
 
 def principal(event: BaseProxyEvent) -> Principal:

@@ -195,7 +195,12 @@ def check_textract_quota(probe: Probe, context: Context) -> CheckResult:
 
 def check_rerank_model(probe: Probe, context: Context) -> CheckResult:
     settings = context.settings
-    return decide_rerank_model(settings.rerank_model_id, context.region, default_on=settings.rerank_default)
+    return decide_rerank_model(
+        settings.rerank_model_id,
+        context.region,
+        default_on=settings.rerank_default,
+        answers_on=settings.answer_rerank_default,
+    )
 
 
 def check_api_gateway_role(probe: Probe, context: Context) -> CheckResult:

@@ -94,10 +94,10 @@ RERANK_MODEL_REGIONS: dict[str, tuple[str, ...]] = {
 }
 
 
-def decide_rerank_model(model_id: str, region: str, *, default_on: bool) -> CheckResult:
-    """Whether ``region`` offers the reranker model (by the documented table). Not offered: a warning
-    while reranking is off by default (only requests asking for it would fail), missing when it is on
-    (every search would)."""
+def decide_rerank_model(model_id: str, region: str, *, default_on: bool, answers_on: bool = False) -> CheckResult:
+    """Whether ``region`` offers the reranker model (by the documented table). Not offered: missing when
+    searches rerank by default (every one would fail), else a warning naming what would fail: every
+    answer when answers rerank by default, only requests asking for reranking otherwise."""
     name = "rerank-model"
     offered = RERANK_MODEL_REGIONS.get(model_id, ())
     if region in offered:
@@ -111,6 +111,8 @@ def decide_rerank_model(model_id: str, region: str, *, default_on: bool) -> Chec
     finding = f"{model_id} is not offered for Rerank in {region}"
     if default_on:
         return missing(name, finding + ": every search reranks by default (search.rerank.default)", fix)
+    if answers_on:
+        return warn(name, finding + ": every POST /answer would fail (answers rerank: search.answer.rerank)", fix)
     return warn(name, finding + ': searches with "rerank": true would fail (reranking is off by default)', fix)
 
 

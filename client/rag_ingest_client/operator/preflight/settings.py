@@ -44,6 +44,7 @@ class PreflightSettings:
     # POST /search's optional rerank stage (search.rerank): its model, and whether it is on by default.
     rerank_model_id: str
     rerank_default: bool
+    answer_rerank_default: bool
     # embedding.capacity: with "shared", the limiter books at most these per minute (None: not limited).
     capacity_mode: str
     capacity_requests_per_minute: int | None
@@ -70,6 +71,7 @@ class PreflightSettings:
             cdk_out=cdk_out,
             rerank_model_id=config.search.rerank.model_id,
             rerank_default=config.search.rerank.default,
+            answer_rerank_default=config.search.answer.rerank,
             capacity_mode=config.embedding.capacity.mode,
             capacity_requests_per_minute=capacity.requests_per_minute,
             capacity_tokens_per_minute=capacity.tokens_per_minute,

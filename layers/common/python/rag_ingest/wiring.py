@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from rag_ingest.adapters import aws
 from rag_ingest.adapters.batch_inference import BedrockBatchJobs
 from rag_ingest.adapters.capacity_table import CapacityTable
+from rag_ingest.adapters.converse import BedrockConverse
 from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.embedding_cache_table import EmbeddingCacheTable
 from rag_ingest.adapters.events import EventPublisher
@@ -37,7 +38,11 @@ from rag_ingest.adapters.webhook_http import PinnedHttpTransport
 from rag_ingest.adapters.webhook_queues import WebhookQueues
 from rag_ingest.adapters.webhooks_table import WebhooksTable
 from rag_ingest.adapters.workflow import WorkflowStarter
+from rag_ingest.answers.extractive import ExtractiveAnswerModel
+from rag_ingest.answers.ports import AnswerModel
+from rag_ingest.answers.service import AnswerService, AnswerSettings
 from rag_ingest.core.config import (
+    AnswerEnv,
     ApiEnv,
     BatchInferenceEnv,
     IndexParamsEnv,
@@ -170,6 +175,14 @@ def reranker_for(env: SearchEnv) -> Reranker:
     return LexicalStandInReranker()
 
 
+def answer_model_for(env: AnswerEnv, search_env: SearchEnv) -> AnswerModel:
+    """Bedrock's Converse where the query embedder is Bedrock's (locally: the model server's Converse
+    route, an extractive stand-in); the in-process stand-in where the embedder runs in process."""
+    if search_env.embedding_provider == "bedrock":
+        return BedrockConverse(env.answer_model_id, aws.bedrock_runtime_client())
+    return ExtractiveAnswerModel(env.answer_model_id)
+
+
 def ocr_engine_for(env: StagesEnv) -> OcrEngine | None:
     """The OCR engine OCR_ENGINE names (made at cold start: a missing tesseract fails loudly)."""
     if env.ocr_engine == "textract":
@@ -254,14 +267,23 @@ class ApiServices:
     documents: DocumentService
     deletion: DocumentDeletion
     search: SearchService
+    answers: AnswerService
 
 
-def build_api(env: ApiEnv, search_env: SearchEnv) -> ApiServices:
+def build_api(env: ApiEnv, search_env: SearchEnv, answer_env: AnswerEnv | None = None) -> ApiServices:
+    answer_env = answer_env or AnswerEnv()
     documents = documents_table(env.documents_table)
     # One OpenSearch client for DELETE and POST /search, made on first use (other routes never need it).
     vector_store = lazy_vector_store(search_env)
     replayer = Replayer(documents, WorkflowStarter(env.state_machine_arn))
     objects = ObjectStore()
+    search = SearchService(
+        store=vector_store,
+        embedder=cache(lambda: embedder_for(search_env)),
+        fusion=search_env.fusion,
+        reranker=cache(lambda: reranker_for(search_env)),
+        rerank=RerankSettings(default=search_env.search_rerank_default, candidates=search_env.search_rerank_candidates),
+    )
     return ApiServices(
         documents=DocumentService(
             env,
@@ -286,13 +308,15 @@ def build_api(env: ApiEnv, search_env: SearchEnv) -> ApiServices:
             artifacts_prefix=env.artifacts_prefix,
             events=EventPublisher(env.event_bus_name),
         ),
-        search=SearchService(
-            store=vector_store,
-            embedder=cache(lambda: embedder_for(search_env)),
-            fusion=search_env.fusion,
-            reranker=cache(lambda: reranker_for(search_env)),
-            rerank=RerankSettings(
-                default=search_env.search_rerank_default, candidates=search_env.search_rerank_candidates
+        search=search,
+        answers=AnswerService(
+            search,
+            cache(lambda: answer_model_for(answer_env, search_env)),
+            AnswerSettings(
+                model_id=answer_env.answer_model_id,
+                min_relevance=answer_env.answer_min_relevance,
+                max_tokens=answer_env.answer_max_tokens,
+                rerank_default=answer_env.answer_rerank_default,
             ),
         ),
     )

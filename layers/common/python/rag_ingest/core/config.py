@@ -12,6 +12,8 @@ from rag_ingest.core.errors import ConfigurationError
 from rag_ingest.core.job import DEFAULT_BULK_ABOVE_PAGES, DEFAULT_PARSE_RANGE_PAGES
 from rag_ingest.core.s3_keys import ARTIFACTS_PREFIX, RAW_PREFIX
 from rag_ingest.core.settings import (
+    ANSWER_MODEL_ID_PATTERN,
+    DEFAULT_ANSWER_MODEL_ID,
     DEFAULT_FUSION,
     DEFAULT_MAX_OCR_PAGES,
     DEFAULT_RERANK_MODEL_ID,
@@ -161,6 +163,16 @@ class SearchEnv(ChunkIndexEnv, IndexParamsEnv, FusionEnv, RerankEnv):
 
     embedding_provider: Literal["bedrock", "local"]
     embedding_model_id: str = Field(min_length=1)
+
+
+class AnswerEnv(EnvModel):
+    """POST /answer (in the API function; rag_ingest.answers): the Converse model, the reranked score
+    a passage needs to be read, the answer's token cap, and whether an answer reranks by default."""
+
+    answer_model_id: str = Field(default=DEFAULT_ANSWER_MODEL_ID, pattern=ANSWER_MODEL_ID_PATTERN)
+    answer_min_relevance: float = Field(default=0.05, ge=0, le=1)
+    answer_max_tokens: int = Field(default=512, ge=1, le=4096)
+    answer_rerank_default: bool = True
 
 
 class ApiEnv(WorkflowEnv, BucketEnv, ChunkIndexEnv):

@@ -31,6 +31,11 @@ RerankModelId = Literal["amazon.rerank-v1:0", "cohere.rerank-v3-5:0"]
 RERANK_MODEL_IDS: tuple[str, ...] = get_args(RerankModelId)
 DEFAULT_RERANK_MODEL_ID: RerankModelId = "amazon.rerank-v1:0"
 
+#: POST /answer's default Converse model (docs/answers.md, "The model": why this one, its price).
+DEFAULT_ANSWER_MODEL_ID = "amazon.nova-lite-v1:0"
+#: A Bedrock model id or inference profile id (``eu.amazon.nova-lite-v1:0``) as Converse takes it.
+ANSWER_MODEL_ID_PATTERN = r"^(?:(?:us|eu|apac|jp|au|ca|us-gov|global)\.)?[a-z0-9-]+\.[a-z0-9.:-]+$"
+
 
 @dataclass(frozen=True)
 class FusionSettings:
