@@ -198,13 +198,14 @@ class Page:
         [button] = [b for b in buttons if b.text == label]
         return button
 
-    def search(self, query: str, mode: str = "hybrid") -> list[dict[str, Any]]:
+    def search(self, query: str, mode: str = "hybrid", *, ask: bool = False) -> list[dict[str, Any]]:
+        """The hits for ``query`` (with ``ask``, the Ask button: the answer box fills too)."""
         before = self.js("return ragIngest.searches")
         box = self.find("#query")
         box.clear()
         box.send_keys(query)
         self.driver.find_element(By.CSS_SELECTOR, f'#mode option[value="{mode}"]').click()
-        self.find("#search-form button[type=submit]").click()
+        self.find("#ask" if ask else '#search-form button[value="search"]').click()
         self.wait(lambda: self.js("return ragIngest.searches") > before, f"the search for {query!r} answers", 60)
         return list(
             self.js(

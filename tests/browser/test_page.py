@@ -369,6 +369,23 @@ def test_a_slide_and_a_word_paragraph_open_where_they_stand_in_the_rendered_view
             assert hit["slide"] == "2" and "slide" in passages[0]["title"], (hit, passages[0])
         page.screenshot(f"view-{target}")
         page.find("#viewer-close").click()
+
+    # Ask: the answer above the hits, its [1] opening the cited slide where it stands.
+    page.search("What did Westfield yield in tonnes per hectare?", ask=True)
+    answer = page.js(
+        """const box = document.getElementById('answer');
+           return {hidden: box.hidden, busy: box.getAttribute('aria-busy'),
+                   text: box.querySelector('.answer-text')?.textContent || '',
+                   citations: [...box.querySelectorAll('button.citation')].map(b => b.title)}"""
+    )
+    assert not answer["hidden"] and answer["busy"] is None and "[1]" in answer["text"], answer
+    assert answer["citations"] and answer["citations"][0].startswith("survey.pptx, slide"), answer
+    before = page.js("return ragIngest.lastOpened")
+    page.find("#answer button.citation").click()
+    opened = page.wait(lambda: (page.js("return ragIngest.lastOpened") or "") != before or None, "[1] opens")
+    assert str(page.js("return ragIngest.lastOpened")).startswith("view:"), opened
+    page.screenshot("answer")
+    page.find("#viewer-close").click()
     assert_no_console_errors(page)
 
 
