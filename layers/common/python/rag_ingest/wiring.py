@@ -42,6 +42,7 @@ from rag_ingest.core.config import (
     BatchInferenceEnv,
     IndexParamsEnv,
     IntakeEnv,
+    McpEnv,
     ReaperEnv,
     ReconcilerEnv,
     RedriveEnv,
@@ -286,16 +287,33 @@ def build_api(env: ApiEnv, search_env: SearchEnv) -> ApiServices:
             artifacts_prefix=env.artifacts_prefix,
             events=EventPublisher(env.event_bus_name),
         ),
-        search=SearchService(
-            store=vector_store,
-            embedder=cache(lambda: embedder_for(search_env)),
-            fusion=search_env.fusion,
-            reranker=cache(lambda: reranker_for(search_env)),
-            rerank=RerankSettings(
-                default=search_env.search_rerank_default, candidates=search_env.search_rerank_candidates
-            ),
-        ),
+        search=search_service(search_env, vector_store),
     )
+
+
+def search_service(env: SearchEnv, vector_store: Callable[[], VectorStore]) -> SearchService:
+    """POST /search's service: the query embedder and the reranker made on first use."""
+    return SearchService(
+        store=vector_store,
+        embedder=cache(lambda: embedder_for(env)),
+        fusion=env.fusion,
+        reranker=cache(lambda: reranker_for(env)),
+        rerank=RerankSettings(default=env.search_rerank_default, candidates=env.search_rerank_candidates),
+    )
+
+
+@dataclass(frozen=True)
+class McpServices:
+    """What the MCP server's tools read, as the caller: documents (records, extracted text) and search."""
+
+    documents: DocumentService
+    search: SearchService
+
+
+def build_mcp(env: McpEnv, search_env: SearchEnv) -> McpServices:
+    # Read-only: no presigner, replayer or chunk rewriter, so no upload, retry, change or delete.
+    documents = DocumentService(env, documents_table(env.documents_table), artifacts=ObjectStore())
+    return McpServices(documents=documents, search=search_service(search_env, lazy_vector_store(search_env)))
 
 
 def build_webhooks(env: WebhooksApiEnv) -> WebhookService:

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from rag_ingest.core.access import DocumentAccess, Principal, can_manage_access, can_read
-from rag_ingest.core.config import ApiEnv
+from rag_ingest.core.config import ApiEnv, DocumentsEnv
 from rag_ingest.core.errors import ErrorCode, IndexArtifactsMissingError, PermanentError, StaleWriteError
 from rag_ingest.core.filters import matches
 from rag_ingest.core.ids import is_document_id, new_document_id
@@ -87,9 +87,9 @@ def _header_filename(filename: str) -> str:
 class DocumentService:
     def __init__(
         self,
-        env: ApiEnv,
+        env: DocumentsEnv,
         documents: ApiDocuments,
-        presigner: UploadPresigner,
+        presigner: UploadPresigner | None = None,
         *,
         replayer: DocumentReplayer | None = None,
         refresher: ChunkFieldsRefresher | None = None,
@@ -106,27 +106,29 @@ class DocumentService:
         """An AWAITING_UPLOAD record (with the caller as its uploader and ``request.access``) and
         the presigned POST for its file: the declared type (rag_ingest.core.upload_types) sets the
         POST's Content-Type and size limit. The name decides nothing: Validate reads the bytes."""
+        env = self._upload_env()
         declared_format = upload_format(request.content_type)
-        max_bytes = max_bytes_for(declared_format, self._env.max_upload_bytes)
+        max_bytes = max_bytes_for(declared_format, env.max_upload_bytes)
         try:
             metadata = validate_metadata(request.metadata) if request.metadata is not None else {}
         except MetadataError as exc:
             raise PermanentError(ErrorCode.INVALID_REQUEST, str(exc)) from None
         document_id = new_document_id()
-        key = upload_key(tenant_id, document_id, request.filename, self._env.raw_prefix)
+        key = upload_key(tenant_id, document_id, request.filename, env.raw_prefix)
         self._documents.create_awaiting_upload(
             document_id=document_id,
             tenant_id=tenant_id,
             filename=request.filename,
-            bucket=self._env.bucket_name,
+            bucket=env.bucket_name,
             key=key,
             metadata=metadata,
             **_ownership(principal, request.access),
         )
-        expires_in = self._env.upload_url_expiry_seconds
+        expires_in = env.upload_url_expiry_seconds
+        assert self._presigner is not None
         # S3 enforces these conditions on the POST itself: exact key, declared type, size range, expiry.
         upload = self._presigner.presign_upload(
-            bucket=self._env.bucket_name,
+            bucket=env.bucket_name,
             key=key,
             content_type=declared_format.content_type,
             max_bytes=max_bytes,
@@ -288,6 +290,7 @@ class DocumentService:
         record = self._record(tenant_id, document_id, principal)
         if record.status in (DocumentStatus.DELETING, DocumentStatus.DELETED) or not (record.version and record.key):
             raise DocumentNotFoundError(document_id)
+        assert self._presigner is not None
         url = self._presigner.presign_download(
             bucket=record.bucket or self._env.bucket_name,
             key=record.key,
@@ -314,6 +317,12 @@ class DocumentService:
             raise ContentUnavailableError(f"the document's text is not extracted (status {record.status.value})")
         parsed = ParsedRange.model_validate(self._artifacts.get_json(self._env.bucket_name, key))
         return DocumentContent.of(record, document_format, parsed.pages)
+
+    def _upload_env(self) -> ApiEnv:
+        # Only the API issues uploads; a reader (the MCP function) is built without their settings.
+        if not isinstance(self._env, ApiEnv):
+            raise TypeError("issuing uploads needs the API's settings (ApiEnv)")
+        return self._env
 
     def readable(self, tenant_id: str, document_id: str, principal: Principal | None = None) -> DocumentRecord:
         """The record of a document the caller may see, else ``DocumentNotFoundError`` (a route that
