@@ -61,7 +61,7 @@ from rag_ingest.core.tokens import count_tokens
 from rag_ingest.core.url_policy import UrlPolicy
 from rag_ingest.documents.deletion import DocumentDeletion
 from rag_ingest.documents.intake import IntakeService
-from rag_ingest.documents.service import DocumentService
+from rag_ingest.documents.service import DocumentQueries, DocumentService
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.embeddings.capacity import CapacityLimiter, EmbeddingQuota
 from rag_ingest.embeddings.factory import create_embedder
@@ -306,13 +306,13 @@ def search_service(env: SearchEnv, vector_store: Callable[[], VectorStore]) -> S
 class McpServices:
     """What the MCP server's tools read, as the caller: documents (records, extracted text) and search."""
 
-    documents: DocumentService
+    documents: DocumentQueries
     search: SearchService
 
 
 def build_mcp(env: McpEnv, search_env: SearchEnv) -> McpServices:
-    # Read-only: no presigner, replayer or chunk rewriter, so no upload, retry, change or delete.
-    documents = DocumentService(env, documents_table(env.documents_table), artifacts=ObjectStore())
+    # A reader: no upload, retry, change or delete (and the role grants none).
+    documents = DocumentQueries(env, documents_table(env.documents_table), artifacts=ObjectStore())
     return McpServices(documents=documents, search=search_service(search_env, lazy_vector_store(search_env)))
 
 
