@@ -10,7 +10,7 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from infra.config import LambdaArchitecture
-from infra.paths import LAYER_DIR, relative
+from infra.paths import LAYER_DIR, MCP_LAYER_DIR, relative
 
 # Metadata key naming each asset's source on disk: the local stack runs functions from it.
 SOURCE_METADATA_KEY = "rag-ingest:source"
@@ -61,3 +61,24 @@ class SharedLayer(Construct):
             description="rag-ingest domain package and its third-party dependencies",
         )
         cast(CfnResource, self.layer.node.default_child).add_metadata(SOURCE_METADATA_KEY, relative(LAYER_DIR))
+
+
+class McpLayer(Construct):
+    """The MCP function's own layer, beside the shared one: the MCP SDK and the client's tool
+    definitions (tools/build_layer.py builds both, for the same architecture)."""
+
+    def __init__(self, scope: Construct, construct_id: str, architecture: LambdaArchitecture = "x86_64") -> None:
+        super().__init__(scope, construct_id)
+        if not (MCP_LAYER_DIR / "python" / "mcp" / "__init__.py").is_file():
+            raise LayerNotBuiltError(
+                f"the MCP layer is not built ({relative(MCP_LAYER_DIR)}/python is missing): run `make layer`"
+            )
+        self.layer = lambda_.LayerVersion(
+            self,
+            "McpLayer",
+            code=lambda_.Code.from_asset(str(MCP_LAYER_DIR), exclude=["**/__pycache__", "*.pyc"]),
+            compatible_runtimes=[lambda_.Runtime.PYTHON_3_13],
+            compatible_architectures=[LAMBDA_ARCHITECTURES[architecture]],
+            description="rag-ingest MCP server: the MCP SDK and the client's tool definitions",
+        )
+        cast(CfnResource, self.layer.node.default_child).add_metadata(SOURCE_METADATA_KEY, relative(MCP_LAYER_DIR))
