@@ -1,16 +1,11 @@
-"""Build the shared Lambda layer into ``.build/layer/python/``, and the MCP function's own layer into
-``.build/mcp-layer/python/``, without Docker.
+"""Build the shared Lambda layer (``.build/layer``) and the MCP function's (``.build/mcp-layer``) without Docker.
 
-The shared layer holds the domain package (``layers/common/python/rag_ingest``) and its third-party
-dependencies (``layers/common/requirements.txt``) as manylinux wheels for CPython 3.13 on the
-functions' architecture (``cdk.json`` ``functions.architecture``: x86_64 or arm64), so pip on any
-host resolves the same binaries the Lambda runtime loads. The MCP layer adds what only the MCP
-function loads: the SDK (``layers/mcp/requirements.txt``, resolved against the shared layer's versions,
-which it leaves out) and the client's tool definitions (``MCP_CLIENT_MODULES``).
-
-The build is idempotent: a stamp holds a hash of the inputs, and only the part that changed is
-redone (the dependencies when the requirements or pip arguments change, the domain package when
-its sources change). Run it as ``make layer`` or ``.venv/bin/python tools/build_layer.py``.
+The shared layer: the domain package (``layers/common/python/rag_ingest``) and its dependencies
+(``layers/common/requirements.txt``) as manylinux wheels for CPython 3.13 on ``functions.architecture``,
+the binaries the Lambda runtime loads. The MCP layer: the SDK (``layers/mcp/requirements.txt``, resolved
+against the shared layer's versions, which it leaves out) and the client's tool modules.
+Idempotent: a stamp per layer holds hashes of its inputs, and only the part that changed is redone
+(dependencies, or the sources copied in). Run it as ``make layer`` or ``.venv/bin/python tools/build_layer.py``.
 """
 
 from __future__ import annotations

@@ -13,12 +13,10 @@ from functools import cache
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from rag_ingest.adapters.jwks import CachedJwks, jwks_url_for
-from rag_ingest.core.auth import TokenVerifier
 from rag_ingest.core.config import McpEnv, SearchEnv
 from rag_ingest.core.logs import logger
 from rag_ingest.core.tracing import tracer
-from rag_ingest.wiring import McpServices, build_mcp
+from rag_ingest.wiring import McpServices, build_mcp, token_verifier
 from rag_ingest_client.mcp_server import build_server
 
 if __package__:  # functions.mcp_http.app: the tests and mypy import it from the repository
@@ -40,20 +38,11 @@ def services() -> McpServices:
     return build_mcp(ENV, SEARCH_ENV)
 
 
-verifier = TokenVerifier(
-    issuer=ENV.token_issuer,
-    audience=ENV.token_audience,
-    jwks=CachedJwks(
-        jwks_url_for(ENV.token_issuer),
-        max_age_seconds=ENV.jwks_max_age_seconds,
-        allow_http=ENV.token_issuer.startswith("http://"),  # loopback only: TokenEnv
-    ),
-)
 endpoint = McpEndpoint(
     build_server(
         InProcessApi(services, lambda: current_principal(ENV.tenant_admin_group)),
         auth=auth_settings(ENV.mcp_resource_url, ENV.token_issuer),
-        token_verifier=IdTokenVerifier(verifier),
+        token_verifier=IdTokenVerifier(token_verifier(ENV)),
     ),
     ENV.mcp_resource_url,
     ENV.token_issuer,

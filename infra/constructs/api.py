@@ -149,13 +149,6 @@ class Api(Construct):
         search.grant_embedding(role)
         # POST /search's optional rerank stage calls Bedrock's Rerank with the configured model.
         search.grant_rerank(role)
-        acknowledge(
-            role,
-            "AwsSolutions-IAM5",
-            "bedrock:Rerank has no resource-level permissions (IAM requires '*'); the model it may use is "
-            "scoped by bedrock:InvokeModel on its one foundation-model ARN.",
-            "Resource::*",
-        )
         self._grant_page_routes(role, storage, state_machine)
         acknowledge(
             role,

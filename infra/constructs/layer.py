@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import cast
 
 from aws_cdk import CfnResource
@@ -51,16 +52,9 @@ class SharedLayer(Construct):
                 f"the Lambda layer in {relative(LAYER_DIR)} is built for {built}, the functions for {architecture} "
                 f"(functions.architecture): run `.venv/bin/python tools/build_layer.py --architecture {architecture}`"
             )
-        self.layer = lambda_.LayerVersion(
-            self,
-            "SharedLayer",
-            code=lambda_.Code.from_asset(str(LAYER_DIR), exclude=["**/__pycache__", "*.pyc"]),
-            compatible_runtimes=[lambda_.Runtime.PYTHON_3_13],
-            # The wheels are manylinux builds for this architecture only.
-            compatible_architectures=[LAMBDA_ARCHITECTURES[architecture]],
-            description="rag-ingest domain package and its third-party dependencies",
+        self.layer = built_layer(
+            self, "SharedLayer", LAYER_DIR, architecture, "rag-ingest domain package and its third-party dependencies"
         )
-        cast(CfnResource, self.layer.node.default_child).add_metadata(SOURCE_METADATA_KEY, relative(LAYER_DIR))
 
 
 class McpLayer(Construct):
@@ -73,12 +67,23 @@ class McpLayer(Construct):
             raise LayerNotBuiltError(
                 f"the MCP layer is not built ({relative(MCP_LAYER_DIR)}/python is missing): run `make layer`"
             )
-        self.layer = lambda_.LayerVersion(
-            self,
-            "McpLayer",
-            code=lambda_.Code.from_asset(str(MCP_LAYER_DIR), exclude=["**/__pycache__", "*.pyc"]),
-            compatible_runtimes=[lambda_.Runtime.PYTHON_3_13],
-            compatible_architectures=[LAMBDA_ARCHITECTURES[architecture]],
-            description="rag-ingest MCP server: the MCP SDK and the client's tool definitions",
+        self.layer = built_layer(
+            self, "McpLayer", MCP_LAYER_DIR, architecture, "rag-ingest MCP server: the MCP SDK and the client's tools"
         )
-        cast(CfnResource, self.layer.node.default_child).add_metadata(SOURCE_METADATA_KEY, relative(MCP_LAYER_DIR))
+
+
+def built_layer(
+    scope: Construct, construct_id: str, folder: Path, architecture: LambdaArchitecture, description: str
+) -> lambda_.LayerVersion:
+    """A layer of a folder tools/build_layer.py built, its source named for the local stack."""
+    layer = lambda_.LayerVersion(
+        scope,
+        construct_id,
+        code=lambda_.Code.from_asset(str(folder), exclude=["**/__pycache__", "*.pyc"]),
+        compatible_runtimes=[lambda_.Runtime.PYTHON_3_13],
+        # The wheels are manylinux builds for this architecture only.
+        compatible_architectures=[LAMBDA_ARCHITECTURES[architecture]],
+        description=description,
+    )
+    cast(CfnResource, layer.node.default_child).add_metadata(SOURCE_METADATA_KEY, relative(folder))
+    return layer

@@ -96,13 +96,6 @@ class McpServer(Construct):
         search.grant_index_access(role, "Mcp")
         search.grant_embedding(role)
         search.grant_rerank(role)
-        acknowledge(
-            role,
-            "AwsSolutions-IAM5",
-            "bedrock:Rerank has no resource-level permissions (IAM requires '*'); the model it may use is "
-            "scoped by bedrock:InvokeModel on its one foundation-model ARN.",
-            "Resource::*",
-        )
 
     def _add_routes(self, http_api: apigwv2.HttpApi) -> None:
         integration = integrations.HttpLambdaIntegration(

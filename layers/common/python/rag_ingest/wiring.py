@@ -20,6 +20,7 @@ from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.embedding_cache_table import EmbeddingCacheTable
 from rag_ingest.adapters.events import EventPublisher
 from rag_ingest.adapters.executions import Executions
+from rag_ingest.adapters.jwks import CachedJwks, jwks_url_for
 from rag_ingest.adapters.object_store import ObjectStore
 from rag_ingest.adapters.object_versions import ObjectVersions
 from rag_ingest.adapters.presigner import S3Presigner
@@ -37,6 +38,7 @@ from rag_ingest.adapters.webhook_http import PinnedHttpTransport
 from rag_ingest.adapters.webhook_queues import WebhookQueues
 from rag_ingest.adapters.webhooks_table import WebhooksTable
 from rag_ingest.adapters.workflow import WorkflowStarter
+from rag_ingest.core.auth import TokenVerifier
 from rag_ingest.core.config import (
     ApiEnv,
     BatchInferenceEnv,
@@ -51,6 +53,7 @@ from rag_ingest.core.config import (
     SourcesEnv,
     SourceSyncEnv,
     StagesEnv,
+    TokenEnv,
     WebhookDeliveryEnv,
     WebhookFanOutEnv,
     WebhooksApiEnv,
@@ -300,6 +303,17 @@ def search_service(env: SearchEnv, vector_store: Callable[[], VectorStore]) -> S
         reranker=cache(lambda: reranker_for(env)),
         rerank=RerankSettings(default=env.search_rerank_default, candidates=env.search_rerank_candidates),
     )
+
+
+def token_verifier(env: TokenEnv) -> TokenVerifier:
+    """ID tokens of the issuer for the app client; the key set is fetched on first use and kept by the
+    container (http only for a loopback issuer, the local stack's: TokenEnv)."""
+    jwks = CachedJwks(
+        jwks_url_for(env.token_issuer),
+        max_age_seconds=env.jwks_max_age_seconds,
+        allow_http=env.token_issuer.startswith("http://"),
+    )
+    return TokenVerifier(issuer=env.token_issuer, audience=env.token_audience, jwks=jwks)
 
 
 @dataclass(frozen=True)
