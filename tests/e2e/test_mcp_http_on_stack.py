@@ -20,6 +20,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from local.client import OfflineClient
+from tests.support.mcp import tool
 from tests.support.tokens import TokenForge, bad_tokens
 
 pytestmark = pytest.mark.e2e
@@ -45,13 +46,6 @@ def session(url: str, token: str, work: Callable[[Client], Awaitable[Any]]) -> A
             return await work(client)
 
     return anyio.run(main)
-
-
-def tool(name: str, arguments: dict[str, Any]) -> Callable[[Client], Awaitable[Any]]:
-    async def call(client: Client) -> Any:
-        return await client.call_tool(name, arguments)
-
-    return call
 
 
 @pytest.fixture(scope="module")
