@@ -118,6 +118,8 @@ class FunctionsConfig(_Model):
     architecture: LambdaArchitecture = "x86_64"
     # An HTTP API integration times out at 30 s, so the API function must finish sooner.
     api: FunctionSettings = FunctionSettings(memory_mb=512, timeout_seconds=29)
+    # The MCP server over streamable HTTP (docs/mcp.md), behind the same HTTP API: the same bound.
+    mcp: FunctionSettings = FunctionSettings(memory_mb=512, timeout_seconds=29)
     intake: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=30)
     redrive: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=300)
     reaper: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=300)
@@ -131,11 +133,11 @@ class FunctionsConfig(_Model):
     source_sync: FunctionSettings = FunctionSettings(memory_mb=1024, timeout_seconds=900)
     stages: StageFunctions = StageFunctions()
 
-    @field_validator("api")
+    @field_validator("api", "mcp")
     @classmethod
     def _api_within_gateway_timeout(cls, value: FunctionSettings) -> FunctionSettings:
         if value.timeout_seconds > 29:
-            raise ValueError("the API function timeout must be at most 29 s (HTTP API integrations stop at 30 s)")
+            raise ValueError("a function behind the HTTP API must time out in at most 29 s (integrations stop at 30 s)")
         return value
 
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYER_DIR = ROOT / ".build" / "layer"
+# The MCP function's own layer (tools/build_layer.py): the MCP SDK and the client's tool definitions.
+MCP_LAYER_DIR = ROOT / ".build" / "mcp-layer"
 FUNCTIONS_DIR = ROOT / "functions"
 
 

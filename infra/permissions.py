@@ -63,6 +63,8 @@ DOCUMENTS_TABLE: Mapping[str, TableAccess] = MappingProxyType(
         # A source's items become documents: the record made or updated, then deleted when the item
         # is gone (mark deleting, deleted: as DELETE /documents/{id}).
         "SourceSync": _access(GET, PUT, UPDATE),
+        # The MCP server's tools read as GET /documents and GET /documents/{id} do; nothing else.
+        "Mcp": _access(GET, by_tenant=frozenset({QUERY})),
         # The webhook functions read only the webhooks table (WEBHOOKS_TABLE).
         "WebhookFanOut": _access(),
         "WebhookDelivery": _access(),
@@ -138,6 +140,8 @@ OPENSEARCH_ACCESS: Mapping[str, IndexAccess] = MappingProxyType(
         "Intake": MappingProxyType({"es:ESHttpPost": _FIND_AND_DELETE}),
         # A source item that is gone: its document's chunks (HEAD: is there an index; find, bulk-delete).
         "SourceSync": MappingProxyType({"es:ESHttpHead": ("",), "es:ESHttpPost": _FIND_AND_DELETE}),
+        # The MCP server's search and fetch tools: POST /search's queries only.
+        "Mcp": MappingProxyType({"es:ESHttpPost": ("_search",)}),
     }
 )
 
@@ -153,5 +157,6 @@ VECTOR_STORE_CALLS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "Reconciler": ("indexed_versions", "delete_chunks", "write_chunks"),
         "Intake": ("write_chunks", "delete_version"),
         "SourceSync": ("delete_document",),
+        "Mcp": ("knn_search", "bm25_search"),
     }
 )

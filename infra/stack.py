@@ -13,6 +13,7 @@ from infra.constructs.function import FunctionFactory
 from infra.constructs.intake import Intake
 from infra.constructs.layer import SharedLayer
 from infra.constructs.live_status import LiveStatus
+from infra.constructs.mcp import McpServer
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.operations import Operations
 from infra.constructs.reconciler import Reconciler
@@ -72,6 +73,10 @@ class RagIngestStack(Stack):
             self, "Sources", config=config, factory=factory, storage=self.storage, search=self.search
         )
         self.sources.serve_api(self.api.function, config)
+        # The tools of `rag-ingest mcp` over streamable HTTP, behind the same HTTP API and user pool.
+        self.mcp = McpServer(
+            self, "Mcp", config=config, factory=factory, storage=self.storage, search=self.search, api=self.api
+        )
         self.live = LiveStatus(
             self,
             "Live",
@@ -121,6 +126,7 @@ class RagIngestStack(Stack):
             state_machine=self.workflow.state_machine,
             functions={
                 "Api": self.api.function,
+                "Mcp": self.mcp.function,
                 "Intake": self.intake.function,
                 "Redrive": self.operations.redrive_function,
                 "Reaper": self.operations.reaper_function,

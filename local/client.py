@@ -103,8 +103,9 @@ class OfflineClient:
         """The live-status WebSocket URL for this user (the token in the query, as the page sends it)."""
         return f"{self.api_url.replace('http://', 'ws://', 1)}/_local/live?token={self.token()}"
 
-    def create_upload(self, filename: str, content_type: str = "application/pdf") -> requests.Response:
-        return self.request("POST", "/documents", {"filename": filename, "content_type": content_type})
+    def create_upload(self, filename: str, content_type: str = "application/pdf", **fields: Any) -> requests.Response:
+        """``POST /documents``; ``fields``: the request's others (``metadata``, ``access``)."""
+        return self.request("POST", "/documents", {"filename": filename, "content_type": content_type, **fields})
 
     def search(
         self,
@@ -129,9 +130,9 @@ class OfflineClient:
     def delete(self, document_id: str) -> requests.Response:
         return self.request("DELETE", f"/documents/{document_id}", timeout=60)
 
-    def upload(self, path: Path, content_type: str = "application/pdf") -> str:
+    def upload(self, path: Path, content_type: str = "application/pdf", **fields: Any) -> str:
         """The browser flow: ask for a presigned POST, then send the file straight to S3."""
-        ticket = self.create_upload(path.name, content_type)
+        ticket = self.create_upload(path.name, content_type, **fields)
         ticket.raise_for_status()
         body = ticket.json()
         form = body["upload"]

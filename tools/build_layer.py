@@ -1,13 +1,11 @@
-"""Build the shared Lambda layer into ``.build/layer/python/`` without Docker.
+"""Build the shared Lambda layer (``.build/layer``) and the MCP function's (``.build/mcp-layer``) without Docker.
 
-The layer holds the domain package (``layers/common/python/rag_ingest``) and its third-party
-dependencies (``layers/common/requirements.txt``) as manylinux wheels for CPython 3.13 on the
-functions' architecture (``cdk.json`` ``functions.architecture``: x86_64 or arm64), so pip on any
-host resolves the same binaries the Lambda runtime loads.
-
-The build is idempotent: a stamp holds a hash of the inputs, and only the part that changed is
-redone (the dependencies when the requirements or pip arguments change, the domain package when
-its sources change). Run it as ``make layer`` or ``.venv/bin/python tools/build_layer.py``.
+The shared layer: the domain package (``layers/common/python/rag_ingest``) and its dependencies
+(``layers/common/requirements.txt``) as manylinux wheels for CPython 3.13 on ``functions.architecture``,
+the binaries the Lambda runtime loads. The MCP layer: the SDK (``layers/mcp/requirements.txt``, resolved
+against the shared layer's versions, which it leaves out) and the client's tool modules.
+Idempotent: a stamp per layer holds hashes of its inputs, and only the part that changed is redone
+(dependencies, or the sources copied in). Run it as ``make layer`` or ``.venv/bin/python tools/build_layer.py``.
 """
 
 from __future__ import annotations
@@ -34,6 +32,13 @@ STAMP_FILE = BUILD_DIR / "layer.stamp.json"
 LOCK_FILE = BUILD_DIR / "layer.lock"
 PACKAGE_SRC = ROOT / "layers" / "common" / "python" / "rag_ingest"
 REQUIREMENTS = ROOT / "layers" / "common" / "requirements.txt"
+MCP_LAYER_DIR = BUILD_DIR / "mcp-layer"
+MCP_SITE_DIR = MCP_LAYER_DIR / "python"
+MCP_STAMP_FILE = BUILD_DIR / "mcp-layer.stamp.json"
+MCP_REQUIREMENTS = ROOT / "layers" / "mcp" / "requirements.txt"
+CLIENT_SRC = ROOT / "client" / "rag_ingest_client"
+# The client modules the MCP function imports: the tools and the error type they catch (docs/mcp.md).
+MCP_CLIENT_MODULES = ("__init__.py", "http.py", "mcp_server.py")
 CDK_JSON = ROOT / "cdk.json"
 
 # The wheel platform of each Lambda architecture (infra/config.py FunctionsConfig.architecture).
@@ -202,6 +207,77 @@ def _copy_package(site: Path) -> None:
     shutil.copytree(PACKAGE_SRC, destination, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
+def _distribution_versions(site: Path) -> dict[str, str]:
+    """``{name: version}`` of the distributions installed in ``site`` (names normalised as pip does)."""
+    found = {}
+    for info in site.glob("*.dist-info"):
+        name, _, version = info.name.removesuffix(".dist-info").partition("-")
+        found[name.lower().replace("_", "-").replace(".", "-")] = version
+    return found
+
+
+def mcp_deps_hash(architecture: str = DEFAULT_ARCHITECTURE) -> str:
+    digest = hashlib.sha256()
+    digest.update(deps_hash(architecture).encode())
+    digest.update(MCP_REQUIREMENTS.read_bytes())
+    return digest.hexdigest()
+
+
+def mcp_source_hash() -> str:
+    digest = hashlib.sha256()
+    for name in MCP_CLIENT_MODULES:
+        digest.update(name.encode() + b"\0" + (CLIENT_SRC / name).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _copy_client_modules(site: Path) -> None:
+    client = site / CLIENT_SRC.name
+    shutil.rmtree(client, ignore_errors=True)
+    client.mkdir()
+    for name in MCP_CLIENT_MODULES:
+        shutil.copy2(CLIENT_SRC / name, client / name)
+
+
+def _build_mcp_layer(architecture: str, force: bool) -> None:
+    """The MCP layer: its requirements resolved against the shared layer's versions (a constraints
+    file), minus every distribution the shared layer already has, plus the client's tool modules
+    (copied again alone when only they changed)."""
+    try:
+        stamp = {} if force else json.loads(MCP_STAMP_FILE.read_text())
+    except (OSError, ValueError):
+        stamp = {}
+    wanted = {"deps": mcp_deps_hash(architecture), "source": mcp_source_hash(), "architecture": architecture}
+    if stamp == wanted and MCP_SITE_DIR.is_dir():
+        return
+    if stamp.get("deps") == wanted["deps"] and MCP_SITE_DIR.is_dir():
+        _copy_client_modules(MCP_SITE_DIR)
+        MCP_STAMP_FILE.write_text(json.dumps(wanted, indent=2) + "\n")
+        return
+    shared = _distribution_versions(SITE_DIR)
+    staging = BUILD_DIR / "mcp-layer.staging"
+    shutil.rmtree(staging, ignore_errors=True)
+    site = staging / "python"
+    site.mkdir(parents=True)
+    constraints = staging / "constraints.txt"
+    constraints.write_text("".join(f"{name}=={version}\n" for name, version in sorted(shared.items())))
+    command = [sys.executable, "-m", "pip", "install", *pip_platform_args(architecture), *PIP_EXTRA_ARGS]
+    command += ["--target", str(site), "-r", str(MCP_REQUIREMENTS), "-c", str(constraints)]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise LayerBuildError(f"pip install (MCP layer) failed ({result.returncode}):\n{result.stderr}")
+    constraints.unlink()
+    for info in list(site.glob("*.dist-info")):
+        name = info.name.removesuffix(".dist-info").partition("-")[0]
+        if name.lower().replace("_", "-").replace(".", "-") in shared or name.lower() in RUNTIME_PROVIDED:
+            _remove_distribution(site, name)
+    shutil.rmtree(site / "bin", ignore_errors=True)
+    _copy_client_modules(site)
+    MCP_STAMP_FILE.unlink(missing_ok=True)
+    shutil.rmtree(MCP_LAYER_DIR, ignore_errors=True)
+    os.replace(staging, MCP_LAYER_DIR)
+    MCP_STAMP_FILE.write_text(json.dumps(wanted, indent=2) + "\n")
+
+
 def layer_size_bytes(path: Path = LAYER_DIR) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -217,6 +293,7 @@ def build_layer(force: bool = False, architecture: str | None = None) -> Path:
         stamp = {} if force else _read_stamp()
         wanted = {"deps": deps_hash(architecture), "source": source_hash(), "architecture": architecture}
         if stamp == wanted and SITE_DIR.is_dir():
+            _build_mcp_layer(architecture, force)
             return LAYER_DIR
         if stamp.get("deps") != wanted["deps"] or not SITE_DIR.is_dir():
             # Build beside the old layer and swap, so a failed pip run leaves no half layer.
@@ -230,6 +307,7 @@ def build_layer(force: bool = False, architecture: str | None = None) -> Path:
         else:
             _copy_package(SITE_DIR)
         STAMP_FILE.write_text(json.dumps(wanted, indent=2) + "\n")
+        _build_mcp_layer(architecture, force)
     return LAYER_DIR
 
 
@@ -248,6 +326,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     size_mb = layer_size_bytes(path) / 1_000_000
     print(f"layer ready: {path.relative_to(ROOT)} ({size_mb:.1f} MB unzipped, {time.monotonic() - started:.1f}s)")
+    mcp_mb = layer_size_bytes(MCP_LAYER_DIR) / 1_000_000
+    print(f"MCP layer ready: {MCP_LAYER_DIR.relative_to(ROOT)} ({mcp_mb:.1f} MB unzipped)")
     return 0
 
 

@@ -9,24 +9,15 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from rag_ingest.adapters.jwks import CachedJwks, jwks_url_for
-from rag_ingest.core.auth import TokenVerifier
 from rag_ingest.core.config import LiveAuthorizerEnv
 from rag_ingest.core.logs import logger
 from rag_ingest.core.tracing import tracer
 from rag_ingest.live.connections import authorize_connect
+from rag_ingest.wiring import token_verifier
 
 ENV = LiveAuthorizerEnv.from_env()
 # The key set is fetched on first use and cached for the life of this execution environment.
-verifier = TokenVerifier(
-    issuer=ENV.token_issuer,
-    audience=ENV.token_audience,
-    jwks=CachedJwks(
-        jwks_url_for(ENV.token_issuer),
-        max_age_seconds=ENV.jwks_max_age_seconds,
-        allow_http=ENV.token_issuer.startswith("http://"),  # loopback only: LiveAuthorizerEnv
-    ),
-)
+verifier = token_verifier(ENV)
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -153,22 +153,6 @@ class Api(Construct):
         search.grant_rerank(role)
         # POST /answer calls Converse with the configured answer model.
         search.grant_answer(role)
-        profile_models = [arn for arn in search.answer_model_arns if "*" in arn]
-        if profile_models:
-            acknowledge(
-                role,
-                "AwsSolutions-IAM5",
-                "A cross-Region inference profile routes to its one model in any Region of its geography; "
-                "the profile itself is granted by ARN.",
-                *(f"Resource::{arn.replace(Stack.of(self).partition, '<AWS::Partition>')}" for arn in profile_models),
-            )
-        acknowledge(
-            role,
-            "AwsSolutions-IAM5",
-            "bedrock:Rerank has no resource-level permissions (IAM requires '*'); the model it may use is "
-            "scoped by bedrock:InvokeModel on its one foundation-model ARN.",
-            "Resource::*",
-        )
         self._grant_page_routes(role, storage, state_machine)
         acknowledge(
             role,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import cast
 
 from aws_cdk import CfnResource
@@ -10,7 +11,7 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from infra.config import LambdaArchitecture
-from infra.paths import LAYER_DIR, relative
+from infra.paths import LAYER_DIR, MCP_LAYER_DIR, relative
 
 # Metadata key naming each asset's source on disk: the local stack runs functions from it.
 SOURCE_METADATA_KEY = "rag-ingest:source"
@@ -51,13 +52,38 @@ class SharedLayer(Construct):
                 f"the Lambda layer in {relative(LAYER_DIR)} is built for {built}, the functions for {architecture} "
                 f"(functions.architecture): run `.venv/bin/python tools/build_layer.py --architecture {architecture}`"
             )
-        self.layer = lambda_.LayerVersion(
-            self,
-            "SharedLayer",
-            code=lambda_.Code.from_asset(str(LAYER_DIR), exclude=["**/__pycache__", "*.pyc"]),
-            compatible_runtimes=[lambda_.Runtime.PYTHON_3_13],
-            # The wheels are manylinux builds for this architecture only.
-            compatible_architectures=[LAMBDA_ARCHITECTURES[architecture]],
-            description="rag-ingest domain package and its third-party dependencies",
+        self.layer = built_layer(
+            self, "SharedLayer", LAYER_DIR, architecture, "rag-ingest domain package and its third-party dependencies"
         )
-        cast(CfnResource, self.layer.node.default_child).add_metadata(SOURCE_METADATA_KEY, relative(LAYER_DIR))
+
+
+class McpLayer(Construct):
+    """The MCP function's own layer, beside the shared one: the MCP SDK and the client's tool
+    definitions (tools/build_layer.py builds both, for the same architecture)."""
+
+    def __init__(self, scope: Construct, construct_id: str, architecture: LambdaArchitecture = "x86_64") -> None:
+        super().__init__(scope, construct_id)
+        if not (MCP_LAYER_DIR / "python" / "mcp" / "__init__.py").is_file():
+            raise LayerNotBuiltError(
+                f"the MCP layer is not built ({relative(MCP_LAYER_DIR)}/python is missing): run `make layer`"
+            )
+        self.layer = built_layer(
+            self, "McpLayer", MCP_LAYER_DIR, architecture, "rag-ingest MCP server: the MCP SDK and the client's tools"
+        )
+
+
+def built_layer(
+    scope: Construct, construct_id: str, folder: Path, architecture: LambdaArchitecture, description: str
+) -> lambda_.LayerVersion:
+    """A layer of a folder tools/build_layer.py built, its source named for the local stack."""
+    layer = lambda_.LayerVersion(
+        scope,
+        construct_id,
+        code=lambda_.Code.from_asset(str(folder), exclude=["**/__pycache__", "*.pyc"]),
+        compatible_runtimes=[lambda_.Runtime.PYTHON_3_13],
+        # The wheels are manylinux builds for this architecture only.
+        compatible_architectures=[LAMBDA_ARCHITECTURES[architecture]],
+        description=description,
+    )
+    cast(CfnResource, layer.node.default_child).add_metadata(SOURCE_METADATA_KEY, relative(folder))
+    return layer

@@ -322,9 +322,16 @@ class Search(Construct):
         """Let ``role`` call Bedrock's Rerank with the configured reranker model, and no other. Rerank
         needs ``bedrock:Rerank`` and ``bedrock:InvokeModel`` on the model
         (https://docs.aws.amazon.com/bedrock/latest/userguide/rerank-prereq.html); ``bedrock:Rerank``
-        names no resource type, so '*' is the only resource IAM takes for it (acknowledged where
-        granted), and the model is scoped by InvokeModel."""
+        names no resource type, so '*' is the only resource IAM takes for it (acknowledged here), and
+        the model is scoped by InvokeModel."""
         role.add_to_principal_policy(iam.PolicyStatement(actions=["bedrock:Rerank"], resources=["*"]))
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5",
+            "bedrock:Rerank has no resource-level permissions (IAM requires '*'); the model it may use is "
+            "scoped by bedrock:InvokeModel on its one foundation-model ARN.",
+            "Resource::*",
+        )
         role.add_to_principal_policy(
             iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=[self.rerank_model_arn])
         )
@@ -336,6 +343,16 @@ class Search(Construct):
         role.add_to_principal_policy(
             iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=self.answer_model_arns)
         )
+        routed = [arn for arn in self.answer_model_arns if "*" in arn]
+        if routed:
+            partition = Stack.of(self).partition
+            acknowledge(
+                role,
+                "AwsSolutions-IAM5",
+                "A cross-Region inference profile routes to its one model in any Region of its geography; "
+                "the profile itself is granted by ARN.",
+                *(f"Resource::{arn.replace(partition, '<AWS::Partition>')}" for arn in routed),
+            )
 
     @property
     def answer_parameters(self) -> dict[str, str]:

@@ -372,7 +372,8 @@ class OfflineStack:
             stream_poller.wake()
 
     def _localize_live_functions(self, provisioned: ProvisionedStack, websocket: WebSocketApiDefinition | None) -> None:
-        """The live functions' AWS endpoints become local: the issuer's and the stage's (docs/local-stack.md)."""
+        """The functions' AWS endpoints become local: the issuer's, the stage's, the HTTP API's
+        (docs/local-stack.md)."""
         provisioned.functions[:] = [
             dataclasses.replace(
                 function,
@@ -382,6 +383,7 @@ class OfflineStack:
                     websocket=websocket,
                     region=self.settings.region,
                     live_url=f"{self.settings.api_url}{LIVE_PATH}",
+                    api_url=self.settings.api_url,
                 ),
             )
             for function in provisioned.functions

@@ -17,6 +17,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from local.runtime.harness import OfflineStackProcess
+from tests.support.mcp import tool
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
@@ -50,13 +51,6 @@ class Cli:
                 return await work(client)
 
         return anyio.run(main)
-
-
-def tool(name: str, arguments: dict[str, Any]) -> Callable[[Client], Awaitable[Any]]:
-    async def call(client: Client) -> Any:
-        return await client.call_tool(name, arguments)
-
-    return call
 
 
 @pytest.fixture(scope="module")

@@ -52,6 +52,7 @@ TABLE_OPERATIONS = {
 }
 FUNCTION_CODE = {
     "Api": "api",
+    "Mcp": "mcp_http",
     "Intake": "intake",
     "Redrive": "redrive",
     "Reaper": "reaper",
@@ -63,6 +64,7 @@ FUNCTION_CODE = {
 }
 FUNCTION_PATHS = {
     "Api": "Api/ApiFunction",
+    "Mcp": "Mcp/McpFunction",
     "Intake": "Intake/IntakeFunction",
     "Redrive": "Operations/RedriveFunction",
     "Reaper": "Operations/ReaperFunction",

@@ -20,6 +20,7 @@ STAGES = [
 ]
 FUNCTIONS = {
     "Api": "Api/ApiFunction",
+    "Mcp": "Mcp/McpFunction",
     "Intake": "Intake/IntakeFunction",
     "Redrive": "Operations/RedriveFunction",
     "Reaper": "Operations/ReaperFunction",
@@ -32,6 +33,7 @@ FUNCTIONS = {
 # Errors of these are real incidents at once; a stage's errors include bad files (Catch → MarkFailed).
 ERRORS_ALARMED = [
     "Api",
+    "Mcp",
     "Intake",
     "Redrive",
     "Reaper",

@@ -27,6 +27,9 @@ REPO = Path(__file__).resolve().parents[2]
 # The CLI runs on people's machines, the retrievers in applications, not in a function (they are not
 # the layer's to load).
 NOT_LOADED_BY_FUNCTIONS = ("rag_ingest_client.cli", "rag_ingest.integrations")
+# The MCP function loads the SDK (and anyio, httpx2, which the shared layer drops) from a layer of its
+# own (tools/build_layer.py, MCP layer; tests/infra/test_infra_mcp.py checks what it holds).
+OWN_LAYER_FUNCTIONS = ("mcp_http",)
 
 
 def _dropped_top_level_modules() -> set[str]:
@@ -46,6 +49,8 @@ def _dropped_top_level_modules() -> set[str]:
 def _handler_imports() -> set[str]:
     modules: set[str] = set()
     for handler in sorted((REPO / "functions").glob("*/**/*.py")):  # app.py and its siblings (routes/)
+        if handler.relative_to(REPO / "functions").parts[0] in OWN_LAYER_FUNCTIONS:
+            continue
         for node in ast.walk(ast.parse(handler.read_text())):
             if isinstance(node, ast.Import):
                 modules.update(alias.name for alias in node.names)

@@ -161,6 +161,22 @@ def test_the_live_functions_environment_points_at_the_local_stand_ins() -> None:
     }
 
 
+def test_given_the_api_url_an_http_api_url_becomes_the_local_one_path_kept() -> None:
+    definition = WebSocketApiDefinition.from_template(*_resolved())
+    environment = {
+        "MCP_RESOURCE_URL": "https://Http.execute-api.us-east-1.amazonaws.com/mcp",
+        "WEBSOCKET_CALLBACK_URL": "https://Ws.execute-api.us-east-1.amazonaws.com/live",
+    }
+    local = localized_environment(
+        environment, issuer="http://127.0.0.1:8080/_local/oidc", websocket=definition, region=REGION,
+        live_url="http://127.0.0.1:8080/_local/live", api_url="http://127.0.0.1:8080",
+    )  # fmt: skip
+    assert local == {
+        "MCP_RESOURCE_URL": "http://127.0.0.1:8080/mcp",
+        "WEBSOCKET_CALLBACK_URL": "http://127.0.0.1:8080/_local/live",
+    }
+
+
 def test_the_authorizers_policy_decides_as_api_gateway() -> None:
     arn = f"arn:aws:execute-api:{REGION}:{ACCOUNT}:Ws/live/$connect"
 

@@ -58,6 +58,8 @@ _PLACEHOLDER_ATTRIBUTES: dict[tuple[str, str], str] = {
     ("AWS::OpenSearchService::Domain", "DomainEndpoint"): "{id}.{region}.es.amazonaws.com",
     ("AWS::OpenSearchService::Domain", "DomainArn"): "arn:aws:es:{region}:{account}:domain/{id}",
     ("AWS::Cognito::UserPool", "ProviderURL"): "cognito-idp.{region}.amazonaws.com/{id}",
+    # An HTTP API's (the template uses no WebSocket API's): outputs and environments localize it.
+    ("AWS::ApiGatewayV2::Api", "ApiEndpoint"): "https://{id}.execute-api.{region}.amazonaws.com",
 }
 # Placeholder Ref values of skipped resources whose Ref is an ARN in CloudFormation.
 _PLACEHOLDER_REFS: dict[str, str] = {

@@ -4,8 +4,9 @@
 function), the ``$connect`` REQUEST authorizer (function, identity sources), stage and route
 selection expression. :class:`StreamMapping`: the ``AWS::Lambda::EventSourceMapping`` on a table's
 stream (the live-status pusher). :func:`localized_environment`: a function's environment with the
-AWS endpoints the local stack replaces (the user pool's issuer, the stage's callback URL) pointing
-at their stand-ins. Imports the template reader only. Rationale: docs/local-stack.md, "Live status".
+AWS endpoints the local stack replaces (the user pool's issuer, the stage's callback URL, the HTTP
+API's URL the MCP function names itself by) pointing at their stand-ins. Imports the template
+reader only. Rationale: docs/local-stack.md, "Live status".
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from local.runtime.cloudformation.template import CloudFormationTemplate, Intrin
 
 _FUNCTION_IN_URI = re.compile(r"arn:aws[a-z-]*:lambda:[^:]+:\d+:function:([A-Za-z0-9_-]+)")
 _COGNITO_ISSUER = re.compile(r"^https://cognito-idp\.[a-z0-9-]+\.amazonaws\.com/[^/]+$")
+_HTTP_API_URL = re.compile(r"^https://[^/]+\.execute-api\.[^/]+\.amazonaws\.com(?P<path>/.*)?$")
 QUERY_SOURCE = "route.request.querystring."
 HEADER_SOURCE = "route.request.header."
 
@@ -144,16 +146,26 @@ class StreamMapping:
 
 
 def localized_environment(
-    environment: Mapping[str, str], *, issuer: str, websocket: WebSocketApiDefinition | None, region: str, live_url: str
+    environment: Mapping[str, str],
+    *,
+    issuer: str,
+    websocket: WebSocketApiDefinition | None,
+    region: str,
+    live_url: str,
+    api_url: str | None = None,
 ) -> dict[str, str]:
-    """``environment`` with the user pool's issuer and the WebSocket stage's callback URL made local."""
+    """``environment`` with the user pool's issuer, the WebSocket stage's callback URL and (given
+    ``api_url``) the HTTP API's URLs made local."""
     callback = websocket.callback_url(region) if websocket is not None else None
     localized = {}
     for name, value in environment.items():
+        api_path = _HTTP_API_URL.match(value)
         if _COGNITO_ISSUER.match(value):
             value = issuer
         elif callback is not None and value == callback:
             value = live_url
+        elif api_url is not None and api_path is not None:
+            value = api_url.rstrip("/") + (api_path.group("path") or "")
         localized[name] = value
     return localized
 

@@ -21,6 +21,7 @@ from rag_ingest.adapters.documents_table import DocumentsTable
 from rag_ingest.adapters.embedding_cache_table import EmbeddingCacheTable
 from rag_ingest.adapters.events import EventPublisher
 from rag_ingest.adapters.executions import Executions
+from rag_ingest.adapters.jwks import CachedJwks, jwks_url_for
 from rag_ingest.adapters.object_store import ObjectStore
 from rag_ingest.adapters.object_versions import ObjectVersions
 from rag_ingest.adapters.presigner import S3Presigner
@@ -41,12 +42,14 @@ from rag_ingest.adapters.workflow import WorkflowStarter
 from rag_ingest.answers.extractive import ExtractiveAnswerModel
 from rag_ingest.answers.ports import AnswerModel
 from rag_ingest.answers.service import AnswerService, AnswerSettings
+from rag_ingest.core.auth import TokenVerifier
 from rag_ingest.core.config import (
     AnswerEnv,
     ApiEnv,
     BatchInferenceEnv,
     IndexParamsEnv,
     IntakeEnv,
+    McpEnv,
     ReaperEnv,
     ReconcilerEnv,
     RedriveEnv,
@@ -55,6 +58,7 @@ from rag_ingest.core.config import (
     SourcesEnv,
     SourceSyncEnv,
     StagesEnv,
+    TokenEnv,
     WebhookDeliveryEnv,
     WebhookFanOutEnv,
     WebhooksApiEnv,
@@ -65,7 +69,7 @@ from rag_ingest.core.tokens import count_tokens
 from rag_ingest.core.url_policy import UrlPolicy
 from rag_ingest.documents.deletion import DocumentDeletion
 from rag_ingest.documents.intake import IntakeService
-from rag_ingest.documents.service import DocumentService
+from rag_ingest.documents.service import DocumentQueries, DocumentService
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.embeddings.capacity import CapacityLimiter, EmbeddingQuota
 from rag_ingest.embeddings.factory import create_embedder
@@ -277,13 +281,7 @@ def build_api(env: ApiEnv, search_env: SearchEnv, answer_env: AnswerEnv | None =
     vector_store = lazy_vector_store(search_env)
     replayer = Replayer(documents, WorkflowStarter(env.state_machine_arn))
     objects = ObjectStore()
-    search = SearchService(
-        store=vector_store,
-        embedder=cache(lambda: embedder_for(search_env)),
-        fusion=search_env.fusion,
-        reranker=cache(lambda: reranker_for(search_env)),
-        rerank=RerankSettings(default=search_env.search_rerank_default, candidates=search_env.search_rerank_candidates),
-    )
+    search = search_service(search_env, vector_store)
     return ApiServices(
         documents=DocumentService(
             env,
@@ -309,17 +307,61 @@ def build_api(env: ApiEnv, search_env: SearchEnv, answer_env: AnswerEnv | None =
             events=EventPublisher(env.event_bus_name),
         ),
         search=search,
-        answers=AnswerService(
-            search,
-            cache(lambda: answer_model_for(answer_env, search_env)),
-            AnswerSettings(
-                model_id=answer_env.answer_model_id,
-                min_relevance=answer_env.answer_min_relevance,
-                max_tokens=answer_env.answer_max_tokens,
-                rerank_default=answer_env.answer_rerank_default,
-            ),
+        answers=answer_service(answer_env, search_env, search),
+    )
+
+
+def search_service(env: SearchEnv, vector_store: Callable[[], VectorStore]) -> SearchService:
+    """POST /search's service: the query embedder and the reranker made on first use."""
+    return SearchService(
+        store=vector_store,
+        embedder=cache(lambda: embedder_for(env)),
+        fusion=env.fusion,
+        reranker=cache(lambda: reranker_for(env)),
+        rerank=RerankSettings(default=env.search_rerank_default, candidates=env.search_rerank_candidates),
+    )
+
+
+def answer_service(env: AnswerEnv, search_env: SearchEnv, search: SearchService) -> AnswerService:
+    """POST /answer's service over ``search``: the Converse model made on first use."""
+    return AnswerService(
+        search,
+        cache(lambda: answer_model_for(env, search_env)),
+        AnswerSettings(
+            model_id=env.answer_model_id,
+            min_relevance=env.answer_min_relevance,
+            max_tokens=env.answer_max_tokens,
+            rerank_default=env.answer_rerank_default,
         ),
     )
+
+
+def token_verifier(env: TokenEnv) -> TokenVerifier:
+    """ID tokens of the issuer for the app client; the key set is fetched on first use and kept by the
+    container (http only for a loopback issuer, the local stack's: TokenEnv)."""
+    jwks = CachedJwks(
+        jwks_url_for(env.token_issuer),
+        max_age_seconds=env.jwks_max_age_seconds,
+        allow_http=env.token_issuer.startswith("http://"),
+    )
+    return TokenVerifier(issuer=env.token_issuer, audience=env.token_audience, jwks=jwks)
+
+
+@dataclass(frozen=True)
+class McpServices:
+    """What the MCP server's tools read, as the caller: documents (records, extracted text), search
+    and answers."""
+
+    documents: DocumentQueries
+    search: SearchService
+    answers: AnswerService
+
+
+def build_mcp(env: McpEnv, search_env: SearchEnv, answer_env: AnswerEnv) -> McpServices:
+    # A reader: no upload, retry, change or delete (and the role grants none).
+    documents = DocumentQueries(env, documents_table(env.documents_table), artifacts=ObjectStore())
+    search = search_service(search_env, lazy_vector_store(search_env))
+    return McpServices(documents=documents, search=search, answers=answer_service(answer_env, search_env, search))
 
 
 def build_webhooks(env: WebhooksApiEnv) -> WebhookService:

@@ -175,7 +175,15 @@ class AnswerEnv(EnvModel):
     answer_rerank_default: bool = True
 
 
-class ApiEnv(WorkflowEnv, BucketEnv, ChunkIndexEnv):
+class DocumentsEnv(CommonEnv, BucketEnv):
+    """Reading the tenant's documents (rag_ingest.documents.service): records, extracted text, access."""
+
+    # Members of this group (cognito:groups) read every document of their tenant and set anyone's
+    # access (rag_ingest.core.access; cdk.json auth.tenantAdminGroup).
+    tenant_admin_group: str = Field(default="tenant-admins", min_length=1, max_length=128)
+
+
+class ApiEnv(WorkflowEnv, DocumentsEnv, ChunkIndexEnv):
     """The API function. DELETE /documents/{id} removes the document's chunks and artifacts too;
     POST /documents/{id}/retry replays a FAILED document with a new execution."""
 
@@ -184,9 +192,6 @@ class ApiEnv(WorkflowEnv, BucketEnv, ChunkIndexEnv):
     upload_url_expiry_seconds: int = Field(gt=0, le=3600)
     # DELETE /documents/{id} announces DocumentDeleted on this bus (the webhooks' document.deleted).
     event_bus_name: str = "default"
-    # Members of this group (cognito:groups) read every document of their tenant and set anyone's
-    # access (rag_ingest.core.access; cdk.json auth.tenantAdminGroup).
-    tenant_admin_group: str = Field(default="tenant-admins", min_length=1, max_length=128)
 
 
 class WebhookUrlEnv(EnvModel):
@@ -368,14 +373,31 @@ class ReconcilerEnv(WorkflowEnv, BucketEnv, ChunkIndexEnv):
     sources_table: str | None = Field(default=None, min_length=1)
 
 
-class LiveAuthorizerEnv(EnvModel):
-    """The WebSocket API's ``$connect`` authorizer: ID tokens of this issuer for this app client."""
+#: An https URL, or http on loopback only: the local stack's (docs/local-stack.md, "Live status").
+HTTPS_OR_LOOPBACK = r"^(https://|http://(127\.0\.0\.1|localhost)[:/])"
+
+
+class TokenEnv(EnvModel):
+    """ID tokens of this issuer for this app client, verified as the HTTP API's JWT authorizer does."""
 
     # https://cognito-idp.<region>.amazonaws.com/<poolId>; its keys are at <issuer>/.well-known/jwks.json.
-    # http only on loopback: the local stack's issuer (docs/local-stack.md, "Live status").
-    token_issuer: str = Field(pattern=r"^(https://|http://(127\.0\.0\.1|localhost)[:/])")
+    token_issuer: str = Field(pattern=HTTPS_OR_LOOPBACK)
     token_audience: str = Field(min_length=1)
     jwks_max_age_seconds: int = Field(default=3600, ge=60)
+
+
+class LiveAuthorizerEnv(TokenEnv):
+    """The WebSocket API's ``$connect`` authorizer."""
+
+
+class McpEnv(TokenEnv, DocumentsEnv):
+    """The MCP server over streamable HTTP (docs/mcp.md): it verifies the caller's token itself, so a
+    request without one gets a 401 naming this resource's metadata; its tools read documents and
+    search (SearchEnv) as the caller."""
+
+    # The MCP endpoint's URL (https://<api>.execute-api.<region>.amazonaws.com/mcp): the resource the
+    # protected-resource metadata (RFC 9728) describes.
+    mcp_resource_url: str = Field(pattern=r"^(https://|http://(127\.0\.0\.1|localhost)[:/])[^?#]*/mcp$")
 
 
 class LiveConnectionsEnv(EnvModel):

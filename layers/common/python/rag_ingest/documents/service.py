@@ -1,5 +1,6 @@
-"""The API's domain: issue an upload (presigned POST), report, list, retry, change and download
-documents. Its bodies are in ``schemas``, its refusals in ``errors``, its paging and ETags in ``paging``.
+"""The API's domain: ``DocumentQueries`` reports, lists and reads documents (the MCP function has only
+it); ``DocumentService`` also issues uploads (presigned POST), retries, changes and downloads them.
+Bodies are in ``schemas``, refusals in ``errors``, paging and ETags in ``paging``.
 
 Every operation takes the caller's tenant, already validated (``rag_ingest.core.auth.tenant_of``), and
 answers another tenant's document exactly like a missing one. Given the caller's
@@ -15,7 +16,7 @@ from typing import Any
 from urllib.parse import quote
 
 from rag_ingest.core.access import DocumentAccess, Principal, can_manage_access, can_read
-from rag_ingest.core.config import ApiEnv
+from rag_ingest.core.config import ApiEnv, DocumentsEnv
 from rag_ingest.core.errors import ErrorCode, IndexArtifactsMissingError, PermanentError, StaleWriteError
 from rag_ingest.core.filters import matches
 from rag_ingest.core.ids import is_document_id, new_document_id
@@ -84,61 +85,14 @@ def _header_filename(filename: str) -> str:
     return f"inline; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"
 
 
-class DocumentService:
-    def __init__(
-        self,
-        env: ApiEnv,
-        documents: ApiDocuments,
-        presigner: UploadPresigner,
-        *,
-        replayer: DocumentReplayer | None = None,
-        refresher: ChunkFieldsRefresher | None = None,
-        artifacts: ArtifactReader | None = None,
-    ) -> None:
+class DocumentQueries:
+    """Reading the tenant's documents as a caller: a record, a page of the listing, the extracted text
+    (the MCP function's, which holds no write grant); DocumentService adds what changes them."""
+
+    def __init__(self, env: DocumentsEnv, documents: ApiDocuments, *, artifacts: ArtifactReader | None = None) -> None:
         self._env = env
         self._documents = documents
-        self._presigner = presigner
-        self._replayer = replayer
-        self._refresher = refresher
         self._artifacts = artifacts
-
-    def create_upload(self, tenant_id: str, request: UploadRequest, principal: Principal | None = None) -> UploadTicket:
-        """An AWAITING_UPLOAD record (with the caller as its uploader and ``request.access``) and
-        the presigned POST for its file: the declared type (rag_ingest.core.upload_types) sets the
-        POST's Content-Type and size limit. The name decides nothing: Validate reads the bytes."""
-        declared_format = upload_format(request.content_type)
-        max_bytes = max_bytes_for(declared_format, self._env.max_upload_bytes)
-        try:
-            metadata = validate_metadata(request.metadata) if request.metadata is not None else {}
-        except MetadataError as exc:
-            raise PermanentError(ErrorCode.INVALID_REQUEST, str(exc)) from None
-        document_id = new_document_id()
-        key = upload_key(tenant_id, document_id, request.filename, self._env.raw_prefix)
-        self._documents.create_awaiting_upload(
-            document_id=document_id,
-            tenant_id=tenant_id,
-            filename=request.filename,
-            bucket=self._env.bucket_name,
-            key=key,
-            metadata=metadata,
-            **_ownership(principal, request.access),
-        )
-        expires_in = self._env.upload_url_expiry_seconds
-        # S3 enforces these conditions on the POST itself: exact key, declared type, size range, expiry.
-        upload = self._presigner.presign_upload(
-            bucket=self._env.bucket_name,
-            key=key,
-            content_type=declared_format.content_type,
-            max_bytes=max_bytes,
-            expires_in=expires_in,
-        )
-        return UploadTicket(
-            document_id=document_id,
-            status="AWAITING_UPLOAD",
-            upload=upload,
-            expires_at=int(time.time()) + expires_in,
-            max_bytes=max_bytes,
-        )
 
     def get(self, tenant_id: str, document_id: str, principal: Principal | None = None) -> DocumentView:
         return DocumentView.of(self._record(tenant_id, document_id, principal))
@@ -201,6 +155,97 @@ class DocumentService:
                 return DocumentPage(items=items, next_cursor=None)
             key = dict(last_key)
         return DocumentPage(items=items, next_cursor=encode_cursor(key) if key else None)
+
+    def content(self, tenant_id: str, document_id: str, principal: Principal | None = None) -> DocumentContent:
+        """The extracted blocks of a structured document's current version (its Parse artifact): the
+        page's rendered view of a DOCX, PPTX, HTML, Markdown or text hit."""
+        record = self._record(tenant_id, document_id, principal)
+        if record.status in (DocumentStatus.DELETING, DocumentStatus.DELETED) or not record.version:
+            raise DocumentNotFoundError(document_id)
+        document_format = record.document_format or DocumentFormat.PDF
+        if document_format is DocumentFormat.PDF:
+            raise ContentUnavailableError("a PDF has no rendered view: open it at its page (GET .../download)")
+        assert self._artifacts is not None
+        pages_prefix = artifact_key(document_id, record.version, PAGES_FOLDER, self._env.artifacts_prefix)
+        key = page_range_key(pages_prefix, 1)
+        if not self._artifacts.exists(self._env.bucket_name, key):
+            raise ContentUnavailableError(f"the document's text is not extracted (status {record.status.value})")
+        parsed = ParsedRange.model_validate(self._artifacts.get_json(self._env.bucket_name, key))
+        return DocumentContent.of(record, document_format, parsed.pages)
+
+    def readable(self, tenant_id: str, document_id: str, principal: Principal | None = None) -> DocumentRecord:
+        """The record of a document the caller may see, else ``DocumentNotFoundError`` (a route that
+        acts on a document checks this first: delete)."""
+        return self._record(tenant_id, document_id, principal)
+
+    def _record(self, tenant_id: str, document_id: str, principal: Principal | None = None) -> DocumentRecord:
+        # An id the system never issues cannot exist: no table read (and no oversized key) for it.
+        if not is_document_id(document_id):
+            raise DocumentNotFoundError(document_id)
+        record = self._documents.get(document_id)
+        # Another tenant's document is reported exactly like a missing one.
+        if record is None or record.tenant_id != tenant_id:
+            raise DocumentNotFoundError(document_id)
+        # So is a document the caller may not read: the same 404, nothing to tell it exists.
+        if principal is not None and not can_read(principal, record):
+            raise DocumentNotFoundError(document_id)
+        return record
+
+
+class DocumentService(DocumentQueries):
+    def __init__(
+        self,
+        env: ApiEnv,
+        documents: ApiDocuments,
+        presigner: UploadPresigner,
+        *,
+        replayer: DocumentReplayer | None = None,
+        refresher: ChunkFieldsRefresher | None = None,
+        artifacts: ArtifactReader | None = None,
+    ) -> None:
+        super().__init__(env, documents, artifacts=artifacts)
+        self._api_env = env
+        self._presigner = presigner
+        self._replayer = replayer
+        self._refresher = refresher
+
+    def create_upload(self, tenant_id: str, request: UploadRequest, principal: Principal | None = None) -> UploadTicket:
+        """An AWAITING_UPLOAD record (with the caller as its uploader and ``request.access``) and
+        the presigned POST for its file: the declared type (rag_ingest.core.upload_types) sets the
+        POST's Content-Type and size limit. The name decides nothing: Validate reads the bytes."""
+        declared_format = upload_format(request.content_type)
+        max_bytes = max_bytes_for(declared_format, self._api_env.max_upload_bytes)
+        try:
+            metadata = validate_metadata(request.metadata) if request.metadata is not None else {}
+        except MetadataError as exc:
+            raise PermanentError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+        document_id = new_document_id()
+        key = upload_key(tenant_id, document_id, request.filename, self._api_env.raw_prefix)
+        self._documents.create_awaiting_upload(
+            document_id=document_id,
+            tenant_id=tenant_id,
+            filename=request.filename,
+            bucket=self._env.bucket_name,
+            key=key,
+            metadata=metadata,
+            **_ownership(principal, request.access),
+        )
+        expires_in = self._api_env.upload_url_expiry_seconds
+        # S3 enforces these conditions on the POST itself: exact key, declared type, size range, expiry.
+        upload = self._presigner.presign_upload(
+            bucket=self._env.bucket_name,
+            key=key,
+            content_type=declared_format.content_type,
+            max_bytes=max_bytes,
+            expires_in=expires_in,
+        )
+        return UploadTicket(
+            document_id=document_id,
+            status="AWAITING_UPLOAD",
+            upload=upload,
+            expires_at=int(time.time()) + expires_in,
+            max_bytes=max_bytes,
+        )
 
     def retry(self, tenant_id: str, document_id: str, principal: Principal | None = None) -> DocumentView:
         """Replay a FAILED document from its first unfinished stage (the stages' checkpoints skip
@@ -297,38 +342,3 @@ class DocumentService:
             expires_in=DOWNLOAD_URL_SECONDS,
         )
         return DownloadLink(url=url, expires_in=DOWNLOAD_URL_SECONDS)
-
-    def content(self, tenant_id: str, document_id: str, principal: Principal | None = None) -> DocumentContent:
-        """The extracted blocks of a structured document's current version (its Parse artifact): the
-        page's rendered view of a DOCX, PPTX, HTML, Markdown or text hit."""
-        record = self._record(tenant_id, document_id, principal)
-        if record.status in (DocumentStatus.DELETING, DocumentStatus.DELETED) or not record.version:
-            raise DocumentNotFoundError(document_id)
-        document_format = record.document_format or DocumentFormat.PDF
-        if document_format is DocumentFormat.PDF:
-            raise ContentUnavailableError("a PDF has no rendered view: open it at its page (GET .../download)")
-        assert self._artifacts is not None
-        pages_prefix = artifact_key(document_id, record.version, PAGES_FOLDER, self._env.artifacts_prefix)
-        key = page_range_key(pages_prefix, 1)
-        if not self._artifacts.exists(self._env.bucket_name, key):
-            raise ContentUnavailableError(f"the document's text is not extracted (status {record.status.value})")
-        parsed = ParsedRange.model_validate(self._artifacts.get_json(self._env.bucket_name, key))
-        return DocumentContent.of(record, document_format, parsed.pages)
-
-    def readable(self, tenant_id: str, document_id: str, principal: Principal | None = None) -> DocumentRecord:
-        """The record of a document the caller may see, else ``DocumentNotFoundError`` (a route that
-        acts on a document checks this first: delete)."""
-        return self._record(tenant_id, document_id, principal)
-
-    def _record(self, tenant_id: str, document_id: str, principal: Principal | None = None) -> DocumentRecord:
-        # An id the system never issues cannot exist: no table read (and no oversized key) for it.
-        if not is_document_id(document_id):
-            raise DocumentNotFoundError(document_id)
-        record = self._documents.get(document_id)
-        # Another tenant's document is reported exactly like a missing one.
-        if record is None or record.tenant_id != tenant_id:
-            raise DocumentNotFoundError(document_id)
-        # So is a document the caller may not read: the same 404, nothing to tell it exists.
-        if principal is not None and not can_read(principal, record):
-            raise DocumentNotFoundError(document_id)
-        return record

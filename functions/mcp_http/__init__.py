@@ -1,0 +1,1 @@
+"""The mcp_http function's code asset (its handler module: ``app``)."""
