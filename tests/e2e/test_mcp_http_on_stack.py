@@ -25,6 +25,7 @@ from tests.support.tokens import TokenForge, bad_tokens
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
+ANSWER_QUESTION = "What did the Argand burner draw through the flame from both sides?"
 QUESTION = "Argand burner hollow circular wick"
 INITIALIZE: dict[str, Any] = {
     "jsonrpc": "2.0",
@@ -79,7 +80,7 @@ def test_the_endpoint_is_the_stacks_and_lists_the_read_only_tools(
     async def names(client: Client) -> list[str]:
         return sorted(t.name for t in (await client.list_tools()).tools)
 
-    assert session(world["url"], world["tokens"]["reader"], names) == ["fetch", "list_documents", "search"]
+    assert session(world["url"], world["tokens"]["reader"], names) == ["answer", "fetch", "list_documents", "search"]
 
 
 def test_a_reader_finds_lists_and_reads_the_restricted_document_with_a_filter(world: dict[str, Any]) -> None:
@@ -113,6 +114,16 @@ def test_a_user_outside_the_group_or_the_tenant_never_sees_it(world: dict[str, A
     assert [d["filename"] for d in listed] == (["sourdough-starter.md"] if user == "outsider" else [])
     refused = session(url, token, tool("fetch", {"document_id": restricted, "page": 2}))
     assert refused.is_error and "404" in refused.content[0].text
+    answered = session(url, token, tool("answer", {"query": ANSWER_QUESTION})).structured_content
+    assert all(c["citation"]["document_id"] != restricted for c in answered["citations"])
+
+
+def test_a_reader_gets_an_answer_citing_the_restricted_page(world: dict[str, Any]) -> None:
+    answered = session(world["url"], world["tokens"]["reader"], tool("answer", {"query": ANSWER_QUESTION, "k": 3}))
+    content = answered.structured_content
+    assert content["supported"] and content["stand_in"] == "extractive-stand-in", content
+    cited = content["citations"][0]["citation"]
+    assert (cited["document_id"], cited["page_start"]) == (world["restricted"], 2)
 
 
 def test_a_request_without_a_valid_token_is_challenged_with_the_metadata_url(
