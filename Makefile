@@ -22,6 +22,7 @@ help:
 	@echo "make bench-big - a 2,000-page PDF through the local stack: progress, time to READY, parse memory"
 	@echo "make bench-sync - the S3 source at 10,000 objects (first sync, unchanged re-sync, 1 % changed/deleted) and the web source"
 	@echo "make bench-isolation - fifty 5-page PDFs alone, then right behind a 2,000-page one: p50/p95 latency, the ratio"
+	@echo "make bench-answer - POST /answer's latency beside the search it starts with, on the sample PDFs"
 	@echo "make eval   - retrieval quality (recall@1/5, MRR) of k-NN, BM25 and hybrid vs a naive baseline"
 	@echo "make burst  - 200 uploads with 10 % injected faults: READY, lost, duplicates, DLQ"
 	@echo "make chaos  - kill -9 of OpenSearch, the embedding server, a worker, moto, the stack during a burst"
@@ -146,6 +147,11 @@ bench-big: synth opensearch
 .PHONY: bench-isolation
 bench-isolation: synth opensearch
 	$(PY) -m bench.isolation run $(ISOLATION_ARGS)
+
+# Issue 44's answer path: POST /search, reranked, and POST /answer on the sample PDFs (docs/benchmarks.md).
+.PHONY: bench-answer
+bench-answer: synth opensearch
+	$(PY) -m bench.answer_latency
 
 # Issue 43's sync figures: the S3 source on fresh local stacks (bench/sync_s3.py: N objects with the ingest
 # consumer off, the sync alone; then end to end at a smaller N: READY, Parse runs, embedding calls, search),
