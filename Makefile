@@ -148,6 +148,12 @@ bench-big: synth opensearch
 bench-isolation: synth opensearch
 	$(PY) -m bench.isolation run $(ISOLATION_ARGS)
 
+# The README's picture of the page (docs/img/page.png), written by the browser test that asks a question.
+.PHONY: readme-screenshot
+readme-screenshot: synth opensearch chromium ocr-tools
+	RAG_INGEST_README_SCREENSHOT=1 .venv/bin/pytest -q -p no:cacheprovider \
+	  "tests/browser/test_page.py::test_a_slide_and_a_word_paragraph_open_where_they_stand_in_the_rendered_view"
+
 # Issue 44's answer path: POST /search, reranked, and POST /answer on the sample PDFs (docs/benchmarks.md).
 .PHONY: bench-answer
 bench-answer: synth opensearch

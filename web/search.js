@@ -30,6 +30,65 @@ export function highlightFragment(html) {
   return fragment;
 }
 
+/**
+ * A passage's text as blocks: runs of two or more lines with cells (" | " between them, as the
+ * readers write a table: its first row the header) become tables, every other line text.
+ */
+export function passageBlocks(text) {
+  const blocks = [];
+  for (const line of String(text).split("\n")) {
+    const cells = line.includes(" | ") ? line.split(" | ").map((cell) => cell.trim()) : null;
+    const last = blocks[blocks.length - 1];
+    if (cells && last?.kind === "rows") last.rows.push(cells);
+    else if (cells) blocks.push({ kind: "rows", rows: [cells] });
+    else if (line.trim()) blocks.push({ kind: "text", text: line });
+  }
+  // One line of cells is not a table: it stays text.
+  return blocks.map((block) => (block.kind === "rows" && block.rows.length < 2 ? { kind: "text", text: block.rows[0].join(" | ") } : block))
+    .map((block) => (block.kind === "rows" ? { kind: "table", rows: block.rows } : block));
+}
+
+/** The words a search's highlight fragments marked (<em>), lower-cased. */
+function emphasisedWords(highlights) {
+  const words = new Set();
+  for (const fragment of highlights || []) {
+    for (const match of String(fragment).matchAll(/<em>(.*?)<\/em>/gi)) words.add(decodeEntities(match[1]).toLowerCase());
+  }
+  return words;
+}
+
+/** ``text`` as text nodes, each of ``words`` in an <em> (never HTML: the text is never parsed). */
+function markedText(text, words) {
+  const fragment = document.createDocumentFragment();
+  for (const part of String(text).split(/([\p{L}\p{N}]+)/u)) {
+    if (!part) continue;
+    fragment.append(words.has(part.toLowerCase()) ? el("em", {}, part) : part);
+  }
+  return fragment;
+}
+
+/** A passage that holds a table, whole: its lines as text, its tables as tables, the search's words marked. */
+function structuredPassage(blocks, highlights) {
+  const words = emphasisedWords(highlights);
+  const body = el("div", { className: "passage" });
+  for (const block of blocks) {
+    if (block.kind === "text") {
+      body.append(el("p", {}, markedText(block.text, words)));
+      continue;
+    }
+    const [head, ...rows] = block.rows;
+    body.append(
+      el(
+        "table",
+        { className: "passage-table" },
+        el("thead", {}, el("tr", {}, ...head.map((cell) => el("th", { scope: "col" }, markedText(cell, words))))),
+        el("tbody", {}, ...rows.map((row) => el("tr", {}, ...row.map((cell) => el("td", {}, markedText(cell, words)))))),
+      ),
+    );
+  }
+  return body;
+}
+
 export function pageSpan(passage) {
   const { page_start: start, page_end: end } = passage;
   if (passage.document_format === "pptx") return end && end !== start ? `slides ${start}–${end}` : `slide ${start}`;
@@ -152,16 +211,11 @@ export class SearchView {
   }
 
   renderPassage(passage) {
-    const body = el("p", { className: "passage" });
-    if (passage.highlights && passage.highlights.length) {
-      passage.highlights.forEach((fragment, index) => {
-        if (index) body.append(" … ");
-        body.append(highlightFragment(fragment));
-      });
-    } else {
-      const text = passage.text || "";
-      body.append(text.length > 320 ? `${text.slice(0, 320)}…` : text);
-    }
+    const blocks = passageBlocks(passage.text || "");
+    // A passage holding a table is shown whole, as rows and cells; any other as its highlights.
+    const body = blocks.some((block) => block.kind === "table")
+      ? structuredPassage(blocks, passage.highlights)
+      : this.highlightedPassage(passage);
     const span = pageSpan(passage);
     const open = el("button", {
       type: "button",
@@ -182,6 +236,20 @@ export class SearchView {
         ? el("div", { className: "muted copies" }, `Same text also in: ${copies.map((copy) => `${copy.filename || copy.document_id}, ${pageSpan(copy)}`).join("; ")}`)
         : null,
     );
+  }
+
+  highlightedPassage(passage) {
+    const body = el("p", { className: "passage" });
+    if (passage.highlights && passage.highlights.length) {
+      passage.highlights.forEach((fragment, index) => {
+        if (index) body.append(" … ");
+        body.append(highlightFragment(fragment));
+      });
+    } else {
+      const text = passage.text || "";
+      body.append(text.length > 320 ? `${text.slice(0, 320)}…` : text);
+    }
+    return body;
   }
 
   /** Open a hit where it stands: a PDF in the embedded viewer at its page, the passage's rectangles

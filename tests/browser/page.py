@@ -22,6 +22,9 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "browser"
+#: The README's picture of the page; rewritten only when RAG_INGEST_README_SCREENSHOT is set
+#: (make readme-screenshot), so a test run never changes the repository.
+README_SCREENSHOT = REPO_ROOT / "docs" / "img" / "page.png"
 SAMPLES = REPO_ROOT / "samples"
 T = TypeVar("T")
 
@@ -99,6 +102,17 @@ class Page:
         except WebDriverException as exc:
             self.screenshot(f"timeout-{re.sub(r'[^a-z0-9]+', '-', what.lower())[:40]}")
             raise AssertionError(f"timed out after {timeout:.0f} s waiting until {what}") from exc
+
+    def readme_screenshot(self, anchor: str) -> Path:
+        """The window with ``anchor`` (a CSS selector) at its top, as the README shows the page:
+        written to the artifacts, and over docs/img/page.png when RAG_INGEST_README_SCREENSHOT is set."""
+        self.js("document.querySelector(arguments[0]).scrollIntoView({block: 'start'})", anchor)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        path = ARTIFACTS / f"{self.name}-readme.png"
+        path.write_bytes(self.driver.get_screenshot_as_png())
+        if os.environ.get("RAG_INGEST_README_SCREENSHOT"):
+            README_SCREENSHOT.write_bytes(path.read_bytes())
+        return path
 
     def screenshot(self, step: str) -> Path:
         """The whole page (not only the window), as the user would scroll through it."""

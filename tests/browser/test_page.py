@@ -386,6 +386,7 @@ def test_a_slide_and_a_word_paragraph_open_where_they_stand_in_the_rendered_view
     assert str(page.js("return ragIngest.lastOpened")).startswith("view:"), opened
     page.screenshot("answer")
     page.find("#viewer-close").click()
+    page.readme_screenshot("#search-title")
     assert_no_console_errors(page)
 
 
@@ -471,6 +472,35 @@ def test_search_highlights_render_only_em_everything_else_as_text(page: Page) ->
     assert "the lamp & " in rendered["text"]
     time.sleep(0.2)  # an injected handler would have run by now
     assert page.js("return window.pwned || null") is None and rendered["pwned"] is None
+
+
+def test_a_passage_holding_a_table_renders_its_rows_as_a_table_and_its_text_as_text(page: Page) -> None:
+    passage = {
+        "document_id": "d1", "filename": "survey.pptx", "document_format": "pptx", "page_start": 2, "page_end": 2,
+        "score": 0.5, "heading_path": [], "copies": [],
+        "text": "Yield by orchard\nOrchard | Tonnes per hectare\nWestfield | 31\n<img onerror=x> | 18\n"
+                "Notes | late frost",
+        "highlights": ["<em>Westfield</em> | 31", "Tonnes per <em>hectare</em>"],
+    }  # fmt: skip
+    rendered = page.js(
+        """return import('./search.js').then(m => {
+             const form = document.createElement('form');
+             const view = new m.SearchView({api: null, elements: {form}, onError: () => {}});
+             const item = view.renderPassage(arguments[0]);
+             const one = m.passageBlocks('a | b');
+             return {heads: [...item.querySelectorAll('th')].map(c => c.textContent),
+                     cells: [...item.querySelectorAll('tbody tr')].map(r => [...r.cells].map(c => c.textContent)),
+                     text: [...item.querySelectorAll('.passage > p')].map(p => p.textContent),
+                     marked: [...item.querySelectorAll('em')].map(e => e.textContent),
+                     images: item.querySelectorAll('img').length, one};
+           })""",
+        passage,
+    )
+    assert rendered["heads"] == ["Orchard", "Tonnes per hectare"], rendered
+    assert rendered["cells"] == [["Westfield", "31"], ["<img onerror=x>", "18"], ["Notes", "late frost"]], rendered
+    assert rendered["text"] == ["Yield by orchard"] and rendered["images"] == 0
+    assert sorted(rendered["marked"]) == ["Westfield", "hectare"]
+    assert rendered["one"] == [{"kind": "text", "text": "a | b"}]  # one line of cells is no table
 
 
 def test_keyboard_alone_signs_in_and_reaches_every_control_with_a_visible_focus(page: Page, tenant: str) -> None:

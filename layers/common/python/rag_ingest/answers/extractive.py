@@ -24,10 +24,12 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 def extractive_answer(message: str) -> str:
     """The stand-in's answer to a user message ``rag_ingest.answers.prompt.answer_prompt`` wrote."""
     question, passages = prompt_parts(message)
+    # A line is a unit too: a table's row is one line, never half of a sentence.
     sentences = [
         (number, " ".join(sentence.split()))
         for number, text in passages
-        for sentence in _SENTENCE_END.split(text)
+        for line in text.splitlines()
+        for sentence in _SENTENCE_END.split(line)
         if len(sentence.split()) >= 3
     ]
     scores = lexical_scores(question, [sentence for _, sentence in sentences])
