@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError
 from rag_ingest.adapters.converse import BedrockConverse
@@ -14,26 +13,19 @@ from rag_ingest.answers.extractive import extractive_answer
 from rag_ingest.answers.prompt import PromptPassage, answer_prompt
 
 from local.embedding_server.process import EmbeddingServerProcess
+from tests.support.model_server import client_of, running_model_server
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[EmbeddingServerProcess]:
-    process = EmbeddingServerProcess()
-    process.start()
-    yield process
-    process.stop()
+    with running_model_server() as process:
+        yield process
 
 
 def runtime(endpoint: str) -> Any:
-    return boto3.client(
-        "bedrock-runtime",
-        endpoint_url=endpoint,
-        region_name="us-west-2",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    return client_of("bedrock-runtime", endpoint)
 
 
 def test_converse_through_the_server_answers_as_the_stand_in_and_says_so(server: EmbeddingServerProcess) -> None:

@@ -8,13 +8,13 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError
 from rag_ingest.adapters.reranker import BedrockReranker, foundation_model_arn
 from rag_ingest.retrieval.rerank import STAND_IN_NAME, LexicalStandInReranker
 
 from local.embedding_server.process import EmbeddingServerProcess
+from tests.support.model_server import client_of, running_model_server
 
 pytestmark = pytest.mark.integration
 
@@ -29,20 +29,12 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[EmbeddingServerProcess]:
-    process = EmbeddingServerProcess()
-    process.start()
-    yield process
-    process.stop()
+    with running_model_server() as process:
+        yield process
 
 
 def agent_runtime(endpoint: str) -> Any:
-    return boto3.client(
-        "bedrock-agent-runtime",
-        endpoint_url=endpoint,
-        region_name="us-west-2",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    return client_of("bedrock-agent-runtime", endpoint)
 
 
 def test_bedrock_reranker_through_the_server_ranks_like_the_stand_in(server: EmbeddingServerProcess) -> None:
