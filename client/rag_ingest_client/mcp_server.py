@@ -31,11 +31,25 @@ FILTER_HELP = (
 )
 
 
+EXPAND_HELP = (
+    "Small-to-big: none returns the matched passages; section each one's whole section, page its page(s), "
+    "cut to a size cap around the match; passages of one section or page come back as one. "
+    "Unset: the API's default."
+)
+
+
 class Api(Protocol):
     """The routes the tools call (rag_ingest_client.cli.api.ApiClient)."""
 
     def search(
-        self, query: str, *, k: int, mode: str, where: dict[str, Any] | None = None, rerank: bool | None = None
+        self,
+        query: str,
+        *,
+        k: int,
+        mode: str,
+        where: dict[str, Any] | None = None,
+        rerank: bool | None = None,
+        expand: str | None = None,
     ) -> dict[str, Any]: ...
 
     def documents(self, *, limit: int, cursor: str | None, where: dict[str, Any] | None = None) -> dict[str, Any]: ...
@@ -79,10 +93,14 @@ def build_server(api: Api) -> MCPServer[Any]:
             Field(description="hybrid (meaning and words, fused), knn (meaning) or bm25 (words)"),
         ] = "hybrid",
         rerank: Annotated[bool | None, Field(description="Rerank with the deployment's reranker")] = None,
+        expand: Annotated[
+            Literal["none", "section", "page"] | None,
+            Field(description=EXPAND_HELP),
+        ] = None,
     ) -> dict[str, Any]:
         """Search the documents for passages about the query, best first, each with its citation."""
         with _refusal_as_tool_error():
-            found = api.search(query, k=k, mode=mode, where=filter, rerank=rerank)
+            found = api.search(query, k=k, mode=mode, where=filter, rerank=rerank, expand=expand)
         return {
             "passages": [
                 {"text": p["text"], "score": p.get("score"), "citation": citation(p)} for p in found["passages"]

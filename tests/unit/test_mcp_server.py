@@ -38,9 +38,17 @@ class RecordedApi:
         self.calls: list[tuple[str, Any]] = []
 
     def search(
-        self, query: str, *, k: int, mode: str, where: dict[str, Any] | None = None, rerank: bool | None = None
+        self,
+        query: str,
+        *,
+        k: int,
+        mode: str,
+        where: dict[str, Any] | None = None,
+        rerank: bool | None = None,
+        expand: str | None = None,
     ) -> dict[str, Any]:
-        self.calls.append(("search", {"query": query, "k": k, "mode": mode, "filter": where, "rerank": rerank}))
+        call = {"query": query, "k": k, "mode": mode, "filter": where, "rerank": rerank, "expand": expand}
+        self.calls.append(("search", call))
         second = {**PASSAGE, "chunk_id": "01JDOC:abc:2", "text": "Neap tides come between."}
         return {"passages": [PASSAGE, second]}
 
@@ -89,6 +97,8 @@ def test_the_tools_are_read_only_and_their_schemas_take_what_the_api_takes() -> 
     )
     assert api["k"]["maximum"] == MAX_K
     assert set(schema["mode"]["enum"]) == set(OPENAPI["components"]["schemas"]["SearchMode"]["enum"])
+    expands = {value for option in schema["expand"]["anyOf"] for value in option.get("enum", ())}
+    assert expands == set(OPENAPI["components"]["schemas"]["Expand"]["enum"])
     assert "RetrievalFilter" in schema["filter"]["description"]
     assert tools["search"].input_schema["required"] == ["query"]
     operators = re.search(r"Operators: ([^.]+)\.", FILTER_HELP)
@@ -119,8 +129,10 @@ def test_search_passes_the_filter_and_cites_each_passage() -> None:
         "boxes": [{"page": 3, "x0": 0.1, "y0": 0.2, "x1": 0.9, "y1": 0.3}],
     }
     assert api.calls == [
-        ("search", {"query": "spring tides", "k": 2, "mode": "hybrid", "filter": where, "rerank": None})
+        ("search", {"query": "spring tides", "k": 2, "mode": "hybrid", "filter": where, "rerank": None, "expand": None})
     ]
+    run(api, lambda client: client.call_tool("search", {"query": "spring tides", "expand": "section"}))
+    assert api.calls[-1][1]["expand"] == "section"
 
 
 def test_an_out_of_range_k_is_refused_before_the_api_is_called() -> None:

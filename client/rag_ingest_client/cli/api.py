@@ -92,13 +92,22 @@ class ApiClient:
         return dict(self.call("DELETE", f"/documents/{_segment(document_id)}") or {})
 
     def search(
-        self, query: str, *, k: int, mode: str, where: dict[str, Any] | None = None, rerank: bool | None = None
+        self,
+        query: str,
+        *,
+        k: int,
+        mode: str,
+        where: dict[str, Any] | None = None,
+        rerank: bool | None = None,
+        expand: str | None = None,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {"query": query, "k": k, "mode": mode}
         if where is not None:
             body["filter"] = where
         if rerank is not None:
             body["rerank"] = rerank
+        if expand is not None:
+            body["expand"] = expand
         return dict(self.call("POST", "/search", body))
 
     # ------------------------------------------------------------ sources (docs/sources.md)

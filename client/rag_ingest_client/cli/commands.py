@@ -123,8 +123,9 @@ def search(
     mode: str,
     where: dict[str, Any] | None = None,
     rerank: bool | None = None,
+    expand: str | None = None,
 ) -> int:
-    result = api.search(query, k=k, mode=mode, where=where, rerank=rerank)
+    result = api.search(query, k=k, mode=mode, where=where, rerank=rerank, expand=expand)
     if console.as_json:
         console.json(result)
         return 0
@@ -353,6 +354,12 @@ def add_user_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         default=None,
         help="rerank the candidates (--no-rerank: not); unset, the deployment's default",
     )
+    search_parser.add_argument(
+        "--expand",
+        choices=("none", "section", "page"),
+        default=None,
+        help="return each passage's section or page, passages sharing one merged (unset: the API's default)",
+    )
     _filter_options(search_parser)
 
     retry_parser = commands.add_parser("retry", parents=[common], help="replay a FAILED document")
@@ -422,7 +429,9 @@ def run_user_command(args: argparse.Namespace, target: Target, console: Console)
         return show_status(api, console, args.document_id)
     if args.command == "search":
         where = build_filter(args.where, args.filter_json)
-        return search(api, console, args.query, k=args.k, mode=args.mode, where=where, rerank=args.rerank)
+        return search(
+            api, console, args.query, k=args.k, mode=args.mode, where=where, rerank=args.rerank, expand=args.expand
+        )
     if args.command == "retry":
         return retry(api, console, args.document_id, wait=args.wait, timeout_seconds=args.timeout)
     if args.command == "meta":

@@ -18,7 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rag_ingest.core.access import Principal
 from rag_ingest.core.errors import ErrorCode, PermanentError
@@ -298,6 +298,12 @@ class PassageView(BaseModel):
     #: The section or page was longer than the size cap: ``text`` is the part around the matches.
     truncated: bool = False
 
+    @model_validator(mode="after")
+    def _one_chunk_at_least(self) -> PassageView:
+        if not self.chunk_ids:
+            self.chunk_ids = [self.chunk_id]  # an unexpanded passage is its own one match
+        return self
+
     @classmethod
     def of(cls, hit: SearchHit) -> PassageView:
         return cls(
@@ -319,7 +325,7 @@ class PassageView(BaseModel):
             copies=[PassageCopyView.of(copy) for copy in hit.copies],
             metadata=dict(hit.metadata or {}),
             expanded=hit.expanded,
-            chunk_ids=list(hit.chunk_ids or (hit.chunk_id,)),
+            chunk_ids=list(hit.chunk_ids),
             truncated=hit.truncated,
         )
 
