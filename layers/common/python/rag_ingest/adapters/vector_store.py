@@ -569,7 +569,7 @@ class VectorStore:
         return [
             SearchHit(
                 chunk_id=str(hit["_id"]),
-                score=float(hit["_score"]),
+                score=float(hit["_score"] or 0.0),  # None when sorted (parent_chunks)
                 document_id=hit["_source"]["document_id"],
                 page_start=int(hit["_source"]["page_start"]),
                 page_end=int(hit["_source"]["page_end"]),
