@@ -177,7 +177,8 @@ def _pdf_pages(api: Api, document: dict[str, Any], first: int, last: int) -> lis
             {"lessThanOrEquals": {"key": "page", "value": last}},
         ]
     }
-    found = api.search(str(document.get("filename") or "page"), k=MAX_K, mode="knn", where=where)
+    # The chunks themselves: a page is rebuilt from them, not from the sections the API expands to.
+    found = api.search(str(document.get("filename") or "page"), k=MAX_K, mode="knn", where=where, expand="none")
     by_page: dict[int, list[tuple[str, str]]] = {}
     for passage in found["passages"]:
         by_page.setdefault(int(passage["page_start"]), []).append((str(passage["chunk_id"]), passage["text"]))

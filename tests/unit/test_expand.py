@@ -4,6 +4,7 @@ chunks without the chunker's overlap, the size cap around the matches, and searc
 from __future__ import annotations
 
 from functools import cache
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from rag_ingest.retrieval.expand import (
 )
 from rag_ingest.retrieval.hits import SearchHit
 from rag_ingest.retrieval.query import Expand, SearchMode, SearchQuery
-from rag_ingest.retrieval.search import PassageView, SearchRequest, SearchService, search_passages
+from rag_ingest.retrieval.search import DEFAULT_EXPAND, SearchRequest, SearchService, search_passages
 
 from tests.support.fakes import InMemoryChunkIndex
 
@@ -84,9 +85,7 @@ def test_a_section_joined_is_the_document_text_it_spans_without_repeating_the_ov
     text, chunks = r_intro()
     section = longest_section()
     assert len(section) >= 4
-    assert any(
-        after_overlap(a.text, b.text) != CHUNK_SEPARATOR + b.text for a, b in zip(section, section[1:], strict=False)
-    )
+    assert any(after_overlap(a.text, b.text) != CHUNK_SEPARATOR + b.text for a, b in pairwise(section))
     best = hit_of(section[1])
     [group] = group_hits([best], Expand.SECTION)
     scope = parent_scope(group, Expand.SECTION, radius=len(section))
@@ -183,18 +182,18 @@ def test_the_parent_of_a_document_the_reader_may_not_read_is_never_fetched() -> 
     assert index.parent_chunks(SearchQuery(tenant_id="other", text="q"), [scope]) == [[]]
 
 
-def test_the_api_says_what_was_expanded_and_defaults_to_none() -> None:
+def test_the_api_says_what_was_expanded_and_expands_to_the_section_by_default() -> None:
     _, chunks = r_intro()
     index = indexed(chunks)
     service = SearchService(store=lambda: index, embedder=_NoEmbedder)
     words = " ".join(longest_section()[1].text.split()[:8])
-    plain = service.search(TENANT, SearchRequest(query=words, k=2, mode=SearchMode.BM25))
+    plain = service.search(TENANT, SearchRequest(query=words, k=2, mode=SearchMode.BM25, expand=Expand.NONE))
     assert plain.expand is Expand.NONE
     assert all(p.expanded is Expand.NONE and p.chunk_ids == [p.chunk_id] for p in plain.passages)
-    wide = service.search(TENANT, SearchRequest(query=words, k=2, mode=SearchMode.BM25, expand=Expand.SECTION))
+    wide = service.search(TENANT, SearchRequest(query=words, k=2, mode=SearchMode.BM25))
     assert wide.expand is Expand.SECTION and wide.passages[0].expanded is Expand.SECTION
     assert len(wide.passages[0].text) > len(plain.passages[0].text)
-    assert PassageView.model_json_schema()["properties"]["expanded"]["default"] == "none"
+    assert SearchRequest.model_json_schema()["properties"]["expand"]["default"] == DEFAULT_EXPAND == "section"
 
 
 class _NoEmbedder:

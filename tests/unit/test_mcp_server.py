@@ -155,6 +155,7 @@ def test_fetch_reads_a_pdf_page_with_its_neighbours_in_passage_order() -> None:
     result = run(api, lambda client: client.call_tool("fetch", {"document_id": "01JDOC", "page": 3}))
     ((name, request),) = api.calls
     assert name == "search" and request["k"] == MAX_K
+    assert request["expand"] == "none"  # the chunks themselves, whatever the API's default
     assert request["filter"]["andAll"] == [
         {"equals": {"key": "document_id", "value": "01JDOC"}},
         {"greaterThanOrEquals": {"key": "page", "value": 2}},

@@ -43,6 +43,9 @@ from rag_ingest.retrieval.rerank import rerank_depth, rerank_passages
 
 MAX_K = 50
 MAX_QUERY_CHARS = 1000
+#: What a request that says nothing gets: more of the answer's text, the same recall, on the
+#: evaluation (docs/retrieval.md, "Small-to-big").
+DEFAULT_EXPAND = Expand.SECTION
 
 #: Where hybrid searches send their BM25 leg (module doc); made once per process, its threads are
 #: started on first use and kept by a warm Lambda container.
@@ -212,12 +215,13 @@ class SearchRequest(BaseModel):
         ),
     )
     expand: Expand = Field(
-        default=Expand.NONE,
+        default=DEFAULT_EXPAND,
         description=(
             'Small-to-big (docs/api.md, "Small-to-big"): "none" returns the matched passages; "section" '
             'each one\'s section (the chunks under its heading path), "page" its page(s), cut to about '
             f"{EXPAND_MAX_TOKENS} tokens around the match. Passages that share a section or page are merged "
-            "into one result (chunk_ids)."
+            f'into one result (chunk_ids). Absent: "{DEFAULT_EXPAND.value}", chosen by measurement '
+            '(docs/retrieval.md, "Small-to-big").'
         ),
     )
     filter: dict[str, Any] | None = Field(
