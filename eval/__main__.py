@@ -4,11 +4,10 @@ Each split of ``eval/corpus`` (``--split dev|test``, default both) is a corpus o
 through a fresh local stack and searched with ``POST /search`` per mode, or with ``--in-process``
 the same parse, chunk and search code in this process. The baselines are always indexed in process.
 ``--scanned`` adds the OCR variant (``eval.scans.variant``), ``--rerank`` a hybrid row with the rerank
-stage, and small-to-big's table scores hybrid with each ``expand``; the formats corpus follows
-(``--formats-only``, ``--no-formats``). Indexes are dropped at the end.
-
-Imports the domain package, ``eval.*`` and ``local`` (via ``eval.stack``); nothing imports it.
-Method and results: docs/retrieval.md (the scanned variant: docs/ocr.md).
+stage; small-to-big's table scores hybrid with each ``expand``; the formats corpus follows
+(``--formats-only``, ``--no-formats``). Indexes are dropped at the end. Imports the domain package,
+``eval.*`` and ``local`` (via ``eval.stack``); nothing imports it. Method and results:
+docs/retrieval.md (the scanned variant: docs/ocr.md).
 """
 
 from __future__ import annotations
