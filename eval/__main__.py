@@ -4,10 +4,10 @@ Each split of ``eval/corpus`` (``--split dev|test``, default both) is a corpus o
 through a fresh local stack and searched with ``POST /search`` per mode, or with ``--in-process``
 the same parse, chunk and search code in this process. The baselines are always indexed in process.
 ``--scanned`` adds the OCR variant (``eval.scans.variant``), ``--rerank`` a hybrid row with the rerank
-stage; the formats corpus follows (``--formats-only``, ``--no-formats``). Indexes are dropped at the end.
-
-Imports the domain package, ``eval.*`` and ``local`` (via ``eval.stack``); nothing imports it.
-Method and results: docs/retrieval.md (the scanned variant: docs/ocr.md).
+stage; small-to-big's table scores hybrid with each ``expand``; the formats corpus follows
+(``--formats-only``, ``--no-formats``). Indexes are dropped at the end. Imports the domain package,
+``eval.*`` and ``local`` (via ``eval.stack``); nothing imports it. Method and results:
+docs/retrieval.md (the scanned variant: docs/ocr.md).
 """
 
 from __future__ import annotations
@@ -24,12 +24,15 @@ from rag_ingest.embeddings.base import Embedder
 from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.parsing.ocr.engine import PageOcr
+from rag_ingest.retrieval.query import Expand
 from rag_ingest.retrieval.rerank import LexicalStandInReranker
 from rag_ingest.retrieval.search import SearchMode
 
 from eval.retrieval import (
     EMBEDDINGS_CACHE,
+    EXPANSION_K,
     SPLITS,
+    ExpansionScores,
     InProcessIndex,
     MemoEmbedder,
     Passage,
@@ -45,6 +48,7 @@ from eval.retrieval import (
     pipeline_chunks,
     run_questions,
     score,
+    score_expansion,
     split_corpus,
 )
 
@@ -60,6 +64,8 @@ RERANK_NAME = "ours + rerank (lexical stand-in)"
 #: (system, chunks, characters of chunk text or None when not known, scores per mode)
 Row = tuple[str, int, int | None, dict[SearchMode, Scores]]
 Results = dict[SearchMode, dict[str, list[Passage]]]
+#: Small-to-big's scores per ``expand`` (hybrid, EXPANSION_K results a question).
+Expansion = dict[Expand, ExpansionScores]
 #: The rank within which a question counts as answered (recall@5) when listing text-vs-scanned differences.
 MISS_RANK = 5
 
@@ -110,6 +116,17 @@ def print_table(rows: list[Row]) -> None:
             print(_row(*system, mode.value, recall_1, recall_5, mrr))
 
 
+def print_expansion_table(expansion: Expansion) -> None:
+    print(_expansion_row("expand", "recall@5", "MRR@5", "holds answer", "tokens/query"))
+    for expand, scores in expansion.items():
+        cells = (f"{scores.recall_at_5:.3f}", f"{scores.mrr_at_5:.3f}", f"{scores.holds_answer:.3f}")
+        print(_expansion_row(expand.value, *cells, f"{scores.tokens_per_query:.0f}"))
+
+
+def _expansion_row(*cells: object) -> str:
+    return "  ".join(f"{c!s:<10}" if i == 0 else f"{c!s:>12}" for i, c in enumerate(cells))
+
+
 def evaluate_split(
     corpus: SplitCorpus,
     endpoint: str,
@@ -119,9 +136,10 @@ def evaluate_split(
     timeout: float,
     scanned: Mapping[Path, Path] | None = None,
     rerank: bool = False,
-) -> list[Row]:
-    """Ours and the naive baseline on one split's documents and questions; with ``scanned`` (each
-    PDF's scanned variant), ours on the scanned variant too, through the same path."""
+) -> tuple[list[Row], Expansion]:
+    """Ours and the naive baseline on one split's documents and questions, and ours (hybrid) with
+    each ``expand``; with ``scanned`` (each PDF's scanned variant), ours on the scanned variant too,
+    through the same path."""
     pdfs, questions = corpus.pdfs, corpus.questions
     rows: list[Row] = []
     started = time.monotonic()
@@ -136,18 +154,24 @@ def evaluate_split(
                 search = partial(ours.search, mode=SearchMode.HYBRID, reranker=stand_in)
                 reranked = score(questions, run_questions(questions, search))
                 rows.append((RERANK_NAME, ours.chunk_count, ours.chunk_chars, {SearchMode.HYBRID: reranked}))
+            expanded = {
+                expand: run_questions(
+                    questions, partial(ours.search, mode=SearchMode.HYBRID, k=EXPANSION_K, expand=expand)
+                )
+                for expand in Expand
+            }
     else:
         from eval.stack import evaluate_through_local_stack
 
-        name, chunk_count, text_results, reranked_results = evaluate_through_local_stack(
-            pdfs, questions, MODES, timeout, rerank=rerank
-        )
+        stack = evaluate_through_local_stack(pdfs, questions, MODES, timeout, rerank=rerank, expansions=tuple(Expand))
+        text_results, expanded = stack.results, stack.expanded
         # The stack's chunks are the Chunk stage's: the same function, the same parameters (cdk.json).
         chunk_chars = sum(len(chunk.text) for pdf in pdfs for chunk in our_chunker(pdf))
-        rows.append((name, chunk_count, chunk_chars, scores_of(questions, text_results)))
-        if reranked_results is not None:
-            reranked = score(questions, reranked_results)
-            rows.append((RERANK_NAME, chunk_count, chunk_chars, {SearchMode.HYBRID: reranked}))
+        rows.append((stack.name, stack.chunk_count, chunk_chars, scores_of(questions, text_results)))
+        if stack.reranked is not None:
+            reranked = score(questions, stack.reranked)
+            rows.append((RERANK_NAME, stack.chunk_count, chunk_chars, {SearchMode.HYBRID: reranked}))
+    expansion = {expand: score_expansion(questions, by_question) for expand, by_question in expanded.items()}
     if rerank:
         plain = rows[0][3][SearchMode.HYBRID]
         print(
@@ -177,7 +201,7 @@ def evaluate_split(
         langchain = langchain_default_chunks(pdfs)
     except FileNotFoundError as missing:
         print(f"{corpus.name}: no LangChain row: {missing}", flush=True)
-        return rows
+        return rows, expansion
     langchain_index = in_process_index(
         endpoint,
         embedder,
@@ -191,7 +215,7 @@ def evaluate_split(
         knn = score(questions, run_questions(questions, partial(index.search, mode=SearchMode.KNN)))
         rows.append((LANGCHAIN_NAME, index.chunk_count, index.chunk_chars, {SearchMode.KNN: knn}))
     print(f"{corpus.name}: LangChain done after {time.monotonic() - started:.0f}s", flush=True)
-    return rows
+    return rows, expansion
 
 
 def evaluate_scanned(
@@ -208,9 +232,10 @@ def evaluate_scanned(
     if not in_process:
         from eval.stack import evaluate_through_local_stack
 
-        name, chunk_count, results, _ = evaluate_through_local_stack(scanned_pdfs, questions, MODES, timeout)
+        stack = evaluate_through_local_stack(scanned_pdfs, questions, MODES, timeout)
         # Counting the characters would mean OCR-ing every page again here: not worth a table cell.
-        return results, (f"{name}, scanned variant", chunk_count, None, scores_of(questions, results))
+        name = f"{stack.name}, scanned variant"
+        return stack.results, (name, stack.chunk_count, None, scores_of(questions, stack.results))
     from rag_ingest.parsing.ocr.local import local_engine
 
     from eval.scans.variant import TimedOcrEngine
@@ -269,10 +294,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         scanned = build_scanned_corpus([pdf for corpus in corpora for pdf in corpus.pdfs], questions)
         pages = sum(scanned_page_counts(scanned).values())
         print(f"scanned variant: {pages} pages scanned in {len(scanned)} PDFs ({time.monotonic() - started:.0f}s)")
-    tables: list[tuple[SplitCorpus, list[Row]]] = []
+    tables: list[tuple[SplitCorpus, list[Row], Expansion]] = []
     for corpus in corpora:
         print(f"{corpus.name} split: {len(corpus.pdfs)} documents, {len(corpus.questions)} questions", flush=True)
-        rows = evaluate_split(
+        rows, expansion = evaluate_split(
             corpus,
             endpoint,
             embedder,
@@ -281,10 +306,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             scanned=scanned,
             rerank=args.rerank,
         )
-        tables.append((corpus, rows))
-    for corpus, rows in tables:
+        tables.append((corpus, rows, expansion))
+    for corpus, rows, expansion in tables:
         print(f"\n{corpus.name} split ({len(corpus.pdfs)} documents, {len(corpus.questions)} questions)")
         print_table(rows)
+        print(f"\n{corpus.name} split, small-to-big: {rows[0][0]}, hybrid, k={EXPANSION_K}")
+        print_expansion_table(expansion)
     if not args.no_formats:
         from eval import formats_eval
 

@@ -3,7 +3,8 @@
 A question is answered at rank r when the r-th passage comes from the question's document and
 its page span (page_start..page_end) contains the page that answers it. Recall@k is the share
 of questions answered within the first k passages; MRR@10 averages 1/r over the questions
-(0 when not answered in the first 10).
+(0 when not answered in the first 10). Small-to-big (``score_expansion``) also asks whether a
+returned passage's text holds the question's ``must_hold`` phrase, and counts the tokens returned.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from rag_ingest.parsing.pdf.cleanup import SHIPPED_CLEANUP_RULES, CleanupRules, 
 from rag_ingest.parsing.pdf.extract import parse_pdf
 from rag_ingest.retrieval.hits import SearchHit
 from rag_ingest.retrieval.ports import Reranker
-from rag_ingest.retrieval.query import SearchQuery
+from rag_ingest.retrieval.query import Expand, SearchQuery
 from rag_ingest.retrieval.search import DEFAULT_FUSION, FusionSettings, SearchMode, search_passages
 from tokenizers import Tokenizer
 
@@ -47,6 +48,8 @@ MANIFEST_PATH = CORPUS_DIR / "manifest.json"
 SPLITS = ("dev", "test")
 #: The ranks the scores look at: recall@1, recall@5 and MRR@10.
 RESULTS_PER_QUESTION = 10
+#: Small-to-big is scored on what a search of the API's default k returns.
+EXPANSION_K = 5
 #: The naive baseline's chunks: fixed windows of raw extracted text, as character splitters make.
 NAIVE_CHUNK_CHARS = 1000
 MAX_BYTES = 50 * 1024 * 1024
@@ -60,6 +63,7 @@ class Question:
     page: int  # 1-based page of the PDF that answers it
     question: str
     table: bool = False  # its answer sits in a table's cells (docs/retrieval.md, Table questions)
+    must_hold: str = ""  # a short exact phrase of the answer page that answers it
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ class Passage:
     document: str
     page_start: int
     page_end: int
+    text: str = ""
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,18 @@ class Scores:
     recall_at_1: float
     recall_at_5: float
     mrr_at_10: float
+
+
+@dataclass(frozen=True)
+class ExpansionScores:
+    """One ``expand`` setting over ``EXPANSION_K`` results a question: recall@5, MRR@5, the share of
+    questions whose returned text holds their ``must_hold`` phrase, and tokens returned a query."""
+
+    questions: int
+    recall_at_5: float
+    mrr_at_5: float
+    holds_answer: float
+    tokens_per_query: float
 
 
 def load_questions(path: Path = QUESTIONS_PATH) -> list[Question]:
@@ -130,6 +147,34 @@ def score(questions: Sequence[Question], results: Mapping[str, Sequence[Passage]
         recall_at_1=sum(1 for rank in ranks if rank == 1) / count,
         recall_at_5=sum(1 for rank in ranks if rank is not None and rank <= 5) / count,
         mrr_at_10=sum(1 / rank for rank in ranks if rank is not None and rank <= RESULTS_PER_QUESTION) / count,
+    )
+
+
+def normalise(text: str) -> str:
+    """Whitespace-normalised text: the form ``must_hold`` phrases and passages are compared in."""
+    return " ".join(text.split())
+
+
+def holds_answer(question: Question, passages: Sequence[Passage]) -> bool:
+    """Whether a passage of the question's document holds its ``must_hold`` phrase."""
+    phrase = normalise(question.must_hold)
+    if not phrase:
+        raise ValueError(f"question {question.id} has no must_hold phrase")
+    return any(p.document == question.document and phrase in normalise(p.text) for p in passages)
+
+
+def score_expansion(questions: Sequence[Question], results: Mapping[str, Sequence[Passage]]) -> ExpansionScores:
+    count = len(questions)
+    returned = [list(results.get(question.id, ()))[:EXPANSION_K] for question in questions]
+    ranks = [answer_rank(question, passages) for question, passages in zip(questions, returned, strict=True)]
+    held = sum(holds_answer(question, passages) for question, passages in zip(questions, returned, strict=True))
+    tokens = sum(count_tokens(passage.text) for passages in returned for passage in passages)
+    return ExpansionScores(
+        questions=count,
+        recall_at_5=sum(1 for rank in ranks if rank is not None) / count,
+        mrr_at_5=sum(1 / rank for rank in ranks if rank is not None) / count,
+        holds_answer=held / count,
+        tokens_per_query=tokens / count,
     )
 
 
@@ -238,7 +283,7 @@ def _tokenizer() -> Tokenizer:
 
 
 def passages_of(hits: Sequence[SearchHit]) -> list[Passage]:
-    return [Passage(hit.filename or "", hit.page_start, hit.page_end) for hit in hits]
+    return [Passage(hit.filename or "", hit.page_start, hit.page_end, hit.text) for hit in hits]
 
 
 class MemoEmbedder:
@@ -319,11 +364,19 @@ class InProcessIndex:
         self.chunk_count += len(chunks)
         self.chunk_chars += sum(len(chunk.text) for chunk in chunks)
 
-    def search(self, query: str, mode: SearchMode, reranker: Reranker | None = None) -> list[Passage]:
+    def search(
+        self,
+        query: str,
+        mode: SearchMode,
+        reranker: Reranker | None = None,
+        *,
+        k: int = RESULTS_PER_QUESTION,
+        expand: Expand = Expand.NONE,
+    ) -> list[Passage]:
         hits = search_passages(
             self.store,
             self.embedder,
-            SearchQuery(tenant_id=self.tenant_id, text=query, k=RESULTS_PER_QUESTION, mode=mode),
+            SearchQuery(tenant_id=self.tenant_id, text=query, k=k, mode=mode, expand=expand),
             fusion=self.fusion,
             reranker=reranker,
         )

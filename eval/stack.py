@@ -13,14 +13,16 @@ import tempfile
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rag_ingest.embeddings.local import MINILM_DIMENSION
+from rag_ingest.retrieval.query import Expand
 from rag_ingest.retrieval.search import SearchMode
 from rag_ingest.wiring import vector_store_for
 
-from eval.retrieval import RESULTS_PER_QUESTION, Passage, Question
+from eval.retrieval import EXPANSION_K, RESULTS_PER_QUESTION, Passage, Question
 from local.client import OfflineClient
 from local.runtime.harness import OfflineStackProcess, template_with_environment
 from local.runtime.settings import REPO_ROOT, stack_name_from_cdk_json
@@ -70,6 +72,19 @@ def upload_all(
     return {names[document_id]: state for document_id, state in states.items()}
 
 
+@dataclass(frozen=True)
+class StackResults:
+    """What the stack returned: passages per mode and question; with ``rerank``, those of hybrid
+    searches with ``"rerank": true``; per ``expand`` asked for, those of hybrid searches of
+    ``EXPANSION_K`` results with it."""
+
+    name: str
+    chunk_count: int
+    results: dict[SearchMode, dict[str, list[Passage]]]
+    reranked: dict[str, list[Passage]] | None
+    expanded: dict[Expand, dict[str, list[Passage]]]
+
+
 def evaluate_through_local_stack(
     pdfs: Sequence[Path],
     questions: Sequence[Question],
@@ -77,9 +92,8 @@ def evaluate_through_local_stack(
     timeout: float,
     *,
     rerank: bool = False,
-) -> tuple[str, int, dict[SearchMode, dict[str, list[Passage]]], dict[str, list[Passage]] | None]:
-    """(system name, chunk count, passages per mode and question, and with ``rerank`` the passages
-    of hybrid searches with ``"rerank": true`` per question)."""
+    expansions: Sequence[Expand] = (),
+) -> StackResults:
     with eval_stack("stack") as (client, process):
         states = upload_all(client, process, dict.fromkeys(pdfs, "application/pdf"), timeout)
         chunk_count = sum(int(state["chunk_count"]) for state in states.values())
@@ -90,16 +104,30 @@ def evaluate_through_local_stack(
         }
         hybrid = SearchMode.HYBRID
         reranked = {q.id: search(client, q.question, hybrid, rerank=True) for q in questions} if rerank else None
-        return SYSTEM_NAME, chunk_count, results, reranked
+        expanded = {
+            expand: {
+                q.id: search(client, q.question, hybrid, rerank=False, k=EXPANSION_K, expand=expand) for q in questions
+            }
+            for expand in expansions
+        }
+        return StackResults(SYSTEM_NAME, chunk_count, results, reranked, expanded)
 
 
-def search(client: OfflineClient, query: str, mode: SearchMode, *, rerank: bool | None = None) -> list[Passage]:
-    response = client.search(query, k=RESULTS_PER_QUESTION, mode=mode.value, rerank=rerank)
+def search(
+    client: OfflineClient,
+    query: str,
+    mode: SearchMode,
+    *,
+    rerank: bool | None = None,
+    k: int = RESULTS_PER_QUESTION,
+    expand: Expand = Expand.NONE,
+) -> list[Passage]:
+    response = client.search(query, k=k, mode=mode.value, rerank=rerank, expand=expand.value)
     if response.status_code != 200:
         raise RuntimeError(f"POST /search answered {response.status_code}: {response.text[:500]}")
     if rerank is not None and response.json().get("reranked") is not rerank:
         raise RuntimeError(f"POST /search ignored rerank={rerank}: {response.text[:200]}")
     return [
-        Passage(passage["filename"] or "", passage["page_start"], passage["page_end"])
+        Passage(passage["filename"] or "", passage["page_start"], passage["page_end"], passage["text"])
         for passage in response.json()["passages"]
     ]

@@ -151,7 +151,7 @@ VECTOR_STORE_CALLS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
         # PATCH /documents/{id} rewrites a READY document's chunks (bulk, refresh) and withdraws them
         # when a newer version took over meanwhile; Finalize does the same after a PATCH during the run.
-        "Api": ("knn_search", "bm25_search", "delete_document", "write_chunks", "delete_version"),
+        "Api": ("knn_search", "bm25_search", "parent_chunks", "delete_document", "write_chunks", "delete_version"),
         "Index": ("ensure_index", "write_chunks", "delete_version"),
         "Finalize": ("delete_other_versions", "write_chunks", "delete_version"),
         "Reconciler": ("indexed_versions", "delete_chunks", "write_chunks"),

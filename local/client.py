@@ -115,10 +115,13 @@ class OfflineClient:
         mode: str | None = None,
         filter: dict[str, Any] | None = None,
         rerank: bool | None = None,
+        expand: str | None = None,
     ) -> requests.Response:
         body: dict[str, Any] = {"query": query}
         if rerank is not None:
             body["rerank"] = rerank
+        if expand is not None:
+            body["expand"] = expand
         if k is not None:
             body["k"] = k
         if mode is not None:

@@ -101,7 +101,9 @@ export class Api {
   }
 
   search(query, mode, k = 5, filter = null) {
-    const body = { query, mode, k };
+    // The matched passages, not their sections (the API's default): the page opens and marks the
+    // spot a passage matched, at its own page (docs/api.md, "Small-to-big").
+    const body = { query, mode, k, expand: "none" };
     if (filter) body.filter = filter;
     return this.request("POST", "/search", body);
   }

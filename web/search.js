@@ -89,6 +89,16 @@ function structuredPassage(blocks, highlights) {
   return body;
 }
 
+/**
+ * Where to open a hit: an expanded passage (its section or page, POST /answer's default) opens at
+ * the pages its matched chunks' boxes are on, not at the section's first page.
+ */
+export function matchedSpot(passage) {
+  const pages = (passage.boxes || []).map((box) => Number(box.page)).filter(Number.isFinite);
+  if (!passage.expanded || passage.expanded === "none" || !pages.length) return passage;
+  return { ...passage, page_start: Math.min(...pages), page_end: Math.max(...pages) };
+}
+
 export function pageSpan(passage) {
   const { page_start: start, page_end: end } = passage;
   if (passage.document_format === "pptx") return end && end !== start ? `slides ${start}–${end}` : `slide ${start}`;
@@ -255,7 +265,8 @@ export class SearchView {
   /** Open a hit where it stands: a PDF in the embedded viewer at its page, the passage's rectangles
    * marked; any other format in the rendered view, at the passage's section and paragraph (a PPTX
    * at its slide). Without the dialog, a PDF opens in a new tab. */
-  async open(passage) {
+  async open(hit) {
+    const passage = matchedSpot(hit);
     if (!this.viewerDialog) return this.openOriginal(passage);
     const original = this.viewerDialog.querySelector("#viewer-original");
     try {

@@ -16,6 +16,9 @@ from infra.config import RagIngestConfig
 from infra.constructs.search import INFERENCE_PROFILE_PREFIXES
 
 ANSWER_PASSAGES = 5
+#: Tokens of the 5 passages a search returns with expand "section" (the default), the mean over the
+#: eval's test split (docs/retrieval.md, "Small-to-big"); "none" returns 5 chunks of chunkTokens.
+MEASURED_SECTION_TOKENS_PER_QUERY = 2795
 ASSUMED_OUTPUT_TOKENS = 150
 ASSUMED_CONVERSE_SECONDS = 2.0
 QUESTION = "How long are signed contracts kept after they end, and who may read them?"
@@ -24,9 +27,9 @@ HTTP_API_REQUEST = prices.Price(1.00 / 1_000_000, "request, HTTP API (first 300 
 MODEL_PRICES = {"amazon.nova-lite-v1:0": (prices.NOVA_LITE_INPUT_TOKEN, prices.NOVA_LITE_OUTPUT_TOKEN)}
 
 
-def prompt_tokens(chunk_tokens: int, passages: int = ANSWER_PASSAGES) -> int:
-    """The tokens of a prompt of ``passages`` passages of ``chunk_tokens`` each (words as filler)."""
-    filler = " ".join(["retention"] * chunk_tokens)
+def prompt_tokens(passage_tokens: int, passages: int = ANSWER_PASSAGES) -> int:
+    """The tokens of a prompt of ``passages`` passages of ``passage_tokens`` each (words as filler)."""
+    filler = " ".join(["retention"] * passage_tokens)
     system, message = answer_prompt(
         QUESTION, [PromptPassage(n, f"contracts-{n}.pdf, page {n}", filler) for n in range(1, passages + 1)]
     )
@@ -39,14 +42,15 @@ def answer_cost_lines(config: RagIngestConfig) -> list[tuple[str, float, str]]:
     answer = config.search.answer
     prefix, _, rest = answer.model_id.partition(".")
     model = rest if prefix in INFERENCE_PROFILE_PREFIXES else answer.model_id
-    tokens_in = prompt_tokens(config.chunking.chunk_tokens)
+    passage_tokens = MEASURED_SECTION_TOKENS_PER_QUERY // ANSWER_PASSAGES
+    tokens_in = prompt_tokens(passage_tokens)
     tokens_out = min(ASSUMED_OUTPUT_TOKENS, answer.max_tokens)
     lines: list[tuple[str, float, str]] = []
     if model in MODEL_PRICES:
         price_in, price_out = MODEL_PRICES[model]
         lines.append(
             (f"Converse, {model}", 1000 * (tokens_in * price_in.usd + tokens_out * price_out.usd),
-             f"{tokens_in} input tokens ({ANSWER_PASSAGES} passages of {config.chunking.chunk_tokens}), "
+             f"{tokens_in} input tokens ({ANSWER_PASSAGES} sections of {passage_tokens}, measured mean), "
              f"{tokens_out} output tokens (assumed)")
         )  # fmt: skip
     else:

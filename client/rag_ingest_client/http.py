@@ -2,8 +2,8 @@
 
 - :class:`ApiSession`: JSON calls to the API as one caller, sync and async, with a bearer token
   renewed once after a 401 (:class:`BearerAuth`); :func:`post_json`, :func:`post_form`: the token
-  endpoints (no token); :func:`upload_file`: a file to a presigned POST, streamed with an exact
-  ``Content-Length`` and its progress in bytes handed to the socket.
+  endpoints; :func:`upload_file`: a file to a presigned POST, streamed, its progress in bytes
+  handed to the socket; :func:`search_body`: the body of a search or an answer request.
 
 Every failure is a :class:`RagIngestError` whose ``str()`` is one line: :class:`Unreachable`, or
 :class:`ApiError` with the status and the error's code and message, whatever the body's shape.
@@ -313,3 +313,24 @@ def upload_file(
     if response.status_code >= 300:
         raise api_error(response.status_code, response.content, _shown(url))
     return int(response.status_code)
+
+
+def search_body(
+    query: str,
+    *,
+    k: int,
+    mode: str,
+    filter: Mapping[str, Any] | None,
+    rerank: bool | None,
+    expand: str | None = None,
+) -> dict[str, Any]:
+    """The JSON body of ``POST /search`` and ``POST /answer``. ``filter``, ``rerank`` and ``expand``
+    are sent only when given (an API without a field refuses it: the body's unknown fields are a 400)."""
+    body: dict[str, Any] = {"query": query, "k": k, "mode": mode}
+    if filter is not None:
+        body["filter"] = dict(filter)
+    if rerank is not None:
+        body["rerank"] = rerank
+    if expand is not None:
+        body["expand"] = expand
+    return body

@@ -34,15 +34,47 @@ FILTER_HELP = (
 )
 
 
+EXPAND_HELP = (
+    "Small-to-big: none returns the matched passages; section each one's whole section, page its page(s), "
+    "cut to a size cap around the match; passages of one section or page come back as one. "
+    "Unset: the API's default."
+)
+
+
+#: The arguments ``search`` and ``answer`` share, as POST /search takes them.
+MAX_QUERY = 1000
+FilterArgument = Annotated[dict[str, Any] | None, Field(description=FILTER_HELP)]
+ModeArgument = Annotated[
+    Literal["hybrid", "knn", "bm25"],
+    Field(description="hybrid (meaning and words, fused), knn (meaning) or bm25 (words)"),
+]
+RerankArgument = Annotated[bool | None, Field(description="Rerank with the deployment's reranker")]
+ExpandArgument = Annotated[Literal["none", "section", "page"] | None, Field(description=EXPAND_HELP)]
+
+
 class Api(Protocol):
     """The routes the tools call (rag_ingest_client.cli.api.ApiClient)."""
 
     def search(
-        self, query: str, *, k: int, mode: str, where: dict[str, Any] | None = None, rerank: bool | None = None
+        self,
+        query: str,
+        *,
+        k: int,
+        mode: str,
+        where: dict[str, Any] | None = None,
+        rerank: bool | None = None,
+        expand: str | None = None,
     ) -> dict[str, Any]: ...
 
     def answer(
-        self, query: str, *, k: int, mode: str, where: dict[str, Any] | None = None, rerank: bool | None = None
+        self,
+        query: str,
+        *,
+        k: int,
+        mode: str,
+        where: dict[str, Any] | None = None,
+        rerank: bool | None = None,
+        expand: str | None = None,
     ) -> dict[str, Any]: ...
 
     def documents(self, *, limit: int, cursor: str | None, where: dict[str, Any] | None = None) -> dict[str, Any]: ...
@@ -84,18 +116,16 @@ def build_server(
 
     @server.tool(annotations=READ_ONLY)
     def search(
-        query: Annotated[str, Field(min_length=1, max_length=1000, description="What to look for, in words")],
+        query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY, description="What to look for, in words")],
         k: Annotated[int, Field(ge=1, le=MAX_K, description="How many passages")] = 5,
-        filter: Annotated[dict[str, Any] | None, Field(description=FILTER_HELP)] = None,
-        mode: Annotated[
-            Literal["hybrid", "knn", "bm25"],
-            Field(description="hybrid (meaning and words, fused), knn (meaning) or bm25 (words)"),
-        ] = "hybrid",
-        rerank: Annotated[bool | None, Field(description="Rerank with the deployment's reranker")] = None,
+        filter: FilterArgument = None,
+        mode: ModeArgument = "hybrid",
+        rerank: RerankArgument = None,
+        expand: ExpandArgument = None,
     ) -> dict[str, Any]:
         """Search the documents for passages about the query, best first, each with its citation."""
         with _refusal_as_tool_error():
-            found = api.search(query, k=k, mode=mode, where=filter, rerank=rerank)
+            found = api.search(query, k=k, mode=mode, where=filter, rerank=rerank, expand=expand)
         return {
             "passages": [
                 {"text": p["text"], "score": p.get("score"), "citation": citation(p)} for p in found["passages"]
@@ -104,19 +134,17 @@ def build_server(
 
     @server.tool(annotations=READ_ONLY)
     def answer(
-        query: Annotated[str, Field(min_length=1, max_length=1000, description="The question, in words")],
+        query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY, description="The question, in words")],
         k: Annotated[int, Field(ge=1, le=MAX_ANSWER_K, description="How many passages the answer may read")] = 5,
-        filter: Annotated[dict[str, Any] | None, Field(description=FILTER_HELP)] = None,
-        mode: Annotated[
-            Literal["hybrid", "knn", "bm25"],
-            Field(description="hybrid (meaning and words, fused), knn (meaning) or bm25 (words)"),
-        ] = "hybrid",
-        rerank: Annotated[bool | None, Field(description="Rerank with the deployment's reranker")] = None,
+        filter: FilterArgument = None,
+        mode: ModeArgument = "hybrid",
+        rerank: RerankArgument = None,
+        expand: ExpandArgument = None,
     ) -> dict[str, Any]:
         """Answer a question from the documents, citing passages as [1], [2]; each citation says where
         it is. When no passage supports an answer, supported is false and no model was asked."""
         with _refusal_as_tool_error():
-            found = api.answer(query, k=k, mode=mode, where=filter, rerank=rerank)
+            found = api.answer(query, k=k, mode=mode, where=filter, rerank=rerank, expand=expand)
         return {
             "answer": found["answer"],
             "supported": found["supported"],
@@ -197,7 +225,8 @@ def _pdf_pages(api: Api, document: dict[str, Any], first: int, last: int) -> lis
             {"lessThanOrEquals": {"key": "page", "value": last}},
         ]
     }
-    found = api.search(str(document.get("filename") or "page"), k=MAX_K, mode="knn", where=where)
+    # The chunks themselves: a page is rebuilt from them, not from the sections the API expands to.
+    found = api.search(str(document.get("filename") or "page"), k=MAX_K, mode="knn", where=where, expand="none")
     by_page: dict[int, list[tuple[str, str]]] = {}
     for passage in found["passages"]:
         by_page.setdefault(int(passage["page_start"]), []).append((str(passage["chunk_id"]), passage["text"]))

@@ -488,11 +488,14 @@ def test_a_passage_holding_a_table_renders_its_rows_as_a_table_and_its_text_as_t
              const view = new m.SearchView({api: null, elements: {form}, onError: () => {}});
              const item = view.renderPassage(arguments[0]);
              const one = m.passageBlocks('a | b');
+             const section = {expanded: 'section', page_start: 1, page_end: 9, boxes: [{page: 5}, {page: 4}]};
+             const spot = m.matchedSpot(section);
              return {heads: [...item.querySelectorAll('th')].map(c => c.textContent),
                      cells: [...item.querySelectorAll('tbody tr')].map(r => [...r.cells].map(c => c.textContent)),
                      text: [...item.querySelectorAll('.passage > p')].map(p => p.textContent),
                      marked: [...item.querySelectorAll('em')].map(e => e.textContent),
-                     images: item.querySelectorAll('img').length, one};
+                     images: item.querySelectorAll('img').length, one,
+                     spot: [spot.page_start, spot.page_end], plain: m.matchedSpot({page_start: 2}).page_start};
            })""",
         passage,
     )
@@ -501,6 +504,8 @@ def test_a_passage_holding_a_table_renders_its_rows_as_a_table_and_its_text_as_t
     assert rendered["text"] == ["Yield by orchard"] and rendered["images"] == 0
     assert sorted(rendered["marked"]) == ["Westfield", "hectare"]
     assert rendered["one"] == [{"kind": "text", "text": "a | b"}]  # one line of cells is no table
+    # An expanded passage (a section) opens at its matched chunks' pages, not the section's first.
+    assert rendered["spot"] == [4, 5] and rendered["plain"] == 2
 
 
 def test_keyboard_alone_signs_in_and_reaches_every_control_with_a_visible_focus(page: Page, tenant: str) -> None:

@@ -17,7 +17,7 @@ from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
 from rag_ingest.ingest.chunking import chunk_pages
 from rag_ingest.parsing.pdf.extract import parse_pdf
-from rag_ingest.retrieval.query import SearchQuery
+from rag_ingest.retrieval.query import Expand, SearchQuery
 from rag_ingest.retrieval.search import DEFAULT_FUSION, SearchMode, SearchRequest, SearchService, search_passages
 
 pytestmark = pytest.mark.integration
@@ -122,7 +122,7 @@ def test_missing_index_is_an_empty_result(embedder: Embedder) -> None:
 
 def test_search_service_answers_with_passage_views(store: VectorStore, embedder: Embedder) -> None:
     service = SearchService(store=lambda: store, embedder=lambda: embedder)
-    request = SearchRequest(query="rotate a box about its centre", k=3, mode=SearchMode.HYBRID)
+    request = SearchRequest(query="rotate a box about its centre", k=3, mode=SearchMode.HYBRID, expand=Expand.NONE)
     response = service.search(TENANT_A, request)
     assert response.mode is SearchMode.HYBRID and len(response.passages) == 3
     top = response.passages[0].model_dump()
@@ -130,6 +130,7 @@ def test_search_service_answers_with_passage_views(store: VectorStore, embedder:
         "chunk_id", "document_id", "filename", "page_start", "page_end", "heading_path",
         "document_format", "anchor", "paragraph_index", "boxes",
         "score", "text", "highlights", "retrieved_by", "copies", "metadata", "source_uri",
+        "expanded", "chunk_ids", "truncated",
     }  # fmt: skip
     assert top["filename"] == "grfguide.pdf" and top["document_format"] == "pdf" and top["anchor"] is None
     # BM25 alone never loads the embedding model.

@@ -18,9 +18,11 @@ from typing import Any
 import pytest
 from rag_ingest.adapters.vector_store import VectorStore
 from rag_ingest.core.config import IndexParamsEnv
+from rag_ingest.core.ids import version_hash
 from rag_ingest.core.parsed import Chunk
 from rag_ingest.core.record import DocumentStamp
-from rag_ingest.retrieval.query import SearchQuery
+from rag_ingest.retrieval.ports import ParentScope
+from rag_ingest.retrieval.query import Expand, SearchQuery
 from rag_ingest.wiring import vector_store_for
 
 from infra.permissions import OPENSEARCH_ACCESS, VECTOR_STORE_CALLS
@@ -107,6 +109,12 @@ def _call(store: VectorStore, method: str) -> None:
         store.knn_search(SearchQuery(tenant_id=TENANT, text="grants"), _vectors(1)[0], k=2)
     elif method == "bm25_search":
         store.bm25_search(SearchQuery(tenant_id=TENANT, text="grants"), k=2)
+    elif method == "parent_chunks":
+        scope = ParentScope(
+            DOCUMENT, version_hash("v2"), Expand.PAGE, first_chunk=0, last_chunk=2, page_start=1, page_end=1
+        )
+        [chunks] = store.parent_chunks(SearchQuery(tenant_id=TENANT, text="grants"), [scope])
+        assert [chunk.text for chunk in chunks] == [f"passage {i} about grants" for i in range(3)]
     elif method == "indexed_versions":
         assert list(store.indexed_versions(TENANT)), "the seeded versions are counted"
     elif method == "delete_chunks":

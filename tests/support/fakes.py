@@ -20,7 +20,7 @@ from rag_ingest.adapters.documents_table import awaiting_upload_item
 from rag_ingest.core.access import OPEN_ACCESS, DocumentAccess, Principal, can_read
 from rag_ingest.core.errors import ErrorCode, PermanentError, StaleWriteError
 from rag_ingest.core.filters import Filter, matches
-from rag_ingest.core.ids import chunk_id, version_hash
+from rag_ingest.core.ids import chunk_id, split_chunk_id, version_hash
 from rag_ingest.core.job import CacheKey, ObjectRef, Stage
 from rag_ingest.core.operations import ExecutionState, IndexedVersion, StoredObjectVersion
 from rag_ingest.core.parsed import Chunk
@@ -36,6 +36,7 @@ from rag_ingest.core.record import (
 from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE, indexed_text
 from rag_ingest.ingest.embedding_cache import KEY_ATTRIBUTE, decode_entry, encode_entry
 from rag_ingest.retrieval.hits import SearchHit
+from rag_ingest.retrieval.ports import ParentScope
 from rag_ingest.retrieval.query import SearchQuery
 
 _IN_FLIGHT = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
@@ -539,6 +540,12 @@ class InMemoryChunkIndex:
             return float(len(words & set(text.lower().split())))
 
         return self._hits(query.tenant_id, overlap, k, "bm25", query.where, query.reader)
+
+    def parent_chunks(self, query: SearchQuery, scopes: Sequence[ParentScope]) -> list[list[SearchHit]]:
+        # As the adapter: the tenant and the reader, never the query's where; by chunk index.
+        readable = self._hits(query.tenant_id, lambda _source: 1.0, len(self.chunks), "parent", None, query.reader)
+        readable.sort(key=lambda hit: split_chunk_id(hit.chunk_id)[2])
+        return [[hit for hit in readable if scope.holds(hit)] for scope in scopes]
 
 
 @dataclass(frozen=True)

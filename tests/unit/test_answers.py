@@ -28,6 +28,7 @@ from rag_ingest.answers.service import (
 )
 from rag_ingest.core.parsed import DocumentFormat
 from rag_ingest.retrieval.hits import SearchHit
+from rag_ingest.retrieval.ports import ParentScope
 from rag_ingest.retrieval.query import SearchQuery
 from rag_ingest.retrieval.rerank import LexicalStandInReranker
 from rag_ingest.retrieval.search import PassageView, RerankSettings, SearchService
@@ -70,6 +71,10 @@ class Store:
 
     def bm25_search(self, query: SearchQuery, *, k: int) -> list[SearchHit]:
         return self.hits[:k]
+
+    def parent_chunks(self, query: SearchQuery, scopes: Sequence[ParentScope]) -> list[list[SearchHit]]:
+        """Each document is one chunk here: a passage's section is the passage."""
+        return [[hit for hit in self.hits if scope.holds(hit)] for scope in scopes]
 
 
 class RecordingModel:

@@ -215,6 +215,9 @@ def test_langchain_documents_carry_text_score_pages_and_metadata(api: Api) -> No
         "boxes": [{"page": 3, "x0": 0.1, "y0": 0.2, "x1": 0.9, "y1": 0.23}],
         "copies": [],
         "source_uri": None,
+        "expanded": "none",
+        "chunk_ids": ["doc1#00001"],
+        "truncated": False,
     }
     assert second.metadata["filename"] == "contract-2.pdf" and (second.metadata["page_start"], 7) == (7, 7)
     assert first.metadata["score"] > second.metadata["score"]
@@ -260,12 +263,35 @@ def test_llamaindex_nodes_carry_text_score_pages_and_metadata(api: Api) -> None:
         "boxes": [{"page": 3, "x0": 0.1, "y0": 0.2, "x1": 0.9, "y1": 0.23}],
         "copies": [],
         "source_uri": None,
+        "expanded": "none",
+        "chunk_ids": ["doc1#00001"],
+        "truncated": False,
     }
     # What an LLM is shown: the filename, the pages and the user's metadata, not rag-ingest's ids.
     shown = first.node.get_content(metadata_mode=MetadataMode.LLM)
     assert "filename: contract-1.pdf" in shown and "page_start: 3" in shown and "customer: acme" in shown
     assert "doc1#00001" not in shown and "retrieved_by" not in shown and "boxes" not in shown
     assert "copies" not in shown
+
+
+def test_both_retrievers_send_expand_only_when_given_and_keep_what_was_merged(api: Api) -> None:
+    lc.RagIngestRetriever(api_url=api.url, token="t").invoke("notice period")
+    assert "expand" not in api.requests[0]["body"]
+    answer = canned_answer()
+    answer["passages"][0].update(expanded="section", chunk_ids=["doc1#00001", "doc1#00003"], truncated=True)
+    api.answers = [(200, answer), (200, answer)]
+    [first, _] = lc.RagIngestRetriever(api_url=api.url, token="t", expand="section").invoke("notice period")
+    assert api.requests[1]["body"]["expand"] == "section"
+    assert (first.metadata["expanded"], first.metadata["chunk_ids"], first.metadata["truncated"]) == (
+        "section",
+        ["doc1#00001", "doc1#00003"],
+        True,
+    )
+    [node, _] = li.RagIngestRetriever(api.url, "t", expand="page").retrieve("notice period")
+    assert api.requests[2]["body"]["expand"] == "page" and node.node.metadata["chunk_ids"][1] == "doc1#00003"
+    assert "doc1#00003" not in node.node.get_content(metadata_mode=MetadataMode.LLM)
+    with pytest.raises(ValueError, match="expand must be one of"):
+        li.RagIngestRetriever(api.url, "t", expand="chapter")
 
 
 def test_llamaindex_async(api: Api) -> None:

@@ -38,16 +38,32 @@ class RecordedApi:
         self.calls: list[tuple[str, Any]] = []
 
     def search(
-        self, query: str, *, k: int, mode: str, where: dict[str, Any] | None = None, rerank: bool | None = None
+        self,
+        query: str,
+        *,
+        k: int,
+        mode: str,
+        where: dict[str, Any] | None = None,
+        rerank: bool | None = None,
+        expand: str | None = None,
     ) -> dict[str, Any]:
-        self.calls.append(("search", {"query": query, "k": k, "mode": mode, "filter": where, "rerank": rerank}))
+        call = {"query": query, "k": k, "mode": mode, "filter": where, "rerank": rerank, "expand": expand}
+        self.calls.append(("search", call))
         second = {**PASSAGE, "chunk_id": "01JDOC:abc:2", "text": "Neap tides come between."}
         return {"passages": [PASSAGE, second]}
 
     def answer(
-        self, query: str, *, k: int, mode: str, where: dict[str, Any] | None = None, rerank: bool | None = None
+        self,
+        query: str,
+        *,
+        k: int,
+        mode: str,
+        where: dict[str, Any] | None = None,
+        rerank: bool | None = None,
+        expand: str | None = None,
     ) -> dict[str, Any]:
-        self.calls.append(("answer", {"query": query, "k": k, "mode": mode, "filter": where, "rerank": rerank}))
+        call = {"query": query, "k": k, "mode": mode, "filter": where, "rerank": rerank, "expand": expand}
+        self.calls.append(("answer", call))
         return {
             "answer": "They follow the new and the full moon [1].",
             "supported": True,
@@ -100,6 +116,8 @@ def test_the_tools_are_read_only_and_their_schemas_take_what_the_api_takes() -> 
     )
     assert api["k"]["maximum"] == MAX_K
     assert set(schema["mode"]["enum"]) == set(OPENAPI["components"]["schemas"]["SearchMode"]["enum"])
+    expands = {value for option in schema["expand"]["anyOf"] for value in option.get("enum", ())}
+    assert expands == set(OPENAPI["components"]["schemas"]["Expand"]["enum"])
     assert "RetrievalFilter" in schema["filter"]["description"]
     assert tools["search"].input_schema["required"] == ["query"]
     operators = re.search(r"Operators: ([^.]+)\.", FILTER_HELP)
@@ -134,8 +152,10 @@ def test_search_passes_the_filter_and_cites_each_passage() -> None:
         "boxes": [{"page": 3, "x0": 0.1, "y0": 0.2, "x1": 0.9, "y1": 0.3}],
     }
     assert api.calls == [
-        ("search", {"query": "spring tides", "k": 2, "mode": "hybrid", "filter": where, "rerank": None})
+        ("search", {"query": "spring tides", "k": 2, "mode": "hybrid", "filter": where, "rerank": None, "expand": None})
     ]
+    run(api, lambda client: client.call_tool("search", {"query": "spring tides", "expand": "section"}))
+    assert api.calls[-1][1]["expand"] == "section"
 
 
 def test_answer_returns_the_answer_and_each_cited_passage_with_its_citation() -> None:
@@ -149,7 +169,17 @@ def test_answer_returns_the_answer_and_each_cited_passage_with_its_citation() ->
     assert cited["number"] == 1 and cited["text"] == PASSAGE["text"]
     assert cited["citation"]["filename"] == "harbour.pdf" and cited["citation"]["page_start"] == 3
     assert api.calls == [
-        ("answer", {"query": "When are spring tides?", "k": 5, "mode": "hybrid", "filter": where, "rerank": None})
+        (
+            "answer",
+            {
+                "query": "When are spring tides?",
+                "k": 5,
+                "mode": "hybrid",
+                "filter": where,
+                "rerank": None,
+                "expand": None,
+            },
+        )
     ]
 
 
@@ -173,6 +203,7 @@ def test_fetch_reads_a_pdf_page_with_its_neighbours_in_passage_order() -> None:
     result = run(api, lambda client: client.call_tool("fetch", {"document_id": "01JDOC", "page": 3}))
     ((name, request),) = api.calls
     assert name == "search" and request["k"] == MAX_K
+    assert request["expand"] == "none"  # the chunks themselves, whatever the API's default
     assert request["filter"]["andAll"] == [
         {"equals": {"key": "document_id", "value": "01JDOC"}},
         {"greaterThanOrEquals": {"key": "page", "value": 2}},

@@ -16,7 +16,7 @@ from rag_ingest.core.config import RerankEnv, SearchEnv
 from rag_ingest.core.errors import ConfigurationError, PermanentError, TransientError
 from rag_ingest.core.settings import RERANK_CANDIDATES, RERANK_MAX_CANDIDATES
 from rag_ingest.retrieval.hits import SearchHit
-from rag_ingest.retrieval.query import SearchQuery
+from rag_ingest.retrieval.query import Expand, SearchQuery
 from rag_ingest.retrieval.rerank import (
     STAND_IN_NAME,
     LexicalStandInReranker,
@@ -184,7 +184,9 @@ def test_the_deployment_default_applies_when_the_request_says_nothing(
     default: bool, asked: bool | None, reranked: bool
 ) -> None:
     reranker = ReversingReranker()
-    response = service(default, reranker).search("t", SearchRequest(query="q", k=3, rerank=asked))
+    # The matched passages themselves (this fake store has no sections to expand to).
+    request = SearchRequest(query="q", k=3, rerank=asked, expand=Expand.NONE)
+    response = service(default, reranker).search("t", request)
     assert response.reranked is reranked
     assert len(reranker.calls) == int(reranked)
     expected = ["c9", "c8", "c7"] if reranked else ["c0", "c1", "c2"]

@@ -9,7 +9,7 @@ from typing import Any
 
 from rag_ingest_client.cli.errors import CliError, TargetError
 from rag_ingest_client.cli.targets import Target
-from rag_ingest_client.http import ApiError, ApiSession, RagIngestError, Unreachable
+from rag_ingest_client.http import ApiError, ApiSession, RagIngestError, Unreachable, search_body
 
 #: The statuses a document does not leave by itself.
 TERMINAL = frozenset({"READY", "FAILED", "DELETED", "EXPIRED"})
@@ -92,24 +92,30 @@ class ApiClient:
         return dict(self.call("DELETE", f"/documents/{_segment(document_id)}") or {})
 
     def search(
-        self, query: str, *, k: int, mode: str, where: dict[str, Any] | None = None, rerank: bool | None = None
+        self,
+        query: str,
+        *,
+        k: int,
+        mode: str,
+        where: dict[str, Any] | None = None,
+        rerank: bool | None = None,
+        expand: str | None = None,
     ) -> dict[str, Any]:
-        body: dict[str, Any] = {"query": query, "k": k, "mode": mode}
-        if where is not None:
-            body["filter"] = where
-        if rerank is not None:
-            body["rerank"] = rerank
+        body = search_body(query, k=k, mode=mode, filter=where, rerank=rerank, expand=expand)
         return dict(self.call("POST", "/search", body))
 
     def answer(
-        self, query: str, *, k: int, mode: str, where: dict[str, Any] | None = None, rerank: bool | None = None
+        self,
+        query: str,
+        *,
+        k: int,
+        mode: str,
+        where: dict[str, Any] | None = None,
+        rerank: bool | None = None,
+        expand: str | None = None,
     ) -> dict[str, Any]:
         """``POST /answer``: a cited answer from the passages a search with these arguments finds."""
-        body: dict[str, Any] = {"query": query, "k": k, "mode": mode}
-        if where is not None:
-            body["filter"] = where
-        if rerank is not None:
-            body["rerank"] = rerank
+        body = search_body(query, k=k, mode=mode, filter=where, rerank=rerank, expand=expand)
         return dict(self.call("POST", "/answer", body))
 
     # ------------------------------------------------------------ sources (docs/sources.md)

@@ -123,8 +123,9 @@ def search(
     mode: str,
     where: dict[str, Any] | None = None,
     rerank: bool | None = None,
+    expand: str | None = None,
 ) -> int:
-    result = api.search(query, k=k, mode=mode, where=where, rerank=rerank)
+    result = api.search(query, k=k, mode=mode, where=where, rerank=rerank, expand=expand)
     if console.as_json:
         console.json(result)
         return 0
@@ -153,9 +154,10 @@ def ask(
     mode: str,
     where: dict[str, Any] | None = None,
     rerank: bool | None = None,
+    expand: str | None = None,
 ) -> int:
     """``rag-ingest ask``: the answer, then each cited passage under its number."""
-    result = api.answer(query, k=k, mode=mode, where=where, rerank=rerank)
+    result = api.answer(query, k=k, mode=mode, where=where, rerank=rerank, expand=expand)
     if console.as_json:
         console.json(result)
         return 0
@@ -372,26 +374,14 @@ def add_user_commands(commands: Any, common: argparse.ArgumentParser) -> None:
 
     search_parser = commands.add_parser("search", parents=[common], help="search the tenant's passages")
     search_parser.add_argument("query")
-    search_parser.add_argument("--mode", choices=("hybrid", "knn", "bm25"), default="hybrid")
     search_parser.add_argument("-k", type=int, default=5, help="passages (1..50, default 5)")
-    search_parser.add_argument(
-        "--rerank",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="rerank the candidates (--no-rerank: not); unset, the deployment's default",
-    )
+    _retrieval_options(search_parser, rerank_default="the deployment's default")
     _filter_options(search_parser)
 
     ask_parser = commands.add_parser("ask", parents=[common], help="a cited answer from the tenant's documents")
     ask_parser.add_argument("query", metavar="QUESTION")
-    ask_parser.add_argument("--mode", choices=("hybrid", "knn", "bm25"), default="hybrid")
     ask_parser.add_argument("-k", type=int, default=5, help="passages the model reads (1..20, default 5)")
-    ask_parser.add_argument(
-        "--rerank",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="rerank the candidates (--no-rerank: not); unset, the deployment's answer default",
-    )
+    _retrieval_options(ask_parser, rerank_default="the deployment's answer default")
     _filter_options(ask_parser)
 
     retry_parser = commands.add_parser("retry", parents=[common], help="replay a FAILED document")
@@ -431,6 +421,23 @@ def add_user_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     add_sources_commands(commands, common)
 
 
+def _retrieval_options(parser: argparse.ArgumentParser, *, rerank_default: str) -> None:
+    """--mode, --rerank and --expand, as POST /search and POST /answer take them."""
+    parser.add_argument("--mode", choices=("hybrid", "knn", "bm25"), default="hybrid")
+    parser.add_argument(
+        "--rerank",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=f"rerank the candidates (--no-rerank: not); unset, {rerank_default}",
+    )
+    parser.add_argument(
+        "--expand",
+        choices=("none", "section", "page"),
+        default=None,
+        help="return each passage's section or page, passages sharing one merged (unset: the API's default)",
+    )
+
+
 def _filter_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--where", action="append", metavar="KEY=VALUE", help="only where KEY equals VALUE (repeatable: all of them)"
@@ -461,10 +468,14 @@ def run_user_command(args: argparse.Namespace, target: Target, console: Console)
         return show_status(api, console, args.document_id)
     if args.command == "search":
         where = build_filter(args.where, args.filter_json)
-        return search(api, console, args.query, k=args.k, mode=args.mode, where=where, rerank=args.rerank)
+        return search(
+            api, console, args.query, k=args.k, mode=args.mode, where=where, rerank=args.rerank, expand=args.expand
+        )
     if args.command == "ask":
         where = build_filter(args.where, args.filter_json)
-        return ask(api, console, args.query, k=args.k, mode=args.mode, where=where, rerank=args.rerank)
+        return ask(
+            api, console, args.query, k=args.k, mode=args.mode, where=where, rerank=args.rerank, expand=args.expand
+        )
     if args.command == "retry":
         return retry(api, console, args.document_id, wait=args.wait, timeout_seconds=args.timeout)
     if args.command == "meta":

@@ -17,12 +17,11 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
-from rag_ingest_client.http import ApiError, RagIngestError
+from rag_ingest_client.http import ApiError, RagIngestError, search_body
 from rag_ingest_client.retrievers.passages import (
     Passage,
     SearchClient,
     TokenProvider,
-    search_body,
 )
 
 __all__ = ["ApiError", "RagIngestError", "RagIngestRetriever", "to_document"]
@@ -49,6 +48,8 @@ class RagIngestRetriever(BaseRetriever):
     filter: dict[str, Any] | None = None
     #: Rerank the fused candidates; None sends no field, so the stack's default applies.
     rerank: bool | None = None
+    #: Small-to-big: return each passage's section or page (docs/api.md); None sends no field.
+    expand: Literal["none", "section", "page"] | None = None
     #: Seconds before a search gives up.
     timeout: float = 30.0
 
@@ -56,7 +57,7 @@ class RagIngestRetriever(BaseRetriever):
         return SearchClient(self.api_url, self.token, self.timeout)
 
     def _body(self, query: str) -> dict[str, Any]:
-        return search_body(query, k=self.k, mode=self.mode, filter=self.filter, rerank=self.rerank)
+        return search_body(query, k=self.k, mode=self.mode, filter=self.filter, rerank=self.rerank, expand=self.expand)
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
         return [to_document(passage) for passage in self._client().search(self._body(query))]

@@ -17,13 +17,13 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode
 
-from rag_ingest_client.http import ApiError, RagIngestError
+from rag_ingest_client.http import ApiError, RagIngestError, search_body
 from rag_ingest_client.retrievers.passages import (
+    EXPANDS,
     MODES,
     Passage,
     SearchClient,
     TokenProvider,
-    search_body,
 )
 
 __all__ = ["ApiError", "RagIngestError", "RagIngestRetriever", "to_node"]
@@ -33,6 +33,7 @@ __all__ = ["ApiError", "RagIngestError", "RagIngestRetriever", "to_node"]
 HIDDEN_KEYS = [
     "document_id", "chunk_id", "score", "heading_path", "retrieved_by",
     "document_format", "anchor", "paragraph_index", "boxes", "copies",
+    "expanded", "chunk_ids", "truncated",
 ]  # fmt: skip
 
 
@@ -52,21 +53,32 @@ class RagIngestRetriever(BaseRetriever):
         mode: str = "hybrid",
         filter: dict[str, Any] | None = None,
         rerank: bool | None = None,
+        expand: str | None = None,
         timeout: float = 30.0,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        if expand is not None and expand not in EXPANDS:
+            raise ValueError(f"expand must be one of {', '.join(EXPANDS)}, not {expand!r}")
         self.k = k
         self.mode = mode
         self.filter = filter
         self.rerank = rerank
+        self.expand = expand
         self._search = SearchClient(api_url, token, timeout)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     def _body(self, query_bundle: QueryBundle) -> dict[str, Any]:
-        return search_body(query_bundle.query_str, k=self.k, mode=self.mode, filter=self.filter, rerank=self.rerank)
+        return search_body(
+            query_bundle.query_str,
+            k=self.k,
+            mode=self.mode,
+            filter=self.filter,
+            rerank=self.rerank,
+            expand=self.expand,
+        )
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return [to_node(passage) for passage in self._search.search(self._body(query_bundle))]

@@ -1,8 +1,9 @@
 """``POST /search`` as the retrievers call it, and the passages it returns.
 
-The API's answer is ``{query, mode, k, reranked, passages: [{chunk_id, document_id, filename,
-page_start, page_end, heading_path, document_format, anchor, paragraph_index, boxes, score, text,
-highlights, retrieved_by, copies, metadata}]}`` (docs/api.md); a refusal raises
+The API's answer is ``{query, mode, k, reranked, expand, passages: [{chunk_id, document_id,
+filename, page_start, page_end, heading_path, document_format, anchor, paragraph_index, boxes,
+score, text, highlights, retrieved_by, copies, metadata, expanded, chunk_ids, truncated}]}``
+(docs/api.md); a refusal raises
 :class:`~rag_ingest_client.http.ApiError` with the API's code and message, never an empty list.
 """
 
@@ -16,6 +17,8 @@ from rag_ingest_client.http import ApiSession, RagIngestError, TokenSource, toke
 
 #: The ``mode`` values ``POST /search`` takes (``rag_ingest.retrieval.search.SearchMode``).
 MODES = ("hybrid", "knn", "bm25")
+#: The ``expand`` values it takes (``rag_ingest.retrieval.query.Expand``): small-to-big.
+EXPANDS = ("none", "section", "page")
 
 #: A bearer ID token, or a function that returns a fresh one (called before each request, and once
 #: more after a 401: a token that expired or whose issuer's key rotated).
@@ -47,6 +50,11 @@ class Passage:
     copies: tuple[Mapping[str, Any], ...] = ()
     #: Where a source's item lives (``s3://...``, ``https://...``): what to cite; None for an upload.
     source_uri: str | None = None
+    #: Small-to-big (docs/api.md): what ``text`` is ("none": the matched passage, "section", "page"),
+    #: the matched chunks merged into it, and whether the section or page was cut to the size cap.
+    expanded: str = "none"
+    chunk_ids: tuple[str, ...] = ()
+    truncated: bool = False
 
     @classmethod
     def of(cls, item: Any) -> Passage:
@@ -70,6 +78,9 @@ class Passage:
                 paragraph_index=item.get("paragraph_index"),
                 copies=tuple(dict(copy) for copy in item.get("copies") or ()),
                 source_uri=item.get("source_uri"),
+                expanded=str(item.get("expanded") or "none"),
+                chunk_ids=tuple(item.get("chunk_ids") or (item["chunk_id"],)),
+                truncated=bool(item.get("truncated")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise RagIngestError(f"the search answer has a passage without {exc}: {item!r:.200}") from None
@@ -94,20 +105,10 @@ class Passage:
             "boxes": [dict(box) for box in self.boxes],
             "copies": [dict(copy) for copy in self.copies],
             "source_uri": self.source_uri,
+            "expanded": self.expanded,
+            "chunk_ids": list(self.chunk_ids),
+            "truncated": self.truncated,
         }
-
-
-def search_body(
-    query: str, *, k: int, mode: str, filter: Mapping[str, Any] | None, rerank: bool | None
-) -> dict[str, Any]:
-    """The JSON body of ``POST /search``. ``filter`` and ``rerank`` are sent only when given (an API
-    without a field refuses it: the body's unknown fields are a 400)."""
-    body: dict[str, Any] = {"query": query, "k": k, "mode": mode}
-    if filter is not None:
-        body["filter"] = dict(filter)
-    if rerank is not None:
-        body["rerank"] = rerank
-    return body
 
 
 class SearchClient:

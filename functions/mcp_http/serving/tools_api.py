@@ -20,7 +20,7 @@ from rag_ingest.core.access import Principal
 from rag_ingest.core.errors import ApiRefusal, PermanentError, TransientError
 from rag_ingest.retrieval.search import SearchRequest
 from rag_ingest.wiring import McpServices
-from rag_ingest_client.http import ApiError
+from rag_ingest_client.http import ApiError, search_body
 
 # The one route the tools call by path (rag_ingest_client.mcp_server._content_pages).
 CONTENT_ROUTE = re.compile(r"^/documents/(?P<document_id>[^/]+)/content$")
@@ -34,25 +34,37 @@ class InProcessApi:
         self._caller = caller
 
     def search(
-        self, query: str, *, k: int, mode: str, where: dict[str, Any] | None = None, rerank: bool | None = None
+        self,
+        query: str,
+        *,
+        k: int,
+        mode: str,
+        where: dict[str, Any] | None = None,
+        rerank: bool | None = None,
+        expand: str | None = None,
     ) -> dict[str, Any]:
         """``POST /search``."""
-        body: dict[str, Any] = {"query": query, "k": k, "mode": mode, "filter": where, "rerank": rerank}
+        body = search_body(query, k=k, mode=mode, filter=where, rerank=rerank, expand=expand)
         with _as_api_error("POST /search"):
             caller = self._caller()
-            request = SearchRequest.model_validate(body)
-            found = self._services().search.search(caller.tenant_id, request, caller)
+            found = self._services().search.search(caller.tenant_id, SearchRequest.model_validate(body), caller)
         return found.model_dump(mode="json")
 
     def answer(
-        self, query: str, *, k: int, mode: str, where: dict[str, Any] | None = None, rerank: bool | None = None
+        self,
+        query: str,
+        *,
+        k: int,
+        mode: str,
+        where: dict[str, Any] | None = None,
+        rerank: bool | None = None,
+        expand: str | None = None,
     ) -> dict[str, Any]:
         """``POST /answer``."""
-        body: dict[str, Any] = {"query": query, "k": k, "mode": mode, "filter": where, "rerank": rerank}
+        body = search_body(query, k=k, mode=mode, filter=where, rerank=rerank, expand=expand)
         with _as_api_error("POST /answer"):
             caller = self._caller()
-            request = AnswerRequest.model_validate(body)
-            answered = self._services().answers.answer(caller.tenant_id, request, caller)
+            answered = self._services().answers.answer(caller.tenant_id, AnswerRequest.model_validate(body), caller)
         return answered.model_dump(mode="json")
 
     def documents(self, *, limit: int, cursor: str | None, where: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -6,7 +6,8 @@ infra/permissions.py); stale versions are removed by id, found with a query (no 
 needed; OpenSearch Serverless alike). Two retrievers, the tenant filter inside each query (a tenant
 gets its own top k): k-NN (lucene HNSW on the plain text's embedding) and BM25 (``indexed_text``, the
 contextual text, where a chunk has it: rag_ingest.core.retrieval_text; else ``text``). Both return
-HTML-escaped fragments of the plain ``text``, the query's words in ``<em>``.
+HTML-escaped fragments of the plain ``text``, the query's words in ``<em>``. Small-to-big reads a
+hit's section or page (``parent_chunks``) with the same tenant and access filter.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ from rag_ingest.core.record import DocumentStamp
 from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE, indexed_text
 from rag_ingest.core.tracing import traced
 from rag_ingest.retrieval.hits import SearchHit
-from rag_ingest.retrieval.query import SearchQuery
+from rag_ingest.retrieval.ports import ParentScope
+from rag_ingest.retrieval.query import Expand, SearchQuery
 from rag_ingest.retrieval.rerank import STOP_WORDS
 
 #: Concurrent segment search modes of an index (OpenSearch's ``index.search.concurrent_segment_search.mode``).
@@ -158,6 +160,24 @@ def _filters(tenant_id: str, where: Filter | None, reader: Principal | None = No
         clauses.append(access_query(reader))
     if where is not None:
         clauses.append(filter_query(where))
+    return {"bool": {"filter": clauses}}
+
+
+def _scope_query(scope: ParentScope) -> dict[str, Any]:
+    """A parent's chunks: its document version and chunk range, then its section's headings (each
+    one: the exact path is checked on the hits) or its pages."""
+    clauses: list[dict[str, Any]] = [
+        {"term": {"document_id": scope.document_id}},
+        {"term": {"version": scope.version_hash}},
+        {"range": {"chunk_index": {"gte": scope.first_chunk, "lte": scope.last_chunk}}},
+    ]
+    if scope.expand is Expand.SECTION:
+        clauses.extend({"term": {"heading_path": heading}} for heading in scope.heading_path)
+        if not scope.heading_path:
+            return {"bool": {"filter": clauses, "must_not": [{"exists": {"field": "heading_path"}}]}}
+    else:
+        clauses.append({"range": {"page_start": {"lte": scope.page_end}}})
+        clauses.append({"range": {"page_end": {"gte": scope.page_start}}})
     return {"bool": {"filter": clauses}}
 
 
@@ -519,6 +539,28 @@ class VectorStore:
         }
         return self._search(body, "bm25")
 
+    def parent_chunks(self, query: SearchQuery, scopes: Sequence[ParentScope]) -> list[list[SearchHit]]:
+        """Per scope, its chunks the query's tenant and ``reader`` may read, by chunk index: one
+        request for every scope (a ``should`` of each one's terms), each chunk then given to the
+        scopes that ``hold`` it (a section's exact heading path is checked here)."""
+        _require_tenant(query.tenant_id)
+        if not scopes:
+            return []
+        body = {
+            "size": sum(scope.last_chunk - scope.first_chunk + 1 for scope in scopes),
+            "_source": {"excludes": ["embedding", INDEXED_TEXT_FIELD]},
+            "sort": [{"chunk_index": "asc"}],
+            "query": {
+                "bool": {
+                    "should": [_scope_query(scope) for scope in scopes],
+                    "minimum_should_match": 1,
+                    "filter": _filters(query.tenant_id, None, query.reader)["bool"]["filter"],
+                }
+            },
+        }
+        chunks = self._search(body, "parent")
+        return [[chunk for chunk in chunks if scope.holds(chunk)] for scope in scopes]
+
     def _search(self, body: dict[str, Any], retriever: str) -> list[SearchHit]:
         with _opensearch("search", expect={"index_not_found_exception"}) as refusal:
             hits = self._client.search(index=self.index_name, body=body)["hits"]["hits"]
@@ -527,7 +569,7 @@ class VectorStore:
         return [
             SearchHit(
                 chunk_id=str(hit["_id"]),
-                score=float(hit["_score"]),
+                score=float(hit["_score"] or 0.0),  # None when sorted (parent_chunks)
                 document_id=hit["_source"]["document_id"],
                 page_start=int(hit["_source"]["page_start"]),
                 page_end=int(hit["_source"]["page_end"]),

@@ -49,3 +49,9 @@ def execution_name(document_id: str, version: str, replay: int = 0) -> str:
 def chunk_id(document_id: str, version: str, chunk_index: int) -> str:
     """The OpenSearch ``_id``: a replay overwrites the same chunk instead of adding one."""
     return f"{document_id}:{version_hash(version)}:{chunk_index}"
+
+
+def split_chunk_id(value: str) -> tuple[str, str, int]:
+    """A ``chunk_id``'s document id, version hash and chunk index; ValueError when it is not one."""
+    document_id, hashed, index = value.rsplit(":", 2)
+    return document_id, hashed, int(index)

@@ -26,6 +26,12 @@ HYBRID_MAX_CANDIDATES = 100
 #: most one billed Rerank query's worth (docs/retrieval.md, "Reranking": the price and the choice of 50).
 RERANK_CANDIDATES = 50
 RERANK_MAX_CANDIDATES = 100
+
+#: Small-to-big (rag_ingest.retrieval.expand): an expanded passage's text is cut to about this many
+#: tokens around its matched chunks (five of the 300-token chunks; Bedrock's default parent size).
+EXPAND_MAX_TOKENS = 1500
+#: Chunks fetched on each side of the matched ones: more than a cut parent can hold.
+EXPAND_RADIUS_CHUNKS = 12
 #: The reranker models Bedrock's Rerank API offers (docs/retrieval.md, "Reranking").
 RerankModelId = Literal["amazon.rerank-v1:0", "cohere.rerank-v3-5:0"]
 RERANK_MODEL_IDS: tuple[str, ...] = get_args(RerankModelId)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag_ingest.core.parsed import DocumentFormat, PassageBox
+from rag_ingest.retrieval.query import Expand
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,11 @@ class SearchHit:
     copies: tuple[PassageCopy, ...] = ()
     #: The document's metadata as its chunk holds it (rag_ingest.core.metadata); None: none indexed.
     metadata: Mapping[str, Any] | None = field(default=None, hash=False)
+    #: Small-to-big (rag_ingest.retrieval.expand): what ``text`` is, the matched chunks merged into
+    #: this result (best first), and whether the parent's text was cut to the size cap.
+    expanded: Expand = Expand.NONE
+    chunk_ids: tuple[str, ...] = ()
+    truncated: bool = False
 
     def as_copy(self) -> PassageCopy:
         return PassageCopy(self.chunk_id, self.document_id, self.filename, self.page_start, self.page_end)

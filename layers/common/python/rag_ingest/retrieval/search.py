@@ -5,7 +5,8 @@ filters inside its query, fetches ``fusion.candidates_for(k)`` hits; hybrid fuse
 weighted reciprocal rank fusion, its BM25 request sent from a second thread while the query is
 embedded. A text is returned once: passages of the same text fold into the best-ranked one
 (``copies``), and a search whose folds leave fewer than ``k`` asks again twice as deep (at most
-``HYBRID_MAX_CANDIDATES``). A reranker may then order the first passages (rag_ingest.retrieval.rerank).
+``HYBRID_MAX_CANDIDATES``). A reranker may then order the first passages (rag_ingest.retrieval.rerank),
+and the ``k`` best may be expanded to their section or page (rag_ingest.retrieval.expand).
 Why ranks, the weights and the depths: docs/retrieval.md, "The four steps" and "Fusion".
 """
 
@@ -17,7 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rag_ingest.core.access import Principal
 from rag_ingest.core.errors import ErrorCode, PermanentError
@@ -25,6 +26,7 @@ from rag_ingest.core.filters import Filter, FilterError, parse_filter
 from rag_ingest.core.parsed import DocumentFormat, PassageBox
 from rag_ingest.core.settings import (
     DEFAULT_FUSION,
+    EXPAND_MAX_TOKENS,
     HYBRID_MAX_CANDIDATES,
     RERANK_CANDIDATES,
     RERANK_MAX_CANDIDATES,
@@ -33,13 +35,17 @@ from rag_ingest.core.settings import (
 )
 from rag_ingest.core.tracing import in_callers_trace
 from rag_ingest.embeddings.base import Embedder
+from rag_ingest.retrieval.expand import expand_hits
 from rag_ingest.retrieval.hits import PassageCopy, SearchHit
 from rag_ingest.retrieval.ports import PassageRetriever, Reranker
-from rag_ingest.retrieval.query import SearchMode, SearchQuery
+from rag_ingest.retrieval.query import Expand, SearchMode, SearchQuery
 from rag_ingest.retrieval.rerank import rerank_depth, rerank_passages
 
 MAX_K = 50
 MAX_QUERY_CHARS = 1000
+#: What a request that says nothing gets: more of the answer's text, the same recall, on the
+#: evaluation (docs/retrieval.md, "Small-to-big").
+DEFAULT_EXPAND = Expand.SECTION
 
 #: Where hybrid searches send their BM25 leg (module doc); made once per process, its threads are
 #: started on first use and kept by a warm Lambda container.
@@ -61,7 +67,8 @@ def search_passages(
 ) -> list[SearchHit]:
     """The ``query.k`` best passages for ``query``, best first (rag_ingest.retrieval.query says what
     narrows them). With ``reranker``, the first ``rerank_depth(k, rerank_candidates)`` passages are
-    reranked by it; ``fusion`` weighs the hybrid mode's two lists.
+    reranked by it; ``fusion`` weighs the hybrid mode's two lists. With ``query.expand``, those
+    ``k`` are expanded and merged by parent (rag_ingest.retrieval.expand): at most ``k`` results.
 
     Raises ``PermanentError(INVALID_REQUEST)`` for an empty query, a missing tenant, k outside
     1..MAX_K or an unknown mode.
@@ -89,8 +96,8 @@ def search_passages(
         passages = collapse_copies(hits)
         if len(passages) >= wanted or not more_exist or depth >= HYBRID_MAX_CANDIDATES:
             if reranker is not None:
-                return rerank_passages(reranker, query, passages[:wanted])
-            return passages[: query.k]
+                passages = rerank_passages(reranker, query, passages[:wanted])
+            return expand_hits(store, query, passages[: query.k])
         depth = min(HYBRID_MAX_CANDIDATES, 2 * depth)
         bm25_leg = _start_bm25_leg(store, query, depth)
 
@@ -207,6 +214,16 @@ class SearchRequest(BaseModel):
             '"Reranking"): true or false; absent, the deployment\'s default (cdk.json search.rerank.default).'
         ),
     )
+    expand: Expand = Field(
+        default=DEFAULT_EXPAND,
+        description=(
+            'Small-to-big (docs/api.md, "Small-to-big"): "none" returns the matched passages; "section" '
+            'each one\'s section (the chunks under its heading path), "page" its page(s), cut to about '
+            f"{EXPAND_MAX_TOKENS} tokens around the match. Passages that share a section or page are merged "
+            f'into one result (chunk_ids). Absent: "{DEFAULT_EXPAND.value}", chosen by measurement '
+            '(docs/retrieval.md, "Small-to-big").'
+        ),
+    )
     filter: dict[str, Any] | None = Field(
         default=None,
         description=(
@@ -277,6 +294,19 @@ class PassageView(BaseModel):
     copies: list[PassageCopyView] = Field(default_factory=list)
     #: The passage's document's metadata (as given at upload; {} when it has none).
     metadata: dict[str, Any] = Field(default_factory=dict)
+    #: Small-to-big: "none", or what ``text`` is ("section", "page"); then ``page_start``/``page_end``
+    #: span that text, ``boxes`` are the matched chunks' and ``chunk_id`` the best match's.
+    expanded: Expand = Expand.NONE
+    #: The matched chunks this result holds, best first (one unless hits shared a section or page).
+    chunk_ids: list[str] = Field(default_factory=list)
+    #: The section or page was longer than the size cap: ``text`` is the part around the matches.
+    truncated: bool = False
+
+    @model_validator(mode="after")
+    def _one_chunk_at_least(self) -> PassageView:
+        if not self.chunk_ids:
+            self.chunk_ids = [self.chunk_id]  # an unexpanded passage is its own one match
+        return self
 
     @classmethod
     def of(cls, hit: SearchHit) -> PassageView:
@@ -298,6 +328,9 @@ class PassageView(BaseModel):
             retrieved_by=list(hit.retrieved_by),
             copies=[PassageCopyView.of(copy) for copy in hit.copies],
             metadata=dict(hit.metadata or {}),
+            expanded=hit.expanded,
+            chunk_ids=list(hit.chunk_ids),
+            truncated=hit.truncated,
         )
 
 
@@ -307,6 +340,8 @@ class SearchResponse(BaseModel):
     k: int
     #: Whether the passages were reranked (then each ``score`` is the reranker's relevance score).
     reranked: bool = False
+    #: What each passage was expanded to (the request's ``expand``).
+    expand: Expand = Expand.NONE
     passages: list[PassageView]
 
 
@@ -351,7 +386,13 @@ class SearchService:
             raise PermanentError(ErrorCode.INVALID_REQUEST, "reranking is not configured for this deployment")
         reranker = self._reranker() if wants_rerank and self._reranker is not None else None
         query = SearchQuery(
-            tenant_id=tenant_id, text=request.query, k=request.k, mode=request.mode, where=where, reader=reader
+            tenant_id=tenant_id,
+            text=request.query,
+            k=request.k,
+            mode=request.mode,
+            where=where,
+            reader=reader,
+            expand=request.expand,
         )
         hits = search_passages(
             self._store(),
@@ -366,6 +407,7 @@ class SearchService:
             mode=request.mode,
             k=request.k,
             reranked=reranker is not None,
+            expand=request.expand,
             passages=[PassageView.of(hit) for hit in hits],
         )
 
