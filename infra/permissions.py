@@ -157,6 +157,6 @@ VECTOR_STORE_CALLS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "Reconciler": ("indexed_versions", "delete_chunks", "write_chunks"),
         "Intake": ("write_chunks", "delete_version"),
         "SourceSync": ("delete_document",),
-        "Mcp": ("knn_search", "bm25_search"),
+        "Mcp": ("knn_search", "bm25_search", "parent_chunks"),
     }
 )
