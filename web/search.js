@@ -30,10 +30,7 @@ export function highlightFragment(html) {
   return fragment;
 }
 
-/**
- * A passage's text as blocks: runs of two or more lines with cells (" | " between them, as the
- * readers write a table: its first row the header) become tables, every other line text.
- */
+/** A passage's text as blocks: two or more lines of " | " cells (a table, first row the header), or text. */
 export function passageBlocks(text) {
   const blocks = [];
   for (const line of String(text).split("\n")) {
@@ -57,7 +54,7 @@ function emphasisedWords(highlights) {
   return words;
 }
 
-/** ``text`` as text nodes, each of ``words`` in an <em> (never HTML: the text is never parsed). */
+/** ``text`` as text nodes, ``words`` in <em> (never parsed as HTML). */
 function markedText(text, words) {
   const fragment = document.createDocumentFragment();
   for (const part of String(text).split(/([\p{L}\p{N}]+)/u)) {
@@ -67,7 +64,7 @@ function markedText(text, words) {
   return fragment;
 }
 
-/** A passage that holds a table, whole: its lines as text, its tables as tables, the search's words marked. */
+/** A passage holding a table, whole: lines as text, tables as tables, the search's words marked. */
 function structuredPassage(blocks, highlights) {
   const words = emphasisedWords(highlights);
   const body = el("div", { className: "passage" });
@@ -87,16 +84,6 @@ function structuredPassage(blocks, highlights) {
     );
   }
   return body;
-}
-
-/**
- * Where to open a hit: an expanded passage (its section or page, POST /answer's default) opens at
- * the pages its matched chunks' boxes are on, not at the section's first page.
- */
-export function matchedSpot(passage) {
-  const pages = (passage.boxes || []).map((box) => Number(box.page)).filter(Number.isFinite);
-  if (!passage.expanded || passage.expanded === "none" || !pages.length) return passage;
-  return { ...passage, page_start: Math.min(...pages), page_end: Math.max(...pages) };
 }
 
 export function pageSpan(passage) {
@@ -169,7 +156,7 @@ export class SearchView {
     box.removeAttribute("aria-busy");
   }
 
-  /** The answer box: "Answering…", then the answer with each [n] a button opening its passage. */
+  /** The answer box (answer.js, loaded on the first Ask). */
   async showAnswer(pending) {
     const box = this.elements.answer;
     if (!box) return;
@@ -177,42 +164,8 @@ export class SearchView {
     box.setAttribute("aria-busy", "true");
     box.replaceChildren(el("p", { className: "muted" }, "Answering…"));
     try {
-      const answer = await pending;
-      const cited = new Map((answer.citations || []).map((citation) => [citation.number, citation.passage]));
-      const body = el("p", { className: answer.supported ? "answer-text" : "answer-text muted" });
-      let last = 0;
-      for (const match of String(answer.answer).matchAll(/\[(\d{1,3})\]/g)) {
-        body.append(answer.answer.slice(last, match.index));
-        const passage = cited.get(Number(match[1]));
-        body.append(
-          passage
-            ? el("button", {
-                type: "button",
-                className: "link citation",
-                textContent: match[0],
-                title: `${passage.filename || passage.document_id}, ${pageSpan(passage)}`,
-                "aria-label": `Source ${match[1]}: ${passage.filename || "the document"}, ${pageSpan(passage)}`,
-                onclick: () => this.open(passage),
-              })
-            : match[0],
-        );
-        last = match.index + match[0].length;
-      }
-      body.append(answer.answer.slice(last));
-      const sources = [...cited].map(([number, passage]) =>
-        el("li", {}, el("button", {
-          type: "button",
-          className: "link open-document",
-          textContent: `[${number}] ${passage.filename || passage.document_id}, ${pageSpan(passage)}`,
-          onclick: () => this.open(passage),
-        })),
-      );
-      box.replaceChildren(
-        el("h3", {}, "Answer"),
-        body,
-        sources.length ? el("ol", { className: "answer-sources", "aria-label": "Cited passages" }, ...sources) : null,
-        answer.stand_in ? el("p", { className: "muted stand-in" }, `Answered by the local ${answer.stand_in}.`) : null,
-      );
+      const [{ renderAnswer }, answer] = await Promise.all([import("./answer.js"), pending]);
+      box.replaceChildren(...renderAnswer(answer, (passage) => this.open(passage), pageSpan));
     } catch (error) {
       box.replaceChildren(el("p", { className: "field-error" }, `No answer: ${error.message}`));
     } finally {
@@ -265,8 +218,7 @@ export class SearchView {
   /** Open a hit where it stands: a PDF in the embedded viewer at its page, the passage's rectangles
    * marked; any other format in the rendered view, at the passage's section and paragraph (a PPTX
    * at its slide). Without the dialog, a PDF opens in a new tab. */
-  async open(hit) {
-    const passage = matchedSpot(hit);
+  async open(passage) {
     if (!this.viewerDialog) return this.openOriginal(passage);
     const original = this.viewerDialog.querySelector("#viewer-original");
     try {

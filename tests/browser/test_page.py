@@ -483,19 +483,19 @@ def test_a_passage_holding_a_table_renders_its_rows_as_a_table_and_its_text_as_t
         "highlights": ["<em>Westfield</em> | 31", "Tonnes per <em>hectare</em>"],
     }  # fmt: skip
     rendered = page.js(
-        """return import('./search.js').then(m => {
+        """return Promise.all([import('./search.js'), import('./answer.js')]).then(([m, a]) => {
              const form = document.createElement('form');
              const view = new m.SearchView({api: null, elements: {form}, onError: () => {}});
              const item = view.renderPassage(arguments[0]);
              const one = m.passageBlocks('a | b');
              const section = {expanded: 'section', page_start: 1, page_end: 9, boxes: [{page: 5}, {page: 4}]};
-             const spot = m.matchedSpot(section);
+             const spot = a.matchedSpot(section);
              return {heads: [...item.querySelectorAll('th')].map(c => c.textContent),
                      cells: [...item.querySelectorAll('tbody tr')].map(r => [...r.cells].map(c => c.textContent)),
                      text: [...item.querySelectorAll('.passage > p')].map(p => p.textContent),
                      marked: [...item.querySelectorAll('em')].map(e => e.textContent),
                      images: item.querySelectorAll('img').length, one,
-                     spot: [spot.page_start, spot.page_end], plain: m.matchedSpot({page_start: 2}).page_start};
+                     spot: [spot.page_start, spot.page_end], plain: a.matchedSpot({page_start: 2}).page_start};
            })""",
         passage,
     )
