@@ -32,8 +32,11 @@ from rag_ingest.core.config import (
 from rag_ingest.core.job import DEFAULT_BULK_ABOVE_PAGES, DEFAULT_PARSE_RANGE_PAGES
 from rag_ingest.core.settings import (
     ANSWER_MODEL_ID_PATTERN,
+    DEFAULT_ANSWER_MAX_TOKENS,
+    DEFAULT_ANSWER_MIN_RELEVANCE,
     DEFAULT_ANSWER_MODEL_ID,
     DEFAULT_RERANK_MODEL_ID,
+    MAX_ANSWER_TOKENS,
     RERANK_CANDIDATES,
     RERANK_MAX_CANDIDATES,
     CapacityMode,
@@ -346,8 +349,8 @@ class AnswerConfig(_Model):
     call); ``maxTokens``, the answer's cap; ``rerank``, whether an answer reranks by default."""
 
     model_id: str = Field(default=DEFAULT_ANSWER_MODEL_ID, pattern=ANSWER_MODEL_ID_PATTERN)
-    min_relevance: float = Field(default=0.05, ge=0, le=1)
-    max_tokens: int = Field(default=512, ge=1, le=4096)
+    min_relevance: float = Field(default=DEFAULT_ANSWER_MIN_RELEVANCE, ge=0, le=1)
+    max_tokens: int = Field(default=DEFAULT_ANSWER_MAX_TOKENS, ge=1, le=MAX_ANSWER_TOKENS)
     rerank: bool = True
 
 

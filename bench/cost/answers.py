@@ -9,11 +9,11 @@ answer's length and the model's latency are assumptions, stated in the table (no
 from __future__ import annotations
 
 from rag_ingest.answers.prompt import PromptPassage, answer_prompt
+from rag_ingest.core.settings import INFERENCE_PROFILE_PREFIXES
 from rag_ingest.core.tokens import count_tokens
 
 from bench.cost import prices
 from infra.config import RagIngestConfig
-from infra.constructs.search import INFERENCE_PROFILE_PREFIXES
 
 ANSWER_PASSAGES = 5
 #: Tokens of the 5 passages a search returns with expand "section" (the default), the mean over the

@@ -13,6 +13,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_opensearchservice as opensearch
 from aws_cdk import aws_sns as sns
 from constructs import Construct
+from rag_ingest.core.settings import INFERENCE_PROFILE_PREFIXES
 
 from infra.config import RagIngestConfig
 from infra.constructs.function import new_log_group, removal_policy
@@ -65,10 +66,6 @@ def foundation_model_arn(stack: Stack, model_id: str) -> str:
         resource_name=model_id,
         arn_format=ArnFormat.SLASH_RESOURCE_NAME,
     )
-
-
-#: The geographic prefixes of Bedrock's system-defined cross-Region inference profiles' ids.
-INFERENCE_PROFILE_PREFIXES = frozenset({"us", "eu", "apac", "jp", "au", "ca", "us-gov", "global"})
 
 
 class Search(Construct):

@@ -21,10 +21,10 @@ from rag_ingest.answers.prompt import PromptPassage, answer_prompt, cited_number
 from rag_ingest.core.access import Principal
 from rag_ingest.core.logs import logger
 from rag_ingest.core.parsed import DocumentFormat
+from rag_ingest.core.settings import DEFAULT_ANSWER_MAX_TOKENS, DEFAULT_ANSWER_MIN_RELEVANCE, MAX_ANSWER_TOKENS
 from rag_ingest.retrieval.search import PassageView, SearchRequest, SearchService
 
 MAX_ANSWER_PASSAGES = 20
-MAX_ANSWER_TOKENS = 4096
 NOT_SUPPORTED = "No passage in the documents you can read supports an answer to this question."
 
 
@@ -34,8 +34,8 @@ class AnswerSettings:
     passage needs to be used, the answer's length cap, and whether a request reranks by default."""
 
     model_id: str
-    min_relevance: float = 0.05
-    max_tokens: int = 512
+    min_relevance: float = DEFAULT_ANSWER_MIN_RELEVANCE
+    max_tokens: int = DEFAULT_ANSWER_MAX_TOKENS
     rerank_default: bool = True
 
     def __post_init__(self) -> None:

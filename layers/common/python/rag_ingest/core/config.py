@@ -13,11 +13,14 @@ from rag_ingest.core.job import DEFAULT_BULK_ABOVE_PAGES, DEFAULT_PARSE_RANGE_PA
 from rag_ingest.core.s3_keys import ARTIFACTS_PREFIX, RAW_PREFIX
 from rag_ingest.core.settings import (
     ANSWER_MODEL_ID_PATTERN,
+    DEFAULT_ANSWER_MAX_TOKENS,
+    DEFAULT_ANSWER_MIN_RELEVANCE,
     DEFAULT_ANSWER_MODEL_ID,
     DEFAULT_FUSION,
     DEFAULT_MAX_OCR_PAGES,
     DEFAULT_RERANK_MODEL_ID,
     HYBRID_MAX_CANDIDATES,
+    MAX_ANSWER_TOKENS,
     OCR_DPI,
     RERANK_CANDIDATES,
     RERANK_MAX_CANDIDATES,
@@ -170,8 +173,8 @@ class AnswerEnv(EnvModel):
     a passage needs to be read, the answer's token cap, and whether an answer reranks by default."""
 
     answer_model_id: str = Field(default=DEFAULT_ANSWER_MODEL_ID, pattern=ANSWER_MODEL_ID_PATTERN)
-    answer_min_relevance: float = Field(default=0.05, ge=0, le=1)
-    answer_max_tokens: int = Field(default=512, ge=1, le=4096)
+    answer_min_relevance: float = Field(default=DEFAULT_ANSWER_MIN_RELEVANCE, ge=0, le=1)
+    answer_max_tokens: int = Field(default=DEFAULT_ANSWER_MAX_TOKENS, ge=1, le=MAX_ANSWER_TOKENS)
     answer_rerank_default: bool = True
 
 

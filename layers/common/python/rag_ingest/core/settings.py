@@ -39,8 +39,13 @@ DEFAULT_RERANK_MODEL_ID: RerankModelId = "amazon.rerank-v1:0"
 
 #: POST /answer's default Converse model (docs/answers.md, "The model": why this one, its price).
 DEFAULT_ANSWER_MODEL_ID = "amazon.nova-lite-v1:0"
+DEFAULT_ANSWER_MIN_RELEVANCE = 0.05
+DEFAULT_ANSWER_MAX_TOKENS = 512
+MAX_ANSWER_TOKENS = 4096
+#: The geographic prefixes of Bedrock's system-defined cross-Region inference profiles' ids.
+INFERENCE_PROFILE_PREFIXES = ("us", "eu", "apac", "jp", "au", "ca", "us-gov", "global")
 #: A Bedrock model id or inference profile id (``eu.amazon.nova-lite-v1:0``) as Converse takes it.
-ANSWER_MODEL_ID_PATTERN = r"^(?:(?:us|eu|apac|jp|au|ca|us-gov|global)\.)?[a-z0-9-]+\.[a-z0-9.:-]+$"
+ANSWER_MODEL_ID_PATTERN = rf"^(?:(?:{'|'.join(INFERENCE_PROFILE_PREFIXES)})\.)?[a-z0-9-]+\.[a-z0-9.:-]+$"
 
 
 @dataclass(frozen=True)
