@@ -1,10 +1,9 @@
 """The HTTP side of the embedding server: Bedrock's wire format on loopback, on Werkzeug.
 
 Bedrock Runtime's ``InvokeModel`` (``POST [/lanes/<lane>]/model/{modelId}/invoke``: ``inputText``,
-``dimensions``, ``normalize`` -> ``embedding``, ``inputTextTokenCount``) and ``Converse`` (answered by
-a labelled extractive stand-in), Bedrock Agent Runtime's ``Rerank`` (``POST [/lanes/<lane>]/rerank``,
-scored by a labelled lexical stand-in), batch inference's
-control plane (:mod:`local.embedding_server.batch_jobs`), ``GET /ping`` and ``GET /_local/stats``.
+``dimensions``, ``normalize`` -> ``embedding``, ``inputTextTokenCount``), ``Converse`` and
+``ConverseStream`` (answered by a labelled extractive stand-in), Bedrock Agent Runtime's ``Rerank``
+(``POST [/lanes/<lane>]/rerank``, scored by a labelled lexical stand-in), batch inference's control plane (:mod:`local.embedding_server.batch_jobs`), ``GET /ping`` and ``GET /_local/stats``.
 Errors as botocore reads them: ``x-amzn-ErrorType`` and ``{"message"}`` with the service model's
 status. The Bedrock emulation (quotas, latency, deterministic vectors) is ``settings.emulation``.
 Imports Werkzeug and this package. The wire format in full: docs/local-stack.md, "The embedding server".
@@ -18,7 +17,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
@@ -28,6 +27,7 @@ from werkzeug.routing import Map, Rule
 from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
+from local.embedding_server import eventstream
 from local.embedding_server.batch_jobs import BatchApiError, BatchJobRunner, server_embedder
 from local.embedding_server.batcher import DynamicBatcher, EmbedFunction, Lane, QueueTimeout
 from local.embedding_server.latency import LatencySampler
@@ -48,6 +48,8 @@ _ROUTES = Map(
         Rule("/model/<path:model_id>/invoke", methods=["POST"], endpoint="invoke"),
         Rule(f"/lanes/{_LANE}/model/<path:model_id>/invoke", methods=["POST"], endpoint="invoke"),
         Rule("/model/<path:model_id>/converse", methods=["POST"], endpoint="converse"),
+        Rule("/model/<path:model_id>/converse-stream", methods=["POST"], endpoint="converse_stream"),
+        Rule(f"/lanes/{_LANE}/model/<path:model_id>/converse-stream", methods=["POST"], endpoint="converse_stream"),
         Rule(f"/lanes/{_LANE}/model/<path:model_id>/converse", methods=["POST"], endpoint="converse"),
     ]
 )
@@ -198,6 +200,18 @@ class StandInAnswerModel:
             "usage": {"inputTokens": tokens_in, "outputTokens": tokens_out, "totalTokens": tokens_in + tokens_out},
             "metrics": {"latencyMs": int((time.perf_counter() - started) * 1000)},
         }
+
+    @staticmethod
+    def events(response: dict[str, Any]) -> Iterator[bytes]:
+        """``Converse``'s ``response`` as ``ConverseStream``'s events, its text a few words at a time."""
+        from rag_ingest.answers.extractive import stream_pieces
+
+        yield eventstream.event("messageStart", {"role": "assistant"})
+        for piece in stream_pieces(response["output"]["message"]["content"][0]["text"]):
+            yield eventstream.event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": piece}})
+        yield eventstream.event("contentBlockStop", {"contentBlockIndex": 0})
+        yield eventstream.event("messageStop", {"stopReason": response["stopReason"]})
+        yield eventstream.event("metadata", {"usage": response["usage"], "metrics": response["metrics"]})
 
 
 def _text_of(document: Any, where: str, field: str, kind: str) -> str:
@@ -367,6 +381,11 @@ class EmbeddingServer:
             payload = self.converse(str(arguments["model_id"]), body, started)
             headers = {"x-amzn-RequestId": request_id, StandInAnswerModel.HEADER: StandInAnswerModel.NAME}
             return _json_response(HTTPStatus.OK, payload, headers)
+        if endpoint == "converse_stream":
+            # Validated and answered before the first byte: an invalid request is a JSON error, as Bedrock's.
+            payload = self.converse(str(arguments["model_id"]), body, started)
+            headers = {"x-amzn-RequestId": request_id, StandInAnswerModel.HEADER: StandInAnswerModel.NAME}
+            return Response(StandInAnswerModel.events(payload), 200, headers, content_type=eventstream.CONTENT_TYPE)
         lane = Lane(arguments.get("lane") or Lane.STANDARD)
         payload, tokens = self.invoke(str(arguments["model_id"]), body, lane)
         headers = {

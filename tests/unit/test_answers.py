@@ -3,12 +3,18 @@ citations map to the passages the model read, and the extractive stand-in quotes
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from rag_ingest.answers.extractive import NO_ANSWER, STAND_IN_NAME, ExtractiveAnswerModel, extractive_answer
+from rag_ingest.answers.extractive import (
+    NO_ANSWER,
+    STAND_IN_NAME,
+    ExtractiveAnswerModel,
+    extractive_answer,
+    stream_pieces,
+)
 from rag_ingest.answers.ports import Generation
 from rag_ingest.answers.prompt import (
     SYSTEM_PROMPT,
@@ -20,6 +26,9 @@ from rag_ingest.answers.prompt import (
 )
 from rag_ingest.answers.service import (
     NOT_SUPPORTED,
+    AnswerCompleted,
+    AnswerDelta,
+    AnswerPassages,
     AnswerRequest,
     AnswerService,
     AnswerSettings,
@@ -89,6 +98,11 @@ class RecordingModel:
     def generate(self, system: str, message: str, *, max_tokens: int) -> Generation:
         self.calls.append((system, message, max_tokens))
         return Generation(text=self.reply, model_id=self.model_id, input_tokens=100, output_tokens=5)
+
+    def stream(self, system: str, message: str, *, max_tokens: int) -> Iterator[str | Generation]:
+        generation = self.generate(system, message, max_tokens=max_tokens)
+        yield from stream_pieces(generation.text, words_per_piece=2)
+        yield generation
 
 
 def answers(texts: Sequence[str], model: Any, **settings: Any) -> AnswerService:
@@ -164,6 +178,36 @@ def test_without_reranking_the_threshold_does_not_apply() -> None:
     model = RecordingModel("Breakfast until ten [1].")
     response = answers(TEXTS[:1], model).answer("t", AnswerRequest(query="invoices retention", rerank=False))
     assert response.supported and not response.reranked and len(model.calls) == 1
+
+
+def test_a_streamed_answer_is_the_passages_then_deltas_then_the_same_response() -> None:
+    reply = "Invoices are kept seven years [2], disputed ones longer [2][5]."
+    texts = [*TEXTS, "Lunch is served from noon; invoices for it go to the office."]
+    request = AnswerRequest(query="How long are invoices kept?", k=4)
+    events = list(answers(texts, RecordingModel(reply)).stream("t", request))
+
+    first, *deltas, last = events
+    assert isinstance(first, AnswerPassages) and [c.number for c in first.passages] == [1, 2]
+    assert all(isinstance(delta, AnswerDelta) for delta in deltas) and len(deltas) == 5
+    assert "".join(delta.text for delta in deltas if isinstance(delta, AnswerDelta)) == reply
+    assert isinstance(last, AnswerCompleted)
+    # The last event is POST /answer's response, the unknown marker [5] removed there.
+    assert last.answer == answers(texts, RecordingModel(reply)).answer("t", request)
+    assert [e.type for e in events][:2] == ["answer.passages", "answer.delta"]
+
+
+def test_a_streamed_answer_without_support_is_one_event_and_no_model_call() -> None:
+    model = RecordingModel()
+    [only] = list(answers([], model).stream("t", AnswerRequest(query="How long are invoices kept?")))
+    assert isinstance(only, AnswerCompleted) and only.answer.unsupported_reason is Unsupported.NO_PASSAGES
+    assert model.calls == []
+
+
+def test_the_stand_in_streams_pieces_that_join_to_its_answer() -> None:
+    _, message = answer_prompt("How long are invoices kept?", [PromptPassage(1, "s", TEXTS[1])])
+    *pieces, generation = list(ExtractiveAnswerModel("m").stream("system", message, max_tokens=50))
+    assert isinstance(generation, Generation) and len(pieces) > 1
+    assert "".join(str(piece) for piece in pieces) == generation.text == extractive_answer(message)
 
 
 def test_the_request_is_a_searchs_with_at_most_twenty_passages() -> None:

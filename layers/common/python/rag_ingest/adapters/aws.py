@@ -26,6 +26,11 @@ _TRANSIENT_CODES = frozenset(
     {
         "Throttling",
         "ThrottlingException",
+        # Errors inside a Bedrock event stream (ConverseStream) are named in camel case.
+        "throttlingException",
+        "serviceUnavailableException",
+        "internalServerException",
+        "modelStreamErrorException",
         "ThrottledException",
         "RequestLimitExceeded",
         "ProvisionedThroughputExceededException",

@@ -10,6 +10,7 @@ Imports rag_ingest.answers and rag_ingest.retrieval.rerank.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from rag_ingest.answers.ports import Generation
 from rag_ingest.answers.prompt import prompt_parts
@@ -40,6 +41,12 @@ def extractive_answer(message: str) -> str:
     return " ".join(f"{sentences[index][1]} [{sentences[index][0]}]" for index in sorted(chosen))
 
 
+def stream_pieces(text: str, words_per_piece: int = 4) -> list[str]:
+    """``text`` in the pieces a stream sends, a few words each; joined they are ``text`` again."""
+    pieces = re.findall(r"\S+\s*", text)
+    return ["".join(pieces[i : i + words_per_piece]) for i in range(0, len(pieces), words_per_piece)]
+
+
 def count_words(text: str) -> int:
     """A token estimate for the stand-in's usage figures: one per word."""
     return len(text.split())
@@ -60,3 +67,8 @@ class ExtractiveAnswerModel:
             output_tokens=count_words(text),
             stand_in=STAND_IN_NAME,
         )
+
+    def stream(self, system: str, message: str, *, max_tokens: int) -> Iterator[str | Generation]:
+        generation = self.generate(system, message, max_tokens=max_tokens)
+        yield from stream_pieces(generation.text)
+        yield generation

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -25,4 +26,9 @@ class AnswerModel(Protocol):
     def generate(self, system: str, message: str, *, max_tokens: int) -> Generation:
         """One answer to ``message`` under ``system``. Raises TransientError when throttled or
         unavailable, PermanentError when the request is refused."""
+        ...
+
+    def stream(self, system: str, message: str, *, max_tokens: int) -> Iterator[str | Generation]:
+        """The same answer as it is written: text deltas, then the whole ``Generation`` last. Raises
+        as ``generate`` does, before or between deltas."""
         ...

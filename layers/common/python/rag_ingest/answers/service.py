@@ -6,17 +6,21 @@ dropped; when none is left the model is not called and the answer says nothing s
 model sees the passages as escaped, delimited data (rag_ingest.answers.prompt); markers naming no
 passage are removed, and each ``[n]`` kept is returned with its passage. Imports rag_ingest.answers,
 rag_ingest.retrieval and rag_ingest.core.
+
+``stream`` is the same answer as events (the live channel sends them): the numbered passages, the
+text's deltas as the model writes them, then the whole response, markers cleaned.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from rag_ingest.answers.ports import AnswerModel
+from rag_ingest.answers.ports import AnswerModel, Generation
 from rag_ingest.answers.prompt import PromptPassage, answer_prompt, cited_numbers, without_unknown_markers
 from rag_ingest.core.access import Principal
 from rag_ingest.core.logs import logger
@@ -88,6 +92,40 @@ class AnswerResponse(BaseModel):
     usage: AnswerUsage | None = None
 
 
+class AnswerPassages(BaseModel):
+    """A stream's first event: the passages the model reads, numbered as its markers will be."""
+
+    type: Literal["answer.passages"] = "answer.passages"
+    passages: list[Citation]
+
+
+class AnswerDelta(BaseModel):
+    """A piece of the answer's text as the model wrote it (markers not yet checked)."""
+
+    type: Literal["answer.delta"] = "answer.delta"
+    text: str
+
+
+class AnswerCompleted(BaseModel):
+    """A stream's last event: the response ``POST /answer`` returns."""
+
+    type: Literal["answer.completed"] = "answer.completed"
+    answer: AnswerResponse
+
+
+AnswerEvent = AnswerPassages | AnswerDelta | AnswerCompleted
+
+
+@dataclass(frozen=True)
+class _Prompted:
+    """Passages found and numbered, and the prompt that shows them to the model."""
+
+    numbered: dict[int, PassageView]
+    system: str
+    message: str
+    reranked: bool
+
+
 def source_label(passage: PassageView) -> str:
     """Where a passage is, as the model sees it: ``report.pdf, page 3`` or a section."""
     name = passage.filename or passage.source_uri or passage.document_id
@@ -108,6 +146,27 @@ class AnswerService:
         self._settings = settings
 
     def answer(self, tenant_id: str, request: AnswerRequest, reader: Principal | None = None) -> AnswerResponse:
+        prompted = self._prompt(tenant_id, request, reader)
+        if isinstance(prompted, AnswerResponse):
+            return prompted
+        generation = self._model().generate(prompted.system, prompted.message, max_tokens=self._settings.max_tokens)
+        return self._response(request, prompted, generation)
+
+    def stream(self, tenant_id: str, request: AnswerRequest, reader: Principal | None = None) -> Iterator[AnswerEvent]:
+        prompted = self._prompt(tenant_id, request, reader)
+        if isinstance(prompted, AnswerResponse):
+            yield AnswerCompleted(answer=prompted)
+            return
+        yield AnswerPassages(passages=[Citation(number=n, passage=p) for n, p in prompted.numbered.items()])
+        pieces = self._model().stream(prompted.system, prompted.message, max_tokens=self._settings.max_tokens)
+        for piece in pieces:
+            if isinstance(piece, Generation):
+                yield AnswerCompleted(answer=self._response(request, prompted, piece))
+            else:
+                yield AnswerDelta(text=piece)
+
+    def _prompt(self, tenant_id: str, request: AnswerRequest, reader: Principal | None) -> _Prompted | AnswerResponse:
+        """The passages and the prompt; the unsupported answer when no passage is good enough."""
         rerank = self._settings.rerank_default if request.rerank is None else request.rerank
         search = SearchRequest.model_validate(request.model_dump(exclude={"rerank"}) | {"rerank": rerank})
         found = self._search.search(tenant_id, search, reader)
@@ -128,8 +187,10 @@ class AnswerService:
         system, message = answer_prompt(
             request.query, [PromptPassage(n, source_label(p), p.text) for n, p in numbered.items()]
         )
-        model = self._model()
-        generation = model.generate(system, message, max_tokens=self._settings.max_tokens)
+        return _Prompted(numbered, system, message, found.reranked)
+
+    def _response(self, request: AnswerRequest, prompted: _Prompted, generation: Generation) -> AnswerResponse:
+        numbered = prompted.numbered
         text = without_unknown_markers(generation.text, list(numbered)).strip()
         cited = cited_numbers(text, list(numbered))
         logger.info(
@@ -149,7 +210,7 @@ class AnswerService:
             supported=True,
             citations=[Citation(number=n, passage=numbered[n]) for n in cited],
             passages_read=len(numbered),
-            reranked=found.reranked,
+            reranked=prompted.reranked,
             model_id=generation.model_id,
             stand_in=generation.stand_in,
             usage=AnswerUsage(input_tokens=generation.input_tokens, output_tokens=generation.output_tokens),
