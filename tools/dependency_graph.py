@@ -51,7 +51,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "answers": frozenset({"core", "retrieval"}),
     "documents": frozenset({"core"}),
     "operations": frozenset({"core", "documents"}),
-    "live": frozenset({"core", "documents"}),
+    # Answers over the live channel stream to the connection that asked.
+    "live": frozenset({"core", "documents", "answers"}),
     "webhooks": frozenset({"core"}),
     # A sync reads through connectors and writes through the documents' own operations (deletion).
     "sources": frozenset({"core", "documents"}),

@@ -35,6 +35,7 @@ from rag_ingest.core.record import (
 )
 from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE, indexed_text
 from rag_ingest.ingest.embedding_cache import KEY_ATTRIBUTE, decode_entry, encode_entry
+from rag_ingest.live.connections import Connection
 from rag_ingest.retrieval.hits import SearchHit
 from rag_ingest.retrieval.ports import ParentScope
 from rag_ingest.retrieval.query import SearchQuery
@@ -661,3 +662,25 @@ class InMemoryWorkflow:
 
     def state(self, execution_arn: str | None) -> ExecutionState:
         return self.states.get(execution_arn or "", ExecutionState.MISSING)
+
+
+class MemoryConnections:
+    """The live channel's connection store in memory (rag_ingest.live.connections.ConnectionStore)."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, Connection] = {}
+
+    def put(self, connection: Connection) -> None:
+        self.items[connection.connection_id] = connection
+
+    def delete(self, connection_id: str) -> None:
+        self.items.pop(connection_id, None)
+
+    def get(self, connection_id: str) -> Connection | None:
+        return self.items.get(connection_id)
+
+    def for_tenant(self, tenant_id: str) -> list[str]:
+        return sorted(c.connection_id for c in self.items.values() if c.tenant_id == tenant_id)
+
+    def connections_for_tenant(self, tenant_id: str) -> list[Connection]:
+        return [self.items[connection_id] for connection_id in self.for_tenant(tenant_id)]

@@ -31,6 +31,7 @@ from rag_ingest.live.connections import (
 from rag_ingest.live.updates import update_for
 
 from tests.support.aws import FakeLambdaContext, import_handler
+from tests.support.fakes import MemoryConnections
 
 pytestmark = pytest.mark.unit
 
@@ -219,23 +220,6 @@ def test_jwks_url_must_be_https() -> None:
 
 
 # -- connections --------------------------------------------------------------------------------
-
-
-class MemoryConnections:
-    def __init__(self) -> None:
-        self.items: dict[str, Connection] = {}
-
-    def put(self, connection: Connection) -> None:
-        self.items[connection.connection_id] = connection
-
-    def delete(self, connection_id: str) -> None:
-        self.items.pop(connection_id, None)
-
-    def for_tenant(self, tenant_id: str) -> list[str]:
-        return sorted(c.connection_id for c in self.items.values() if c.tenant_id == tenant_id)
-
-    def connections_for_tenant(self, tenant_id: str) -> list[Connection]:
-        return [self.items[connection_id] for connection_id in self.for_tenant(tenant_id)]
 
 
 def test_connect_records_the_tenant_and_expires_after_two_hours() -> None:

@@ -46,6 +46,11 @@ class DynamoConnectionStore:
         with translated("delete connection"):
             self._table.delete_item(Key={"connection_id": connection_id})
 
+    def get(self, connection_id: str) -> Connection | None:
+        with translated("get connection"):
+            item = self._table.get_item(Key={"connection_id": connection_id}, ConsistentRead=True).get("Item")
+        return _connection(item) if item else None
+
     def for_tenant(self, tenant_id: str) -> list[str]:
         ids: list[str] = []
         request: dict[str, Any] = {

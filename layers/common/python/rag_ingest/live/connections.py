@@ -115,6 +115,10 @@ class ConnectionStore(Protocol):
 
     def delete(self, connection_id: str) -> None: ...
 
+    def get(self, connection_id: str) -> Connection | None:
+        """The connection and who holds it; None when it is not (or no longer) recorded."""
+        ...
+
     def for_tenant(self, tenant_id: str) -> list[str]:
         """The ids of the tenant's open connections."""
         ...
