@@ -487,6 +487,8 @@ class LiveConfig(_Model):
     authorizer: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=10)
     connections: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=10)
     pusher: FunctionSettings = FunctionSettings(memory_mb=256, timeout_seconds=60)
+    # The answer route: a search, then the model's stream posted to the connection as it comes.
+    answers: FunctionSettings = FunctionSettings(memory_mb=512, timeout_seconds=60)
     # WebSocket stage throttling (messages and connects per second across the stage).
     throttling_rate_limit: int = Field(default=50, ge=1)
     throttling_burst_limit: int = Field(default=100, ge=1)

@@ -65,6 +65,8 @@ DOCUMENTS_TABLE: Mapping[str, TableAccess] = MappingProxyType(
         "SourceSync": _access(GET, PUT, UPDATE),
         # The MCP server's tools read as GET /documents and GET /documents/{id} do; nothing else.
         "Mcp": _access(GET, by_tenant=frozenset({QUERY})),
+        # Answers over the live channel search the index; the documents table is not read.
+        "LiveAnswers": _access(),
         # The webhook functions read only the webhooks table (WEBHOOKS_TABLE).
         "WebhookFanOut": _access(),
         "WebhookDelivery": _access(),
@@ -142,6 +144,8 @@ OPENSEARCH_ACCESS: Mapping[str, IndexAccess] = MappingProxyType(
         "SourceSync": MappingProxyType({"es:ESHttpHead": ("",), "es:ESHttpPost": _FIND_AND_DELETE}),
         # The MCP server's search and fetch tools: POST /search's queries only.
         "Mcp": MappingProxyType({"es:ESHttpPost": ("_search",)}),
+        # Answers streamed over the live channel: the same queries.
+        "LiveAnswers": MappingProxyType({"es:ESHttpPost": ("_search",)}),
     }
 )
 
@@ -158,5 +162,6 @@ VECTOR_STORE_CALLS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "Intake": ("write_chunks", "delete_version"),
         "SourceSync": ("delete_document",),
         "Mcp": ("knn_search", "bm25_search", "parent_chunks"),
+        "LiveAnswers": ("knn_search", "bm25_search", "parent_chunks"),
     }
 )

@@ -12,6 +12,7 @@ from infra.constructs.api import Api
 from infra.constructs.function import FunctionFactory
 from infra.constructs.intake import Intake
 from infra.constructs.layer import SharedLayer
+from infra.constructs.live_answers import LiveAnswers
 from infra.constructs.live_status import LiveStatus
 from infra.constructs.mcp import McpServer
 from infra.constructs.monitoring import Monitoring
@@ -86,6 +87,10 @@ class RagIngestStack(Stack):
             user_pool=self.api.user_pool,
             user_pool_client=self.api.user_pool_client,
         )
+        # Answers streamed over the same WebSocket API, as the connection's principal.
+        self.live_answers = LiveAnswers(
+            self, "LiveAnswers", config=config, factory=factory, live=self.live, search=self.search
+        )
         self._publish_page(config)
         self.operations = Operations(
             self,
@@ -127,6 +132,7 @@ class RagIngestStack(Stack):
             functions={
                 "Api": self.api.function,
                 "Mcp": self.mcp.function,
+                "LiveAnswers": self.live_answers.function,
                 "Intake": self.intake.function,
                 "Redrive": self.operations.redrive_function,
                 "Reaper": self.operations.reaper_function,

@@ -1,7 +1,44 @@
 // The answer box's content (POST /answer): the answer with each [n] a button opening its passage,
 // the cited passages listed, and the stand-in's label when one wrote it. Loaded on the first Ask.
+// streamAnswer asks over the live channel and shows the text as the model writes it.
 
 import { el } from "./format.js";
+
+const STREAM_TIMEOUT_MS = 60_000;
+
+/**
+ * Asks for ``request`` over the live channel (``view.send``) and writes the text into ``box`` as it
+ * streams; resolves with the answer, or null when the channel is not open (ask over HTTP instead).
+ * ``view.streams`` routes the channel's events here by request id.
+ */
+export function streamAnswer(view, request, box) {
+  const id = `answer-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+  return new Promise((resolve, reject) => {
+    let text = "";
+    const body = el("p", { className: "answer-text streaming", "aria-live": "polite" });
+    const finish = (answer, error) => {
+      clearTimeout(timer);
+      view.streams.delete(id);
+      if (error) reject(error);
+      else resolve(answer);
+    };
+    const timer = setTimeout(() => finish(null, new Error("the answer stopped arriving")), STREAM_TIMEOUT_MS);
+    view.streams.set(id, (event) => {
+      if (event.type === "answer.delta") {
+        if (!text) box.replaceChildren(el("h3", {}, "Answer"), body);
+        text += event.text;
+        body.textContent = text;
+        view.answers.deltas += 1;
+      } else if (event.type === "answer.completed") {
+        view.answers.streamed += 1;
+        finish(event.answer);
+      } else if (event.type === "answer.failed") {
+        finish(null, new Error(event.error?.message || "the answer failed"));
+      }
+    });
+    if (!view.send({ action: "answer", request_id: id, request })) finish(null);
+  });
+}
 
 /** Where a citation opens: an expanded passage (a section, a page) at its matched chunks' pages. */
 export function matchedSpot(passage) {

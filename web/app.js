@@ -37,6 +37,9 @@ window.ragIngest = Object.freeze({
   get searches() {
     return state.search?.searches ?? 0;
   },
+  get answers() {
+    return { ...(state.search?.answers ?? {}) };
+  },
   get lastOpened() {
     return state.search?.lastOpened ?? null;
   },
@@ -114,6 +117,7 @@ function showWorkspace(session) {
   state.documents.load();
   state.live = new LiveChannel(state.config.live, () => state.auth.token(), {
     onDocument: (doc) => state.documents.apply(doc, { source: "live" }),
+    onAnswer: (event) => state.search.answerEvent(event),
     onState: (liveState) => {
       const chip = $("live-state");
       chip.dataset.state = liveState;
@@ -333,6 +337,7 @@ async function main() {
     elements: { form: $("search-form"), query: $("query"), mode: $("mode"), status: $("search-status"), results: $("results"), answer: $("answer") },
     onError: showError,
     filters: state.filters,
+    send: (message) => state.live?.send(message) ?? false,
   });
   state.uploadMetadata = new MetadataEditor($("upload-metadata"), "Metadata");
   state.details = new DocumentDetails({

@@ -1,6 +1,7 @@
 // The live status channel: API Gateway's WebSocket API (the local stack serves the same shape),
-// messages {"type": "document.updated", "document": {...}}. When the channel drops, the page
-// polls instead (onState("polling")) and reconnects with exponential backoff and jitter.
+// messages {"type": "document.updated", "document": {...}}, and an answer's "answer.*" events
+// (onAnswer). When the channel drops, the page polls instead (onState("polling")) and reconnects
+// with exponential backoff and jitter.
 
 export const LIVE_MESSAGE = "document.updated";
 const BACKOFF_START_MS = 1000;
@@ -10,7 +11,7 @@ export class LiveChannel {
   /**
    * @param {{kind: "websocket", url: string}} config
    * @param {() => string|null} tokenProvider
-   * @param {{onDocument: (doc: object) => void, onState: (state: string) => void}} handlers
+   * @param {{onDocument: (doc: object) => void, onState: (state: string) => void, onAnswer?: (event: object) => void}} handlers
    */
   constructor(config, tokenProvider, handlers) {
     this.config = config;
@@ -74,9 +75,17 @@ export class LiveChannel {
     } catch {
       return;
     }
+    if (String(message?.type).startsWith("answer.")) return this.handlers.onAnswer?.(message);
     if (message?.type !== LIVE_MESSAGE || typeof message.document !== "object" || message.document === null) return;
     this.stats.messages += 1;
     this.handlers.onDocument(message.document);
+  }
+
+  /** Sends ``message`` when the channel is open; false when it is not (ask over HTTP instead). */
+  send(message) {
+    if (this.socket?.readyState !== WebSocket.OPEN) return false;
+    this.socket.send(JSON.stringify(message));
+    return true;
   }
 
   dropped(socket) {

@@ -97,8 +97,11 @@ export function pageSpan(passage) {
 }
 
 export class SearchView {
-  constructor({ api, elements, onError, filters = null, viewerDialog = null }) {
+  constructor({ api, elements, onError, filters = null, viewerDialog = null, send = () => false }) {
     this.api = api;
+    this.send = send; // the live channel's: an answer streams over it when it is open
+    this.streams = new Map(); // request id -> the handler of that answer's events
+    this.answers = { streamed: 0, deltas: 0, posted: 0 };
     this.viewerDialog = viewerDialog;
     this.viewer = null; // viewer.js, loaded the first time a non-PDF hit is opened (not on first load)
     this.pdfViewer = null; // pdf-view.js and PDF.js, loaded the first time a PDF hit is opened
@@ -128,7 +131,7 @@ export class SearchView {
     status.textContent = "Searching…";
     const filter = this.filters?.filter() ?? null;
     this.clearAnswer();
-    const answering = ask ? this.showAnswer(this.api.answer(text, mode.value, 5, filter)) : null;
+    const answering = ask ? this.showAnswer(text, mode.value, filter) : null;
     const filtered = filter ? `, ${this.filters.conditions.length} filter${this.filters.conditions.length === 1 ? "" : "s"}` : "";
     try {
       const answer = await this.api.search(text, mode.value, 5, filter);
@@ -156,15 +159,27 @@ export class SearchView {
     box.removeAttribute("aria-busy");
   }
 
-  /** The answer box (answer.js, loaded on the first Ask). */
-  async showAnswer(pending) {
+  /** An "answer.*" event from the live channel, for the answer streaming under its request id. */
+  answerEvent(event) {
+    this.streams.get(event.request_id)?.(event);
+  }
+
+  /** The answer box (answer.js, loaded on the first Ask): streamed over the live channel when it is
+   * open, else POST /answer. */
+  async showAnswer(query, mode, filter) {
     const box = this.elements.answer;
     if (!box) return;
     box.hidden = false;
     box.setAttribute("aria-busy", "true");
     box.replaceChildren(el("p", { className: "muted" }, "Answering…"));
     try {
-      const [{ renderAnswer }, answer] = await Promise.all([import("./answer.js"), pending]);
+      const { renderAnswer, streamAnswer } = await import("./answer.js");
+      const request = filter ? { query, mode, k: 5, filter } : { query, mode, k: 5 };
+      let answer = await streamAnswer(this, request, box);
+      if (!answer) {
+        this.answers.posted += 1;
+        answer = await this.api.answer(query, mode, 5, filter);
+      }
       box.replaceChildren(...renderAnswer(answer, (passage) => this.open(passage), pageSpan));
     } catch (error) {
       box.replaceChildren(el("p", { className: "field-error" }, `No answer: ${error.message}`));

@@ -213,6 +213,27 @@ class LiveStatus(Construct):
         """The WebSocket origin for a Content-Security-Policy ``connect-src``."""
         return Fn.join("", ["wss://", self.api.api_id, ".execute-api.", Aws.REGION, ".", Aws.URL_SUFFIX])
 
+    @property
+    def post_to_connections_arn(self) -> str:
+        """PostToConnection on any connection of this API's one stage (ids are known at run time only)."""
+        return Fn.join(
+            "",
+            [
+                f"arn:{Aws.PARTITION}:execute-api:{Aws.REGION}:{Aws.ACCOUNT_ID}:",
+                self.api.api_id,
+                f"/{STAGE_NAME}/POST/@connections/*",
+            ],
+        )
+
+    @property
+    def post_to_connections_finding(self) -> str:
+        """How cdk-nag names that resource in an IAM5 finding."""
+        api = Stack.of(self).get_logical_id(cast(CfnElement, self.api.node.default_child))
+        return (
+            f"Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:<{api}>"
+            f"/{STAGE_NAME}/POST/@connections/*"
+        )
+
     def _grant(self) -> None:
         table = self.connections_table
         connections_role = self.connections_function.role
@@ -233,16 +254,7 @@ class LiveStatus(Construct):
         pusher_role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["execute-api:ManageConnections"],
-                resources=[
-                    Fn.join(
-                        "",
-                        [
-                            f"arn:{Aws.PARTITION}:execute-api:{Aws.REGION}:{Aws.ACCOUNT_ID}:",
-                            self.api.api_id,
-                            f"/{STAGE_NAME}/POST/@connections/*",
-                        ],
-                    )
-                ],
+                resources=[self.post_to_connections_arn],
             )
         )
         acknowledge(
@@ -251,9 +263,7 @@ class LiveStatus(Construct):
             "Resource-scoped: PostToConnection on any connection id of this API's one stage (connection ids are "
             "only known at run time), and dynamodb:ListStreams, which supports no resource-level permission "
             "(the stream reads themselves are on the documents table's stream ARN).",
-            f"Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:"
-            f"<{Stack.of(self).get_logical_id(cast(CfnElement, self.api.node.default_child))}>"
-            f"/{STAGE_NAME}/POST/@connections/*",
+            self.post_to_connections_finding,
             "Resource::*",
         )
 

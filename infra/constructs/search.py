@@ -333,13 +333,14 @@ class Search(Construct):
             iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=[self.rerank_model_arn])
         )
 
-    def grant_answer(self, role: iam.IRole) -> None:
-        """Let ``role`` call Converse with the configured answer model, and no other: Converse needs
-        ``bedrock:InvokeModel`` on it
-        (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html)."""
-        role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=self.answer_model_arns)
-        )
+    def grant_answer(self, role: iam.IRole, *, stream: bool = False) -> None:
+        """Let ``role`` call Converse (or, with ``stream``, ConverseStream) with the configured answer
+        model, and no other: Converse needs ``bedrock:InvokeModel`` on it
+        (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html),
+        ConverseStream ``bedrock:InvokeModelWithResponseStream``
+        (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ConverseStream.html)."""
+        action = "bedrock:InvokeModelWithResponseStream" if stream else "bedrock:InvokeModel"
+        role.add_to_principal_policy(iam.PolicyStatement(actions=[action], resources=self.answer_model_arns))
         routed = [arn for arn in self.answer_model_arns if "*" in arn]
         if routed:
             partition = Stack.of(self).partition

@@ -3,7 +3,8 @@
 Bedrock Runtime's ``InvokeModel`` (``POST [/lanes/<lane>]/model/{modelId}/invoke``: ``inputText``,
 ``dimensions``, ``normalize`` -> ``embedding``, ``inputTextTokenCount``), ``Converse`` and
 ``ConverseStream`` (answered by a labelled extractive stand-in), Bedrock Agent Runtime's ``Rerank``
-(``POST [/lanes/<lane>]/rerank``, scored by a labelled lexical stand-in), batch inference's control plane (:mod:`local.embedding_server.batch_jobs`), ``GET /ping`` and ``GET /_local/stats``.
+(``POST [/lanes/<lane>]/rerank``, scored by a labelled lexical stand-in), batch inference's control
+plane (:mod:`local.embedding_server.batch_jobs`), ``GET /ping`` and ``GET /_local/stats``.
 Errors as botocore reads them: ``x-amzn-ErrorType`` and ``{"message"}`` with the service model's
 status. The Bedrock emulation (quotas, latency, deterministic vectors) is ``settings.emulation``.
 Imports Werkzeug and this package. The wire format in full: docs/local-stack.md, "The embedding server".
@@ -277,6 +278,7 @@ class EmbeddingServer:
         self.reranker = StandInReranker()
         self._reranks = 0
         self._converses = 0
+        self._converse_streams = 0
         # Bedrock's batch inference control plane and its job runner (local.embedding_server.batch_jobs).
         self.batch_jobs = BatchJobRunner(
             server_embedder(self.models, lambda text: self.batcher.submit(text, lane=Lane.STANDARD))
@@ -316,6 +318,7 @@ class EmbeddingServer:
                 "in_flight": self._in_flight,
                 "reranks": self._reranks,
                 "converses": self._converses,
+                "converse_streams": self._converse_streams,
             }
         return {
             "model_id": self.model.model_id,
@@ -383,7 +386,7 @@ class EmbeddingServer:
             return _json_response(HTTPStatus.OK, payload, headers)
         if endpoint == "converse_stream":
             # Validated and answered before the first byte: an invalid request is a JSON error, as Bedrock's.
-            payload = self.converse(str(arguments["model_id"]), body, started)
+            payload = self.converse(str(arguments["model_id"]), body, started, streamed=True)
             headers = {"x-amzn-RequestId": request_id, StandInAnswerModel.HEADER: StandInAnswerModel.NAME}
             return Response(StandInAnswerModel.events(payload), 200, headers, content_type=eventstream.CONTENT_TYPE)
         lane = Lane(arguments.get("lane") or Lane.STANDARD)
@@ -395,10 +398,13 @@ class EmbeddingServer:
         }
         return _json_response(HTTPStatus.OK, payload, headers)
 
-    def converse(self, model_id: str, body: bytes, started: float) -> dict[str, Any]:
-        """One ``Converse``: the response body, or a BedrockError."""
+    def converse(self, model_id: str, body: bytes, started: float, *, streamed: bool = False) -> dict[str, Any]:
+        """One ``Converse`` (``streamed``: ``ConverseStream``'s answer): the response body, or a BedrockError."""
         with self._lock:
-            self._converses += 1
+            if streamed:
+                self._converse_streams += 1
+            else:
+                self._converses += 1
         return StandInAnswerModel.converse(model_id, body, started)
 
     def rerank(self, body: bytes) -> dict[str, Any]:

@@ -53,6 +53,7 @@ TABLE_OPERATIONS = {
 FUNCTION_CODE = {
     "Api": "api",
     "Mcp": "mcp_http",
+    "LiveAnswers": "live_answers",
     "Intake": "intake",
     "Redrive": "redrive",
     "Reaper": "reaper",
@@ -65,6 +66,7 @@ FUNCTION_CODE = {
 FUNCTION_PATHS = {
     "Api": "Api/ApiFunction",
     "Mcp": "Mcp/McpFunction",
+    "LiveAnswers": "LiveAnswers/AnswersFunction",
     "Intake": "Intake/IntakeFunction",
     "Redrive": "Operations/RedriveFunction",
     "Reaper": "Operations/ReaperFunction",
@@ -87,6 +89,8 @@ ADAPTER_TABLES = {
     CAPACITY_ADAPTER: "capacity",
     SOURCES_ADAPTER: "sources",
     "SourceItemLinksTable": "sources",
+    # The live channel's connections table (granted in infra/constructs/live_status.py, live_answers.py).
+    "DynamoConnectionStore": "connections",
 }
 
 # (resource, action): resource is "table" or "index/<name>".

@@ -245,7 +245,9 @@ def test_websocket_connect_route_has_the_token_authorizer(synth: SynthResult) ->
         for r in synth.of_type("AWS::ApiGatewayV2::Route").values()
         if r["Properties"]["ApiId"] == api_ref
     }
-    assert set(routes) == {"$connect", "$disconnect"}
+    # Answers stream on the route "answer" (infra/constructs/live_answers.py), on admitted connections.
+    assert set(routes) == {"$connect", "$disconnect", "answer"}
+    assert "AuthorizerId" not in routes["answer"] and "AuthorizerId" not in routes["$disconnect"]
     (authorizer_id,) = [
         k for k, r in synth.of_type("AWS::ApiGatewayV2::Authorizer").items() if r["Properties"]["ApiId"] == api_ref
     ]
@@ -257,10 +259,14 @@ def test_websocket_connect_route_has_the_token_authorizer(synth: SynthResult) ->
     assert routes["$connect"]["AuthorizerId"] == {"Ref": authorizer_id}
     # API Gateway allows an authorizer on $connect only (APIG4 acknowledged on $disconnect).
     assert routes["$disconnect"].get("AuthorizationType", "NONE") == "NONE"
-    connections = synth.logical_id("Live/ConnectionsFunction")
-    for route in routes.values():
+    behind = {
+        "$connect": synth.logical_id("Live/ConnectionsFunction"),
+        "$disconnect": synth.logical_id("Live/ConnectionsFunction"),
+        "answer": synth.logical_id("LiveAnswers/AnswersFunction"),
+    }
+    for key, route in routes.items():
         integration = synth.resources[route["Target"]["Fn::Join"][1][1]["Ref"]]["Properties"]
-        assert connections in render_token(integration["IntegrationUri"])
+        assert behind[key] in render_token(integration["IntegrationUri"]), key
 
 
 def test_authorizer_verifies_the_user_pools_id_tokens(synth: SynthResult) -> None:

@@ -21,6 +21,7 @@ STAGES = [
 FUNCTIONS = {
     "Api": "Api/ApiFunction",
     "Mcp": "Mcp/McpFunction",
+    "LiveAnswers": "LiveAnswers/AnswersFunction",
     "Intake": "Intake/IntakeFunction",
     "Redrive": "Operations/RedriveFunction",
     "Reaper": "Operations/ReaperFunction",
@@ -34,6 +35,7 @@ FUNCTIONS = {
 ERRORS_ALARMED = [
     "Api",
     "Mcp",
+    "LiveAnswers",
     "Intake",
     "Redrive",
     "Reaper",

@@ -137,12 +137,23 @@ def test_bedrock_only_for_embed_and_search_and_only_the_models(synth: SynthResul
         allowed = _allows(synth.role_statements(path), "bedrock:InvokeModel")
         assert sorted(allowed) == sorted(expected.get(path, [])), path
         assert _allows(synth.role_statements(path), "bedrock:Rerank") == (["*"] if path == "Api/ApiFunction" else [])
+    stream = "bedrock:InvokeModelWithResponseStream"
     assert not any(
-        a.startswith("bedrock:") and a not in ("bedrock:InvokeModel", "bedrock:Rerank")
+        a.startswith("bedrock:") and a not in ("bedrock:InvokeModel", "bedrock:Rerank", stream)
         for p in synth.of_type("AWS::IAM::Policy").values()
         for s in p["Properties"]["PolicyDocument"]["Statement"]
         for a in as_list(s["Action"])
     )
+    # ConverseStream (the live channel's answers): the answer model only, in that function's role only.
+    streaming = [
+        (logical_id, resource)
+        for logical_id, p in synth.of_type("AWS::IAM::Policy").items()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if stream in as_list(s["Action"])
+        for resource in _resources(s)
+    ]
+    assert [resource for _, resource in streaming] == [answer], streaming
+    assert all(logical_id.startswith("LiveAnswers") for logical_id, _ in streaming), streaming
 
 
 def _expected_index_grants(synth: SynthResult, function: str) -> dict[str, set[str]]:

@@ -18,7 +18,7 @@ from rag_ingest_client.cli.signin import CognitoSignIn, LocalSignIn
 from rag_ingest_client.cli.sources import add_sources_commands, run_sources_command
 from rag_ingest_client.cli.targets import Target
 from rag_ingest_client.cli.upload import upload, upload_access
-from rag_ingest_client.http import ApiError
+from rag_ingest_client.http import ApiError, search_body
 from rag_ingest_client.sentences import sentence
 
 
@@ -155,13 +155,28 @@ def ask(
     where: dict[str, Any] | None = None,
     rerank: bool | None = None,
     expand: str | None = None,
+    stream: bool = True,
 ) -> int:
-    """``rag-ingest ask``: the answer, then each cited passage under its number."""
-    result = api.answer(query, k=k, mode=mode, where=where, rerank=rerank, expand=expand)
-    if console.as_json:
-        console.json(result)
-        return 0
-    console.print(result.get("answer") or "")
+    """``rag-ingest ask``: the answer (streamed over the live channel when the target has one), then
+    each cited passage under its number."""
+    result: dict[str, Any] | None = None
+    live_url = api.target.live_url
+    if stream and live_url and not console.as_json:
+        from rag_ingest_client.cli.stream import LiveUnavailable, stream_answer
+
+        request = search_body(query, k=k, mode=mode, filter=where, rerank=rerank, expand=expand)
+        try:
+            result = stream_answer(live_url, api.target.tokens.token(), request, console.write)
+        except LiveUnavailable as exc:
+            console.note(f"(the live channel is unavailable: {exc}; asking over HTTP)")
+        else:
+            console.print("" if result.pop("streamed") else str(result.get("answer") or ""))
+    if result is None:
+        result = api.answer(query, k=k, mode=mode, where=where, rerank=rerank, expand=expand)
+        if console.as_json:
+            console.json(result)
+            return 0
+        console.print(result.get("answer") or "")
     for citation in result.get("citations") or []:
         passage = citation["passage"]
         console.print(
@@ -382,6 +397,12 @@ def add_user_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     ask_parser.add_argument("query", metavar="QUESTION")
     ask_parser.add_argument("-k", type=int, default=5, help="passages the model reads (1..20, default 5)")
     _retrieval_options(ask_parser, rerank_default="the deployment's answer default")
+    ask_parser.add_argument(
+        "--no-stream",
+        dest="stream",
+        action="store_false",
+        help="wait for the whole answer (POST /answer) instead of streaming it over the live channel",
+    )
     _filter_options(ask_parser)
 
     retry_parser = commands.add_parser("retry", parents=[common], help="replay a FAILED document")
@@ -474,7 +495,15 @@ def run_user_command(args: argparse.Namespace, target: Target, console: Console)
     if args.command == "ask":
         where = build_filter(args.where, args.filter_json)
         return ask(
-            api, console, args.query, k=args.k, mode=args.mode, where=where, rerank=args.rerank, expand=args.expand
+            api,
+            console,
+            args.query,
+            k=args.k,
+            mode=args.mode,
+            where=where,
+            rerank=args.rerank,
+            expand=args.expand,
+            stream=args.stream,
         )
     if args.command == "retry":
         return retry(api, console, args.document_id, wait=args.wait, timeout_seconds=args.timeout)

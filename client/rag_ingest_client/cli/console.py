@@ -17,6 +17,11 @@ class Console:
         self.out.write(text + "\n")
         self.out.flush()
 
+    def write(self, text: str) -> None:
+        """``text`` as it is, at once (a streamed answer's pieces)."""
+        self.out.write(text)
+        self.out.flush()
+
     def json(self, value: Any) -> None:
         self.print(json.dumps(value, indent=2))
 

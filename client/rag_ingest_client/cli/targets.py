@@ -33,6 +33,7 @@ class Target:
     api_url: str
     tokens: TokenSource
     login_hint: str  # the command that signs in again
+    live_url: str | None = None  # the live channel (WebSocket API) answers stream over
 
     def describe_network_error(self, exc: Unreachable) -> str:
         if self.label == "the local stack":
@@ -51,7 +52,8 @@ def local_target(
     if not outputs_path.is_file():
         raise CliError(f"the local stack is not running ({outputs_path} not found): start it with `make stack-up`")
     try:
-        api_url = str(json.loads(outputs_path.read_text())["ApiUrl"]).rstrip("/")
+        outputs = json.loads(outputs_path.read_text())
+        api_url = str(outputs["ApiUrl"]).rstrip("/")
     except (ValueError, KeyError, TypeError):
         raise CliError(f"{outputs_path} has no ApiUrl: restart the local stack") from None
     previous = cache.load(f"local:{api_url}") or {}
@@ -63,7 +65,13 @@ def local_target(
         cache=cache,
         groups=tuple(_groups(groups, previous, renamed=bool(username or tenant_id))),
     )
-    return Target("the local stack", api_url, sign_in, "rag-ingest login --user NAME --tenant TENANT")
+    return Target(
+        "the local stack",
+        api_url,
+        sign_in,
+        "rag-ingest login --user NAME --tenant TENANT",
+        live_url=outputs.get("LiveUrl") or None,
+    )
 
 
 def _groups(given: list[str] | None, previous: dict[str, Any], *, renamed: bool) -> list[str]:
@@ -82,5 +90,9 @@ def deployed_target(stack_name: str, outputs: dict[str, str], region: str | None
     )
     sign_in = CognitoSignIn(stack_name=stack_name, client=client, cache=cache)
     return Target(
-        f"stack {stack_name}", outputs["ApiUrl"].rstrip("/"), sign_in, f"rag-ingest --stack {stack_name} login"
+        f"stack {stack_name}",
+        outputs["ApiUrl"].rstrip("/"),
+        sign_in,
+        f"rag-ingest --stack {stack_name} login",
+        live_url=outputs.get("WebSocketUrl") or None,
     )

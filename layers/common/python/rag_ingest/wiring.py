@@ -22,6 +22,7 @@ from rag_ingest.adapters.embedding_cache_table import EmbeddingCacheTable
 from rag_ingest.adapters.events import EventPublisher
 from rag_ingest.adapters.executions import Executions
 from rag_ingest.adapters.jwks import CachedJwks, jwks_url_for
+from rag_ingest.adapters.live_connections import DynamoConnectionStore, ManagementApiPoster
 from rag_ingest.adapters.object_store import ObjectStore
 from rag_ingest.adapters.object_versions import ObjectVersions
 from rag_ingest.adapters.presigner import S3Presigner
@@ -49,6 +50,7 @@ from rag_ingest.core.config import (
     BatchInferenceEnv,
     IndexParamsEnv,
     IntakeEnv,
+    LiveAnswersEnv,
     McpEnv,
     ReaperEnv,
     ReconcilerEnv,
@@ -77,6 +79,7 @@ from rag_ingest.ingest.batch_embedding import BatchEmbedding, BatchSettings
 from rag_ingest.ingest.chunk_rewrite import ChunkRewriter
 from rag_ingest.ingest.embedding_cache import NoEmbeddingCache
 from rag_ingest.ingest.pipeline import Pipeline, StageDependencies
+from rag_ingest.live.answers import LiveAnswers
 from rag_ingest.operations.reaper import Reaper, ReaperSettings
 from rag_ingest.operations.reconciler import Reconciler, ReconcilerSettings
 from rag_ingest.operations.redrive import DeadLetterRedrive, Recovery
@@ -362,6 +365,18 @@ def build_mcp(env: McpEnv, search_env: SearchEnv, answer_env: AnswerEnv) -> McpS
     documents = DocumentQueries(env, documents_table(env.documents_table), artifacts=ObjectStore())
     search = search_service(search_env, lazy_vector_store(search_env))
     return McpServices(documents=documents, search=search, answers=answer_service(answer_env, search_env, search))
+
+
+def build_live_answers(env: LiveAnswersEnv, search_env: SearchEnv, answer_env: AnswerEnv) -> LiveAnswers:
+    """The live channel's answer route: answers as the connection's principal, posted back to it."""
+    search = search_service(search_env, lazy_vector_store(search_env))
+    return LiveAnswers(
+        answer_service(answer_env, search_env, search),
+        DynamoConnectionStore(env.connections_table),
+        ManagementApiPoster(env.websocket_callback_url),
+        tenant_admin_group=env.tenant_admin_group,
+        post_max_attempts=env.post_max_attempts,
+    )
 
 
 def build_webhooks(env: WebhooksApiEnv) -> WebhookService:

@@ -421,3 +421,8 @@ class LivePusherEnv(EnvModel):
     # members read all of their tenant's (rag_ingest.core.access; cdk.json auth.tenantAdminGroup).
     tenant_admin_group: str = Field(default="tenant-admins", min_length=1, max_length=128)
     post_max_attempts: int = Field(default=4, ge=1, le=10)
+
+
+class LiveAnswersEnv(LivePusherEnv):
+    """The live channel's ``answer`` route (rag_ingest.live.answers): the pusher's connections and
+    callback URL; the search and the model are SearchEnv's and AnswerEnv's."""

@@ -1,0 +1,1 @@
+"""The live_answers function's code asset (its handler module: ``app``)."""
