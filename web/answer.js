@@ -6,6 +6,28 @@ import { el } from "./format.js";
 
 const STREAM_TIMEOUT_MS = 60_000;
 
+/** Fills ``view``'s answer box: streamed over the live channel when it is open, else POST /answer. */
+export async function showAnswer(view, query, mode, filter, where) {
+  const box = view.elements.answer;
+  if (!box) return;
+  box.hidden = false;
+  box.setAttribute("aria-busy", "true");
+  box.replaceChildren(el("p", { className: "muted" }, "Answering…"));
+  try {
+    const request = filter ? { query, mode, k: 5, filter } : { query, mode, k: 5 };
+    let answer = await streamAnswer(view, request, box);
+    if (!answer) {
+      view.answers.posted += 1;
+      answer = await view.api.answer(query, mode, 5, filter);
+    }
+    box.replaceChildren(...renderAnswer(answer, (passage) => view.open(passage), where));
+  } catch (error) {
+    box.replaceChildren(el("p", { className: "field-error" }, `No answer: ${error.message}`));
+  } finally {
+    box.removeAttribute("aria-busy");
+  }
+}
+
 /**
  * Asks for ``request`` over the live channel (``view.send``) and writes the text into ``box`` as it
  * streams; resolves with the answer, or null when the channel is not open (ask over HTTP instead).

@@ -81,7 +81,7 @@ export class LiveChannel {
     this.handlers.onDocument(message.document);
   }
 
-  /** Sends ``message`` when the channel is open; false when it is not (ask over HTTP instead). */
+  /** Sends ``message`` if the channel is open, else false. */
   send(message) {
     if (this.socket?.readyState !== WebSocket.OPEN) return false;
     this.socket.send(JSON.stringify(message));

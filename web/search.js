@@ -99,8 +99,8 @@ export function pageSpan(passage) {
 export class SearchView {
   constructor({ api, elements, onError, filters = null, viewerDialog = null, send = () => false }) {
     this.api = api;
-    this.send = send; // the live channel's: an answer streams over it when it is open
-    this.streams = new Map(); // request id -> the handler of that answer's events
+    this.send = send; // the live channel's: answers stream over it
+    this.streams = new Map(); // request id -> its answer's handler
     this.answers = { streamed: 0, deltas: 0, posted: 0 };
     this.viewerDialog = viewerDialog;
     this.viewer = null; // viewer.js, loaded the first time a non-PDF hit is opened (not on first load)
@@ -159,33 +159,13 @@ export class SearchView {
     box.removeAttribute("aria-busy");
   }
 
-  /** An "answer.*" event from the live channel, for the answer streaming under its request id. */
   answerEvent(event) {
     this.streams.get(event.request_id)?.(event);
   }
 
-  /** The answer box (answer.js, loaded on the first Ask): streamed over the live channel when it is
-   * open, else POST /answer. */
+  /** The answer box: answer.js, loaded on the first Ask. */
   async showAnswer(query, mode, filter) {
-    const box = this.elements.answer;
-    if (!box) return;
-    box.hidden = false;
-    box.setAttribute("aria-busy", "true");
-    box.replaceChildren(el("p", { className: "muted" }, "Answering…"));
-    try {
-      const { renderAnswer, streamAnswer } = await import("./answer.js");
-      const request = filter ? { query, mode, k: 5, filter } : { query, mode, k: 5 };
-      let answer = await streamAnswer(this, request, box);
-      if (!answer) {
-        this.answers.posted += 1;
-        answer = await this.api.answer(query, mode, 5, filter);
-      }
-      box.replaceChildren(...renderAnswer(answer, (passage) => this.open(passage), pageSpan));
-    } catch (error) {
-      box.replaceChildren(el("p", { className: "field-error" }, `No answer: ${error.message}`));
-    } finally {
-      box.removeAttribute("aria-busy");
-    }
+    return (await import("./answer.js")).showAnswer(this, query, mode, filter, pageSpan);
   }
 
   renderPassage(passage) {

@@ -370,7 +370,8 @@ def test_a_slide_and_a_word_paragraph_open_where_they_stand_in_the_rendered_view
         page.screenshot(f"view-{target}")
         page.find("#viewer-close").click()
 
-    # Ask: the answer above the hits, its [1] opening the cited slide where it stands.
+    # Ask: the answer streams over the live channel above the hits, its [1] opening the cited slide.
+    page.wait(lambda: page.stats()["live"]["state"] == "live", "the live channel is connected")
     page.search("What did Westfield yield in tonnes per hectare?", ask=True)
     answer = page.js(
         """const box = document.getElementById('answer');
@@ -380,6 +381,8 @@ def test_a_slide_and_a_word_paragraph_open_where_they_stand_in_the_rendered_view
     )
     assert not answer["hidden"] and answer["busy"] is None and "[1]" in answer["text"], answer
     assert answer["citations"] and answer["citations"][0].startswith("survey.pptx, slide"), answer
+    streamed = page.js("return ragIngest.answers")
+    assert (streamed["streamed"], streamed["posted"]) == (1, 0) and streamed["deltas"] > 1, streamed
     before = page.js("return ragIngest.lastOpened")
     page.find("#answer button.citation").click()
     opened = page.wait(lambda: (page.js("return ragIngest.lastOpened") or "") != before or None, "[1] opens")
