@@ -4,11 +4,9 @@ The passages come from ``SearchService`` with the request's query, filter, mode 
 tenant and per-document access are the search's. Reranked passages below ``min_relevance`` are
 dropped; when none is left the model is not called and the answer says nothing supports one. The
 model sees the passages as escaped, delimited data (rag_ingest.answers.prompt); markers naming no
-passage are removed, and each ``[n]`` kept is returned with its passage. Imports rag_ingest.answers,
-rag_ingest.retrieval and rag_ingest.core.
-
-``stream`` is the same answer as events (the live channel sends them): the numbered passages, the
-text's deltas as the model writes them, then the whole response, markers cleaned.
+passage are removed, and each ``[n]`` kept is returned with its passage. ``stream`` gives the same
+answer as events (the numbered passages, the text's deltas, the whole response) for the live
+channel. Imports rag_ingest.answers, rag_ingest.retrieval and rag_ingest.core.
 """
 
 from __future__ import annotations
