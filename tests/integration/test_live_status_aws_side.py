@@ -77,8 +77,9 @@ def test_template_with_live_status_and_hosting_provisions_locally(
     websocket = {kind.split(" ")[0]: len(ids) for kind, ids in stack.skipped.items() if WEBSOCKET_SKIP_REASON in kind}
     assert websocket == {
         "AWS::ApiGatewayV2::Api": 1,
-        "AWS::ApiGatewayV2::Route": 2,
-        "AWS::ApiGatewayV2::Integration": 2,
+        # $connect, $disconnect and answer (the live channel's streamed answers).
+        "AWS::ApiGatewayV2::Route": 3,
+        "AWS::ApiGatewayV2::Integration": 3,
         "AWS::ApiGatewayV2::Authorizer": 1,
         "AWS::ApiGatewayV2::Stage": 1,
     }
