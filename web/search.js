@@ -1,6 +1,6 @@
 // Search: passages with their highlight, document and page span; a result opens where it stands:
 // a PDF in the embedded viewer (pdf-view.js) with the passage marked, the others in the rendered view.
-// Ask: the same search, and above it the answer (POST /answer) whose [n] open the cited spots.
+// Ask: the same search, and above it the answer (streamed, else POST /answer) whose [n] open the cited spots.
 
 import { decodeEntities, el } from "./format.js";
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
 import threading
 import time
 import uuid
@@ -169,7 +170,7 @@ class StandInAnswerModel:
 
     @staticmethod
     def converse(model_id: str, body: bytes, started: float) -> dict[str, Any]:
-        from rag_ingest.answers.extractive import count_words, extractive_answer
+        from rag_ingest.answers.extractive import ExtractiveAnswerModel
 
         try:
             request = json.loads(body)
@@ -188,16 +189,15 @@ class StandInAnswerModel:
         system = " ".join(
             str(block.get("text", "")) for block in request.get("system") or [] if isinstance(block, dict)
         )
-        answer = extractive_answer(message)
         max_tokens = (request.get("inferenceConfig") or {}).get("maxTokens")
-        stop = "end_turn"
-        if isinstance(max_tokens, int) and count_words(answer) > max_tokens:
-            answer, stop = " ".join(answer.split()[:max_tokens]), "max_tokens"
-        tokens_in, tokens_out = count_words(system) + count_words(message), count_words(answer)
+        generation = ExtractiveAnswerModel(model_id).generate(
+            system, message, max_tokens=max_tokens if isinstance(max_tokens, int) else sys.maxsize
+        )
+        tokens_in, tokens_out = generation.input_tokens, generation.output_tokens
         LOG.info("Converse %s answered by the %s", model_id, StandInAnswerModel.NAME)
         return {
-            "output": {"message": {"role": "assistant", "content": [{"text": answer}]}},
-            "stopReason": stop,
+            "output": {"message": {"role": "assistant", "content": [{"text": generation.text}]}},
+            "stopReason": generation.stop_reason,
             "usage": {"inputTokens": tokens_in, "outputTokens": tokens_out, "totalTokens": tokens_in + tokens_out},
             "metrics": {"latencyMs": int((time.perf_counter() - started) * 1000)},
         }

@@ -170,7 +170,7 @@ def ask(
         except LiveUnavailable as exc:
             console.note(f"(the live channel is unavailable: {exc}; asking over HTTP)")
         else:
-            console.print("" if result.pop("streamed") else str(result.get("answer") or ""))
+            console.print()  # the line the streamed text ends
     if result is None:
         result = api.answer(query, k=k, mode=mode, where=where, rerank=rerank, expand=expand)
         if console.as_json:

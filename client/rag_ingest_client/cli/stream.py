@@ -60,7 +60,8 @@ def answer_events(
 
 
 def stream_answer(live_url: str, token: str, request: dict[str, Any], write: Callable[[str], None]) -> dict[str, Any]:
-    """Writes the answer's text as it streams; returns the whole response (``POST /answer``'s)."""
+    """Writes the answer's text as it streams (the whole text at once when nothing streamed: an
+    unsupported answer); returns the whole response (``POST /answer``'s)."""
     written = False
     for event in answer_events(live_url, token, request):
         if event["type"] == "answer.delta":
@@ -68,6 +69,7 @@ def stream_answer(live_url: str, token: str, request: dict[str, Any], write: Cal
             written = True
         elif event["type"] == "answer.completed":
             answer = dict(event["answer"])
-            answer["streamed"] = written
+            if not written:
+                write(str(answer.get("answer") or ""))
             return answer
     raise CliError("the live channel ended without an answer")

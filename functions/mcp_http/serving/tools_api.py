@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from rag_ingest.answers.service import AnswerRequest
 from rag_ingest.core.access import Principal
-from rag_ingest.core.errors import ApiRefusal, PermanentError, TransientError
+from rag_ingest.core.errors import ApiRefusal, PermanentError, TransientError, validation_problems
 from rag_ingest.retrieval.search import SearchRequest
 from rag_ingest.wiring import McpServices
 from rag_ingest_client.http import ApiError, search_body
@@ -45,10 +45,10 @@ class InProcessApi:
     ) -> dict[str, Any]:
         """``POST /search``."""
         body = search_body(query, k=k, mode=mode, filter=where, rerank=rerank, expand=expand)
-        with _as_api_error("POST /search"):
-            caller = self._caller()
-            found = self._services().search.search(caller.tenant_id, SearchRequest.model_validate(body), caller)
-        return found.model_dump(mode="json")
+        return self._as_caller(
+            "POST /search",
+            lambda caller: self._services().search.search(caller.tenant_id, SearchRequest.model_validate(body), caller),
+        )
 
     def answer(
         self,
@@ -62,37 +62,45 @@ class InProcessApi:
     ) -> dict[str, Any]:
         """``POST /answer``."""
         body = search_body(query, k=k, mode=mode, filter=where, rerank=rerank, expand=expand)
-        with _as_api_error("POST /answer"):
-            caller = self._caller()
-            answered = self._services().answers.answer(caller.tenant_id, AnswerRequest.model_validate(body), caller)
-        return answered.model_dump(mode="json")
+        return self._as_caller(
+            "POST /answer",
+            lambda caller: self._services().answers.answer(
+                caller.tenant_id, AnswerRequest.model_validate(body), caller
+            ),
+        )
 
     def documents(self, *, limit: int, cursor: str | None, where: dict[str, Any] | None = None) -> dict[str, Any]:
         """``GET /documents``."""
         filter_json = json.dumps(where, separators=(",", ":")) if where is not None else None
-        with _as_api_error("GET /documents"):
-            caller = self._caller()
-            page = self._services().documents.list(
+        return self._as_caller(
+            "GET /documents",
+            lambda caller: self._services().documents.list(
                 caller.tenant_id, limit=limit, cursor=cursor, filter_json=filter_json, principal=caller
-            )
-        return page.model_dump(mode="json")
+            ),
+        )
 
     def document(self, document_id: str) -> dict[str, Any]:
         """``GET /documents/{document_id}``."""
-        with _as_api_error(f"GET /documents/{document_id}"):
-            caller = self._caller()
-            view = self._services().documents.get(caller.tenant_id, document_id, caller)
-        return view.model_dump(mode="json")
+        return self._as_caller(
+            f"GET /documents/{document_id}",
+            lambda caller: self._services().documents.get(caller.tenant_id, document_id, caller),
+        )
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         """``GET /documents/{document_id}/content``, the only route the tools name by path."""
         found = CONTENT_ROUTE.fullmatch(path)
         if method != "GET" or found is None:
             raise ApiError(404, "NOT_FOUND", "no such route", f"{method} {path}")
-        with _as_api_error(f"{method} {path}"):
-            caller = self._caller()
-            content = self._services().documents.content(caller.tenant_id, found["document_id"], caller)
-        return content.model_dump(mode="json")
+        document_id = found["document_id"]
+        return self._as_caller(
+            f"{method} {path}",
+            lambda caller: self._services().documents.content(caller.tenant_id, document_id, caller),
+        )
+
+    def _as_caller(self, route: str, run: Callable[[Principal], BaseModel]) -> dict[str, Any]:
+        """``run`` as the caller, its answer as the route's JSON, its refusal as the route's."""
+        with _as_api_error(route):
+            return run(self._caller()).model_dump(mode="json")
 
 
 @contextmanager
@@ -106,7 +114,6 @@ def _as_api_error(route: str) -> Iterator[None]:
     except PermanentError as exc:
         raise ApiError(400, exc.code.value, exc.detail, route) from None
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'request'}: {e['msg']}" for e in exc.errors())
-        raise ApiError(400, "INVALID_REQUEST", problems, route) from None
+        raise ApiError(400, "INVALID_REQUEST", validation_problems(exc), route) from None
     except TransientError:
         raise ApiError(503, "SERVICE_UNAVAILABLE", "try again shortly", route) from None

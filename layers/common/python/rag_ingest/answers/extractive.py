@@ -59,12 +59,16 @@ class ExtractiveAnswerModel:
         self.model_id = model_id
 
     def generate(self, system: str, message: str, *, max_tokens: int) -> Generation:
-        text = extractive_answer(message)
+        """The answer, cut at ``max_tokens`` words as a model stops at its token cap."""
+        text, stop_reason = extractive_answer(message), "end_turn"
+        if count_words(text) > max_tokens:
+            text, stop_reason = " ".join(text.split()[:max_tokens]), "max_tokens"
         return Generation(
             text=text,
             model_id=self.model_id,
             input_tokens=count_words(system) + count_words(message),
             output_tokens=count_words(text),
+            stop_reason=stop_reason,
             stand_in=STAND_IN_NAME,
         )
 

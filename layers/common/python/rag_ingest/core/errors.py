@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 
+from pydantic import ValidationError
+
 
 class ErrorCode(StrEnum):
     UNSUPPORTED_TYPE = "UNSUPPORTED_TYPE"
@@ -161,3 +163,9 @@ def parse_failure(error_type: str, cause: str) -> tuple[ErrorCode, str]:
     if error_type in ("States.Timeout", "Sandbox.Timedout"):
         return ErrorCode.TIMEOUT, message
     return ErrorCode.INTERNAL_ERROR, f"{error_type}: {message}"
+
+
+def validation_problems(exc: ValidationError, whole: str = "request") -> str:
+    """A model's validation errors in one line, each as ``field.path: message`` (``whole`` names an
+    error about the input as a whole)."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or whole}: {e['msg']}" for e in exc.errors(include_url=False))

@@ -17,9 +17,9 @@ from pydantic import BaseModel, Field, ValidationError
 
 from rag_ingest.answers.service import AnswerRequest, AnswerService
 from rag_ingest.core.access import DEFAULT_TENANT_ADMIN_GROUP
-from rag_ingest.core.errors import TransientError
+from rag_ingest.core.errors import TransientError, validation_problems
 from rag_ingest.core.logs import logger
-from rag_ingest.live.connections import ConnectionGoneError, ConnectionPoster, ConnectionStore, PostThrottledError
+from rag_ingest.live.connections import ConnectionGoneError, ConnectionPoster, ConnectionStore, post_with_retries
 
 ROUTE_KEY = "answer"
 #: The codes of ``answer.failed``: the message was not an answer request, the connection is not
@@ -41,12 +41,14 @@ class AnswerMessage(BaseModel):
     request: AnswerRequest
 
 
-def _request_id_of(body: str | None) -> str | None:
+def _parsed(body: str | None) -> tuple[Any, str | None]:
+    """The message as JSON (None when it is not JSON), and its request id when it names a usable one."""
     try:
-        value = json.loads(body or "").get("request_id")
-    except (ValueError, AttributeError):
-        return None
-    return value if isinstance(value, str) and len(value) <= 64 else None
+        raw = json.loads(body or "")
+    except ValueError:
+        return None, None
+    request_id = raw.get("request_id") if isinstance(raw, dict) else None
+    return raw, request_id if isinstance(request_id, str) and len(request_id) <= 64 else None
 
 
 class LiveAnswers:
@@ -81,18 +83,14 @@ class LiveAnswers:
             return "gone"
 
     def _handle(self, connection_id: str, body: str | None) -> str:
-        request_id = _request_id_of(body)
+        raw, request_id = _parsed(body)
         connection = self._store.get(connection_id)
         if connection is None:
             return self._fail(connection_id, request_id, UNKNOWN_CONNECTION, "this connection is not signed in")
         try:
-            message = AnswerMessage.model_validate_json(body or "")
+            message = AnswerMessage.model_validate(raw)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(part) for part in error['loc']) or 'body'}: {error['msg']}"
-                for error in exc.errors(include_url=False)
-            )
-            return self._fail(connection_id, request_id, INVALID_REQUEST, problems)
+            return self._fail(connection_id, request_id, INVALID_REQUEST, validation_problems(exc, "body"))
         principal = connection.principal(self._tenant_admin_group)
         try:
             for event in self._answers.stream(principal.tenant_id, message.request, principal):
@@ -114,11 +112,4 @@ class LiveAnswers:
 
     def _post(self, connection_id: str, event: dict[str, Any]) -> None:
         data = json.dumps(event).encode()
-        for attempt in range(1, self._post_max_attempts + 1):
-            try:
-                self._poster.post(connection_id, data)
-                return
-            except PostThrottledError:
-                if attempt == self._post_max_attempts:
-                    raise
-                self._sleep(min(2.0, 0.1 * 2**attempt))
+        post_with_retries(self._poster, connection_id, data, max_attempts=self._post_max_attempts, sleep=self._sleep)

@@ -171,6 +171,28 @@ class ConnectionPoster(Protocol):
         ...
 
 
+def post_with_retries(
+    poster: ConnectionPoster,
+    connection_id: str,
+    data: bytes,
+    *,
+    max_attempts: int,
+    sleep: Callable[[float], None] = time.sleep,
+    base_delay_seconds: float = 0.05,
+    max_delay_seconds: float = 1.0,
+) -> None:
+    """Posts ``data``, retrying a throttled post with capped exponential backoff and full jitter;
+    the last throttle, a gone connection and any other error are raised."""
+    for attempt in range(1, max_attempts + 1):
+        try:
+            poster.post(connection_id, data)
+            return
+        except PostThrottledError:
+            if attempt == max_attempts:
+                raise
+            sleep(random.uniform(0, min(max_delay_seconds, base_delay_seconds * 2 ** (attempt - 1))))
+
+
 @dataclass
 class PushReport:
     document_id: str | None = None
@@ -250,13 +272,12 @@ class LivePusher:
         return report
 
     def _post_with_retries(self, connection_id: str, data: bytes) -> None:
-        for attempt in range(1, self.max_attempts + 1):
-            try:
-                self.poster.post(connection_id, data)
-                return
-            except PostThrottledError:
-                if attempt == self.max_attempts:
-                    raise
-                # Exponential backoff with full jitter, capped.
-                ceiling = min(self.max_delay_seconds, self.base_delay_seconds * 2 ** (attempt - 1))
-                self.sleep(random.uniform(0, ceiling))
+        post_with_retries(
+            self.poster,
+            connection_id,
+            data,
+            max_attempts=self.max_attempts,
+            sleep=self.sleep,
+            base_delay_seconds=self.base_delay_seconds,
+            max_delay_seconds=self.max_delay_seconds,
+        )

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rag_ingest.core.errors import validation_problems
 from rag_ingest.core.url_policy import UrlPolicy
 from rag_ingest.sources.model import SourceKind
 from rag_ingest.sources.s3 import S3SourceConfig
@@ -29,7 +30,7 @@ def config_validator(policy: UrlPolicy) -> Any:
                 return S3SourceConfig.model_validate(config).model_dump(mode="json")
             web = WebSourceConfig.model_validate(config)
         except ValidationError as exc:
-            raise ValueError(_reasons(exc)) from None
+            raise ValueError(validation_problems(exc, "config")) from None
         refusal = web.policy_refusal(policy)
         if refusal is not None:
             code, message = refusal
@@ -37,7 +38,3 @@ def config_validator(policy: UrlPolicy) -> Any:
         return web.model_dump(mode="json", exclude_none=True)
 
     return validate_config
-
-
-def _reasons(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'config'}: {err['msg']}" for err in exc.errors())
