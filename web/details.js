@@ -95,6 +95,10 @@ export class DocumentDetails {
     this.access.textContent = restricted
       ? `Only ${[...(access.users || []).map((u) => `user ${u}`), ...(access.groups || []).map((g) => `group ${g}`)].join(", ")} (and admins).`
       : "Everyone in the tenant.";
+    const editors = [...(access.editors?.users || []).map((u) => `user ${u}`), ...(access.editors?.groups || []).map((g) => `group ${g}`)];
+    const denied = [...(access.deny?.users || []).map((u) => `user ${u}`), ...(access.deny?.groups || []).map((g) => `group ${g}`)];
+    if (editors.length) this.access.textContent += ` Editors: ${editors.join(", ")}.`;
+    if (denied.length) this.access.textContent += ` Denied: ${denied.join(", ")}.`;
     this.editor.setValue(doc.metadata || {});
     this.users.value = (access.users || []).join(", ");
     this.groups.value = (access.groups || []).join(", ");
@@ -112,9 +116,10 @@ export class DocumentDetails {
     const changes = {};
     const metadata = this.editor.value(); // throws MetadataError, shown beside the field
     if (!sameJson(metadata, this.doc.metadata || {})) changes.metadata = metadata;
-    const access = { users: names(this.users.value), groups: names(this.groups.value) };
     const before = this.doc.access || { users: [], groups: [] };
-    if (!sameJson(access, { users: before.users || [], groups: before.groups || [] })) changes.access = access;
+    const readers = { users: names(this.users.value), groups: names(this.groups.value) };
+    // PATCH replaces access as a whole: the editors and deny lists go back as they were read.
+    if (!sameJson(readers, { users: before.users || [], groups: before.groups || [] })) changes.access = { ...before, ...readers };
     return Object.keys(changes).length ? changes : null;
   }
 
@@ -150,8 +155,10 @@ export class DocumentDetails {
     if (error.status === 412) {
       const reload = el("button", { type: "button", className: "secondary reload-document", textContent: "Reload", onclick: () => this.reload().then(() => this.setMessage("Reloaded: this is the current version.")) });
       this.setMessage("This document was changed elsewhere since you opened it: reload it, then make your change again.", "error", reload);
-    } else if (error.status === 403) {
+    } else if (error.status === 403 && error.code === "ACCESS_CHANGE_FORBIDDEN") {
       this.setMessage("Only the uploader or a tenant admin can change access to this document.", "error");
+    } else if (error.status === 403) {
+      this.setMessage("Only an editor, the uploader or a tenant admin can change this document.", "error");
     } else if (error.status === 400 && String(error.message).startsWith("metadata")) {
       this.editor.showError(error.message);
       this.setMessage("The metadata was refused: see the field above.", "error");

@@ -1,21 +1,25 @@
-"""Per-document access on the real local stack: a matrix of users x documents x every read path.
+"""Per-document access on the real local stack: a matrix of users x documents x every path.
 
-One tenant, five users (the uploader, a user listed in a document's ``access.users``, a member of a
-group in ``access.groups``, a tenant admin, another user of the tenant) and a user of another
-tenant; three documents uploaded by the uploader through the API (open to the tenant, restricted
-to the listed user, restricted to the group). For every user and document, every path that reads
-a document must agree with ``rag_ingest.core.access.can_read``:
+One tenant, eight users (the uploader, a user listed in ``access.users``, a member of a group in
+``access.groups``, a user listed in ``access.editors.users``, a member of an editors' group, a
+tenant admin, a user listed in a deny list, another user of the tenant) and a user of another
+tenant; three documents uploaded by the uploader through the API, each with readers, editors and
+deny lists (``ACCESS``; the admins' group is denied one of them). Who reads, edits and manages each
+is written out by hand (``READERS``, ``EDITORS``, ``MANAGERS``), and every path must agree:
 
 - ``POST /search`` in each mode (hybrid, knn, bm25): the document's passages come back exactly when
   the user may read it (and a restricted document never shows up as another passage's copy);
 - ``GET /documents/{id}``, ``/download``: 200 or the very 404 body of a missing document;
 - ``GET /documents`` (with and without a ``filter``): the document is listed exactly when readable;
-- ``POST /documents/{id}/retry``: a reader gets 409 NOT_RETRYABLE (the document is READY), anyone
-  else the 404;
+- ``POST /documents/{id}/retry``: an editor gets 409 NOT_RETRYABLE (the document is READY), another
+  reader 403 EDIT_FORBIDDEN, anyone else the 404;
 - the live channel (the WebSocket API): a reader's connection announces the document, no one else's;
 - ``PATCH /documents/{id}`` of ``access``: the uploader and the tenant admin may (200), another reader
   gets 403 ACCESS_CHANGE_FORBIDDEN, anyone else the 404; a change of access reaches search;
-- ``DELETE /documents/{id}``: anyone else gets the 404 and the document stays; then a reader deletes it.
+- ``PATCH /documents/{id}`` of ``metadata``: an editor may (200), another reader gets 403
+  EDIT_FORBIDDEN, anyone else the 404;
+- ``DELETE /documents/{id}``: a non-reader gets the 404, a reader who is no editor 403, and the
+  document stays; then an editor deletes it.
 
 ``MATRIX_CELLS`` is the matrix's size (reported by the test's name and docs/api.md).
 """
@@ -45,20 +49,32 @@ from tests.support.live import LiveSocket
 pytestmark = pytest.mark.e2e
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 ADMIN_GROUP = "tenant-admins"  # cdk.json auth.tenantAdminGroup
-USERS = ("uploader", "listed", "member", "admin", "other", "stranger")
+USERS = ("uploader", "listed", "member", "editor", "lead", "admin", "denied", "other", "stranger")
+GROUPS = {"member": ("legal",), "lead": ("leads",), "admin": (ADMIN_GROUP,), "denied": ("legal", "leads")}
 DOCUMENTS = ("open", "for_user", "for_group")
-READERS = {
-    "open": {"uploader", "listed", "member", "admin", "other"},
-    "for_user": {"uploader", "listed", "admin"},
-    "for_group": {"uploader", "member", "admin"},
+#: Each document's access; a user's name stands for their token's sub.
+ACCESS: dict[str, dict[str, Any]] = {
+    "open": {"editors": {"users": ["editor"]}, "deny": {"users": ["denied"]}},
+    "for_user": {"users": ["listed"], "editors": {"groups": ["leads"]}},
+    "for_group": {"groups": ["legal"], "deny": {"users": ["denied"], "groups": [ADMIN_GROUP]}},
 }
+READERS = {
+    "open": {"uploader", "listed", "member", "editor", "lead", "admin", "other"},
+    "for_user": {"uploader", "listed", "lead", "denied", "admin"},
+    "for_group": {"uploader", "member"},  # the denied member of legal and the denied admins: not
+}
+EDITORS = {
+    "open": {"uploader", "editor", "admin"},
+    "for_user": {"uploader", "lead", "denied", "admin"},
+    "for_group": {"uploader"},
+}
+MANAGERS = {"open": {"uploader", "admin"}, "for_user": {"uploader", "admin"}, "for_group": {"uploader"}}
 SEARCH_MODES = ("hybrid", "knn", "bm25")
 ROUTES = (
     *(f"search:{mode}" for mode in SEARCH_MODES),
-    *("get", "list", "list:filter", "download", "retry", "live", "patch:access"),
+    *("get", "list", "list:filter", "download", "retry", "live", "patch:access", "patch:metadata"),
 )
-MANAGERS = {"uploader", "admin"}
-#: users x documents x routes, plus the delete column (a non-reader's refusal, a reader's delete).
+#: users x documents x routes, plus the delete column (a non-reader's 404, a reader's 403, an editor's delete).
 MATRIX_CELLS = len(USERS) * len(DOCUMENTS) * (len(ROUTES) + 1)
 MISSING_ID = "01ZZZZZZZZZZZZZZZZZZZZZZZZ"
 
@@ -106,7 +122,7 @@ def subject_of(client: OfflineClient) -> str:
     return str(jwt.decode(client.token(), options={"verify_signature": False})["sub"])
 
 
-def upload(client: OfflineClient, path: Path, access: dict[str, list[str]] | None) -> str:
+def upload(client: OfflineClient, path: Path, access: dict[str, Any] | None) -> str:
     body: dict[str, Any] = {"filename": path.name}
     if access is not None:
         body["access"] = access
@@ -135,7 +151,7 @@ class World:
 def world(local_stack: dict[str, Any]) -> Iterator[World]:
     api_url = local_stack["ApiUrl"]
     tenant = f"acl-{uuid.uuid4().hex[:8]}"
-    groups = {"member": ("legal",), "admin": (ADMIN_GROUP,), "other": ("sales",)}
+    groups = {**GROUPS, "other": ("sales",)}
     clients = {
         name: OfflineClient(api_url, tenant_id=tenant, username=f"{name}-user", groups=groups.get(name, ()))
         for name in USERS
@@ -149,10 +165,10 @@ def world(local_stack: dict[str, Any]) -> Iterator[World]:
         streams = {name: stack.enter_context(live_stream(client.live_url())) for name, client in clients.items()}
         assert {name: s.status for name, s in streams.items()} == dict.fromkeys(USERS, 101)
         uploader = clients["uploader"]
+        samples = {"open": "lighthouses.pdf", "for_user": "sourdough.pdf", "for_group": "urban-birds.pdf"}
         documents = {
-            "open": upload(uploader, SAMPLES / "lighthouses.pdf", None),
-            "for_user": upload(uploader, SAMPLES / "sourdough.pdf", {"users": [subject_of(clients["listed"])]}),
-            "for_group": upload(uploader, SAMPLES / "urban-birds.pdf", {"groups": ["legal"]}),
+            name: upload(uploader, SAMPLES / sample, with_subjects(ACCESS[name], clients))
+            for name, sample in samples.items()
         }
         states = uploader.wait_until_done(list(documents.values()), timeout_seconds=600)
         assert {state["status"] for state in states.values()} == {"READY"}, states
@@ -161,15 +177,40 @@ def world(local_stack: dict[str, Any]) -> Iterator[World]:
         yield World(clients, documents, streams, missing.json())
 
 
+def with_subjects(access: dict[str, Any], clients: dict[str, OfflineClient]) -> dict[str, Any]:
+    """``access`` with each user's name replaced by their token's sub (lists of users at any depth)."""
+    shown: dict[str, Any] = {}
+    for key, value in access.items():
+        if isinstance(value, dict):
+            shown[key] = with_subjects(value, clients)
+        elif key == "users":
+            shown[key] = [subject_of(clients[name]) for name in value]
+        else:
+            shown[key] = list(value)
+    return shown
+
+
+def full(access: dict[str, Any]) -> dict[str, Any]:
+    """An ``access`` as the API shows it: every list present."""
+    nobody = {"users": [], "groups": []}
+    return {
+        **nobody,
+        **{k: v for k, v in access.items() if k in nobody},
+        "editors": {**nobody, **access.get("editors", {})},
+        "deny": {**nobody, **access.get("deny", {})},
+    }
+
+
 def cases() -> list[tuple[str, str]]:
     return [(user, document) for user in USERS for document in DOCUMENTS]
 
 
 def test_the_record_shows_access_and_uploader(world: World) -> None:
-    record = world.clients["uploader"].document(world.documents["for_group"])
-    assert record["access"] == {"users": [], "groups": ["legal"]}
-    assert record["uploaded_by"] == subject_of(world.clients["uploader"])
-    assert world.clients["uploader"].document(world.documents["open"])["access"] == {"users": [], "groups": []}
+    uploader = world.clients["uploader"]
+    for name in DOCUMENTS:
+        record = uploader.document(world.documents[name])
+        assert record["access"] == full(with_subjects(ACCESS[name], world.clients)), name
+        assert record["uploaded_by"] == subject_of(uploader)
 
 
 @pytest.mark.parametrize("mode", SEARCH_MODES)
@@ -196,21 +237,16 @@ def test_get_and_download_answer_404_to_whoever_may_not_read(world: World, user:
 
 
 @pytest.mark.parametrize(("user", "document"), cases())
-def test_retry_of_a_ready_document_is_409_for_readers_404_for_the_others(
+def test_retry_of_a_ready_document_is_409_for_editors_403_for_readers_404_for_the_others(
     world: World, user: str, document: str
 ) -> None:
     response = world.clients[user].request("POST", f"/documents/{world.documents[document]}/retry")
-    if user in READERS[document]:
+    if user in EDITORS[document]:
         assert (response.status_code, response.json()["error"]["code"]) == (409, "NOT_RETRYABLE")
+    elif user in READERS[document]:
+        assert (response.status_code, response.json()["error"]["code"]) == (403, "EDIT_FORBIDDEN")
     else:
         assert (response.status_code, response.json()) == (404, world.not_found)
-
-
-ACCESS_OF = {
-    "open": {"users": [], "groups": []},
-    "for_user": None,  # the listed user's sub, filled in by the test
-    "for_group": {"users": [], "groups": ["legal"]},
-}
 
 
 @pytest.mark.parametrize(("user", "document"), cases())
@@ -219,13 +255,28 @@ def test_patch_of_access_is_for_the_uploader_and_admins_403_for_readers_404_for_
 ) -> None:
     client, document_id = world.clients[user], world.documents[document]
     # The document's own access, sent back unchanged: the answer is the test, the readers stay.
-    current = ACCESS_OF[document] or {"users": [subject_of(world.clients["listed"])], "groups": []}
+    current = full(with_subjects(ACCESS[document], world.clients))
     response = client.request("PATCH", f"/documents/{document_id}", {"access": current})
-    if user in MANAGERS:
+    if user in MANAGERS[document]:
         assert response.status_code == 200, response.text
         assert response.json()["access"] == current
     elif user in READERS[document]:
         assert (response.status_code, response.json()["error"]["code"]) == (403, "ACCESS_CHANGE_FORBIDDEN")
+    else:
+        assert (response.status_code, response.json()) == (404, world.not_found)
+
+
+@pytest.mark.parametrize(("user", "document"), cases())
+def test_patch_of_metadata_is_for_editors_403_for_readers_404_for_the_others(
+    world: World, user: str, document: str
+) -> None:
+    client, document_id = world.clients[user], world.documents[document]
+    response = client.request("PATCH", f"/documents/{document_id}", {"metadata": {"checked_by": user}})
+    if user in EDITORS[document]:
+        assert response.status_code == 200, response.text
+        assert response.json()["metadata"] == {"checked_by": user}
+    elif user in READERS[document]:
+        assert (response.status_code, response.json()["error"]["code"]) == (403, "EDIT_FORBIDDEN")
     else:
         assert (response.status_code, response.json()) == (404, world.not_found)
 
@@ -251,19 +302,25 @@ def test_the_live_channel_announces_only_readable_documents(world: World, user: 
     assert seen == expected, sorted(world.name_of(d) for d in seen)
 
 
-def test_delete_is_refused_as_404_to_non_readers_then_a_reader_deletes(world: World) -> None:
+def test_delete_is_404_to_non_readers_403_to_readers_then_an_editor_deletes(world: World) -> None:
     for document in DOCUMENTS:
         document_id = world.documents[document]
         for user in USERS:
-            if user not in READERS[document]:
-                response = world.clients[user].request("DELETE", f"/documents/{document_id}", timeout=60)
+            if user in EDITORS[document]:
+                continue
+            response = world.clients[user].request("DELETE", f"/documents/{document_id}", timeout=60)
+            if user in READERS[document]:
+                assert (response.status_code, response.json()["error"]["code"]) == (403, "EDIT_FORBIDDEN")
+            else:
                 assert (response.status_code, response.json()) == (404, world.not_found), (user, document)
         assert world.clients["uploader"].document(document_id)["status"] == "READY"
-    deleters = {"open": "other", "for_user": "listed", "for_group": "member"}
+    deleters = {"open": "editor", "for_user": "lead", "for_group": "uploader"}
     for document, user in deleters.items():
         response = world.clients[user].request("DELETE", f"/documents/{world.documents[document]}", timeout=60)
         assert response.status_code == 200, (user, document, response.text)
-    search = world.clients["admin"].request("POST", "/search", {"query": "the history of the", "k": 50, "mode": "bm25"})
+    search = world.clients["uploader"].request(
+        "POST", "/search", {"query": "the history of the", "k": 50, "mode": "bm25"}
+    )
     assert not {p["document_id"] for p in search.json()["passages"]} & set(world.documents.values())
 
 
@@ -303,4 +360,4 @@ def test_bad_access_is_a_400_naming_its_path(world: World) -> None:
 
 
 def test_the_matrix_size() -> None:
-    assert MATRIX_CELLS == 6 * 3 * 11 == 198
+    assert MATRIX_CELLS == 9 * 3 * 12 == 324

@@ -211,7 +211,9 @@ def test_upload_with_access_login_with_groups_and_access_set_and_open(cli_local:
     assert upload.returncode == 0, upload.stdout + upload.stderr
     birds = uploaded_ids(upload.stdout)["urban-birds.pdf"]
     shown = cli_local.json("access", "show", birds, "--user", "ana", "--tenant", tenant)
-    assert shown["access"] == {"users": [], "groups": ["legal"]} and shown["uploaded_by"]
+    nobody = {"users": [], "groups": []}
+    assert shown["access"] == {**nobody, "groups": ["legal"], "editors": nobody, "deny": nobody}
+    assert shown["uploaded_by"]
 
     def listed(*who: str) -> list[str]:
         return [d["document_id"] for d in cli_local.json("ls", *who, "--tenant", tenant)["items"]]
@@ -222,10 +224,31 @@ def test_upload_with_access_login_with_groups_and_access_set_and_open(cli_local:
     assert listed("--user", "dora", "--groups", "legal") == [birds]
     refused = cli_local("access", "open", birds, "--user", "dora", "--groups", "legal", "--tenant", tenant)
     assert refused.returncode == 1 and "ACCESS_CHANGE_FORBIDDEN" in refused.stderr, refused.stderr
+    # Editors and deny lists: a contractor of legal is denied, a lead edits (and reads) it.
+    denied = cli_local(
+        "access",
+        "set",
+        birds,
+        "--deny-group",
+        "contractors",
+        "--editor-group",
+        "leads",
+        "--user",
+        "ana",
+        "--tenant",
+        tenant,
+    )
+    assert denied.returncode == 0, denied.stderr
+    assert "  editors: group leads\n" in denied.stdout and "  denied: group contractors\n" in denied.stdout
+    assert listed("--user", "erin", "--groups", "legal,contractors") == []
+    assert listed("--user", "lee", "--groups", "leads") == [birds]
+    meta = cli_local("meta", "set", birds, "topic=birds", "--user", "dora", "--groups", "legal", "--tenant", tenant)
+    assert meta.returncode == 1 and "EDIT_FORBIDDEN" in meta.stderr, meta.stderr  # a reader edits nothing
     opened = cli_local("access", "open", birds, "--user", "ana", "--tenant", tenant)
     assert opened.returncode == 0, opened.stderr
-    assert opened.stdout.endswith("  open to the whole tenant\n")
+    assert "  open to the whole tenant\n" in opened.stdout and "  denied: group contractors\n" in opened.stdout
     assert listed("--user", "carl") == [birds]
+    assert listed("--user", "erin", "--groups", "contractors") == []  # opening keeps the deny list
 
 
 def test_a_failed_upload_exits_1_with_its_reason_and_retry_brings_it_to_ready(

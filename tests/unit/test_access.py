@@ -1,5 +1,6 @@
 """Per-document access (rag_ingest.core.access): the model's rules, the principal from claims in
-every shape they arrive in, the read and manage rules, and the same rules as an OpenSearch clause."""
+every shape they arrive in, the read, edit and manage rules (readers, editors, deny lists), and the
+same rules as an OpenSearch clause."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from rag_ingest.core.access import (
     AccessError,
     DocumentAccess,
     Principal,
+    can_edit,
     can_manage_access,
     can_read,
     groups_of,
@@ -31,8 +33,11 @@ def record(
     uploaded_by: str | None = "u-up",
     users: list[str] | None = None,
     groups: list[str] | None = None,
+    editors: dict[str, list[str]] | None = None,
+    deny: dict[str, list[str]] | None = None,
 ) -> DocumentRecord:
-    access = {name: value for name, value in (("users", users), ("groups", groups)) if value}
+    given = (("users", users), ("groups", groups), ("editors", editors), ("deny", deny))
+    access: dict[str, Any] = {name: value for name, value in given if value}
     item = awaiting_upload_item(
         document_id="01JDOC0000000000000000000A",
         tenant_id=tenant,
@@ -41,7 +46,7 @@ def record(
         key="k",
         now="2026-12-01T00:00:00Z",
         uploaded_by=uploaded_by,
-        access=DocumentAccess(**access) if access else None,
+        access=parse_access(access) if access else None,
     )
     return DocumentRecord.model_validate(item)
 
@@ -165,6 +170,81 @@ def test_a_document_put_straight_into_the_bucket_is_managed_by_admins_only() -> 
     assert can_manage_access(who("x", admin=True), document)
 
 
+EDITED = {"users": ["u-listed"], "groups": ["legal"], "editors": {"users": ["u-editor"], "groups": ["leads"]}}
+
+
+@pytest.mark.parametrize(
+    ("principal", "reads", "edits", "manages"),
+    [
+        (who("u-up"), True, True, True),  # the uploader
+        (who("u-listed"), True, False, False),  # a listed reader: reads, nothing more
+        (who("u-member", "legal"), True, False, False),  # a reader by group
+        (who("u-editor"), True, True, False),  # an editor reads and edits, but grants nothing
+        (who("u-lead", "leads"), True, True, False),  # an editor by group
+        (who("u-admin", "tenant-admins", admin=True), True, True, True),
+        (who("u-other", "sales"), False, False, False),
+        (who("u-editor", "leads", tenant="globex"), False, False, False),
+    ],
+)
+def test_readers_read_editors_edit_and_only_uploaders_and_admins_manage(
+    principal: Principal, reads: bool, edits: bool, manages: bool
+) -> None:
+    document = record(**EDITED)
+    assert (can_read(principal, document), can_edit(principal, document)) == (reads, edits)
+    assert can_manage_access(principal, document) is manages
+
+
+def test_an_open_document_is_read_by_everyone_but_edited_by_its_uploader_editors_and_admins() -> None:
+    document = record(editors={"users": ["u-editor"]})
+    assert can_read(who("anyone"), document) and not can_edit(who("anyone"), document)
+    assert can_edit(who("u-editor"), document) and can_edit(who("u-up"), document)
+    assert can_edit(who("x", admin=True), document)
+    assert not can_edit(who("anyone"), record(uploaded_by=None))  # straight into the bucket: admins only
+
+
+@pytest.mark.parametrize(
+    "deny",
+    [
+        {"users": ["u-up"]},
+        {"users": ["u-editor"]},
+        {"users": ["u-admin"]},
+        {"groups": ["tenant-admins"]},
+        {"groups": ["leads"]},
+    ],
+)
+def test_a_deny_overrides_every_allow_for_admins_and_uploaders_too(deny: dict[str, list[str]]) -> None:
+    document = record(**EDITED, deny=deny)
+    denied = [
+        p
+        for p in (
+            who("u-up"),
+            who("u-editor"),
+            who("u-lead", "leads"),
+            who("u-admin", "tenant-admins", admin=True),
+        )
+        if p.subject in deny.get("users", []) or not p.groups.isdisjoint(deny.get("groups", []))
+    ]
+    assert denied
+    for principal in denied:
+        assert not can_read(principal, document)
+        assert not can_edit(principal, document)
+        assert not can_manage_access(principal, document)
+    assert can_read(who("u-listed"), document)  # the rest keep what they had
+
+
+def test_editors_and_deny_are_validated_like_readers() -> None:
+    with pytest.raises(AccessError, match=r"access.editors.users\[0\]: must be a non-empty string"):
+        parse_access({"editors": {"users": [""]}})
+    with pytest.raises(AccessError, match=r"access\.deny\.roles: unknown key"):
+        parse_access({"deny": {"roles": ["x"]}})
+    with pytest.raises(AccessError, match=r"access\.deny: must be an object"):
+        parse_access({"deny": ["x"]})
+    with pytest.raises(AccessError, match=f"at most {MAX_PRINCIPALS}"):
+        parse_access({"editors": {"groups": [f"g{i}" for i in range(MAX_PRINCIPALS + 1)]}})
+    access = parse_access({"deny": {"users": ["a", "a"]}})
+    assert access.deny.users == ["a"] and access.is_open and not access.is_default
+
+
 def test_the_record_round_trips_access_and_older_records_are_open() -> None:
     stored = record(users=["u-listed"]).model_dump()
     assert DocumentRecord.model_validate(stored).access == DocumentAccess(users=["u-listed"])
@@ -181,17 +261,34 @@ def test_chunks_carry_the_access_fields() -> None:
         "access_users": ["a"],
         "access_groups": ["g"],
         "access_open": False,
+        "access_deny_users": [],
+        "access_deny_groups": [],
         "uploaded_by": "up",
     }
     assert chunk_access(None, None)["access_open"] is True
 
 
+def test_chunks_list_editors_among_readers_and_the_deny_lists_apart() -> None:
+    access = parse_access(
+        {"users": ["a"], "editors": {"users": ["a", "e"], "groups": ["eg"]}, "deny": {"users": ["d"], "groups": ["dg"]}}
+    )
+    fields = chunk_access(access, "up")
+    assert fields["access_users"] == ["a", "e"] and fields["access_groups"] == ["eg"]
+    assert fields["access_deny_users"] == ["d"] and fields["access_deny_groups"] == ["dg"]
+    # Editors alone list no reader: the document stays open to the tenant.
+    assert chunk_access(parse_access({"editors": {"users": ["e"]}}), "up")["access_open"] is True
+
+
 def _clause_matches(clause: dict[str, Any], chunk: dict[str, Any]) -> bool:
     """A small evaluator of the clause shapes access_query emits, over a chunk's fields."""
+    if "match_all" in clause:
+        return True
     if "bool" in clause:
         body = clause["bool"]
-        if "must_not" in body:
-            return not any(_clause_matches(c, chunk) for c in body["must_not"])
+        if any(_clause_matches(c, chunk) for c in body.get("must_not", [])):
+            return False
+        if "should" not in body:
+            return True
         return sum(_clause_matches(c, chunk) for c in body["should"]) >= body["minimum_should_match"]
     if "exists" in clause:
         return clause["exists"]["field"] in chunk
@@ -203,12 +300,23 @@ def _clause_matches(clause: dict[str, Any], chunk: dict[str, Any]) -> bool:
     return any(value in (chunk.get(field) or []) for value in values)
 
 
-@pytest.mark.parametrize("subject", ["u-up", "u-listed", "u-member", "u-other", ""])
-@pytest.mark.parametrize("groups", [(), ("legal",), ("sales",), ("legal", "sales")])
-@pytest.mark.parametrize("document", [RESTRICTED, {"users": [], "groups": []}, {"users": [], "groups": ["legal"]}])
+INDEX_DOCUMENTS: list[dict[str, Any]] = [
+    RESTRICTED,
+    {},
+    {"groups": ["legal"]},
+    {"users": ["u-listed"], "editors": {"users": ["u-editor"], "groups": ["sales"]}},
+    {"editors": {"groups": ["legal"]}, "deny": {"users": ["u-listed"]}},
+    {"users": ["u-listed"], "groups": ["legal"], "deny": {"users": ["u-up"], "groups": ["sales"]}},
+    {"deny": {"groups": ["tenant-admins"]}},
+]
+
+
+@pytest.mark.parametrize("subject", ["u-up", "u-listed", "u-member", "u-editor", "u-other", ""])
+@pytest.mark.parametrize("groups", [(), ("legal",), ("sales",), ("legal", "sales"), ("tenant-admins",)])
+@pytest.mark.parametrize("document", INDEX_DOCUMENTS)
 def test_the_index_clause_agrees_with_can_read(subject: str, groups: tuple[str, ...], document: dict[str, Any]) -> None:
-    principal = who(subject, *groups)
-    doc = record(users=document["users"], groups=document["groups"])
+    principal = who(subject, *groups, admin="tenant-admins" in groups)
+    doc = record(**document)
     chunk = chunk_access(doc.access, doc.uploaded_by)
     assert _clause_matches(access_query(principal), chunk) is can_read(principal, doc)
 

@@ -1,14 +1,15 @@
-"""PATCH of ``access``: who may change it (the uploader, a tenant admin), who gets 403 (another
-reader) or 404 (someone who may not read the document), and the chunks rewritten with the new
-access, so a search sees the change (the real pipeline and refresher over the in-memory fakes of
+"""PATCH of ``access`` and of metadata: who may change access (the uploader, a tenant admin) and
+metadata (also an editor), who gets 403 (a reader, an editor asking for access) or 404 (someone who
+may not read the document, someone denied it), and the chunks rewritten with the new access, so a
+search sees the change (the real pipeline and refresher over the in-memory fakes of
 tests/unit/test_document_patch.py)."""
 
 from __future__ import annotations
 
 import pytest
-from rag_ingest.core.access import DocumentAccess, Principal
+from rag_ingest.core.access import DocumentAccess, Principal, parse_access
 from rag_ingest.core.errors import PermanentError
-from rag_ingest.documents.errors import AccessChangeForbiddenError, DocumentNotFoundError
+from rag_ingest.documents.errors import AccessChangeForbiddenError, DocumentNotFoundError, EditForbiddenError
 from rag_ingest.documents.schemas import DocumentPatch
 from rag_ingest.retrieval.query import SearchQuery
 from rag_ingest.retrieval.search import search_passages
@@ -23,6 +24,7 @@ LISTED = Principal("acme", "u-listed")
 MEMBER = Principal("acme", "u-member", frozenset({"legal"}))
 ADMIN = Principal("acme", "u-admin", frozenset({"tenant-admins"}), is_tenant_admin=True)
 OTHER = Principal("acme", "u-other", frozenset({"sales"}))
+EDITOR = Principal("acme", "u-editor", frozenset({"leads"}))
 
 
 def ready_upload(world: World) -> str:  # noqa: F811
@@ -64,12 +66,33 @@ def test_a_reader_who_does_not_manage_access_gets_403_and_nothing_changes(world:
     for reader in (LISTED, MEMBER):
         with pytest.raises(AccessChangeForbiddenError):
             patch_access(world, document_id, reader, users=[reader.subject])
+        # Being listed makes a reader, nothing more: no metadata change either.
+        with pytest.raises(EditForbiddenError):
+            world.service.update("acme", document_id, DocumentPatch(metadata={"topic": "sea"}), principal=reader)
     record = world.documents.get(document_id)
     assert record is not None and record.revision == 2
     assert record.access == DocumentAccess(users=["u-listed"], groups=["legal"])
-    # A reader may still change the metadata.
-    view = world.service.update("acme", document_id, DocumentPatch(metadata={"topic": "sea"}), principal=MEMBER)
-    assert view.metadata == {"topic": "sea"} and view.access == record.access
+    assert record.metadata == {}
+
+
+def test_an_editor_changes_metadata_but_not_access_and_a_deny_hides_it_from_the_uploader(
+    world: World,  # noqa: F811
+) -> None:
+    document_id = ready_upload(world)
+    access = {"users": ["u-listed"], "editors": {"groups": ["leads"]}}
+    world.service.update("acme", document_id, DocumentPatch(access=parse_access(access)), principal=UPLOADER)
+    view = world.service.update("acme", document_id, DocumentPatch(metadata={"topic": "sea"}), principal=EDITOR)
+    assert view.metadata == {"topic": "sea"} and view.access.editors.groups == ["leads"]
+    with pytest.raises(AccessChangeForbiddenError):
+        world.service.update("acme", document_id, DocumentPatch(access=parse_access({})), principal=EDITOR)
+    assert found_by(world, EDITOR) == found_by(world, LISTED) == {document_id}
+    assert found_by(world, OTHER) == set()
+    # The admin denies the uploader: from then on it is as if the document did not exist for them.
+    denied = {**access, "deny": {"users": ["u-up"]}}
+    world.service.update("acme", document_id, DocumentPatch(access=parse_access(denied)), principal=ADMIN)
+    with pytest.raises(DocumentNotFoundError):
+        world.service.update("acme", document_id, DocumentPatch(metadata={"topic": "x"}), principal=UPLOADER)
+    assert found_by(world, UPLOADER) == set() and found_by(world, EDITOR) == {document_id}
 
 
 def test_someone_who_may_not_read_it_gets_404_even_for_metadata(world: World) -> None:  # noqa: F811

@@ -44,7 +44,7 @@ class ApiClient:
             return TargetError(
                 f"401 Unauthorized: {self.target.label} refused the token; sign in with `{self.target.login_hint}`"
             )
-        if exc.status == 403 and exc.code == "ACCESS_CHANGE_FORBIDDEN":
+        if exc.status == 403 and exc.code in ("ACCESS_CHANGE_FORBIDDEN", "EDIT_FORBIDDEN"):
             return exc  # a refusal of this one change (docs/api.md, "Per-document access"), not of the user
         if exc.status == 403:
             return TargetError(f"403 Forbidden: {exc.message} (the signed-in user has no valid tenant?)")
@@ -80,7 +80,7 @@ class ApiClient:
         path = f"/documents/{_segment(document_id)}"
         return dict(self.call("PATCH", path, {"metadata": metadata}, headers={"If-Match": f'"{revision}"'}))
 
-    def update_access(self, document_id: str, access: dict[str, list[str]], *, revision: int) -> dict[str, Any]:
+    def update_access(self, document_id: str, access: dict[str, Any], *, revision: int) -> dict[str, Any]:
         """PATCH who may read the document, only if it is still at ``revision`` (412 otherwise)."""
         path = f"/documents/{_segment(document_id)}"
         return dict(self.call("PATCH", path, {"access": access}, headers={"If-Match": f'"{revision}"'}))

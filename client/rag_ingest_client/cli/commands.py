@@ -294,9 +294,12 @@ def change_access(
     action: str,
     users: list[str] | None,
     groups: list[str] | None,
+    editors: dict[str, list[str]] | None = None,
+    deny: dict[str, list[str]] | None = None,
 ) -> int:
     """``access show|set|open``: ``set`` replaces who reads the document (``--access-user``/``--access-group``),
-    ``open`` gives it back to the whole tenant. A read, then a PATCH with If-Match on the revision
+    ``open`` gives it back to the whole tenant; the editors and deny lists are replaced when given
+    (``--editor-*``, ``--deny-*``), else kept. A read, then a PATCH with If-Match on the revision
     read (a concurrent change is read again). Only the uploader or a tenant admin may change it."""
     for _ in range(META_ATTEMPTS):
         document = api.document(document_id)
@@ -304,14 +307,26 @@ def change_access(
             shown = {"access": document.get("access"), "uploaded_by": document.get("uploaded_by")}
             console.json(shown) if console.as_json else _print_access(console, document_id, document)
             return 0
+        before = document.get("access") or {}
+        wanted: dict[str, Any]
         if action == "set":
-            wanted = upload_access(users, groups)
-            if wanted is None:
-                raise CliError("access set needs --access-user or --access-group (access open: the whole tenant)")
+            readers = upload_access(users, groups)
+            if readers is None and editors is None and deny is None:
+                raise CliError(
+                    "access set needs --access-user, --access-group, --editor-* or --deny-* "
+                    "(access open: the whole tenant)"
+                )
+            wanted = readers or {"users": before.get("users") or [], "groups": before.get("groups") or []}
         else:  # open
             wanted = {"users": [], "groups": []}
+        lists: dict[str, Any] = {}
+        for name, given in (("editors", editors), ("deny", deny)):
+            kept = before.get(name)
+            if given is not None or kept:
+                lists[name] = given if given is not None else kept
         try:
-            updated = api.update_access(document_id, wanted, revision=int(document.get("revision") or 1))
+            body = {**wanted, **lists}
+            updated = api.update_access(document_id, body, revision=int(document.get("revision") or 1))
         except ApiError as exc:
             if exc.status == 412:
                 continue  # changed meanwhile: read it again
@@ -330,6 +345,12 @@ def _print_access(console: Console, document_id: str, document: dict[str, Any]) 
     else:
         console.print(f"  users: {', '.join(users) or '-'}")
         console.print(f"  groups: {', '.join(groups) or '-'}")
+    for name, label in (("editors", "editors"), ("deny", "denied")):
+        listed = access.get(name) or {}
+        names = [f"user {user}" for user in listed.get("users") or []]
+        names += [f"group {group}" for group in listed.get("groups") or []]
+        if names:
+            console.print(f"  {label}: {', '.join(names)}")
 
 
 def _print_metadata(console: Console, document_id: str, metadata: dict[str, Any]) -> None:
@@ -430,6 +451,13 @@ def add_user_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         "--access-user", action="append", metavar="SUB", help="set: a user (token sub) who reads it; repeatable"
     )
     access.add_argument("--access-group", action="append", metavar="GROUP", help="set: a group; repeatable")
+    for role, what in (("editor", "may also change, retry or delete it"), ("deny", "may neither read nor change it")):
+        access.add_argument(
+            f"--{role}-user", action="append", metavar="SUB", help=f"set: a user who {what}; repeatable"
+        )
+        access.add_argument(
+            f"--{role}-group", action="append", metavar="GROUP", help=f"set: a group whose members {what}; repeatable"
+        )
 
     commands.add_parser(
         "mcp",
@@ -511,7 +539,14 @@ def run_user_command(args: argparse.Namespace, target: Target, console: Console)
         return change_metadata(api, console, args.document_id, action=args.action, pairs=args.pairs)
     if args.command == "access":
         return change_access(
-            api, console, args.document_id, action=args.action, users=args.access_user, groups=args.access_group
+            api,
+            console,
+            args.document_id,
+            action=args.action,
+            users=args.access_user,
+            groups=args.access_group,
+            editors=upload_access(args.editor_user, args.editor_group),
+            deny=upload_access(args.deny_user, args.deny_group),
         )
     if args.command == "rm":
         return remove(api, console, args.document_id)

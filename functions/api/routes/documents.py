@@ -103,8 +103,9 @@ def get_document(document_id: DocumentId) -> Response[DocumentView]:
         "current version, without parsing or embedding again: searches see it within seconds. A document still "
         "processing or FAILED: the record only (its next Index writes it). If-Match (the ETag of GET) makes it "
         "conditional: 412 REVISION_MISMATCH when the document changed since; without it a concurrent PATCH "
-        "that wins makes this one 409 CONCURRENT_UPDATE. Access: only the uploader or a tenant admin may change "
-        "it (403 ACCESS_CHANGE_FORBIDDEN); a document the caller may not read is 404."
+        "that wins makes this one 409 CONCURRENT_UPDATE. Only an editor, the uploader or a tenant admin may change "
+        "it (403 EDIT_FORBIDDEN); access only the uploader or a tenant admin (403 ACCESS_CHANGE_FORBIDDEN); a "
+        "document the caller may not read is 404."
     ),
     responses=responses(200, 400, 403, 404, 409, 412),
     tags=["documents"],
@@ -130,7 +131,10 @@ def update_document(
 @router.delete(
     "/documents/<document_id>",
     summary="Delete a document",
-    description="Removes the upload, its artifacts and its passages. Idempotent: a DELETED document answers the same.",
+    description=(
+        "Removes the upload, its artifacts and its passages. Idempotent: a DELETED document answers the same. "
+        "Only an editor, the uploader or a tenant admin may (403 EDIT_FORBIDDEN)."
+    ),
     responses=responses(200, 403, 404),
     tags=["documents"],
     operation_id="deleteDocument",
@@ -139,16 +143,19 @@ def delete_document(document_id: DocumentId) -> DeletionReport:
     caller = principal(router.current_event)
     if not is_document_id(document_id):  # never a table key DynamoDB would refuse (e.g. over 2 KB)
         raise DocumentNotFoundError(document_id)
-    # Only someone who may read the document may delete it; anyone else gets the same 404.
+    # Someone who may not read the document gets the 404; a reader who is not an editor, 403.
     services = get_services()
-    services.documents.readable(caller.tenant_id, document_id, caller)
+    services.documents.editable(caller.tenant_id, document_id, caller)
     return services.deletion.delete(caller.tenant_id, document_id)
 
 
 @router.post(
     "/documents/<document_id>/retry",
     summary="Retry a FAILED document",
-    description="Replays the document from its first unfinished stage; 409 NOT_RETRYABLE unless it is FAILED.",
+    description=(
+        "Replays the document from its first unfinished stage; 409 NOT_RETRYABLE unless it is FAILED. Only an "
+        "editor, the uploader or a tenant admin may (403 EDIT_FORBIDDEN)."
+    ),
     responses=responses(202, 403, 404, 409),
     tags=["documents"],
     operation_id="retryDocument",

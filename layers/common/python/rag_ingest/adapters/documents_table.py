@@ -618,7 +618,7 @@ def awaiting_upload_item(
     }
     if uploaded_by:
         item["uploaded_by"] = uploaded_by
-    if access is not None and not access.is_open:
+    if access is not None and not access.is_default:
         item["access"] = access.model_dump()
     for name in ("source_id", "source_uri", "change_token"):
         if origin and origin.get(name):

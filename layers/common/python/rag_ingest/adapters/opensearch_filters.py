@@ -5,7 +5,8 @@ Pure functions (no client) for ``rag_ingest.adapters.vector_store``. A chunk's m
 ``metadata``, split by value type (``metadata.s|n|b|d.<key>``: strings, numbers, booleans, dates) so
 that one key's values of different types never conflict in the index's one mapping; dynamic
 templates type them (:data:`METADATA_DYNAMIC_TEMPLATES`). Each chunk carries its document's access
-as keyword fields, and :func:`access_query` is a reader's clause next to the tenant's term. The
+as keyword fields (editors among the readers, the deny lists apart), and :func:`access_query` is a
+reader's clause next to the tenant's term. The
 layout and the access fields: docs/api.md, "Metadata" and "Per-document access".
 """
 
@@ -55,32 +56,45 @@ FILTER_FIELDS_MAPPING: dict[str, Any] = {
 ACCESS_USERS_FIELD = "access_users"
 ACCESS_GROUPS_FIELD = "access_groups"
 ACCESS_OPEN_FIELD = "access_open"
+ACCESS_DENY_USERS_FIELD = "access_deny_users"
+ACCESS_DENY_GROUPS_FIELD = "access_deny_groups"
 UPLOADED_BY_FIELD = "uploaded_by"
 #: The access fields of a chunk (module doc); also added to an index made before them.
 ACCESS_FIELDS_MAPPING: dict[str, Any] = {
     ACCESS_USERS_FIELD: {"type": "keyword"},
     ACCESS_GROUPS_FIELD: {"type": "keyword"},
     ACCESS_OPEN_FIELD: {"type": "boolean"},
+    ACCESS_DENY_USERS_FIELD: {"type": "keyword"},
+    ACCESS_DENY_GROUPS_FIELD: {"type": "keyword"},
     UPLOADED_BY_FIELD: {"type": "keyword"},
 }
 
 
 def chunk_access(access: DocumentAccess | None, uploaded_by: str | None) -> dict[str, Any]:
-    """A document's access as each of its chunks holds it (module doc)."""
-    users = list(access.users) if access is not None else []
-    groups = list(access.groups) if access is not None else []
+    """A document's access as each of its chunks holds it (module doc): an editor is listed as a
+    reader, since every editor reads; ``access_open`` says no reader is listed."""
+    access = access if access is not None else DocumentAccess()
     return {
-        ACCESS_USERS_FIELD: users,
-        ACCESS_GROUPS_FIELD: groups,
-        ACCESS_OPEN_FIELD: not users and not groups,
+        ACCESS_USERS_FIELD: _union(access.users, access.editors.users),
+        ACCESS_GROUPS_FIELD: _union(access.groups, access.editors.groups),
+        ACCESS_OPEN_FIELD: access.is_open,
+        ACCESS_DENY_USERS_FIELD: list(access.deny.users),
+        ACCESS_DENY_GROUPS_FIELD: list(access.deny.groups),
         UPLOADED_BY_FIELD: uploaded_by,
     }
+
+
+def _union(first: list[str], second: list[str]) -> list[str]:
+    return first + [name for name in second if name not in first]
 
 
 def access_query(reader: Principal) -> dict[str, Any]:
     """The chunks ``reader`` may read (rag_ingest.core.access.can_read), as one clause for a
     ``bool.filter`` or a k-NN query's ``filter``; the tenant's own term is separate. A tenant admin
-    reads everything: the caller leaves the clause out for them."""
+    reads every chunk that does not deny them."""
+    not_denied = deny_clauses(reader)
+    if reader.is_tenant_admin:
+        return {"bool": {"must_not": not_denied}} if not_denied else {"match_all": {}}
     readable: list[dict[str, Any]] = [
         {"term": {ACCESS_OPEN_FIELD: True}},
         {"bool": {"must_not": [{"exists": {"field": ACCESS_OPEN_FIELD}}]}},  # written before access existed
@@ -90,7 +104,20 @@ def access_query(reader: Principal) -> dict[str, Any]:
         readable.append({"term": {UPLOADED_BY_FIELD: reader.subject}})
     if reader.groups:
         readable.append({"terms": {ACCESS_GROUPS_FIELD: sorted(reader.groups)}})
-    return {"bool": {"should": readable, "minimum_should_match": 1}}
+    clause: dict[str, Any] = {"should": readable, "minimum_should_match": 1}
+    if not_denied:
+        clause["must_not"] = not_denied
+    return {"bool": clause}
+
+
+def deny_clauses(reader: Principal) -> list[dict[str, Any]]:
+    """The ``must_not`` clauses that leave out the chunks whose document denies ``reader``."""
+    clauses: list[dict[str, Any]] = []
+    if reader.subject:
+        clauses.append({"term": {ACCESS_DENY_USERS_FIELD: reader.subject}})
+    if reader.groups:
+        clauses.append({"terms": {ACCESS_DENY_GROUPS_FIELD: sorted(reader.groups)}})
+    return clauses
 
 
 def chunk_metadata(metadata: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

@@ -154,7 +154,7 @@ def _filters(tenant_id: str, where: Filter | None, reader: Principal | None = No
     """The tenant's term, ``where``'s clause and what ``reader`` may read, as one ``bool`` of
     filters (no scoring)."""
     clauses: list[dict[str, Any]] = [{"term": {"tenant_id": tenant_id}}]
-    if reader is not None and not reader.is_tenant_admin:
+    if reader is not None:
         if reader.tenant_id != tenant_id:
             raise ValueError("the reader is of another tenant")
         clauses.append(access_query(reader))

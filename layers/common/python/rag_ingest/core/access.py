@@ -1,12 +1,11 @@
-"""Per-document access: who may read a document of their tenant, and who may change that.
+"""Per-document access: who may read a document of their tenant, who may change it, who never may.
 
-A document's ``access`` (:class:`DocumentAccess`) lists token subjects (``users``) and groups
-(``groups``); both empty is an open document the whole tenant reads. :func:`can_read`: a principal of
-the tenant in ``users`` or ``groups``, the uploader, or a tenant admin (anyone else is answered as
-for another tenant's document); :func:`can_manage_access`: the uploader and tenant admins. The same
-rules run in the chunk index's queries (rag_ingest.adapters.opensearch_filters) and over records in
-code. :func:`groups_of` reads both shapes of the groups claim. Rules and sources: docs/api.md,
-"Per-document access".
+A document's ``access`` (:class:`DocumentAccess`) lists readers (``users``, ``groups``; both empty:
+the whole tenant reads), ``editors`` and ``deny``. :func:`can_read`, :func:`can_edit` (metadata,
+retry, delete) and :func:`can_manage_access` apply them; a deny overrides every allow, a tenant
+admin's and the uploader's too. The same rules run in the chunk index's queries
+(rag_ingest.adapters.opensearch_filters) and over records in code. :func:`groups_of` reads both
+shapes of the groups claim. Rules: docs/api.md, "Per-document access". May import: ``core``.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from rag_ingest.core.auth import tenant_of
 
@@ -57,8 +56,42 @@ def _names(value: Any, path: str) -> list[str]:
     return names
 
 
+class PrincipalSet(BaseModel):
+    """Token subjects and groups: a document's editors, or those denied it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    users: list[str] = Field(
+        default_factory=list,
+        description=f"Token subjects (sub); at most {MAX_PRINCIPALS}, each 1-{MAX_NAME_CHARS} characters",
+    )
+    groups: list[str] = Field(
+        default_factory=list,
+        description=f"Groups (cognito:groups); at most {MAX_PRINCIPALS}, each 1-{MAX_NAME_CHARS} characters",
+    )
+
+    @field_validator("users", "groups", mode="before")
+    @classmethod
+    def _checked(cls, value: Any, info: ValidationInfo) -> list[str]:
+        return _names(value, str(info.field_name))
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.users and not self.groups
+
+    def holds(self, principal: Principal) -> bool:
+        """Whether ``principal`` is one of the users or a member of one of the groups."""
+        if principal.subject and principal.subject in self.users:
+            return True
+        return not principal.groups.isdisjoint(self.groups)
+
+
+NOBODY = PrincipalSet()
+
+
 class DocumentAccess(BaseModel):
-    """Who, besides the uploader and tenant admins, reads a document; both empty: the whole tenant."""
+    """Who, besides the uploader and tenant admins, reads a document (both empty: the whole tenant),
+    who also changes it (``editors``), and who may do neither whatever else says so (``deny``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -77,6 +110,18 @@ class DocumentAccess(BaseModel):
         ),
     )
 
+    editors: PrincipalSet = Field(
+        default=NOBODY,
+        description=(
+            "Who may also change the document's metadata, retry or delete it (an editor reads it too); the "
+            "uploader and tenant admins always may"
+        ),
+    )
+    deny: PrincipalSet = Field(
+        default=NOBODY,
+        description="Who may neither read nor change the document: overrides every allow, a tenant admin's too",
+    )
+
     @field_validator("users", mode="before")
     @classmethod
     def _users(cls, value: Any) -> list[str]:
@@ -87,12 +132,44 @@ class DocumentAccess(BaseModel):
     def _groups(cls, value: Any) -> list[str]:
         return _names(value, "access.groups")
 
+    @field_validator("editors", "deny", mode="before")
+    @classmethod
+    def _principal_sets(cls, value: Any, info: ValidationInfo) -> PrincipalSet:
+        return _principal_set(value, f"access.{info.field_name}")
+
     @property
     def is_open(self) -> bool:
+        """No reader is listed: the whole tenant reads it (``deny`` still applies)."""
         return not self.users and not self.groups
+
+    @property
+    def is_default(self) -> bool:
+        """Nothing is listed at all: the access every document has unless told otherwise."""
+        return self.is_open and self.editors.is_empty and self.deny.is_empty
+
+    def denies(self, principal: Principal) -> bool:
+        return self.deny.holds(principal)
 
 
 OPEN_ACCESS = DocumentAccess()
+
+
+def _principal_set(raw: Any, path: str) -> PrincipalSet:
+    if raw is None:
+        return NOBODY
+    if isinstance(raw, PrincipalSet):
+        return raw
+    if not isinstance(raw, Mapping):
+        raise AccessError(path, "must be an object with users and groups")
+    unknown = sorted(set(raw) - {"users", "groups"})
+    if unknown:
+        raise AccessError(f"{path}.{unknown[0]}", "unknown key (expected users and groups)")
+    return PrincipalSet(
+        users=_names(raw.get("users"), f"{path}.users"), groups=_names(raw.get("groups"), f"{path}.groups")
+    )
+
+
+_ACCESS_KEYS = ("users", "groups", "editors", "deny")
 
 
 def parse_access(raw: Any, path: str = "access") -> DocumentAccess:
@@ -102,13 +179,16 @@ def parse_access(raw: Any, path: str = "access") -> DocumentAccess:
     if isinstance(raw, DocumentAccess):
         return raw
     if not isinstance(raw, Mapping):
-        raise AccessError(path, "must be an object with users and groups")
-    unknown = sorted(set(raw) - {"users", "groups"})
+        raise AccessError(path, "must be an object with users, groups, editors and deny")
+    unknown = sorted(set(raw) - set(_ACCESS_KEYS))
     if unknown:
-        raise AccessError(f"{path}.{unknown[0]}", "unknown key (expected users and groups)")
-    users = _names(raw.get("users"), f"{path}.users")
-    groups = _names(raw.get("groups"), f"{path}.groups")
-    return DocumentAccess(users=users, groups=groups)
+        raise AccessError(f"{path}.{unknown[0]}", "unknown key (expected users, groups, editors and deny)")
+    return DocumentAccess(
+        users=_names(raw.get("users"), f"{path}.users"),
+        groups=_names(raw.get("groups"), f"{path}.groups"),
+        editors=_principal_set(raw.get("editors"), f"{path}.editors"),
+        deny=_principal_set(raw.get("deny"), f"{path}.deny"),
+    )
 
 
 @dataclass(frozen=True)
@@ -174,22 +254,35 @@ class AccessRecord(Protocol):
     def access(self) -> DocumentAccess: ...
 
 
+def _is_uploader(principal: Principal, record: AccessRecord) -> bool:
+    return bool(principal.subject) and principal.subject == record.uploaded_by
+
+
 def can_read(principal: Principal, record: AccessRecord) -> bool:
-    """Whether ``principal`` may see ``record`` at all (module doc)."""
-    if principal.tenant_id != record.tenant_id:
-        return False
+    """Whether ``principal`` may see ``record`` at all: not denied, and a tenant admin, the uploader,
+    an editor, a listed reader, or anyone of the tenant when no reader is listed."""
     access = record.access
-    if principal.is_tenant_admin or access.is_open:
+    if principal.tenant_id != record.tenant_id or access.denies(principal):
+        return False
+    if principal.is_tenant_admin or access.is_open or _is_uploader(principal, record):
         return True
-    if principal.subject and (principal.subject == record.uploaded_by or principal.subject in access.users):
+    if principal.subject and principal.subject in access.users:
         return True
-    return not principal.groups.isdisjoint(access.groups)
+    return not principal.groups.isdisjoint(access.groups) or access.editors.holds(principal)
+
+
+def can_edit(principal: Principal, record: AccessRecord) -> bool:
+    """Whether ``principal`` may change ``record``'s metadata, retry or delete it: not denied, and a
+    tenant admin, the uploader or an editor (a reader, listed or not, may not)."""
+    access = record.access
+    if principal.tenant_id != record.tenant_id or access.denies(principal):
+        return False
+    return principal.is_tenant_admin or _is_uploader(principal, record) or access.editors.holds(principal)
 
 
 def can_manage_access(principal: Principal, record: AccessRecord) -> bool:
-    """Whether ``principal`` may set or change ``record``'s access: its uploader or a tenant admin."""
-    if principal.tenant_id != record.tenant_id:
+    """Whether ``principal`` may set or change ``record``'s access: its uploader or a tenant admin,
+    not denied (an editor may not: it would grant itself more)."""
+    if principal.tenant_id != record.tenant_id or record.access.denies(principal):
         return False
-    if principal.is_tenant_admin:
-        return True
-    return bool(principal.subject) and principal.subject == record.uploaded_by
+    return principal.is_tenant_admin or _is_uploader(principal, record)

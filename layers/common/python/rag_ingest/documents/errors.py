@@ -28,6 +28,13 @@ class AccessChangeForbiddenError(ApiRefusal):
     code = "ACCESS_CHANGE_FORBIDDEN"
 
 
+class EditForbiddenError(ApiRefusal):
+    """A change, retry or delete by someone who may read the document but not edit it."""
+
+    status = 403
+    code = "EDIT_FORBIDDEN"
+
+
 class NotRetryableError(ApiRefusal):
     """Retry asked for a document that is not FAILED (or cannot be replayed)."""
 

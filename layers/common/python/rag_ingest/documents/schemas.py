@@ -46,7 +46,8 @@ class UploadRequest(BaseModel):
         default=None,
         description=(
             "Who may read the document besides its uploader and tenant admins: token subjects (users) and "
-            "groups (cognito:groups). Absent or both empty: the whole tenant. Later versions keep it "
+            "groups (cognito:groups); absent or both empty: the whole tenant. editors may also change, retry "
+            "and delete it; deny may do nothing, whoever else they are. Later versions keep it "
             '(docs/api.md, "Per-document access").'
         ),
         json_schema_extra={"example": {"users": [], "groups": ["legal"]}},
@@ -92,11 +93,14 @@ class DocumentPatch(BaseModel):
     access: DocumentAccess | None = Field(
         default=None,
         description=(
-            'Replaces who may read the document besides its uploader and tenant admins ({"users": [], '
-            '"groups": []} opens it to the tenant); only the uploader or a tenant admin may change it (else 403 '
-            'ACCESS_CHANGE_FORBIDDEN). Written onto every passage like metadata (docs/api.md, "Per-document access").'
+            'Replaces, as a whole, who may read the document besides its uploader and tenant admins ({"users": [], '
+            '"groups": []} opens it to the tenant), its editors and its deny list; only the uploader or a tenant '
+            "admin may change it (else 403 ACCESS_CHANGE_FORBIDDEN). Written onto every passage like metadata "
+            '(docs/api.md, "Per-document access").'
         ),
-        json_schema_extra={"example": {"users": [], "groups": ["legal"]}},
+        json_schema_extra={
+            "example": {"users": [], "groups": ["legal"], "editors": {"users": [], "groups": ["legal-leads"]}}
+        },
     )
 
     @field_validator("access", mode="before")

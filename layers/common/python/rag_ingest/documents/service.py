@@ -5,7 +5,8 @@ Bodies are in ``schemas``, refusals in ``errors``, paging and ETags in ``paging`
 Every operation takes the caller's tenant, already validated (``rag_ingest.core.auth.tenant_of``), and
 answers another tenant's document exactly like a missing one. Given the caller's
 :class:`rag_ingest.core.access.Principal` (the API always passes it), a document the caller may not
-read (``rag_ingest.core.access.can_read``) is answered the same way, and the listing leaves it out.
+read (``rag_ingest.core.access.can_read``) is answered the same way, and the listing leaves it out;
+one it may read but not edit (``can_edit``) refuses a change, retry or delete with 403.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-from rag_ingest.core.access import DocumentAccess, Principal, can_manage_access, can_read
+from rag_ingest.core.access import DocumentAccess, Principal, can_edit, can_manage_access, can_read
 from rag_ingest.core.config import ApiEnv, DocumentsEnv
 from rag_ingest.core.errors import ErrorCode, IndexArtifactsMissingError, PermanentError, StaleWriteError
 from rag_ingest.core.filters import matches
@@ -31,6 +32,7 @@ from rag_ingest.documents.errors import (
     ConcurrentUpdateError,
     ContentUnavailableError,
     DocumentNotFoundError,
+    EditForbiddenError,
     NotRetryableError,
     ReindexUnavailableError,
     RevisionMismatchError,
@@ -69,7 +71,7 @@ def _ownership(principal: Principal | None, access: DocumentAccess | None) -> di
     fields: dict[str, Any] = {}
     if principal is not None and principal.subject:
         fields["uploaded_by"] = principal.subject
-    if access is not None and not access.is_open:
+    if access is not None and not access.is_default:
         fields["access"] = access
     return fields
 
@@ -108,13 +110,12 @@ class DocumentQueries:
     ) -> DocumentPage:
         """One page of the tenant's documents, newest first (DELETED ones are left out); with
         ``filter_json`` (a RetrievalFilter as JSON), only those that match it; with ``principal``,
-        only those it may read (a tenant admin reads them all)."""
+        only those it may read (a tenant admin reads all but those that deny them)."""
         if not 1 <= limit <= MAX_PAGE_SIZE:
             raise PermanentError(ErrorCode.INVALID_REQUEST, f"limit must be between 1 and {MAX_PAGE_SIZE}")
         start_key = decode_cursor(cursor, tenant_id) if cursor else None
         where = parse_list_filter(filter_json) if filter_json is not None else None
-        readable = principal is not None and not principal.is_tenant_admin
-        if where is not None or readable:
+        if where is not None or principal is not None:
 
             def is_listed(record: DocumentRecord) -> bool:
                 if principal is not None and not can_read(principal, record):
@@ -174,9 +175,16 @@ class DocumentQueries:
         return DocumentContent.of(record, document_format, parsed.pages)
 
     def readable(self, tenant_id: str, document_id: str, principal: Principal | None = None) -> DocumentRecord:
-        """The record of a document the caller may see, else ``DocumentNotFoundError`` (a route that
-        acts on a document checks this first: delete)."""
+        """The record of a document the caller may see, else ``DocumentNotFoundError``."""
         return self._record(tenant_id, document_id, principal)
+
+    def editable(self, tenant_id: str, document_id: str, principal: Principal | None = None) -> DocumentRecord:
+        """The record of a document the caller may change (a route that acts on a document checks
+        this first: delete): 404 when it may not read it, 403 when it may read but not edit it."""
+        record = self._record(tenant_id, document_id, principal)
+        if principal is not None and not can_edit(principal, record):
+            raise EditForbiddenError("only an editor, the uploader or a tenant admin may change or delete it")
+        return record
 
     def _record(self, tenant_id: str, document_id: str, principal: Principal | None = None) -> DocumentRecord:
         # An id the system never issues cannot exist: no table read (and no oversized key) for it.
@@ -259,6 +267,8 @@ class DocumentService(DocumentQueries):
             raise DocumentNotFoundError(document_id)
         if principal is not None and not can_read(principal, record):
             raise DocumentNotFoundError(document_id)
+        if principal is not None and not can_edit(principal, record):
+            raise EditForbiddenError("only an editor, the uploader or a tenant admin may retry it")
         if record.status is not DocumentStatus.FAILED:
             raise NotRetryableError(f"only a FAILED document can be retried; this one is {record.status.value}")
         if not (record.version and record.key and record.bucket):
@@ -294,6 +304,8 @@ class DocumentService(DocumentQueries):
                 raise DocumentNotFoundError(document_id)
             if "access" in fields and principal is not None and not can_manage_access(principal, record):
                 raise AccessChangeForbiddenError("only the uploader or a tenant admin may change who reads it")
+            if principal is not None and not can_edit(principal, record):
+                raise EditForbiddenError("only an editor, the uploader or a tenant admin may change it")
             if accepted is not None and record.revision not in accepted:
                 raise RevisionMismatchError(f"the document is at revision {record.revision}")
             ready = record.status is DocumentStatus.READY
