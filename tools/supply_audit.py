@@ -184,6 +184,10 @@ def parse_npm_audit(report: dict[str, Any], lock: dict[str, Any], name: str = "n
         error = report.get("error")
         detail = report.get("message") or (error.get("summary") if isinstance(error, dict) else error)
         result.unavailable = f"npm audit got no report from the registry's advisory service: {detail or report}"
+        for path, package in lock.get("packages", {}).items():
+            if path:  # "" is the project itself
+                name = str(package.get("name") or path.rsplit("node_modules/", 1)[-1])
+                result.unaudited[f"{name}=={package.get('version', '?')}"] = result.unavailable
         return result
     packages = lock.get("packages", {})
     result.audited = int(report.get("metadata", {}).get("dependencies", {}).get("total", 0))
@@ -326,6 +330,10 @@ def apply_index_fallback(result: TargetResult, base: str) -> None:
             result.findings.extend(findings)
     result.audited += checked
     result.fallback = f"index latest-release data: {checked} of {len(pending)} packages checked"
+    if not result.unaudited:
+        # The same advisory records, read another way, covered every package: nothing is left unseen.
+        result.fallback += f" (pip-audit's service: {result.unavailable})"
+        result.unavailable = None
 
 
 def run_npm_audit(lock_dir: Path, registry: str | None) -> TargetResult:
@@ -367,7 +375,7 @@ def audit(targets: Iterable[str], osv_url: str | None, npm_registry: str | None)
 def render(results: Sequence[TargetResult], verdict: Verdict) -> str:
     lines = ["supply-chain audit (docs/security.md):"]
     for result in results:
-        status = "UNAVAILABLE" if result.unavailable else "answered"
+        status = "UNAVAILABLE" if result.unavailable else ("replaced" if result.fallback else "answered")
         extra = f"; {result.fallback}" if result.fallback else ""
         lines.append(
             f"  {result.name}: service {status}; {result.audited} audited, {len(result.unaudited)} not audited, "

@@ -213,3 +213,13 @@ def test_the_index_project_json_speaks_for_its_latest_release_only() -> None:
     assert any("PYSEC-2017-94" in finding.ids() for finding in findings), findings
     older, reason = supply_audit.latest_release_vulnerabilities(base, "pycrypto", "2.6")
     assert older is None and "latest release (2.6.1)" in reason
+
+
+def test_the_fallback_audits_latest_pins_and_names_the_others() -> None:
+    result = supply_audit.TargetResult("python venv", unavailable="the index answered 404")
+    result.unaudited = {"pycrypto==2.6.1": "404", "pycrypto==2.5": "404"}
+    supply_audit.apply_index_fallback(result, supply_audit.index_json_base())
+    assert result.audited == 1 and result.unavailable, "one package left unseen keeps the service unavailable"
+    assert list(result.unaudited) == ["pycrypto==2.5"] and "latest release (2.6.1)" in result.unaudited["pycrypto==2.5"]
+    verdict = supply_audit.evaluate([result], [], [], datetime.date.today(), require_service=False)
+    assert any("pycrypto==2.6.1: PYSEC-2017-94" in failure for failure in verdict.failures), verdict.failures

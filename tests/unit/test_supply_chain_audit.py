@@ -137,6 +137,8 @@ def test_an_index_that_answers_404_to_every_package_is_unavailable_not_clean() -
 def test_a_registry_without_the_advisory_endpoint_is_unavailable() -> None:
     result = parse_npm_audit(_json("npm-audit-no-service.json"), LOCK)
     assert result.unavailable and "405 Method Not Allowed" in result.unavailable
+    locked = {path.rsplit("node_modules/", 1)[-1] for path in LOCK["packages"] if path}
+    assert {key.partition("==")[0] for key in result.unaudited} == locked, "every locked package, not audited"
     assert not evaluate([result], [], [], TODAY, require_service=True).passed
     verdict = evaluate([result], [], [], TODAY, require_service=False)
     assert verdict.passed and verdict.warnings
