@@ -5,7 +5,8 @@ The shared layer: the domain package (``layers/common/python/rag_ingest``) and i
 the binaries the Lambda runtime loads. The MCP layer: the SDK (``layers/mcp/requirements.txt``, resolved
 against the shared layer's versions, which it leaves out) and the client's tool modules.
 Idempotent: a stamp per layer holds hashes of its inputs, and only the part that changed is redone
-(dependencies, or the sources copied in). Run it as ``make layer`` or ``.venv/bin/python tools/build_layer.py``.
+(dependencies, or the sources copied in). Each layer's CycloneDX SBOM (``.build/*.cdx.json``) is written
+beside it from what it holds, again when its dependencies are (docs/security.md). Run: ``make layer``.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ import fcntl
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,6 +43,9 @@ CLIENT_SRC = ROOT / "client" / "rag_ingest_client"
 # The client modules the MCP function imports: the tools and the error type they catch (docs/mcp.md).
 MCP_CLIENT_MODULES = ("__init__.py", "http.py", "mcp_server.py")
 CDK_JSON = ROOT / "cdk.json"
+# The software bills of materials (CycloneDX JSON), beside the layers they describe.
+SBOM_FILE = BUILD_DIR / "layer.cdx.json"
+MCP_SBOM_FILE = BUILD_DIR / "mcp-layer.cdx.json"
 
 # The wheel platform of each Lambda architecture (infra/config.py FunctionsConfig.architecture).
 WHEEL_PLATFORMS = {"x86_64": "manylinux2014_x86_64", "arm64": "manylinux2014_aarch64"}
@@ -273,9 +279,40 @@ def _build_mcp_layer(architecture: str, force: bool) -> None:
     shutil.rmtree(site / "bin", ignore_errors=True)
     _copy_client_modules(site)
     MCP_STAMP_FILE.unlink(missing_ok=True)
+    MCP_SBOM_FILE.unlink(missing_ok=True)
     shutil.rmtree(MCP_LAYER_DIR, ignore_errors=True)
     os.replace(staging, MCP_LAYER_DIR)
     MCP_STAMP_FILE.write_text(json.dumps(wanted, indent=2) + "\n")
+
+
+def write_sbom(site: Path, output: Path, pyproject: Path) -> None:
+    """cyclonedx-py's SBOM of the distributions installed in ``site``, ``pyproject``'s project as its root.
+
+    cyclonedx-py reads the ``sys.path`` of the interpreter it is given; this one has the layer and
+    the standard library on it, nothing of the venv (``-S``), as the Lambda runtime has ``/opt/python``.
+    """
+    with tempfile.TemporaryDirectory(prefix="sbom-env-") as scratch:
+        interpreter = Path(scratch) / "bin" / "python"
+        interpreter.parent.mkdir()
+        launch = f"PYTHONPATH={shlex.quote(str(site))} exec {shlex.quote(sys.executable)} -S"
+        interpreter.write_text(f'#!/bin/sh\n{launch} "$@"\n')
+        interpreter.chmod(0o755)
+        partial = output.with_suffix(".partial")
+        command = [sys.executable, "-m", "cyclonedx_py", "environment", "--pyproject", str(pyproject)]
+        command += ["--output-reproducible", "--output-file", str(partial), scratch]
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        partial.unlink(missing_ok=True)
+        raise LayerBuildError(f"cyclonedx-py failed ({result.returncode}) for {site}:\n{result.stderr}")
+    os.replace(partial, output)
+
+
+def _write_missing_sboms() -> None:
+    # A rebuild of a layer's dependencies deletes its SBOM first, so a missing one is the only signal.
+    if not SBOM_FILE.exists():
+        write_sbom(SITE_DIR, SBOM_FILE, ROOT / "pyproject.toml")
+    if not MCP_SBOM_FILE.exists():
+        write_sbom(MCP_SITE_DIR, MCP_SBOM_FILE, CLIENT_SRC.parent / "pyproject.toml")
 
 
 def layer_size_bytes(path: Path = LAYER_DIR) -> int:
@@ -294,6 +331,7 @@ def build_layer(force: bool = False, architecture: str | None = None) -> Path:
         wanted = {"deps": deps_hash(architecture), "source": source_hash(), "architecture": architecture}
         if stamp == wanted and SITE_DIR.is_dir():
             _build_mcp_layer(architecture, force)
+            _write_missing_sboms()
             return LAYER_DIR
         if stamp.get("deps") != wanted["deps"] or not SITE_DIR.is_dir():
             # Build beside the old layer and swap, so a failed pip run leaves no half layer.
@@ -302,12 +340,14 @@ def build_layer(force: bool = False, architecture: str | None = None) -> Path:
             _install_dependencies(staging / "python", architecture)
             _copy_package(staging / "python")
             STAMP_FILE.unlink(missing_ok=True)
+            SBOM_FILE.unlink(missing_ok=True)
             shutil.rmtree(LAYER_DIR, ignore_errors=True)
             os.replace(staging, LAYER_DIR)
         else:
             _copy_package(SITE_DIR)
         STAMP_FILE.write_text(json.dumps(wanted, indent=2) + "\n")
         _build_mcp_layer(architecture, force)
+        _write_missing_sboms()
     return LAYER_DIR
 
 
@@ -328,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"layer ready: {path.relative_to(ROOT)} ({size_mb:.1f} MB unzipped, {time.monotonic() - started:.1f}s)")
     mcp_mb = layer_size_bytes(MCP_LAYER_DIR) / 1_000_000
     print(f"MCP layer ready: {MCP_LAYER_DIR.relative_to(ROOT)} ({mcp_mb:.1f} MB unzipped)")
+    print(f"SBOMs (CycloneDX): {SBOM_FILE.relative_to(ROOT)}, {MCP_SBOM_FILE.relative_to(ROOT)}")
     return 0
 
 
