@@ -191,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         "aftermath": {
             "passed": aftermath.passed,
             "documents": aftermath.documents,
+            "chunks": aftermath.chunks,
             "outcomes": dict(aftermath.outcomes),
             "problems": aftermath.problems,
             "drift": aftermath.drift,

@@ -39,7 +39,7 @@ class Observed:
 
     status: str | None  # None: no record
     error_code: str | None = None
-    version: str | None = None
+    version: str | None = None  # the version's hash, as the chunks carry it
     chunk_count: int | None = None
     revision_value: int | None = None  # the record's metadata[REVISION_KEY]
     chunks_by_version: Mapping[str, int] = field(default_factory=dict)
@@ -101,6 +101,7 @@ class Aftermath:
     """Every document's outcome, the reconciler's findings, duplicated passages: the verdict."""
 
     documents: int = 0
+    chunks: int = 0  # chunks of the tracked documents found in the index (the checks are not vacuous)
     outcomes: Counter[str] = field(default_factory=Counter)  # READY, DELETED, FAILED <code>, ...
     problems: dict[str, list[str]] = field(default_factory=dict)  # document id -> what is wrong
     drift: dict[str, int] = field(default_factory=dict)  # tenant -> reconciler findings
@@ -148,6 +149,7 @@ def judge(
     aftermath = Aftermath(duplicated_passages=duplicated_passages, same_text=same_text)
     for tracked, observed in documents:
         aftermath.documents += 1
+        aftermath.chunks += sum(observed.chunks_by_version.values())
         aftermath.outcomes[outcome_label(observed)] += 1
         found = problems(tracked, observed)
         if found:
@@ -203,6 +205,7 @@ def aftermath_table(aftermath: Aftermath) -> str:
             "| check | result |",
             "| --- | --- |",
             f"| documents | {aftermath.documents}: {outcomes} |",
+            f"| their chunks in the index | {aftermath.chunks} |",
             f"| not as their input and requests call for | {len(aftermath.problems)} |",
             f"| reconciler drift ({len(aftermath.drift)} tenants) | {drift}{f' ({kinds})' if kinds else ''} |",
             f"| passages indexed twice (by chunk id) | {aftermath.duplicated_passages} |",

@@ -56,6 +56,7 @@ BAD_INPUTS = {
 }
 BAD_EVERY = 6  # one upload in six is a bad input (each user's first at its own turn)
 MODES = ("hybrid", "knn", "bm25")
+STOP_SECONDS = 120.0
 S3_UPLOAD = "S3 presigned POST"
 # Not a failure: 503 SERVICE_UNAVAILABLE is throttling, with Retry-After (docs/api.md, "Errors"); it is
 # still counted in the status codes per route.
@@ -207,7 +208,9 @@ def route_rows(environment: Environment) -> list[RouteRow]:
 
 def run(plan: Plan, users: int, seconds: float, spawn_rate: float) -> dict[str, Any]:
     TenantUser.plan = plan
-    environment = Environment(user_classes=[TenantUser], host=plan.api_url, events=events)
+    # stop_timeout: at the end each user finishes the task it is in, so that every request sent has its
+    # answer recorded (a DELETE cut off mid-flight would leave a document DELETED that no answer explains).
+    environment = Environment(user_classes=[TenantUser], host=plan.api_url, events=events, stop_timeout=STOP_SECONDS)
     runner = environment.create_local_runner()
     began = time.time()
     runner.start(users, spawn_rate=spawn_rate)

@@ -87,7 +87,7 @@ def test_the_verdict_fails_on_a_wrong_document_drift_a_duplicate_or_a_server_err
     documents = [(GOOD, ready()), (BAD, Observed(status="FAILED", error_code="ENCRYPTED_PDF"))]
     codes = {"POST /search": {"200": 10, "503": 2}}
     passed = judge(documents, {"t1": []}, 0, 0, codes)
-    assert passed.passed and passed.documents == 2
+    assert passed.passed and (passed.documents, passed.chunks) == (2, 4)
     assert passed.outcomes == {"READY": 1, "FAILED ENCRYPTED_PDF": 1}
     assert not judge(documents, {"t1": [{"kind": "INDEX_WITHOUT_RECORD"}]}, 0, 0, codes).passed
     assert not judge(documents, {"t1": []}, 1, 0, codes).passed
