@@ -1,15 +1,12 @@
 """make load: 20 tenants' users for 10 minutes on a fresh local stack, then what must hold afterwards.
 
-    .venv/bin/python -m bench.load                                   # 10 minutes, 20 tenants, 20 users
-    .venv/bin/python -m bench.load --minutes 1 --tenants 4 --users 4 # a quick run (make load LOAD_ARGS=...)
+    .venv/bin/python -m bench.load [--minutes 10 --tenants 20 --users 20]   # make load LOAD_ARGS=...
 
-The stack (``bench.chaos.fresh_stack``: free ports, an index of its own) runs the embedding server with
-the Bedrock profile (quotas and latency) and deterministic vectors; the users (``bench.load_users``,
-locust in a process of its own) upload, search, list, read, PATCH and delete. When they stop, the
-documents settle; then each must be READY with its chunks indexed once, FAILED with its input's code,
-or DELETED after a DELETE; the reconciler must find no drift in any tenant and no passage may be
-indexed twice. Prints locust's table and the verdict, writes bench/results/load-<time>.json and .csv,
-exits 1 when a check fails. Imports ``bench``, ``tests.support`` and the domain package's records.
+The stack (``bench.chaos.fresh_stack``, an index of its own) runs the Bedrock profile with deterministic
+vectors; the users (``bench.load_users``, locust, a process of its own) upload, search, list, read, PATCH
+and delete. Then each document must be READY with its chunks indexed once, FAILED with its input's code,
+or DELETED after a DELETE; no reconciler drift, no passage indexed twice. Writes bench/results/load-*.json
+and .csv, exits 1 when a check fails. Imports ``bench``, ``tests.support``, the domain package's records.
 """
 
 from __future__ import annotations

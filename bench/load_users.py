@@ -1,15 +1,12 @@
 """make load's users: locust as a library (Environment + local runner, headless) against a running stack.
 
-    .venv/bin/python -m bench.load_users --outputs STATE/outputs.json --tenants 20 --users 20 --seconds 600 \
-        --report users.json
+    python -m bench.load_users --outputs STATE/outputs.json --tenants T1 T2 --users 2 --seconds 60 --report r.json
 
-Started by ``bench.load`` in a process of its own: locust's gevent patches sockets and threads at import,
-which the stack's harness, boto3 and the reconciler's CLI in ``bench.load`` must not share. Each user
-signs in to one tenant with the local dev token issuer (``local.client.OfflineClient``) and mixes
-uploads (presigned POST to the local S3; good samples in several formats and bad inputs), searches,
-lists, reads, PATCHes and deletes of its own documents. Writes locust's per-route figures, its errors,
-the status codes per route and every document it made (``--report``). Imports locust, ``local``,
-the client's ``uploads`` and ``bench.load_aftermath``.
+Started by ``bench.load`` in a process of its own: locust's gevent patches sockets and threads at import.
+Each user signs in to one tenant (``local.client.OfflineClient``, the local dev token issuer) and mixes
+uploads (presigned POST to the local S3; samples in several formats, and bad inputs), searches, lists,
+reads, PATCHes and deletes of its own documents. Writes the per-route figures, errors, status codes and
+every document made (``--report``). Imports locust, ``local``, the client's ``uploads``, ``bench.load_aftermath``.
 """
 
 from __future__ import annotations
