@@ -26,6 +26,7 @@ help:
 	@echo "make bench-answer - POST /answer's latency beside the search it starts with, on the sample PDFs"
 	@echo "make eval   - retrieval quality (recall@1/5, MRR) of k-NN, BM25 and hybrid vs a naive baseline"
 	@echo "make burst  - 200 uploads with 10 % injected faults: READY, lost, duplicates, DLQ"
+	@echo "make load   - 20 tenants upload, search, list, PATCH and delete for 10 min: p50/p95/p99 per route, then READY/codes, drift, duplicates"
 	@echo "make chaos  - kill -9 of OpenSearch, the embedding server, a worker, moto, the stack during a burst"
 	@echo "make cost   - AWS cost per 1,000 pages from a measured local-stack run and cdk.json (docs/cost.md)"
 	@echo "make preflight - what the AWS account lacks for a deploy (credentials, bootstrap, Bedrock, quotas, ...)"
@@ -206,6 +207,16 @@ bench-aws: synth opensearch $(PEERS_VENV_STAMP)
 burst: synth opensearch
 	mkdir -p bench/results
 	RELIABILITY_BURST=200 RELIABILITY_REPORT=bench/results/burst-200.json .venv/bin/pytest tests/reliability/test_burst.py -s
+
+# Issue 45's load test (bench/load.py): a fresh local stack with the Bedrock profile (quotas, latency,
+# deterministic vectors), locust's users (bench/load_users.py) over 20 tenants for 10 minutes, then every
+# document READY, FAILED with its input's code or DELETED, 0 reconciler drift, 0 passages indexed twice;
+# exits 1 when a check fails. Writes bench/results/load-<time>.json and .csv (docs/benchmarks.md).
+# LOAD_ARGS="--minutes 1 --tenants 4": a quick run.
+.PHONY: load
+load: synth opensearch
+	mkdir -p bench/results
+	$(PY) -m bench.load $(LOAD_ARGS)
 
 # One kill -9 at a time during a burst of uploads (OpenSearch mid-Index, the embedding server mid-batch, a
 # stage worker, moto, the whole stack), each on a fresh local stack: outcomes, reconciler drift, duplicated

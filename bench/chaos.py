@@ -442,20 +442,25 @@ class FaultResult:
 
 
 @contextmanager
-def fresh_stack(fault: str, work: Path, retry_scale: float) -> Iterator[tuple[OfflineStackProcess, str]]:
-    """A local stack of its own for ``fault`` (its index dropped at the end): (process, OpenSearch URL)."""
+def fresh_stack(
+    fault: str, work: Path, retry_scale: float, env: dict[str, str] | None = None, prefix: str = "rag-chaos"
+) -> Iterator[tuple[OfflineStackProcess, str]]:
+    """A local stack of its own for ``fault`` (its index ``prefix-fault-…``, dropped at the end), with
+    ``env`` added to its environment: (process, OpenSearch URL). bench.load starts its stack here too."""
     from rag_ingest.embeddings.base import MINILM_DIMENSION
     from rag_ingest.wiring import vector_store_for
 
     source = REPO_ROOT / "cdk.out" / f"{stack_name_from_cdk_json(REPO_ROOT)}.template.json"
     if not source.is_file():
         raise SystemExit(f"{source} not found: synthesize first (make synth)")
-    index_name = f"rag-chaos-{fault}-{uuid.uuid4().hex[:8]}"
+    index_name = f"{prefix}-{fault}-{uuid.uuid4().hex[:8]}"
     folder = work / fault
     folder.mkdir(parents=True)
     template = folder / "template.json"
     template.write_text(json.dumps(eval_template(source, index_name)))
-    process = OfflineStackProcess(folder / "state", template=template, env={"LOCAL_RETRY_SCALE": str(retry_scale)})
+    process = OfflineStackProcess(
+        folder / "state", template=template, env={"LOCAL_RETRY_SCALE": str(retry_scale), **(env or {})}
+    )
     opensearch_url = process.env.get("OPENSEARCH_URL") or DEFAULT_OPENSEARCH_URL
     print(f"\n== {fault}: starting a local stack (index {index_name}, state {folder / 'state'}) ...", flush=True)
     try:

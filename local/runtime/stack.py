@@ -443,6 +443,16 @@ class OfflineStack:
                 "AccountId": self.settings.account_id,
                 "StackName": self.settings.stack_name,
                 "OpenSearchUrl": self.settings.opensearch_url,
+                # The chunk index the functions write (a bench's or eval's stack has its own): what
+                # tests.support.pipeline_probe and tests/conftest.py read back.
+                "OpenSearchIndex": next(
+                    (
+                        f.environment["OPENSEARCH_INDEX"]
+                        for f in provisioned.functions
+                        if "OPENSEARCH_INDEX" in f.environment
+                    ),
+                    "rag-chunks",  # cdk.json's default (infra/config.py)
+                ),
                 "EmbeddingEndpoint": self.settings.embedding_endpoint,
                 "Resources": provisioned.physical_ids,
                 "Functions": {function.logical_id: function.name for function in provisioned.functions},

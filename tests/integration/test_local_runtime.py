@@ -236,6 +236,7 @@ def build_template(directory: Path) -> Path:
                     ]
                 },
                 "OPENSEARCH_ENDPOINT": "https://from-the-template.example",
+                "OPENSEARCH_INDEX": "rag-chunks-of-this-template",
                 "POWERTOOLS_DEV": "true",
             },
         ),
@@ -458,6 +459,8 @@ def test_outputs_and_provisioned_resources_follow_the_template(
     assert outputs["MotoEndpoint"] == stack.moto_endpoint
     assert outputs["ApiUrl"] == stack.api_url
     assert outputs["HttpApiUrl"] == stack.api_url + "/"  # the execute-api URL becomes the local adapter
+    # The functions' chunk index, which the probes read (not the default one of another stack).
+    assert outputs["OpenSearchIndex"] == "rag-chunks-of-this-template"
     sqs = clients["sqs"]
     attributes = sqs.get_queue_attributes(QueueUrl=outputs["IngestQueueUrl"], AttributeNames=["All"])["Attributes"]
     redrive = json.loads(attributes["RedrivePolicy"])
