@@ -256,8 +256,8 @@ def test_the_bedrock_embedder_books_its_texts_before_it_sends_any() -> None:
             client,
             dimension=256,
             count_tokens=len,
-            limiter=limiter,
-            max_concurrency=concurrency,  # type: ignore[arg-type]
+            limiter=limiter,  # type: ignore[arg-type]
+            max_concurrency=concurrency,
         )
         assert len(embedder.embed(["ab", "cde", "f", "gh", "ijk"])) == 5
         assert limiter.asked == [([2, 3, 1, 2, 3], True), ([1, 2, 3], False), ([3], False)]
