@@ -7,8 +7,8 @@ Two phases, each through a fresh local stack under the model server's ``bedrock`
 (deterministic vectors, Step Functions' retry intervals unscaled): *quiet*, tenant B alone uploads a
 1-page PDF every ``--interval`` seconds; *contended*, tenant A first uploads a ``--pages`` PDF and,
 once it is embedding (the part the quota bounds), B uploads the same way. Prints B's p50/p95 from
-upload to READY per phase, p95(contended) / p95(quiet) against 1.5, and A's throughput. Imports
-``bench``, ``local``, ``eval.stack`` and the domain package. Method and runs: docs/benchmarks.md.
+upload to READY per phase, the p95 ratio against 1.5, and A's throughput. Imports ``bench``,
+``local``, ``eval.stack`` and the domain package. Method and runs: docs/benchmarks.md.
 """
 
 from __future__ import annotations

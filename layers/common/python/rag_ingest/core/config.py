@@ -105,9 +105,8 @@ MergeFloorSegmentMb = Annotated[int, Field(ge=0, le=5120)]
 #: How far ahead of now an Embed task books the shared quota (cdk.json embedding.capacity.bookAheadSeconds):
 #: a tenant that comes later waits about this long for its first booking (rag_ingest.embeddings.capacity).
 DEFAULT_BOOK_AHEAD_SECONDS = 2.0
-#: Tenants with a weight of their own on the quota (embedding.capacity.tenantWeights), and the largest
-#: weight: at most 20 entries of a 64-character id keep the Embed functions' environment inside Lambda's
-#: 4 KB (docs/deploy.md); a tenant without one weighs DEFAULT_TENANT_WEIGHT (rag_ingest.embeddings.capacity).
+#: Tenants with a weight of their own (embedding.capacity.tenantWeights) and the largest weight: 20
+#: ids of 64 characters keep the Embed functions' environment inside Lambda's 4 KB (docs/deploy.md).
 MAX_TENANT_WEIGHTS = 20
 MAX_TENANT_WEIGHT = 1000.0
 # core.auth.TENANT_ID_PATTERN's (not imported: core.auth brings PyJWT to every function).

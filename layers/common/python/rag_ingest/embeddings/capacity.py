@@ -6,9 +6,8 @@ A ledger of what was booked in the last minute, per model, in a shared store
 text, for the tenant the current ``booking_tenant`` names, at the earliest moment at which no window
 of the quota's length would hold more than the quota (a sliding minute), and none would hold more of
 that tenant's than its fair share leaves it (``FairShare``), with one consistent read and one
-conditional write. A task books at most ``book_ahead_seconds`` ahead of now and waits in-process for
-the rest; past its wait budget it books nothing and raises :class:`EmbeddingCapacityWait` (Step
-Functions calls it again later). Why, and the measurements: docs/architecture.md, "One limiter".
+conditional write. A task books at most ``book_ahead_seconds`` ahead and waits in-process for the
+rest; past its wait budget it raises :class:`EmbeddingCapacityWait`. Why: docs/architecture.md.
 """
 
 from __future__ import annotations
