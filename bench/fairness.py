@@ -1,8 +1,6 @@
 """make bench-fairness: does a light tenant keep its latency beside another tenant's backfill?
 
-    .venv/bin/python -m bench.fairness                    # 2,000 pages, 20 docs of B (make bench-fairness)
-    .venv/bin/python -m bench.fairness --pages 400 --b-docs 8   # a scaled run
-
+    .venv/bin/python -m bench.fairness [--pages 400 --b-docs 8]   # make bench-fairness; a scaled run
 Two phases, each through a fresh local stack under the model server's ``bedrock`` quota profile
 (deterministic vectors, Step Functions' retry intervals unscaled): *quiet*, tenant B alone uploads a
 1-page PDF every ``--interval`` seconds; *contended*, tenant A first uploads a ``--pages`` PDF and,
