@@ -106,6 +106,9 @@ DEFAULT_TENANT_WEIGHT = 1.0
 #: How far past its current use, as a fraction of its fair share, room stays kept for an active
 #: tenant that uses less than its share: what it finds free at once when its next document comes.
 FAIR_SHARE_SLACK = 0.1
+#: The share of every window no tenant may fill, kept for a tenant with no booking in it yet: its
+#: first document finds room at once even beside a backfill that took the minute in one burst.
+NEWCOMER_ROOM = 0.03
 
 
 @dataclass(frozen=True)
@@ -113,12 +116,14 @@ class FairShare:
     """Each tenant's weight. In a window where other tenants have bookings (they are active), a
     tenant may hold the quota less the room kept for the others: for one still waiting for room (it
     has bookings ahead of now), its weighted share; for one that is not, its own use plus ``slack``
-    of its share, if that is less (work-conserving: what a light tenant leaves goes to the busy one;
-    alone, a tenant may hold the whole quota)."""
+    of its share, if that is less (work-conserving: what a light tenant leaves goes to the busy one).
+    ``newcomer`` of every window is kept for a tenant with no booking in it yet (alone, a tenant
+    may hold the rest)."""
 
     weights: Mapping[str, float] = field(default_factory=dict)
     default_weight: float = DEFAULT_TENANT_WEIGHT
     slack: float = FAIR_SHARE_SLACK
+    newcomer: float = NEWCOMER_ROOM
 
     def __post_init__(self) -> None:
         for tenant, weight in {**self.weights, "(default)": self.default_weight}.items():
@@ -126,6 +131,8 @@ class FairShare:
                 raise ValueError(f"the weight of tenant {tenant} must be a positive number, not {weight}")
         if not 0 <= self.slack <= 1:
             raise ValueError(f"slack must be in [0, 1], not {self.slack}")
+        if not 0 <= self.newcomer < 1:
+            raise ValueError(f"newcomer must be in [0, 1), not {self.newcomer}")
 
     def weight(self, tenant: str) -> float:
         return self.weights.get(tenant, self.default_weight)
@@ -134,14 +141,16 @@ class FairShare:
         """What ``tenant`` may hold in a window of ``limit`` where each active tenant holds ``used``
         and the ``waiting`` ones have bookings ahead of now."""
         others = [other for other in used if other != tenant]
+        # A newcomer may take the room kept for newcomers; everyone else leaves it.
+        newcomer_room = 0.0 if tenant not in used else self.newcomer * limit
         if not others:
-            return limit
+            return limit - newcomer_room
         total = self.weight(tenant) + sum(self.weight(other) for other in others)
         kept = 0.0
         for other in others:
             share = self.weight(other) / total * limit
             kept += share if other in waiting else min(share, used[other] + self.slack * share)
-        return limit - kept
+        return limit - kept - newcomer_room
 
 
 #: How long a tenant that had to wait for room (an empty booking at the moment it waited for)
@@ -150,7 +159,7 @@ WAITING_US = 10 * MICROSECONDS
 
 
 #: Fair sharing off: one tenant's bookings are as good as another's (first come, first served).
-NO_FAIR_SHARE = FairShare(slack=1.0)
+NO_FAIR_SHARE = FairShare(slack=1.0, newcomer=0.0)
 
 
 class _Timeline:
