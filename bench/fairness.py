@@ -53,7 +53,18 @@ def _record(statuses: StatusTable, document_id: str) -> dict[str, Any]:
 
 
 def _progress(item: dict[str, Any]) -> int:
-    return int((item.get("progress") or {}).get("done") or 0)
+    """Chunks embedded so far (the record's embedded parts; 0 before Embed)."""
+    from rag_ingest.core.record import DocumentRecord
+
+    progress = DocumentRecord.model_validate(item).progress if item else None
+    return progress.done if progress else 0
+
+
+def _total(item: dict[str, Any]) -> int:
+    from rag_ingest.core.record import DocumentRecord
+
+    progress = DocumentRecord.model_validate(item).progress if item else None
+    return progress.total if progress else 0
 
 
 def upload_every(client: Any, pdfs: Sequence[Path], interval: float) -> list[Upload]:
@@ -167,7 +178,7 @@ def run_phase(
                             status="READY",
                             seconds_to_ready=round(seconds, 1),
                             pages=pages,
-                            chunks=int((a_item.get("progress") or {}).get("total") or 0),
+                            chunks=_total(a_item),
                             pages_per_second=round(pages / seconds, 2),
                         )
                 result["a"].setdefault("status", str(a_item.get("status")))
