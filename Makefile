@@ -23,6 +23,7 @@ help:
 	@echo "make bench-big - a 2,000-page PDF through the local stack: progress, time to READY, parse memory"
 	@echo "make bench-sync - the S3 source at 10,000 objects (first sync, unchanged re-sync, 1 % changed/deleted) and the web source"
 	@echo "make bench-isolation - fifty 5-page PDFs alone, then right behind a 2,000-page one: p50/p95 latency, the ratio"
+	@echo "make bench-fairness - tenant B's 1-page uploads alone, then beside tenant A's 2,000-page backfill: p95 ratio"
 	@echo "make bench-answer - POST /answer's latency beside the search it starts with, on the sample PDFs"
 	@echo "make eval   - retrieval quality (recall@1/5, MRR) of k-NN, BM25 and hybrid vs a naive baseline"
 	@echo "make burst  - 200 uploads with 10 % injected faults: READY, lost, duplicates, DLQ"
@@ -157,6 +158,13 @@ bench-big: synth opensearch
 .PHONY: bench-isolation
 bench-isolation: synth opensearch
 	$(PY) -m bench.isolation run $(ISOLATION_ARGS)
+
+# Issue 45's fair share: tenant B's 1-page uploads every few seconds alone, then beside tenant A's 2,000-page
+# backfill, each phase on a fresh local stack under the bedrock quota profile: B's p50/p95 per phase, the ratio
+# against 1.5, A's throughput (docs/benchmarks.md). FAIRNESS_ARGS="--pages 400 --b-docs 8": a scaled run.
+.PHONY: bench-fairness
+bench-fairness: synth opensearch
+	$(PY) -m bench.fairness $(FAIRNESS_ARGS)
 
 # The README's picture of the page (docs/img/page.png), written by the browser test that asks a question.
 .PHONY: readme-screenshot

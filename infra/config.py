@@ -22,12 +22,14 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 from rag_ingest.core.config import (
+    DEFAULT_BOOK_AHEAD_SECONDS,
     REAPER_MAX_DOCUMENTS_PER_RUN,
     REAPER_MAX_REDRIVES,
     REAPER_STUCK_AFTER_MINUTES,
     ConcurrentSegmentSearchSetting,
     MergeFloorSegmentMb,
     MergeSegmentsPerTier,
+    TenantWeights,
 )
 from rag_ingest.core.job import DEFAULT_BULK_ABOVE_PAGES, DEFAULT_PARSE_RANGE_PAGES
 from rag_ingest.core.settings import (
@@ -242,6 +244,10 @@ class EmbeddingCapacityConfig(_Model):
     # How long a document's Embed tasks keep giving way before it fails with EMBEDDING_CAPACITY:
     # one Step Functions retry of about a minute each (below workflow.timeoutMinutes).
     wait_minutes: int = Field(default=50, ge=1, le=10_000)
+    # How far ahead of now a task books: a tenant arriving behind a busy one waits about this long.
+    book_ahead_seconds: float = Field(default=DEFAULT_BOOK_AHEAD_SECONDS, gt=0, le=600)
+    # Weighted fair shares between tenants: {"tenant-id": weight}; a tenant not listed weighs 1.
+    tenant_weights: TenantWeights = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _a_quota_when_limited(self) -> Self:

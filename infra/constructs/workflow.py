@@ -8,6 +8,7 @@ need. Both lanes end in the same Finalize.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -171,7 +172,12 @@ class Workflow(Construct):
             "EMBEDDING_CAPACITY_MODE": capacity.mode,
             "EMBEDDING_CAPACITY_HEADROOM": str(capacity.headroom),
             "EMBEDDING_CAPACITY_MAX_WAIT_SECONDS": str(capacity.max_wait_seconds),
+            "EMBEDDING_CAPACITY_BOOK_AHEAD_SECONDS": str(capacity.book_ahead_seconds),
         }
+        if capacity.tenant_weights:
+            environment["EMBEDDING_CAPACITY_TENANT_WEIGHTS"] = json.dumps(
+                capacity.tenant_weights, separators=(",", ":")
+            )
         if self.capacity_table is not None:
             environment["EMBEDDING_CAPACITY_TABLE"] = self.capacity_table.table_name
         if capacity.requests_per_minute is not None:

@@ -267,3 +267,45 @@ def test_the_capacity_wait_must_end_before_the_workflow_times_out(tmp_path: Path
             context={CONTEXT_KEY: {"embedding": {"capacity": {"waitMinutes": 60}}, "workflow": {"timeoutMinutes": 60}}},
             outdir=str(tmp_path),
         )
+
+
+def test_tenant_weights_reach_both_embed_functions_inside_lambdas_4_kb_of_environment(
+    synth: SynthResult, tmp_path: Path
+) -> None:
+    """embedding.capacity.tenantWeights (validated) becomes EMBEDDING_CAPACITY_TENANT_WEIGHTS, which
+    the Embed functions parse back; the most it may hold leaves their environment under Lambda's 4 KB
+    (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html)."""
+    from rag_ingest.core.config import MAX_TENANT_WEIGHT, MAX_TENANT_WEIGHTS, StagesEnv
+
+    for name in ("Embed", "EmbedBulk"):  # the default: no weights, a 2 s horizon
+        variables = synth.resource(f"Workflow/{name}Function")["Properties"]["Environment"]["Variables"]
+        assert "EMBEDDING_CAPACITY_TENANT_WEIGHTS" not in variables
+        assert variables["EMBEDDING_CAPACITY_BOOK_AHEAD_SECONDS"] == "2.0"
+    weights = {f"{index:02d}".ljust(64, "t"): MAX_TENANT_WEIGHT - 0.25 for index in range(MAX_TENANT_WEIGHTS)}
+    capacity = {"tenantWeights": weights, "bookAheadSeconds": 3}
+    app, stack, _ = create_app(context={CONTEXT_KEY: {"embedding": {"capacity": capacity}}}, outdir=str(tmp_path))
+    app.synth()
+    resources = json.loads((tmp_path / stack.template_file).read_text())["Resources"]
+    for name in ("EmbedFunction", "EmbedBulkFunction"):
+        function = next(r for r in resources.values() if r.get("Metadata", {}).get("aws:cdk:path", "").endswith(
+            f"/Workflow/{name}/Resource"))  # fmt: skip
+        variables = function["Properties"]["Environment"]["Variables"]
+        assert json.loads(variables["EMBEDDING_CAPACITY_TENANT_WEIGHTS"]) == weights
+        assert variables["EMBEDDING_CAPACITY_BOOK_AHEAD_SECONDS"] == "3.0"
+        # A token (a table's name, an ARN) resolves to at most 256 characters here.
+        size = sum(len(key) + (len(value) if isinstance(value, str) else 256) for key, value in variables.items())
+        assert size < 4096, size
+        plain = {key: value if isinstance(value, str) else "resolved-token" for key, value in variables.items()}
+        env = StagesEnv.from_env({**plain, "OPENSEARCH_ENDPOINT": "https://search.example"})
+        assert env.embedding_capacity_tenant_weights == weights
+
+    for bad, message in (
+        ({"acme": 0}, "above 0"),
+        ({"acme": 1001}, "at most 1000"),
+        ({"a/b": 1}, "not a tenant id"),
+        ({f"t{i}": 1 for i in range(MAX_TENANT_WEIGHTS + 1)}, "at most 20 tenants"),
+    ):
+        with pytest.raises(Exception, match=message):
+            create_app(
+                context={CONTEXT_KEY: {"embedding": {"capacity": {"tenantWeights": bad}}}}, outdir=str(tmp_path / "bad")
+            )

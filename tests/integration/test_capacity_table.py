@@ -47,7 +47,20 @@ def test_a_ledger_is_written_once_per_version(table: CapacityTable) -> None:
     assert not table.write("new", [], 5)
     assert table.write("new", bookings[1:], 1)
     assert table.read("new") == Ledger(tuple(bookings[1:]), 2)
-    assert decode_bookings(encode_bookings(bookings) + ";junk;1:2") == tuple(bookings)
+    entries, tenants = encode_bookings(bookings)
+    assert decode_bookings(entries + ";junk;1:2;5:1:1:9", tenants) == tuple(bookings)
+
+
+def test_each_booking_keeps_its_tenant_and_an_old_item_reads_as_the_anonymous_tenant(table: CapacityTable) -> None:
+    bookings = [Booking(2_000_000_000, 16, 3700, "acme"), Booking(2_000_000_000, 2, 40, "globex"),
+                Booking(2_000_400_000, 1, 9, "acme"), Booking(2_000_500_000, 1, 9, "")]  # fmt: skip
+    assert table.write("tenants", bookings, 0)
+    assert table.read("tenants") == Ledger(tuple(bookings), 1)
+    item = boto3.resource("dynamodb").Table(TABLE).get_item(Key={"scope": "tenants"})["Item"]
+    assert item["tenants"] == "acme;globex;"  # each tenant once: a booking carries its number
+    # An item written before tenants were recorded: three parts an entry, no tenants attribute.
+    boto3.resource("dynamodb").Table(TABLE).put_item(Item={"scope": "old", "bookings": "2000000:3:9", "version": 4})
+    assert table.read("old") == Ledger((Booking(2_000_000_000, 3, 9, ""),), 4)
 
 
 def test_concurrent_tasks_book_the_quota_and_no_more(table: CapacityTable) -> None:

@@ -81,9 +81,14 @@ def test_the_earliest_start_is_when_the_window_behind_it_has_room() -> None:
     assert earliest_start(full, 16, 0, now, quota) == now - 10 * MICROSECONDS + window
     # 40 fit only when both have left.
     assert earliest_start(full, 40, 0, now, quota) == now + window
-    # First come, first served: never before the last booking, even where a window would have room.
+    # Before a booking already made ahead of now, where every window holding it has room ...
     later = [Booking(now + 5 * MICROSECONDS, 1, 0)]
-    assert earliest_start(later, 1, 0, now, quota) == now + 5 * MICROSECONDS
+    assert earliest_start(later, 1, 0, now, quota) == now
+    # ... and not where a later window would go over: 59 at +5 s leave 1 of 60 for any window
+    # holding +5 s, so 2 go once that booking's window no longer holds them.
+    ahead = [Booking(now + 5 * MICROSECONDS, 59, 0)]
+    assert earliest_start(ahead, 1, 0, now, quota) == now
+    assert earliest_start(ahead, 2, 0, now, quota) == now + 5 * MICROSECONDS + window
 
 
 def test_an_idle_ledger_lets_a_batch_go_at_once_and_the_next_waits_for_the_window() -> None:
@@ -220,15 +225,16 @@ class RecordingClient:
 class BookingLimiter:
     """Records the token counts it was asked to book; answers moments in the past (no sleeping)."""
 
-    def __init__(self, refuse: bool = False) -> None:
-        self.asked: list[Sequence[int]] = []
+    def __init__(self, refuse: bool = False, part: int = 1000) -> None:
+        self.asked: list[tuple[list[int], bool]] = []
         self.refuse = refuse
+        self.part = part  # texts booked a call, as a limiter with a horizon books them
 
-    def schedule(self, token_counts: Sequence[int]) -> list[float]:
-        self.asked.append(list(token_counts))
+    def schedule(self, token_counts: Sequence[int], *, give_way: bool = True) -> list[float]:
+        self.asked.append((list(token_counts), give_way))
         if self.refuse:
             raise EmbeddingCapacityWait("booked", booked_ahead_seconds=42.0)
-        return [0.0] * len(token_counts)
+        return [0.0] * min(self.part, len(token_counts))
 
 
 def test_the_bedrock_embedder_books_its_texts_before_it_sends_any() -> None:
@@ -241,8 +247,21 @@ def test_the_bedrock_embedder_books_its_texts_before_it_sends_any() -> None:
     )
     vectors = embedder.embed(["ab", "cde", "f"])
     assert len(vectors) == 3
-    assert limiter.asked == [[2, 3, 1]]
+    assert limiter.asked == [([2, 3, 1], True)]
     assert sorted(client.texts) == ["ab", "cde", "f"]
+    # A limiter that books a few texts at a time: the rest is asked for, and never gives way.
+    for concurrency in (1, 4):
+        client, limiter = RecordingClient(), BookingLimiter(part=2)
+        embedder = BedrockTitanEmbedder(
+            client,
+            dimension=256,
+            count_tokens=len,
+            limiter=limiter,  # type: ignore[arg-type]
+            max_concurrency=concurrency,
+        )
+        assert len(embedder.embed(["ab", "cde", "f", "gh", "ijk"])) == 5
+        assert limiter.asked == [([2, 3, 1, 2, 3], True), ([1, 2, 3], False), ([3], False)]
+        assert sorted(client.texts) == ["ab", "cde", "f", "gh", "ijk"]
 
     refusing = BookingLimiter(refuse=True)
     client = RecordingClient()

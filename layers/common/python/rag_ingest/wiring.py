@@ -73,7 +73,7 @@ from rag_ingest.documents.deletion import DocumentDeletion
 from rag_ingest.documents.intake import IntakeService
 from rag_ingest.documents.service import DocumentQueries, DocumentService
 from rag_ingest.embeddings.base import Embedder
-from rag_ingest.embeddings.capacity import CapacityLimiter, EmbeddingQuota
+from rag_ingest.embeddings.capacity import CapacityLimiter, EmbeddingQuota, FairShare
 from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.ingest.batch_embedding import BatchEmbedding, BatchSettings
 from rag_ingest.ingest.chunk_rewrite import ChunkRewriter
@@ -168,6 +168,8 @@ def stage_embedder_for(env: StagesEnv) -> Embedder:
             # Bedrock's quotas are per model, account and Region; the table is the account's in its Region.
             scope=f"{env.embedding_model_id}@{os.environ.get('AWS_REGION', 'local')}",
             max_wait_seconds=env.embedding_capacity_max_wait_seconds,
+            fair=FairShare(env.embedding_capacity_tenant_weights),
+            book_ahead_seconds=env.embedding_capacity_book_ahead_seconds,
         )
     return create_embedder(
         env.embedding_provider, env.embedding_model_id, env.embedding_dimension, bedrock, limiter=limiter

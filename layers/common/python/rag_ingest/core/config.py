@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import Mapping
-from typing import Annotated, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from rag_ingest.core.errors import ConfigurationError
 from rag_ingest.core.job import DEFAULT_BULK_ABOVE_PAGES, DEFAULT_PARSE_RANGE_PAGES
@@ -90,6 +101,37 @@ def _segments_per_tier(value: int) -> int:
 #: floor segment size in MB: 0 leaves either to the cluster (OpenSearch's 10 and 2 MB).
 MergeSegmentsPerTier = Annotated[int, Field(ge=0, le=50), AfterValidator(_segments_per_tier)]
 MergeFloorSegmentMb = Annotated[int, Field(ge=0, le=5120)]
+
+#: How far ahead of now an Embed task books the shared quota (cdk.json embedding.capacity.bookAheadSeconds):
+#: a tenant that comes later waits about this long for its first booking (rag_ingest.embeddings.capacity).
+DEFAULT_BOOK_AHEAD_SECONDS = 2.0
+#: Tenants with a weight of their own (embedding.capacity.tenantWeights) and the largest weight: 20
+#: ids of 64 characters keep the Embed functions' environment inside Lambda's 4 KB (docs/deploy.md).
+MAX_TENANT_WEIGHTS = 20
+MAX_TENANT_WEIGHT = 1000.0
+# core.auth.TENANT_ID_PATTERN's (not imported: core.auth brings PyJWT to every function).
+_TENANT_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def _tenant_weights(value: Any) -> Any:
+    """A JSON object in the environment; a mapping from cdk.json."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _check_tenant_weights(weights: dict[str, float]) -> dict[str, float]:
+    if len(weights) > MAX_TENANT_WEIGHTS:
+        raise ValueError(f"at most {MAX_TENANT_WEIGHTS} tenants may have a weight of their own, not {len(weights)}")
+    for tenant, weight in weights.items():
+        if not _TENANT_ID.fullmatch(tenant):
+            raise ValueError(f"{tenant!r} is not a tenant id (it must match {_TENANT_ID.pattern})")
+        if not 0 < weight <= MAX_TENANT_WEIGHT:
+            raise ValueError(
+                f"the weight of tenant {tenant} must be above 0 and at most {MAX_TENANT_WEIGHT:g}, not {weight}"
+            )
+    return weights
+
+
+TenantWeights = Annotated[dict[str, float], BeforeValidator(_tenant_weights), AfterValidator(_check_tenant_weights)]
 
 
 class IndexParamsEnv(EnvModel):
@@ -307,6 +349,9 @@ class StagesEnv(CommonEnv, BucketEnv, SearchEnv):
     embedding_tokens_per_minute: int | None = Field(default=None, ge=1)
     embedding_capacity_headroom: float = Field(default=0.97, gt=0, le=1)
     embedding_capacity_max_wait_seconds: int = Field(default=30, ge=0, le=600)
+    embedding_capacity_book_ahead_seconds: float = Field(default=DEFAULT_BOOK_AHEAD_SECONDS, gt=0, le=600)
+    # Each tenant's weight on the quota, a JSON object (the others weigh 1): their fair shares.
+    embedding_capacity_tenant_weights: TenantWeights = Field(default_factory=dict)
     event_bus_name: str = Field(default="default", min_length=1)
     # The content-addressed embedding cache's table; unset, every chunk is embedded (no cache).
     embedding_cache_table: str | None = Field(default=None, min_length=1)

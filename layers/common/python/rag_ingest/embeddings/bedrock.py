@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -126,26 +126,38 @@ class BedrockTitanEmbedder:
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text, in input order. Inputs are checked before any call is made; with a
-        limiter, the quota is booked before any call too (EmbeddingCapacityWait when it is full)."""
+        limiter, the first texts are booked before any call too (EmbeddingCapacityWait when the quota
+        has no room for them), and the rest as the first are sent, a few seconds ahead each."""
         token_counts = [self._check_input(index, text) for index, text in enumerate(texts)]
         if not texts:
             return []
-        moments: list[float | None] = (
-            list(self._limiter.schedule(token_counts)) if self._limiter is not None else [None] * len(texts)
-        )
+        parts = self._booked_parts(token_counts)
         if self.max_concurrency == 1 or len(texts) == 1:
-            return [self._embed_one(text, at) for text, at in zip(texts, moments, strict=True)]
+            return [self._embed_one(texts[index], at) for index, at in parts]
         with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(texts))) as pool:
-            futures: list[Future[list[float]]] = [
-                pool.submit(self._embed_one, text, at) for text, at in zip(texts, moments, strict=True)
-            ]
+            futures: list[Future[list[float]]] = []
             try:
+                # Each text is submitted as soon as it is booked: the pool sends the first while
+                # the rest is booked.
+                futures.extend(pool.submit(self._embed_one, texts[index], at) for index, at in parts)
                 return [future.result() for future in futures]
             except BaseException:
                 # One failure fails the call: do not pay for the texts still queued.
                 for future in futures:
                     future.cancel()
                 raise
+
+    def _booked_parts(self, token_counts: list[int]) -> Iterator[tuple[int, float | None]]:
+        """(index, moment to send it) for each text, as the limiter books them: the first call may
+        give way; the rest of the batch waits for its turn (rag_ingest.embeddings.capacity)."""
+        if self._limiter is None:
+            yield from ((index, None) for index in range(len(token_counts)))
+            return
+        done = 0
+        while done < len(token_counts):
+            moments = self._limiter.schedule(token_counts[done:], give_way=done == 0)
+            yield from zip(range(done, done + len(moments)), moments, strict=True)
+            done += len(moments)
 
     def _check_input(self, index: int, text: str) -> int:
         """The text's token count, once it is known to fit."""

@@ -1,21 +1,25 @@
 """One budget for every Embed task: the embedding model's per-minute quota, shared by all documents,
-both lanes and every concurrent Lambda.
+both lanes, every concurrent Lambda and every tenant, each tenant with a fair (weighted) share.
 
 A ledger of what was booked in the last minute, per model, in a shared store
-(``CapacityLedgerStore``: one DynamoDB item in AWS). Before an Embed task sends a batch it books the
-batch's requests and tokens at the earliest moment at which no window of the quota's length would
-hold more than the quota (a sliding minute), with one consistent read and one conditional write. A
-booking further ahead than the task's wait budget books nothing and raises
-:class:`~rag_ingest.core.errors.EmbeddingCapacityWait`: Step Functions calls the task again later.
-Why a sliding minute, and the measurements: docs/architecture.md, "One limiter across all Embed work".
+(``CapacityLedgerStore``: one DynamoDB item in AWS). Before an Embed task sends a batch it books each
+text, for the tenant the current ``booking_tenant`` names, at the earliest moment at which no window
+of the quota's length would hold more than the quota (a sliding minute), and none would hold more of
+that tenant's than its fair share leaves it (``FairShare``), with one consistent read and one
+conditional write. A task books at most ``book_ahead_seconds`` ahead and waits in-process for the
+rest; past its wait budget it raises :class:`EmbeddingCapacityWait`. Why: docs/architecture.md.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from bisect import bisect_right
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from rag_ingest.core.errors import EmbeddingCapacityWait, ErrorCode, PermanentError, TransientError
@@ -71,11 +75,12 @@ class EmbeddingQuota:
 
 @dataclass(frozen=True)
 class Booking:
-    """Requests and tokens booked to be sent at ``at_us`` (epoch microseconds)."""
+    """Requests and tokens booked for ``tenant`` to be sent at ``at_us`` (epoch microseconds)."""
 
     at_us: int
     requests: int
     tokens: int
+    tenant: str = ""
 
 
 @dataclass(frozen=True)
@@ -96,31 +101,156 @@ class CapacityLedgerStore(Protocol):
         ...
 
 
+#: A tenant with no weight of its own (cdk.json embedding.capacity.tenantWeights) weighs this much.
+DEFAULT_TENANT_WEIGHT = 1.0
+#: How far past its current use, as a fraction of its fair share, room stays kept for an active
+#: tenant that uses less than its share: what it finds free at once when its next document comes.
+FAIR_SHARE_SLACK = 0.1
+#: The share of every window no tenant may fill, kept for a tenant with no booking in it yet: its
+#: first document finds room at once even beside a backfill that took the minute in one burst.
+NEWCOMER_ROOM = 0.03
+
+
+@dataclass(frozen=True)
+class FairShare:
+    """Each tenant's weight. In a window where other tenants have bookings (they are active), a
+    tenant may hold the quota less the room kept for the others: for one still waiting for room (it
+    has bookings ahead of now), its weighted share; for one that is not, its own use plus ``slack``
+    of its share, if that is less (work-conserving: what a light tenant leaves goes to the busy one).
+    ``newcomer`` of every window is kept for a tenant with no booking in it yet (alone, a tenant
+    may hold the rest)."""
+
+    weights: Mapping[str, float] = field(default_factory=dict)
+    default_weight: float = DEFAULT_TENANT_WEIGHT
+    slack: float = FAIR_SHARE_SLACK
+    newcomer: float = NEWCOMER_ROOM
+
+    def __post_init__(self) -> None:
+        for tenant, weight in {**self.weights, "(default)": self.default_weight}.items():
+            if not 0 < weight < math.inf:
+                raise ValueError(f"the weight of tenant {tenant} must be a positive number, not {weight}")
+        if not 0 <= self.slack <= 1:
+            raise ValueError(f"slack must be in [0, 1], not {self.slack}")
+        if not 0 <= self.newcomer < 1:
+            raise ValueError(f"newcomer must be in [0, 1), not {self.newcomer}")
+
+    def weight(self, tenant: str) -> float:
+        return self.weights.get(tenant, self.default_weight)
+
+    def cap(self, tenant: str, used: Mapping[str, int], limit: int, waiting: Collection[str] = ()) -> float:
+        """What ``tenant`` may hold in a window of ``limit`` where each active tenant holds ``used``
+        and the ``waiting`` ones have bookings ahead of now."""
+        others = [other for other in used if other != tenant]
+        # A newcomer may take the room kept for newcomers; everyone else leaves it.
+        newcomer_room = 0.0 if tenant not in used else self.newcomer * limit
+        if not others:
+            return limit - newcomer_room
+        total = self.weight(tenant) + sum(self.weight(other) for other in others)
+        kept = 0.0
+        for other in others:
+            share = self.weight(other) / total * limit
+            kept += share if other in waiting else min(share, used[other] + self.slack * share)
+        return limit - kept - newcomer_room
+
+
+#: How long a tenant that had to wait for room (an empty booking at the moment it waited for)
+#: keeps the others held to their shares: long enough for it to book the room they leave.
+WAITING_US = 10 * MICROSECONDS
+
+
+#: Fair sharing off: one tenant's bookings are as good as another's (first come, first served).
+NO_FAIR_SHARE = FairShare(slack=1.0, newcomer=0.0)
+
+
+class _Timeline:
+    """The bookings in time order with running totals, so any window's use is two bisections."""
+
+    def __init__(self, bookings: Sequence[Booking]) -> None:
+        self.bookings = sorted(bookings, key=lambda booking: booking.at_us)
+        self.times = [booking.at_us for booking in self.bookings]
+
+    def within(self, after_us: int, until_us: int) -> list[Booking]:
+        """The bookings in (after_us, until_us]."""
+        return self.bookings[bisect_right(self.times, after_us) : bisect_right(self.times, until_us)]
+
+
 def earliest_start(
-    bookings: Sequence[Booking], requests: int, tokens: int, not_before_us: int, quota: EmbeddingQuota
+    bookings: Sequence[Booking],
+    requests: int,
+    tokens: int,
+    not_before_us: int,
+    quota: EmbeddingQuota,
+    tenant: str = "",
+    fair: FairShare = NO_FAIR_SHARE,
 ) -> int:
-    """The first moment at or after ``not_before_us`` and after every booking (first come, first
-    served) at which a booking of ``requests`` and ``tokens`` keeps every window of the quota's
-    length (plus the margin) within the quota. The caller checks ``quota.fits`` first."""
+    """The first moment at or after ``not_before_us`` at which a booking of ``requests`` and
+    ``tokens`` for ``tenant`` keeps every window of the quota's length (plus the margin) within the
+    quota, and within the tenant's fair share (``fair``) where other tenants are active. A moment
+    before bookings already made is taken if every later window that would hold it has room too.
+    The caller checks ``quota.fits`` first."""
     window = QUOTA_WINDOW_US + WINDOW_MARGIN_US
-    ordered = sorted(bookings, key=lambda booking: booking.at_us)
-    start = max([not_before_us, *(booking.at_us for booking in ordered)])
-    while True:
-        # Windows that contain ``start`` hold bookings at or before it only (nothing is booked after
-        # it), so the one ending at ``start`` is the fullest.
-        counted = [booking for booking in ordered if booking.at_us > start - window]
-        used_requests = sum(booking.requests for booking in counted)
-        used_tokens = sum(booking.tokens for booking in counted)
-        requests_fit = quota.request_limit is None or used_requests + requests <= quota.request_limit
-        tokens_fit = quota.token_limit is None or used_tokens + tokens <= quota.token_limit
-        if requests_fit and tokens_fit:
+    timeline = _Timeline(bookings)
+    limits = (quota.request_limit, quota.token_limit)
+    wanted = (requests, tokens)
+    fair_share_on = fair is not NO_FAIR_SHARE
+    # A tenant with bookings ahead of now, or that said lately it waits (an empty booking), wants
+    # more than it holds.
+    waiting = {
+        b.tenant
+        for b in timeline.bookings
+        if b.at_us > not_before_us or (b.requests == b.tokens == 0 and b.at_us > not_before_us - WAITING_US)
+    }
+
+    def room_at(start: int) -> bool:
+        # The windows holding ``start`` end in [start, start + window); their use only grows at a
+        # booking's moment, so the one ending at ``start`` and those ending at later bookings are all.
+        ends = [start, *(b.at_us for b in timeline.within(start, start + window - 1))]
+        for end in ends:
+            counted = timeline.within(end - window, end)
+            for dimension, limit in enumerate(limits):
+                if limit is None:
+                    continue
+                used: dict[str, int] = {}
+                for booking in counted:
+                    amount = booking.requests if dimension == 0 else booking.tokens
+                    used[booking.tenant] = used.get(booking.tenant, 0) + amount
+                if sum(used.values()) + wanted[dimension] > limit:
+                    return False
+                if fair_share_on and used.get(tenant, 0) + wanted[dimension] > fair.cap(tenant, used, limit, waiting):
+                    return False
+        return True
+
+    # Room appears only when a booking leaves a window, and a moment before a later booking can
+    # become possible once that booking is passed: those, in order, are the only candidates.
+    candidates = sorted(
+        {not_before_us}
+        | {b.at_us + window for b in timeline.bookings if b.at_us + window > not_before_us}
+        | {b.at_us for b in timeline.bookings if b.at_us > not_before_us}
+    )
+    for start in candidates:
+        if room_at(start):
             return start
-        # Not yet: try again when the oldest booking still counted leaves the window.
-        start = counted[0].at_us + window
+    # Past the last booking's window the ledger is empty (unreachable: that is the last candidate).
+    return candidates[-1]
 
 
 def _wall_clock_us() -> int:
     return time.time_ns() // 1000
+
+
+#: The tenant whose document the current Embed task embeds (set by the pipeline around each call);
+#: bookings made while it is unset are the anonymous tenant's.
+booking_tenant: ContextVar[str] = ContextVar("booking_tenant", default="")
+
+
+@contextmanager
+def booking_for(tenant_id: str) -> Iterator[None]:
+    """Bookings made inside this block are ``tenant_id``'s."""
+    token = booking_tenant.set(tenant_id)
+    try:
+        yield
+    finally:
+        booking_tenant.reset(token)
 
 
 class CapacityLimiter:
@@ -133,62 +263,96 @@ class CapacityLimiter:
         scope: str,
         *,
         max_wait_seconds: float,
+        fair: FairShare = NO_FAIR_SHARE,
+        book_ahead_seconds: float | None = None,
         clock_us: Callable[[], int] = _wall_clock_us,
         pause: Callable[[float], None] = time.sleep,
     ) -> None:
         """``scope`` names the budget (the model id and Region: Bedrock's quotas are per model per
         account and Region). A batch waits at most ``max_wait_seconds`` for its turn; beyond that
-        the task gives way (waiting, which its document's status shows)."""
+        the task gives way (waiting, which its document's status shows). ``book_ahead_seconds``
+        bounds how far ahead of now a batch's first text is booked (None: as far as the wait): a
+        task waits for the rest in-process, so a tenant that comes later finds room that soon."""
         if max_wait_seconds < 0:
             raise ValueError(f"max_wait_seconds must not be negative, not {max_wait_seconds}")
+        if book_ahead_seconds is not None and book_ahead_seconds <= 0:
+            raise ValueError(f"book_ahead_seconds must be positive (or unset), not {book_ahead_seconds}")
         self.quota = quota
         self.scope = scope
         self.max_wait_seconds = max_wait_seconds
+        self.fair = fair
+        self.book_ahead_seconds = book_ahead_seconds
         self._store = store
         self._clock_us = clock_us
         self._pause = pause
 
-    def schedule(self, token_counts: Sequence[int]) -> list[float]:
-        """Epoch seconds at which each text (by its token count) may be sent, in order; raises
-        EmbeddingCapacityWait when the ledger is booked further ahead than the wait budget.
+    def schedule(self, token_counts: Sequence[int], *, give_way: bool = True) -> list[float]:
+        """Epoch seconds at which each of the first texts (by their token counts) may be sent, in
+        order, booked for ``booking_tenant``: all of them, or with ``book_ahead_seconds`` the ones
+        whose moment is within it (at least one; the caller asks again for the rest). Raises
+        EmbeddingCapacityWait when there is no room within the wait budget, unless ``give_way`` is
+        False (the rest of a batch already being sent: it waits in-process, at most about a window).
 
         Each text is booked at its own earliest moment, so a batch fills what is left of a window
         and sends the rest as the window frees up (16 texts against 60 requests a minute would
         otherwise leave 12 of every 60 unused); texts booked for the same moment are one booking,
-        and the whole batch is one write."""
+        and what is booked is one write."""
         for count in token_counts:
             if not self.quota.fits(1, count):
                 raise PermanentError(
                     ErrorCode.EMBEDDING_CAPACITY,
                     f"a text of {count} tokens is more than the embedding quota of {self.scope} allows in a minute",
                 )
-        for lost in range(_MAX_ROUNDS):
+        tenant = booking_tenant.get()
+        began = self._clock_us()
+        wait_us = int(self.max_wait_seconds * MICROSECONDS)
+        ahead_us = None if self.book_ahead_seconds is None else int(self.book_ahead_seconds * MICROSECONDS)
+        lost = 0
+        while True:
             now = self._clock_us()
             ledger = self._store.read(self.scope)
             # Bookings older than a window can never count again.
             live = [b for b in ledger.bookings if b.at_us > now - QUOTA_WINDOW_US - WINDOW_MARGIN_US]
             booked: list[Booking] = []
             moments: list[int] = []
+            beyond: int | None = None  # the first text's moment, when it is past the horizon
             for count in token_counts:
-                at = earliest_start([*live, *booked], 1, count, now, self.quota)
+                at = earliest_start([*live, *booked], 1, count, now, self.quota, tenant, self.fair)
+                if ahead_us is not None and at > now + ahead_us:
+                    beyond = None if moments else at
+                    break  # not booked now: a later call books it, nearer its moment
                 moments.append(at)
-                if booked and booked[-1].at_us == at:
-                    last = booked[-1]
-                    booked[-1] = Booking(at, last.requests + 1, last.tokens + count)
+                same = next((i for i, b in enumerate(booked) if b.at_us == at), None)
+                if same is None:
+                    booked.append(Booking(at, 1, count, tenant))
                 else:
-                    booked.append(Booking(at, 1, count))
-            if moments and moments[0] > now + int(self.max_wait_seconds * MICROSECONDS):
-                ahead = (moments[0] - now) / MICROSECONDS
+                    booked[same] = Booking(at, booked[same].requests + 1, booked[same].tokens + count, tenant)
+            first = moments[0] if moments else beyond
+            if beyond is not None and not any(b.tenant == tenant and b.at_us > now for b in live):
+                # Waiting without a booking ahead: an empty one says so (the tenant wants room), so
+                # that busier tenants are held to their shares meanwhile. Lost to a race, it is not retried.
+                self._store.write(self.scope, [*live, Booking(beyond, 0, 0, tenant)], ledger.version)
+            if first is not None and give_way and first > began + wait_us:
+                ahead = (first - now) / MICROSECONDS
                 raise EmbeddingCapacityWait(
-                    f"the embedding quota of {self.scope} is booked {ahead:.0f} s ahead "
-                    f"(a task waits at most {self.max_wait_seconds:.0f} s): retried later",
+                    f"the embedding quota of {self.scope} has no room for {tenant or 'this task'} for "
+                    f"{ahead:.0f} s (a task waits at most {self.max_wait_seconds:.0f} s): retried later",
                     booked_ahead_seconds=ahead,
                 )
+            if beyond is not None and ahead_us is not None:
+                # Room within the wait, beyond the horizon: wait here, then look again (the room may
+                # go to a tenant below its share meanwhile).
+                self._pause((beyond - ahead_us - now) / MICROSECONDS)
+                continue
             if not booked or self._store.write(self.scope, [*live, *booked], ledger.version):
                 return [moment / MICROSECONDS for moment in moments]
             # Another task booked meanwhile: read again, after a pause that grows with the rounds lost.
+            lost += 1
+            if lost >= _MAX_ROUNDS:
+                raise TransientError(
+                    f"embedding capacity {self.scope}: {_MAX_ROUNDS} bookings lost to concurrent writers"
+                )
             self._pause(random.uniform(0, min(_MAX_PAUSE_SECONDS, 0.01 * 2**lost)))
-        raise TransientError(f"embedding capacity {self.scope}: {_MAX_ROUNDS} bookings lost to concurrent writers")
 
 
 def sleep_until(epoch_seconds: float, sleep: Callable[[float], None] = time.sleep) -> None:

@@ -53,6 +53,7 @@ from rag_ingest.core.s3_keys import (
 )
 from rag_ingest.core.telemetry import NoTelemetry, Telemetry
 from rag_ingest.embeddings.base import Embedder
+from rag_ingest.embeddings.capacity import booking_for
 from rag_ingest.ingest.batch_embedding import BatchEmbedding
 from rag_ingest.ingest.chunk_rewrite import MAX_REWRITES, ChunkRewriter
 from rag_ingest.ingest.chunking import chunk_pages
@@ -335,9 +336,11 @@ class Pipeline:
 
     def _embed_or_wait(self, job: DocumentJob, embedder: Embedder, texts: list[str]) -> list[list[float]]:
         """The texts' vectors; when the shared quota is booked too far ahead, the document's record
-        says it is waiting for capacity (and until when) before the task gives way."""
+        says it is waiting for capacity (and until when) before the task gives way. The quota is
+        booked for the document's tenant (its fair share: rag_ingest.embeddings.capacity)."""
         try:
-            return embedder.embed(texts)
+            with booking_for(job.tenant_id):
+                return embedder.embed(texts)
         except EmbeddingCapacityWait as wait:
             until = datetime.now(UTC) + timedelta(seconds=wait.booked_ahead_seconds)
             self._deps.status.record_capacity_wait(
