@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import asdict
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,13 @@ STACK_ENV = {
     "LOCAL_PERSIST": "0",
     "LOCAL_RETRY_SCALE": "1",  # a give-way waits as long as in AWS
 }
+
+
+def _numbers(value: Any) -> Any:
+    """A record's map with DynamoDB's Decimals as ints (JSON has no Decimal)."""
+    if isinstance(value, dict):
+        return {key: _numbers(item) for key, item in value.items()}
+    return int(value) if isinstance(value, Decimal) else value
 
 
 def _record(statuses: StatusTable, document_id: str) -> dict[str, Any]:
@@ -154,6 +162,17 @@ def run_phase(
             outcomes = outcomes_of(uploads, latencies, items, {})
             result["summary"] = asdict(summarize(phase, outcomes))
             result["documents"] = [asdict(outcome) for outcome in outcomes]
+            # Where each of B's documents spent its time: the record's per-stage times and attempts.
+            result["b_stages"] = {
+                upload.document_id: {
+                    "timings_ms": _numbers(items.get(upload.document_id, {}).get("timings_ms")),
+                    "attempts": _numbers(items.get(upload.document_id, {}).get("attempts")),
+                }
+                for upload in uploads
+                if upload.document_id
+            }
+            for document_id, stages in result["b_stages"].items():
+                print(f"B {document_id}: stage ms {stages['timings_ms']}, attempts {stages['attempts']}", flush=True)
             result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
             if a_id is not None:
                 a_item = _record(statuses, a_id)
