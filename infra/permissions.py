@@ -113,6 +113,17 @@ SOURCES_TABLE: Mapping[str, TableAccess] = MappingProxyType(
     }
 )
 
+# The tenant usage table (rag_ingest.adapters.tenant_usage_table, key tenant_id + item): the API takes
+# each request from the tenant's rate cell and counts documents (conditional UpdateItem), reads the
+# day's pages (GetItem); intake adds a version's bytes, Parse a version's pages (UpdateItem ADD).
+TENANT_USAGE_TABLE: Mapping[str, TableAccess] = MappingProxyType(
+    {
+        "Api": _access(GET, UPDATE),
+        "Intake": _access(UPDATE),
+        "Parse": _access(UPDATE),
+    }
+)
+
 # The idempotency table: Powertools' DynamoDBPersistenceLayer (get, put-if-absent, update, delete
 # of a record whose call failed).
 IDEMPOTENCY_TABLE: Mapping[str, TableAccess] = MappingProxyType({"Intake": _access(GET, PUT, UPDATE, DELETE)})
