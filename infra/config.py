@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from rag_ingest.core.auth import TENANT_ID_PATTERN
 from rag_ingest.core.config import (
     REAPER_MAX_DOCUMENTS_PER_RUN,
     REAPER_MAX_REDRIVES,
@@ -29,7 +30,6 @@ from rag_ingest.core.config import (
     MergeFloorSegmentMb,
     MergeSegmentsPerTier,
 )
-from rag_ingest.core.auth import TENANT_ID_PATTERN
 from rag_ingest.core.job import DEFAULT_BULK_ABOVE_PAGES, DEFAULT_PARSE_RANGE_PAGES
 from rag_ingest.core.limits import LimitsTable
 from rag_ingest.core.settings import (

@@ -25,9 +25,7 @@ class TenantUsage(Construct):
         self.table = recoverable_table(
             self, "TenantUsageTable", config, "tenant_id", "item", time_to_live_attribute="expires_at"
         )
-        CfnOutput(self, "TenantUsageTableName", value=self.table.table_name).override_logical_id(
-            "TenantUsageTableName"
-        )
+        CfnOutput(self, "TenantUsageTableName", value=self.table.table_name).override_logical_id("TenantUsageTableName")
 
     def serve(self, name: str, function: lambda_.Function) -> None:
         """Give ``function`` (``name``: its key in TENANT_USAGE_TABLE; a bulk copy is its stage's) the

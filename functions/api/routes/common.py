@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from functools import cache
 from http import HTTPStatus
+from typing import Any
 
 from aws_lambda_powertools.event_handler import content_types
 from aws_lambda_powertools.event_handler.openapi.types import (
@@ -14,8 +15,6 @@ from aws_lambda_powertools.event_handler.openapi.types import (
     OpenAPIResponseContentSchema,
 )
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
-from typing import Any
-
 from rag_ingest.core.access import Principal
 from rag_ingest.core.auth import InvalidTenantError
 from rag_ingest.core.config import AnswerEnv, ApiEnv, SearchEnv
