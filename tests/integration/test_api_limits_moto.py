@@ -140,7 +140,7 @@ def test_a_burst_past_the_rate_is_429_with_retry_after(world: dict[str, Any]) ->
     statuses = [status for status, _, _ in answers]
     # At 1 request a second with a burst of 4 (a token may come back while the 8 calls run).
     assert statuses[:4] == [200] * 4 and statuses.count(429) >= 3, statuses
-    status, headers, body = answers[statuses.index(429)]
+    _, headers, body = answers[statuses.index(429)]
     assert headers["Retry-After"] == "1"
     assert body["error"]["code"] == "RATE_LIMITED" and "1 requests per second (burst 4)" in body["error"]["message"]
     # Refused before any route ran: the other tenant's requests go on.
