@@ -64,7 +64,7 @@ def _first_column_names(section: str) -> list[str]:
 def _config_leaves(value: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     leaves: dict[str, Any] = {}
     for key, item in value.items():
-        if isinstance(item, dict) and set(item) != GROUPED_FIELDS:
+        if isinstance(item, dict) and item and set(item) != GROUPED_FIELDS:  # {} (no overrides): a leaf
             leaves.update(_config_leaves(item, f"{prefix}{key}."))
         else:
             leaves[f"{prefix}{key}"] = item
