@@ -583,10 +583,8 @@ class SourcesConfig(_Model):
         return value
 
 
-#: TENANT_LIMITS (the tenants' limits as JSON) may take at most this much of the API function's
-#: environment: Lambda allows 4 KB for all of a function's variables together
-#: (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html); the others take ~2.7 KB
-#: once their references resolve (tests/infra/test_infra_tenant_limits.py measures it).
+#: TENANT_LIMITS' share of the API's environment: Lambda allows 4 KB for all its variables
+#: (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html; docs/deploy.md, tenants.overrides).
 MAX_TENANT_LIMITS_BYTES = 1024
 
 

@@ -113,9 +113,8 @@ SOURCES_TABLE: Mapping[str, TableAccess] = MappingProxyType(
     }
 )
 
-# The tenant usage table (rag_ingest.adapters.tenant_usage_table, key tenant_id + item): the API takes
-# each request from the tenant's rate cell and counts documents (conditional UpdateItem), reads the
-# day's pages (GetItem); intake adds a version's bytes, Parse a version's pages (UpdateItem ADD).
+# The tenant usage table (adapters.tenant_usage_table): the API's rate cell and document count (UpdateItem)
+# and the day's pages (GetItem); intake adds a version's bytes, Parse its pages (UpdateItem ADD).
 TENANT_USAGE_TABLE: Mapping[str, TableAccess] = MappingProxyType(
     {
         "Api": _access(GET, UPDATE),
