@@ -24,7 +24,7 @@ from infra.constructs.storage import Storage
 from infra.constructs.tenant_usage import TenantUsage
 from infra.constructs.web_hosting import WebHosting
 from infra.constructs.webhooks import Webhooks
-from infra.constructs.workflow import EVENT_BUS_NAME, Workflow, bulk
+from infra.constructs.workflow import EVENT_BUS_NAME, Workflow
 
 
 class RagIngestStack(Stack):
@@ -127,8 +127,8 @@ class RagIngestStack(Stack):
         self.tenant_usage = TenantUsage(self, "TenantUsage", config=config)
         self.tenant_usage.serve("Api", self.api.function)
         self.tenant_usage.serve("Intake", self.intake.function)
-        for name in ("Parse", bulk("Parse")):
-            self.tenant_usage.serve(name, self.workflow.functions[name])
+        for name, function in self.workflow.functions.items():
+            self.tenant_usage.serve(name, function)  # granted to Parse only (infra/permissions.py)
         self.monitoring = Monitoring(
             self,
             "Monitoring",

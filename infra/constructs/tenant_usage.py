@@ -2,9 +2,9 @@
 
 The table (key ``tenant_id`` + ``item``: ``usage``, ``rate``, ``pages#YYYY-MM-DD`` with TTL on
 ``expires_at``; rag_ingest.adapters.tenant_usage_table) is encrypted with point-in-time recovery
-like the other tables of records. Each function that counts or checks gets the table's name and
-exactly its actions in infra/permissions.py ``TENANT_USAGE_TABLE``; the API also gets the limits
-(``TENANT_LIMITS``, JSON from cdk.json ``tenants``).
+like the other tables of records. The functions that count or check get exactly their actions in
+infra/permissions.py ``TENANT_USAGE_TABLE``; every stage is told the name (one environment model)
+but only Parse may write; the API also gets the limits (``TENANT_LIMITS``, from cdk.json ``tenants``).
 """
 
 from __future__ import annotations
@@ -29,10 +29,12 @@ class TenantUsage(Construct):
 
     def serve(self, name: str, function: lambda_.Function) -> None:
         """Give ``function`` (``name``: its key in TENANT_USAGE_TABLE; a bulk copy is its stage's) the
-        table and its actions; the API its limits too."""
+        table's name and, if it is listed there, its actions; the API its limits too."""
         role = function.role
         assert role is not None
         function.add_environment("TENANT_USAGE_TABLE", self.table.table_name)
         if name == "Api":
             function.add_environment("TENANT_LIMITS", self._limits_json)
-        grant_table(role, self.table, TENANT_USAGE_TABLE[name.removesuffix("Bulk")])
+        access = TENANT_USAGE_TABLE.get(name.removesuffix("Bulk"))
+        if access is not None:
+            grant_table(role, self.table, access)

@@ -11,11 +11,12 @@ import pytest
 from rag_ingest.core.limits import LimitsTable
 
 from infra.config import MAX_TENANT_LIMITS_BYTES
-from tests.infra.template_tools import SynthResult
+from tests.infra.template_tools import SynthResult, as_list, render_token
 
 pytestmark = pytest.mark.infra
 
 TABLE_PATH = "TenantUsage/TenantUsageTable"
+#: Granted the table (tests/infra/test_infra_least_privilege.py checks the actions).
 USERS = {"Api/ApiFunction", "Intake/IntakeFunction", "Workflow/ParseFunction", "Workflow/ParseBulkFunction"}
 # Lambda: "the total size of the set" of a function's environment variables is at most 4 KB
 # (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html).
@@ -42,15 +43,21 @@ def test_the_usage_table_is_encrypted_recoverable_and_expires_day_counters(synth
 
 
 def test_only_the_counting_functions_get_the_table_and_only_the_api_its_limits(synth: SynthResult) -> None:
-    table_ref = {"Ref": synth.logical_id(TABLE_PATH)}
-    with_table = set()
+    table_arn = f"${{{synth.logical_id(TABLE_PATH)}.Arn}}"
+    told, granted = set(), set()
     for resource in synth.of_type("AWS::Lambda::Function").values():
         path = resource.get("Metadata", {}).get("aws:cdk:path", "").removeprefix(f"{synth.stack_name}/")
+        path = path.removesuffix("/Resource")
         variables = resource["Properties"].get("Environment", {}).get("Variables", {})
-        if variables.get("TENANT_USAGE_TABLE") == table_ref:
-            with_table.add(path.removesuffix("/Resource"))
-        assert ("TENANT_LIMITS" in variables) == path.startswith("Api/ApiFunction"), path
-    assert with_table == USERS
+        if variables.get("TENANT_USAGE_TABLE") == {"Ref": synth.logical_id(TABLE_PATH)}:
+            told.add(path)
+            statements = synth.role_statements(path)
+            if any(render_token(r) == table_arn for s in statements for r in as_list(s["Resource"])):
+                granted.add(path)
+        assert ("TENANT_LIMITS" in variables) == (path == "Api/ApiFunction"), path
+    assert granted == USERS
+    # Every stage reads one environment model (StagesEnv), so all are told the name; only Parse writes.
+    assert told - USERS and all(path.startswith("Workflow/") for path in told - USERS)
     limits = LimitsTable.from_json(str(_environment(synth, "Api/ApiFunction")["TENANT_LIMITS"]))
     assert limits == synth.config.tenant_limits()
     assert limits.defaults.sources == synth.config.sources.max_per_tenant
