@@ -23,9 +23,14 @@ from rag_ingest.core.limits import (
     seconds_to_utc_midnight,
     utc_day,
 )
+from rag_ingest.sources.errors import SourceLimitError
+from rag_ingest.sources.model import SourceRequest
+from rag_ingest.sources.service import SourceService
 
 from infra.cdk_app import cdk_json_context
 from infra.config import CONTEXT_KEY, MAX_TENANT_LIMITS_BYTES, RagIngestConfig, parse_config
+from tests.support.sources import TENANT, DictConnector
+from tests.support.sources import SyncHarness as Harness
 
 pytestmark = pytest.mark.unit
 
@@ -168,3 +173,26 @@ def test_each_refusal_has_its_status_code_and_retry_after() -> None:
     assert (pages.status, pages.code, pages.headers) == (429, "PAGES_PER_DAY_EXCEEDED", {"Retry-After": "3600"})
     quota = QuotaExceededError("full")
     assert (quota.status, quota.code, quota.headers) == (403, "QUOTA_EXCEEDED", {})
+
+
+def test_a_tenants_override_sets_its_own_source_cap() -> None:
+    # The API passes the tenant's limits (cdk.json tenants.overrides.<tenant>.sources): the harness's
+    # tenant already has one source, so a cap of 2 admits one more, and the code stays the same.
+    harness = Harness(DictConnector({}), kind="custom")
+    limits = LimitsTable.model_validate({"defaults": DEFAULTS, "overrides": {TENANT: {"sources": 2}}})
+    service = SourceService(
+        sources=harness.sources,
+        jobs=harness.jobs,
+        items=harness.items,
+        engine=harness.engine,
+        starter=harness,
+        validate_config=lambda kind, config: config,
+        new_id=lambda: f"{len(harness.sources.list(TENANT)) + 10:026d}",
+        max_sources=lambda tenant: limits.for_tenant(tenant).sources,
+    )
+    service.create(TENANT, SourceRequest(kind="custom", name="second"))
+    with pytest.raises(SourceLimitError, match="this tenant has at most 2 sources") as refused:
+        service.create(TENANT, SourceRequest(kind="custom", name="third"))
+    assert refused.value.code == "SOURCE_LIMIT_REACHED"
+    for name in ("a", "b", "c"):  # another tenant has the default (50)
+        service.create("globex", SourceRequest(kind="custom", name=name))
