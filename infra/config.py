@@ -595,9 +595,10 @@ class TenantDefaultsConfig(_Model):
     documents: int = Field(default=100_000, ge=1)
     stored_bytes: int = Field(default=100 * 2**30, ge=1)
     pages_per_day: int = Field(default=100_000, ge=1)
-    # The tenant's token bucket in the API function (one DynamoDB update per request).
-    requests_per_second: float = Field(default=20, gt=0, le=10_000)
-    burst_requests: int = Field(default=40, ge=1, le=100_000)
+    # The tenant's token bucket in the API function (one DynamoDB update per request); by default a
+    # tenant alone may use the whole stage (api.throttlingRateLimit, api.throttlingBurstLimit).
+    requests_per_second: float = Field(default=50, gt=0, le=10_000)
+    burst_requests: int = Field(default=100, ge=1, le=100_000)
 
 
 class TenantOverrideConfig(_Model):

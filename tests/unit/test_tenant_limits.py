@@ -137,7 +137,9 @@ def test_cdk_json_defaults_are_generous_and_keep_the_existing_caps() -> None:
     config = parse_config(cdk_json_context()[CONTEXT_KEY])
     limits = config.tenant_limits()
     assert limits.defaults.documents >= 100_000 and limits.defaults.stored_bytes >= 100 * 2**30
-    assert limits.defaults.requests_per_second >= 20 and limits.defaults.burst_requests >= 40
+    # A tenant alone may use the whole API stage (its throttle is for all tenants together).
+    assert limits.defaults.requests_per_second == config.api.throttling_rate_limit
+    assert limits.defaults.burst_requests == config.api.throttling_burst_limit
     assert limits.defaults.sources == config.sources.max_per_tenant
     assert limits.defaults.webhooks == config.webhooks.max_endpoints_per_tenant
     assert LimitsTable.from_json(config.tenant_limits_json()) == limits

@@ -20,6 +20,7 @@ from rag_ingest.core.tracing import traced
 TTL_ATTRIBUTE = "expires_at"
 # A tenant's rate cell is written by every one of its requests; a lost race reads the cell again.
 MAX_RATE_ATTEMPTS = 4
+MAX_REMEMBERED_TENANTS = 10_000
 _DESERIALIZE = TypeDeserializer()
 
 
@@ -29,47 +30,77 @@ def _old_item(error: BaseException | None) -> dict[str, Any]:
     return {name: _DESERIALIZE.deserialize(value) for name, value in item.items()}
 
 
+def _tat(item: dict[str, Any]) -> int | None:
+    value = item.get("tat")
+    return int(value) if value is not None else None
+
+
 @traced
 class TenantUsageTable:
     def __init__(self, table_name: str, table_service: Any | None = None) -> None:
         service = table_service if table_service is not None else resource("dynamodb")
         self._table = service.Table(table_name)
+        # Each tenant's rate cell as this container last saw it: which update to try first.
+        self._last_tat: dict[str, int] = {}
 
     # -- the request rate ---------------------------------------------------------------------
     def take_request(self, tenant_id: str, cell: RateCell, now_ms: int) -> int:
+        """One conditional UpdateItem when this container guessed right whether the tenant's cell is
+        ahead of now (busy: move it on) or behind (under its rate: start it again from now); a wrong
+        guess costs a second one. The conditions, not the guess, keep the bucket exact."""
         key = {"tenant_id": tenant_id, "item": RATE_ITEM}
+        last = self._last_tat.get(tenant_id)
+        ahead = last is not None and last >= now_ms
         for _ in range(MAX_RATE_ATTEMPTS):
-            # A busy tenant's cell is ahead of now: one update moves it on, if the burst allows.
-            with translated("take a request", expect={CONDITION_FAILED}) as refusal:
-                self._table.update_item(
-                    Key=key,
-                    UpdateExpression="SET tat = tat + :interval",
-                    ConditionExpression="tat BETWEEN :now AND :ceiling",
-                    ExpressionAttributeValues={
-                        ":interval": cell.interval_ms,
-                        ":now": now_ms,
-                        ":ceiling": now_ms + cell.tolerance_ms,
-                    },
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                )
-            if not refusal.refused:
+            refused, seen = self._advance(key, cell, now_ms) if ahead else self._restart(key, cell, now_ms)
+            if not refused:
+                self._remember(tenant_id, seen)
                 return 0
-            old = _old_item(refusal.error).get("tat")
-            tat, wait_ms = cell.admit(int(old) if old is not None else None, now_ms)
+            tat, wait_ms = cell.admit(seen, now_ms)
             if tat is None:
+                self._remember(tenant_id, seen)
                 return wait_ms
-            # An idle tenant's cell is behind now (or new): start it again from now, if still so.
-            with translated("take a request", expect={CONDITION_FAILED}) as refusal:
-                self._table.update_item(
-                    Key=key,
-                    UpdateExpression="SET tat = :tat",
-                    ConditionExpression="attribute_not_exists(tat) OR tat < :now",
-                    ExpressionAttributeValues={":tat": tat, ":now": now_ms},
-                )
-            if not refusal.refused:
-                return 0
+            ahead = seen is not None and seen >= now_ms
         # Lost every race to the tenant's own concurrent requests: answer as over its rate.
         return cell.interval_ms
+
+    def _advance(self, key: dict[str, str], cell: RateCell, now_ms: int) -> tuple[bool, int | None]:
+        """(refused, the cell's time after the call: the new one, or the one that refused)."""
+        with translated("take a request", expect={CONDITION_FAILED}) as refusal:
+            response = self._table.update_item(
+                Key=key,
+                UpdateExpression="SET tat = tat + :interval",
+                ConditionExpression="tat BETWEEN :now AND :ceiling",
+                ExpressionAttributeValues={
+                    ":interval": cell.interval_ms,
+                    ":now": now_ms,
+                    ":ceiling": now_ms + cell.tolerance_ms,
+                },
+                ReturnValues="UPDATED_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        if refusal.refused:
+            return True, _tat(_old_item(refusal.error))
+        return False, _tat(response.get("Attributes") or {})
+
+    def _restart(self, key: dict[str, str], cell: RateCell, now_ms: int) -> tuple[bool, int | None]:
+        with translated("take a request", expect={CONDITION_FAILED}) as refusal:
+            self._table.update_item(
+                Key=key,
+                UpdateExpression="SET tat = :tat",
+                ConditionExpression="attribute_not_exists(tat) OR tat < :now",
+                ExpressionAttributeValues={":tat": now_ms + cell.interval_ms, ":now": now_ms},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        if refusal.refused:
+            return True, _tat(_old_item(refusal.error))
+        return False, now_ms + cell.interval_ms
+
+    def _remember(self, tenant_id: str, tat: int | None) -> None:
+        if len(self._last_tat) >= MAX_REMEMBERED_TENANTS:
+            self._last_tat.clear()
+        if tat is not None:
+            self._last_tat[tenant_id] = tat
 
     # -- documents and stored bytes -------------------------------------------------------------
     def reserve_document(self, tenant_id: str, *, max_documents: int, max_stored_bytes: int) -> Usage | None:
