@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from rag_ingest.core.auth import TENANT_ID_PATTERN
 from rag_ingest.core.config import (
     DEFAULT_BOOK_AHEAD_SECONDS,
     REAPER_MAX_DOCUMENTS_PER_RUN,
@@ -32,6 +33,7 @@ from rag_ingest.core.config import (
     TenantWeights,
 )
 from rag_ingest.core.job import DEFAULT_BULK_ABOVE_PAGES, DEFAULT_PARSE_RANGE_PAGES
+from rag_ingest.core.limits import LimitsTable
 from rag_ingest.core.settings import (
     ANSWER_MODEL_ID_PATTERN,
     DEFAULT_ANSWER_MAX_TOKENS,
@@ -587,6 +589,50 @@ class SourcesConfig(_Model):
         return value
 
 
+#: TENANT_LIMITS' share of the API's environment: Lambda allows 4 KB for all its variables
+#: (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html; docs/deploy.md, tenants.overrides).
+MAX_TENANT_LIMITS_BYTES = 1024
+
+
+class TenantDefaultsConfig(_Model):
+    """Every tenant's limits unless overridden (docs/api.md, "Limits per tenant"). Generous: a
+    tenant that never set out to be big never meets them."""
+
+    documents: int = Field(default=100_000, ge=1)
+    stored_bytes: int = Field(default=100 * 2**30, ge=1)
+    pages_per_day: int = Field(default=100_000, ge=1)
+    # The tenant's token bucket in the API function (one DynamoDB update per request); by default a
+    # tenant alone may use the whole stage (api.throttlingRateLimit, api.throttlingBurstLimit).
+    requests_per_second: float = Field(default=50, gt=0, le=10_000)
+    burst_requests: int = Field(default=100, ge=1, le=100_000)
+
+
+class TenantOverrideConfig(_Model):
+    """One tenant's own limits: any of the defaults', and its sources and webhooks caps
+    (sources.maxPerTenant and webhooks.maxEndpointsPerTenant for everyone else)."""
+
+    documents: int | None = Field(default=None, ge=1)
+    stored_bytes: int | None = Field(default=None, ge=1)
+    pages_per_day: int | None = Field(default=None, ge=1)
+    requests_per_second: float | None = Field(default=None, gt=0, le=10_000)
+    burst_requests: int | None = Field(default=None, ge=1, le=100_000)
+    sources: int | None = Field(default=None, ge=1, le=1000)
+    webhooks: int | None = Field(default=None, ge=1, le=100)
+
+
+class TenantsConfig(_Model):
+    defaults: TenantDefaultsConfig = TenantDefaultsConfig()
+    overrides: dict[str, TenantOverrideConfig] = Field(default_factory=dict)
+
+    @field_validator("overrides")
+    @classmethod
+    def _valid_tenant_ids(cls, value: dict[str, TenantOverrideConfig]) -> dict[str, TenantOverrideConfig]:
+        bad = [tenant for tenant in value if not TENANT_ID_PATTERN.fullmatch(tenant)]
+        if bad:
+            raise ValueError(f"tenants.overrides keys must be tenant ids ({TENANT_ID_PATTERN.pattern}): {bad}")
+        return value
+
+
 class MonitoringConfig(_Model):
     alarm_email: str | None = None
     queue_age_threshold_seconds: int = Field(default=900, ge=60)
@@ -640,6 +686,30 @@ class RagIngestConfig(_Model):
     sources: SourcesConfig = SourcesConfig()
     hosting: HostingConfig = HostingConfig()
     live: LiveConfig = LiveConfig()
+    tenants: TenantsConfig = TenantsConfig()
+
+    def tenant_limits(self) -> LimitsTable:
+        """The API's TENANT_LIMITS: the defaults with the stack-wide sources and webhooks caps."""
+        defaults = {
+            **self.tenants.defaults.model_dump(),
+            "sources": self.sources.max_per_tenant,
+            "webhooks": self.webhooks.max_endpoints_per_tenant,
+        }
+        overrides = {tenant: o.model_dump(exclude_none=True) for tenant, o in self.tenants.overrides.items()}
+        return LimitsTable.model_validate({"defaults": defaults, "overrides": overrides})
+
+    def tenant_limits_json(self) -> str:
+        return self.tenant_limits().model_dump_json(exclude_none=True)
+
+    @model_validator(mode="after")
+    def _tenant_limits_fit_the_environment(self) -> Self:
+        size = len(self.tenant_limits_json().encode())
+        if size > MAX_TENANT_LIMITS_BYTES:
+            raise ValueError(
+                f"tenants is {size} bytes as the API function's TENANT_LIMITS, over {MAX_TENANT_LIMITS_BYTES}: "
+                "Lambda holds 4 KB of environment variables per function; keep fewer overrides"
+            )
+        return self
 
     @field_validator("stack_name")
     @classmethod

@@ -113,6 +113,16 @@ SOURCES_TABLE: Mapping[str, TableAccess] = MappingProxyType(
     }
 )
 
+# The tenant usage table (adapters.tenant_usage_table): the API's rate cell and document count (UpdateItem)
+# and the day's pages (GetItem); intake adds a version's bytes, Parse its pages (UpdateItem ADD).
+TENANT_USAGE_TABLE: Mapping[str, TableAccess] = MappingProxyType(
+    {
+        "Api": _access(GET, UPDATE),
+        "Intake": _access(UPDATE),
+        "Parse": _access(UPDATE),
+    }
+)
+
 # The idempotency table: Powertools' DynamoDBPersistenceLayer (get, put-if-absent, update, delete
 # of a record whose call failed).
 IDEMPOTENCY_TABLE: Mapping[str, TableAccess] = MappingProxyType({"Intake": _access(GET, PUT, UPDATE, DELETE)})

@@ -21,6 +21,7 @@ from infra.constructs.reconciler import Reconciler
 from infra.constructs.search import Search
 from infra.constructs.sources import Sources
 from infra.constructs.storage import Storage
+from infra.constructs.tenant_usage import TenantUsage
 from infra.constructs.web_hosting import WebHosting
 from infra.constructs.webhooks import Webhooks
 from infra.constructs.workflow import EVENT_BUS_NAME, Workflow
@@ -122,6 +123,12 @@ class RagIngestStack(Stack):
             api_function=self.api.function,
             event_bus_name=EVENT_BUS_NAME,
         )
+        # Per-tenant limits: the API checks them; intake counts bytes and Parse (both lanes) pages.
+        self.tenant_usage = TenantUsage(self, "TenantUsage", config=config)
+        self.tenant_usage.serve("Api", self.api.function)
+        self.tenant_usage.serve("Intake", self.intake.function)
+        for name, function in self.workflow.functions.items():
+            self.tenant_usage.serve(name, function)  # granted to Parse only (infra/permissions.py)
         self.monitoring = Monitoring(
             self,
             "Monitoring",

@@ -14,6 +14,7 @@ import boto3
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from rag_ingest.adapters.vector_store import VectorStore
+from rag_ingest.core.limits import LimitsTable
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.embeddings.factory import create_embedder
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID, MINILM_DIMENSION
@@ -29,6 +30,21 @@ from tests.support.tokens import TokenForge, new_key, write_key
 # suites upload have at most 5 pages: one range in the standard lane, as with the defaults.
 SESSION_RANGE_PAGES = 6
 SESSION_BULK_ABOVE_PAGES = 6
+#: The tenant of tests/e2e/test_limits_on_stack.py: one document, one request a second, a burst of 5.
+LIMITED_TENANT = "e2e-limits"
+
+
+def session_tenant_limits() -> str:
+    """cdk.json's tenant limits, but a request rate no test's own pace reaches (the suite's speed is no
+    tenant's), and a tiny override for the limits test's tenant: the session stack's TENANT_LIMITS."""
+    from infra.config import CONTEXT_KEY, parse_config  # only where a stack starts
+
+    context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"][CONTEXT_KEY]
+    limits = parse_config(context).tenant_limits()
+    defaults = {**limits.defaults.model_dump(), "requests_per_second": 1000, "burst_requests": 2000}
+    override = {"documents": 1, "requests_per_second": 1, "burst_requests": 5}
+    table = LimitsTable.model_validate({"defaults": defaults, "overrides": {LIMITED_TENANT: override}})
+    return table.model_dump_json(exclude_none=True)
 
 
 @pytest.fixture(scope="session")
@@ -52,6 +68,7 @@ def stack_process(
         "BULK_ABOVE_PAGES": str(SESSION_BULK_ABOVE_PAGES),
         # A failed webhook delivery is retried after about a second, not 15-30 s (tests/e2e/test_webhooks.py).
         "WEBHOOK_RETRY_BASE_SECONDS": "1",
+        "TENANT_LIMITS": session_tenant_limits(),
     }
     template.write_text(json.dumps(template_with_environment(source, variables)))
     process = OfflineStackProcess(

@@ -34,10 +34,12 @@ from rag_ingest.core.tracing import tracer
 if __package__:  # functions.api.app: the tests, tools/openapi.py and mypy import it from the repository
     from .http_extras import MethodTable, strict_json
     from .routes import answers, documents, meta, search, sources, webhooks
+    from .routes.common import admit_request
     from .routes.errors import ErrorBody, ErrorDetail, error_response
 else:  # Lambda (and the local stack's worker) import app.py as a top-level module, /var/task on sys.path
     from http_extras import MethodTable, strict_json  # type: ignore[no-redef]
     from routes import answers, documents, meta, search, sources, webhooks  # type: ignore[no-redef]
+    from routes.common import admit_request  # type: ignore[no-redef]
     from routes.errors import ErrorBody, ErrorDetail, error_response  # type: ignore[no-redef]
 
 OPENAPI_TITLE = "rag-ingest API"
@@ -104,8 +106,9 @@ def undecodable_body(exc: Exception) -> Response[Any]:
 
 @app.exception_handler(ApiRefusal)
 def refused(exc: ApiRefusal) -> Response[Any]:
-    # Every refusal of the domain (rag_ingest.documents.errors, the webhooks', a tenant-less token).
-    return error_response(exc.status, exc.code, exc.message)
+    # Every refusal of the domain (rag_ingest.documents.errors, the webhooks', a tenant-less token,
+    # a tenant's limits with their Retry-After).
+    return error_response(exc.status, exc.code, exc.message, headers=exc.headers or None)
 
 
 @app.exception_handler(PermanentError)
@@ -157,16 +160,24 @@ def allowed_methods(path: str) -> tuple[str, ...]:
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    # The tenant's requests per second, before any work (docs/api.md, "Limits per tenant").
+    refusal = admit_request(event)
+    if refusal is not None:
+        return _answer(refusal.status, refusal.code, refusal.message, refusal.headers)
     body = event.get("body")
     allowed = MAX_ITEM_BODY_CHARS if ITEM_PATH.match(str(event.get("rawPath", ""))) else MAX_BODY_CHARS
     limit = allowed * 4 // 3 if event.get("isBase64Encoded") else allowed
     if isinstance(body, str) and len(body) > limit:
-        message = f"the body is over {allowed // 1024} KB"
-        error = ErrorBody(error=ErrorDetail(code="PAYLOAD_TOO_LARGE", message=message))
-        return {
-            "statusCode": 413,
-            "headers": {"Content-Type": content_types.APPLICATION_JSON},
-            "body": error.model_dump_json(),
-            "isBase64Encoded": False,
-        }
+        return _answer(413, "PAYLOAD_TOO_LARGE", f"the body is over {allowed // 1024} KB")
     return app.resolve(event, context)
+
+
+def _answer(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    """An error answered before the resolver runs, in the one error body."""
+    error = ErrorBody(error=ErrorDetail(code=code, message=message))
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": content_types.APPLICATION_JSON, **(headers or {})},
+        "body": error.model_dump_json(),
+        "isBase64Encoded": False,
+    }

@@ -26,6 +26,7 @@ from infra.permissions import (
     IDEMPOTENCY_TABLE,
     SOURCES_TABLE,
     STAGE_FUNCTIONS,
+    TENANT_USAGE_TABLE,
     VECTOR_STORE_CALLS,
     WEBHOOKS_TABLE,
     TableAccess,
@@ -89,6 +90,7 @@ ADAPTER_TABLES = {
     CAPACITY_ADAPTER: "capacity",
     SOURCES_ADAPTER: "sources",
     "SourceItemLinksTable": "sources",
+    "TenantUsageTable": "usage",
     # The live channel's connections table (granted in infra/constructs/live_status.py, live_answers.py).
     "DynamoConnectionStore": "connections",
 }
@@ -366,6 +368,20 @@ def test_the_sources_table_grants_are_what_the_code_calls(function: str) -> None
         assert declared, function  # the reader saw the adapter's calls
 
 
+@pytest.mark.parametrize("function", sorted(FUNCTION_CODE))
+def test_the_tenant_usage_grants_are_what_the_code_calls(function: str) -> None:
+    # The stages share one code asset: only Parse counts pages (the others never run Parse).
+    called = set(_called_by(function, table="usage"))
+    declared = _as_pairs(TENANT_USAGE_TABLE[function]) if function in TENANT_USAGE_TABLE else frozenset()
+    if function in STAGE_FUNCTIONS:
+        assert called == {("table", "dynamodb:UpdateItem")}, (function, sorted(called))
+        assert declared == (called if function == "Parse" else frozenset()), function
+    else:
+        assert called == declared, (function, sorted(called), sorted(declared))
+    if function in ("Api", "Intake"):
+        assert declared, function  # the reader saw the adapter's calls
+
+
 def test_the_idempotency_table_is_what_powertools_calls() -> None:
     spec = importlib.util.find_spec("aws_lambda_powertools.utilities.idempotency.persistence.dynamodb")
     assert spec is not None and spec.origin is not None
@@ -413,6 +429,8 @@ def test_each_role_is_granted_exactly_the_declared_table_actions(synth: SynthRes
     assert _table_grants(synth, path, "Workflow/EmbeddingCapacityTable") == expected, function
     expected = _as_pairs(SOURCES_TABLE[function]) if function in SOURCES_TABLE else frozenset()
     assert _table_grants(synth, path, "Sources/SourcesTable") == expected, function
+    expected = _as_pairs(TENANT_USAGE_TABLE[function]) if function in TENANT_USAGE_TABLE else frozenset()
+    assert _table_grants(synth, path, "TenantUsage/TenantUsageTable") == expected, function
     # Nothing on any other table, never a Scan or a batch write; DeleteItem only on the idempotency
     # (Intake), webhooks and sources tables (Api: DELETE /webhooks/{id}; Api, SourceSync and the
     # Reconciler: item states).
@@ -437,6 +455,7 @@ def test_every_function_with_table_access_has_an_entry(synth: SynthResult) -> No
             ("Webhooks/WebhooksTable", WEBHOOKS_TABLE),
             ("Workflow/EmbeddingCapacityTable", EMBEDDING_CAPACITY_TABLE),
             ("Sources/SourcesTable", SOURCES_TABLE),
+            ("TenantUsage/TenantUsageTable", TENANT_USAGE_TABLE),
         ):
             # Stream reads (a stream consumer) are not item access: they are not in the table.
             grants = {(r, a) for r, a in _table_grants(synth, path, table_path) if not r.startswith("stream/")}

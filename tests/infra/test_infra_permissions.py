@@ -212,11 +212,14 @@ def test_table_access_is_scoped_to_the_tables(synth: SynthResult) -> None:
     idempotency = f"${{{synth.logical_id('Storage/IdempotencyTable')}.Arn}}"
     webhooks = f"${{{synth.logical_id('Webhooks/WebhooksTable')}.Arn}}"
     sources = f"${{{synth.logical_id('Sources/SourcesTable')}.Arn}}"
+    usage = f"${{{synth.logical_id('TenantUsage/TenantUsageTable')}.Arn}}"
     for path in FUNCTIONS:
         allowed = {table, f"{table}/index/*"} | ({idempotency} if path == "Intake/IntakeFunction" else set())
         allowed |= {webhooks} if path == "Api/ApiFunction" else set()  # rotate-secret
         # PATCH /sources/{id}, a sync's claim and release, and its item states.
         allowed |= {sources} if path in ("Api/ApiFunction", "Sources/SourceSyncFunction") else set()
+        # Per-tenant limits: the API's rate cell and counters, intake's stored bytes, Parse's pages.
+        allowed |= {usage} if path in ("Api/ApiFunction", "Intake/IntakeFunction", "Workflow/ParseFunction") else set()
         resources = set(_allows(synth.role_statements(path), "dynamodb:UpdateItem"))
         assert table in resources, path
         assert resources <= allowed, path

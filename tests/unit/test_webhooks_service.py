@@ -138,6 +138,17 @@ def test_a_tenant_has_at_most_max_endpoints(world: tuple[MemoryEndpoints, Dns, C
     webhooks.register("globex", request())  # per tenant
 
 
+def test_a_tenants_override_sets_its_own_cap(world: tuple[MemoryEndpoints, Dns, Clock]) -> None:
+    # The API passes the tenant's limits (rag_ingest.core.limits: cdk.json tenants.overrides.<t>.webhooks).
+    webhooks = service(world, max_endpoints=lambda tenant: 1 if tenant == "small" else 3)
+    webhooks.register("small", request())
+    with pytest.raises(WebhookRequestError, match="this tenant has at most 1 endpoints") as caught:
+        webhooks.register("small", request())
+    assert caught.value.code == "WEBHOOK_LIMIT_REACHED"
+    for _ in range(3):
+        webhooks.register("large", request())
+
+
 # -- fan-out ---------------------------------------------------------------------------------------
 def event(detail_type: str = "DocumentReady", tenant: str = "acme", event_id: str = "evt-1") -> dict[str, Any]:
     return {

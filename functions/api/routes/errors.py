@@ -1,5 +1,5 @@
 """The API's error bodies: ``{"error": {"code", "message"}}`` for every 4xx/5xx this function answers,
-and API Gateway's own ``{"message"}`` (401, 429) for the OpenAPI document."""
+and API Gateway's own ``{"message"}`` (401, 429) for the OpenAPI document; a 429 is either."""
 
 from __future__ import annotations
 
@@ -24,6 +24,14 @@ class GatewayError(BaseModel):
     """API Gateway's own answers, before the function runs: 401 from the JWT authorizer, 429 throttling."""
 
     message: str
+
+
+class ThrottledBody(BaseModel):
+    """A 429: API Gateway's stage throttling answers ``{"message"}``; the tenant's own limits
+    (``RATE_LIMITED``, ``PAGES_PER_DAY_EXCEEDED``: docs/api.md) the one error body, with Retry-After."""
+
+    message: str | None = None
+    error: ErrorDetail | None = None
 
 
 def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response[Any]:

@@ -24,7 +24,7 @@ from rag_ingest.sources.model import (
 from rag_ingest.sources.service import SourceService
 from rag_ingest.wiring import build_sources
 
-from .common import principal, responses, tenant
+from .common import ENV, principal, responses, tenant
 
 SOURCES_ENV = SourcesApiEnv.from_env()
 
@@ -32,7 +32,7 @@ SOURCES_ENV = SourcesApiEnv.from_env()
 @cache
 def get_sources() -> SourceService:
     """The source service, built on first use; tests replace this function to run fakes."""
-    return build_sources(SOURCES_ENV)
+    return build_sources(SOURCES_ENV, ENV.tenant_limits)
 
 
 router = Router()

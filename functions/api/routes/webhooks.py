@@ -15,7 +15,7 @@ from rag_ingest.webhooks.model import DeliveryList, EndpointList, EndpointReques
 from rag_ingest.webhooks.service import WebhookService
 from rag_ingest.wiring import build_webhooks
 
-from .common import responses, tenant
+from .common import ENV, responses, tenant
 
 WEBHOOKS_ENV = WebhooksApiEnv.from_env()
 
@@ -23,7 +23,7 @@ WEBHOOKS_ENV = WebhooksApiEnv.from_env()
 @cache
 def get_webhooks() -> WebhookService:
     """The webhook service, built on first use; tests replace this function to run a fake store."""
-    return build_webhooks(WEBHOOKS_ENV)
+    return build_webhooks(WEBHOOKS_ENV, ENV.tenant_limits)
 
 
 router = Router()

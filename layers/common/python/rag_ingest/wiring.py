@@ -33,6 +33,7 @@ from rag_ingest.adapters.source_documents import SourceDocumentStore, StagedPage
 from rag_ingest.adapters.source_item_links import SourceItemLinksTable
 from rag_ingest.adapters.sources_table import ItemStatesView, SourcesTable, SyncJobsView
 from rag_ingest.adapters.sync_schedules import SyncScheduler
+from rag_ingest.adapters.tenant_usage_table import TenantUsageTable
 from rag_ingest.adapters.textract import TextractEngine
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
 from rag_ingest.adapters.web_fetch import PolicyCheckedFetcher
@@ -66,6 +67,7 @@ from rag_ingest.core.config import (
     WebhooksApiEnv,
 )
 from rag_ingest.core.ids import new_document_id
+from rag_ingest.core.limits import LimitsTable, TenantLimiter, UsageCounter
 from rag_ingest.core.telemetry import CloudTelemetry, Telemetry
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.core.url_policy import UrlPolicy
@@ -221,6 +223,7 @@ def build_pipeline(env: StagesEnv, batch_env: BatchInferenceEnv | None = None) -
             ),
             ocr_engine=ocr_engine_for(env),
             batch_embedding=batch_embedding_for(env, batch_env) if batch_env else None,
+            usage=usage_counter(env.tenant_usage_table),
         )
     )
 
@@ -251,6 +254,18 @@ def batch_embedding_for(env: StagesEnv, batch: BatchInferenceEnv) -> BatchEmbedd
     )
 
 
+def usage_counter(table_name: str | None) -> UsageCounter | None:
+    """Intake's and Parse's counters, where the stack gave the function the usage table."""
+    return UsageCounter(TenantUsageTable(table_name)) if table_name else None
+
+
+def tenant_limiter(env: ApiEnv) -> TenantLimiter | None:
+    """The API's limits, where the stack set them (TENANT_LIMITS and the usage table)."""
+    if env.tenant_limits is None or not env.tenant_usage_table:
+        return None
+    return TenantLimiter(env.tenant_limits, TenantUsageTable(env.tenant_usage_table))
+
+
 def build_intake(env: IntakeEnv) -> IntakeService:
     documents = documents_table(env.documents_table)
     objects = ObjectStore()
@@ -268,6 +283,7 @@ def build_intake(env: IntakeEnv) -> IntakeService:
             bucket=env.bucket_name,
             artifacts_prefix=env.artifacts_prefix,
         ),
+        usage=usage_counter(env.tenant_usage_table),
     )
 
 
@@ -277,6 +293,8 @@ class ApiServices:
     deletion: DocumentDeletion
     search: SearchService
     answers: AnswerService
+    # Per-tenant limits (None: the stack set none); the handler admits every request through it.
+    limiter: TenantLimiter | None = None
 
 
 def build_api(env: ApiEnv, search_env: SearchEnv, answer_env: AnswerEnv | None = None) -> ApiServices:
@@ -287,6 +305,7 @@ def build_api(env: ApiEnv, search_env: SearchEnv, answer_env: AnswerEnv | None =
     replayer = Replayer(documents, WorkflowStarter(env.state_machine_arn))
     objects = ObjectStore()
     search = search_service(search_env, vector_store)
+    limiter = tenant_limiter(env)
     return ApiServices(
         documents=DocumentService(
             env,
@@ -302,6 +321,7 @@ def build_api(env: ApiEnv, search_env: SearchEnv, answer_env: AnswerEnv | None =
                 bucket=env.bucket_name,
                 artifacts_prefix=env.artifacts_prefix,
             ),
+            limiter=limiter,
         ),
         deletion=DocumentDeletion(
             documents=documents,
@@ -310,9 +330,11 @@ def build_api(env: ApiEnv, search_env: SearchEnv, answer_env: AnswerEnv | None =
             bucket=env.bucket_name,
             artifacts_prefix=env.artifacts_prefix,
             events=EventPublisher(env.event_bus_name),
+            limiter=limiter,
         ),
         search=search,
         answers=answer_service(answer_env, search_env, search),
+        limiter=limiter,
     )
 
 
@@ -381,12 +403,13 @@ def build_live_answers(env: LiveAnswersEnv, search_env: SearchEnv, answer_env: A
     )
 
 
-def build_webhooks(env: WebhooksApiEnv) -> WebhookService:
+def build_webhooks(env: WebhooksApiEnv, limits: LimitsTable | None = None) -> WebhookService:
+    """``limits``: the tenants' limits (TENANT_LIMITS), whose ``webhooks`` replaces the stack-wide cap."""
     table = WebhooksTable(env.webhooks_table)
     return WebhookService(
         table,
         UrlPolicy(allow_loopback_http=env.webhook_allow_loopback_http),
-        max_endpoints=env.webhook_max_endpoints,
+        max_endpoints=(lambda tenant: limits.for_tenant(tenant).webhooks) if limits else env.webhook_max_endpoints,
         history=table,
     )
 
@@ -539,7 +562,8 @@ def _sync_engine(
     )
 
 
-def build_sources(env: SourcesApiEnv) -> SourceService:
+def build_sources(env: SourcesApiEnv, limits: LimitsTable | None = None) -> SourceService:
+    """``limits``: the tenants' limits (TENANT_LIMITS), whose ``sources`` replaces the stack-wide cap."""
     table = SourcesTable(env.sources_table)
     return SourceService(
         sources=table,
@@ -552,7 +576,7 @@ def build_sources(env: SourcesApiEnv) -> SourceService:
         schedules=SyncScheduler(
             env.source_schedule_group, env.source_sync_state_machine_arn, env.source_schedule_role_arn
         ),
-        max_sources=env.source_max_per_tenant,
+        max_sources=(lambda tenant: limits.for_tenant(tenant).sources) if limits else env.source_max_per_tenant,
         max_syncs_per_hour=env.source_max_syncs_per_hour,
     )
 

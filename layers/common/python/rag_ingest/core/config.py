@@ -14,6 +14,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    Json,
     ValidationError,
     field_validator,
     model_validator,
@@ -21,6 +22,7 @@ from pydantic import (
 
 from rag_ingest.core.errors import ConfigurationError
 from rag_ingest.core.job import DEFAULT_BULK_ABOVE_PAGES, DEFAULT_PARSE_RANGE_PAGES
+from rag_ingest.core.limits import LimitsTable
 from rag_ingest.core.s3_keys import ARTIFACTS_PREFIX, RAW_PREFIX
 from rag_ingest.core.settings import (
     ANSWER_MODEL_ID_PATTERN,
@@ -66,6 +68,21 @@ class EnvModel(BaseModel):
 
 class CommonEnv(EnvModel):
     documents_table: str = Field(min_length=1)
+
+
+class TenantUsageEnv(EnvModel):
+    """The tenant usage table (rag_ingest.core.limits): intake counts stored bytes in it, Parse pages.
+    Unset (a test's environment), nothing is counted."""
+
+    tenant_usage_table: str | None = Field(default=None, min_length=1)
+
+
+class TenantLimitsEnv(TenantUsageEnv):
+    """The API's per-tenant limits: ``TENANT_LIMITS`` is JSON (rag_ingest.core.limits.LimitsTable:
+    defaults and per-tenant overrides, from cdk.json ``tenants``), validated here at cold start.
+    Unset, no limit is applied beyond the sources' and webhooks' own caps."""
+
+    tenant_limits: Json[LimitsTable] | None = None
 
 
 class WorkflowEnv(CommonEnv):
@@ -228,7 +245,7 @@ class DocumentsEnv(CommonEnv, BucketEnv):
     tenant_admin_group: str = Field(default="tenant-admins", min_length=1, max_length=128)
 
 
-class ApiEnv(WorkflowEnv, DocumentsEnv, ChunkIndexEnv):
+class ApiEnv(WorkflowEnv, DocumentsEnv, ChunkIndexEnv, TenantLimitsEnv):
     """The API function. DELETE /documents/{id} removes the document's chunks and artifacts too;
     POST /documents/{id}/retry replays a FAILED document with a new execution."""
 
@@ -307,7 +324,7 @@ class WebhookDeliveryEnv(WebhookUrlEnv):
     webhook_retry_max_delay_seconds: int = Field(default=3600, ge=1, le=43_200)
 
 
-class IntakeEnv(WorkflowEnv, BucketEnv, ChunkIndexEnv):
+class IntakeEnv(WorkflowEnv, BucketEnv, ChunkIndexEnv, TenantUsageEnv):
     """Intake; the bucket's artifacts and the chunk index serve an S3 sidecar arriving after its
     document is READY: its metadata is written onto the chunks as PATCH writes it."""
 
@@ -328,7 +345,7 @@ class BatchInferenceEnv(EnvModel):
     batch_write_cache: bool = False
 
 
-class StagesEnv(CommonEnv, BucketEnv, SearchEnv):
+class StagesEnv(CommonEnv, BucketEnv, SearchEnv, TenantUsageEnv):
     """The workflow's stages: Embed needs the embedder, Index and Finalize the index."""
 
     max_file_bytes: int = Field(gt=0)

@@ -136,6 +136,11 @@ class ApiRefusal(Exception):
     def message(self) -> str:
         return str(self)
 
+    @property
+    def headers(self) -> dict[str, str]:
+        """Headers of the answer beside the body (``Retry-After`` of a limit: rag_ingest.core.limits)."""
+        return {}
+
 
 def parse_failure(error_type: str, cause: str) -> tuple[ErrorCode, str]:
     """Turn a Step Functions Catch output (``Error``, ``Cause``) into an error code and detail.

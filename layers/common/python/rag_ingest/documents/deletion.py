@@ -5,7 +5,8 @@ in-flight run is refused and intake rejects late events for the document; then t
 the artifacts and every version of the upload; DELETED last. An interrupted delete leaves
 DELETING, and the same request again finishes it; a DELETE of a DELETED document changes nothing.
 The delete that marks the document DELETED publishes ``DocumentDeleted`` (``events``: the
-webhooks' ``document.deleted``); a repeated DELETE publishes nothing.
+webhooks' ``document.deleted``) and gives the tenant's document count and bytes back
+(rag_ingest.core.limits); a repeated DELETE does neither.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from rag_ingest.core.errors import StaleWriteError
+from rag_ingest.core.limits import TenantLimiter
 from rag_ingest.core.logs import logger
 from rag_ingest.core.ports import ChunkEraser, DeletionDocuments, EventSink, ObjectEraser
 from rag_ingest.core.record import DocumentStatus
@@ -40,8 +42,10 @@ class DocumentDeletion:
         bucket: str,
         artifacts_prefix: str,
         events: EventSink | None = None,
+        limiter: TenantLimiter | None = None,
     ) -> None:
         self._events = events
+        self._limiter = limiter
         self._documents = documents
         self._vector_store = vector_store
         self._objects = objects
@@ -72,6 +76,9 @@ class DocumentDeletion:
             if current is None or current.status != DocumentStatus.DELETED:
                 raise
         else:
+            # Only the delete that marked it DELETED gives its count and bytes back (once).
+            if self._limiter is not None:
+                self._limiter.document_deleted(record)
             if self._events is not None:
                 detail = {"document_id": document_id, "tenant_id": tenant_id, "version": record.version}
                 self._events.publish("DocumentDeleted", detail)

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rag_ingest.core.errors import ErrorCode, IndexArtifactsMissingError, StaleWriteError, TransientError
 from rag_ingest.core.ids import document_id_for_object, execution_name
 from rag_ingest.core.job import DocumentJob, ObjectRef
+from rag_ingest.core.limits import UsageCounter
 from rag_ingest.core.logs import logger, run_keys
 from rag_ingest.core.metadata import MAX_SIDECAR_BYTES, SIDECAR_SUFFIX, MetadataError, metadata_from_sidecar
 from rag_ingest.core.ports import ChunkFieldsRefresher, ExecutionStarter, IntakeDocuments, SidecarObjects
@@ -140,8 +141,10 @@ class IntakeService:
         *,
         sidecars: SidecarObjects | None = None,
         refresher: ChunkFieldsRefresher | None = None,
+        usage: UsageCounter | None = None,
     ) -> None:
         self._status = status
+        self._usage = usage
         self._workflow = workflow
         self._sidecars = sidecars
         self._refresher = refresher
@@ -184,6 +187,8 @@ class IntakeService:
                 extra={"document_id": address.document_id, "outcome": queued.outcome.value, "reason": queued.reason},
             )
             return IngestResult(document_id=address.document_id, outcome=queued.outcome.value, reason=queued.reason)
+        if queued.record is not None and self._usage is not None:
+            self._count_upload(queued.record)
         if queued.record is not None and self._sidecars is not None:
             refused = self._apply_sidecar_before_workflow(queued.record, uploaded)
             if refused is not None:
@@ -208,6 +213,15 @@ class IntakeService:
         return IngestResult(document_id=address.document_id, outcome=queued.outcome.value, execution_arn=arn)
 
     # -- S3 sidecars ---------------------------------------------------------------------------
+    def _count_upload(self, record: DocumentRecord) -> None:
+        """The version's bytes toward the tenant's stored bytes, once (only the QUEUED write gets
+        here). A counter that cannot be written never holds the upload back: it is logged."""
+        assert self._usage is not None
+        try:
+            self._usage.upload_arrived(record)
+        except Exception:
+            logger.warning("stored bytes not counted", exc_info=True, extra={"size_bytes": record.size_bytes})
+
     def _read_sidecar(self, bucket: str, key: str) -> dict[str, Any] | None:
         """The sidecar's metadata, None when there is no sidecar; MetadataError when it is bad."""
         assert self._sidecars is not None

@@ -21,6 +21,7 @@ from rag_ingest.core.config import ApiEnv, DocumentsEnv
 from rag_ingest.core.errors import ErrorCode, IndexArtifactsMissingError, PermanentError, StaleWriteError
 from rag_ingest.core.filters import matches
 from rag_ingest.core.ids import is_document_id, new_document_id
+from rag_ingest.core.limits import TenantLimiter
 from rag_ingest.core.metadata import MetadataError, validate_metadata
 from rag_ingest.core.parsed import DocumentFormat, ParsedRange
 from rag_ingest.core.ports import ApiDocuments, ArtifactReader, ChunkFieldsRefresher, DocumentReplayer, UploadPresigner
@@ -210,9 +211,11 @@ class DocumentService(DocumentQueries):
         replayer: DocumentReplayer | None = None,
         refresher: ChunkFieldsRefresher | None = None,
         artifacts: ArtifactReader | None = None,
+        limiter: TenantLimiter | None = None,
     ) -> None:
         super().__init__(env, documents, artifacts=artifacts)
         self._api_env = env
+        self._limiter = limiter
         self._presigner = presigner
         self._replayer = replayer
         self._refresher = refresher
@@ -220,7 +223,9 @@ class DocumentService(DocumentQueries):
     def create_upload(self, tenant_id: str, request: UploadRequest, principal: Principal | None = None) -> UploadTicket:
         """An AWAITING_UPLOAD record (with the caller as its uploader and ``request.access``) and
         the presigned POST for its file: the declared type (rag_ingest.core.upload_types) sets the
-        POST's Content-Type and size limit. The name decides nothing: Validate reads the bytes."""
+        POST's Content-Type and size limit. The name decides nothing: Validate reads the bytes.
+        With a limiter, the tenant's pages today, documents and stored bytes are checked first
+        (429 or 403 ``QUOTA_EXCEEDED``) and the document counted."""
         declared_format = upload_format(request.content_type)
         max_bytes = max_bytes_for(declared_format, self._api_env.max_upload_bytes)
         try:
@@ -229,15 +234,22 @@ class DocumentService(DocumentQueries):
             raise PermanentError(ErrorCode.INVALID_REQUEST, str(exc)) from None
         document_id = new_document_id()
         key = upload_key(tenant_id, document_id, request.filename, self._api_env.raw_prefix)
-        self._documents.create_awaiting_upload(
-            document_id=document_id,
-            tenant_id=tenant_id,
-            filename=request.filename,
-            bucket=self._env.bucket_name,
-            key=key,
-            metadata=metadata,
-            **_ownership(principal, request.access),
-        )
+        if self._limiter is not None:
+            self._limiter.reserve_upload(tenant_id)
+        try:
+            self._documents.create_awaiting_upload(
+                document_id=document_id,
+                tenant_id=tenant_id,
+                filename=request.filename,
+                bucket=self._env.bucket_name,
+                key=key,
+                metadata=metadata,
+                **_ownership(principal, request.access),
+            )
+        except BaseException:
+            if self._limiter is not None:
+                self._limiter.release_upload(tenant_id)  # counted, never made
+            raise
         expires_in = self._api_env.upload_url_expiry_seconds
         # S3 enforces these conditions on the POST itself: exact key, declared type, size range, expiry.
         upload = self._presigner.presign_upload(

@@ -37,6 +37,7 @@ from rag_ingest.core.job import (
     lane_for,
     plan_page_ranges,
 )
+from rag_ingest.core.limits import UsageCounter
 from rag_ingest.core.logs import logger, run_keys
 from rag_ingest.core.parsed import Chunk, DocumentFormat, ParsedDocument, ParsedRange
 from rag_ingest.core.ports import ChunkIndex, EmbeddingCache, PipelineDocuments, StageObjects
@@ -101,6 +102,8 @@ class StageDependencies:
     ocr_engine: OcrEngine | None = None
     # The bulk lane's Embed by Bedrock batch inference (None: off; rag_ingest.ingest.batch_embedding).
     batch_embedding: BatchEmbedding | None = None
+    # The tenant's pages per day (rag_ingest.core.limits): Parse counts a version's pages once (None: off).
+    usage: UsageCounter | None = None
 
 
 class Pipeline:
@@ -154,6 +157,8 @@ class Pipeline:
                 # The bytes are in hand here anyway: their hash finds the same upload under another name.
                 first.content_sha256 = hashlib.sha256(data).hexdigest()
                 self._deps.objects.put_json(self._env.bucket_name, first_key, first.model_dump())
+                # Counted once: a retry finds the checkpoint above and skips this branch.
+                self._count_pages(job, first.page_count)
             planned = plan_page_ranges(first.page_count, self._env.parse_range_pages, self._env.max_ocr_pages)
             job.parse_tasks = planned[1:] if first.last_page < first.page_count else []
             job.page_count = first.page_count
@@ -173,6 +178,15 @@ class Pipeline:
                 record.update(self._content_fields(job, first.content_sha256))
             self._deps.status.record_parsed_range(job.document_id, job.version, first.first_page, first.pages_parsed)
         return job
+
+    def _count_pages(self, job: DocumentJob, pages: int) -> None:
+        """Toward the tenant's pages today; never holds the document back (it was accepted)."""
+        if self._deps.usage is None:
+            return
+        try:
+            self._deps.usage.pages_parsed(job.tenant_id, pages)
+        except Exception:
+            logger.warning("pages not counted", exc_info=True, extra={"pages": pages})
 
     @_logged(Stage.PARSE)
     def parse_range(self, item: ParseTask) -> dict[str, Any]:

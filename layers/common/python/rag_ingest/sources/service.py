@@ -73,7 +73,7 @@ class SourceService:
         validate_config: ConfigValidator,
         new_id: Callable[[], str],
         schedules: SyncSchedules | None = None,
-        max_sources: int = DEFAULT_MAX_SOURCES,
+        max_sources: int | Callable[[str], int] = DEFAULT_MAX_SOURCES,
         max_syncs_per_hour: int = DEFAULT_MAX_SYNCS_PER_HOUR,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
@@ -84,15 +84,17 @@ class SourceService:
         self._starter = starter
         self._validate_config = validate_config
         self._new_id = new_id
-        self._max_sources = max_sources
+        # A number for every tenant, or the tenant's own (its limits override: rag_ingest.core.limits).
+        self._max_sources = max_sources if callable(max_sources) else lambda _tenant: max_sources
         self._schedules = schedules
         self._max_syncs_per_hour = max_syncs_per_hour
         self._clock = clock
 
     # -- sources ---------------------------------------------------------------------------------
     def create(self, tenant_id: str, request: SourceRequest, principal: Principal | None = None) -> SourceView:
-        if len(self._sources.list(tenant_id)) >= self._max_sources:
-            raise SourceLimitError(f"a tenant has at most {self._max_sources} sources")
+        limit = self._max_sources(tenant_id)
+        if len(self._sources.list(tenant_id)) >= limit:
+            raise SourceLimitError(f"this tenant has at most {limit} sources")
         now = utc_now()
         source = Source(
             tenant_id=tenant_id,

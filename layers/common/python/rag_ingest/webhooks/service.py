@@ -116,13 +116,14 @@ class WebhookService:
         store: EndpointStore,
         policy: UrlPolicy,
         *,
-        max_endpoints: int = DEFAULT_MAX_ENDPOINTS,
+        max_endpoints: int | Callable[[str], int] = DEFAULT_MAX_ENDPOINTS,
         history: DeliveryHistory | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
         self._policy = policy
-        self._max_endpoints = max_endpoints
+        # A number for every tenant, or the tenant's own (its limits override: rag_ingest.core.limits).
+        self._max_endpoints = max_endpoints if callable(max_endpoints) else lambda _tenant: max_endpoints
         self._history = history
         self._clock = clock
 
@@ -136,8 +137,9 @@ class WebhookService:
             self._policy.resolve(request.url)  # the shape, the scheme, and where the host resolves now
         except UrlRefusedError as exc:
             raise WebhookRequestError(exc.code, exc.message) from exc
-        if len(self._store.list_for_tenant(tenant_id)) >= self._max_endpoints:
-            raise WebhookRequestError("WEBHOOK_LIMIT_REACHED", f"a tenant has at most {self._max_endpoints} endpoints")
+        limit = self._max_endpoints(tenant_id)
+        if len(self._store.list_for_tenant(tenant_id)) >= limit:
+            raise WebhookRequestError("WEBHOOK_LIMIT_REACHED", f"this tenant has at most {limit} endpoints")
         events: list[EventType] = [event for event in EVENT_TYPES if event in request.events]
         endpoint = WebhookEndpoint(
             tenant_id=tenant_id,
