@@ -160,8 +160,10 @@ class DocumentQueries:
         """The extracted blocks of a structured document's current version (its Parse artifact): the
         page's rendered view of a DOCX, PPTX, HTML, Markdown or text hit."""
         record = self._record(tenant_id, document_id, principal)
-        if record.status in (DocumentStatus.DELETING, DocumentStatus.DELETED) or not record.version:
+        if record.status in (DocumentStatus.DELETING, DocumentStatus.DELETED):
             raise DocumentNotFoundError(document_id)
+        if not record.version:  # not uploaded yet: it exists, its text does not (409, as documented)
+            raise ContentUnavailableError(f"the document's text is not extracted (status {record.status.value})")
         document_format = record.document_format or DocumentFormat.PDF
         if document_format is DocumentFormat.PDF:
             raise ContentUnavailableError("a PDF has no rendered view: open it at its page (GET .../download)")
