@@ -81,8 +81,14 @@ class FuzzReport:
     server_errors: int = 0
 
     @property
+    def contract_breaks(self) -> list[str]:
+        """Failures that break the contract: any but a schema-valid request refused or an invalid one
+        taken (ST202, ST201: the request schema is looser or stricter than the validation; docs/fuzzing.md)."""
+        return [line for line in self.failures if not any(code in line for code in REQUEST_STRICTNESS)]
+
+    @property
     def clean(self) -> bool:
-        return not self.failures and not self.other_tenant_changes and self.server_errors == 0
+        return not self.contract_breaks and not self.other_tenant_changes and self.server_errors == 0
 
 
 def _ok(response: Any, *statuses: int) -> Any:
@@ -182,19 +188,28 @@ def _config(workdir: Path, api_url: str, tenant_a: str, tenant_b: str) -> Path:
     return config
 
 
+# schemathesis' codes for a request schema that disagrees with validation (the answer is a correct 4xx/2xx).
+REQUEST_STRICTNESS = ("ST201", "ST202")
 FAILURE_LINE = re.compile(r"^_+ (?P<title>.+?) _+$")
 
 
 def _failures(output: str) -> list[str]:
-    """schemathesis' failure titles (one ``___ <operation> ___`` header per failing operation) and
-    their first lines."""
-    lines = output.splitlines()
-    found = []
-    for index, line in enumerate(lines):
-        match = FAILURE_LINE.match(line.strip())
-        if match and match.group("title") not in ("FAILURES", "SUMMARY", "WARNINGS"):
-            detail = next((text.strip() for text in lines[index + 1 : index + 6] if text.strip().startswith("- ")), "")
-            found.append(f"{match.group('title')} {detail}".strip())
+    """Every failure schemathesis lists: ``<operation> - <code and title>``, from its FAILURES section
+    (an operation's header ``___ <operation> ___``, then one ``- <failure>`` line per failure)."""
+    found: list[str] = []
+    title, section = "", False
+    for raw in output.splitlines():
+        line = raw.strip()
+        match = FAILURE_LINE.match(line) or re.fullmatch(r"=+ (?P<title>[A-Z]+) =+", line)
+        if match:
+            name = match.group("title")
+            if name.isupper():
+                section = name == "FAILURES"
+            else:
+                title = name
+            continue
+        if section and title and line.startswith("- "):
+            found.append(f"{title} {line}")
     return found
 
 
@@ -270,6 +285,8 @@ def run(
         for key, value in stats["accepted_failures"].items():
             report.accepted[key] = report.accepted.get(key, 0) + value
         report.failures += _failures(completed.stdout)
+        if re.search(r"^=+ ERRORS =+$", completed.stdout, re.MULTILINE):
+            report.failures.append(f"round {report.rounds}: schemathesis errors (see its log)")
         if completed.returncode != 0 and not _failures(completed.stdout):
             report.failures.append(f"schemathesis exited with {completed.returncode} (see its log)")
         print(f"  {stats['requests']} requests, {report.requests} in all; exit {completed.returncode}", file=log)
@@ -309,12 +326,16 @@ def main(argv: list[str] | None = None) -> int:
         if logs and not report.clean:
             print(logs[-1].read_text()[-6000:])
     args.report.parent.mkdir(parents=True, exist_ok=True)
-    args.report.write_text(json.dumps({**asdict(report), "clean": report.clean}, indent=2) + "\n")
+    summary = {**asdict(report), "contract_breaks": report.contract_breaks, "clean": report.clean}
+    args.report.write_text(json.dumps(summary, indent=2) + "\n")
     print(
         f"{report.requests} requests in {report.rounds} rounds, {report.seconds:.0f} s; "
         f"statuses {report.by_status}; {report.probes_of_other_tenant} aimed at tenant B's objects"
     )
-    print(f"failures: {len(report.failures)}; tenant B changed: {len(report.other_tenant_changes)}")
+    print(
+        f"failures: {len(report.failures)}, of which contract breaks {len(report.contract_breaks)}; "
+        f"tenant B changed: {len(report.other_tenant_changes)}; accepted: {report.accepted}"
+    )
     for line in report.failures + report.other_tenant_changes:
         print(f"  - {line}")
     print(f"wrote {args.report.relative_to(REPO_ROOT) if args.report.is_relative_to(REPO_ROOT) else args.report}")
