@@ -98,13 +98,17 @@ def flatmap_path_parameters(context: HookContext, path_parameters: dict[str, Any
     )
 
 
+def _url(response: Response) -> str:
+    return str(response.request.url or "")
+
+
 def _path_segments(response: Response) -> set[str]:
-    return {unquote(segment) for segment in urlsplit(response.request.url).path.split("/") if segment}
+    return {unquote(segment) for segment in urlsplit(_url(response)).path.split("/") if segment}
 
 
 def _sent(response: Response) -> str:
     body = response.request.body or b""
-    return unquote(response.request.url) + (body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body))
+    return unquote(_url(response)) + (body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body))
 
 
 def leaks(status: int, segments: set[str], text: str, sent: str = "") -> list[str]:
