@@ -32,6 +32,7 @@ from rag_ingest.documents.errors import (
     ContentUnavailableError,
     DocumentNotFoundError,
     NotRetryableError,
+    NotUploadedError,
     ReindexUnavailableError,
     RevisionMismatchError,
 )
@@ -333,8 +334,10 @@ class DocumentService(DocumentQueries):
         """A short-lived GET of the current version of the original upload, shown inline with the
         media type of what its bytes are (a PDF opens in the browser's viewer)."""
         record = self._record(tenant_id, document_id, principal)
-        if record.status in (DocumentStatus.DELETING, DocumentStatus.DELETED) or not (record.version and record.key):
+        if record.status in (DocumentStatus.DELETING, DocumentStatus.DELETED):
             raise DocumentNotFoundError(document_id)
+        if not (record.version and record.key):  # created, not uploaded yet (a make fuzz finding)
+            raise NotUploadedError("the document's upload has not arrived yet")
         url = self._presigner.presign_download(
             bucket=record.bucket or self._env.bucket_name,
             key=record.key,
