@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
@@ -49,7 +48,7 @@ class RecordingSources:
 @pytest.fixture
 def sources(api: ModuleType, monkeypatch: pytest.MonkeyPatch) -> RecordingSources:
     recorder = RecordingSources()
-    monkeypatch.setattr(sys.modules["functions.api.routes.sources"], "get_sources", lambda: recorder)
+    monkeypatch.setattr(api.sources, "get_sources", lambda: recorder)  # the route module of this import
     return recorder
 
 
@@ -120,3 +119,19 @@ def test_the_tenant_check_tells_an_echoed_id_from_a_disclosed_one(monkeypatch: p
     assert fuzz_hooks.leaks(404, {"documents", "01HZYB0000000000000000000B"}, body, asked) == []
     assert fuzz_hooks.leaks(200, {"documents", "01HZYB0000000000000000000B"}, "{}", asked) != []
     assert fuzz_hooks.leaks(200, {"documents"}, '{"items": ["01HZYB0000000000000000000B"]}', "http://api/documents")
+
+
+def test_a_204_has_no_json_content_type(api: ModuleType, sources: RecordingSources) -> None:
+    # An empty body labelled application/json is not JSON (schemathesis ST109).
+    response = api.handler(
+        event(
+            "DELETE",
+            "/sources/src_1",
+            None,
+            claims={"sub": "u", "custom:tenant_id": "acme"},
+            query={"documents": "keep"},
+        ),
+        FakeLambdaContext(),
+    )
+    assert response["statusCode"] == 204 and not response["body"]
+    assert "content-type" not in {name.lower() for name in response.get("headers") or {}}
