@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -323,8 +324,15 @@ def main(argv: list[str] | None = None) -> int:
             if stack is not None:
                 stack.stop()
         logs = sorted(workdir.glob("schemathesis-*.log"))
-        if logs and not report.clean:
-            print(logs[-1].read_text()[-6000:])
+        if not report.clean:
+            # The evidence outlives the scratch directory: schemathesis' rounds and the stack's log.
+            kept = args.report.parent / "fuzz-logs"
+            shutil.rmtree(kept, ignore_errors=True)
+            kept.mkdir(parents=True)
+            for path in [*logs, Path(scratch) / "stack" / "stack.log"]:
+                if path.exists():
+                    shutil.copy(path, kept / path.name)
+            print(f"logs kept in {kept}")
     args.report.parent.mkdir(parents=True, exist_ok=True)
     summary = {**asdict(report), "contract_breaks": report.contract_breaks, "clean": report.clean}
     args.report.write_text(json.dumps(summary, indent=2) + "\n")
