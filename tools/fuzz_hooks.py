@@ -64,6 +64,8 @@ def accepted_reason(failure_type: str, method: str, status: int, body: Any) -> s
     gateway_404 = status == 404 and body == {"message": "Not Found"}
     if failure_type == "UnsupportedMethodResponse" and method not in ROUTABLE_METHODS and gateway_404:
         return f"{method}: API Gateway's 404, no route key can name it"
+    if failure_type == "UseAfterFree" and isinstance(body, dict) and body.get("status") == "DELETED":
+        return "DELETED: a deleted document's record answers GET with its tombstone status, by design"
     if failure_type == "RejectedPositiveData" and isinstance(body, dict):
         code = (body.get("error") or {}).get("code") if isinstance(body.get("error"), dict) else None
         if code in OPAQUE_VALUE_CODES:

@@ -135,3 +135,9 @@ def test_a_204_has_no_json_content_type(api: ModuleType, sources: RecordingSourc
     )
     assert response["statusCode"] == 204 and not response["body"]
     assert "content-type" not in {name.lower() for name in response.get("headers") or {}}
+
+
+def test_no_204_is_documented_with_a_body() -> None:
+    for item in openapi_tool.generate()["paths"].values():
+        for operation in item.values():
+            assert "content" not in operation["responses"].get("204", {}), operation["operationId"]
