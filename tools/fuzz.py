@@ -1,15 +1,12 @@
 """Fuzz the HTTP API from its own OpenAPI document with schemathesis (``make fuzz``; docs/fuzzing.md).
 
-Against a local stack (started here on free ports, or the caller's ``api_url``): tenant B gets a
-document, a custom source with an item and a webhook endpoint; then schemathesis runs every phase
-(examples, coverage, fuzzing, stateful along the document's links) and every check as tenant A,
-with tools/fuzz_hooks.py pointing a quarter of A's paths at B's objects. Rounds (seed, seed + 1, ...)
-repeat until ``min_requests`` responses are counted. Afterwards B's objects, read as B, must be
-unchanged. Imports local.client, local.runtime.harness and the standard library; schemathesis runs
-as a subprocess (its CLI) with the hooks module.
+On a local stack (started here on free ports, or ``--api-url``), tenant B gets a document, a custom
+source with an item and a webhook; schemathesis then runs every phase and check as tenant A, with
+tools/fuzz_hooks.py aiming a quarter of A's paths at B's objects, in rounds (seed, seed + 1, ...)
+until ``min_requests`` responses; B's objects must read the same afterwards. Imports local.client,
+local.runtime and the standard library; schemathesis runs as its CLI, a subprocess.
 
     .venv/bin/python -m tools.fuzz                      # >= 10,000 requests on a fresh stack
-    .venv/bin/python -m tools.fuzz --examples 5 --min-requests 0 --api-url http://127.0.0.1:8080
 """
 
 from __future__ import annotations
