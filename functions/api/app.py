@@ -16,6 +16,7 @@ import re
 from functools import cache
 from http import HTTPStatus
 from typing import Any
+from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError, ServiceError
@@ -50,8 +51,20 @@ SECURITY_SCHEME = "idToken"
 MAX_BODY_CHARS = 64 * 1024
 MAX_ITEM_BODY_CHARS = 6 * 1024 * 1024 - MAX_BODY_CHARS
 ITEM_PATH = re.compile(r"^/sources/[^/]+/items/")
+# Bodies every route refuses by their type (all take JSON) before Powertools tries to parse them as forms.
+FORM_MEDIA_TYPES = frozenset({"multipart/form-data", "application/x-www-form-urlencoded"})
 
-app = APIGatewayHttpResolver(enable_validation=True, json_body_deserializer=strict_json)
+
+class DecodingResolver(APIGatewayHttpResolver):
+    """Route parameters percent-decoded, one segment each: Powertools matches routes on ``rawPath``,
+    which keeps the client's encoding, so ``/items/caf%C3%A9`` would otherwise be the id ``caf%C3%A9``
+    (docs/fuzzing.md). A decoded ``/`` stays inside its parameter."""
+
+    def _convert_matches_into_route_keys(self, match: re.Match[str]) -> dict[str, str]:
+        return {name: unquote(value) for name, value in match.groupdict().items()}
+
+
+app = DecodingResolver(enable_validation=True, json_body_deserializer=strict_json)
 app.configure_openapi(
     title=OPENAPI_TITLE,
     version=OPENAPI_VERSION,
@@ -165,6 +178,11 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if refusal is not None:
         return _answer(refusal.status, refusal.code, refusal.message, refusal.headers)
     body = event.get("body")
+    headers = {str(name).lower(): str(value) for name, value in (event.get("headers") or {}).items()}
+    media_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if body and media_type in FORM_MEDIA_TYPES:
+        # Powertools would parse these itself (a multipart body without a boundary raised: a 500).
+        return _answer(415, "UNSUPPORTED_MEDIA_TYPE", "send the body as application/json")
     allowed = MAX_ITEM_BODY_CHARS if ITEM_PATH.match(str(event.get("rawPath", ""))) else MAX_BODY_CHARS
     limit = allowed * 4 // 3 if event.get("isBase64Encoded") else allowed
     if isinstance(body, str) and len(body) > limit:

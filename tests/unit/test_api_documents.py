@@ -18,7 +18,12 @@ from rag_ingest.core.config import ApiEnv
 from rag_ingest.core.errors import ErrorCode, PermanentError, StaleWriteError
 from rag_ingest.core.ids import document_id_for_object, is_document_id, new_document_id
 from rag_ingest.core.record import DocumentRecord, DocumentStatus
-from rag_ingest.documents.errors import DocumentNotFoundError, InvalidCursorError, NotRetryableError
+from rag_ingest.documents.errors import (
+    DocumentNotFoundError,
+    InvalidCursorError,
+    NotRetryableError,
+    NotUploadedError,
+)
 from rag_ingest.documents.paging import decode_cursor, encode_cursor
 from rag_ingest.documents.service import DOWNLOAD_URL_SECONDS, MAX_RETRIES, DocumentService
 
@@ -263,7 +268,9 @@ def test_download_of_an_unversioned_object_names_no_version_and_quotes_odd_names
 )
 def test_no_download_before_the_upload_or_after_a_delete(status: DocumentStatus, fields: dict[str, Any]) -> None:
     document_id = new_document_id()
-    with pytest.raises(DocumentNotFoundError):
+    # Before the upload: 409 NOT_UPLOADED (the document exists); after a delete: 404.
+    refusal = NotUploadedError if status is DocumentStatus.AWAITING_UPLOAD else DocumentNotFoundError
+    with pytest.raises(refusal):
         service_over(FakeTable(record(document_id, status=status, **fields))).download("acme", document_id)
 
 

@@ -368,3 +368,12 @@ def test_an_item_claimed_before_a_crash_counts_as_added_when_settled() -> None:
         step = harness.runner.step(step)
     done = harness.service.get_sync(TENANT, harness.source_id, job.id)
     assert (done.statistics.added, done.statistics.modified) == (1, 0)
+
+
+def test_a_null_name_in_a_patch_leaves_the_name() -> None:
+    # A make fuzz finding (docs/fuzzing.md): {"name": null} was stored, and every later read was a 500.
+    harness = Harness(DictConnector(corpus(1)))
+    before = harness.service.get(TENANT, harness.source_id)
+    patched = harness.service.patch(TENANT, harness.source_id, SourcePatch.model_validate({"name": None}))
+    assert patched.name == before.name
+    assert [source.name for source in harness.service.list(TENANT).sources] == [before.name]

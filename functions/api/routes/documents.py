@@ -188,9 +188,9 @@ def document_content(document_id: DocumentId) -> DocumentContent:
     summary="Open the original upload",
     description=(
         "A short-lived presigned GET of the current version of the upload, shown inline with the media type of "
-        "what its bytes are (application/pdf for a PDF)."
+        "what its bytes are (application/pdf for a PDF). 409 NOT_UPLOADED before the upload arrives."
     ),
-    responses=responses(200, 403, 404),
+    responses=responses(200, 403, 404, 409),
     tags=["documents"],
     operation_id="downloadDocument",
 )

@@ -10,6 +10,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver, Router
 
 from .common import responses
+from .links import add_links
 
 router = Router()
 
@@ -33,7 +34,7 @@ def openapi_schema() -> dict[str, Any]:
 
     Powertools documents its validation failures as 422; this API answers them as 400 with the
     one error body, so the 422 entries and their schemas are taken out, and the document itself
-    is marked as needing no token.
+    is marked as needing no token. The responses carry their OpenAPI links (``links.LINKS``).
     """
     resolver = router.api_resolver
     if not isinstance(resolver, ApiGatewayResolver):
@@ -42,10 +43,13 @@ def openapi_schema() -> dict[str, Any]:
     for path, item in document["paths"].items():
         for operation in item.values():
             operation["responses"].pop("422", None)
+            # A 204 has no body (Powertools documents the None return as JSON: a make fuzz finding).
+            operation["responses"].get("204", {}).pop("content", None)
             if path == "/openapi.json":
                 operation["security"] = []
     schemas = document["components"]["schemas"]
     for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
         if f'"#/components/schemas/{name}"' not in json.dumps({**document, "components": {}}):
             schemas.pop(name, None)
+    add_links(document)
     return document

@@ -28,6 +28,15 @@ MAX_NAME_CHARS = 256  # a user's sub or a group's name
 MAX_TOKEN_GROUPS = 500
 
 
+# What _names accepts, in the OpenAPI document too: clients and the fuzzer then send only names the API
+# takes (a name with a non-space character and no control characters).
+NAME_PATTERN = r"^[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
+NAMES_SCHEMA: dict[str, Any] = {
+    "maxItems": MAX_PRINCIPALS,
+    "items": {"type": "string", "minLength": 1, "maxLength": MAX_NAME_CHARS, "pattern": NAME_PATTERN},
+}
+
+
 class AccessError(ValueError):
     """An ``access`` value that breaks a rule; ``path`` names the bad part (``access.users[2]``)."""
 
@@ -97,6 +106,7 @@ class DocumentAccess(BaseModel):
 
     users: list[str] = Field(
         default_factory=list,
+        json_schema_extra=NAMES_SCHEMA,
         description=(
             f"Token subjects (sub) who may read the document; at most {MAX_PRINCIPALS}, "
             f"each 1-{MAX_NAME_CHARS} characters"
@@ -104,6 +114,7 @@ class DocumentAccess(BaseModel):
     )
     groups: list[str] = Field(
         default_factory=list,
+        json_schema_extra=NAMES_SCHEMA,
         description=(
             f"Groups (cognito:groups) whose members may read it; at most {MAX_PRINCIPALS}, "
             f"each 1-{MAX_NAME_CHARS} characters"

@@ -75,6 +75,14 @@ class ContentUnavailableError(ApiRefusal):
     code = "NO_RENDERED_VIEW"
 
 
+class NotUploadedError(ApiRefusal):
+    """GET /documents/{id}/download of a document whose upload has not arrived (AWAITING_UPLOAD): it
+    exists, its bytes do not yet."""
+
+    status = 409
+    code = "NOT_UPLOADED"
+
+
 class InvalidCursorError(ApiRefusal, ValueError):
     """A list cursor that this API did not issue for this tenant."""
 

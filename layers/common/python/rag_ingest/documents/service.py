@@ -35,6 +35,7 @@ from rag_ingest.documents.errors import (
     DocumentNotFoundError,
     EditForbiddenError,
     NotRetryableError,
+    NotUploadedError,
     ReindexUnavailableError,
     RevisionMismatchError,
 )
@@ -162,8 +163,10 @@ class DocumentQueries:
         """The extracted blocks of a structured document's current version (its Parse artifact): the
         page's rendered view of a DOCX, PPTX, HTML, Markdown or text hit."""
         record = self._record(tenant_id, document_id, principal)
-        if record.status in (DocumentStatus.DELETING, DocumentStatus.DELETED) or not record.version:
+        if record.status in (DocumentStatus.DELETING, DocumentStatus.DELETED):
             raise DocumentNotFoundError(document_id)
+        if not record.version:  # not uploaded yet: it exists, its text does not (409, as documented)
+            raise ContentUnavailableError(f"the document's text is not extracted (status {record.status.value})")
         document_format = record.document_format or DocumentFormat.PDF
         if document_format is DocumentFormat.PDF:
             raise ContentUnavailableError("a PDF has no rendered view: open it at its page (GET .../download)")
@@ -355,8 +358,10 @@ class DocumentService(DocumentQueries):
         """A short-lived GET of the current version of the original upload, shown inline with the
         media type of what its bytes are (a PDF opens in the browser's viewer)."""
         record = self._record(tenant_id, document_id, principal)
-        if record.status in (DocumentStatus.DELETING, DocumentStatus.DELETED) or not (record.version and record.key):
+        if record.status in (DocumentStatus.DELETING, DocumentStatus.DELETED):
             raise DocumentNotFoundError(document_id)
+        if not (record.version and record.key):  # created, not uploaded yet (a make fuzz finding)
+            raise NotUploadedError("the document's upload has not arrived yet")
         url = self._presigner.presign_download(
             bucket=record.bucket or self._env.bucket_name,
             key=record.key,
