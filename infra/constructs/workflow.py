@@ -174,10 +174,8 @@ class Workflow(Construct):
             "EMBEDDING_CAPACITY_MAX_WAIT_SECONDS": str(capacity.max_wait_seconds),
             "EMBEDDING_CAPACITY_BOOK_AHEAD_SECONDS": str(capacity.book_ahead_seconds),
         }
-        if capacity.tenant_weights:
-            environment["EMBEDDING_CAPACITY_TENANT_WEIGHTS"] = json.dumps(
-                capacity.tenant_weights, separators=(",", ":")
-            )
+        # Always set ({} when no tenant has a weight of its own), as every variable StagesEnv reads.
+        environment["EMBEDDING_CAPACITY_TENANT_WEIGHTS"] = json.dumps(capacity.tenant_weights, separators=(",", ":"))
         if self.capacity_table is not None:
             environment["EMBEDDING_CAPACITY_TABLE"] = self.capacity_table.table_name
         if capacity.requests_per_minute is not None:

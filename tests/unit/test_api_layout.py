@@ -28,7 +28,7 @@ GROUPS = {
     "meta": "/openapi.json",
 }
 # Not route groups: the package marker and what the groups share (services, the error bodies).
-NOT_GROUPS = {"__init__", "common", "errors"}
+NOT_GROUPS = {"__init__", "common", "errors", "links"}
 ROUTE_METHODS = {"get", "post", "put", "patch", "delete", "head", "options", "route"}
 
 

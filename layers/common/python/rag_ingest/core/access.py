@@ -73,10 +73,12 @@ class PrincipalSet(BaseModel):
     users: list[str] = Field(
         default_factory=list,
         description=f"Token subjects (sub); at most {MAX_PRINCIPALS}, each 1-{MAX_NAME_CHARS} characters",
+        json_schema_extra=NAMES_SCHEMA,
     )
     groups: list[str] = Field(
         default_factory=list,
         description=f"Groups (cognito:groups); at most {MAX_PRINCIPALS}, each 1-{MAX_NAME_CHARS} characters",
+        json_schema_extra=NAMES_SCHEMA,
     )
 
     @field_validator("users", "groups", mode="before")

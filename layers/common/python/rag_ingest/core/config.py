@@ -124,7 +124,7 @@ MergeFloorSegmentMb = Annotated[int, Field(ge=0, le=5120)]
 DEFAULT_BOOK_AHEAD_SECONDS = 2.0
 #: Tenants with a weight of their own (embedding.capacity.tenantWeights) and the largest weight: 20
 #: ids of 64 characters keep the Embed functions' environment inside Lambda's 4 KB (docs/deploy.md).
-MAX_TENANT_WEIGHTS = 20
+MAX_TENANT_WEIGHTS = 12
 MAX_TENANT_WEIGHT = 1000.0
 # core.auth.TENANT_ID_PATTERN's (not imported: core.auth brings PyJWT to every function).
 _TENANT_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
