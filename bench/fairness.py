@@ -152,9 +152,8 @@ def run_phase(
                     time.sleep(1)
                 result["a_embedding_after_seconds"] = round(time.time() - a_started, 1)
                 print(f"tenant A embedding after {result['a_embedding_after_seconds']} s", flush=True)
-            # Every stage's worker up right before B's clock starts, in both phases (untimed): the
-            # local runtime stops a worker idle for 30 s, and a backfill's Parse outlasts that, so a
-            # warm-up at the start would leave the contended phase measuring cold starts, not sharing.
+            # Every stage's worker up right before B's clock, in both phases (untimed): workers idle
+            # 30 s stop, and A's Parse outlasts that (docs/benchmarks.md, "Fair share").
             warm_id = warm.upload(WARM_UP_PDF)
             print(f"warm-up: {warm.wait_until_done([warm_id], timeout_seconds=args.timeout)[warm_id]['status']}")
             a_before = _progress(_record(statuses, a_id)) if a_id else 0
