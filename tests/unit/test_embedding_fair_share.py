@@ -16,6 +16,7 @@ from rag_ingest.core.errors import ConfigurationError, EmbeddingCapacityWait
 from rag_ingest.embeddings.capacity import (
     MICROSECONDS,
     NO_FAIR_SHARE,
+    PACE_US,
     QUOTA_WINDOW_US,
     WAITING_US,
     WINDOW_MARGIN_US,
@@ -57,12 +58,16 @@ def test_a_tenant_alone_may_hold_the_whole_quota_and_busy_tenants_split_it_by_we
         FairShare(slack=2.0)
 
 
-def test_a_newcomer_finds_room_at_once_beside_a_tenant_that_took_the_minute_in_a_burst() -> None:
+def test_a_tenant_books_at_the_quotas_pace_and_a_newcomer_finds_room_at_once() -> None:
     quota = EmbeddingQuota(requests_per_minute=100, tokens_per_minute=None, headroom=1.0)
-    limiter = CapacityLimiter(MemoryLedger(), quota, "m", max_wait_seconds=30, fair=FairShare(), clock_us=FakeClock())
+    limiter = CapacityLimiter(MemoryLedger(), quota, "m", max_wait_seconds=60, fair=FairShare(), clock_us=FakeClock())
     with booking_for("a"):
-        assert len(limiter.schedule([1] * 100)) == 100
-    assert [b.requests for b in limiter._store.read("m").bookings] == [97, 3]  # type: ignore[attr-defined]
+        moments = limiter.schedule([1] * 97)
+    # Not the minute in one burst: a tenth of it every 6 s (PACE_US), so its bookings leave as evenly.
+    bookings = limiter._store.read("m").bookings  # type: ignore[attr-defined]
+    assert [b.requests for b in bookings] == [10] * 9 + [7]
+    assert [b.at_us - bookings[0].at_us for b in bookings] == [i * PACE_US for i in range(10)]
+    assert len(moments) == 97
     now = FakeClock().us
     with booking_for("b"):  # a newcomer's first batch goes at once, not a minute later
         assert limiter.schedule([1] * 3) == [now / MICROSECONDS] * 3

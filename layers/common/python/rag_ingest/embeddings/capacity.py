@@ -5,8 +5,8 @@ A ledger of what was booked in the last minute, per model, in a shared store
 (``CapacityLedgerStore``: one DynamoDB item in AWS). Before an Embed task sends a batch it books each
 text, for the tenant the current ``booking_tenant`` names, at the earliest moment at which no window
 of the quota's length would hold more than the quota (a sliding minute), and none would hold more of
-that tenant's than its fair share leaves it (``FairShare``), with one consistent read and one
-conditional write. A task books at most ``book_ahead_seconds`` ahead and waits in-process for the
+that tenant's than its fair share leaves it (``FairShare``) nor, paced, more than the quota's rate
+in any 6 s (``PACE_US``), with one consistent read and one conditional write. A task books at most ``book_ahead_seconds`` ahead and waits in-process for the
 rest; past its wait budget it raises :class:`EmbeddingCapacityWait`. Why: docs/architecture.md.
 """
 
@@ -153,6 +153,11 @@ class FairShare:
         return limit - kept - newcomer_room
 
 
+#: With fair shares a tenant books at most the quota's rate over any span this long (a tenth of the
+#: limit in 6 s): room then frees every few seconds for others, not once a minute after a burst.
+PACE_US = 6 * MICROSECONDS
+
+
 #: How long a tenant that had to wait for room (an empty booking at the moment it waited for)
 #: keeps the others held to their shares: long enough for it to book the room they leave.
 WAITING_US = 10 * MICROSECONDS
@@ -201,7 +206,27 @@ def earliest_start(
         if b.at_us > not_before_us or (b.requests == b.tokens == 0 and b.at_us > not_before_us - WAITING_US)
     }
 
+    mine = _Timeline([b for b in timeline.bookings if b.tenant == tenant]) if fair_share_on else None
+
+    def paced(start: int) -> bool:
+        # The spans of PACE_US holding ``start``: the one ending at it, and those ending at the tenant's
+        # later bookings. A text larger than a span's allowance still goes alone in its span.
+        assert mine is not None
+        ends = [start, *(b.at_us for b in mine.within(start, start + PACE_US - 1))]
+        for end in ends:
+            counted = mine.within(end - PACE_US, end)
+            for dimension, limit in enumerate(limits):
+                if limit is None or not counted:
+                    continue
+                allowed = limit * PACE_US / QUOTA_WINDOW_US
+                held = sum(b.requests if dimension == 0 else b.tokens for b in counted)
+                if held + wanted[dimension] > allowed:
+                    return False
+        return True
+
     def room_at(start: int) -> bool:
+        if mine is not None and not paced(start):
+            return False
         # The windows holding ``start`` end in [start, start + window); their use only grows at a
         # booking's moment, so the one ending at ``start`` and those ending at later bookings are all.
         ends = [start, *(b.at_us for b in timeline.within(start, start + window - 1))]
@@ -226,6 +251,7 @@ def earliest_start(
         {not_before_us}
         | {b.at_us + window for b in timeline.bookings if b.at_us + window > not_before_us}
         | {b.at_us for b in timeline.bookings if b.at_us > not_before_us}
+        | ({b.at_us + PACE_US for b in mine.bookings if b.at_us + PACE_US > not_before_us} if mine else set())
     )
     for start in candidates:
         if room_at(start):
