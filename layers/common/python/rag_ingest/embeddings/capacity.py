@@ -6,8 +6,9 @@ A ledger of what was booked in the last minute, per model, in a shared store
 text, for the tenant the current ``booking_tenant`` names, at the earliest moment at which no window
 of the quota's length would hold more than the quota (a sliding minute), and none would hold more of
 that tenant's than its fair share leaves it (``FairShare``) nor, paced, more than the quota's rate
-in any 6 s (``PACE_US``), with one consistent read and one conditional write. A task books at most ``book_ahead_seconds`` ahead and waits in-process for the
-rest; past its wait budget it raises :class:`EmbeddingCapacityWait`. Why: docs/architecture.md.
+in any 6 s (``PACE_US``), with one consistent read and one conditional write. A task books at
+most ``book_ahead_seconds`` ahead and waits in-process for the rest; past its wait budget it raises
+:class:`EmbeddingCapacityWait`. Why: docs/architecture.md.
 """
 
 from __future__ import annotations
