@@ -1,14 +1,12 @@
 """One budget for every Embed task: the embedding model's per-minute quota, shared by all documents,
 both lanes, every concurrent Lambda and every tenant, each tenant with a fair (weighted) share.
 
-A ledger of what was booked in the last minute, per model, in a shared store
-(``CapacityLedgerStore``: one DynamoDB item in AWS). Before an Embed task sends a batch it books each
-text, for the tenant the current ``booking_tenant`` names, at the earliest moment at which no window
-of the quota's length would hold more than the quota (a sliding minute), and none would hold more of
-that tenant's than its fair share leaves it (``FairShare``) nor, paced, more than the quota's rate
-in any 6 s (``PACE_US``), with one consistent read and one conditional write. A task books at
-most ``book_ahead_seconds`` ahead and waits in-process for the rest; past its wait budget it raises
-:class:`EmbeddingCapacityWait`. Why: docs/architecture.md.
+A ledger of the last minute's bookings per model (``CapacityLedgerStore``: one DynamoDB item in AWS).
+An Embed task books each text, for the ``booking_tenant``, at the earliest moment no sliding minute
+holds more than the quota, nor more of that tenant's than its fair share (``FairShare``), nor more
+than the quota's rate in any 6 s (``PACE_US``): one consistent read, one conditional write. A task
+books at most ``book_ahead_seconds`` ahead and waits in-process for the rest; past its wait budget
+it raises :class:`EmbeddingCapacityWait`. Why: docs/architecture.md.
 """
 
 from __future__ import annotations
