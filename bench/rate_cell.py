@@ -10,11 +10,11 @@ import statistics
 import time
 from collections.abc import Callable
 
-import boto3
 from rag_ingest.adapters.tenant_usage_table import TenantUsageTable
 from rag_ingest.core.limits import RateCell
 
 from tests.support.aws import moto_server
+from tests.support.operations import create_tenant_usage_table
 
 TABLE = "tenant-usage"
 CALLS = 300
@@ -37,18 +37,7 @@ def _summary(times: list[float]) -> str:
 
 def main() -> None:
     with moto_server():
-        boto3.client("dynamodb").create_table(
-            TableName=TABLE,
-            KeySchema=[
-                {"AttributeName": "tenant_id", "KeyType": "HASH"},
-                {"AttributeName": "item", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "tenant_id", "AttributeType": "S"},
-                {"AttributeName": "item", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_tenant_usage_table(TABLE)
         table = TenantUsageTable(TABLE)
         cell = RateCell.of(requests_per_second=50, burst_requests=100)
         busy = RateCell.of(requests_per_second=10, burst_requests=100)  # kept ahead of now: the advance path

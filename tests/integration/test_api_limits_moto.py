@@ -19,7 +19,7 @@ from rag_ingest.core.limits import Usage
 from rag_ingest.embeddings.local import LOCAL_MODEL_ID
 
 from tests.support.aws import FakeLambdaContext, import_handler, moto_server
-from tests.support.operations import create_documents_table, create_state_machine
+from tests.support.operations import create_documents_table, create_state_machine, create_tenant_usage_table
 
 pytestmark = pytest.mark.integration
 LIMITS = {
@@ -45,18 +45,7 @@ def world() -> Iterator[dict[str, Any]]:
         s3.create_bucket(Bucket=bucket)
         s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
         create_documents_table(table)
-        boto3.client("dynamodb").create_table(
-            TableName=usage,
-            KeySchema=[
-                {"AttributeName": "tenant_id", "KeyType": "HASH"},
-                {"AttributeName": "item", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "tenant_id", "AttributeType": "S"},
-                {"AttributeName": "item", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_tenant_usage_table(usage)
         env = {
             "DOCUMENTS_TABLE": table,
             "TENANT_USAGE_TABLE": usage,

@@ -25,6 +25,7 @@ from rag_ingest.core.limits import (
 from rag_ingest.core.record import DocumentRecord, DocumentStatus
 
 from tests.support.aws import moto_server
+from tests.support.operations import create_tenant_usage_table
 
 pytestmark = pytest.mark.integration
 TABLE = "tenant-usage"
@@ -43,18 +44,7 @@ DEFAULTS = {
 @pytest.fixture(scope="module")
 def table() -> Iterator[TenantUsageTable]:
     with moto_server():
-        boto3.client("dynamodb").create_table(
-            TableName=TABLE,
-            KeySchema=[
-                {"AttributeName": "tenant_id", "KeyType": "HASH"},
-                {"AttributeName": "item", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "tenant_id", "AttributeType": "S"},
-                {"AttributeName": "item", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_tenant_usage_table(TABLE)
         yield TenantUsageTable(TABLE)
 
 

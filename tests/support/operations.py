@@ -16,6 +16,22 @@ PASS_ROLE = "arn:aws:iam::123456789012:role/sfn"
 DEFINITION = {"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}
 
 
+def create_tenant_usage_table(name: str) -> None:
+    """The tenants' usage table as the stack defines it (infra/constructs/tenant_usage.py)."""
+    boto3.client("dynamodb").create_table(
+        TableName=name,
+        KeySchema=[
+            {"AttributeName": "tenant_id", "KeyType": "HASH"},
+            {"AttributeName": "item", "KeyType": "RANGE"},
+        ],
+        AttributeDefinitions=[
+            {"AttributeName": "tenant_id", "AttributeType": "S"},
+            {"AttributeName": "item", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
 def create_documents_table(name: str) -> None:
     """The documents table as the stack defines it (infra/constructs/storage.py), GSIs included."""
     boto3.client("dynamodb").create_table(
