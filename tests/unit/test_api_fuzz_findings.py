@@ -121,6 +121,15 @@ def test_the_tenant_check_tells_an_echoed_id_from_a_disclosed_one(monkeypatch: p
     assert fuzz_hooks.leaks(200, {"documents"}, '{"items": ["01HZYB0000000000000000000B"]}', "http://api/documents")
 
 
+def test_the_fronts_414_is_accepted_and_the_apis_own_refusals_are_not() -> None:
+    from tools import fuzz_hooks
+
+    assert fuzz_hooks.accepted_reason("UndocumentedStatusCode", "GET", 414, None) is not None
+    refusal = {"error": {"code": "INVALID_REQUEST", "message": "filter: too long"}}
+    assert fuzz_hooks.accepted_reason("UndocumentedStatusCode", "GET", 414, refusal) is None
+    assert fuzz_hooks.accepted_reason("UndocumentedStatusCode", "GET", 500, None) is None
+
+
 def test_a_204_has_no_json_content_type(api: ModuleType, sources: RecordingSources) -> None:
     # An empty body labelled application/json is not JSON (schemathesis ST109).
     response = api.handler(
