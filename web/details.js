@@ -1,6 +1,5 @@
-// A document's details: its metadata and who may read it, and an editor that changes them with
-// PATCH /documents/{id} conditional on the revision read (If-Match): 412 means someone else changed
-// it meanwhile, 403 that only the uploader or a tenant admin may change access.
+// A document's details: metadata and access, and an editor that changes them with PATCH
+// /documents/{id} on the revision read (If-Match; 412: changed meanwhile; 403: the API's reason).
 
 import { el, formatDate } from "./format.js";
 import { describe, MetadataEditor, MetadataError, TYPES } from "./metadata.js";
@@ -91,14 +90,10 @@ export class DocumentDetails {
         : [el("li", { className: "muted" }, "No metadata.")]),
     );
     const access = doc.access || { users: [], groups: [] };
-    const restricted = (access.users || []).length || (access.groups || []).length;
-    this.access.textContent = restricted
-      ? `Only ${[...(access.users || []).map((u) => `user ${u}`), ...(access.groups || []).map((g) => `group ${g}`)].join(", ")} (and admins).`
-      : "Everyone in the tenant.";
-    const editors = [...(access.editors?.users || []).map((u) => `user ${u}`), ...(access.editors?.groups || []).map((g) => `group ${g}`)];
-    const denied = [...(access.deny?.users || []).map((u) => `user ${u}`), ...(access.deny?.groups || []).map((g) => `group ${g}`)];
-    if (editors.length) this.access.textContent += ` Editors: ${editors.join(", ")}.`;
-    if (denied.length) this.access.textContent += ` Denied: ${denied.join(", ")}.`;
+    const who = (s) => [...(s?.users || []).map((u) => `user ${u}`), ...(s?.groups || []).map((g) => `group ${g}`)].join(", ");
+    const [readers, editors, denied] = [who(access), who(access.editors), who(access.deny)];
+    this.access.textContent = (readers ? `Only ${readers} (and admins).` : "Everyone in the tenant.")
+      + (editors ? ` Editors: ${editors}.` : "") + (denied ? ` Denied: ${denied}.` : "");
     this.editor.setValue(doc.metadata || {});
     this.users.value = (access.users || []).join(", ");
     this.groups.value = (access.groups || []).join(", ");
@@ -155,10 +150,6 @@ export class DocumentDetails {
     if (error.status === 412) {
       const reload = el("button", { type: "button", className: "secondary reload-document", textContent: "Reload", onclick: () => this.reload().then(() => this.setMessage("Reloaded: this is the current version.")) });
       this.setMessage("This document was changed elsewhere since you opened it: reload it, then make your change again.", "error", reload);
-    } else if (error.status === 403 && error.code === "ACCESS_CHANGE_FORBIDDEN") {
-      this.setMessage("Only the uploader or a tenant admin can change access to this document.", "error");
-    } else if (error.status === 403) {
-      this.setMessage("Only an editor, the uploader or a tenant admin can change this document.", "error");
     } else if (error.status === 400 && String(error.message).startsWith("metadata")) {
       this.editor.showError(error.message);
       this.setMessage("The metadata was refused: see the field above.", "error");

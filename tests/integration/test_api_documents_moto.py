@@ -88,7 +88,9 @@ def call(
 
 
 def put(world: dict[str, Any], status: DocumentStatus, *, tenant: str = "acme", minute: int = 0, **fields: Any) -> str:
+    """A record in ``status``, uploaded by the caller of ``call`` (sub "u") unless told otherwise."""
     document_id = new_document_id()
+    fields.setdefault("uploaded_by", "u")
     world["records"].put(
         document_id,
         status.value,
@@ -313,7 +315,8 @@ def test_access_and_uploader_round_trip_through_dynamodb_and_a_new_version_keeps
     assert status == 201, ticket
     document_id = ticket["document_id"]
     stored = world["records"].get(document_id)
-    assert stored["access"] == access and stored["uploaded_by"] == "u"  # the caller's sub
+    nobody = {"users": [], "groups": []}
+    assert stored["access"] == {**access, "editors": nobody, "deny": nobody} and stored["uploaded_by"] == "u"
     documents = DocumentsTable(world["records"].table_name)
     for n, version in enumerate(("v1", "v2")):
         documents.mark_queued(
@@ -325,15 +328,19 @@ def test_access_and_uploader_round_trip_through_dynamodb_and_a_new_version_keeps
         )
     record = documents.get(document_id)
     assert record is not None and record.version == "v2"
-    assert record.access.model_dump() == access and record.uploaded_by == "u"
+    assert record.access.model_dump() == {**access, "editors": nobody, "deny": nobody} and record.uploaded_by == "u"
     # The uploader reads it: GET shows the access and the uploader.
     status, document = call(world, "GET", f"/documents/{document_id}", tenant="acl-v")
-    assert status == 200 and document["access"] == access and document["uploaded_by"] == "u"
+    assert (
+        status == 200
+        and document["access"] == {**access, "editors": nobody, "deny": nobody}
+        and document["uploaded_by"] == "u"
+    )
     # An open upload stores no access attribute and reads as open.
     status, ticket = call(world, "POST", "/documents", tenant="acl-v", body={"filename": "d.pdf"})
     assert "access" not in world["records"].get(ticket["document_id"])
     status, document = call(world, "GET", f"/documents/{ticket['document_id']}", tenant="acl-v")
-    assert document["access"] == {"users": [], "groups": []}
+    assert document["access"] == {**nobody, "editors": nobody, "deny": nobody}
 
 
 def test_content_before_upload_is_409_not_404(world: dict[str, Any]) -> None:

@@ -70,7 +70,8 @@ def world() -> Iterator[dict[str, Any]]:
 
 
 def http(api: ModuleType, method: str, path: str, tenant: str) -> tuple[int, dict[str, Any]]:
-    """An HTTP API (payload 2.0) event with the Cognito JWT claim, through the real handler."""
+    """An HTTP API (payload 2.0) event with the Cognito JWT claims of a tenant admin (who may delete any
+    of the tenant's documents: docs/api.md, "Per-document access"), through the real handler."""
     event = {
         "version": "2.0",
         "routeKey": f"{method} /documents/{{document_id}}",
@@ -79,7 +80,9 @@ def http(api: ModuleType, method: str, path: str, tenant: str) -> tuple[int, dic
         "headers": {"content-type": "application/json"},
         "requestContext": {
             "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1"},
-            "authorizer": {"jwt": {"claims": {"custom:tenant_id": tenant}, "scopes": None}},
+            "authorizer": {
+                "jwt": {"claims": {"custom:tenant_id": tenant, "cognito:groups": "[tenant-admins]"}, "scopes": None}
+            },
             "requestId": uuid.uuid4().hex,
             "routeKey": f"{method} /documents/{{document_id}}",
             "stage": "$default",
