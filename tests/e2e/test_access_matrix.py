@@ -1,27 +1,12 @@
 """Per-document access on the real local stack: a matrix of users x documents x every path.
 
-One tenant, eight users (the uploader, a user listed in ``access.users``, a member of a group in
-``access.groups``, a user listed in ``access.editors.users``, a member of an editors' group, a
-tenant admin, a user listed in a deny list, another user of the tenant) and a user of another
-tenant; three documents uploaded by the uploader through the API, each with readers, editors and
-deny lists (``ACCESS``; the admins' group is denied one of them). Who reads, edits and manages each
-is written out by hand (``READERS``, ``EDITORS``, ``MANAGERS``), and every path must agree:
-
-- ``POST /search`` in each mode (hybrid, knn, bm25): the document's passages come back exactly when
-  the user may read it (and a restricted document never shows up as another passage's copy);
-- ``GET /documents/{id}``, ``/download``: 200 or the very 404 body of a missing document;
-- ``GET /documents`` (with and without a ``filter``): the document is listed exactly when readable;
-- ``POST /documents/{id}/retry``: an editor gets 409 NOT_RETRYABLE (the document is READY), another
-  reader 403 EDIT_FORBIDDEN, anyone else the 404;
-- the live channel (the WebSocket API): a reader's connection announces the document, no one else's;
-- ``PATCH /documents/{id}`` of ``access``: the uploader and the tenant admin may (200), another reader
-  gets 403 ACCESS_CHANGE_FORBIDDEN, anyone else the 404; a change of access reaches search;
-- ``PATCH /documents/{id}`` of ``metadata``: an editor may (200), another reader gets 403
-  EDIT_FORBIDDEN, anyone else the 404;
-- ``DELETE /documents/{id}``: a non-reader gets the 404, a reader who is no editor 403, and the
-  document stays; then an editor deletes it.
-
-``MATRIX_CELLS`` is the matrix's size (reported by the test's name and docs/api.md).
+Nine users (uploader, listed reader, group member, editor, member of an editors' group, tenant
+admin, a denied user, another user of the tenant, a user of another tenant) and three documents,
+each with readers, editors and deny lists (``ACCESS``). Who reads, edits and manages each is written
+out by hand (``READERS``, ``EDITORS``, ``MANAGERS``); search in each mode, get, download, the
+listing (with and without a filter), retry, the live channel, PATCH of access and of metadata, and
+delete must agree: 200, 403 (a reader who may not do it) or the very 404 of a missing document.
+The rules: docs/api.md, "Per-document access"; ``MATRIX_CELLS`` is the matrix's size.
 """
 
 from __future__ import annotations
