@@ -48,6 +48,56 @@ class BlockKind(StrEnum):
     HEADING = "heading"
     PARAGRAPH = "paragraph"  # a paragraph, a list item, a code block, a slide's text frame
     TABLE = "table"
+    FIGURE = "figure"  # an image, chart or diagram: its passage is its caption, alt text, OCR, description
+
+
+class PassageBox(BaseModel):
+    """One rectangle of a passage on a page, as fractions of the displayed page (origin top-left):
+    Textract's convention, so a viewer multiplies by the rendered page's width and height."""
+
+    page: int = Field(ge=1)
+    x0: float = Field(ge=0.0, le=1.0)
+    y0: float = Field(ge=0.0, le=1.0)
+    x1: float = Field(ge=0.0, le=1.0)
+    y1: float = Field(ge=0.0, le=1.0)
+
+
+class FigureSource(StrEnum):
+    """Where a figure passage's text came from: offline only the first three; ``vision`` is a
+    Bedrock vision model's description (AWS, when switched on)."""
+
+    CAPTION = "caption"
+    ALT_TEXT = "alt_text"
+    OCR = "ocr"
+    VISION = "vision"
+
+
+class Figure(BaseModel):
+    """A figure a reader found (rag_ingest.parsing.figures): what describes it, and where it stands.
+
+    ``box``: on a PDF page or an image document, the figure's rectangle (a citation's highlight);
+    None in formats without geometry (a slide or a section cites it). ``image_sha256``: the image's
+    bytes, which tell a logo repeated on many pages from a figure."""
+
+    caption: str = ""
+    alt_text: str = ""
+    ocr_text: str = ""
+    description: str = ""
+    box: PassageBox | None = None
+    width_px: int = Field(default=0, ge=0)
+    height_px: int = Field(default=0, ge=0)
+    image_sha256: str | None = None
+
+    @property
+    def sources(self) -> list[FigureSource]:
+        """The kinds of text this figure's passage holds, in passage order."""
+        present = (
+            (FigureSource.CAPTION, self.caption),
+            (FigureSource.ALT_TEXT, self.alt_text),
+            (FigureSource.OCR, self.ocr_text),
+            (FigureSource.VISION, self.description),
+        )
+        return [source for source, text in present if text.strip()]
 
 
 class TextBlock(BaseModel):
@@ -65,6 +115,8 @@ class TextBlock(BaseModel):
     #: A table that continues the previous page's last table (its rows read under that table's
     #: header; a repeated header row was dropped from the text).
     continues: bool = False
+    #: A FIGURE block's figure: the block's text is ``rag_ingest.parsing.figures.figure_text`` of it.
+    figure: Figure | None = None
 
 
 class PageLayout(BaseModel):
@@ -80,17 +132,6 @@ class PageLayout(BaseModel):
 
     words: str
     boxes: str
-
-
-class PassageBox(BaseModel):
-    """One rectangle of a passage on a page, as fractions of the displayed page (origin top-left):
-    Textract's convention, so a viewer multiplies by the rendered page's width and height."""
-
-    page: int = Field(ge=1)
-    x0: float = Field(ge=0.0, le=1.0)
-    y0: float = Field(ge=0.0, le=1.0)
-    x1: float = Field(ge=0.0, le=1.0)
-    y1: float = Field(ge=0.0, le=1.0)
 
 
 class PageText(BaseModel):
