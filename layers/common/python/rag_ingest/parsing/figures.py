@@ -13,6 +13,7 @@ import struct
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from rag_ingest.core.parsed import Figure
 
@@ -25,6 +26,28 @@ MIN_FIGURE_AREA_PX = 96 * 96
 MIN_REPEATS_FOR_DECORATION = 3
 
 _LABELS = {"caption": "", "alt_text": "Alt text: ", "ocr_text": "Text in the image: ", "description": "Description: "}
+
+
+@dataclass(frozen=True)
+class ImageReading:
+    """What was read from an image: the text inside it (OCR), and a model's description (AWS, when on)."""
+
+    ocr_text: str = ""
+    description: str = ""
+
+
+class ImageReader(Protocol):
+    """Reads one image (PNG or JPEG bytes); ``context`` is the text around it (its caption), for a
+    model's prompt. Raises nothing for an image it cannot read: an empty reading."""
+
+    def read(self, image: bytes, *, context: str = "") -> ImageReading: ...
+
+
+class CaptionsOnly:
+    """The reader where no engine is configured: a figure is its caption and alt text."""
+
+    def read(self, image: bytes, *, context: str = "") -> ImageReading:
+        return ImageReading()
 
 
 def figure_text(figure: Figure) -> str:
