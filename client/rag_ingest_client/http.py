@@ -1,9 +1,10 @@
 """One HTTP client for the CLI and the retrievers, on httpx.
 
 - :class:`ApiSession`: JSON calls to the API as one caller, sync and async, with a bearer token
-  renewed once after a 401 (:class:`BearerAuth`); :func:`post_json`, :func:`post_form`: the token
-  endpoints; :func:`upload_file`: a file to a presigned POST, streamed, its progress in bytes
-  handed to the socket; :func:`search_body`: the body of a search or an answer request.
+  renewed once after a 401 (:class:`BearerAuth`), a 429 waited out (:class:`RateLimitRetry`);
+  :func:`post_json`, :func:`post_form`: the token endpoints; :func:`upload_file`: a file to a
+  presigned POST, streamed, its progress in bytes handed to the socket;
+  :func:`search_body`: the body of a search or an answer request.
 
 Every failure is a :class:`RagIngestError` whose ``str()`` is one line: :class:`Unreachable`, or
 :class:`ApiError` with the status and the error's code and message, whatever the body's shape.
@@ -15,8 +16,10 @@ from __future__ import annotations
 import asyncio
 import http
 import json
+import random
 import re
-from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Mapping
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -154,16 +157,53 @@ class BearerAuth(httpx.Auth):
 
 
 # ---------------------------------------------------------------- JSON calls
-class ApiSession:
-    """JSON calls to one API (``base_url``) as one caller (``tokens``; None: no Authorization header).
-    Sync calls share one connection pool until :meth:`close`; each async call has its own."""
+class RateLimitRetry:
+    """How a call answered 429 is sent again: after the answer's ``Retry-After`` (seconds), or a
+    backoff with jitter when it names none, at most ``attempts`` times and never for a wait longer
+    than ``max_wait_seconds`` (a daily quota's wait until midnight is the caller's to see at once)."""
 
     def __init__(
-        self, base_url: str, tokens: TokenSource | None = None, *, timeout: float = DEFAULT_TIMEOUT_SECONDS
+        self,
+        *,
+        attempts: int = 3,
+        max_wait_seconds: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+        async_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.attempts = attempts
+        self.max_wait_seconds = max_wait_seconds
+        self.sleep = sleep
+        self.async_sleep = async_sleep
+
+    def wait_before(self, attempt: int, response: httpx.Response) -> float | None:
+        """Seconds to wait before sending again after ``response`` (the ``attempt``-th, from 1), or None."""
+        if response.status_code != 429 or attempt > self.attempts:
+            return None
+        stated = response.headers.get("Retry-After", "").strip()
+        if stated.isdigit():
+            wait = float(stated)
+        else:
+            wait = min(self.max_wait_seconds, 2.0 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+        return wait if wait <= self.max_wait_seconds else None
+
+
+class ApiSession:
+    """JSON calls to one API (``base_url``) as one caller (``tokens``; None: no Authorization header).
+    Sync calls share one connection pool until :meth:`close`; each async call has its own. A 429 is
+    sent again as ``retry`` says (the API refuses a rate-limited call before doing anything)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        tokens: TokenSource | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        retry: RateLimitRetry | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.tokens = tokens
         self.timeout = timeout
+        self.retry = retry if retry is not None else RateLimitRetry()
         self._client: httpx.Client | None = None
 
     def call(
@@ -179,9 +219,15 @@ class ApiSession:
         if self._client is None:
             self._client = httpx.Client(**self._options())
         url = f"{self.base_url}{path}"
-        with _translated(method, url):
-            response = self._client.request(method, url, json=json, params=params, headers=headers)
-        return _decoded(response, method, url)
+        attempt = 1
+        while True:
+            with _translated(method, url):
+                response = self._client.request(method, url, json=json, params=params, headers=headers)
+            wait = self.retry.wait_before(attempt, response)
+            if wait is None:
+                return _decoded(response, method, url)
+            self.retry.sleep(wait)
+            attempt += 1
 
     async def acall(
         self,
@@ -194,10 +240,16 @@ class ApiSession:
     ) -> Any:
         """:meth:`call` without blocking the event loop."""
         url = f"{self.base_url}{path}"
+        attempt = 1
         async with httpx.AsyncClient(**self._options()) as client:
-            with _translated(method, url):
-                response = await client.request(method, url, json=json, params=params, headers=headers)
-        return _decoded(response, method, url)
+            while True:
+                with _translated(method, url):
+                    response = await client.request(method, url, json=json, params=params, headers=headers)
+                wait = self.retry.wait_before(attempt, response)
+                if wait is None:
+                    return _decoded(response, method, url)
+                await self.retry.async_sleep(wait)
+                attempt += 1
 
     def close(self) -> None:
         if self._client is not None:

@@ -4,6 +4,7 @@ server looks like."""
 
 from __future__ import annotations
 
+import asyncio
 import email.parser
 import email.policy
 import json
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rag_ingest_client.http import ApiError, ApiSession, Unreachable, api_error, upload_file
+from rag_ingest_client.http import ApiError, ApiSession, RateLimitRetry, Unreachable, api_error, upload_file
 
 from tests.support.aws import free_port
 
@@ -151,3 +152,83 @@ def test_an_unreachable_server_is_a_network_error_naming_it() -> None:
     port = free_port()  # nothing listens there
     with pytest.raises(Unreachable, match=f"cannot reach http://127.0.0.1:{port}"):
         ApiSession(f"http://127.0.0.1:{port}", timeout=5).call("GET", "/documents")
+
+
+@dataclass
+class Throttling:
+    """A JSON API that answers 429 (with ``retry_after``, when set) ``refusals`` times, then 200."""
+
+    refusals: int
+    retry_after: str | None = "2"
+    calls: int = 0
+
+
+@pytest.fixture
+def throttling_server() -> Iterator[tuple[str, Throttling]]:
+    state = Throttling(refusals=0)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            state.calls += 1
+            refused = state.calls <= state.refusals
+            body = (
+                json.dumps({"error": {"code": "RATE_LIMITED", "message": "slow down"}})
+                if refused
+                else json.dumps({"calls": state.calls})
+            ).encode()
+            self.send_response(429 if refused else 200)
+            if refused and state.retry_after is not None:
+                self.send_header("Retry-After", state.retry_after)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", state
+    server.shutdown()
+    server.server_close()
+
+
+def _recording_retry(waits: list[float], **options: Any) -> RateLimitRetry:
+    async def async_sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    return RateLimitRetry(sleep=waits.append, async_sleep=async_sleep, **options)
+
+
+def test_a_429_is_sent_again_after_its_retry_after(throttling_server: tuple[str, Throttling]) -> None:
+    url, state = throttling_server
+    state.refusals = 2
+    waits: list[float] = []
+    with ApiSession(url, retry=_recording_retry(waits)) as session:
+        assert session.call("GET", "/documents") == {"calls": 3}
+    assert waits == [2.0, 2.0]
+
+
+def test_a_429_without_retry_after_backs_off_with_jitter(throttling_server: tuple[str, Throttling]) -> None:
+    url, state = throttling_server
+    state.refusals, state.retry_after = 3, None
+    waits: list[float] = []
+    assert asyncio.run(ApiSession(url, retry=_recording_retry(waits)).acall("GET", "/documents")) == {"calls": 4}
+    assert [0.5 <= waits[0] <= 1.0, 1.0 <= waits[1] <= 2.0, 2.0 <= waits[2] <= 4.0] == [True, True, True]
+
+
+def test_a_429_is_final_after_the_attempts_or_past_the_longest_wait(
+    throttling_server: tuple[str, Throttling],
+) -> None:
+    url, state = throttling_server
+    state.refusals = 10
+    waits: list[float] = []
+    with ApiSession(url, retry=_recording_retry(waits, attempts=2)) as session, pytest.raises(ApiError) as refused:
+        session.call("GET", "/documents")
+    assert (refused.value.status, refused.value.code, waits, state.calls) == (429, "RATE_LIMITED", [2.0, 2.0], 3)
+    state.calls, state.retry_after = 0, "3600"  # a daily quota: until midnight
+    waits.clear()
+    with ApiSession(url, retry=_recording_retry(waits)) as session, pytest.raises(ApiError):
+        session.call("GET", "/documents")
+    assert (waits, state.calls) == ([], 1)
