@@ -13,6 +13,9 @@ from typing import Literal, get_args
 OCR_DPI = 200
 #: OCR'd pages per document unless configured (MAX_OCR_PAGES): OCR is the costliest step per page.
 DEFAULT_MAX_OCR_PAGES = 50
+#: Figures read (OCR, a vision model) per document unless configured (MAX_FIGURES_READ): the rest
+#: are indexed by their caption alone.
+DEFAULT_MAX_FIGURES_READ = 100
 
 #: The rank constant of the RRF paper; reciprocal_rank_fusion's default.
 RRF_RANK_CONSTANT = 60
