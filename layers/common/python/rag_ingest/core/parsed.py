@@ -27,6 +27,10 @@ class DocumentFormat(StrEnum):
     HTML = "html"
     MARKDOWN = "markdown"
     TEXT = "text"
+    # Images as documents, read by OCR: one page per image (per TIFF page).
+    PNG = "png"
+    JPEG = "jpeg"
+    TIFF = "tiff"
 
     @property
     def content_type(self) -> str:
@@ -41,7 +45,12 @@ FORMAT_CONTENT_TYPES: dict[DocumentFormat, str] = {
     DocumentFormat.HTML: "text/html",
     DocumentFormat.MARKDOWN: "text/markdown",
     DocumentFormat.TEXT: "text/plain",
+    DocumentFormat.PNG: "image/png",
+    DocumentFormat.JPEG: "image/jpeg",
+    DocumentFormat.TIFF: "image/tiff",
 }
+#: Formats that are an image of pages: read by OCR, cited by page and rectangle as a scanned PDF is.
+IMAGE_FORMATS = frozenset({DocumentFormat.PNG, DocumentFormat.JPEG, DocumentFormat.TIFF})
 
 
 class BlockKind(StrEnum):

@@ -39,7 +39,7 @@ from rag_ingest.core.job import (
 )
 from rag_ingest.core.limits import UsageCounter
 from rag_ingest.core.logs import logger, run_keys
-from rag_ingest.core.parsed import Chunk, DocumentFormat, ParsedDocument, ParsedRange
+from rag_ingest.core.parsed import IMAGE_FORMATS, Chunk, DocumentFormat, ParsedDocument, ParsedRange
 from rag_ingest.core.ports import ChunkIndex, EmbeddingCache, PipelineDocuments, StageObjects
 from rag_ingest.core.record import DocumentRecord, DocumentStamp, DocumentStatus, content_key
 from rag_ingest.core.retrieval_text import document_title
@@ -62,6 +62,7 @@ from rag_ingest.ingest.embedding_cache import NoEmbeddingCache
 from rag_ingest.ingest.passage_boxes import passage_boxes
 from rag_ingest.parsing.figures import CaptionsOnly, ImageReader
 from rag_ingest.parsing.formats import SNIFF_BYTES, FormatLimits, detect_format, read_structured
+from rag_ingest.parsing.image_document import read_image_document
 from rag_ingest.parsing.ocr.engine import OcrEngine, PageOcr
 from rag_ingest.parsing.pdf.extract import count_pdf_pages, join_page_ranges, parse_page_range
 from rag_ingest.parsing.pdf.figures import PdfFigures
@@ -156,6 +157,10 @@ class Pipeline:
                     )
                     ranges = plan_page_ranges(page_count, self._env.parse_range_pages, self._env.max_ocr_pages)
                     first = self._parse_range(data, ranges[0], page_count)
+                elif job.document_format in IMAGE_FORMATS:
+                    first = read_image_document(
+                        data, job.document_format, max_pages=self._env.max_pages, ocr=self._page_ocr()
+                    )
                 else:
                     # Structured formats are read whole in this one task (no Parse Map).
                     first = self._parse_structured(data, job.document_format)
@@ -219,8 +224,7 @@ class Pipeline:
         return {"first_page": parsed.first_page, "pages": parsed.pages_parsed, "failed_pages": len(parsed.failed_pages)}
 
     def _parse_range(self, data: bytes, page_range: PageRange, page_count: int | None) -> ParsedRange:
-        engine = self._deps.ocr_engine
-        ocr = PageOcr(engine, self._env.max_ocr_pages, self._env.ocr_dpi) if engine is not None else None
+        ocr = self._page_ocr()
         cap = self._env.max_figures_read
         # The range's share of the document's caps, as for OCR pages (ranges run in parallel).
         pages = page_count or page_range.last_page
@@ -238,6 +242,10 @@ class Pipeline:
             figures=figures,
             figure_read_cap=share,
         )
+
+    def _page_ocr(self) -> PageOcr | None:
+        engine = self._deps.ocr_engine
+        return PageOcr(engine, self._env.max_ocr_pages, self._env.ocr_dpi) if engine is not None else None
 
     def _parse_structured(self, data: bytes, document_format: DocumentFormat) -> ParsedRange:
         """A DOCX, PPTX, HTML, Markdown or text file read whole into one range of pages of blocks."""
