@@ -104,3 +104,19 @@ def test_a_figure_without_a_box_has_no_rectangle_and_says_what_it_holds() -> Non
     assert passage.figure_sources == [FigureSource.CAPTION, FigureSource.ALT_TEXT]
     assert passage.boxes == []
     assert passage.text == "Figure 1: The sign-in page\nAlt text: A form with two fields"
+
+
+def test_a_heading_just_before_a_figure_stays_out_of_the_figure_passage() -> None:
+    """A PDF page's last line (a running footer read as a heading) or a section that opens with a
+    figure: the heading ends the chunk before, and the figure's passage holds the figure only."""
+    passage = figure_text(FIGURE)
+    heading = "Chapter 2. Getting Started"
+    text = f"{BEFORE}\n\n{heading}\n\n{passage}"
+    start = len(text) - len(passage)
+    blocks = [TextBlock(start=start, end=len(text), kind=BlockKind.FIGURE, figure=FIGURE)]
+    page = PageText(page_number=1, text=text, blocks=blocks)
+
+    chunks = chunk_pages([page], count_tokens=words, target_tokens=200)
+
+    assert [chunk.text for chunk in chunks] == [f"{BEFORE}\n\n{heading}", passage]
+    assert chunks[1].heading_path == [heading]

@@ -4,7 +4,7 @@
 (headings, sentences, table rows, figure lines; pieces of anything longer than a chunk) and packs
 them greedily up to ``target_tokens``, ending early before a heading, a table or a paragraph that
 would not fit, the next chunk repeating up to ``overlap_tokens`` of whole units. A figure is a chunk
-of its own (a heading just before it excepted), split only if longer than a chunk. A chunk's ``text``
+of its own (nothing else in it), split only if longer than a chunk. A chunk's ``text``
 is ``document_text[char_start:char_end]`` (inside a table, its header row first), with its pages,
 ``heading_path``, and for structured formats ``anchor`` and ``paragraph_index``. Deterministic.
 The rules: docs/chunking.md.
@@ -175,15 +175,11 @@ def _chunk_end(
         unit = units[end]
         if total + unit.tokens > target_tokens:
             break
-        # A figure is a passage of its own: the chunk ends at its border (a heading just before it stays).
-        if (
-            end > first
-            and unit.figure != units[end - 1].figure
-            and (unit.figure is None or not all(units[index].is_heading for index in range(first, end)))
-        ):
-            break
+        if end > first and unit.figure != units[end - 1].figure:
+            break  # a figure is a passage of its own: the chunk ends at its borders
         if (
             (unit.is_heading or unit.table_bound)
+            and not _heads_figure(units, end)
             and end > first_new
             and total >= target_tokens * HEADING_BREAK_MIN_FILL
             and not all(units[index].is_heading for index in range(first, end))
@@ -198,10 +194,19 @@ def _chunk_end(
             break
         total += unit.tokens
         end += 1
-    # A heading belongs with the text after it: never end a chunk on one (if it has other units).
-    while end < len(units) and end - 1 > first_new and units[end - 1].is_heading:
+    # A heading belongs with the text after it: never end a chunk on one (if it has other units),
+    # unless a figure follows it (the figure's passage holds nothing else: the heading stays here).
+    while end < len(units) and end - 1 > first_new and units[end - 1].is_heading and units[end].figure is None:
         end -= 1
     return end
+
+
+def _heads_figure(units: Sequence[_Unit], index: int) -> bool:
+    """Whether the headings from ``index`` on are followed by a figure (a section that opens with
+    one): they end the chunk before the figure rather than stand alone."""
+    while index < len(units) and units[index].is_heading:
+        index += 1
+    return index < len(units) and units[index].figure is not None
 
 
 def _bounded_by_length(count_tokens: Callable[[str], int]) -> Callable[[str], int]:
