@@ -39,6 +39,9 @@ from rag_ingest.core.settings import (
     DEFAULT_ANSWER_MAX_TOKENS,
     DEFAULT_ANSWER_MIN_RELEVANCE,
     DEFAULT_ANSWER_MODEL_ID,
+    DEFAULT_FIGURE_VISION_MODEL_ID,
+    DEFAULT_FIGURE_VISION_PROMPT,
+    DEFAULT_MAX_FIGURES_READ,
     DEFAULT_RERANK_MODEL_ID,
     MAX_ANSWER_TOKENS,
     RERANK_CANDIDATES,
@@ -175,6 +178,34 @@ class ParsingConfig(_Model):
     # Scanned pages' tables in AWS (Textract AnalyzeDocument with TABLES): off by default, as it bills
     # about ten times DetectDocumentText per OCR'd page (docs/ocr.md, docs/cost.md).
     textract_tables: bool = False
+
+
+class FigureVisionConfig(_Model):
+    """A Bedrock vision model describing each figure read (docs/formats.md, "Figures"): off by
+    default, as it is priced per figure (docs/cost.md); ``modelId`` a foundation model's id or a
+    cross-Region inference profile's (Parse's only Bedrock grant when on); ``maxFigures`` per document."""
+
+    enabled: bool = False
+    model_id: str = Field(default=DEFAULT_FIGURE_VISION_MODEL_ID, pattern=ANSWER_MODEL_ID_PATTERN)
+    prompt: str = Field(default=DEFAULT_FIGURE_VISION_PROMPT, min_length=1, max_length=4000)
+    max_figures: int = Field(default=20, ge=1, le=1000)
+
+
+class FiguresConfig(_Model):
+    """Figures in PDFs (docs/formats.md, "Figures"): ``maxRead`` figures per document read by the OCR
+    engine (Textract in AWS, billed per figure) and, when on, described by the vision model."""
+
+    max_read: int = Field(default=DEFAULT_MAX_FIGURES_READ, ge=0, le=1000)
+    vision: FigureVisionConfig = FigureVisionConfig()
+
+    @model_validator(mode="after")
+    def _described_figures_are_read(self) -> Self:
+        if self.vision.enabled and self.vision.max_figures > self.max_read:
+            raise ValueError(
+                f"figures.vision.maxFigures ({self.vision.max_figures}) exceeds figures.maxRead ({self.max_read}): "
+                "only figures read are described"
+            )
+        return self
 
 
 class LanesConfig(_Model):
@@ -670,6 +701,7 @@ class RagIngestConfig(_Model):
     upload: UploadConfig = UploadConfig()
     limits: LimitsConfig = LimitsConfig()
     parsing: ParsingConfig = ParsingConfig()
+    figures: FiguresConfig = FiguresConfig()
     lanes: LanesConfig = LanesConfig()
     chunking: ChunkingConfig = ChunkingConfig()
     embedding: EmbeddingConfig = EmbeddingConfig()

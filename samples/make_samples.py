@@ -102,14 +102,14 @@ def render_document(source: SourceDocument) -> bytes:
     return bytes(pdf.output())
 
 
-def render_png_image() -> bytes:
-    """A small PNG photo-like gradient (no text): deterministic bytes."""
+def render_gif_image() -> bytes:
+    """A small GIF photo-like gradient (no text): deterministic bytes."""
     image = Image.new("RGB", (64, 48))
     draw = ImageDraw.Draw(image)
     for row in range(48):
         draw.line([(0, row), (63, row)], fill=(row * 5, 120, 255 - row * 5))
     buffer = io.BytesIO()
-    image.save(buffer, format="PNG", optimize=False)
+    image.save(buffer, format="GIF", optimize=False)
     return buffer.getvalue()
 
 
@@ -208,9 +208,9 @@ def main() -> None:
         pdf_path.write_bytes(rendered[pdf_path.name])
         expected[pdf_path.name] = verify_and_describe(pdf_path, source)
 
-    # An image with a .pdf name: the type comes from the bytes, and a PNG is no accepted format.
-    # (A text file with a .pdf name is read as the text it is.)
-    (INVALID_DIR / "not-a-pdf.pdf").write_bytes(render_png_image())
+    # An image with a .pdf name: the type comes from the bytes, and a GIF is no accepted format
+    # (PNG, JPEG and TIFF are read by OCR). A text file with a .pdf name is read as the text it is.
+    (INVALID_DIR / "not-a-pdf.pdf").write_bytes(render_gif_image())
     truncated_source = rendered["lighthouses.pdf"]
     (INVALID_DIR / "truncated.pdf").write_bytes(truncated_source[: len(truncated_source) // 2])
     (INVALID_DIR / "image-only.pdf").write_bytes(render_image_only())

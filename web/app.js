@@ -1,6 +1,5 @@
-// rag-ingest's page: sign in, upload PDFs straight to storage with progress, watch them live,
-// search them. Plain ES modules, no build step; config.json (next to the page) says where the API,
-// the live channel and the sign-in are.
+// rag-ingest's page: sign in, upload documents to storage with progress, watch them live, search.
+// Plain ES modules, no build step; config.json says where the API, live channel and sign-in are.
 
 import { Api } from "./api.js";
 import { Auth, identityOf } from "./auth.js";
@@ -80,7 +79,7 @@ async function loadConfig() {
   return config;
 }
 
-// -- signed out / signed in -------------------------------------------------------------------
+// -- signed out / signed in --
 
 function showSignIn(message = "") {
   state.live?.stop();
@@ -134,7 +133,7 @@ function showWorkspace(session) {
   $("main").focus();
 }
 
-// -- uploads ----------------------------------------------------------------------------------
+// -- uploads --
 
 function uploadItem(file) {
   const bar = el("progress", { max: 100, value: 0, "aria-label": `Upload of ${file.name}` });
@@ -281,7 +280,7 @@ function wireUploads() {
   window.addEventListener("drop", (event) => event.preventDefault());
 }
 
-// -- confirmations ----------------------------------------------------------------------------
+// -- confirmations --
 
 function confirmDelete(doc) {
   return confirmAction("Delete document?", `“${doc.filename || doc.document_id}” and its passages will be removed from search.`, "Delete");
@@ -299,7 +298,7 @@ function confirmAction(title, text, label) {
   });
 }
 
-// -- start ------------------------------------------------------------------------------------
+// -- start --
 
 async function main() {
   try {

@@ -1,5 +1,5 @@
-// The documents list: newest first, paginated with the API's cursor, updated in place by live
-// messages (or by polling non-terminal documents while the live channel is down).
+// The documents list: newest first, paginated by the API's cursor, updated in place by live
+// messages (or by polling documents in flight while the channel is down).
 
 import { errorSentence, STATUS_SENTENCES } from "./errors.js";
 import { documentDurationMs, el, formatDate, formatDuration, TERMINAL_STATUSES } from "./format.js";
@@ -206,7 +206,7 @@ export class DocumentList {
         "td",
         { className: "stage", dataset: { label: "Stage" } },
         doc.status === "PROCESSING" || doc.status === "FAILED" ? (doc.stage || "").toLowerCase() : "",
-        // Its Embed tasks gave way to other documents' on the shared embedding quota: waiting, not stuck.
+        // Its Embed tasks gave way to others' on the shared embedding quota: waiting, not stuck.
         doc.status === "PROCESSING" && doc.waiting_for === "EMBEDDING_CAPACITY"
           ? el("div", { className: "muted waiting", dataset: { waitingFor: doc.waiting_for } }, "waiting for embedding capacity")
           : null,
@@ -216,7 +216,7 @@ export class DocumentList {
         "td",
         { className: "num pages", dataset: { label: "Pages" } },
         doc.page_count ?? "",
-        // Big documents run in their own lane (their own workers): say so where the page count is.
+        // Big documents run in their own lane (own workers): said beside the page count.
         doc.lane === "bulk"
           ? el("span", { className: "lane muted", title: "Big documents run in the bulk lane, beside small ones, never ahead of them" }, " bulk lane")
           : null,
@@ -258,7 +258,7 @@ export class DocumentList {
     }
   }
 
-  // -- polling fallback (live channel down) ---------------------------------------------------
+  // -- polling fallback (live channel down) --
 
   startPolling() {
     if (this.pollTimer) return;

@@ -1,7 +1,6 @@
-// Search filters as removable chips: each chip one condition of Bedrock Knowledge Bases'
-// RetrievalFilter shape ({"<operator>": {"key", "value"}}); two or more are combined with andAll
-// (docs/api.md "Filters"). A 400 from the API names the JSON path of the bad part: the chip it
-// points at is marked, and the path is shown.
+// Search filters as removable chips, each one condition of Bedrock Knowledge Bases' RetrievalFilter
+// ({"<operator>": {"key", "value"}}), combined with andAll (docs/api.md "Filters"). A 400 names the
+// JSON path of the bad part: its chip is marked, and the path shown.
 
 import { el } from "./format.js";
 import { BUILTIN_KEYS, KEY_PATTERN } from "./metadata.js";

@@ -1,7 +1,6 @@
-// The live status channel: API Gateway's WebSocket API (the local stack serves the same shape),
-// messages {"type": "document.updated", "document": {...}}, and an answer's "answer.*" events
-// (onAnswer). When the channel drops, the page polls instead (onState("polling")) and reconnects
-// with exponential backoff and jitter.
+// The live status channel: API Gateway's WebSocket API (served locally in the same shape), messages
+// {"type": "document.updated", "document": {...}} and answers' "answer.*" events (onAnswer). When it
+// drops, the page polls (onState("polling")) and reconnects with exponential backoff and jitter.
 
 export const LIVE_MESSAGE = "document.updated";
 const BACKOFF_START_MS = 1000;

@@ -1,5 +1,5 @@
-// Search: passages with their highlight, document and page span; a result opens where it stands:
-// a PDF in the embedded viewer (pdf-view.js) with the passage marked, the others in the rendered view.
+// Search: passages with their highlight, document and page span; a result opens where it stands: a
+// PDF or an image in its viewer (pdf-view.js, image-view.js), passage marked; others rendered.
 // Ask: the same search, and above it the answer (streamed, else POST /answer) whose [n] open the cited spots.
 
 import { decodeEntities, el } from "./format.js";
@@ -86,10 +86,12 @@ function structuredPassage(blocks, highlights) {
   return body;
 }
 
+const IMAGES = new Set(["png", "jpeg", "tiff"]);
+
 export function pageSpan(passage) {
-  const { page_start: start, page_end: end } = passage;
-  if (passage.document_format === "pptx") return end && end !== start ? `slides ${start}–${end}` : `slide ${start}`;
-  if (passage.document_format && passage.document_format !== "pdf") {
+  const { page_start: start, page_end: end, document_format: format } = passage;
+  if (format === "pptx") return end && end !== start ? `slides ${start}–${end}` : `slide ${start}`;
+  if (format && format !== "pdf" && !IMAGES.has(format)) {
     return passage.paragraph_index ? `paragraph ${passage.paragraph_index}` : "section";
   }
   if (!Number.isFinite(start)) return "";
@@ -217,6 +219,7 @@ export class SearchView {
     if (!this.viewerDialog) return this.openOriginal(passage);
     const original = this.viewerDialog.querySelector("#viewer-original");
     try {
+      if (IMAGES.has(passage.document_format)) return await (await import("./image-view.js")).showImage(this, passage);
       if (passage.document_format && passage.document_format !== "pdf") {
         if (original) original.hidden = true;
         if (!this.viewer) {

@@ -1,5 +1,5 @@
-// Uploads: refuse what can never succeed before sending anything, then send each file straight to
-// S3 with the presigned POST the API hands out, with real upload progress events.
+// Uploads: refuse what can never succeed before sending anything, then send each file to S3
+// with the API's presigned POST, with real upload progress events.
 
 import { formatBytes } from "./format.js";
 
@@ -8,12 +8,15 @@ const PPTX = "application/vnd.openxmlformats-officedocument.presentationml.prese
 const TYPES_BY_EXTENSION = Object.freeze({
   pdf: "application/pdf", docx: DOCX, pptx: PPTX, html: "text/html", htm: "text/html",
   md: "text/markdown", markdown: "text/markdown", txt: "text/plain",
+  png: "image/png", jpg: "image/jpeg", jpeg: "image/jpeg", tif: "image/tiff", tiff: "image/tiff",
 });
 /** The file picker's filter: the formats the pipeline reads (rag_ingest/core/upload_types.py). */
 export const ACCEPTED_FILES = [...Object.keys(TYPES_BY_EXTENSION).map((ext) => `.${ext}`), ...new Set(Object.values(TYPES_BY_EXTENSION))].join(",");
 const TEXT_TYPES = new Set(["text/html", "text/markdown", "text/plain"]);
-/** HTML, Markdown and text over this are refused (MAX_TEXT_FORMAT_BYTES in rag_ingest/core/upload_types.py). */
+/** Text and image limits (MAX_TEXT_FORMAT_BYTES, MAX_IMAGE_BYTES in rag_ingest/core/upload_types.py). */
 export const MAX_TEXT_FORMAT_BYTES = 20 * 1024 * 1024;
+const MAX_IMAGE_BYTES = 10485760;
+const IMAGES = [["png", [137, 80, 78, 71]], ["jpeg", [255, 216, 255]], ["tiff", [73, 73, 42, 0]], ["tiff", [77, 77, 0, 42]]];
 
 const startsWith = (head, bytes) => bytes.every((byte, index) => head[index] === byte);
 const ascii = (text) => [...text].map((character) => character.charCodeAt(0));
@@ -36,8 +39,9 @@ export async function sniffUpload(file) {
   if (startsWith(head, [0xd0, 0xcf, 0x11, 0xe0])) {
     return { refusal: "Refused: an old binary Office file (.doc or .ppt); save it as .docx or .pptx." };
   }
-  const images = [[0x89, 0x50, 0x4e, 0x47], [0xff, 0xd8, 0xff], ascii("GIF8")];
-  if (images.some((signature) => startsWith(head, signature))) return { refusal: "Refused: an image, not a document." };
+  const image = IMAGES.find(([, signature]) => startsWith(head, signature));
+  if (image) return { type: `image/${image[0]}` };
+  if (startsWith(head, ascii("GIF8"))) return { refusal: "Refused: a GIF image (PNG, JPEG and TIFF are read)." };
   const utf16 = startsWith(head, [0xff, 0xfe]) || startsWith(head, [0xfe, 0xff]);
   if (!utf16 && head.includes(0)) return { refusal: "Refused: binary data, not a document the pipeline reads." };
   const declared = TYPES_BY_EXTENSION[extension];
@@ -51,7 +55,8 @@ export async function checkUpload(file, maxBytes) {
   if (file.size === 0) return { reason: "Refused: the file is empty." };
   const sniffed = await sniffUpload(file);
   if (sniffed.refusal) return { reason: sniffed.refusal };
-  const limit = TEXT_TYPES.has(sniffed.type) ? Math.min(maxBytes, MAX_TEXT_FORMAT_BYTES) : maxBytes;
+  const cap = TEXT_TYPES.has(sniffed.type) ? MAX_TEXT_FORMAT_BYTES : sniffed.type.startsWith("image/") ? MAX_IMAGE_BYTES : maxBytes;
+  const limit = Math.min(maxBytes, cap);
   if (Number.isFinite(limit) && file.size > limit) {
     let [size, limitText] = [formatBytes(file.size), formatBytes(limit)];
     if (size === limitText) [size, limitText] = [`${file.size} bytes`, `${limit}-byte`]; // just over: say by how much

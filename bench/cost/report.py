@@ -12,6 +12,7 @@ from rag_ingest.embeddings.bedrock import DEFAULT_MAX_CONCURRENCY
 from bench.cost import prices
 from bench.cost.answers import render_answers
 from bench.cost.batch import ASSUMED_JOB_HOURS, BATCH_DOCUMENT_PAGES, batch_table, looks
+from bench.cost.figures import render_figures
 from bench.cost.model import (
     OCR_LINES,
     Architecture,
@@ -406,6 +407,8 @@ def render(data: Mapping[str, Any], config: RagIngestConfig, call_ms: float = AS
         out.append(f"| {option} | ${monthly:.2f} | {how} |")
     out.append("")
     out.extend(render_answers(config))
+    out.append("")
+    out.extend(render_figures(config))
     return "\n".join(out)
 
 

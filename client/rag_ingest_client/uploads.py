@@ -14,6 +14,9 @@ PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentatio
 HTML = "text/html"
 MARKDOWN = "text/markdown"
 TEXT = "text/plain"
+PNG = "image/png"
+JPEG = "image/jpeg"
+TIFF = "image/tiff"
 
 #: The file names a client goes by to declare a type (the CLI's folder walk, the page's picker).
 EXTENSION_TYPES: dict[str, str] = {
@@ -25,9 +28,16 @@ EXTENSION_TYPES: dict[str, str] = {
     ".md": MARKDOWN,
     ".markdown": MARKDOWN,
     ".txt": TEXT,
+    ".png": PNG,
+    ".jpg": JPEG,
+    ".jpeg": JPEG,
+    ".tif": TIFF,
+    ".tiff": TIFF,
 }
 
-_IMAGE_SIGNATURES = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8")
+#: Images read as documents (by OCR), by their first bytes; a GIF is refused.
+_IMAGE_SIGNATURES = {b"\x89PNG\r\n\x1a\n": PNG, b"\xff\xd8\xff": JPEG, b"II*\x00": TIFF, b"MM\x00*": TIFF}
+_GIF = b"GIF8"
 _ZIP = b"PK\x03\x04"
 _PDF = b"%PDF-"
 _OLE = b"\xd0\xcf\x11\xe0"
@@ -40,8 +50,10 @@ def client_refusal(filename: str, head: bytes) -> str | None:
         return "the file is empty"
     if head.startswith(_OLE):
         return "an old binary Office file (.doc or .ppt): save it as .docx or .pptx"
-    if head.startswith(_IMAGE_SIGNATURES):
-        return "an image, not a document"
+    if head.startswith(_GIF):
+        return "a GIF image (PNG, JPEG and TIFF images are read)"
+    if head.startswith(tuple(_IMAGE_SIGNATURES)):
+        return None
     if head.startswith(_ZIP):
         # A zip's headers always hold NUL bytes: its name decides, and Validate reads its parts.
         if filename.lower().endswith((".docx", ".pptx")):
@@ -61,6 +73,9 @@ def declared_type(filename: str, head: bytes) -> str:
     by_name = EXTENSION_TYPES.get(suffix)
     if head.startswith(_PDF):
         return PDF
+    image = next((kind for signature, kind in _IMAGE_SIGNATURES.items() if head.startswith(signature)), None)
+    if image is not None:
+        return image
     if head.startswith(_ZIP):
         return by_name if by_name in (DOCX, PPTX) else DOCX
     return by_name or TEXT

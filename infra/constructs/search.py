@@ -333,6 +333,21 @@ class Search(Construct):
             iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=[self.rerank_model_arn])
         )
 
+    def grant_converse(self, role: iam.IRole, model_id: str) -> None:
+        """Let ``role`` call Converse with ``model_id`` (figures.vision's model) and no other model."""
+        arns = answer_model_arns(Stack.of(self), model_id)
+        role.add_to_principal_policy(iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=arns))
+        routed = [arn for arn in arns if "*" in arn]
+        if routed:
+            partition = Stack.of(self).partition
+            acknowledge(
+                role,
+                "AwsSolutions-IAM5",
+                "A cross-Region inference profile routes to its one model in any Region of its geography; "
+                "the profile itself is granted by ARN.",
+                *(f"Resource::{arn.replace(partition, '<AWS::Partition>')}" for arn in routed),
+            )
+
     def grant_answer(self, role: iam.IRole, *, stream: bool = False) -> None:
         """Let ``role`` call Converse (or, with ``stream``, ConverseStream) with the configured answer
         model, and no other: Converse needs ``bedrock:InvokeModel`` on it

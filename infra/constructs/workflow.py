@@ -128,6 +128,8 @@ class Workflow(Construct):
             "OCR_DPI": str(OCR_DPI),
             # parsing.textractTables: AnalyzeDocument TABLES instead of DetectDocumentText (Parse's grant below).
             "OCR_TEXTRACT_TABLES": "true" if config.parsing.textract_tables else "false",
+            "MAX_FIGURES_READ": str(config.figures.max_read),
+            **self._vision_environment(),
             **self._capacity_environment(capacity),
         }
         self.functions: dict[str, lambda_.Function] = {}
@@ -166,6 +168,17 @@ class Workflow(Construct):
             "EmbeddingCapacityTableName"
         )
         return table
+
+    def _vision_environment(self) -> dict[str, str]:
+        """figures.vision, when enabled: the model, its prompt and the figures described per document."""
+        vision = self._config.figures.vision
+        if not vision.enabled:
+            return {}
+        return {
+            "FIGURE_VISION_MODEL_ID": vision.model_id,
+            "FIGURE_VISION_PROMPT": vision.prompt,
+            "FIGURE_VISION_MAX_FIGURES": str(vision.max_figures),
+        }
 
     def _capacity_environment(self, capacity: EmbeddingCapacityConfig) -> dict[str, str]:
         environment = {
@@ -241,6 +254,9 @@ class Workflow(Construct):
         if spec.publishes:
             bus_arn = Stack.of(self).format_arn(service="events", resource="event-bus", resource_name=EVENT_BUS_NAME)
             role.add_to_principal_policy(iam.PolicyStatement(actions=["events:PutEvents"], resources=[bus_arn]))
+        if spec.ocr and self._config.figures.vision.enabled:
+            # figures.vision: Converse with the one vision model (bedrock:InvokeModel), nothing else.
+            self._search.grant_converse(role, self._config.figures.vision.model_id)
         if spec.ocr:
             # Textract has no resource-level permissions for these calls on image bytes: '*' is the only
             # resource IAM accepts (AnalyzeDocument only with parsing.textractTables).

@@ -273,11 +273,11 @@ def test_a_failed_upload_exits_1_with_its_reason_and_retry_brings_it_to_ready(
 
 def test_refusals_before_upload_and_permanent_failures(cli_local: Cli, tmp_path: Path) -> None:
     tenant = f"cli-bad-{uuid.uuid4().hex[:8]}"
-    fake = tmp_path / "notes.pdf"  # an image with a PDF's name: the bytes decide
-    fake.write_bytes((SAMPLES / "invalid" / "not-a-pdf.pdf").read_bytes())
+    fake = tmp_path / "notes.pdf"  # a GIF with a PDF's name: the bytes decide
+    fake.write_bytes(b"GIF89a\x01\x00\x01\x00\x00\x00\x00;")
     result = cli_local("upload", str(fake), str(SAMPLES / "invalid" / "encrypted.pdf"), "--tenant", tenant)
     assert result.returncode == 1
-    assert "✗ notes.pdf: refused: an image, not a document" in result.stdout
+    assert "✗ notes.pdf: refused: a GIF image (PNG, JPEG and TIFF images are read)" in result.stdout
     assert re.search(
         r"✗ encrypted.pdf [0-9A-Z]{26}: FAILED ENCRYPTED_PDF: This PDF is password-protected.", result.stdout
     )

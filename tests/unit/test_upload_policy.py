@@ -75,7 +75,7 @@ def test_policy_pins_key_type_size_and_expiry(service_and_status: tuple[Document
 @pytest.mark.parametrize(
     ("content_type", "code"),
     [
-        ("image/png", ErrorCode.UNSUPPORTED_TYPE),
+        ("image/gif", ErrorCode.UNSUPPORTED_TYPE),
         ("", ErrorCode.UNSUPPORTED_TYPE),
         ("application/msword", ErrorCode.LEGACY_OFFICE_FORMAT),
         ("application/vnd.ms-powerpoint", ErrorCode.LEGACY_OFFICE_FORMAT),
@@ -142,6 +142,11 @@ def test_the_types_clients_declare_are_the_ones_the_api_accepts() -> None:
         ".md": DocumentFormat.MARKDOWN,
         ".markdown": DocumentFormat.MARKDOWN,
         ".txt": DocumentFormat.TEXT,
+        ".png": DocumentFormat.PNG,
+        ".jpg": DocumentFormat.JPEG,
+        ".jpeg": DocumentFormat.JPEG,
+        ".tif": DocumentFormat.TIFF,
+        ".tiff": DocumentFormat.TIFF,
     }
 
 
@@ -153,6 +158,8 @@ def test_the_types_clients_declare_are_the_ones_the_api_accepts() -> None:
         ("notes.md", b"# Notes\n", "text/markdown"),
         ("page.HTM", b"<!doctype html>", "text/html"),
         ("README", b"plain words", "text/plain"),
+        ("scan.pdf", b"II*\x00\x08\x00", "image/tiff"),  # an image whatever the name
+        ("receipt", b"\xff\xd8\xff\xe0", "image/jpeg"),
     ],
 )
 def test_clients_declare_the_type_the_bytes_and_then_the_name_suggest(
@@ -168,7 +175,7 @@ def test_clients_declare_the_type_the_bytes_and_then_the_name_suggest(
     [
         ("empty.pdf", b"", "empty"),
         ("minutes.doc", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "old binary Office"),
-        ("photo.pdf", b"\x89PNG\r\n\x1a\n", "an image"),
+        ("animation.gif", b"GIF89a", "a GIF image"),
         ("archive.zip", b"PK\x03\x04", "zip archive"),
         ("blob.txt", b"ab\x00cd", "binary data"),
     ],

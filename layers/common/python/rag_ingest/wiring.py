@@ -7,6 +7,7 @@ the CLI passes a stack's own session (``adapters.stack_resources.StackResources`
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from rag_ingest.adapters.sync_schedules import SyncScheduler
 from rag_ingest.adapters.tenant_usage_table import TenantUsageTable
 from rag_ingest.adapters.textract import TextractEngine
 from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
+from rag_ingest.adapters.vision import BedrockDescriber
 from rag_ingest.adapters.web_fetch import PolicyCheckedFetcher
 from rag_ingest.adapters.webhook_http import PinnedHttpTransport
 from rag_ingest.adapters.webhook_queues import WebhookQueues
@@ -86,6 +88,8 @@ from rag_ingest.operations.reaper import Reaper, ReaperSettings
 from rag_ingest.operations.reconciler import Reconciler, ReconcilerSettings
 from rag_ingest.operations.redrive import DeadLetterRedrive, Recovery
 from rag_ingest.operations.replay import FailedDocumentReplay, Replayer
+from rag_ingest.parsing.figures import CaptionsOnly, ImageReader
+from rag_ingest.parsing.image_reading import DescribingReader, OcrImageReader
 from rag_ingest.parsing.ocr.engine import OcrEngine
 from rag_ingest.parsing.ocr.local import local_engine
 from rag_ingest.retrieval.ports import Reranker
@@ -203,6 +207,18 @@ def ocr_engine_for(env: StagesEnv) -> OcrEngine | None:
     return None
 
 
+def image_reader_for(env: StagesEnv, engine: OcrEngine | None) -> Callable[[float], ImageReader] | None:
+    """What reads a document's figures, given the share of the document a Parse task holds: the OCR
+    engine, with the vision model's description (up to the task's share of its cap) when one is set."""
+    ocr: ImageReader = OcrImageReader(engine) if engine is not None else CaptionsOnly()
+    model_id, prompt = env.figure_vision_model_id, env.figure_vision_prompt
+    if model_id and prompt:
+        describer = BedrockDescriber(model_id, prompt, aws.bedrock_runtime_client())
+        cap = env.figure_vision_max_figures
+        return lambda share: DescribingReader(ocr, describer, max_described=math.ceil(cap * share))
+    return (lambda share: ocr) if engine is not None else None
+
+
 def documents_table(table_name: str, clients: AwsClients = DEFAULT_AWS) -> DocumentsTable:
     return DocumentsTable(table_name, table=clients.resource("dynamodb").Table(table_name))
 
@@ -221,7 +237,8 @@ def build_pipeline(env: StagesEnv, batch_env: BatchInferenceEnv | None = None) -
             embedding_cache=(
                 EmbeddingCacheTable(env.embedding_cache_table) if env.embedding_cache_table else NoEmbeddingCache()
             ),
-            ocr_engine=ocr_engine_for(env),
+            ocr_engine=(engine := ocr_engine_for(env)),
+            image_reader=image_reader_for(env, engine),
             batch_embedding=batch_embedding_for(env, batch_env) if batch_env else None,
             usage=usage_counter(env.tenant_usage_table),
         )

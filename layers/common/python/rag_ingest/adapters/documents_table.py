@@ -193,7 +193,7 @@ class DocumentsTable:
                     # A new version starts clean: no replays or errors inherited from the last one.
                     "REMOVE stage, parsed_parts, embedded_parts, embed_total, error_code, error_detail, page_count, "
                     "chunk_count, failed_pages, ocr_pages, lane, execution_arn, replays, last_error_code, "
-                    "embed_cache_parts, content_sha256, content_key, duplicate_of"
+                    "embed_cache_parts, content_sha256, content_key, duplicate_of, figures"
                 ),
                 ConditionExpression=(
                     "attribute_not_exists(document_id) OR "

@@ -46,7 +46,7 @@ from rag_ingest.core.errors import TransientError
 from rag_ingest.core.filters import Filter
 from rag_ingest.core.ids import chunk_id, version_hash
 from rag_ingest.core.operations import IndexedVersion
-from rag_ingest.core.parsed import Chunk, DocumentFormat, PassageBox
+from rag_ingest.core.parsed import Chunk, DocumentFormat, FigureSource, PassageBox
 from rag_ingest.core.record import DocumentStamp
 from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE, indexed_text
 from rag_ingest.core.tracing import traced
@@ -101,11 +101,13 @@ _PROVENANCE_MAPPING = {
     "boxes": {"type": "object", "enabled": False},
     # Where a source's item lives (s3://..., https://...): what its hits cite.
     "source_uri": {"type": "keyword"},
+    # A figure's passage: what its text holds (caption, alt_text, ocr, vision); absent on text.
+    "figure_sources": {"type": "keyword"},
 }
 
 
 #: Fields a chunk has only in some formats (a PDF's chunks carry neither), or only as a source's item.
-OPTIONAL_CHUNK_FIELDS = frozenset({"anchor", "paragraph_index", "boxes", "source_uri"})
+OPTIONAL_CHUNK_FIELDS = frozenset({"anchor", "paragraph_index", "boxes", "source_uri", "figure_sources"})
 
 
 def chunk_provenance(chunk: Chunk) -> dict[str, Any]:
@@ -120,6 +122,8 @@ def chunk_provenance(chunk: Chunk) -> dict[str, Any]:
         fields["paragraph_index"] = chunk.paragraph_index
     if chunk.boxes:
         fields["boxes"] = [box.model_dump() for box in chunk.boxes]
+    if chunk.figure_sources is not None:
+        fields["figure_sources"] = [source.value for source in chunk.figure_sources]
     return fields
 
 
@@ -582,9 +586,17 @@ class VectorStore:
                 anchor=hit["_source"].get("anchor"),
                 paragraph_index=hit["_source"].get("paragraph_index"),
                 boxes=tuple(PassageBox(**box) for box in hit["_source"].get("boxes") or ()),
+                figure_sources=_figure_sources(hit["_source"]),
                 highlights=tuple(hit.get("highlight", {}).get("text", ())),
                 retrieved_by=(retriever,),
                 metadata=metadata_of_chunk(hit["_source"].get(METADATA_FIELD)),
             )
             for hit in hits
         ]
+
+
+def _figure_sources(source: dict[str, Any]) -> tuple[FigureSource, ...] | None:
+    """A figure passage's sources as indexed (None: a passage of text)."""
+    if "figure_sources" not in source:
+        return None
+    return tuple(FigureSource(value) for value in source["figure_sources"] or ())

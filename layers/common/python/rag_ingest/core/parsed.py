@@ -27,6 +27,10 @@ class DocumentFormat(StrEnum):
     HTML = "html"
     MARKDOWN = "markdown"
     TEXT = "text"
+    # Images as documents, read by OCR: one page per image (per TIFF page).
+    PNG = "png"
+    JPEG = "jpeg"
+    TIFF = "tiff"
 
     @property
     def content_type(self) -> str:
@@ -41,7 +45,12 @@ FORMAT_CONTENT_TYPES: dict[DocumentFormat, str] = {
     DocumentFormat.HTML: "text/html",
     DocumentFormat.MARKDOWN: "text/markdown",
     DocumentFormat.TEXT: "text/plain",
+    DocumentFormat.PNG: "image/png",
+    DocumentFormat.JPEG: "image/jpeg",
+    DocumentFormat.TIFF: "image/tiff",
 }
+#: Formats that are an image of pages: read by OCR, cited by page and rectangle as a scanned PDF is.
+IMAGE_FORMATS = frozenset({DocumentFormat.PNG, DocumentFormat.JPEG, DocumentFormat.TIFF})
 
 
 class BlockKind(StrEnum):
@@ -98,6 +107,21 @@ class Figure(BaseModel):
             (FigureSource.VISION, self.description),
         )
         return [source for source, text in present if text.strip()]
+
+
+class FigureCounts(BaseModel):
+    """A document's figures: those indexed, those skipped as decoration (rag_ingest.parsing.figures),
+    and those indexed by their caption alone because the document's reading cap was reached."""
+
+    indexed: int = Field(default=0, ge=0)
+    skipped_tiny: int = Field(default=0, ge=0)
+    skipped_repeated: int = Field(default=0, ge=0)
+    over_read_cap: int = Field(default=0, ge=0)
+    #: Found and not decoration, but with no text to index (no caption, alt text or reading).
+    without_text: int = Field(default=0, ge=0)
+
+    def __add__(self, other: FigureCounts) -> FigureCounts:
+        return FigureCounts(**{name: getattr(self, name) + getattr(other, name) for name in FigureCounts.model_fields})
 
 
 class TextBlock(BaseModel):
@@ -184,6 +208,7 @@ class ParsedDocument(BaseModel):
     #: The PDF's metadata title as written (often empty or a placeholder; see retrieval_text).
     metadata_title: str | None = None
     failure_reasons: dict[int, str] = Field(default_factory=dict)
+    figures: FigureCounts = Field(default_factory=FigureCounts)
 
     @property
     def ocr_pages(self) -> int:
@@ -214,6 +239,10 @@ class ParsedRange(BaseModel):
     metadata_title: str | None = None  # read by the range holding page 1
     # sha256 of the uploaded bytes (hex), on the first range: Parse's first task reads them whole.
     content_sha256: str | None = None
+    #: A PDF range's figures by page number (the join appends them to the cleaned pages as FIGURE
+    #: blocks, after skipping images repeated across ranges), and the decoration it skipped.
+    page_figures: dict[int, list[Figure]] = Field(default_factory=dict)
+    figures: FigureCounts = Field(default_factory=FigureCounts)
 
     @property
     def ocr_pages(self) -> int:
@@ -243,5 +272,9 @@ class Chunk(BaseModel):
     paragraph_index: int | None = Field(default=None, ge=1)
     #: The format of the document (a PDF's page, a PPTX's slide, a section of the others).
     document_format: DocumentFormat = DocumentFormat.PDF
-    #: PDF: where the passage stands, one rectangle per line it covers on each of its pages.
+    #: PDF: where the passage stands, one rectangle per line it covers on each of its pages (a
+    #: figure's passage: the figure's rectangle).
     boxes: list[PassageBox] = Field(default_factory=list)
+    #: A figure's passage (a FIGURE block): what its text holds (caption, alt text, OCR, a model's
+    #: description), so an offline figure reads as caption, alt text and OCR only. None: not a figure.
+    figure_sources: list[FigureSource] | None = None

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rag_ingest.core.access import OPEN_ACCESS, DocumentAccess
 from rag_ingest.core.errors import ErrorCode
 from rag_ingest.core.job import Lane, ObjectRef, Stage
-from rag_ingest.core.parsed import DocumentFormat
+from rag_ingest.core.parsed import DocumentFormat, FigureCounts
 
 
 class DocumentStatus(StrEnum):
@@ -92,6 +92,8 @@ class DocumentRecord(BaseModel):
     failed_pages: list[int] = Field(default_factory=list)
     # Pages read by OCR (they had no text layer); set by Parse.
     ocr_pages: int | None = None
+    # Figures indexed and skipped as decoration (rag_ingest.parsing.figures); set by Chunk.
+    figures: FigureCounts | None = None
     # The lane the workflow runs the document in; set by Parse once the page count is known.
     lane: Lane | None = None
     chunk_count: int | None = None

@@ -13,6 +13,16 @@ from typing import Literal, get_args
 OCR_DPI = 200
 #: OCR'd pages per document unless configured (MAX_OCR_PAGES): OCR is the costliest step per page.
 DEFAULT_MAX_OCR_PAGES = 50
+#: Figures read (OCR, a vision model) per document unless configured (MAX_FIGURES_READ): the rest
+#: are indexed by their caption alone.
+DEFAULT_MAX_FIGURES_READ = 100
+#: The vision model that describes figures when cdk.json figures.vision is enabled (off by default), and
+#: what it is asked (the figure's caption follows): docs/formats.md, "Figures".
+DEFAULT_FIGURE_VISION_MODEL_ID = "amazon.nova-lite-v1:0"
+DEFAULT_FIGURE_VISION_PROMPT = (
+    "Describe this figure from a document for someone searching the document: what it shows, its labels, "
+    "and for a chart its axes, series and the values it shows. Answer in plain sentences, at most 120 words."
+)
 
 #: The rank constant of the RRF paper; reciprocal_rank_fusion's default.
 RRF_RANK_CONSTANT = 60

@@ -6,12 +6,15 @@ client declares for a file is the client's (``rag_ingest_client.uploads``)."""
 from __future__ import annotations
 
 from rag_ingest.core.errors import ErrorCode, PermanentError
-from rag_ingest.core.parsed import DocumentFormat
+from rag_ingest.core.parsed import IMAGE_FORMATS, DocumentFormat
 
 #: HTML, Markdown and text beyond this are not documents a person wrote (the same bound for the
 #: presigned POST and for Validate).
 MAX_TEXT_FORMAT_BYTES = 20 * 1024 * 1024
 TEXT_FORMATS = frozenset({DocumentFormat.HTML, DocumentFormat.MARKDOWN, DocumentFormat.TEXT})
+#: An image document beyond this is refused: Textract's synchronous calls take at most 10 MB
+#: (https://docs.aws.amazon.com/textract/latest/dg/limits-document.html), and a TIFF page is sent whole.
+MAX_IMAGE_BYTES = 10 * 1024 * 1024
 
 #: The media types an upload may declare, and the format each announces. The declaration sets the
 #: presigned POST's Content-Type and size limit; Validate still decides by the bytes.
@@ -55,5 +58,8 @@ def upload_format(content_type: str) -> DocumentFormat:
 
 
 def max_bytes_for(document_format: DocumentFormat, max_file_bytes: int) -> int:
-    """The size limit of a format: the configured one, at most ``MAX_TEXT_FORMAT_BYTES`` for text."""
+    """The size limit of a format: the configured one, at most ``MAX_TEXT_FORMAT_BYTES`` for text
+    and ``MAX_IMAGE_BYTES`` for images."""
+    if document_format in IMAGE_FORMATS:
+        return min(max_file_bytes, MAX_IMAGE_BYTES)
     return min(max_file_bytes, MAX_TEXT_FORMAT_BYTES) if document_format in TEXT_FORMATS else max_file_bytes

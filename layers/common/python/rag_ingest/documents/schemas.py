@@ -16,7 +16,7 @@ from rag_ingest.core.access import AccessError, DocumentAccess, parse_access
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.job import Stage
 from rag_ingest.core.metadata import MetadataError, validate_metadata
-from rag_ingest.core.parsed import DocumentFormat, PageText, section_paragraphs
+from rag_ingest.core.parsed import DocumentFormat, FigureCounts, PageText, section_paragraphs
 from rag_ingest.core.record import DocumentRecord, DocumentStatus
 
 PDF_CONTENT_TYPE = "application/pdf"
@@ -155,6 +155,9 @@ class DocumentView(BaseModel):
     page_count: int | None
     failed_pages: list[int]
     ocr_pages: int | None
+    # Figures indexed as passages, skipped as decoration (tiny, or the same image on many pages),
+    # and indexed by their caption alone past the document's reading cap; null before Chunk ran.
+    figures: FigureCounts | None = None
     # "standard" or "bulk" (documents above lanes.bulkAbovePages pages); None before Parse counted the pages.
     lane: str | None
     chunk_count: int | None
@@ -200,6 +203,7 @@ class DocumentView(BaseModel):
             page_count=record.page_count,
             failed_pages=record.failed_pages,
             ocr_pages=record.ocr_pages,
+            figures=record.figures,
             lane=record.lane.value if record.lane else None,
             chunk_count=record.chunk_count,
             embedding_cache=record.embedding_cache.model_dump() if record.embedding_cache else None,

@@ -1,12 +1,12 @@
 """Token-aware chunking of page texts into overlapping passages, each with its provenance.
 
-:func:`chunk_pages` cuts the *document text* (the pages joined by ``PAGE_SEPARATOR``:
-:func:`document_text`) into units (headings, sentences, table rows; pieces of anything longer than
-a chunk, so nothing is dropped) and packs them greedily up to ``target_tokens``, ending early before
-a heading, a table or a paragraph that would not fit, the next chunk repeating up to
-``overlap_tokens`` of whole units. Each chunk's ``text`` is ``document_text[char_start:char_end]``
-(a chunk inside a table starts with its header row: the one exception), with its pages, its
-``heading_path`` and, for structured formats, ``anchor`` and ``paragraph_index``. Deterministic.
+:func:`chunk_pages` cuts the *document text* (the pages joined by ``PAGE_SEPARATOR``) into units
+(headings, sentences, table rows, figure lines; pieces of anything longer than a chunk) and packs
+them greedily up to ``target_tokens``, ending early before a heading, a table or a paragraph that
+would not fit, the next chunk repeating up to ``overlap_tokens`` of whole units. A figure is a chunk
+of its own (nothing else in it), split only if longer than a chunk. A chunk's ``text``
+is ``document_text[char_start:char_end]`` (inside a table, its header row first), with its pages,
+``heading_path``, and for structured formats ``anchor`` and ``paragraph_index``. Deterministic.
 The rules: docs/chunking.md.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
 
-from rag_ingest.core.parsed import BlockKind, Chunk, PageText, section_paragraphs
+from rag_ingest.core.parsed import BlockKind, Chunk, PageText, TextBlock, section_paragraphs
 from rag_ingest.parsing.blocks import TABLE_CAPTION
 from rag_ingest.parsing.headings import Heading, detect_headings
 
@@ -59,6 +59,8 @@ class _Unit:
     # A table's first unit (its caption, else its header row) or the first unit after a table: a
     # chunk HEADING_BREAK_MIN_FILL full ends before it, and the next chunk takes no overlap.
     table_bound: bool = False
+    #: A figure's line: the number of its FIGURE block in the document (``_figure_spans``).
+    figure: int | None = None
 
 
 def document_text(pages: Sequence[PageText]) -> str:
@@ -84,12 +86,16 @@ def chunk_pages(
     text = document_text(pages)
     page_starts, page_numbers = _page_offsets(pages)
     # A structured format states its headings and paragraphs; a PDF's headings are found in its
-    # text (a PDF page's only blocks are its tables, rag_ingest.parsing.pdf.tables).
-    structured = any(block.kind is not BlockKind.TABLE for page in pages for block in page.blocks)
+    # text (a PDF page's only blocks are its tables and figures, rag_ingest.parsing.pdf).
+    structured = any(block.kind in (BlockKind.HEADING, BlockKind.PARAGRAPH) for page in pages for block in page.blocks)
     tables = _table_spans(pages, page_starts)
+    figures = _figure_spans(pages, page_starts)
     headings = _headings(pages, page_starts, text, tables, structured=structured)
+    if figures and not structured:  # a caption inside a figure's passage is not the document's heading
+        headings = [h for h in headings if not any(start <= h.start < end for start, end in figures)]
     paragraph_starts, paragraph_numbers = _paragraph_numbers(pages, page_starts) if structured else ([], [])
-    units = _units(text, page_starts, headings, tables, count_tokens=count_tokens, limit=target_tokens)
+    units = _units(text, page_starts, headings, tables, figures, count_tokens=count_tokens, limit=target_tokens)
+    figure_blocks = list(figures.values())
     paragraph_tokens = _paragraph_tokens_from(units)
 
     chunks: list[Chunk] = []
@@ -111,6 +117,7 @@ def chunk_pages(
         paragraph_index = None
         if paragraph_starts and not body.is_heading:
             paragraph_index = paragraph_numbers[max(0, bisect_right(paragraph_starts, body.start) - 1)]
+        figure = figure_blocks[body.figure].figure if body.figure is not None else None
         chunks.append(
             Chunk(
                 chunk_index=len(chunks),
@@ -123,6 +130,8 @@ def chunk_pages(
                 heading_path=list(body.heading_path),
                 anchor=body.anchor,
                 paragraph_index=paragraph_index,
+                figure_sources=figure.sources if figure is not None else None,
+                boxes=[figure.box] if figure is not None and figure.box is not None else [],
             )
         )
         if end >= len(units):
@@ -166,8 +175,11 @@ def _chunk_end(
         unit = units[end]
         if total + unit.tokens > target_tokens:
             break
+        if end > first and unit.figure != units[end - 1].figure:
+            break  # a figure is a passage of its own: the chunk ends at its borders
         if (
             (unit.is_heading or unit.table_bound)
+            and not _heads_figure(units, end)
             and end > first_new
             and total >= target_tokens * HEADING_BREAK_MIN_FILL
             and not all(units[index].is_heading for index in range(first, end))
@@ -182,10 +194,19 @@ def _chunk_end(
             break
         total += unit.tokens
         end += 1
-    # A heading belongs with the text after it: never end a chunk on one (if it has other units).
-    while end < len(units) and end - 1 > first_new and units[end - 1].is_heading:
+    # A heading belongs with the text after it: never end a chunk on one (if it has other units),
+    # unless a figure follows it (the figure's passage holds nothing else: the heading stays here).
+    while end < len(units) and end - 1 > first_new and units[end - 1].is_heading and units[end].figure is None:
         end -= 1
     return end
+
+
+def _heads_figure(units: Sequence[_Unit], index: int) -> bool:
+    """Whether the headings from ``index`` on are followed by a figure (a section that opens with
+    one): they end the chunk before the figure rather than stand alone."""
+    while index < len(units) and units[index].is_heading:
+        index += 1
+    return index < len(units) and units[index].figure is not None
 
 
 def _bounded_by_length(count_tokens: Callable[[str], int]) -> Callable[[str], int]:
@@ -233,8 +254,9 @@ def _overlap_start(units: list[_Unit], first: int, end: int, *, overlap_tokens: 
     start = end
     overlap = 0
     next_tokens = units[end].tokens
-    if units[end].is_heading or units[end].table_bound:
-        return start  # the next chunk opens a section or a table, or follows one: no text of the previous one
+    bound = units[end].is_heading or units[end].table_bound
+    if bound or units[end].figure is not None or units[end - 1].figure is not None:
+        return start  # the next chunk opens a section, a table or a figure, or follows one: no overlap
     while start - 1 > first:
         candidate = overlap + units[start - 1].tokens
         if candidate > overlap_tokens or candidate + next_tokens > target_tokens:
@@ -266,6 +288,42 @@ def _table_spans(pages: Sequence[PageText], page_starts: list[int]) -> dict[tupl
         for block in page.blocks
         if block.kind is BlockKind.TABLE
     }
+
+
+def _figure_spans(pages: Sequence[PageText], page_starts: list[int]) -> dict[tuple[int, int], TextBlock]:
+    """The (start, end) of every FIGURE block, as offsets into the document text, in order."""
+    return {
+        (page_start + block.start, page_start + block.end): block
+        for page, page_start in zip(pages, page_starts, strict=True)
+        for block in page.blocks
+        if block.kind is BlockKind.FIGURE and block.end > block.start
+    }
+
+
+def _figure_units(
+    text: str,
+    start: int,
+    end: int,
+    number: int,
+    path: Sequence[Heading],
+    count_tokens: Callable[[str], int],
+    limit: int,
+) -> list[_Unit]:
+    """A figure's lines (caption, alt text, OCR text, description), one unit each (pieces of one
+    longer than ``limit``), all marked as figure ``number``."""
+    units: list[_Unit] = []
+    for match in re.finditer(r"[^\n]+", text[start:end]):
+        line_start, line_end = _strip_span(text, start + match.start(), start + match.end())
+        if line_end <= line_start:
+            continue
+        tokens = count_tokens(text[line_start:line_end])
+        pieces = [(line_start, line_end, tokens)]
+        if tokens > limit:
+            pieces = _split_oversized(text, line_start, line_end, count_tokens, limit)
+        titles, anchor = _titles(path), _anchor(path)
+        for piece_start, piece_end, piece_tokens in pieces:
+            units.append(_Unit(piece_start, piece_end, piece_tokens, not units, False, titles, anchor, figure=number))
+    return units
 
 
 def _continuation_gaps(tables: dict[tuple[int, int], bool]) -> list[tuple[int, int]]:
@@ -317,6 +375,7 @@ def _units(
     page_starts: list[int],
     headings: Sequence[Heading],
     tables: dict[tuple[int, int], bool],
+    figures: dict[tuple[int, int], TextBlock],
     *,
     count_tokens: Callable[[str], int],
     limit: int,
@@ -325,7 +384,13 @@ def _units(
     if not page_starts:
         return units
     heading_at = {heading.start: heading for heading in headings}
-    heading_bounds = sorted({heading.start for heading in headings} | {heading.end for heading in headings})
+    figure_number = {span: number for number, span in enumerate(figures)}
+    # A figure's borders cut paragraphs as a heading's do: its passage is its block's text exactly.
+    heading_bounds = sorted(
+        {heading.start for heading in headings}
+        | {heading.end for heading in headings}
+        | {offset for span in figures for offset in span}
+    )
     path: list[Heading] = []
     after_table = -1  # len(units) right after the last table's rows
     last_table: tuple[tuple[int, int], tuple[str, ...], str | None] | None = None  # its header, titles, anchor
@@ -342,11 +407,17 @@ def _units(
                         _Unit(paragraph_start, paragraph_end, tokens, True, True, _titles(path), _anchor(path))
                     )
                     continue
+            if (paragraph_start, paragraph_end) in figure_number:
+                number = figure_number[(paragraph_start, paragraph_end)]
+                units.extend(_figure_units(text, paragraph_start, paragraph_end, number, path, count_tokens, limit))
+                continue
             if tables.get((paragraph_start, paragraph_end)) and last_table is not None:
                 # The rest of the previous page's table: its rows, and the running lines between the
                 # two parts, read under the first part's header, with no break or bound between.
                 header, titles, anchor = last_table
                 for index in range(after_table, len(units)):
+                    if units[index].figure is not None:
+                        continue  # a figure of the first part's page stays a passage of its own
                     units[index] = replace(units[index], starts_paragraph=False, table_bound=False, table_header=header)
                 units.extend(
                     _table_units(

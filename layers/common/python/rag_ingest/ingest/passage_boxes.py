@@ -5,7 +5,8 @@ dropped), not the text the page's layout was read from (pdfium's, or an OCR engi
 are matched, not indexed: :func:`align_page` aligns a page's text with its layout word by word
 (``difflib`` on case-folded NFKC tokens, then the left-over tokens by nearness), and
 :func:`passage_boxes` gives every chunk the rectangles of the words inside its offsets, merged
-into one rectangle per line. A word the two sources split differently has no rectangle.
+into one rectangle per line (a figure's passage keeps its figure's rectangle). A word the two
+sources split differently has no rectangle.
 Rectangles are in the layout's frame (rag_ingest.parsing.pdf.layout).
 """
 
@@ -100,6 +101,9 @@ def passage_boxes(chunks: Sequence[Chunk], pages: Sequence[PageText]) -> list[Ch
 
     placed: list[Chunk] = []
     for chunk in chunks:
+        if chunk.figure_sources is not None:
+            placed.append(chunk)  # a figure's rectangle is its own (the chunker's), not its words'
+            continue
         boxes: list[PassageBox] = []
         for number in range(chunk.page_start, chunk.page_end + 1):
             if number not in by_number:

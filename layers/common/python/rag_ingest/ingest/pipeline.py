@@ -39,7 +39,7 @@ from rag_ingest.core.job import (
 )
 from rag_ingest.core.limits import UsageCounter
 from rag_ingest.core.logs import logger, run_keys
-from rag_ingest.core.parsed import Chunk, DocumentFormat, ParsedDocument, ParsedRange
+from rag_ingest.core.parsed import IMAGE_FORMATS, Chunk, DocumentFormat, ParsedDocument, ParsedRange
 from rag_ingest.core.ports import ChunkIndex, EmbeddingCache, PipelineDocuments, StageObjects
 from rag_ingest.core.record import DocumentRecord, DocumentStamp, DocumentStatus, content_key
 from rag_ingest.core.retrieval_text import document_title
@@ -60,9 +60,12 @@ from rag_ingest.ingest.chunk_rewrite import MAX_REWRITES, ChunkRewriter
 from rag_ingest.ingest.chunking import chunk_pages
 from rag_ingest.ingest.embedding_cache import NoEmbeddingCache
 from rag_ingest.ingest.passage_boxes import passage_boxes
+from rag_ingest.parsing.figures import CaptionsOnly, ImageReader
 from rag_ingest.parsing.formats import SNIFF_BYTES, FormatLimits, detect_format, read_structured
+from rag_ingest.parsing.image_document import read_image_document
 from rag_ingest.parsing.ocr.engine import OcrEngine, PageOcr
 from rag_ingest.parsing.pdf.extract import count_pdf_pages, join_page_ranges, parse_page_range
+from rag_ingest.parsing.pdf.figures import PdfFigures
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
 
@@ -100,6 +103,9 @@ class StageDependencies:
     embedding_cache: EmbeddingCache = field(default_factory=NoEmbeddingCache)
     # Reads pages without a text layer (None: OCR off, such pages are failed pages).
     ocr_engine: OcrEngine | None = None
+    # Reads the figures found (the OCR engine, with a vision model when on; None: captions only),
+    # made per page range from the range's share of the document (a per-document cap is per range).
+    image_reader: Callable[[float], ImageReader] | None = None
     # The bulk lane's Embed by Bedrock batch inference (None: off; rag_ingest.ingest.batch_embedding).
     batch_embedding: BatchEmbedding | None = None
     # The tenant's pages per day (rag_ingest.core.limits): Parse counts a version's pages once (None: off).
@@ -150,7 +156,11 @@ class Pipeline:
                         data, max_bytes=self._env.max_file_bytes, max_pages=self._env.max_pages
                     )
                     ranges = plan_page_ranges(page_count, self._env.parse_range_pages, self._env.max_ocr_pages)
-                    first = self._parse_range(data, ranges[0])
+                    first = self._parse_range(data, ranges[0], page_count)
+                elif job.document_format in IMAGE_FORMATS:
+                    first = read_image_document(
+                        data, job.document_format, max_pages=self._env.max_pages, ocr=self._page_ocr()
+                    )
                 else:
                     # Structured formats are read whole in this one task (no Parse Map).
                     first = self._parse_structured(data, job.document_format)
@@ -200,7 +210,7 @@ class Pipeline:
                 parsed = ParsedRange.model_validate(self._deps.objects.get_json(self._env.bucket_name, key))
                 logger.info("parse checkpoint reused", extra={"key": key})
             else:
-                parsed = self._parse_range(self._deps.objects.read(job.object_ref), item.range)
+                parsed = self._parse_range(self._deps.objects.read(job.object_ref), item.range, job.page_count)
                 self._deps.objects.put_json(self._env.bucket_name, key, parsed.model_dump())
             logger.info(
                 "page range parsed",
@@ -213,9 +223,14 @@ class Pipeline:
             self._deps.status.record_parsed_range(job.document_id, job.version, parsed.first_page, parsed.pages_parsed)
         return {"first_page": parsed.first_page, "pages": parsed.pages_parsed, "failed_pages": len(parsed.failed_pages)}
 
-    def _parse_range(self, data: bytes, page_range: PageRange) -> ParsedRange:
-        engine = self._deps.ocr_engine
-        ocr = PageOcr(engine, self._env.max_ocr_pages, self._env.ocr_dpi) if engine is not None else None
+    def _parse_range(self, data: bytes, page_range: PageRange, page_count: int | None) -> ParsedRange:
+        ocr = self._page_ocr()
+        cap = self._env.max_figures_read
+        # The range's share of the document's caps, as for OCR pages (ranges run in parallel).
+        pages = page_count or page_range.last_page
+        share = cap * page_range.last_page // pages - cap * (page_range.first_page - 1) // pages
+        reader = self._deps.image_reader(page_range.pages / pages) if self._deps.image_reader else CaptionsOnly()
+        figures = PdfFigures(reader, cap, self._env.ocr_dpi)
         return parse_page_range(
             data,
             first_page=page_range.first_page,
@@ -224,7 +239,13 @@ class Pipeline:
             max_pages=self._env.max_pages,
             ocr=ocr,
             ocr_page_cap=page_range.max_ocr_pages,
+            figures=figures,
+            figure_read_cap=share,
         )
+
+    def _page_ocr(self) -> PageOcr | None:
+        engine = self._deps.ocr_engine
+        return PageOcr(engine, self._env.max_ocr_pages, self._env.ocr_dpi) if engine is not None else None
 
     def _parse_structured(self, data: bytes, document_format: DocumentFormat) -> ParsedRange:
         """A DOCX, PPTX, HTML, Markdown or text file read whole into one range of pages of blocks."""
@@ -272,7 +293,9 @@ class Pipeline:
             parsed = self._joined_pages(job)
             job.page_count = parsed.page_count
             job.failed_pages = parsed.failed_pages
-            record.update(failed_pages=parsed.failed_pages, ocr_pages=parsed.ocr_pages)
+            record.update(
+                failed_pages=parsed.failed_pages, ocr_pages=parsed.ocr_pages, figures=parsed.figures.model_dump()
+            )
             if self._deps.objects.exists(self._env.bucket_name, chunks_key):
                 chunk_count = len(self._deps.objects.get_json(self._env.bucket_name, chunks_key))
             else:

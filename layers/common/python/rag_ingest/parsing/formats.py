@@ -2,10 +2,11 @@
 
 :func:`detect_format` never looks at the name or the declared type: ``%PDF-`` (within the first
 1024 bytes, as the PDF reader accepts it) is a PDF; an OLE2 file is LEGACY_OFFICE_FORMAT; a zip is
-DOCX or PPTX by its ``[Content_Types].xml`` (``office.ooxml``); other binary data is
-UNSUPPORTED_TYPE; text is HTML, Markdown or plain text by its start. :func:`read_structured` hands a
-DOCX, PPTX, HTML, Markdown or text file to its reader: one page per PPTX slide, one page for the
-others, headings with their anchors. The rules: docs/formats.md, "What a file is".
+DOCX or PPTX by its ``[Content_Types].xml`` (``office.ooxml``); a PNG, JPEG or TIFF signature is an
+image document (``image_document``); other binary data is UNSUPPORTED_TYPE; text is HTML, Markdown
+or plain text by its start. :func:`read_structured` hands a DOCX, PPTX, HTML, Markdown or text file
+to its reader: one page per PPTX slide, one page for the others, headings with their anchors. The
+rules: docs/formats.md, "What a file is".
 """
 
 from __future__ import annotations
@@ -24,17 +25,22 @@ from rag_ingest.parsing.office.word import read_docx
 from rag_ingest.parsing.pdf.extract import PDF_MAGIC, PDF_MAGIC_WINDOW_BYTES
 
 OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+#: Images read as documents (classic TIFF only: BigTIFF is refused below).
+IMAGE_SIGNATURES: tuple[tuple[bytes, DocumentFormat], ...] = (
+    (b"\x89PNG\r\n\x1a\n", DocumentFormat.PNG),
+    (b"\xff\xd8\xff", DocumentFormat.JPEG),
+    (b"II*\x00", DocumentFormat.TIFF),
+    (b"MM\x00*", DocumentFormat.TIFF),
+)
 ZIP_MAGIC = b"PK\x03\x04"
 
 # Signatures of common files that are none of the accepted formats: named in the refusal. (Other
 # binaries, executables among them, hold NUL bytes: "binary data".)
 _OTHER_SIGNATURES: tuple[tuple[bytes, str], ...] = (
-    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
-    (b"\xff\xd8\xff", "a JPEG image"),
     (b"GIF87a", "a GIF image"),
     (b"GIF89a", "a GIF image"),
-    (b"II*\x00", "a TIFF image"),
-    (b"MM\x00*", "a TIFF image"),
+    (b"II+\x00", "a BigTIFF image"),
+    (b"MM\x00+", "a BigTIFF image"),
     (b"{\\rtf", "an RTF document"),
     (b"\x1f\x8b", "a gzip archive"),
     (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
@@ -76,6 +82,14 @@ def detect_format(head: bytes, *, size: int, max_bytes: int, read_all: Callable[
         )
     if head.startswith(ZIP_MAGIC):
         return ooxml_format(read_all())
+    for signature, image_format in IMAGE_SIGNATURES:
+        if head.startswith(signature):
+            limit = max_bytes_for(image_format, max_bytes)
+            if size > limit:
+                raise PermanentError(
+                    ErrorCode.FILE_TOO_LARGE, f"{size} bytes exceeds the limit of {limit} bytes for images"
+                )
+            return image_format
     for signature, what in _OTHER_SIGNATURES:
         if head.startswith(signature):
             raise PermanentError(ErrorCode.UNSUPPORTED_TYPE, f"the file is {what}")

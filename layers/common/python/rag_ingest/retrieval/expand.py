@@ -133,6 +133,8 @@ def merge_group(
         page_start=min(piece.hit.page_start for piece in window),
         page_end=max(piece.hit.page_end for piece in window),
         boxes=tuple(box for hit in inside for box in hit.boxes),
+        # A parent of more than the figure's passage is text around it, not a figure.
+        figure_sources=best.figure_sources if len(window) == 1 else None,
         highlights=_union(hit.highlights for hit in inside),
         retrieved_by=_union(hit.retrieved_by for hit in inside),
         copies=tuple(copy for hit in inside for copy in hit.copies),

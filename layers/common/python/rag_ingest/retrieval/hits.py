@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rag_ingest.core.parsed import DocumentFormat, PassageBox
+from rag_ingest.core.parsed import DocumentFormat, FigureSource, PassageBox
 from rag_ingest.retrieval.query import Expand
 
 
@@ -40,6 +40,8 @@ class SearchHit:
     anchor: str | None = None
     paragraph_index: int | None = None
     boxes: tuple[PassageBox, ...] = field(default=(), hash=False)
+    #: A figure's passage: what its text holds (caption, alt_text, ocr, vision); None: text.
+    figure_sources: tuple[FigureSource, ...] | None = None
     highlights: tuple[str, ...] = ()
     #: The retrievers that found it ("knn", "bm25"); a hybrid hit may have both.
     retrieved_by: tuple[str, ...] = ()

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from rag_ingest.core.access import Principal
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.filters import Filter, FilterError, parse_filter
-from rag_ingest.core.parsed import DocumentFormat, PassageBox
+from rag_ingest.core.parsed import DocumentFormat, FigureSource, PassageBox
 from rag_ingest.core.settings import (
     DEFAULT_FUSION,
     EXPAND_MAX_TOKENS,
@@ -285,6 +285,9 @@ class PassageView(BaseModel):
     #: A PDF passage's rectangles on its pages (fractions of the displayed page, origin top-left):
     #: one per line it covers. Empty for other formats, and for a page whose words had no geometry.
     boxes: list[PassageBox] = Field(default_factory=list)
+    #: A figure's passage (its caption, alt text, the text inside it, a model's description): which
+    #: of those its text holds ("caption", "alt_text", "ocr", "vision"). Null for a passage of text.
+    figure_sources: list[FigureSource] | None = None
     score: float
     text: str
     highlights: list[str]
@@ -322,6 +325,7 @@ class PassageView(BaseModel):
             anchor=hit.anchor,
             paragraph_index=hit.paragraph_index,
             boxes=list(hit.boxes),
+            figure_sources=list(hit.figure_sources) if hit.figure_sources is not None else None,
             score=hit.score,
             text=hit.text,
             highlights=list(hit.highlights),

@@ -25,7 +25,15 @@ from pypdf.generic import ArrayObject, StreamObject
 
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.logs import logger
-from rag_ingest.core.parsed import PageLayout, PageText, ParsedDocument, ParsedRange, TextBlock, TextSource
+from rag_ingest.core.parsed import (
+    FigureCounts,
+    PageLayout,
+    PageText,
+    ParsedDocument,
+    ParsedRange,
+    TextBlock,
+    TextSource,
+)
 from rag_ingest.parsing.ocr.engine import (
     MIN_TEXT_LAYER_CHARS,
     OcrPageError,
@@ -36,6 +44,7 @@ from rag_ingest.parsing.ocr.engine import (
 )
 from rag_ingest.parsing.pdf.budget import DEFAULT_BUDGET, BudgetExceeded, ParseBudget, within_budget
 from rag_ingest.parsing.pdf.cleanup import clean_page_texts, join_continued_tables
+from rag_ingest.parsing.pdf.figures import PdfFigures, attach_figures, find_figures
 from rag_ingest.parsing.pdf.fonts import fonts_read_once
 from rag_ingest.parsing.pdf.layout import pack_layout, text_layer_layouts
 from rag_ingest.parsing.pdf.tables import TableRows, find_page_tables, place_tables
@@ -81,11 +90,14 @@ def parse_pdf(
     budget: ParseBudget = DEFAULT_BUDGET,
     ocr: PageOcr | None = None,
     tables: bool = True,
+    figures: PdfFigures | None = None,
 ) -> ParsedDocument:
     """Extract the text of every page of the PDF in ``data``, cleaned by :func:`clean_pages`
     (``clean=False`` keeps pypdf's raw text: for baselines and benchmarks). Pages that need OCR
     are read by ``ocr`` (see the module docstring). ``tables``: tables become TABLE blocks
     (:mod:`rag_ingest.parsing.pdf.tables`); off, their cells stay loose lines (the ablation's switch).
+    ``figures``: the images on pages with a text layer become FIGURE blocks, read as it says
+    (:mod:`rag_ingest.parsing.pdf.figures`); None: figures are not looked for.
 
     Raises ``PermanentError`` with FILE_TOO_LARGE, UNSUPPORTED_TYPE, CORRUPT_PDF, ENCRYPTED_PDF,
     TOO_MANY_PAGES, PDF_TOO_COMPLEX, EMPTY_DOCUMENT or NO_TEXT_LAYER. A page whose extraction
@@ -105,6 +117,7 @@ def parse_pdf(
         budget=budget,
         ocr=ocr,
         tables=tables,
+        figures=figures,
     )
     return join_page_ranges([whole], clean=clean)
 
@@ -139,6 +152,8 @@ def parse_page_range(
     ocr: PageOcr | None = None,
     ocr_page_cap: int | None = None,
     tables: bool = True,
+    figures: PdfFigures | None = None,
+    figure_read_cap: int | None = None,
 ) -> ParsedRange:
     """The raw (not yet cleaned) text of pages ``first_page``..``last_page`` (1-based, inclusive;
     ``None``: to the last page) of the PDF in ``data``.
@@ -149,6 +164,8 @@ def parse_page_range(
     (its share of ``ocr.max_pages``, the document's cap; default: all of it). Document-level
     verdicts (every page failed, no text at all) need every range: :func:`join_page_ranges`.
     ``tables``: find tables and make them TABLE blocks of their pages (see :func:`parse_pdf`).
+    ``figures``: find the figures of the range's pages with a text layer, reading at most
+    ``figure_read_cap`` of them (the range's share of ``figures.max_read``; default: all of it).
     """
     reader, page_count = _open_checked(data, max_bytes=max_bytes, max_pages=max_pages)
     if page_count == 0:
@@ -169,6 +186,16 @@ def parse_page_range(
     cap = ocr.max_pages if ocr is not None and ocr_page_cap is None else (ocr_page_cap or 0)
     _read_by_ocr(needs_ocr, data, ocr, cap=cap, span=f"{first_page}-{last}", tables=tables)
     _place_words_and_tables(pages, data, budget, deadline, tables=tables)
+    found = None
+    if figures is not None:
+        found = find_figures(
+            data,
+            {page.number: page.layout for page in pages if page.from_text_layer},
+            page_count=page_count,
+            reading=figures,
+            cap=figures.max_read if figure_read_cap is None else figure_read_cap,
+            deadline=deadline,
+        )
     # Whether anything is drawn decides NO_TEXT_LAYER against EMPTY_DOCUMENT at the join. A page
     # with text draws text; only a range without any text pays for reading its content streams.
     draws_marks = any(page.text.strip() for page in pages) or _any_page_has_marks(
@@ -188,6 +215,8 @@ def parse_page_range(
         ocr_on=ocr is not None,
         draws_marks=draws_marks,
         metadata_title=_metadata_title(reader) if first_page == 1 else None,
+        page_figures=found.by_page if found is not None else {},
+        figures=found.counts if found is not None else FigureCounts(),
     )
 
 
@@ -369,8 +398,13 @@ def join_page_ranges(ranges: Sequence[ParsedRange], *, clean: bool = True) -> Pa
                 f"none of the {page_count} pages has extractable text (scanned or drawn; {needs_ocr} need OCR: {how})",
             )
         raise PermanentError(ErrorCode.EMPTY_DOCUMENT, f"all {page_count} pages are blank")
+    # Figures after cleaning: their text is no running line, nor a table's continuation.
+    page_figures = {number: figures for parsed in ordered for number, figures in parsed.page_figures.items()}
+    counts = sum((parsed.figures for parsed in ordered), FigureCounts())
+    pages, counts = attach_figures(pages, page_figures, counts, page_count=page_count)
     return ParsedDocument(
         page_count=page_count,
+        figures=counts,
         pages=pages,
         failed_pages=failed_pages,
         failure_reasons=failure_reasons,
