@@ -123,6 +123,41 @@ def store_bills(setting: dict[str, Any], chunks: int = STORE_CHUNKS) -> list[Sto
     return [*([domain] if domain else []), *serverless_bills(searched, stored)]
 
 
+#: Titan Text Embeddings V2's output sizes (docs/cost.md cites the request shape).
+TITAN_DIMENSIONS = (1024, 512, 256)
+#: Lucene's quantized vector: a byte a dimension and a float correction.
+SQ_CORRECTION_BYTES = 4
+
+
+def titan_modelled(report: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Titan V2's vectors at each size, as the measured index stores vectors: 4 bytes a float, a
+    byte a dimension plus a correction for sq, a bit for binary; the HNSW graph's bytes a chunk as
+    measured (float32's for floats, binary's for bits). A model: Titan cannot run offline."""
+    measured = report["memory"]
+    graph = {
+        name: sum(measured[name]["file_bytes"].get(ext, 0) for ext in ("vex", "vem")) / measured[name]["chunks"]
+        for name in ("float32", "binary")
+    }
+    rows: dict[str, dict[str, float]] = {}
+    for dimension in TITAN_DIMENSIONS:
+        floats = 4.0 * dimension + graph["float32"]
+        quantized = dimension + SQ_CORRECTION_BYTES + graph["float32"]
+        rows[f"Titan {dimension} float32"] = {
+            "searched_bytes_per_chunk": floats,
+            "vector_files_bytes_per_chunk": floats,
+        }
+        rows[f"Titan {dimension} sq"] = {
+            "searched_bytes_per_chunk": quantized,
+            "vector_files_bytes_per_chunk": quantized + 4.0 * dimension,
+        }
+    bits = TITAN_DIMENSIONS[0] / 8 + graph["binary"]
+    rows[f"Titan {TITAN_DIMENSIONS[0]} binary"] = {
+        "searched_bytes_per_chunk": bits,
+        "vector_files_bytes_per_chunk": bits,
+    }
+    return rows
+
+
 def render_store(measurement: Path = VECTOR_MEASUREMENT, chunks: int = STORE_CHUNKS) -> list[str]:
     """docs/cost.md's table: per setting, the vectors' memory and each option's monthly bill."""
     if not measurement.is_file():
@@ -135,7 +170,11 @@ def render_store(measurement: Path = VECTOR_MEASUREMENT, chunks: int = STORE_CHU
         "| setting | k-NN memory, GiB | option | USD per month | how |",
         "|---|---|---|---|---|",
     ]
-    for name, measured in report["memory"].items():
+    settings = {
+        **{f"{name} (measured, local model)": row for name, row in report["memory"].items()},
+        **{f"{name} (modelled)": row for name, row in titan_modelled(report).items()},
+    }
+    for name, measured in settings.items():
         memory_gib = measured["searched_bytes_per_chunk"] * chunks / GIB
         for bill in store_bills(measured, chunks):
             out.append(f"| {name} | {memory_gib:.1f} | {bill.option} | ${bill.monthly_usd:,.0f} | {bill.how} |")

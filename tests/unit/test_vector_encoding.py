@@ -22,6 +22,7 @@ from bench.cost.vector_store import (
     search_ocus,
     serverless_bills,
     store_bills,
+    titan_modelled,
 )
 from bench.vector_settings import SETTINGS, VectorSetting, documented_bytes_per_vector, shaped
 from infra.config import parse_config
@@ -110,8 +111,8 @@ def test_a_node_gives_vectors_half_of_what_its_heap_leaves() -> None:
 def test_the_domain_is_the_cheapest_that_holds_every_copy() -> None:
     bill = domain_bill(searched_bytes=10 * GIB, stored_bytes=50e9)
     assert bill is not None
-    # Two r6g.2xlarge (16 GiB of k-NN memory each) hold a copy each: $993.6. Four r6g.xlarge (3 copies
-    # over 4 nodes, 7.5 GiB each) cost $1,001.1, eight r6g.large $998.7.
+    # Two r6g.2xlarge (16 GiB of k-NN memory each) hold a copy each: $990.7. Four r6g.xlarge (3 copies
+    # over 4 nodes, 7.5 GiB each) cost $998.2, eight r6g.large $998.7.
     hourly = prices.OPENSEARCH_INSTANCE_HOUR["r6g.2xlarge.search"].usd
     assert bill.option == "managed domain, 2 x r6g.2xlarge.search, 1 replica(s)"
     assert bill.monthly_usd == pytest.approx(2 * (hourly * prices.HOURS_PER_MONTH + 63 * 0.122))
@@ -134,3 +135,17 @@ def test_store_bills_scale_the_measured_bytes_to_the_store() -> None:
         "Serverless classic",
         "Serverless NextGen",
     ]
+
+
+def test_titan_is_modelled_from_the_measured_index_structure() -> None:
+    report = {
+        "memory": {
+            "float32": {"chunks": 10, "file_bytes": {"vec": 15360, "vex": 250, "vem": 5}},
+            "binary": {"chunks": 10, "file_bytes": {"vec": 480, "vex": 350, "vem": 5}},
+        }
+    }
+    rows = titan_modelled(report)
+    assert rows["Titan 1024 float32"]["searched_bytes_per_chunk"] == 4096 + 25.5
+    assert rows["Titan 256 sq"]["searched_bytes_per_chunk"] == 256 + 4 + 25.5
+    assert rows["Titan 256 sq"]["vector_files_bytes_per_chunk"] == 256 + 4 + 25.5 + 1024  # the floats stay on disk
+    assert rows["Titan 1024 binary"]["searched_bytes_per_chunk"] == 128 + 35.5
