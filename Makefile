@@ -20,6 +20,7 @@ help:
 	@echo "make bench-aws - rag-ingest vs LangChain's and LlamaIndex's Bedrock integrations under emulated Bedrock quotas"
 	@echo "make bench-reingest - a 10 %-edited new version and a copy of a 113-page PDF: speedup, cache hit rate"
 	@echo "make bench-search - POST /search p50/p95/p99 per mode and k-NN recall@10 at 100,000 chunks (docs/benchmarks.md)"
+	@echo "make bench-vectors - k-NN memory per million chunks and eval MRR/R@5 per vector setting (float32, sq, binary, fewer dims)"
 	@echo "make bench-big - a 2,000-page PDF through the local stack: progress, time to READY, parse memory"
 	@echo "make bench-sync - the S3 source at 10,000 objects (first sync, unchanged re-sync, 1 % changed/deleted) and the web source"
 	@echo "make bench-isolation - fifty 5-page PDFs alone, then right behind a 2,000-page one: p50/p95 latency, the ratio"
@@ -142,6 +143,12 @@ bench-reingest: synth opensearch
 .PHONY: bench-search
 bench-search: synth opensearch
 	$(PY) -m bench.search_scale $(SEARCH_ARGS)
+
+# The k-NN index's memory a chunk and make eval's quality per vector setting, on the real OpenSearch
+# (bench/vector_settings.py; docs/benchmarks.md, "Vector memory"). VECTORS_ARGS="--chunks 2000" is quick.
+.PHONY: bench-vectors
+bench-vectors: install opensearch
+	$(PY) -m bench.vector_settings $(VECTORS_ARGS)
 
 # A 2,000-page PDF (bench/big_document.py, from the eval corpus's freely licensed text) through a fresh
 # local stack: progress lines, wall time to READY, history events, peak RSS of the Parse and Chunk

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from rag_ingest.adapters.vector_store import IndexSettings, VectorStore, connect
+from rag_ingest.adapters.vector_store import IndexSettings, VectorEncoding, VectorStore, connect
+from rag_ingest.core.config import SHIPPED_VECTOR_ENCODING
 from rag_ingest.core.parsed import Chunk
 from rag_ingest.core.record import DocumentStamp
 from rag_ingest.core.retrieval_text import SHIPPED_CONTEXT_LINE, document_title, indexed_text
@@ -337,13 +338,17 @@ class InProcessIndex:
         name_prefix: str,
         fusion: FusionSettings = DEFAULT_FUSION,
         context_line: bool = SHIPPED_CONTEXT_LINE,
+        vector_encoding: VectorEncoding = SHIPPED_VECTOR_ENCODING,
     ) -> None:
         self.tenant_id = f"eval-{uuid.uuid4().hex[:8]}"
         self.embedder = embedder
         self.fusion = fusion
         name = f"{name_prefix}-{uuid.uuid4().hex[:8]}"
         self.store = VectorStore(
-            connect(endpoint), IndexSettings(name=name, dimension=embedder.dimension, context_line=context_line)
+            connect(endpoint),
+            IndexSettings(
+                name=name, dimension=embedder.dimension, context_line=context_line, vector_encoding=vector_encoding
+            ),
         )
         self.chunk_count = 0
         self.chunk_chars = 0
@@ -398,11 +403,20 @@ def in_process_index(
     fusion: FusionSettings = DEFAULT_FUSION,
     embed_context: bool = False,
     context_line: bool = SHIPPED_CONTEXT_LINE,
+    vector_encoding: VectorEncoding = SHIPPED_VECTOR_ENCODING,
 ) -> Iterator[InProcessIndex]:
     """An index holding ``chunker``'s chunks of every PDF; deleted on exit. Like the pipeline, the
     plain text is embedded and BM25 indexes the text; the ablation's variants switch on
-    ``context_line`` (BM25 indexes the contextual text) and ``embed_context`` (embeds it too)."""
-    index = InProcessIndex(endpoint, embedder, name_prefix=name_prefix, fusion=fusion, context_line=context_line)
+    ``context_line`` (BM25 indexes the contextual text) and ``embed_context`` (embeds it too);
+    bench.vector_settings, ``vector_encoding`` (with an embedder whose vectors match it)."""
+    index = InProcessIndex(
+        endpoint,
+        embedder,
+        name_prefix=name_prefix,
+        fusion=fusion,
+        context_line=context_line,
+        vector_encoding=vector_encoding,
+    )
     try:
         index.store.ensure_index()
         for pdf in pdfs:

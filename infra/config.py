@@ -27,9 +27,11 @@ from rag_ingest.core.config import (
     REAPER_MAX_DOCUMENTS_PER_RUN,
     REAPER_MAX_REDRIVES,
     REAPER_STUCK_AFTER_MINUTES,
+    SHIPPED_VECTOR_ENCODING,
     ConcurrentSegmentSearchSetting,
     MergeFloorSegmentMb,
     MergeSegmentsPerTier,
+    StoredVectorEncoding,
     TenantWeights,
 )
 from rag_ingest.core.job import DEFAULT_BULK_ABOVE_PAGES, DEFAULT_PARSE_RANGE_PAGES
@@ -350,6 +352,9 @@ class OpenSearchConfig(_Model):
     # answer k-NN faster, for more merging at ingest (docs/benchmarks.md, 110,000 chunks).
     merge_segments_per_tier: MergeSegmentsPerTier = 4
     merge_floor_segment_mb: MergeFloorSegmentMb = 256
+    # How the index stores each vector, at index creation (an existing index keeps its own): 4-byte
+    # floats, or Lucene's 7-bit scalar quantization, a quarter of the memory (docs/benchmarks.md).
+    vector_encoding: StoredVectorEncoding = SHIPPED_VECTOR_ENCODING
 
     @field_validator("endpoint")
     @classmethod

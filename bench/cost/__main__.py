@@ -1,7 +1,8 @@
 """make cost: the AWS cost per 1,000 pages from a measured local-stack run and cdk.json.
 
 Without ``--measure`` it reads the last measurement (``bench/results/cost-measurement.json``) and
-measures only when there is none; ``--measure`` always runs the local stack again.
+measures only when there is none; ``--measure`` always runs the local stack again. Then the monthly
+bill of a 10,000,000-chunk store per vector setting (``bench.cost.vector_store``, from ``--vectors``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 from pathlib import Path
 
 from bench.cost.report import ASSUMED_BEDROCK_CALL_MS, render, render_prices
+from bench.cost.vector_store import VECTOR_MEASUREMENT, render_store
 from infra.config import CONTEXT_KEY, parse_config
 
 RESULTS = Path("bench/results")
@@ -29,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
         "--bedrock-call-ms", type=float, default=ASSUMED_BEDROCK_CALL_MS, help="assumed Titan V2 InvokeModel latency"
     )
     parser.add_argument("--prices", action="store_true", help="also print every price with its source")
+    parser.add_argument(
+        "--vectors", type=Path, default=VECTOR_MEASUREMENT, help="make bench-vectors's report (the 10M-chunk store)"
+    )
     args = parser.parse_args(argv)
     if args.measure or not args.measurement.is_file():
         from bench.cost.measure import measure
@@ -44,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     # cdk.json read directly: infra.cdk_app would start a jsii kernel just to read a file.
     config = parse_config(json.loads(CDK_JSON.read_text()).get("context", {}).get(CONTEXT_KEY))
     print(render(data, config, call_ms=args.bedrock_call_ms))
+    print()
+    print("\n".join(render_store(args.vectors)))
     if args.prices:
         print()
         print(render_prices())

@@ -92,6 +92,19 @@ OPENSEARCH_INSTANCE_HOUR = {
     "t3.medium.search": Price(0.073, "instance-hour, t3.medium.search", OPENSEARCH),
     "m6g.large.search": Price(0.128, "instance-hour, m6g.large.search", OPENSEARCH),
     "r6g.large.search": Price(0.167, "instance-hour, r6g.large.search", OPENSEARCH),
+    "r6g.xlarge.search": Price(0.334, "instance-hour, r6g.xlarge.search", OPENSEARCH),
+    "r6g.2xlarge.search": Price(0.668, "instance-hour, r6g.2xlarge.search", OPENSEARCH),
+    "r6g.4xlarge.search": Price(1.336, "instance-hour, r6g.4xlarge.search", OPENSEARCH),
+}
+# Each instance type's memory (GiB), which sizes a store of many vectors (bench.cost.vector_store).
+OPENSEARCH_INSTANCE_RAM_GIB = {
+    "t3.small.search": 2,
+    "t3.medium.search": 4,
+    "m6g.large.search": 8,
+    "r6g.large.search": 16,
+    "r6g.xlarge.search": 32,
+    "r6g.2xlarge.search": 64,
+    "r6g.4xlarge.search": 128,
 }
 OPENSEARCH_GP3_GB_MONTH = Price(0.122, "GB-month of gp3 EBS storage", OPENSEARCH)
 OPENSEARCH_SERVERLESS_OCU_HOUR = Price(0.24, "OCU-hour (indexing or search), OpenSearch Serverless", OPENSEARCH)

@@ -401,6 +401,7 @@ class Search(Construct):
             "OPENSEARCH_CONCURRENT_SEGMENT_SEARCH": opensearch.concurrent_segment_search,
             "OPENSEARCH_MERGE_SEGMENTS_PER_TIER": str(opensearch.merge_segments_per_tier),
             "OPENSEARCH_MERGE_FLOOR_SEGMENT_MB": str(opensearch.merge_floor_segment_mb),
+            "OPENSEARCH_VECTOR_ENCODING": opensearch.vector_encoding,
         }
         if self.domain is not None:
             # The stack knows the node count of the domain it creates; an existing cluster's index

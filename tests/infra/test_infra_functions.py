@@ -149,6 +149,7 @@ def test_index_parameters_reach_every_function_that_creates_or_queries_the_index
         "OPENSEARCH_CONCURRENT_SEGMENT_SEARCH": "auto",
         "OPENSEARCH_MERGE_SEGMENTS_PER_TIER": "4",
         "OPENSEARCH_MERGE_FLOOR_SEGMENT_MB": "256",
+        "OPENSEARCH_VECTOR_ENCODING": opensearch.vector_encoding,
         # One node by default: no replica (it could never be assigned; the cluster would stay yellow).
         "OPENSEARCH_REPLICAS": "0",
     }

@@ -141,6 +141,7 @@ def index_settings_for(index: str, dimension: int, params: IndexParamsEnv | None
         concurrent_segment_search=None if mode == "cluster" else mode,
         merge_segments_per_tier=params.opensearch_merge_segments_per_tier or None,
         merge_floor_segment_mb=params.opensearch_merge_floor_segment_mb or None,
+        vector_encoding=params.opensearch_vector_encoding,
     )
 
 

@@ -42,6 +42,7 @@ from rag_ingest.adapters.opensearch_filters import (
     metadata_of_chunk,
 )
 from rag_ingest.core.access import Principal
+from rag_ingest.core.config import SHIPPED_VECTOR_ENCODING
 from rag_ingest.core.errors import TransientError
 from rag_ingest.core.filters import Filter
 from rag_ingest.core.ids import chunk_id, version_hash
@@ -57,6 +58,11 @@ from rag_ingest.retrieval.rerank import STOP_WORDS
 
 #: Concurrent segment search modes of an index (OpenSearch's ``index.search.concurrent_segment_search.mode``).
 ConcurrentSegmentSearch = Literal["auto", "all", "none"]
+#: How the index stores each vector: 4-byte floats; Lucene's 7-bit scalar quantization of them (OpenSearch
+#: >= 2.16); or packed sign bits compared by Hamming distance, which the embedder must return packed.
+VectorEncoding = Literal["float32", "sq", "binary"]
+#: Lucene's scalar quantizer: 7 bits a dimension (the only width OpenSearch 2.19 accepts for lucene).
+SQ_BITS = 7
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,8 @@ class IndexSettings:
     #: larger segments (one HNSW graph each) answer k-NN faster (docs/benchmarks.md, 110,000 chunks).
     merge_segments_per_tier: int | None = 4
     merge_floor_segment_mb: int | None = 256
+    #: The stored vectors' encoding (docs/benchmarks.md, "Vector memory"); ``binary``'s dimension is in bits.
+    vector_encoding: VectorEncoding = SHIPPED_VECTOR_ENCODING
 
 
 #: Buckets per composite aggregation request (the reconciler's chunk counts per document version).
@@ -185,6 +193,25 @@ def _scope_query(scope: ParentScope) -> dict[str, Any]:
     return {"bool": {"filter": clauses}}
 
 
+def _vector_field(s: IndexSettings) -> dict[str, Any]:
+    """The embedding's mapping: lucene HNSW, pure Java, on every OpenSearch build (no native libs)."""
+    parameters: dict[str, Any] = {"m": s.hnsw_m, "ef_construction": s.ef_construction}
+    if s.vector_encoding == "sq":
+        parameters["encoder"] = {"name": "sq", "parameters": {"bits": SQ_BITS}}
+    binary = s.vector_encoding == "binary"
+    return {
+        "type": "knn_vector",
+        "dimension": s.dimension,
+        **({"data_type": "binary"} if binary else {}),
+        "method": {
+            "name": "hnsw",
+            "engine": "lucene",
+            "space_type": "hamming" if binary else s.space_type,
+            "parameters": parameters,
+        },
+    }
+
+
 def _require_tenant(tenant_id: str) -> None:
     if not tenant_id:
         raise ValueError("a tenant is required: search never crosses tenants")
@@ -282,17 +309,7 @@ class VectorStore:
                     **_INDEXED_TEXT_MAPPING,
                     **FILTER_FIELDS_MAPPING,
                     **ACCESS_FIELDS_MAPPING,
-                    "embedding": {
-                        "type": "knn_vector",
-                        "dimension": s.dimension,
-                        # lucene: pure-Java HNSW, available on every OpenSearch build (no native libs).
-                        "method": {
-                            "name": "hnsw",
-                            "engine": "lucene",
-                            "space_type": s.space_type,
-                            "parameters": {"m": s.hnsw_m, "ef_construction": s.ef_construction},
-                        },
-                    },
+                    "embedding": _vector_field(s),
                 },
             },
         }

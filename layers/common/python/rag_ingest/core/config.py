@@ -119,6 +119,11 @@ def _segments_per_tier(value: int) -> int:
 #: floor segment size in MB: 0 leaves either to the cluster (OpenSearch's 10 and 2 MB).
 MergeSegmentsPerTier = Annotated[int, Field(ge=0, le=50), AfterValidator(_segments_per_tier)]
 MergeFloorSegmentMb = Annotated[int, Field(ge=0, le=5120)]
+#: The vector encodings a deployment may choose (the adapter's VectorEncoding less ``binary``, whose
+#: vectors the embedders do not return).
+StoredVectorEncoding = Literal["float32", "sq"]
+#: The shipped encoding: 26 % of float32's k-NN memory for 0.2 % of k-NN MRR on test (docs/benchmarks.md).
+SHIPPED_VECTOR_ENCODING: StoredVectorEncoding = "sq"
 
 #: How far ahead of now an Embed task books the shared quota (cdk.json embedding.capacity.bookAheadSeconds):
 #: a tenant that comes later waits about this long for its first booking (rag_ingest.embeddings.capacity).
@@ -171,6 +176,9 @@ class IndexParamsEnv(EnvModel):
     # 0 leaves either to the cluster. Fewer, larger segments: faster k-NN, more merging at ingest.
     opensearch_merge_segments_per_tier: MergeSegmentsPerTier = 4
     opensearch_merge_floor_segment_mb: MergeFloorSegmentMb = 256
+    # How the index stores each vector, at index creation: 4-byte floats, or Lucene's 7-bit scalar
+    # quantization of them ("sq", OpenSearch >= 2.16: a quarter of the memory; docs/benchmarks.md).
+    opensearch_vector_encoding: StoredVectorEncoding = SHIPPED_VECTOR_ENCODING
     # Replicas per shard, set where the stack knows the node count (a lone node gets 0); unset keeps
     # the cluster's default. Applies when the index is created.
     opensearch_replicas: int | None = Field(default=None, ge=0, le=15)
