@@ -90,7 +90,7 @@ def build(minutes: float, min_pages: int = MIN_CORPUS_PAGES, out: Path = CORPUS_
     tokens_per_copy = OVERLAP_FACTOR * sum(count_tokens(text) for texts in pages.values() for text in texts)
     pages_per_copy = sum(len(texts) for texts in pages.values())
     copies = max(math.ceil(minutes * DEFAULT_TPM / tokens_per_copy), math.ceil(min_pages / pages_per_copy))
-    documents = []
+    documents: list[dict[str, Any]] = []
     for copy in range(copies):
         for stem, texts in pages.items():
             varied = [vary(text, f"{copy}/{stem}/{number}") for number, text in enumerate(texts)]
@@ -107,7 +107,7 @@ def build(minutes: float, min_pages: int = MIN_CORPUS_PAGES, out: Path = CORPUS_
         "description": f"{copies} varied copies of the text pages of eval/corpus and bench/corpus "
         "(bench.aws.quota_bound build)",
         "copies": copies,
-        "total_pages": sum(int(document["pages"]) for document in documents),
+        "total_pages": sum(len(texts) for texts in pages.values()) * copies,
         "estimated_tokens_sent": round(copies * tokens_per_copy),
         "documents": documents,
     }
@@ -151,7 +151,7 @@ class QuotaSampler:
 
 
 def per_minute(
-    samples: Sequence[Sequence[float]], started: float, seconds: float, quota: Mapping[str, int | None]
+    samples: Sequence[tuple[float, ...]], started: float, seconds: float, quota: Mapping[str, int | None]
 ) -> list[dict[str, Any]]:
     """For each minute of the clock, requests and tokens admitted and the share of the binding quota
     (the larger of requests / RPM and tokens / TPM); the last minute may be partial."""
