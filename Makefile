@@ -18,6 +18,8 @@ help:
 	@echo "make bench  - per-stage and end-to-end throughput on the sample corpus"
 	@echo "make bench-peers - rag-ingest vs LangChain and LlamaIndex on the same 315 pages (docs/benchmarks.md)"
 	@echo "make bench-aws - rag-ingest vs LangChain's and LlamaIndex's Bedrock integrations under emulated Bedrock quotas"
+	@echo "make bench-quota - rag-ingest and the peers on a corpus of >= 10 minutes of the default Bedrock quota: share per minute"
+	@echo "make bench-searchable - upload to found by POST /search, p50/p95 for 1, 10, 100 pages, split by stage; the AWS model"
 	@echo "make bench-reingest - a 10 %-edited new version and a copy of a 113-page PDF: speedup, cache hit rate"
 	@echo "make bench-search - POST /search p50/p95/p99 per mode and k-NN recall@10 at 100,000 chunks (docs/benchmarks.md)"
 	@echo "make bench-vectors - k-NN memory per million chunks and eval MRR/R@5 per vector setting (float32, sq, binary, fewer dims)"
@@ -218,6 +220,20 @@ $(PEERS_VENV_STAMP): bench/requirements-peers.txt pyproject.toml
 .PHONY: bench-aws
 bench-aws: synth opensearch $(PEERS_VENV_STAMP)
 	$(PY) -m bench.aws $(AWS_ARGS)
+
+# Issue 47: a corpus of more than ten minutes of the default Bedrock quota (varied copies of the real corpora, built
+# once into .local/bench-quota/), then rag-ingest, and LangChain and LlamaIndex side by side, at the bedrock profile:
+# the share of the quota per minute (docs/benchmarks.md). QUOTA_ARGS="--systems rag-ingest": one system.
+.PHONY: bench-quota
+bench-quota: synth opensearch $(PEERS_VENV_STAMP)
+	test -f .local/bench-quota/manifest.json || $(PY) -m bench.aws.quota_bound build
+	$(PY) -m bench.aws.quota_bound run $(QUOTA_ARGS)
+
+# Issue 47: upload -> first passage found by POST /search for 1-, 10- and 100-page PDFs on a warm local stack at the
+# bedrock profile, p50/p95 and the split by stage, then the AWS model (docs/latency.md). SEARCHABLE_ARGS="--runs 3".
+.PHONY: bench-searchable
+bench-searchable: synth opensearch
+	$(PY) -m bench.time_to_searchable $(SEARCHABLE_ARGS)
 
 # The API fuzzed from its own OpenAPI document by schemathesis (tools/fuzz.py, hooks in tools/fuzz_hooks.py):
 # every route as tenant A, with links, while tenant B's document, source and webhook must stay out of reach;
