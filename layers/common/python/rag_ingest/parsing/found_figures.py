@@ -18,9 +18,9 @@ from rag_ingest.parsing.figures import FigureCandidate, ImageReader, ImageReadin
 
 #: Textract reads images up to this many pixels on a side (and Tesseract is slow far below it).
 MAX_OCR_SIDE_PX = 10_000
-#: Alt text that is only a file's name ("image.png", "IMG_0042.JPG"): what python-pptx and older
-#: Office versions write when nobody described the picture.
-_FILE_NAME = re.compile(r"\S+\.(?:png|jpe?g|gif|bmp|tiff?|emf|wmf|svg|webp)", re.IGNORECASE)
+#: Alt text that is only a file's name or path ("image.png", "fig: images/ssh-L.png"): what
+#: python-pptx, pandoc and older Office versions write when nobody described the picture.
+_FILE_NAME = re.compile(r"(?:\w+:\s*)?\S+\.(?:png|jpe?g|gif|bmp|tiff?|emf|wmf|svg|webp)", re.IGNORECASE)
 
 
 def alt_text(text: str) -> str:

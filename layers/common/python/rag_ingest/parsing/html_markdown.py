@@ -131,7 +131,7 @@ def _read_element(element: Any, builder: PageBuilder, *, inside_article: bool) -
             loose, pictures = [], []
             if tag == "img":
                 _add_images(builder, [child])
-            elif tag == "figure" and _images(child, inside_article):
+            elif _is_figure(child, inside_article):
                 _add_html_figure(builder, child, inside_article)
             elif tag in _HEADINGS:
                 builder.add(BlockKind.HEADING, _inline_text(child, inside_article), level=_HEADINGS[tag])
@@ -185,12 +185,30 @@ def _add_images(builder: PageBuilder, images: list[Any]) -> None:
         )
 
 
+#: A figure's caption is short: a "figure" element holding more text is a section that holds images.
+MAX_CAPTION_CHARS = 400
+
+
+def _is_figure(element: Any, inside_article: bool) -> bool:
+    """A ``<figure>``, or a ``<div class="figure">`` (DocBook XSL, Publican, older Sphinx), that
+    holds images and no more text than a caption."""
+    classes = (element.get("class") or "").split()
+    if element.tag != "figure" and not (element.tag == "div" and "figure" in classes):
+        return False
+    return bool(_images(element, inside_article)) and len(_figure_caption(element, inside_article)) <= MAX_CAPTION_CHARS
+
+
+def _figure_caption(figure: Any, inside_article: bool) -> str:
+    """Its ``<figcaption>``, else all its text (a DocBook figure's title paragraph)."""
+    caption = figure.find(".//figcaption")
+    return " ".join(_inline_text(caption if caption is not None else figure, inside_article).split())
+
+
 def _add_html_figure(builder: PageBuilder, figure: Any, inside_article: bool) -> None:
-    """A ``<figure>`` holding images: one figure, its ``<figcaption>`` the caption, the images'
-    alt texts its alt text, the first image's bytes (a ``data:`` URI) read for text."""
+    """A figure element holding images: one figure, its caption, the images' alt texts its alt
+    text, the first image's bytes (a ``data:`` URI) read for text."""
     images = _images(figure, inside_article)
-    caption_element = figure.find(".//figcaption")
-    caption = _inline_text(caption_element, inside_article) if caption_element is not None else ""
+    caption = _figure_caption(figure, inside_article)
     alts = [image.get("alt") or "" for image in images]
     titles = [image.get("title") or "" for image in images]
     alt = " ".join(dict.fromkeys(text.strip() for text in alts if text.strip()))

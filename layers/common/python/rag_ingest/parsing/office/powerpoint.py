@@ -87,6 +87,8 @@ def read_pptx(data: bytes, limits: FormatLimits, images: ImageReader) -> Structu
 
 
 _PRESENTATION = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
+#: A text box longer than this is the slide's text, not a picture's caption.
+MAX_CAPTION_CHARS = 400
 #: DrawingML's unit: 914,400 per inch, so 9,525 per pixel at 96 dpi (the size PowerPoint shows it at).
 EMU_PER_PIXEL = 9525
 
@@ -115,8 +117,9 @@ def _picture_captions(shapes: list[Any]) -> dict[int, Any]:
     for shape in shapes:
         if not pictures or _is_picture(shape) or not (getattr(shape, "has_text_frame", False) and shape.has_text_frame):
             continue
-        if not FIGURE_CAPTION.match(shape.text_frame.text):
-            continue
+        text = shape.text_frame.text
+        if not FIGURE_CAPTION.match(text) or len(text) > MAX_CAPTION_CHARS or text.strip().count("\n") > 1:
+            continue  # a caption is a line or two, not a text box that happens to open with one
         free = [picture for picture in pictures if id(picture) not in captions]
         if free:
             captions[id(min(free, key=lambda picture: _distance(picture, shape)))] = shape
