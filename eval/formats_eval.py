@@ -200,13 +200,16 @@ def evaluate_in_process(
     questions: Sequence[EvidenceQuestion],
     endpoint: str,
     embedder: Embedder,
+    *,
+    figure_ocr: bool = True,
 ) -> SplitRun:
-    """Read, chunk, embed and index the split's documents here; search each question in each mode."""
+    """Read, chunk, embed and index the split's documents here; search each question in each mode
+    (``figure_ocr``: figures' images read by Tesseract, as the local stack does; else captions only)."""
     with in_process_index(
         endpoint,
         embedder,
         name_prefix=f"rag-eval-formats-{name}",
-        chunker=functools.partial(structured_chunks, images=figure_reader()),
+        chunker=functools.partial(structured_chunks, images=figure_reader() if figure_ocr else None),
         pdfs=[document.path for document in documents],
     ) as index:
 
@@ -268,7 +271,12 @@ def print_split(run: SplitRun) -> None:
     groups = [(f, False) for f in [*formats, None]] + [(f, True) for f in [*figure_formats, None] if figure_formats]
     for document_format, figures in groups:
         label = (document_format.value if document_format else "all") + (" figures" if figures else "")
-        documents = [d for d in run.documents if document_format is None or d.document_format is document_format]
+        asked = {q.document for q in run.questions if q.figure or not figures}
+        documents = [
+            d
+            for d in run.documents
+            if (document_format is None or d.document_format is document_format) and d.name in asked
+        ]
         by_mode = run.scores(document_format, figures=figures)
         for line, (mode, scores) in enumerate(by_mode.items()):
             first = (label, len(documents), scores.questions) if line == 0 else ("", "", "")
@@ -314,6 +322,7 @@ def run(
     embedder: Embedder | None,
     timeout: float,
     show_misses: bool = False,
+    figure_ocr: bool = True,
 ) -> list[SplitRun]:
     """Evaluate each split of the formats corpus; print a table per split (per format and mode)."""
     documents = load_documents()
@@ -328,7 +337,7 @@ def run(
         if in_process:
             if embedder is None:
                 raise ValueError("the in-process evaluation needs an embedder")
-            split_run = evaluate_in_process(split, chosen, asked, endpoint, embedder)
+            split_run = evaluate_in_process(split, chosen, asked, endpoint, embedder, figure_ocr=figure_ocr)
         else:
             split_run = evaluate_through_stack(split, chosen, asked, timeout)
         print(f"formats {split}: done after {time.monotonic() - started:.0f}s", flush=True)
@@ -351,6 +360,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--split", choices=(*SPLITS, "all"), default="all")
     parser.add_argument("--timeout", type=float, default=1200, help="seconds to wait for the documents to be READY")
     parser.add_argument("--misses", action="store_true", help="list the questions hybrid misses within the top 5")
+    parser.add_argument(
+        "--no-figure-ocr", action="store_true", help="in process: figures are captions and alt text only (an ablation)"
+    )
     args = parser.parse_args(argv)
     endpoint = os.environ.get("OPENSEARCH_URL", "").strip() or "http://127.0.0.1:9200"
     embedder = MemoEmbedder(create_embedder("local", LOCAL_MODEL_ID, MINILM_DIMENSION), EMBEDDINGS_CACHE)
@@ -362,6 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         embedder=embedder,
         timeout=args.timeout,
         show_misses=args.misses,
+        figure_ocr=not args.no_figure_ocr,
     )
     return 0
 

@@ -288,3 +288,19 @@ def test_the_rendered_view_shows_a_figure_block_with_its_sources() -> None:
     assert figure.figure_sources == ["caption", "alt_text", "ocr"]
     assert figure.anchor == "pump-station-p2"  # the section's second block, as a passage's paragraph_index says
     assert all(block.figure_sources is None for block in view.pages[0].blocks if block.kind != "figure")
+
+
+def test_a_docbook_figure_div_is_one_figure_titled_by_its_caption() -> None:
+    html = (
+        "<html><body><h1>Releases</h1><div class='figure'><div class='mediaobject'>"
+        "<img src='images/release-cycle.png' alt='A package path'></div>"
+        "<p class='title'><strong>Figure 1.3. A package's path through the versions</strong></p></div>"
+        "<div class='figure'><img src='a.png' alt='Long'><p>" + "A section that holds a picture. " * 20 + "</p></div>"
+        "</body></html>"
+    )
+    (page,) = read_structured(html.encode(), DocumentFormat.HTML, LIMITS).pages
+    assert blocks(page, BlockKind.FIGURE) == [
+        "Figure 1.3. A package's path through the versions\nAlt text: A package path",
+        "Alt text: Long",  # too much text for a caption: a container, its picture a figure of its own
+    ]
+    assert not any("Figure 1.3" in text for text in blocks(page, BlockKind.PARAGRAPH))
