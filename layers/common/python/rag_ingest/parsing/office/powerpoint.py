@@ -175,17 +175,17 @@ def _pptx_rows(table: Any) -> list[list[str]]:
     return [[row[0]] if r in labels else row for r, row in enumerate(rows)]
 
 
-def _chart_blocks(chart: Any, alt_text: str = "") -> list[tuple[BlockKind, str]]:
-    """A chart's title ("Chart: ...") and alt text, and its data as a table: a row per category under a header of
-    the series' names (a bar, line, pie or area chart), or a row per point, series, x and y (an XY
-    or bubble chart, which has no categories). The numbers are what the chart draws; a reader asked
-    about the chart finds them. A chart python-pptx cannot read keeps only what it could read."""
+def _chart_blocks(chart: Any, described: str = "") -> list[tuple[BlockKind, str]]:
+    """A chart's title ("Chart: ...") and alt text (``described``) as a paragraph, and its data as a
+    table: a row per category under a header of the series' names (a bar, line, pie or area chart),
+    or a row per point, series, x and y (an XY or bubble chart, which has no categories). The
+    numbers are what the chart draws; a reader asked about the chart finds them. A chart
+    python-pptx cannot read keeps only what it could read."""
     blocks: list[tuple[BlockKind, str]] = []
-    if alt_text:
-        blocks.append((BlockKind.PARAGRAPH, f"Alt text: {alt_text}"))
+    lines = [f"Alt text: {described}"] if described else []
     try:
         if chart.has_title and chart.chart_title.has_text_frame and chart.chart_title.text_frame.text.strip():
-            blocks.insert(0, (BlockKind.PARAGRAPH, f"Chart: {chart.chart_title.text_frame.text}"))
+            lines.insert(0, f"Chart: {chart.chart_title.text_frame.text}")
         series = list(chart.series)
         categories = [str(label) for label in chart.plots[0].categories] if len(chart.plots) else []
         if categories:
@@ -204,7 +204,9 @@ def _chart_blocks(chart: Any, alt_text: str = "") -> list[tuple[BlockKind, str]]
             ]
     except Exception as error:  # python-pptx reads the common chart types; another keeps its title
         logger.warning("a chart's data not read: %r", error)
-        return blocks
+        rows = []
+    if lines:
+        blocks.append((BlockKind.PARAGRAPH, "\n".join(lines)))
     if rows:
         blocks.append((BlockKind.TABLE, table_text([header, *rows])))
     return blocks

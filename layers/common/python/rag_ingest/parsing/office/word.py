@@ -20,7 +20,7 @@ from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.logs import logger
 from rag_ingest.core.parsed import BlockKind, Figure
 from rag_ingest.parsing.blocks import FIGURE_CAPTION, TABLE_CAPTION, FormatLimits, PageBuilder, StructuredDocument
-from rag_ingest.parsing.figures import ImageReader
+from rag_ingest.parsing.figures import ImageReader, image_size
 from rag_ingest.parsing.found_figures import alt_text, structured_document
 from rag_ingest.parsing.office.charts import read_chart
 from rag_ingest.parsing.office.ooxml import checked_package
@@ -175,8 +175,6 @@ def _pixels(emu: str | None) -> int:
 def _add_picture(
     builder: PageBuilder, document: Any, picture: Any, caption: str, alt: str, size: tuple[int, int]
 ) -> None:
-    from rag_ingest.parsing.figures import image_size
-
     blip = picture.find(f".//{_DML}blip")
     relation = blip.get(f"{_REL}embed") if blip is not None else None
     image = _related_blob(document, relation)
