@@ -234,7 +234,8 @@ def test_html_figures_images_and_decoration() -> None:
     <figure><img src="{_data_uri(sign)}" alt="A sign"><figcaption>Figure 3: The exit sign</figcaption></figure>
     <img src="spacer.gif" alt=""><img src="logo.png" alt="Logo" role="presentation">
     <img src="info.png" alt="Info" width="16" height="16"><img src="photo.jpg">
-    <figure><pre>not an image</pre><figcaption>Listing 1</figcaption></figure></main></body></html>"""
+    <figure><pre>not an image</pre><figcaption>Listing 1</figcaption></figure>
+    <p>Shown <span hidden><img src="h.png" alt="A hidden badge"></span> text.</p></main></body></html>"""
     reader = RecordingReader("EXIT 4")
     document = read_structured(html.encode(), DocumentFormat.HTML, LIMITS, reader)
     (page,) = document.pages

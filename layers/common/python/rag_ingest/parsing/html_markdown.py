@@ -159,14 +159,16 @@ def _read_element(element: Any, builder: PageBuilder, *, inside_article: bool) -
 
 
 def _images(element: Any, inside_article: bool) -> list[Any]:
-    """The ``<img>`` elements in ``element`` (itself included), not inside dropped elements."""
-    return [
-        image
-        for image in element.iter("img")
-        if not any(
-            _dropped(holder, inside_article) for holder in (image, *image.iterancestors()) if holder is not element
-        )
-    ]
+    """The ``<img>`` elements in ``element`` (itself included), not inside an element dropped
+    between them and it."""
+    found = []
+    for image in element.iter("img"):
+        holder = image
+        while holder is not element and holder is not None and not _dropped(holder, inside_article):
+            holder = holder.getparent()
+        if holder is element:
+            found.append(image)
+    return found
 
 
 #: A ``role`` that says an image is decoration, not content (WAI-ARIA).
