@@ -4,15 +4,16 @@
     .venv/bin/python -m eval.formats_eval --in-process --split dev
 
 Each split (``eval/formats/manifest.json``) is a corpus and an index of its own, scored per format and
-mode. A question is answered at rank r when the r-th passage is from its document and contains its
-``evidence`` phrase (whitespace-normalised). The default path uploads through a local stack's API;
-``--in-process`` reads, chunks, indexes and searches with the product's own functions. Imports the
-domain package and ``eval.retrieval``. Method and results: docs/retrieval.md (Formats).
+mode, and its figure questions apart. A question is answered at rank r when the r-th passage is from
+its document and contains its ``evidence`` phrase (whitespace-normalised). The default path uploads
+through a local stack's API; ``--in-process`` reads (figures OCR'd by Tesseract), chunks, indexes and
+searches with the product's functions. Imports rag_ingest, ``eval.retrieval``. docs/retrieval.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -27,6 +28,7 @@ from rag_ingest.core.tokens import count_tokens
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.ingest.chunking import chunk_pages
 from rag_ingest.parsing.blocks import FormatLimits, StructuredDocument
+from rag_ingest.parsing.figures import ImageReader
 from rag_ingest.parsing.formats import SNIFF_BYTES, detect_format, read_structured
 from rag_ingest.retrieval.query import SearchQuery
 from rag_ingest.retrieval.search import SearchMode, search_passages
@@ -65,6 +67,8 @@ class EvidenceQuestion:
     question: str
     evidence: str  # a short exact phrase of the answering passage
     locator: str | None  # slide-<n> (PPTX) or the section's anchor (DOCX, HTML); None before any heading
+    figure: bool = False  # answered by a figure's passage: its caption, alt text or the text inside it
+    needs_ocr: bool = False  # the evidence is text read inside an image (Tesseract)
 
 
 @dataclass(frozen=True)
@@ -101,11 +105,21 @@ def detected_format(data: bytes) -> DocumentFormat:
     return detect_format(data[:SNIFF_BYTES], size=len(data), max_bytes=MAX_BYTES, read_all=lambda: data)
 
 
-def read_document(path: Path) -> tuple[DocumentFormat, StructuredDocument]:
-    """The file as Validate and Parse read it: its detected format, then pages of blocks."""
+@functools.cache
+def figure_reader() -> ImageReader:
+    """What Parse reads figures' images with on the local stack: Tesseract (``make ocr-tools``)."""
+    from rag_ingest.parsing.ocr.images import OcrImageReader
+    from rag_ingest.parsing.ocr.local import local_engine
+
+    return OcrImageReader(local_engine())
+
+
+def read_document(path: Path, images: ImageReader | None = None) -> tuple[DocumentFormat, StructuredDocument]:
+    """The file as Validate and Parse read it: its detected format, then pages of blocks
+    (``images``: what reads the text inside its figures; None, captions and alt text only)."""
     data = path.read_bytes()
     document_format = detected_format(data)
-    return document_format, read_structured(data, document_format, FormatLimits(max_pages=MAX_PAGES))
+    return document_format, read_structured(data, document_format, FormatLimits(max_pages=MAX_PAGES), images)
 
 
 def document_text(document: StructuredDocument) -> str:
@@ -114,11 +128,15 @@ def document_text(document: StructuredDocument) -> str:
 
 
 def structured_chunks(
-    path: Path, *, chunk_tokens: int = CHUNK_TOKENS, overlap_tokens: int = CHUNK_OVERLAP_TOKENS
+    path: Path,
+    *,
+    chunk_tokens: int = CHUNK_TOKENS,
+    overlap_tokens: int = CHUNK_OVERLAP_TOKENS,
+    images: ImageReader | None = None,
 ) -> list[Chunk]:
     """What the Parse and Chunk stages make of a structured file: its pages of blocks chunked by
     ``chunk_pages`` with the stated headings, each chunk carrying the document's title and format."""
-    document_format, document = read_document(path)
+    document_format, document = read_document(path, images)
     chunks = chunk_pages(
         document.pages, count_tokens=count_tokens, target_tokens=chunk_tokens, overlap_tokens=overlap_tokens
     )
@@ -162,9 +180,17 @@ class SplitRun:
     chunk_count: int
     results: Results
 
-    def scores(self, document_format: DocumentFormat | None = None) -> dict[SearchMode, Scores]:
+    def scores(
+        self, document_format: DocumentFormat | None = None, *, figures: bool = False
+    ) -> dict[SearchMode, Scores]:
+        """Per mode, over the questions of ``document_format`` (all: None), the figure questions only
+        when ``figures``."""
         formats = {d.name: d.document_format for d in self.documents}
-        questions = [q for q in self.questions if document_format is None or formats[q.document] is document_format]
+        questions = [
+            q
+            for q in self.questions
+            if (document_format is None or formats[q.document] is document_format) and (q.figure or not figures)
+        ]
         return {mode: score(questions, by_question) for mode, by_question in self.results.items()}
 
 
@@ -174,13 +200,16 @@ def evaluate_in_process(
     questions: Sequence[EvidenceQuestion],
     endpoint: str,
     embedder: Embedder,
+    *,
+    figure_ocr: bool = True,
 ) -> SplitRun:
-    """Read, chunk, embed and index the split's documents here; search each question in each mode."""
+    """Read, chunk, embed and index the split's documents here; search each question in each mode
+    (``figure_ocr``: figures' images read by Tesseract, as the local stack does; else captions only)."""
     with in_process_index(
         endpoint,
         embedder,
         name_prefix=f"rag-eval-formats-{name}",
-        chunker=structured_chunks,
+        chunker=functools.partial(structured_chunks, images=figure_reader() if figure_ocr else None),
         pdfs=[document.path for document in documents],
     ) as index:
 
@@ -223,7 +252,7 @@ def evaluate_through_stack(
 
 
 def _row(*cells: object) -> str:
-    widths = (8, 5, 9, 8, 8, 8, 8)
+    widths = (12, 5, 9, 8, 8, 8, 8)
     left = (0, 3)  # format and mode
     aligned = (
         f"{c!s:<{w}}" if i in left else f"{c!s:>{w}}" for i, (c, w) in enumerate(zip(cells, widths, strict=True))
@@ -238,10 +267,17 @@ def print_split(run: SplitRun) -> None:
         f"{len(run.questions)} questions, {run.chunk_count} chunks)"
     )
     print(_row("format", "docs", "questions", "mode", "recall@1", "recall@5", "MRR@10"))
-    for document_format in [*formats, None]:
-        label = document_format.value if document_format else "all"
-        documents = [d for d in run.documents if document_format is None or d.document_format is document_format]
-        by_mode = run.scores(document_format)
+    figure_formats = [f for f in formats if any(q.figure for q in run.questions if _format_of(run, q) is f)]
+    groups = [(f, False) for f in [*formats, None]] + [(f, True) for f in [*figure_formats, None] if figure_formats]
+    for document_format, figures in groups:
+        label = (document_format.value if document_format else "all") + (" figures" if figures else "")
+        asked = {q.document for q in run.questions if q.figure or not figures}
+        documents = [
+            d
+            for d in run.documents
+            if (document_format is None or d.document_format is document_format) and d.name in asked
+        ]
+        by_mode = run.scores(document_format, figures=figures)
         for line, (mode, scores) in enumerate(by_mode.items()):
             first = (label, len(documents), scores.questions) if line == 0 else ("", "", "")
             print(
@@ -254,6 +290,10 @@ def print_split(run: SplitRun) -> None:
                 )
             )
     print(NAIVE_NOTE)
+
+
+def _format_of(run: SplitRun, question: EvidenceQuestion) -> DocumentFormat:
+    return next(d.document_format for d in run.documents if d.name == question.document)
 
 
 def print_misses(run: SplitRun, mode: SearchMode = SearchMode.HYBRID, rank: int = 5) -> None:
@@ -282,6 +322,7 @@ def run(
     embedder: Embedder | None,
     timeout: float,
     show_misses: bool = False,
+    figure_ocr: bool = True,
 ) -> list[SplitRun]:
     """Evaluate each split of the formats corpus; print a table per split (per format and mode)."""
     documents = load_documents()
@@ -296,7 +337,7 @@ def run(
         if in_process:
             if embedder is None:
                 raise ValueError("the in-process evaluation needs an embedder")
-            split_run = evaluate_in_process(split, chosen, asked, endpoint, embedder)
+            split_run = evaluate_in_process(split, chosen, asked, endpoint, embedder, figure_ocr=figure_ocr)
         else:
             split_run = evaluate_through_stack(split, chosen, asked, timeout)
         print(f"formats {split}: done after {time.monotonic() - started:.0f}s", flush=True)
@@ -319,6 +360,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--split", choices=(*SPLITS, "all"), default="all")
     parser.add_argument("--timeout", type=float, default=1200, help="seconds to wait for the documents to be READY")
     parser.add_argument("--misses", action="store_true", help="list the questions hybrid misses within the top 5")
+    parser.add_argument(
+        "--no-figure-ocr", action="store_true", help="in process: figures are captions and alt text only (an ablation)"
+    )
     args = parser.parse_args(argv)
     endpoint = os.environ.get("OPENSEARCH_URL", "").strip() or "http://127.0.0.1:9200"
     embedder = MemoEmbedder(create_embedder("local", LOCAL_MODEL_ID, MINILM_DIMENSION), EMBEDDINGS_CACHE)
@@ -330,6 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         embedder=embedder,
         timeout=args.timeout,
         show_misses=args.misses,
+        figure_ocr=not args.no_figure_ocr,
     )
     return 0
 

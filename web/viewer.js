@@ -43,6 +43,11 @@ function renderBlock(block) {
     return el(`h${level}`, { ...props, className: "view-heading" }, block.text);
   }
   if (block.kind === "table") return el("div", { ...props, className: "view-block" }, renderTable(block.text));
+  if (block.kind === "figure") {
+    // A figure's text is lines: its caption, then alt text, text in the image... each labelled.
+    const lines = block.text.split("\n").map((line) => el("p", {}, line));
+    return el("figure", { ...props, className: "view-block view-figure" }, ...lines);
+  }
   return el("p", { ...props, className: "view-block" }, block.text);
 }
 

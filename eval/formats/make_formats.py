@@ -5,14 +5,15 @@
 Fetches the packages named in ``SOURCES`` (``apt-get download``, ``dpkg-deb -x``), checks each file taken
 against the sha256 recorded here, uses HTML manuals as shipped, and converts packaged Markdown and
 HTML manuals to DOCX and PPTX with Debian's pandoc (``CONVERTER_VERSION``; needed only here, never by
-``make eval`` or the tests, which read the committed files). Imports ``eval.corpus.make_corpus``.
-README.md beside this file gives versions, licences, and why the Office files are converted.
+``make eval`` or the tests), the pictures an HTML page shows embedded where ``pictures`` says so.
+Imports ``eval.corpus.make_corpus``. README.md beside this file: versions, licences, the why.
 """
 
 from __future__ import annotations
 
 import gzip
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -38,6 +39,8 @@ class Source:
     #: "copy": the file as shipped; "docx"/"pptx": converted by pandoc from ``reader``'s format.
     make: Literal["copy", "docx", "pptx"] = "copy"
     reader: Literal["markdown", "html"] = "markdown"
+    #: Embed the pictures the HTML shows (pandoc's ``--resource-path``: the page's folder in the package).
+    pictures: bool = False
 
 
 SOURCES = (
@@ -104,6 +107,61 @@ SOURCES = (
         make="docx",
         reader="html",
     ),
+    # Figures: the Debian Administrator's Handbook's chapters with screenshots and diagrams.
+    Source(
+        "debian-handbook-apt-frontends.html",
+        "debian-handbook",
+        "11.20220922",
+        "usr/share/doc/debian-handbook/html/en-US/sect.apt-frontends.html",
+        "15e75db0adfb2c483b34f0ee81fa56e7fc6672a9856e029a56f02b9713cf3559",
+    ),
+    Source(
+        "debian-handbook-desktop-tools.html",
+        "debian-handbook",
+        "11.20220922",
+        "usr/share/doc/debian-handbook/html/en-US/sect.main-desktop-tools.html",
+        "0b12f86bc7292eaa353d828da4cf5bda27f3a2d5a4f432d0649042348625a405",
+    ),
+    Source(
+        "debian-handbook-installation.docx",
+        "debian-handbook",
+        "11.20220922",
+        "usr/share/doc/debian-handbook/html/en-US/sect.installation-steps.html",
+        "ff7800d42fa2132cfe8989df821e5ac75a5563a57a90b5f2c95351356f78f4d5",
+        make="docx",
+        reader="html",
+        pictures=True,
+    ),
+    Source(
+        "debian-handbook-release-lifecycle.docx",
+        "debian-handbook",
+        "11.20220922",
+        "usr/share/doc/debian-handbook/html/en-US/sect.release-lifecycle.html",
+        "6105693f4c714280af396d739c4fe38bd4cc7c320c676c7e33c558ca36f2a63f",
+        make="docx",
+        reader="html",
+        pictures=True,
+    ),
+    Source(
+        "debian-handbook-desktops.pptx",
+        "debian-handbook",
+        "11.20220922",
+        "usr/share/doc/debian-handbook/html/en-US/sect.graphical-desktops.html",
+        "9c6f73a3401a683f44c028c66ebde0b4518d76f7942955e6aff691d18a9e8bb4",
+        make="pptx",
+        reader="html",
+        pictures=True,
+    ),
+    Source(
+        "debian-handbook-unix-services.pptx",
+        "debian-handbook",
+        "11.20220922",
+        "usr/share/doc/debian-handbook/html/en-US/unix-services.html",
+        "7fbcb24735365c94dc706443fa5cc6120576ac098f274d6bf874277071db2a60",
+        make="pptx",
+        reader="html",
+        pictures=True,
+    ),
     # PPTX, converted by pandoc (a slide per second-level heading).
     Source(
         "systemd-coding-style.pptx",
@@ -149,11 +207,35 @@ def check_converter() -> None:
         raise SystemExit(f"pandoc {version} found, the corpus was made with {CONVERTER_VERSION}")
 
 
+#: A DocBook figure in pandoc's Markdown: the picture, then its title line in bold.
+_FIGURE_TITLE = re.compile(r"!\[[^\]]*\]\(([^)]+)\)\s*\n\s*\n\*\*(Figure\s[^*]+)\*\*")
+#: Markdown without pandoc's div and span syntax: its PowerPoint writer drops a picture inside a div.
+_PLAIN_MARKDOWN = (
+    "markdown-fenced_divs-native_divs-native_spans-raw_html-bracketed_spans-header_attributes-link_attributes"
+)
+
+
 def convert(original: Path, target: Path, source: Source) -> None:
-    command = ["pandoc", "--from", source.reader, "--to", source.make, "--output", str(target), str(original)]
+    env = {**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH}
+    command = ["pandoc", "--from", source.reader, "--to", source.make, "--output", str(target)]
     if source.make == "pptx":
-        command.insert(-1, "--slide-level=2")
-    subprocess.run(command, check=True, env={**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH})
+        command.append("--slide-level=2")
+    if source.pictures:
+        command.append(f"--resource-path={original.parent}")
+    if source.make == "pptx" and source.reader == "html":
+        # HTML to PowerPoint goes through Markdown, each figure's title made its picture's caption (a
+        # slide holds the picture and its caption; the title line would stand on the next slide).
+        markdown = subprocess.run(
+            ["pandoc", "--from", "html", "--to", _PLAIN_MARKDOWN, str(original)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        captioned = _FIGURE_TITLE.sub(lambda m: f"![{' '.join(m.group(2).split())}]({m.group(1)})", markdown)
+        command[2] = "markdown"
+        subprocess.run(command, input=captioned, text=True, check=True, env=env)
+        return
+    subprocess.run([*command, str(original)], check=True, env=env)
 
 
 def build(work_dir: Path) -> None:

@@ -221,12 +221,14 @@ class DocumentView(BaseModel):
 
 
 class ContentBlockView(BaseModel):
-    kind: str  # heading, paragraph or table
+    kind: str  # heading, paragraph, table or figure
     text: str
     level: int = 0  # headings: 1 is the outermost
     #: Headings: the section's id in the view (a passage's ``anchor``); others: ``<anchor>-p<n>``
     #: (``p<n>`` before the first heading), ``n`` the passage's ``paragraph_index``.
     anchor: str
+    #: Figures: what their text came from, in its order (caption, alt_text, ocr, vision).
+    figure_sources: list[str] | None = None
 
 
 class ContentPageView(BaseModel):
@@ -250,8 +252,11 @@ class DocumentContent(BaseModel):
             paragraph = f"{section}-p{number}" if section else f"p{number}"
             anchor = (block.anchor or "") if number is None else paragraph
             text = page.text[block.start : block.end]
+            sources = [source.value for source in block.figure.sources] if block.figure is not None else None
             views[page.page_number].blocks.append(
-                ContentBlockView(kind=block.kind.value, text=text, level=block.level, anchor=anchor)
+                ContentBlockView(
+                    kind=block.kind.value, text=text, level=block.level, anchor=anchor, figure_sources=sources
+                )
             )
         return cls(
             document_id=record.document_id,

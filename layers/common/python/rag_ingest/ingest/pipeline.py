@@ -64,6 +64,7 @@ from rag_ingest.parsing.figures import CaptionsOnly, ImageReader
 from rag_ingest.parsing.formats import SNIFF_BYTES, FormatLimits, detect_format, read_structured
 from rag_ingest.parsing.image_document import read_image_document
 from rag_ingest.parsing.ocr.engine import OcrEngine, PageOcr
+from rag_ingest.parsing.ocr.images import OcrImageReader
 from rag_ingest.parsing.pdf.extract import count_pdf_pages, join_page_ranges, parse_page_range
 from rag_ingest.parsing.pdf.figures import PdfFigures
 
@@ -249,7 +250,20 @@ class Pipeline:
 
     def _parse_structured(self, data: bytes, document_format: DocumentFormat) -> ParsedRange:
         """A DOCX, PPTX, HTML, Markdown or text file read whole into one range of pages of blocks."""
-        document = read_structured(data, document_format, FormatLimits(max_pages=self._env.max_pages))
+        engine = self._deps.ocr_engine
+        images = OcrImageReader(engine) if engine is not None else None  # None: captions and alt text only
+        document = read_structured(data, document_format, FormatLimits(max_pages=self._env.max_pages), images)
+        logger.info(
+            "figures read",
+            extra={
+                "figures": document.figures,
+                "figures_skipped_tiny": document.figures_skipped_tiny,
+                "figures_skipped_repeated": document.figures_skipped_repeated,
+                "figures_skipped_marked": document.figures_skipped_marked,
+                "figures_ocr": document.figures_ocr,
+                "figures_not_ocr": document.figures_not_ocr,
+            },
+        )
         pages = document.pages
         return ParsedRange(
             page_count=len(pages),

@@ -11,7 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from rag_ingest.core.errors import ErrorCode, PermanentError
-from rag_ingest.core.parsed import BlockKind, PageText, TextBlock
+from rag_ingest.core.parsed import BlockKind, Figure, PageText, TextBlock
+from rag_ingest.parsing.figures import figure_text
 
 #: Validate reads this much of an object to tell text formats apart (a zip is read whole).
 SNIFF_BYTES = 64 * 1024
@@ -117,6 +118,10 @@ _BLANK_LINES = re.compile(r"\n\s*\n")
 _SLUG_DROP = re.compile(r"[^\w\- ]")
 #: A table's caption line: "Table 3: ...", "Table 2.1. ...", "Tab. IV - ...".
 TABLE_CAPTION = re.compile(r"(?:Table|Tab\.)\s*[A-Z]?[\dIVXL]+(?:[.\-]\d+)*\s*(?:[:.\u2013\u2014-]|$)", re.IGNORECASE)
+#: A figure's caption line: "Figure 3: ...", "Fig. 2.1 - ..." ("Figure 3 shows ..." is a sentence).
+FIGURE_CAPTION = re.compile(
+    r"\s*(?:Figure|Fig\.)\s*[A-Z]?[\dIVXL]+(?:[.\-]\d+)*\s*(?:[:.\u2013\u2014-]|$)", re.IGNORECASE
+)
 
 
 def clean_block_text(text: str, *, preformatted: bool = False) -> str:
@@ -155,33 +160,61 @@ def table_text(rows: Iterable[Iterable[str]]) -> str:
 
 
 @dataclass
+class FoundFigure:
+    """A figure a reader met, before the decoration filter and OCR (``parsing.found_figures``):
+    the figure as the file describes it, its image's bytes when the file holds them (None: an
+    external URL, a chart), and whether it is indexed (``kept``) once the document is read."""
+
+    figure: Figure
+    page_number: int
+    image: bytes | None = None
+    kept: bool = True
+    #: Decoration by the file's own say (HTML's ``alt=""`` or ``role="presentation"``): never indexed.
+    marked: bool = False
+
+
+@dataclass
+class _Entry:
+    kind: BlockKind
+    text: str
+    level: int = 0
+    anchor: str | None = None
+    found: FoundFigure | None = None
+    #: A heading that stands only when a block after it on the page has text (a slide's "Slide n").
+    needs_body: bool = False
+
+
+@dataclass
 class PageBuilder:
     """Collects one page's blocks; :meth:`page` joins them with blank lines (the chunker's paragraph
-    boundary) and records each block's offsets. Anchors are unique across the document (``used``)."""
+    boundary) and records each block's offsets. Anchors are unique across the document (``used``).
+    A figure's text is known only once the document is read (decoration, OCR): :meth:`page` is
+    called after ``parsing.found_figures`` has decided."""
 
     page_number: int
     used_anchors: set[str]
-    parts: list[str] = field(default_factory=list)
-    blocks: list[TextBlock] = field(default_factory=list)
-    offset: int = 0
+    entries: list[_Entry] = field(default_factory=list)
+    figures: list[FoundFigure] = field(default_factory=list)
 
     def add(
-        self, kind: BlockKind, text: str, level: int = 0, anchor: str | None = None, *, preformatted: bool = False
+        self,
+        kind: BlockKind,
+        text: str,
+        level: int = 0,
+        anchor: str | None = None,
+        *,
+        preformatted: bool = False,
+        needs_body: bool = False,
     ) -> None:
-        """A block (``preformatted``: a code block, its lines' indentation kept)."""
+        """A block (``preformatted``: a code block, its lines' indentation kept; ``needs_body``: a
+        heading dropped when nothing after it on the page has text)."""
         cleaned = clean_block_text(text, preformatted=preformatted)
         if not cleaned:
             return
         if kind is BlockKind.HEADING:
             cleaned = " ".join(cleaned.split())  # a heading is one line
             anchor = self._unique(anchor or slug(cleaned))
-        if self.parts:
-            self.offset += 2  # the "\n\n" before this block
-        self.blocks.append(
-            TextBlock(start=self.offset, end=self.offset + len(cleaned), kind=kind, level=level, anchor=anchor)
-        )
-        self.parts.append(cleaned)
-        self.offset += len(cleaned)
+        self.entries.append(_Entry(kind, cleaned, level, anchor, needs_body=needs_body))
 
     def add_table(self, rows: Iterable[Iterable[str]], caption: str | None = None) -> None:
         """A table (:func:`table_text`); a caption is its own paragraph before it."""
@@ -189,8 +222,44 @@ class PageBuilder:
             self.add(BlockKind.PARAGRAPH, caption)
         self.add(BlockKind.TABLE, table_text(rows))
 
+    def add_figure(self, figure: Figure, image: bytes | None = None, *, marked: bool = False) -> FoundFigure:
+        """A figure where it stands in the reading order: a FIGURE block of
+        :func:`~rag_ingest.parsing.figures.figure_text` once decided, none when skipped or silent."""
+        found = FoundFigure(figure=figure, page_number=self.page_number, image=image, kept=not marked, marked=marked)
+        self.entries.append(_Entry(BlockKind.FIGURE, "", found=found))
+        self.figures.append(found)
+        return found
+
     def page(self) -> PageText:
-        return PageText(page_number=self.page_number, text="\n\n".join(self.parts), blocks=self.blocks)
+        texts = [self._text(entry) for entry in self.entries]
+        parts: list[str] = []
+        blocks: list[TextBlock] = []
+        offset = 0
+        for index, (entry, text) in enumerate(zip(self.entries, texts, strict=True)):
+            if not text or (entry.needs_body and not any(texts[index + 1 :])):
+                continue
+            if parts:
+                offset += 2  # the "\n\n" before this block
+            figure = entry.found.figure if entry.found is not None else None
+            blocks.append(
+                TextBlock(
+                    start=offset,
+                    end=offset + len(text),
+                    kind=entry.kind,
+                    level=entry.level,
+                    anchor=entry.anchor,
+                    figure=figure,
+                )
+            )
+            parts.append(text)
+            offset += len(text)
+        return PageText(page_number=self.page_number, text="\n\n".join(parts), blocks=blocks)
+
+    @staticmethod
+    def _text(entry: _Entry) -> str:
+        if entry.found is None:
+            return entry.text
+        return clean_block_text(figure_text(entry.found.figure)) if entry.found.kept else ""
 
     def _unique(self, anchor: str) -> str:
         candidate, number = anchor, 1
@@ -203,10 +272,20 @@ class PageBuilder:
 
 @dataclass(frozen=True)
 class StructuredDocument:
-    """A structured format read into pages of blocks, and its title when the file states one."""
+    """A structured format read into pages of blocks, and its title when the file states one.
+
+    The figure counts (``parsing.found_figures``): figures indexed, images skipped as decoration
+    (tiny, the same image repeated, or marked so: HTML's ``alt=""``, ``role="presentation"``),
+    images whose text was read, and images that were not (over the caps, or not PNG/JPEG)."""
 
     pages: list[PageText]
     title: str | None = None
+    figures: int = 0
+    figures_skipped_tiny: int = 0
+    figures_skipped_repeated: int = 0
+    figures_skipped_marked: int = 0
+    figures_ocr: int = 0
+    figures_not_ocr: int = 0
 
 
 @dataclass(frozen=True)
@@ -219,3 +298,9 @@ class FormatLimits:
     max_xml_part_bytes: int = 128 * 1024 * 1024
     max_markdown_line_chars: int = 100_000
     max_text_chars: int = 50_000_000
+    #: Images inside a document read by OCR, at most (the rest are their caption and alt text).
+    max_figures_ocr: int = 50
+    #: An image larger than this, in bytes or pixels (or wider or taller than Textract's 10,000
+    #: pixels), is not OCR'd: docs/formats.md, "Figures".
+    max_figure_image_bytes: int = 10 * 1024 * 1024
+    max_figure_image_pixels: int = 25_000_000

@@ -5,8 +5,8 @@
 DOCX or PPTX by its ``[Content_Types].xml`` (``office.ooxml``); a PNG, JPEG or TIFF signature is an
 image document (``image_document``); other binary data is UNSUPPORTED_TYPE; text is HTML, Markdown
 or plain text by its start. :func:`read_structured` hands a DOCX, PPTX, HTML, Markdown or text file
-to its reader: one page per PPTX slide, one page for the others, headings with their anchors. The
-rules: docs/formats.md, "What a file is".
+to its reader: one page per PPTX slide, one page for the others, headings with their anchors,
+figures where they stand. The rules: docs/formats.md, "What a file is".
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.parsed import DocumentFormat
 from rag_ingest.core.upload_types import max_bytes_for
 from rag_ingest.parsing.blocks import SNIFF_BYTES, FormatLimits, StructuredDocument, decode_text
+from rag_ingest.parsing.figures import CaptionsOnly, ImageReader
 from rag_ingest.parsing.html_markdown import read_html, read_markdown, read_text
 from rag_ingest.parsing.office.ooxml import ooxml_format
 from rag_ingest.parsing.office.powerpoint import read_pptx
@@ -124,15 +125,20 @@ def text_format(text: str) -> DocumentFormat:
     return DocumentFormat.TEXT
 
 
-def read_structured(data: bytes, document_format: DocumentFormat, limits: FormatLimits) -> StructuredDocument:
-    """A DOCX, PPTX, HTML, Markdown or text file as pages of blocks (raises ``PermanentError``)."""
+def read_structured(
+    data: bytes, document_format: DocumentFormat, limits: FormatLimits, images: ImageReader | None = None
+) -> StructuredDocument:
+    """A DOCX, PPTX, HTML, Markdown or text file as pages of blocks (raises ``PermanentError``);
+    ``images`` reads the text inside its figures' images (default: none, captions and alt text only)."""
+    reader = images if images is not None else CaptionsOnly()
     readers = {
         DocumentFormat.DOCX: read_docx,
         DocumentFormat.PPTX: read_pptx,
         DocumentFormat.HTML: read_html,
         DocumentFormat.MARKDOWN: read_markdown,
-        DocumentFormat.TEXT: read_text,
     }
     if document_format in readers:
-        return readers[document_format](data, limits)
+        return readers[document_format](data, limits, reader)
+    if document_format is DocumentFormat.TEXT:
+        return read_text(data, limits)
     raise ValueError(f"{document_format} is not a structured format")

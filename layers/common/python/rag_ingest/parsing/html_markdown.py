@@ -1,22 +1,29 @@
 """HTML, Markdown and plain text read into one page of blocks.
 
-- HTML (lxml, libxml2; no network): the ``<main>`` when there is one, else the body, without what
-  is not the document (scripts, forms, navigation, site headers and footers, asides, hidden
-  elements, cookie banners); headings, paragraphs, and tables with their captions.
-- Markdown (markdown-it-py, CommonMark with tables); front matter is dropped, its title kept.
+- HTML (lxml, libxml2; no network): ``<main>`` or the body, without what is not the document
+  (scripts, forms, navigation, site banners, asides, hidden elements, cookie banners); headings,
+  paragraphs, tables, figures (``<figure>``, ``<img>``; only a ``data:`` image's bytes are OCR'd).
+- Markdown (markdown-it-py, CommonMark with tables); front matter is dropped, its title kept;
+  an image is a figure (alt text, its title or a "Figure n" paragraph after it as caption).
 - Plain text: paragraphs between blank lines, headings found as in a PDF (``headings``).
-Bounds that keep a hostile file cheap (nesting, line length, text) raise DOCUMENT_TOO_COMPLEX.
-What is dropped and why, and the bounds' figures: docs/formats.md, "The readers" and "Hostile inputs".
+Bounds that keep a hostile file cheap raise DOCUMENT_TOO_COMPLEX. What is dropped and why, and the
+bounds: docs/formats.md, "The readers", "Figures" and "Hostile inputs".
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 import re
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from rag_ingest.core.errors import ErrorCode, PermanentError
-from rag_ingest.core.parsed import BlockKind
-from rag_ingest.parsing.blocks import FormatLimits, PageBuilder, StructuredDocument, decode_text
+from rag_ingest.core.parsed import BlockKind, Figure
+from rag_ingest.parsing.blocks import FIGURE_CAPTION, FormatLimits, PageBuilder, StructuredDocument, decode_text
+from rag_ingest.parsing.figures import ImageReader, is_tiny
+from rag_ingest.parsing.found_figures import alt_text, structured_document
 from rag_ingest.parsing.headings import detect_headings
 from rag_ingest.parsing.pdf.cleanup import clean_page_text
 
@@ -43,7 +50,7 @@ _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([\w-]+)""", re.IGN
 _XML_DECLARATION = re.compile(r"\A\s*<\?xml[^>]*\?>")
 
 
-def read_html(data: bytes, limits: FormatLimits) -> StructuredDocument:
+def read_html(data: bytes, limits: FormatLimits, images: ImageReader) -> StructuredDocument:
     import lxml.etree
     import lxml.html
 
@@ -71,7 +78,7 @@ def read_html(data: bytes, limits: FormatLimits) -> StructuredDocument:
     builder = PageBuilder(page_number=1, used_anchors=set())
     if main is not None:
         _read_element(main, builder, inside_article=main.tag == "article" or bool(main.xpath("ancestor::article")))
-    return StructuredDocument(pages=[builder.page()], title=title or None)
+    return structured_document([builder], title=title or None, images=images, limits=limits)
 
 
 def _html_parser() -> Any:
@@ -109,17 +116,24 @@ def _sectioned(element: Any) -> bool:
 
 
 def _read_element(element: Any, builder: PageBuilder, *, inside_article: bool) -> None:
-    """Blocks of ``element``'s children, in order; loose text between block children is a paragraph."""
+    """Blocks of ``element``'s children, in order; loose text between block children is a paragraph,
+    the images inside it figures after it."""
     loose: list[str] = [element.text or ""]
+    pictures: list[Any] = []  # the images inside the loose text
     for child in element:
         if not isinstance(child.tag, str) or _dropped(child, inside_article):
             loose.append(child.tail or "")
             continue
         tag = child.tag
-        if tag in _HEADINGS or tag in _PARAGRAPH_TAGS or tag == "table" or _is_container(child):
+        if tag in _HEADINGS or tag in _PARAGRAPH_TAGS or tag == "table" or _is_container(child) or tag == "img":
             builder.add(BlockKind.PARAGRAPH, "".join(loose))
-            loose = []
-            if tag in _HEADINGS:
+            _add_images(builder, pictures)
+            loose, pictures = [], []
+            if tag == "img":
+                _add_images(builder, [child])
+            elif _is_figure(child, inside_article):
+                _add_html_figure(builder, child, inside_article)
+            elif tag in _HEADINGS:
                 builder.add(BlockKind.HEADING, _inline_text(child, inside_article), level=_HEADINGS[tag])
             elif tag == "table" and _layout_table(child):
                 for cell in _table_cells(child):
@@ -132,13 +146,117 @@ def _read_element(element: Any, builder: PageBuilder, *, inside_article: bool) -
                 preformatted = tag == "pre"
                 text = _inline_text(child, inside_article, keep_lines=preformatted)
                 builder.add(BlockKind.PARAGRAPH, text, preformatted=preformatted)
+                _add_images(builder, _images(child, inside_article))
             else:
                 _read_element(child, builder, inside_article=inside_article or tag == "article")
             loose.append(child.tail or "")
         else:
             loose.append(_inline_text(child, inside_article))
+            pictures.extend(_images(child, inside_article))
             loose.append(child.tail or "")
     builder.add(BlockKind.PARAGRAPH, "".join(loose))
+    _add_images(builder, pictures)
+
+
+def _images(element: Any, inside_article: bool) -> list[Any]:
+    """The ``<img>`` elements in ``element`` (itself included), not inside an element dropped
+    between them and it."""
+    found = []
+    for image in element.iter("img"):
+        holder = image
+        while holder is not element and holder is not None and not _dropped(holder, inside_article):
+            holder = holder.getparent()
+        if holder is element:
+            found.append(image)
+    return found
+
+
+#: A ``role`` that says an image is decoration, not content (WAI-ARIA).
+_DECORATIVE_ROLES = frozenset({"presentation", "none"})
+_DATA_URI = re.compile(r"data:([\w.+-]+/[\w.+-]+)?((?:;[\w-]+=[^;,]*)*)(;base64)?,(.*)", re.DOTALL | re.IGNORECASE)
+
+
+def _add_images(builder: PageBuilder, images: list[Any]) -> None:
+    """Each ``<img>`` a figure: its alt text, its title as caption; ``alt=""``, a presentation role
+    or a declared size too small for a figure (an icon, a spacer) marks it decoration."""
+    for image in images:
+        alt, size = image.get("alt"), _size(image)
+        marked = (alt is not None and not alt.strip()) or image.get("role", "").lower() in _DECORATIVE_ROLES
+        _add_figure(
+            builder, image.get("src") or "", alt or "", image.get("title") or "", size, marked=marked or is_tiny(*size)
+        )
+
+
+#: A figure's caption is short: a "figure" element holding more text is a section that holds images.
+MAX_CAPTION_CHARS = 400
+
+
+def _is_figure(element: Any, inside_article: bool) -> bool:
+    """A ``<figure>``, or a ``<div class="figure">`` (DocBook XSL, Publican, older Sphinx), that
+    holds images and no more text than a caption."""
+    classes = (element.get("class") or "").split()
+    if element.tag != "figure" and not (element.tag == "div" and "figure" in classes):
+        return False
+    return bool(_images(element, inside_article)) and len(_figure_caption(element, inside_article)) <= MAX_CAPTION_CHARS
+
+
+def _figure_caption(figure: Any, inside_article: bool) -> str:
+    """Its ``<figcaption>``, else all its text (a DocBook figure's title paragraph)."""
+    caption = figure.find(".//figcaption")
+    return " ".join(_inline_text(caption if caption is not None else figure, inside_article).split())
+
+
+def _add_html_figure(builder: PageBuilder, figure: Any, inside_article: bool) -> None:
+    """A figure element holding images: one figure, its caption, the images' alt texts its alt
+    text, the first image's bytes (a ``data:`` URI) read for text."""
+    images = _images(figure, inside_article)
+    caption = _figure_caption(figure, inside_article)
+    alts = [image.get("alt") or "" for image in images]
+    titles = [image.get("title") or "" for image in images]
+    alt = " ".join(dict.fromkeys(text.strip() for text in alts if text.strip()))
+    title = " ".join(dict.fromkeys(text.strip() for text in titles if text.strip()))
+    marked = not caption.strip() and not alt and all(text is not None for text in (i.get("alt") for i in images))
+    _add_figure(builder, images[0].get("src") or "", alt, caption or title, _size(images[0]), marked=marked)
+
+
+def _size(image: Any) -> tuple[int, int]:
+    """An ``<img>``'s width and height attributes in pixels (0: absent, a percentage, or not a number)."""
+    sizes = []
+    for name in ("width", "height"):
+        value = (image.get(name) or "").strip().removesuffix("px")
+        sizes.append(int(value) if value.isdigit() else 0)
+    return sizes[0], sizes[1]
+
+
+def _add_figure(
+    builder: PageBuilder, source: str, alt: str, caption: str, size: tuple[int, int], *, marked: bool = False
+) -> None:
+    """A figure of an image at ``source``: a ``data:`` URI's bytes are the image (to OCR); a URL is
+    never fetched, and names the image (the same URL many times over is an icon)."""
+    image = _data_uri_bytes(source)
+    identity = image if image is not None else source.strip().encode("utf-8", "replace")
+    figure = Figure(
+        caption=" ".join(caption.split()),
+        alt_text=alt_text(alt),
+        width_px=size[0],
+        height_px=size[1],
+        image_sha256=hashlib.sha256(identity).hexdigest() if identity else None,
+    )
+    builder.add_figure(figure, image, marked=marked)
+
+
+def _data_uri_bytes(source: str) -> bytes | None:
+    """The bytes of a ``data:`` URI (base64 or percent-encoded); None for anything else."""
+    match = _DATA_URI.match(source.strip())
+    if match is None:
+        return None
+    payload = match.group(4)
+    try:
+        return (
+            base64.b64decode("".join(payload.split()), validate=True) if match.group(3) else unquote_to_bytes(payload)
+        )
+    except (binascii.Error, ValueError):
+        return None
 
 
 _BLOCK_TAGS = frozenset(
@@ -270,7 +388,7 @@ def _span(value: str | None, limit: int) -> int:
 
 
 # -- Markdown -----------------------------------------------------------------------------------
-def read_markdown(data: bytes, limits: FormatLimits) -> StructuredDocument:
+def read_markdown(data: bytes, limits: FormatLimits, images: ImageReader) -> StructuredDocument:
     from markdown_it import MarkdownIt
 
     text = decode_text(data)
@@ -294,8 +412,20 @@ def read_markdown(data: bytes, limits: FormatLimits) -> StructuredDocument:
             builder.add(BlockKind.HEADING, heading, level=level)
             index += 3
         elif token.type == "paragraph_open":
-            builder.add(BlockKind.PARAGRAPH, _inline(tokens[index + 1]))
+            found: list[Any] = []
+            text = _inline(tokens[index + 1], found)
+            builder.add(BlockKind.PARAGRAPH, text)
             index += 3
+            following = (
+                tokens[index + 1] if index + 2 < len(tokens) and tokens[index].type == "paragraph_open" else None
+            )
+            caption = ""
+            if found and not text.strip() and following is not None and FIGURE_CAPTION.match(_inline(following)):
+                caption, index = _inline(following), index + 3  # "Figure n: ..." under a lone image
+            for image in found:
+                title = str(image.attrs.get("title") or "")
+                _add_figure(builder, str(image.attrs.get("src") or ""), image.content, title or caption, (0, 0))
+                caption = ""
         elif token.type in ("fence", "code_block"):
             builder.add(BlockKind.PARAGRAPH, token.content, preformatted=True)
             index += 1
@@ -307,7 +437,7 @@ def read_markdown(data: bytes, limits: FormatLimits) -> StructuredDocument:
             index += 1
         else:
             index += 1
-    return StructuredDocument(pages=[builder.page()], title=title)
+    return structured_document([builder], title=title, images=images, limits=limits)
 
 
 #: Front matter (Jekyll, Hugo, MkDocs...): YAML between "---" lines or TOML between "+++" lines, at
@@ -345,7 +475,9 @@ def _read_html_block(html: str, builder: PageBuilder) -> None:
     _read_element(fragment, builder, inside_article=False)
 
 
-def _inline(token: Any) -> str:
+def _inline(token: Any, images: list[Any] | None = None) -> str:
+    """An inline token's text; its images' alt text in it, or (``images`` given) the images
+    collected there instead."""
     parts: list[str] = []
     for child in token.children or []:
         if child.type in ("text", "code_inline", "html_inline"):
@@ -354,6 +486,8 @@ def _inline(token: Any) -> str:
             parts.append(" ")
         elif child.type == "hardbreak":
             parts.append("\n")
+        elif child.type == "image" and images is not None:
+            images.append(child)
         elif child.type == "image":
             parts.append(child.content)  # its alt text
     return "".join(parts)

@@ -60,7 +60,8 @@ class OcrUnavailableError(OcrPageError):
 
 
 class OcrEngine(Protocol):
-    """Reads the text on one page image (PNG bytes)."""
+    """Reads the text on one image: a rasterised PDF page (PNG), or a figure's image inside a
+    document (PNG or JPEG, ``ocr.images``): Tesseract and Textract read both."""
 
     @property
     def name(self) -> str: ...

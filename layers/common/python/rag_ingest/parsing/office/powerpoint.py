@@ -2,12 +2,14 @@
 
 The title placeholder is the slide's heading (anchor ``slide-<n>``), then every other shape's text
 in the slide's order (group shapes opened; tables as rows, charts as their data, SmartArt as its
-text), and the speaker notes last. Pictures are not read (docs/formats.md, "Images"). The slide
-count is checked from the slide list before the deck is parsed.
+text, pictures as figures: alt text, a "Figure n" text box beside them as caption, the text inside
+the image), and the speaker notes last. The slide count is checked from the slide list before
+the deck is parsed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import re
 import zipfile
@@ -16,14 +18,16 @@ from typing import Any
 
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.logs import logger
-from rag_ingest.core.parsed import BlockKind
-from rag_ingest.parsing.blocks import FormatLimits, PageBuilder, StructuredDocument, clean_block_text, table_text
+from rag_ingest.core.parsed import BlockKind, Figure
+from rag_ingest.parsing.blocks import FIGURE_CAPTION, FormatLimits, PageBuilder, StructuredDocument, table_text
+from rag_ingest.parsing.figures import ImageReader, image_size
+from rag_ingest.parsing.found_figures import alt_text, structured_document
 from rag_ingest.parsing.office.ooxml import PROLOG_BYTES, checked_package, open_zip, read_part, refuse_dtd
 
 _SLIDE_ID = re.compile(rb"<p:sldId\b")
 
 
-def read_pptx(data: bytes, limits: FormatLimits) -> StructuredDocument:
+def read_pptx(data: bytes, limits: FormatLimits, images: ImageReader) -> StructuredDocument:
     import pptx
 
     package = open_zip(data)
@@ -39,37 +43,117 @@ def read_pptx(data: bytes, limits: FormatLimits) -> StructuredDocument:
     except Exception as exc:  # python-pptx raises KeyError, ValueError, lxml errors...: all a broken file
         raise PermanentError(ErrorCode.CORRUPT_DOCUMENT, f"the presentation cannot be opened: {exc}") from None
     anchors: set[str] = set()
-    pages = []
+    builders = []
     for number, slide in enumerate(presentation.slides, start=1):
         builder = PageBuilder(page_number=number, used_anchors=anchors)
         title_shape = slide.shapes.title
         title = title_shape.text_frame.text if title_shape is not None and title_shape.has_text_frame else ""
-        body: list[tuple[BlockKind, str]] = []  # the slide's text, before its heading is known to be needed
-        for shape in _shapes(slide.shapes):
-            if title_shape is not None and shape.shape_id == title_shape.shape_id:
+        shapes = [
+            shape for shape in _shapes(slide.shapes) if title_shape is None or shape.shape_id != title_shape.shape_id
+        ]
+        captions = _picture_captions(shapes)
+        taken = {id(caption) for caption in captions.values()}
+        # A slide is a section anchored slide-<n>, titled "Slide n" when it has no title; a slide
+        # with nothing to read is an empty page: a deck of silent pictures is EMPTY_DOCUMENT.
+        builder.add(
+            BlockKind.HEADING,
+            title if title.strip() else f"Slide {number}",
+            level=1,
+            anchor=f"slide-{number}",
+            needs_body=not title.strip(),
+        )
+        for shape in shapes:
+            if id(shape) in taken:
                 continue
             if getattr(shape, "has_table", False) and shape.has_table:
-                body.append((BlockKind.TABLE, table_text(_pptx_rows(shape.table))))
+                builder.add(BlockKind.TABLE, table_text(_pptx_rows(shape.table)))
             elif getattr(shape, "has_chart", False) and shape.has_chart:
-                body.extend(_chart_blocks(shape.chart))
+                for kind, text in _chart_blocks(shape.chart, _alt_text(shape)):
+                    builder.add(kind, text)
+            elif _is_picture(shape):
+                caption = captions.get(id(shape))
+                _add_picture(builder, shape, caption.text_frame.text if caption is not None else "")
             elif smart_art := _smart_art_text(slide.part, shape):
-                body.append((BlockKind.PARAGRAPH, smart_art))
+                builder.add(BlockKind.PARAGRAPH, smart_art)
             elif getattr(shape, "has_text_frame", False) and shape.has_text_frame:
-                body.append((BlockKind.PARAGRAPH, shape.text_frame.text))
+                builder.add(BlockKind.PARAGRAPH, shape.text_frame.text)
         if slide.has_notes_slide:
             notes = slide.notes_slide.notes_text_frame
             if notes is not None and notes.text.strip():
-                body.append((BlockKind.PARAGRAPH, f"Notes: {notes.text}"))
-        # A slide with text is a section anchored slide-<n> (titled "Slide n" when it has no title); a
-        # slide with none (a picture) is an empty page: an image-only deck is EMPTY_DOCUMENT.
-        if title.strip() or any(clean_block_text(text) for _kind, text in body):
-            heading = title if title.strip() else f"Slide {number}"
-            builder.add(BlockKind.HEADING, heading, level=1, anchor=f"slide-{number}")
-            for kind, text in body:
-                builder.add(kind, text)
-        pages.append(builder.page())
+                builder.add(BlockKind.PARAGRAPH, f"Notes: {notes.text}")
+        builders.append(builder)
     title = (presentation.core_properties.title or "").strip() or None
-    return StructuredDocument(pages=pages, title=title)
+    return structured_document(builders, title=title, images=images, limits=limits)
+
+
+_PRESENTATION = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
+#: A text box longer than this is the slide's text, not a picture's caption.
+MAX_CAPTION_CHARS = 400
+#: DrawingML's unit: 914,400 per inch, so 9,525 per pixel at 96 dpi (the size PowerPoint shows it at).
+EMU_PER_PIXEL = 9525
+
+
+def _is_picture(shape: Any) -> bool:
+    """A picture (``p:pic``), a placeholder filled with one included: not a picture fill of a shape."""
+    element = getattr(shape, "_element", None)
+    return element is not None and element.tag == f"{_PRESENTATION}pic"
+
+
+def _alt_text(shape: Any) -> str:
+    """A shape's alt text as PowerPoint's Alt Text pane writes it: its title and its description."""
+    element = getattr(shape, "_element", None)
+    found = element.xpath("./*[1]/p:cNvPr") if element is not None else []
+    if not found:
+        return ""
+    parts = [alt_text(found[0].get(name) or "") for name in ("title", "descr")]
+    return ": ".join(dict.fromkeys(part for part in parts if part))
+
+
+def _picture_captions(shapes: list[Any]) -> dict[int, Any]:
+    """The text box that captions each picture (by the shape's id): a text whose first line reads
+    "Figure n: ..." or "Fig. n ...", given to the picture nearest to it on the slide."""
+    pictures = [shape for shape in shapes if _is_picture(shape)]
+    captions: dict[int, Any] = {}
+    for shape in shapes:
+        if not pictures or _is_picture(shape) or not (getattr(shape, "has_text_frame", False) and shape.has_text_frame):
+            continue
+        text = shape.text_frame.text
+        if not FIGURE_CAPTION.match(text) or len(text) > MAX_CAPTION_CHARS or text.strip().count("\n") > 1:
+            continue  # a caption is a line or two, not a text box that happens to open with one
+        free = [picture for picture in pictures if id(picture) not in captions]
+        if free:
+            captions[id(min(free, key=lambda picture: _distance(picture, shape)))] = shape
+    return captions
+
+
+def _distance(one: Any, other: Any) -> float:
+    """Between the centres of two shapes (EMU); a shape without a position is far."""
+    try:
+        dx = (one.left + one.width / 2) - (other.left + other.width / 2)
+        dy = (one.top + one.height / 2) - (other.top + other.height / 2)
+    except TypeError:  # an inherited placeholder position python-pptx cannot give
+        return float("inf")
+    return float((dx * dx + dy * dy) ** 0.5)
+
+
+def _add_picture(builder: PageBuilder, shape: Any, caption: str) -> None:
+    try:
+        image: bytes | None = bytes(shape.image.blob)
+    except Exception:  # a linked (external) or missing image: its alt text and caption stand
+        image = None
+    width, height = (round((shape.width or 0) / EMU_PER_PIXEL), round((shape.height or 0) / EMU_PER_PIXEL))
+    if image is not None and not (width and height):
+        width, height = image_size(image) or (0, 0)
+    builder.add_figure(
+        Figure(
+            caption=" ".join(caption.split()),
+            alt_text=_alt_text(shape),
+            width_px=width,
+            height_px=height,
+            image_sha256=hashlib.sha256(image).hexdigest() if image is not None else None,
+        ),
+        image,
+    )
 
 
 def _pptx_rows(table: Any) -> list[list[str]]:
@@ -91,15 +175,17 @@ def _pptx_rows(table: Any) -> list[list[str]]:
     return [[row[0]] if r in labels else row for r, row in enumerate(rows)]
 
 
-def _chart_blocks(chart: Any) -> list[tuple[BlockKind, str]]:
-    """A chart's title ("Chart: ...") and its data as a table: a row per category under a header of
-    the series' names (a bar, line, pie or area chart), or a row per point, series, x and y (an XY
-    or bubble chart, which has no categories). The numbers are what the chart draws; a reader asked
-    about the chart finds them. A chart python-pptx cannot read keeps only what it could read."""
+def _chart_blocks(chart: Any, described: str = "") -> list[tuple[BlockKind, str]]:
+    """A chart's title ("Chart: ...") and alt text (``described``) as a paragraph, and its data as a
+    table: a row per category under a header of the series' names (a bar, line, pie or area chart),
+    or a row per point, series, x and y (an XY or bubble chart, which has no categories). The
+    numbers are what the chart draws; a reader asked about the chart finds them. A chart
+    python-pptx cannot read keeps only what it could read."""
     blocks: list[tuple[BlockKind, str]] = []
+    lines = [f"Alt text: {described}"] if described else []
     try:
         if chart.has_title and chart.chart_title.has_text_frame and chart.chart_title.text_frame.text.strip():
-            blocks.append((BlockKind.PARAGRAPH, f"Chart: {chart.chart_title.text_frame.text}"))
+            lines.insert(0, f"Chart: {chart.chart_title.text_frame.text}")
         series = list(chart.series)
         categories = [str(label) for label in chart.plots[0].categories] if len(chart.plots) else []
         if categories:
@@ -118,7 +204,9 @@ def _chart_blocks(chart: Any) -> list[tuple[BlockKind, str]]:
             ]
     except Exception as error:  # python-pptx reads the common chart types; another keeps its title
         logger.warning("a chart's data not read: %r", error)
-        return blocks
+        rows = []
+    if lines:
+        blocks.append((BlockKind.PARAGRAPH, "\n".join(lines)))
     if rows:
         blocks.append((BlockKind.TABLE, table_text([header, *rows])))
     return blocks

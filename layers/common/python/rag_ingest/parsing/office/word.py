@@ -2,27 +2,34 @@
 
 Paragraphs styled ``Title`` or ``Heading n`` are headings (level 1, or n); tables are rows of
 cells, the first row their header; footnotes and endnotes follow the paragraph that first refers
-to them, and a text box's paragraphs the paragraph it is anchored in. Running headers and footers,
-comments and images are not read.
+to them, and a text box's paragraphs the paragraph it is anchored in. Pictures (inline or
+anchored) are figures after their paragraph: alt text, the caption paragraph beside them, the
+text inside the image (``found_figures``); charts are their title and data as a table. Running
+headers and footers and comments are not read.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import re
 from collections.abc import Iterator
 from typing import Any
 
 from rag_ingest.core.errors import ErrorCode, PermanentError
-from rag_ingest.core.parsed import BlockKind
-from rag_ingest.parsing.blocks import FormatLimits, PageBuilder, StructuredDocument
+from rag_ingest.core.logs import logger
+from rag_ingest.core.parsed import BlockKind, Figure
+from rag_ingest.parsing.blocks import FIGURE_CAPTION, TABLE_CAPTION, FormatLimits, PageBuilder, StructuredDocument
+from rag_ingest.parsing.figures import ImageReader, image_size
+from rag_ingest.parsing.found_figures import alt_text, structured_document
+from rag_ingest.parsing.office.charts import read_chart
 from rag_ingest.parsing.office.ooxml import checked_package
 
 _HEADING_STYLE = re.compile(r"^heading\s*(\d)$", re.IGNORECASE)
 _CODE_STYLE = re.compile(r"code|preformatted|^plain text$|verbatim", re.IGNORECASE)
 
 
-def read_docx(data: bytes, limits: FormatLimits) -> StructuredDocument:
+def read_docx(data: bytes, limits: FormatLimits, images: ImageReader) -> StructuredDocument:
     import docx
     from docx.oxml.ns import qn
     from docx.table import Table
@@ -36,9 +43,14 @@ def read_docx(data: bytes, limits: FormatLimits) -> StructuredDocument:
     builder = PageBuilder(page_number=1, used_anchors=set())
     notes = {kind: _notes(document, kind) for kind in ("footnote", "endnote")}
     numbered: dict[str, dict[str, int]] = {"footnote": {}, "endnote": {}}
+    body = list(_body_blocks(document.element.body))  # held: lxml keeps these proxies (their ids) alive
+    captions = _figure_captions(document, body)
+    taken = {id(caption) for caption in captions.values()}
 
     def read_blocks(container: Any) -> None:
         for element in _body_blocks(container):
+            if id(element) in taken:
+                continue  # a figure's caption, read with its figure
             if element.tag == qn("w:p"):
                 paragraph = Paragraph(element, document)
                 level = _heading_level(paragraph)
@@ -47,6 +59,8 @@ def read_docx(data: bytes, limits: FormatLimits) -> StructuredDocument:
                     builder.add(BlockKind.HEADING, text, level=level)
                 else:
                     builder.add(BlockKind.PARAGRAPH, text, preformatted=_code_style(paragraph))
+                caption = captions.get(id(element))
+                _add_drawings(builder, document, element, _paragraph_text(caption) if caption is not None else "")
                 for kind, note_id in _note_references(element):
                     if note_id in notes[kind] and note_id not in numbered[kind]:
                         numbered[kind][note_id] = number = len(numbered[kind]) + 1
@@ -58,7 +72,149 @@ def read_docx(data: bytes, limits: FormatLimits) -> StructuredDocument:
 
     read_blocks(document.element.body)
     title = (document.core_properties.title or "").strip() or None
-    return StructuredDocument(pages=[builder.page()], title=title)
+    return structured_document([builder], title=title, images=images, limits=limits)
+
+
+_WP = "{http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing}"
+_PIC = "{http://schemas.openxmlformats.org/drawingml/2006/picture}"
+_DML = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+_CHART = "{http://schemas.openxmlformats.org/drawingml/2006/chart}chart"
+_REL = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
+#: DrawingML's unit: 914,400 per inch, so 9,525 per pixel at 96 dpi (the size Word shows it at).
+EMU_PER_PIXEL = 9525
+
+
+def _drawings(paragraph: Any) -> list[Any]:
+    """The drawings of a paragraph (``w:drawing``: pictures, charts, shapes), not those of its text
+    boxes or of ``mc:Fallback`` copies."""
+    return [
+        drawing
+        for drawing in paragraph.iter(f"{_W}drawing")
+        if _belongs_to(drawing, paragraph, frozenset({f"{_W}txbxContent", _MC_FALLBACK}))
+    ]
+
+
+def _figure_captions(document: Any, body: list[Any]) -> dict[int, Any]:
+    """The caption paragraph of each body paragraph holding a picture or a chart (by the element's
+    id): the next paragraph when it is a caption (styled Caption, or "Figure n: ..."), else the
+    previous one when no figure took it."""
+    captions: dict[int, Any] = {}
+    taken: set[int] = set()
+    for index, element in enumerate(body):
+        if element.tag != f"{_W}p" or not _drawings(element) or not _has_figure(element):
+            continue
+        for neighbour in (index + 1, index - 1):
+            if not 0 <= neighbour < len(body) or id(body[neighbour]) in taken:
+                continue
+            if _is_caption(document, body[neighbour]):
+                captions[id(element)] = body[neighbour]
+                taken.add(id(body[neighbour]))
+                break
+    return captions
+
+
+def _has_figure(paragraph: Any) -> bool:
+    return any(
+        drawing.find(f".//{_PIC}pic") is not None or drawing.find(f".//{_CHART}") is not None
+        for drawing in _drawings(paragraph)
+    )
+
+
+def _is_caption(document: Any, element: Any) -> bool:
+    from docx.text.paragraph import Paragraph
+
+    if element.tag != f"{_W}p" or _drawings(element):
+        return False
+    text = _paragraph_text(element).strip()
+    if not text or TABLE_CAPTION.match(text):
+        return False
+    style = Paragraph(element, document).style
+    name = ((style.name if style is not None else "") or "").lower()
+    return ("caption" in name and "table" not in name) or bool(FIGURE_CAPTION.match(text))
+
+
+def _add_drawings(builder: PageBuilder, document: Any, paragraph: Any, caption: str) -> None:
+    """A paragraph's pictures as figures and its charts as their data, after its text; the caption
+    goes to the first of them."""
+    for drawing in _drawings(paragraph):
+        frame = drawing.find(f"{_WP}inline")
+        if frame is None:
+            frame = drawing.find(f"{_WP}anchor")
+        if frame is None:
+            continue
+        properties = frame.find(f"{_WP}docPr")
+        described = _alt_text(properties)
+        extent = frame.find(f"{_WP}extent")
+        width, height = (_pixels(extent.get("cx")), _pixels(extent.get("cy"))) if extent is not None else (0, 0)
+        pictures = list(frame.iter(f"{_PIC}pic"))
+        for index, picture in enumerate(pictures):
+            own = _alt_text(picture.find(f"{_PIC}nvPicPr/{_PIC}cNvPr"))
+            alt = (described if index == 0 else "") or (own if len(pictures) > 1 else "")
+            _add_picture(builder, document, picture, caption, alt, (width, height) if len(pictures) == 1 else (0, 0))
+            caption = ""
+        for chart in frame.iter(_CHART):
+            _add_chart(builder, document, chart.get(f"{_REL}id"), caption, described)
+            caption = ""
+
+
+def _alt_text(properties: Any) -> str:
+    """A drawing's alt text as Word's Alt Text pane writes it: its title and its description."""
+    if properties is None:
+        return ""
+    parts = [alt_text(properties.get(name) or "") for name in ("title", "descr")]
+    return ": ".join(dict.fromkeys(part for part in parts if part))
+
+
+def _pixels(emu: str | None) -> int:
+    try:
+        return max(0, round(int(emu or "0") / EMU_PER_PIXEL))
+    except ValueError:
+        return 0
+
+
+def _add_picture(
+    builder: PageBuilder, document: Any, picture: Any, caption: str, alt: str, size: tuple[int, int]
+) -> None:
+    blip = picture.find(f".//{_DML}blip")
+    relation = blip.get(f"{_REL}embed") if blip is not None else None
+    image = _related_blob(document, relation)
+    width, height = size
+    if image is not None and not (width and height):
+        width, height = image_size(image) or (0, 0)
+    builder.add_figure(
+        Figure(
+            caption=caption,
+            alt_text=alt,
+            width_px=width,
+            height_px=height,
+            image_sha256=hashlib.sha256(image).hexdigest() if image is not None else None,
+        ),
+        image,
+    )
+
+
+def _add_chart(builder: PageBuilder, document: Any, relation: str | None, caption: str, alt: str) -> None:
+    """A chart: its caption, title ("Chart: ...") and alt text, then its data as a table."""
+    blob = _related_blob(document, relation)
+    try:
+        chart = read_chart(blob) if blob is not None else None
+    except Exception as error:  # a broken chart part: the document's other text stands
+        logger.warning("a Word chart not read: %r", error)
+        chart = None
+    lines = [caption, f"Chart: {chart.title}" if chart and chart.title else "", f"Alt text: {alt}" if alt else ""]
+    builder.add_table(chart.rows if chart else [], caption="\n".join(line for line in lines if line))
+
+
+def _related_blob(document: Any, relation: str | None) -> bytes | None:
+    """The bytes of the part the body relates to by ``relation`` (an image, a chart); None for a
+    link to an external file or a missing part."""
+    if not relation:
+        return None
+    try:
+        relationship = document.part.rels[relation]
+        return None if relationship.is_external else bytes(relationship.target_part.blob)
+    except (KeyError, AttributeError):
+        return None
 
 
 def _code_style(paragraph: Any) -> bool:
