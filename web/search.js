@@ -88,6 +88,7 @@ function structuredPassage(blocks, highlights) {
 
 export function pageSpan(passage) {
   const { page_start: start, page_end: end } = passage;
+  if (passage.cell_range) return passage.cell_range;
   if (passage.document_format === "pptx") return end && end !== start ? `slides ${start}–${end}` : `slide ${start}`;
   if (passage.document_format && passage.document_format !== "pdf") {
     return passage.paragraph_index ? `paragraph ${passage.paragraph_index}` : "section";

@@ -5,14 +5,15 @@ import { formatBytes } from "./format.js";
 
 const DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document";
 const PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation";
+const XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet";
 const TYPES_BY_EXTENSION = Object.freeze({
-  pdf: "application/pdf", docx: DOCX, pptx: PPTX, html: "text/html", htm: "text/html",
-  md: "text/markdown", markdown: "text/markdown", txt: "text/plain",
+  pdf: "application/pdf", docx: DOCX, pptx: PPTX, xlsx: XLSX, html: "text/html", htm: "text/html",
+  md: "text/markdown", markdown: "text/markdown", txt: "text/plain", csv: "text/csv", tsv: "text/tab-separated-values",
 });
 /** The file picker's filter: the formats the pipeline reads (rag_ingest/core/upload_types.py). */
 export const ACCEPTED_FILES = [...Object.keys(TYPES_BY_EXTENSION).map((ext) => `.${ext}`), ...new Set(Object.values(TYPES_BY_EXTENSION))].join(",");
-const TEXT_TYPES = new Set(["text/html", "text/markdown", "text/plain"]);
-/** HTML, Markdown and text over this are refused (MAX_TEXT_FORMAT_BYTES in rag_ingest/core/upload_types.py). */
+const TEXT_TYPES = new Set(["text/html", "text/markdown", "text/plain", "text/csv", "text/tab-separated-values"]);
+/** HTML, Markdown, CSV and text over this are refused (MAX_TEXT_FORMAT_BYTES in rag_ingest/core/upload_types.py). */
 export const MAX_TEXT_FORMAT_BYTES = 20 * 1024 * 1024;
 
 const startsWith = (head, bytes) => bytes.every((byte, index) => head[index] === byte);
@@ -20,21 +21,21 @@ const ascii = (text) => [...text].map((character) => character.charCodeAt(0));
 const extensionOf = (name) => (/\.([a-z0-9]+)$/i.exec(name)?.[1] || "").toLowerCase();
 
 /**
- * What the file is, from its first bytes (the name only tells a .docx from a .pptx, and HTML and
- * Markdown from text): {type} to declare to the API, or {refusal} for a file that can never succeed.
- * The pipeline decides again from the stored bytes.
+ * What the file is, from its first bytes (the name tells .docx, .pptx and .xlsx apart, and HTML,
+ * Markdown and CSV from text): {type} to declare, or {refusal} for a file that can never succeed.
  */
 export async function sniffUpload(file) {
   const head = new Uint8Array(await file.slice(0, 1024).arrayBuffer());
   const extension = extensionOf(file.name);
   if (startsWith(head, ascii("%PDF-"))) return { type: "application/pdf" };
   if (startsWith(head, [0x50, 0x4b, 0x03, 0x04])) {
-    if (extension === "pptx") return { type: PPTX };
-    if (extension === "docx") return { type: DOCX };
-    return { refusal: "Refused: a zip archive that is not a Word (.docx) or PowerPoint (.pptx) file." };
+    const type = { pptx: PPTX, docx: DOCX, xlsx: XLSX }[extension];
+    if (type) return { type };
+    if (/^(doc|ppt|xls)m$/.test(extension)) return { refusal: `Refused: macros (MACRO_ENABLED_DOCUMENT); save it as .${extension.slice(0, 3)}x.` };
+    return { refusal: "Refused: a zip archive that is not a .docx, .pptx or .xlsx file." };
   }
   if (startsWith(head, [0xd0, 0xcf, 0x11, 0xe0])) {
-    return { refusal: "Refused: an old binary Office file (.doc or .ppt); save it as .docx or .pptx." };
+    return { refusal: "Refused: an old binary Office file (LEGACY_OFFICE_FORMAT); save it as .docx, .pptx or .xlsx." };
   }
   const images = [[0x89, 0x50, 0x4e, 0x47], [0xff, 0xd8, 0xff], ascii("GIF8")];
   if (images.some((signature) => startsWith(head, signature))) return { refusal: "Refused: an image, not a document." };

@@ -128,6 +128,8 @@ class Workflow(Construct):
             "OCR_DPI": str(OCR_DPI),
             # parsing.textractTables: AnalyzeDocument TABLES instead of DetectDocumentText (Parse's grant below).
             "OCR_TEXTRACT_TABLES": "true" if config.parsing.textract_tables else "false",
+            # parsing.indexHiddenSheets: a workbook's hidden sheets are read (docs/formats.md, "Spreadsheets").
+            "INDEX_HIDDEN_SHEETS": "true" if config.parsing.index_hidden_sheets else "false",
             **self._capacity_environment(capacity),
         }
         self.functions: dict[str, lambda_.Function] = {}

@@ -101,15 +101,18 @@ _PROVENANCE_MAPPING = {
     "boxes": {"type": "object", "enabled": False},
     # Where a source's item lives (s3://..., https://...): what its hits cite.
     "source_uri": {"type": "keyword"},
+    # A spreadsheet passage's cells ("Budget!A12:F40"): returned with a hit, never searched.
+    "cell_range": {"type": "keyword", "index": False},
 }
 
 
 #: Fields a chunk has only in some formats (a PDF's chunks carry neither), or only as a source's item.
-OPTIONAL_CHUNK_FIELDS = frozenset({"anchor", "paragraph_index", "boxes", "source_uri"})
+OPTIONAL_CHUNK_FIELDS = frozenset({"anchor", "paragraph_index", "boxes", "source_uri", "cell_range"})
 
 
 def chunk_provenance(chunk: Chunk) -> dict[str, Any]:
-    """A chunk's format, media type, and (structured formats) section anchor and paragraph index."""
+    """A chunk's format, media type, and (structured formats) section anchor and paragraph index,
+    (PDF) rectangles, (spreadsheets) cell range."""
     fields: dict[str, Any] = {
         "document_format": chunk.document_format.value,
         "content_type": chunk.document_format.content_type,
@@ -120,6 +123,8 @@ def chunk_provenance(chunk: Chunk) -> dict[str, Any]:
         fields["paragraph_index"] = chunk.paragraph_index
     if chunk.boxes:
         fields["boxes"] = [box.model_dump() for box in chunk.boxes]
+    if chunk.cell_range is not None:
+        fields["cell_range"] = chunk.cell_range
     return fields
 
 
@@ -582,6 +587,7 @@ class VectorStore:
                 anchor=hit["_source"].get("anchor"),
                 paragraph_index=hit["_source"].get("paragraph_index"),
                 boxes=tuple(PassageBox(**box) for box in hit["_source"].get("boxes") or ()),
+                cell_range=hit["_source"].get("cell_range"),
                 highlights=tuple(hit.get("highlight", {}).get("text", ())),
                 retrieved_by=(retriever,),
                 metadata=metadata_of_chunk(hit["_source"].get(METADATA_FIELD)),

@@ -380,6 +380,8 @@ class StagesEnv(CommonEnv, BucketEnv, SearchEnv, TenantUsageEnv):
     # Textract reads scanned pages with AnalyzeDocument TABLES instead of DetectDocumentText (cdk.json
     # parsing.textractTables; about ten times the price per page, docs/ocr.md). Only with OCR_ENGINE=textract.
     ocr_textract_tables: bool = False
+    # Spreadsheets' hidden sheets are read and indexed (cdk.json parsing.indexHiddenSheets; docs/formats.md).
+    index_hidden_sheets: bool = False
 
     @model_validator(mode="after")
     def _textract_tables_need_textract(self) -> Self:

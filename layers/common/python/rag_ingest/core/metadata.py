@@ -47,6 +47,7 @@ RESERVED_KEYS = BUILTIN_KEYS | frozenset(
         "anchor",
         "paragraph_index",
         "boxes",
+        "cell_range",
     }
 )
 

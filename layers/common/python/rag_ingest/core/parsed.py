@@ -27,6 +27,8 @@ class DocumentFormat(StrEnum):
     HTML = "html"
     MARKDOWN = "markdown"
     TEXT = "text"
+    XLSX = "xlsx"
+    CSV = "csv"  # comma-, semicolon-, tab- or pipe-separated values (a TSV is a CSV with tabs)
 
     @property
     def content_type(self) -> str:
@@ -41,6 +43,8 @@ FORMAT_CONTENT_TYPES: dict[DocumentFormat, str] = {
     DocumentFormat.HTML: "text/html",
     DocumentFormat.MARKDOWN: "text/markdown",
     DocumentFormat.TEXT: "text/plain",
+    DocumentFormat.XLSX: "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    DocumentFormat.CSV: "text/csv",
 }
 
 
@@ -100,6 +104,17 @@ class Figure(BaseModel):
         return [source for source, text in present if text.strip()]
 
 
+class SheetCells(BaseModel):
+    """Where a spreadsheet block's lines stand in its sheet (rag_ingest.parsing.sheets): a citation's
+    cell range. ``rows``: the sheet row of each line of the block's text, 0 for a line the sheet
+    does not hold (a table's made-up header of column letters)."""
+
+    sheet: str | None = None  # None for a CSV, which has no sheet names
+    first_column: int = Field(ge=1)
+    last_column: int = Field(ge=1)
+    rows: list[int]
+
+
 class TextBlock(BaseModel):
     """A block of a structured document (DOCX, PPTX, HTML, Markdown, text): ``text[start:end]`` of
     its page. Headings carry their level (1 = outermost) and the anchor the rendered view gives them."""
@@ -117,6 +132,8 @@ class TextBlock(BaseModel):
     continues: bool = False
     #: A FIGURE block's figure: the block's text is ``rag_ingest.parsing.figures.figure_text`` of it.
     figure: Figure | None = None
+    #: A spreadsheet's block (XLSX, CSV): the cells its lines come from.
+    cells: SheetCells | None = None
 
 
 class PageLayout(BaseModel):
@@ -245,3 +262,5 @@ class Chunk(BaseModel):
     document_format: DocumentFormat = DocumentFormat.PDF
     #: PDF: where the passage stands, one rectangle per line it covers on each of its pages.
     boxes: list[PassageBox] = Field(default_factory=list)
+    #: XLSX, CSV: the cells the passage's rows come from, as a spreadsheet names them (``Budget!A12:F40``).
+    cell_range: str | None = None

@@ -13,10 +13,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rag_ingest.core.access import AccessError, DocumentAccess, parse_access
+from rag_ingest.core.cell_refs import cell_range
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.job import Stage
 from rag_ingest.core.metadata import MetadataError, validate_metadata
-from rag_ingest.core.parsed import DocumentFormat, PageText, section_paragraphs
+from rag_ingest.core.parsed import DocumentFormat, PageText, TextBlock, section_paragraphs
 from rag_ingest.core.record import DocumentRecord, DocumentStatus
 
 PDF_CONTENT_TYPE = "application/pdf"
@@ -223,6 +224,8 @@ class ContentBlockView(BaseModel):
     #: Headings: the section's id in the view (a passage's ``anchor``); others: ``<anchor>-p<n>``
     #: (``p<n>`` before the first heading), ``n`` the passage's ``paragraph_index``.
     anchor: str
+    #: An XLSX or CSV block's cells as a spreadsheet names them (``Budget!A1:F40``); null otherwise.
+    cell_range: str | None = None
 
 
 class ContentPageView(BaseModel):
@@ -247,7 +250,9 @@ class DocumentContent(BaseModel):
             anchor = (block.anchor or "") if number is None else paragraph
             text = page.text[block.start : block.end]
             views[page.page_number].blocks.append(
-                ContentBlockView(kind=block.kind.value, text=text, level=block.level, anchor=anchor)
+                ContentBlockView(
+                    kind=block.kind.value, text=text, level=block.level, anchor=anchor, cell_range=_block_cells(block)
+                )
             )
         return cls(
             document_id=record.document_id,
@@ -267,3 +272,11 @@ class DocumentPage(BaseModel):
 class DownloadLink(BaseModel):
     url: str
     expires_in: int
+
+
+def _block_cells(block: TextBlock) -> str | None:
+    """The cells a spreadsheet block's lines come from (a made-up header row aside), else None."""
+    rows = [row for row in block.cells.rows if row] if block.cells else []
+    if not block.cells or not rows:
+        return None
+    return cell_range(block.cells.sheet, block.cells.first_column, block.cells.last_column, min(rows), max(rows))

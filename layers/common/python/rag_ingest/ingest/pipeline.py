@@ -56,6 +56,7 @@ from rag_ingest.core.telemetry import NoTelemetry, Telemetry
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.embeddings.capacity import booking_for
 from rag_ingest.ingest.batch_embedding import BatchEmbedding
+from rag_ingest.ingest.cell_ranges import with_cell_ranges
 from rag_ingest.ingest.chunk_rewrite import MAX_REWRITES, ChunkRewriter
 from rag_ingest.ingest.chunking import chunk_pages
 from rag_ingest.ingest.embedding_cache import NoEmbeddingCache
@@ -227,8 +228,9 @@ class Pipeline:
         )
 
     def _parse_structured(self, data: bytes, document_format: DocumentFormat) -> ParsedRange:
-        """A DOCX, PPTX, HTML, Markdown or text file read whole into one range of pages of blocks."""
-        document = read_structured(data, document_format, FormatLimits(max_pages=self._env.max_pages))
+        """A structured file (not a PDF) read whole into one range of pages of blocks."""
+        limits = FormatLimits(max_pages=self._env.max_pages, read_hidden_sheets=self._env.index_hidden_sheets)
+        document = read_structured(data, document_format, limits)
         pages = document.pages
         return ParsedRange(
             page_count=len(pages),
@@ -285,6 +287,7 @@ class Pipeline:
                 if not chunks:
                     raise PermanentError(ErrorCode.EMPTY_DOCUMENT, "the document has no text to chunk")
                 chunks = passage_boxes(chunks, parsed.pages)
+                chunks = with_cell_ranges(chunks, parsed.pages)
                 title = document_title(parsed.metadata_title, filename_of(job.key))
                 chunks = [
                     chunk.model_copy(update={"document_title": title, "document_format": job.document_format})

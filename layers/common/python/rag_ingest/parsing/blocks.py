@@ -1,5 +1,5 @@
-"""The shared parts of the structured formats' readers (``office``, ``html_markdown``): text
-decoding, the limits that bound a hostile file, and pages of blocks with their offsets."""
+"""The shared parts of the structured formats' readers (``office``, ``html_markdown``, ``sheets``):
+text decoding, the limits that bound a hostile file, and pages of blocks with their offsets."""
 
 from __future__ import annotations
 
@@ -219,3 +219,9 @@ class FormatLimits:
     max_xml_part_bytes: int = 128 * 1024 * 1024
     max_markdown_line_chars: int = 100_000
     max_text_chars: int = 50_000_000
+    # Spreadsheets (rag_ingest.parsing.sheets): rows and cells of a workbook or CSV, and one cell's
+    # characters (Excel's own limit); hidden sheets are read only when asked (parsing.indexHiddenSheets).
+    max_sheet_rows: int = 100_000
+    max_sheet_cells: int = 1_000_000
+    max_cell_chars: int = 32_767
+    read_hidden_sheets: bool = False

@@ -40,6 +40,8 @@ class SearchHit:
     anchor: str | None = None
     paragraph_index: int | None = None
     boxes: tuple[PassageBox, ...] = field(default=(), hash=False)
+    #: XLSX, CSV: the cells the passage's rows come from (``Budget!A12:F40``).
+    cell_range: str | None = None
     highlights: tuple[str, ...] = ()
     #: The retrievers that found it ("knn", "bm25"); a hybrid hit may have both.
     retrieved_by: tuple[str, ...] = ()

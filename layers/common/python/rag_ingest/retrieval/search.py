@@ -285,6 +285,9 @@ class PassageView(BaseModel):
     #: A PDF passage's rectangles on its pages (fractions of the displayed page, origin top-left):
     #: one per line it covers. Empty for other formats, and for a page whose words had no geometry.
     boxes: list[PassageBox] = Field(default_factory=list)
+    #: An XLSX or CSV passage's cells as a spreadsheet names them (``Budget!A12:F40``; a CSV's have no
+    #: sheet: ``A12:F40``); null for other formats.
+    cell_range: str | None = None
     score: float
     text: str
     highlights: list[str]
@@ -322,6 +325,7 @@ class PassageView(BaseModel):
             anchor=hit.anchor,
             paragraph_index=hit.paragraph_index,
             boxes=list(hit.boxes),
+            cell_range=hit.cell_range,
             score=hit.score,
             text=hit.text,
             highlights=list(hit.highlights),
