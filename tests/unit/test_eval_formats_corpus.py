@@ -33,7 +33,7 @@ pytestmark = pytest.mark.unit
 DOCUMENTS = load_documents()
 QUESTIONS = load_evidence_questions()
 EVALUATED_FORMATS = (DocumentFormat.DOCX, DocumentFormat.PPTX, DocumentFormat.HTML)
-CORPUS_FILE_SUFFIXES = {".docx", ".pptx", ".html", ".htm", ".md", ".txt"}
+CORPUS_FILE_SUFFIXES = {".docx", ".pptx", ".xlsx", ".html", ".htm", ".md", ".txt", ".csv"}
 
 
 @cache
