@@ -80,7 +80,7 @@ async function loadConfig() {
   return config;
 }
 
-// -- signed out / signed in -------------------------------------------------------------------
+// -- signed out / signed in --
 
 function showSignIn(message = "") {
   state.live?.stop();
@@ -134,7 +134,7 @@ function showWorkspace(session) {
   $("main").focus();
 }
 
-// -- uploads ----------------------------------------------------------------------------------
+// -- uploads --
 
 function uploadItem(file) {
   const bar = el("progress", { max: 100, value: 0, "aria-label": `Upload of ${file.name}` });
@@ -281,7 +281,7 @@ function wireUploads() {
   window.addEventListener("drop", (event) => event.preventDefault());
 }
 
-// -- confirmations ----------------------------------------------------------------------------
+// -- confirmations --
 
 function confirmDelete(doc) {
   return confirmAction("Delete document?", `“${doc.filename || doc.document_id}” and its passages will be removed from search.`, "Delete");
@@ -299,7 +299,7 @@ function confirmAction(title, text, label) {
   });
 }
 
-// -- start ------------------------------------------------------------------------------------
+// -- start --
 
 async function main() {
   try {

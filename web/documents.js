@@ -258,7 +258,7 @@ export class DocumentList {
     }
   }
 
-  // -- polling fallback (live channel down) ---------------------------------------------------
+  // -- polling fallback (live channel down) --
 
   startPolling() {
     if (this.pollTimer) return;

@@ -3,16 +3,15 @@
 
 import { formatBytes } from "./format.js";
 
-const DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document";
-const PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation";
-const XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet";
+const OOXML = "application/vnd.openxmlformats-officedocument.";
+const ZIPS = { docx: `${OOXML}wordprocessingml.document`, pptx: `${OOXML}presentationml.presentation`, xlsx: `${OOXML}spreadsheetml.sheet` };
 const TYPES_BY_EXTENSION = Object.freeze({
-  pdf: "application/pdf", docx: DOCX, pptx: PPTX, xlsx: XLSX, html: "text/html", htm: "text/html",
-  md: "text/markdown", markdown: "text/markdown", txt: "text/plain", csv: "text/csv", tsv: "text/tab-separated-values",
+  pdf: "application/pdf", ...ZIPS, html: "text/html", htm: "text/html", md: "text/markdown",
+  markdown: "text/markdown", txt: "text/plain", csv: "text/csv", tsv: "text/tab-separated-values",
 });
 /** The file picker's filter: the formats the pipeline reads (rag_ingest/core/upload_types.py). */
 export const ACCEPTED_FILES = [...Object.keys(TYPES_BY_EXTENSION).map((ext) => `.${ext}`), ...new Set(Object.values(TYPES_BY_EXTENSION))].join(",");
-const TEXT_TYPES = new Set(["text/html", "text/markdown", "text/plain", "text/csv", "text/tab-separated-values"]);
+const isText = (type) => /^text\//.test(type);
 /** HTML, Markdown, CSV and text over this are refused (MAX_TEXT_FORMAT_BYTES in rag_ingest/core/upload_types.py). */
 export const MAX_TEXT_FORMAT_BYTES = 20 * 1024 * 1024;
 
@@ -29,20 +28,17 @@ export async function sniffUpload(file) {
   const extension = extensionOf(file.name);
   if (startsWith(head, ascii("%PDF-"))) return { type: "application/pdf" };
   if (startsWith(head, [0x50, 0x4b, 0x03, 0x04])) {
-    const type = { pptx: PPTX, docx: DOCX, xlsx: XLSX }[extension];
-    if (type) return { type };
-    if (/^(doc|ppt|xls)m$/.test(extension)) return { refusal: `Refused: macros (MACRO_ENABLED_DOCUMENT); save it as .${extension.slice(0, 3)}x.` };
-    return { refusal: "Refused: a zip archive that is not a .docx, .pptx or .xlsx file." };
+    if (ZIPS[extension]) return { type: ZIPS[extension] };
+    if (/^(doc|ppt|xls)m$/.test(extension)) return { refusal: `Refused: macros (MACRO_ENABLED_DOCUMENT); save as .${extension.slice(0, 3)}x.` };
+    return { refusal: "Refused: a zip that is not a .docx, .pptx or .xlsx file." };
   }
-  if (startsWith(head, [0xd0, 0xcf, 0x11, 0xe0])) {
-    return { refusal: "Refused: an old binary Office file (LEGACY_OFFICE_FORMAT); save it as .docx, .pptx or .xlsx." };
-  }
+  if (startsWith(head, [0xd0, 0xcf, 0x11, 0xe0])) return { refusal: "Refused: an old binary Office file (LEGACY_OFFICE_FORMAT)." };
   const images = [[0x89, 0x50, 0x4e, 0x47], [0xff, 0xd8, 0xff], ascii("GIF8")];
   if (images.some((signature) => startsWith(head, signature))) return { refusal: "Refused: an image, not a document." };
   const utf16 = startsWith(head, [0xff, 0xfe]) || startsWith(head, [0xfe, 0xff]);
   if (!utf16 && head.includes(0)) return { refusal: "Refused: binary data, not a document the pipeline reads." };
   const declared = TYPES_BY_EXTENSION[extension];
-  if (TEXT_TYPES.has(declared)) return { type: declared };
+  if (isText(declared)) return { type: declared };
   const start = new TextDecoder().decode(head).trimStart().toLowerCase();
   return { type: start.startsWith("<!doctype html") || start.startsWith("<html") ? "text/html" : "text/plain" };
 }
@@ -52,7 +48,7 @@ export async function checkUpload(file, maxBytes) {
   if (file.size === 0) return { reason: "Refused: the file is empty." };
   const sniffed = await sniffUpload(file);
   if (sniffed.refusal) return { reason: sniffed.refusal };
-  const limit = TEXT_TYPES.has(sniffed.type) ? Math.min(maxBytes, MAX_TEXT_FORMAT_BYTES) : maxBytes;
+  const limit = isText(sniffed.type) ? Math.min(maxBytes, MAX_TEXT_FORMAT_BYTES) : maxBytes;
   if (Number.isFinite(limit) && file.size > limit) {
     let [size, limitText] = [formatBytes(file.size), formatBytes(limit)];
     if (size === limitText) [size, limitText] = [`${file.size} bytes`, `${limit}-byte`]; // just over: say by how much
