@@ -1,4 +1,4 @@
-"""The formats evaluation: DOCX, PPTX and HTML documents (``eval/formats``) beside the PDF corpus.
+"""The formats evaluation: DOCX, PPTX, HTML, XLSX and CSV documents (``eval/formats``) beside the PDFs.
 
     .venv/bin/python -m eval --formats-only --in-process      # these formats only, in process
     .venv/bin/python -m eval.formats_eval --in-process --split dev

@@ -180,6 +180,9 @@ class ParsingConfig(_Model):
     # Scanned pages' tables in AWS (Textract AnalyzeDocument with TABLES): off by default, as it bills
     # about ten times DetectDocumentText per OCR'd page (docs/ocr.md, docs/cost.md).
     textract_tables: bool = False
+    # Spreadsheets' hidden sheets (hidden or "very hidden" in Excel) are read and indexed: off by default,
+    # as an author hides lookups and scratch work, and a search should find what a reader is shown.
+    index_hidden_sheets: bool = False
 
 
 class FigureVisionConfig(_Model):

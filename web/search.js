@@ -90,6 +90,7 @@ const IMAGES = new Set(["png", "jpeg", "tiff"]);
 
 export function pageSpan(passage) {
   const { page_start: start, page_end: end, document_format: format } = passage;
+  if (passage.cell_range) return passage.cell_range;
   if (format === "pptx") return end && end !== start ? `slides ${start}–${end}` : `slide ${start}`;
   if (format && format !== "pdf" && !IMAGES.has(format)) {
     return passage.paragraph_index ? `paragraph ${passage.paragraph_index}` : "section";

@@ -3,17 +3,17 @@
 
 import { formatBytes } from "./format.js";
 
-const DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document";
-const PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation";
+const OOXML = "application/vnd.openxmlformats-officedocument.";
+const ZIPS = { docx: `${OOXML}wordprocessingml.document`, pptx: `${OOXML}presentationml.presentation`, xlsx: `${OOXML}spreadsheetml.sheet` };
 const TYPES_BY_EXTENSION = Object.freeze({
-  pdf: "application/pdf", docx: DOCX, pptx: PPTX, html: "text/html", htm: "text/html",
-  md: "text/markdown", markdown: "text/markdown", txt: "text/plain",
+  pdf: "application/pdf", ...ZIPS, html: "text/html", htm: "text/html", md: "text/markdown",
+  markdown: "text/markdown", txt: "text/plain", csv: "text/csv", tsv: "text/tab-separated-values",
   png: "image/png", jpg: "image/jpeg", jpeg: "image/jpeg", tif: "image/tiff", tiff: "image/tiff",
 });
 /** The file picker's filter: the formats the pipeline reads (rag_ingest/core/upload_types.py). */
 export const ACCEPTED_FILES = [...Object.keys(TYPES_BY_EXTENSION).map((ext) => `.${ext}`), ...new Set(Object.values(TYPES_BY_EXTENSION))].join(",");
-const TEXT_TYPES = new Set(["text/html", "text/markdown", "text/plain"]);
-/** Text and image limits (MAX_TEXT_FORMAT_BYTES, MAX_IMAGE_BYTES in rag_ingest/core/upload_types.py). */
+const isText = (type) => /^text\//.test(type);
+/** Text (HTML, Markdown, CSV, plain) and image limits (MAX_TEXT_FORMAT_BYTES, MAX_IMAGE_BYTES in rag_ingest/core/upload_types.py). */
 export const MAX_TEXT_FORMAT_BYTES = 20 * 1024 * 1024;
 const MAX_IMAGE_BYTES = 10485760;
 const IMAGES = [["png", [137, 80, 78, 71]], ["jpeg", [255, 216, 255]], ["tiff", [73, 73, 42, 0]], ["tiff", [77, 77, 0, 42]]];
@@ -23,29 +23,26 @@ const ascii = (text) => [...text].map((character) => character.charCodeAt(0));
 const extensionOf = (name) => (/\.([a-z0-9]+)$/i.exec(name)?.[1] || "").toLowerCase();
 
 /**
- * What the file is, from its first bytes (the name only tells a .docx from a .pptx, and HTML and
- * Markdown from text): {type} to declare to the API, or {refusal} for a file that can never succeed.
- * The pipeline decides again from the stored bytes.
+ * What the file is, from its first bytes (the name tells .docx, .pptx and .xlsx apart, and HTML,
+ * Markdown and CSV from text): {type} to declare, or {refusal} for a file that can never succeed.
  */
 export async function sniffUpload(file) {
   const head = new Uint8Array(await file.slice(0, 1024).arrayBuffer());
   const extension = extensionOf(file.name);
   if (startsWith(head, ascii("%PDF-"))) return { type: "application/pdf" };
   if (startsWith(head, [0x50, 0x4b, 0x03, 0x04])) {
-    if (extension === "pptx") return { type: PPTX };
-    if (extension === "docx") return { type: DOCX };
-    return { refusal: "Refused: a zip archive that is not a Word (.docx) or PowerPoint (.pptx) file." };
+    if (ZIPS[extension]) return { type: ZIPS[extension] };
+    if (/^(doc|ppt|xls)m$/.test(extension)) return { refusal: `Refused: macros (MACRO_ENABLED_DOCUMENT); save as .${extension.slice(0, 3)}x.` };
+    return { refusal: "Refused: a zip that is not a .docx, .pptx or .xlsx file." };
   }
-  if (startsWith(head, [0xd0, 0xcf, 0x11, 0xe0])) {
-    return { refusal: "Refused: an old binary Office file (.doc or .ppt); save it as .docx or .pptx." };
-  }
+  if (startsWith(head, [0xd0, 0xcf, 0x11, 0xe0])) return { refusal: "Refused: an old binary Office file (LEGACY_OFFICE_FORMAT)." };
   const image = IMAGES.find(([, signature]) => startsWith(head, signature));
   if (image) return { type: `image/${image[0]}` };
   if (startsWith(head, ascii("GIF8"))) return { refusal: "Refused: a GIF image (PNG, JPEG and TIFF are read)." };
   const utf16 = startsWith(head, [0xff, 0xfe]) || startsWith(head, [0xfe, 0xff]);
   if (!utf16 && head.includes(0)) return { refusal: "Refused: binary data, not a document the pipeline reads." };
   const declared = TYPES_BY_EXTENSION[extension];
-  if (TEXT_TYPES.has(declared)) return { type: declared };
+  if (isText(declared)) return { type: declared };
   const start = new TextDecoder().decode(head).trimStart().toLowerCase();
   return { type: start.startsWith("<!doctype html") || start.startsWith("<html") ? "text/html" : "text/plain" };
 }
@@ -55,7 +52,7 @@ export async function checkUpload(file, maxBytes) {
   if (file.size === 0) return { reason: "Refused: the file is empty." };
   const sniffed = await sniffUpload(file);
   if (sniffed.refusal) return { reason: sniffed.refusal };
-  const cap = TEXT_TYPES.has(sniffed.type) ? MAX_TEXT_FORMAT_BYTES : sniffed.type.startsWith("image/") ? MAX_IMAGE_BYTES : maxBytes;
+  const cap = isText(sniffed.type) ? MAX_TEXT_FORMAT_BYTES : sniffed.type.startsWith("image/") ? MAX_IMAGE_BYTES : maxBytes;
   const limit = Math.min(maxBytes, cap);
   if (Number.isFinite(limit) && file.size > limit) {
     let [size, limitText] = [formatBytes(file.size), formatBytes(limit)];

@@ -26,7 +26,8 @@ export function passageTarget(passage) {
 }
 
 function renderTable(text) {
-  const [header, ...rows] = text.split("\n").map((line) => line.split(" | "));
+  // Cells are joined by " | "; an empty first or last cell leaves "| b" or "a |" once lines are trimmed.
+  const [header, ...rows] = text.split("\n").map((line) => line.split(/ ?\| ?/));
   return el(
     "table",
     { className: "view-table" },

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 ERROR_SENTENCES: dict[str, str] = {
     "UNSUPPORTED_TYPE": (
-        "This file's type is not accepted (PDF, Word .docx, PowerPoint .pptx, HTML, Markdown or text)."
+        "This file's type is not accepted "
+        "(PDF, Word .docx, PowerPoint .pptx, Excel .xlsx, CSV, HTML, Markdown or text)."
     ),
     "FILE_TOO_LARGE": "This file is larger than the upload limit.",
     "TOO_MANY_PAGES": "This document has more pages or slides than the limit.",
@@ -17,11 +18,14 @@ ERROR_SENTENCES: dict[str, str] = {
     "CORRUPT_PDF": "This PDF is damaged and cannot be read.",
     "PDF_TOO_COMPLEX": "This PDF is too complex to read within the limits (too much content or text on its pages).",
     "NO_TEXT_LAYER": "This PDF has no text layer (scanned pages without text).",
-    "LEGACY_OFFICE_FORMAT": "This is an old binary Office file (.doc or .ppt): save it as .docx or .pptx.",
-    "MACRO_ENABLED_DOCUMENT": "This Office file contains macros (.docm or .pptm): save it without them.",
+    "LEGACY_OFFICE_FORMAT": "This is an old binary Office file (.doc, .ppt or .xls): save it as .docx, .pptx or .xlsx.",
+    "MACRO_ENABLED_DOCUMENT": "This Office file contains macros (.docm, .pptm or .xlsm): save it without them.",
     "CORRUPT_DOCUMENT": "This document is damaged and cannot be read.",
     "DOCUMENT_TOO_COMPLEX": "This document is too large or too deeply nested to read within the limits.",
     "UNSAFE_XML": "This document contains XML declarations that are not allowed (entities or a DTD).",
+    "TOO_MANY_ROWS": "This spreadsheet has more rows than the limit.",
+    "TOO_MANY_CELLS": "This spreadsheet has more cells than the limit.",
+    "CELL_TOO_LARGE": "A cell of this spreadsheet holds more text than the limit.",
     "UNKNOWN_ENCODING": "This text file's character encoding could not be recognised.",
     "EMPTY_FILE": "This file is empty (0 bytes).",
     "EMPTY_DOCUMENT": "This document contains no text to index.",

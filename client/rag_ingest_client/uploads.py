@@ -17,6 +17,9 @@ TEXT = "text/plain"
 PNG = "image/png"
 JPEG = "image/jpeg"
 TIFF = "image/tiff"
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+CSV = "text/csv"
+TSV = "text/tab-separated-values"
 
 #: The file names a client goes by to declare a type (the CLI's folder walk, the page's picker).
 EXTENSION_TYPES: dict[str, str] = {
@@ -33,6 +36,21 @@ EXTENSION_TYPES: dict[str, str] = {
     ".jpeg": JPEG,
     ".tif": TIFF,
     ".tiff": TIFF,
+    ".xlsx": XLSX,
+    ".csv": CSV,
+    ".tsv": TSV,
+}
+#: The Office files whose bytes are a zip, by name: what a client declares for them.
+_OFFICE_ZIPS = (DOCX, PPTX, XLSX)
+#: Files refused by name before upload, with the code the service would fail them with (the API's
+#: refused types, rag_ingest.core.upload_types): legacy binaries and macro-enabled packages.
+REFUSED_EXTENSIONS: dict[str, tuple[str, str]] = {
+    ".doc": ("LEGACY_OFFICE_FORMAT", "an old binary Word file (.doc): save it as .docx"),
+    ".ppt": ("LEGACY_OFFICE_FORMAT", "an old binary PowerPoint file (.ppt): save it as .pptx"),
+    ".xls": ("LEGACY_OFFICE_FORMAT", "an old binary Excel file (.xls): save it as .xlsx"),
+    ".docm": ("MACRO_ENABLED_DOCUMENT", "a macro-enabled Word file (.docm): save it as .docx"),
+    ".pptm": ("MACRO_ENABLED_DOCUMENT", "a macro-enabled PowerPoint file (.pptm): save it as .pptx"),
+    ".xlsm": ("MACRO_ENABLED_DOCUMENT", "a macro-enabled Excel file (.xlsm): save it as .xlsx"),
 }
 
 #: Images read as documents (by OCR), by their first bytes; a GIF is refused.
@@ -48,17 +66,20 @@ def client_refusal(filename: str, head: bytes) -> str | None:
     succeed. None: send it."""
     if not head:
         return "the file is empty"
+    refused = REFUSED_EXTENSIONS.get(_suffix(filename))
+    if refused and head.startswith((_OLE, _ZIP)):
+        return f"{refused[0]}: {refused[1]}"
     if head.startswith(_OLE):
-        return "an old binary Office file (.doc or .ppt): save it as .docx or .pptx"
+        return "an old binary Office file (.doc, .ppt or .xls): save it as .docx, .pptx or .xlsx"
     if head.startswith(_GIF):
         return "a GIF image (PNG, JPEG and TIFF images are read)"
     if head.startswith(tuple(_IMAGE_SIGNATURES)):
         return None
     if head.startswith(_ZIP):
         # A zip's headers always hold NUL bytes: its name decides, and Validate reads its parts.
-        if filename.lower().endswith((".docx", ".pptx")):
+        if EXTENSION_TYPES.get(_suffix(filename)) in _OFFICE_ZIPS:
             return None
-        return "a zip archive that is not a Word (.docx) or PowerPoint (.pptx) file"
+        return "a zip archive that is not a Word (.docx), PowerPoint (.pptx) or Excel (.xlsx) file"
     if head.startswith(_PDF):
         return None
     if not head.startswith((b"\xff\xfe", b"\xfe\xff")) and b"\x00" in head:
@@ -69,13 +90,16 @@ def client_refusal(filename: str, head: bytes) -> str | None:
 def declared_type(filename: str, head: bytes) -> str:
     """The type a client declares for a file: from its first bytes when they say PDF or zip, else
     from its extension, else ``text/plain`` (the pipeline decides again from the stored bytes)."""
-    suffix = "." + filename.rpartition(".")[2].lower() if "." in filename else ""
-    by_name = EXTENSION_TYPES.get(suffix)
+    by_name = EXTENSION_TYPES.get(_suffix(filename))
     if head.startswith(_PDF):
         return PDF
     image = next((kind for signature, kind in _IMAGE_SIGNATURES.items() if head.startswith(signature)), None)
     if image is not None:
         return image
     if head.startswith(_ZIP):
-        return by_name if by_name in (DOCX, PPTX) else DOCX
+        return by_name if by_name in _OFFICE_ZIPS else DOCX
     return by_name or TEXT
+
+
+def _suffix(filename: str) -> str:
+    return "." + filename.rpartition(".")[2].lower() if "." in filename else ""

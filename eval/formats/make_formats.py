@@ -1,9 +1,9 @@
-"""Rebuild the formats corpus (DOCX, PPTX, HTML) from Debian packages.
+"""Rebuild the formats corpus (DOCX, PPTX, HTML, XLSX, CSV) from Debian packages.
 
     .venv/bin/python -m eval.formats.make_formats [--work-dir DIR]
 
 Fetches the packages named in ``SOURCES`` (``apt-get download``, ``dpkg-deb -x``), checks each file taken
-against the sha256 recorded here, uses HTML manuals as shipped, and converts packaged Markdown and
+against the sha256 recorded here, uses HTML manuals and spreadsheets as shipped, and converts packaged Markdown and
 HTML manuals to DOCX and PPTX with Debian's pandoc (``CONVERTER_VERSION``; needed only here, never by
 ``make eval`` or the tests), the pictures an HTML page shows embedded where ``pictures`` says so.
 Imports ``eval.corpus.make_corpus``. README.md beside this file: versions, licences, the why.
@@ -194,6 +194,42 @@ SOURCES = (
         "usr/share/doc/apt/README.md.gz",
         "4e4814a5488b9bbbe71e9783e28c700ce3b6a4d713e991e05d7ee4cd8e73e2e1",
         make="pptx",
+    ),
+    # Spreadsheets, as shipped (real files: R packages' example data, distro-info-data's tables).
+    Source(
+        "readxl-deaths.xlsx",
+        "r-cran-readxl",
+        "1.4.2-1",
+        "usr/lib/R/site-library/readxl/extdata/deaths.xlsx",
+        "0469b75be78da0ca9b956d81e2338f32fa3f45b00622cef5e6d7a278897eb80a",
+    ),
+    Source(
+        "openxlsx-pivot-tables.xlsx",
+        "r-cran-openxlsx",
+        "4.2.5.2-1",
+        "usr/lib/R/site-library/openxlsx/extdata/loadPivotTables.xlsx",
+        "fef9e207ef73200aa4506c2aab26df6b59c7e899e597389733b6f361f1064fab",
+    ),
+    Source(
+        "distro-info-debian.csv",
+        "distro-info-data",
+        "0.58+deb12u7",
+        "usr/share/distro-info/debian.csv",
+        "f52f5cc3f8047accbe03d28865436d7b1a2b2dec017f51c3ee5ad2017295e0ec",
+    ),
+    Source(
+        "distro-info-ubuntu.csv",
+        "distro-info-data",
+        "0.58+deb12u7",
+        "usr/share/distro-info/ubuntu.csv",
+        "226437d59f8c88b3bb630a6868255c33d3b7435ad198a5223f40fd5a5538be82",
+    ),
+    Source(
+        "palmerpenguins-raw.csv",
+        "r-cran-palmerpenguins",
+        "0.1.1-1",
+        "usr/lib/R/site-library/palmerpenguins/extdata/penguins_raw.csv",
+        "144f623143c9360fd77322a4f86acb06dc198814dbd2669724c63e6457b907bd",
     ),
 )
 

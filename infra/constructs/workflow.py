@@ -130,6 +130,8 @@ class Workflow(Construct):
             "OCR_TEXTRACT_TABLES": "true" if config.parsing.textract_tables else "false",
             "MAX_FIGURES_READ": str(config.figures.max_read),
             **self._vision_environment(),
+            # parsing.indexHiddenSheets: a workbook's hidden sheets are read (docs/formats.md, "Spreadsheets").
+            "INDEX_HIDDEN_SHEETS": "true" if config.parsing.index_hidden_sheets else "false",
             **self._capacity_environment(capacity),
         }
         self.functions: dict[str, lambda_.Function] = {}

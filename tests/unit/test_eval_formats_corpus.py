@@ -36,7 +36,7 @@ QUESTIONS = load_evidence_questions()
 #: Answerable without OCR (captions, alt text, the text around): what this module checks.
 PLAIN_QUESTIONS = [question for question in QUESTIONS if not question.needs_ocr]
 EVALUATED_FORMATS = (DocumentFormat.DOCX, DocumentFormat.PPTX, DocumentFormat.HTML)
-CORPUS_FILE_SUFFIXES = {".docx", ".pptx", ".html", ".htm", ".md", ".txt"}
+CORPUS_FILE_SUFFIXES = {".docx", ".pptx", ".xlsx", ".html", ".htm", ".md", ".txt", ".csv"}
 
 
 @cache

@@ -24,7 +24,7 @@ from rag_ingest.core.tokens import count_tokens
 from rag_ingest.documents.schemas import DocumentView
 from rag_ingest.ingest.pipeline import Pipeline, StageDependencies
 
-from samples import documents
+from samples import documents, spreadsheets
 from tests.support.fakes import (
     CountingEmbedder,
     InMemoryChunkIndex,
@@ -298,10 +298,12 @@ def test_ready_cannot_be_written_for_a_deleted_document(world: World) -> None:
         (lambda: documents.HTML_PAGE.encode(), DocumentFormat.HTML, 1, "lighthouse-keeping"),
         (lambda: documents.MARKDOWN_TEXT.encode(), DocumentFormat.MARKDOWN, 1, "feeding"),
         (lambda: documents.PLAIN_TEXT.encode(), DocumentFormat.TEXT, 1, "canal-locks"),
+        (spreadsheets.budget_xlsx, DocumentFormat.XLSX, 2, "budget"),  # its hidden sheet not read
+        (lambda: spreadsheets.TIDE_TABLE_CSV.encode(), DocumentFormat.CSV, 1, None),
     ],
 )
 def test_every_format_is_read_as_its_bytes_say_and_its_chunks_say_where_they_stand(
-    world: World, make: Callable[[], bytes], document_format: DocumentFormat, pages: int, anchor: str
+    world: World, make: Callable[[], bytes], document_format: DocumentFormat, pages: int, anchor: str | None
 ) -> None:
     job = world.run(world.upload(make()))  # the key ends in a.pdf: the name decides nothing
     record = world.documents.get(job.document_id)
@@ -312,6 +314,34 @@ def test_every_format_is_read_as_its_bytes_say_and_its_chunks_say_where_they_sta
     assert {entry["content_type"] for entry in world.index.chunks.values()} == {document_format.content_type}
     assert anchor in {chunk.anchor for chunk in chunks}
     assert all(chunk.paragraph_index is None or chunk.paragraph_index >= 1 for chunk in chunks)
+
+
+@pytest.mark.parametrize(
+    ("read_hidden", "sheets"), [(False, ["Budget", "Crew roster"]), (True, ["Budget", "Crew roster", "Old rates"])]
+)
+def test_a_workbook_is_cited_by_its_cells_and_read_hidden_sheets_only_when_told(
+    read_hidden: bool, sheets: list[str]
+) -> None:
+    world = build_world(env=ENV.model_copy(update={"index_hidden_sheets": read_hidden}))
+    job = world.run(world.upload(spreadsheets.budget_xlsx(), filename="budget.xlsx"))
+    record = world.documents.get(job.document_id)
+    assert record is not None and record.status is DocumentStatus.READY and record.page_count == len(sheets)
+    chunks = sorted(
+        (entry["chunk"] for entry in world.index.chunks.values() if entry["document_id"] == job.document_id),
+        key=lambda chunk: chunk.chunk_index,
+    )
+    ranges = [chunk.cell_range for chunk in chunks]
+    assert all(ranges) and ranges[0].startswith("Budget!A1:")  # type: ignore[union-attr]
+    assert [any(sheet in (cited or "") for cited in ranges) for sheet in ["Old rates"]] == [read_hidden]
+
+
+def test_the_hidden_sheet_switch_is_validated_at_cold_start() -> None:
+    from rag_ingest.core.errors import ConfigurationError
+
+    variables = {name.upper(): str(value) for name, value in ENV.model_dump(exclude_none=True).items()}
+    assert StagesEnv.from_env({**variables, "INDEX_HIDDEN_SHEETS": "true"}).index_hidden_sheets is True
+    with pytest.raises(ConfigurationError, match="INDEX_HIDDEN_SHEETS"):
+        StagesEnv.from_env({**variables, "INDEX_HIDDEN_SHEETS": "sometimes"})
 
 
 def test_a_deck_of_pictures_only_is_an_empty_document(world: World) -> None:

@@ -147,6 +147,9 @@ def test_the_types_clients_declare_are_the_ones_the_api_accepts() -> None:
         ".jpeg": DocumentFormat.JPEG,
         ".tif": DocumentFormat.TIFF,
         ".tiff": DocumentFormat.TIFF,
+        ".xlsx": DocumentFormat.XLSX,
+        ".csv": DocumentFormat.CSV,
+        ".tsv": DocumentFormat.CSV,
     }
 
 
@@ -174,8 +177,12 @@ def test_clients_declare_the_type_the_bytes_and_then_the_name_suggest(
     ("filename", "head", "words"),
     [
         ("empty.pdf", b"", "empty"),
-        ("minutes.doc", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "old binary Office"),
         ("animation.gif", b"GIF89a", "a GIF image"),
+        ("minutes.doc", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "LEGACY_OFFICE_FORMAT: an old binary Word file (.doc)"),
+        ("budget.xls", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "LEGACY_OFFICE_FORMAT: an old binary Excel file (.xls)"),
+        ("renamed.bin", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "old binary Office file (.doc, .ppt or .xls)"),
+        ("budget.xlsm", b"PK\x03\x04", "MACRO_ENABLED_DOCUMENT: a macro-enabled Excel file (.xlsm)"),
+        ("report.docm", b"PK\x03\x04", "MACRO_ENABLED_DOCUMENT: a macro-enabled Word file (.docm)"),
         ("archive.zip", b"PK\x03\x04", "zip archive"),
         ("blob.txt", b"ab\x00cd", "binary data"),
     ],
@@ -207,16 +214,18 @@ def _written_office_files(folder: Path) -> list[Path]:
 
 def test_clients_send_real_office_files(tmp_path: Path) -> None:
     """Every Office file of the corpora and each one the libraries write is sent, declared by its name;
-    the same bytes under a name that is not Word's or PowerPoint's are refused as a zip."""
+    the same bytes under a name that is not Word's, PowerPoint's or Excel's are refused as a zip."""
     from rag_ingest_client.uploads import client_refusal, declared_type
 
-    corpora = sorted([*(REPO / "eval" / "formats").glob("*.[dp][op][ct]x"), *(REPO / "samples" / "formats").glob("*x")])
+    corpora = sorted(
+        [*(REPO / "eval" / "formats").glob("*.[dpx][opl][cts]x"), *(REPO / "samples" / "formats").glob("*x")]
+    )
     files = [*corpora, *_written_office_files(tmp_path)]
     assert len(corpora) >= 10
     for path in files:
         head = path.read_bytes()[:1024]
         assert b"\x00" in head, path  # the bytes that were refused as binary data
         assert client_refusal(path.name, head) is None, path
-        kind = "presentationml" if path.suffix.lower() == ".pptx" else "wordprocessingml"
+        kind = {".pptx": "presentationml", ".xlsx": "spreadsheetml"}.get(path.suffix.lower(), "wordprocessingml")
         assert kind in declared_type(path.name, head), path
         assert "zip archive" in (client_refusal(path.stem + ".zip", head) or ""), path

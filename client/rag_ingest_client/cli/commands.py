@@ -189,7 +189,10 @@ def ask(
 
 
 def _where(passage: dict[str, Any]) -> str:
-    """Where a passage stands: ``p.3`` (PDF pages), ``slide 2`` (PPTX), ``§ Heading > Sub ¶2`` (others)."""
+    """Where a passage stands: ``p.3`` (PDF pages), ``slide 2`` (PPTX), ``Budget!A12:F40`` (XLSX, CSV),
+    ``§ Heading > Sub ¶2`` (others)."""
+    if passage.get("cell_range"):
+        return str(passage["cell_range"])
     start, end = passage.get("page_start"), passage.get("page_end")
     span = f"{start}-{end}" if end not in (None, start) else f"{start}"
     document_format = passage.get("document_format") or "pdf"

@@ -2,7 +2,7 @@
 
 The API's answer is ``{query, mode, k, reranked, expand, passages: [{chunk_id, document_id,
 filename, page_start, page_end, heading_path, document_format, anchor, paragraph_index, boxes,
-score, text, highlights, retrieved_by, copies, metadata, expanded, chunk_ids, truncated}]}``
+cell_range, score, text, highlights, retrieved_by, copies, metadata, expanded, chunk_ids, truncated}]}``
 (docs/api.md); a refusal raises
 :class:`~rag_ingest_client.http.ApiError` with the API's code and message, never an empty list.
 """
@@ -45,6 +45,8 @@ class Passage:
     boxes: tuple[Mapping[str, Any], ...] = ()
     anchor: str | None = None
     paragraph_index: int | None = None
+    #: A spreadsheet passage's cells (``Budget!A12:F40``); None for other formats.
+    cell_range: str | None = None
     #: The other passages with the same text the API folded into this one (another upload of the
     #: same file, a repeated page): ``{chunk_id, document_id, filename, page_start, page_end}``.
     copies: tuple[Mapping[str, Any], ...] = ()
@@ -76,6 +78,7 @@ class Passage:
                 boxes=tuple(dict(box) for box in item.get("boxes") or ()),
                 anchor=item.get("anchor"),
                 paragraph_index=item.get("paragraph_index"),
+                cell_range=item.get("cell_range"),
                 copies=tuple(dict(copy) for copy in item.get("copies") or ()),
                 source_uri=item.get("source_uri"),
                 expanded=str(item.get("expanded") or "none"),
@@ -103,6 +106,7 @@ class Passage:
             "anchor": self.anchor,
             "paragraph_index": self.paragraph_index,
             "boxes": [dict(box) for box in self.boxes],
+            "cell_range": self.cell_range,
             "copies": [dict(copy) for copy in self.copies],
             "source_uri": self.source_uri,
             "expanded": self.expanded,

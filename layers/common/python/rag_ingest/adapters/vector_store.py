@@ -111,15 +111,20 @@ _PROVENANCE_MAPPING = {
     "source_uri": {"type": "keyword"},
     # A figure's passage: what its text holds (caption, alt_text, ocr, vision); absent on text.
     "figure_sources": {"type": "keyword"},
+    # A spreadsheet passage's cells ("Budget!A12:F40"): returned with a hit, never searched.
+    "cell_range": {"type": "keyword", "index": False},
 }
 
 
 #: Fields a chunk has only in some formats (a PDF's chunks carry neither), or only as a source's item.
-OPTIONAL_CHUNK_FIELDS = frozenset({"anchor", "paragraph_index", "boxes", "source_uri", "figure_sources"})
+OPTIONAL_CHUNK_FIELDS = frozenset(
+    {"anchor", "paragraph_index", "boxes", "source_uri", "figure_sources", "cell_range"}
+)
 
 
 def chunk_provenance(chunk: Chunk) -> dict[str, Any]:
-    """A chunk's format, media type, and (structured formats) section anchor and paragraph index."""
+    """A chunk's format, media type, and (structured formats) section anchor and paragraph index,
+    (PDF) rectangles, (spreadsheets) cell range."""
     fields: dict[str, Any] = {
         "document_format": chunk.document_format.value,
         "content_type": chunk.document_format.content_type,
@@ -132,6 +137,8 @@ def chunk_provenance(chunk: Chunk) -> dict[str, Any]:
         fields["boxes"] = [box.model_dump() for box in chunk.boxes]
     if chunk.figure_sources is not None:
         fields["figure_sources"] = [source.value for source in chunk.figure_sources]
+    if chunk.cell_range is not None:
+        fields["cell_range"] = chunk.cell_range
     return fields
 
 
@@ -604,6 +611,7 @@ class VectorStore:
                 paragraph_index=hit["_source"].get("paragraph_index"),
                 boxes=tuple(PassageBox(**box) for box in hit["_source"].get("boxes") or ()),
                 figure_sources=_figure_sources(hit["_source"]),
+                cell_range=hit["_source"].get("cell_range"),
                 highlights=tuple(hit.get("highlight", {}).get("text", ())),
                 retrieved_by=(retriever,),
                 metadata=metadata_of_chunk(hit["_source"].get(METADATA_FIELD)),

@@ -389,6 +389,8 @@ class StagesEnv(CommonEnv, BucketEnv, SearchEnv, TenantUsageEnv):
     # Textract reads scanned pages with AnalyzeDocument TABLES instead of DetectDocumentText (cdk.json
     # parsing.textractTables; about ten times the price per page, docs/ocr.md). Only with OCR_ENGINE=textract.
     ocr_textract_tables: bool = False
+    # Spreadsheets' hidden sheets are read and indexed (cdk.json parsing.indexHiddenSheets; docs/formats.md).
+    index_hidden_sheets: bool = False
     # Figures read per document (cdk.json figures.maxRead): by the OCR engine, and by the vision
     # model when FIGURE_VISION_MODEL_ID is set (rag_ingest.adapters.vision; AWS only, off by default).
     max_figures_read: int = Field(default=DEFAULT_MAX_FIGURES_READ, ge=0, le=10_000)

@@ -27,17 +27,22 @@ class ErrorCode(StrEnum):
     # a hostile or absurd PDF (e.g. 400,000 text operators on one page), never worth a timeout.
     PDF_TOO_COMPLEX = "PDF_TOO_COMPLEX"
     NO_TEXT_LAYER = "NO_TEXT_LAYER"
-    # Word and PowerPoint's binary formats (.doc, .ppt: OLE2 compound files) are not read.
+    # Word, PowerPoint and Excel's binary formats (.doc, .ppt, .xls: OLE2 compound files) are not read.
     LEGACY_OFFICE_FORMAT = "LEGACY_OFFICE_FORMAT"
-    # .docm, .pptm: documents that carry macros are refused whole, not read with the macros ignored.
+    # .docm, .pptm, .xlsm: documents that carry macros are refused whole, not read with the macros ignored.
     MACRO_ENABLED_DOCUMENT = "MACRO_ENABLED_DOCUMENT"
-    # A DOCX, PPTX, HTML, Markdown or text file that cannot be opened as what its bytes say it is.
+    # A DOCX, PPTX, XLSX, HTML, Markdown, CSV or text file that cannot be opened as what its bytes say it is.
     CORRUPT_DOCUMENT = "CORRUPT_DOCUMENT"
     # Over a parser's bound (rag_ingest.parsing.formats): a zip bomb, nesting past the HTML parser's
     # depth, a line too long for Markdown. A hostile or absurd file, never worth a timeout.
     DOCUMENT_TOO_COMPLEX = "DOCUMENT_TOO_COMPLEX"
     # An XML part with a document type declaration (entity expansion, external entities).
     UNSAFE_XML = "UNSAFE_XML"
+    # A spreadsheet over its bounds (rag_ingest.parsing.sheets; docs/formats.md, "Spreadsheets"):
+    # more rows, or more cells, than a workbook or CSV may have, or one cell longer than Excel allows.
+    TOO_MANY_ROWS = "TOO_MANY_ROWS"
+    TOO_MANY_CELLS = "TOO_MANY_CELLS"
+    CELL_TOO_LARGE = "CELL_TOO_LARGE"
     # Text whose bytes decode in no encoding the detector trusts.
     UNKNOWN_ENCODING = "UNKNOWN_ENCODING"
     EMPTY_DOCUMENT = "EMPTY_DOCUMENT"

@@ -48,6 +48,7 @@ RESERVED_KEYS = BUILTIN_KEYS | frozenset(
         "paragraph_index",
         "boxes",
         "figure_sources",
+        "cell_range",
     }
 )
 

@@ -31,6 +31,8 @@ class DocumentFormat(StrEnum):
     PNG = "png"
     JPEG = "jpeg"
     TIFF = "tiff"
+    XLSX = "xlsx"
+    CSV = "csv"  # comma-, semicolon-, tab- or pipe-separated values (a TSV is a CSV with tabs)
 
     @property
     def content_type(self) -> str:
@@ -48,6 +50,8 @@ FORMAT_CONTENT_TYPES: dict[DocumentFormat, str] = {
     DocumentFormat.PNG: "image/png",
     DocumentFormat.JPEG: "image/jpeg",
     DocumentFormat.TIFF: "image/tiff",
+    DocumentFormat.XLSX: "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    DocumentFormat.CSV: "text/csv",
 }
 #: Formats that are an image of pages: read by OCR, cited by page and rectangle as a scanned PDF is.
 IMAGE_FORMATS = frozenset({DocumentFormat.PNG, DocumentFormat.JPEG, DocumentFormat.TIFF})
@@ -122,6 +126,15 @@ class FigureCounts(BaseModel):
 
     def __add__(self, other: FigureCounts) -> FigureCounts:
         return FigureCounts(**{name: getattr(self, name) + getattr(other, name) for name in FigureCounts.model_fields})
+class SheetCells(BaseModel):
+    """Where a spreadsheet block's lines stand in its sheet (rag_ingest.parsing.sheets): a citation's
+    cell range. ``rows``: the sheet row of each line of the block's text, 0 for a line the sheet
+    does not hold (a table's made-up header of column letters)."""
+
+    sheet: str | None = None  # None for a CSV, which has no sheet names
+    first_column: int = Field(ge=1)
+    last_column: int = Field(ge=1)
+    rows: list[int]
 
 
 class TextBlock(BaseModel):
@@ -141,6 +154,8 @@ class TextBlock(BaseModel):
     continues: bool = False
     #: A FIGURE block's figure: the block's text is ``rag_ingest.parsing.figures.figure_text`` of it.
     figure: Figure | None = None
+    #: A spreadsheet's block (XLSX, CSV): the cells its lines come from.
+    cells: SheetCells | None = None
 
 
 class PageLayout(BaseModel):
@@ -278,3 +293,5 @@ class Chunk(BaseModel):
     #: A figure's passage (a FIGURE block): what its text holds (caption, alt text, OCR, a model's
     #: description), so an offline figure reads as caption, alt text and OCR only. None: not a figure.
     figure_sources: list[FigureSource] | None = None
+    #: XLSX, CSV: the cells the passage's rows come from, as a spreadsheet names them (``Budget!A12:F40``).
+    cell_range: str | None = None

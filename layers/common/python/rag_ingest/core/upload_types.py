@@ -8,13 +8,13 @@ from __future__ import annotations
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.parsed import IMAGE_FORMATS, DocumentFormat
 
-#: HTML, Markdown and text beyond this are not documents a person wrote (the same bound for the
+#: HTML, Markdown, CSV and text beyond this are not documents a person wrote (the same bound for the
 #: presigned POST and for Validate).
 MAX_TEXT_FORMAT_BYTES = 20 * 1024 * 1024
-TEXT_FORMATS = frozenset({DocumentFormat.HTML, DocumentFormat.MARKDOWN, DocumentFormat.TEXT})
 #: An image document beyond this is refused: Textract's synchronous calls take at most 10 MB
 #: (https://docs.aws.amazon.com/textract/latest/dg/limits-document.html), and a TIFF page is sent whole.
 MAX_IMAGE_BYTES = 10 * 1024 * 1024
+TEXT_FORMATS = frozenset({DocumentFormat.HTML, DocumentFormat.MARKDOWN, DocumentFormat.TEXT, DocumentFormat.CSV})
 
 #: The media types an upload may declare, and the format each announces. The declaration sets the
 #: presigned POST's Content-Type and size limit; Validate still decides by the bytes.
@@ -22,6 +22,7 @@ UPLOAD_CONTENT_TYPES: dict[str, DocumentFormat] = {
     **{document_format.content_type: document_format for document_format in DocumentFormat},
     "application/xhtml+xml": DocumentFormat.HTML,
     "text/x-markdown": DocumentFormat.MARKDOWN,
+    "text/tab-separated-values": DocumentFormat.CSV,
 }
 
 # Declared types refused with their own code before any byte is sent.
@@ -31,6 +32,7 @@ _REFUSED_CONTENT_TYPES: dict[str, tuple[ErrorCode, str]] = {
         ErrorCode.LEGACY_OFFICE_FORMAT,
         "a legacy PowerPoint file (.ppt): save it as .pptx",
     ),
+    "application/vnd.ms-excel": (ErrorCode.LEGACY_OFFICE_FORMAT, "a legacy Excel file (.xls): save it as .xlsx"),
     "application/vnd.ms-word.document.macroenabled.12": (
         ErrorCode.MACRO_ENABLED_DOCUMENT,
         "a macro-enabled Word file (.docm): save it as .docx",
@@ -38,6 +40,10 @@ _REFUSED_CONTENT_TYPES: dict[str, tuple[ErrorCode, str]] = {
     "application/vnd.ms-powerpoint.presentation.macroenabled.12": (
         ErrorCode.MACRO_ENABLED_DOCUMENT,
         "a macro-enabled PowerPoint file (.pptm): save it as .pptx",
+    ),
+    "application/vnd.ms-excel.sheet.macroenabled.12": (
+        ErrorCode.MACRO_ENABLED_DOCUMENT,
+        "a macro-enabled Excel file (.xlsm): save it as .xlsx",
     ),
 }
 

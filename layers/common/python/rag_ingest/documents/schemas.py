@@ -13,10 +13,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rag_ingest.core.access import AccessError, DocumentAccess, parse_access
+from rag_ingest.core.cell_refs import cell_range
 from rag_ingest.core.errors import ErrorCode, PermanentError
 from rag_ingest.core.job import Stage
 from rag_ingest.core.metadata import MetadataError, validate_metadata
-from rag_ingest.core.parsed import DocumentFormat, FigureCounts, PageText, section_paragraphs
+from rag_ingest.core.parsed import DocumentFormat, FigureCounts, PageText, TextBlock, section_paragraphs
 from rag_ingest.core.record import DocumentRecord, DocumentStatus
 
 PDF_CONTENT_TYPE = "application/pdf"
@@ -229,6 +230,8 @@ class ContentBlockView(BaseModel):
     anchor: str
     #: Figures: what their text came from, in its order (caption, alt_text, ocr, vision).
     figure_sources: list[str] | None = None
+    #: An XLSX or CSV block's cells as a spreadsheet names them (``Budget!A1:F40``); null otherwise.
+    cell_range: str | None = None
 
 
 class ContentPageView(BaseModel):
@@ -255,7 +258,12 @@ class DocumentContent(BaseModel):
             sources = [source.value for source in block.figure.sources] if block.figure is not None else None
             views[page.page_number].blocks.append(
                 ContentBlockView(
-                    kind=block.kind.value, text=text, level=block.level, anchor=anchor, figure_sources=sources
+                    kind=block.kind.value,
+                    text=text,
+                    level=block.level,
+                    anchor=anchor,
+                    figure_sources=sources,
+                    cell_range=_block_cells(block),
                 )
             )
         return cls(
@@ -276,3 +284,11 @@ class DocumentPage(BaseModel):
 class DownloadLink(BaseModel):
     url: str
     expires_in: int
+
+
+def _block_cells(block: TextBlock) -> str | None:
+    """The cells a spreadsheet block's lines come from (a made-up header row aside), else None."""
+    rows = [row for row in block.cells.rows if row] if block.cells else []
+    if not block.cells or not rows:
+        return None
+    return cell_range(block.cells.sheet, block.cells.first_column, block.cells.last_column, min(rows), max(rows))

@@ -56,6 +56,7 @@ from rag_ingest.core.telemetry import NoTelemetry, Telemetry
 from rag_ingest.embeddings.base import Embedder
 from rag_ingest.embeddings.capacity import booking_for
 from rag_ingest.ingest.batch_embedding import BatchEmbedding
+from rag_ingest.ingest.cell_ranges import with_cell_ranges
 from rag_ingest.ingest.chunk_rewrite import MAX_REWRITES, ChunkRewriter
 from rag_ingest.ingest.chunking import chunk_pages
 from rag_ingest.ingest.embedding_cache import NoEmbeddingCache
@@ -249,10 +250,11 @@ class Pipeline:
         return PageOcr(engine, self._env.max_ocr_pages, self._env.ocr_dpi) if engine is not None else None
 
     def _parse_structured(self, data: bytes, document_format: DocumentFormat) -> ParsedRange:
-        """A DOCX, PPTX, HTML, Markdown or text file read whole into one range of pages of blocks."""
+        """A structured file (not a PDF) read whole into one range of pages of blocks."""
         engine = self._deps.ocr_engine
         images = OcrImageReader(engine) if engine is not None else None  # None: captions and alt text only
-        document = read_structured(data, document_format, FormatLimits(max_pages=self._env.max_pages), images)
+        limits = FormatLimits(max_pages=self._env.max_pages, read_hidden_sheets=self._env.index_hidden_sheets)
+        document = read_structured(data, document_format, limits, images)
         logger.info(
             "figures read",
             extra={
@@ -322,6 +324,7 @@ class Pipeline:
                 if not chunks:
                     raise PermanentError(ErrorCode.EMPTY_DOCUMENT, "the document has no text to chunk")
                 chunks = passage_boxes(chunks, parsed.pages)
+                chunks = with_cell_ranges(chunks, parsed.pages)
                 title = document_title(parsed.metadata_title, filename_of(job.key))
                 chunks = [
                     chunk.model_copy(update={"document_title": title, "document_format": job.document_format})

@@ -1,5 +1,5 @@
-"""The shared parts of the structured formats' readers (``office``, ``html_markdown``): text
-decoding, the limits that bound a hostile file, and pages of blocks with their offsets."""
+"""The shared parts of the structured formats' readers (``office``, ``html_markdown``, ``sheets``):
+text decoding, the limits that bound a hostile file, and pages of blocks with their offsets."""
 
 from __future__ import annotations
 
@@ -304,3 +304,9 @@ class FormatLimits:
     #: pixels), is not OCR'd: docs/formats.md, "Figures".
     max_figure_image_bytes: int = 10 * 1024 * 1024
     max_figure_image_pixels: int = 25_000_000
+    # Spreadsheets (rag_ingest.parsing.sheets): rows and cells of a workbook or CSV, and one cell's
+    # characters (Excel's own limit); hidden sheets are read only when asked (parsing.indexHiddenSheets).
+    max_sheet_rows: int = 100_000
+    max_sheet_cells: int = 1_000_000
+    max_cell_chars: int = 32_767
+    read_hidden_sheets: bool = False

@@ -42,6 +42,8 @@ class SearchHit:
     boxes: tuple[PassageBox, ...] = field(default=(), hash=False)
     #: A figure's passage: what its text holds (caption, alt_text, ocr, vision); None: text.
     figure_sources: tuple[FigureSource, ...] | None = None
+    #: XLSX, CSV: the cells the passage's rows come from (``Budget!A12:F40``).
+    cell_range: str | None = None
     highlights: tuple[str, ...] = ()
     #: The retrievers that found it ("knn", "bm25"); a hybrid hit may have both.
     retrieved_by: tuple[str, ...] = ()

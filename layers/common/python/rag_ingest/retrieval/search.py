@@ -288,6 +288,9 @@ class PassageView(BaseModel):
     #: A figure's passage (its caption, alt text, the text inside it, a model's description): which
     #: of those its text holds ("caption", "alt_text", "ocr", "vision"). Null for a passage of text.
     figure_sources: list[FigureSource] | None = None
+    #: An XLSX or CSV passage's cells as a spreadsheet names them (``Budget!A12:F40``; a CSV's have no
+    #: sheet: ``A12:F40``); null for other formats.
+    cell_range: str | None = None
     score: float
     text: str
     highlights: list[str]
@@ -326,6 +329,7 @@ class PassageView(BaseModel):
             paragraph_index=hit.paragraph_index,
             boxes=list(hit.boxes),
             figure_sources=list(hit.figure_sources) if hit.figure_sources is not None else None,
+            cell_range=hit.cell_range,
             score=hit.score,
             text=hit.text,
             highlights=list(hit.highlights),

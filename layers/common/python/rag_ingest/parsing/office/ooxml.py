@@ -1,6 +1,6 @@
 """Office Open XML packages: which document a zip is, and whether it is safe to open.
 
-:func:`ooxml_format` reads ``[Content_Types].xml``: DOCX or PPTX; macros are
+:func:`ooxml_format` reads ``[Content_Types].xml``: DOCX, PPTX or XLSX; macros are
 MACRO_ENABLED_DOCUMENT, other packages UNSUPPORTED_TYPE. :func:`checked_package` runs before any
 parser sees the package: the zip's entry count and sizes are bounded, and every entry is
 decompressed once in a streaming read that stops at the bound (declared sizes can lie), so a zip
@@ -21,12 +21,20 @@ from rag_ingest.parsing.blocks import FormatLimits
 _MAIN_CONTENT_TYPES = {
     "application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml": DocumentFormat.DOCX,
     "application/vnd.openxmlformats-officedocument.presentationml.presentation.main+xml": DocumentFormat.PPTX,
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml": DocumentFormat.XLSX,
 }
 _OTHER_PACKAGES = {
     "wordprocessingml.template": "a Word template (.dotx): save it as a .docx",
     "presentationml.slideshow": "a PowerPoint show (.ppsx): save it as a .pptx",
     "presentationml.template": "a PowerPoint template (.potx): save it as a .pptx",
-    "spreadsheetml": "an Excel workbook: spreadsheets are not accepted",
+    "spreadsheetml.template": "an Excel template (.xltx): save it as a .xlsx",
+}
+#: What a macro-enabled package is, by its main part's content type, and what to do about it.
+_MACRO_KINDS = {
+    "ms-excel.sheet.macroenabled": " (an Excel .xlsm): save it as .xlsx",
+    "ms-excel.sheet.binary": " (an Excel binary .xlsb): save it as .xlsx",
+    "ms-word.document.macroenabled": " (a Word .docm): save it as .docx",
+    "ms-powerpoint.presentation.macroenabled": " (a PowerPoint .pptm): save it as .pptx",
 }
 _DOCTYPE = re.compile(rb"<!DOCTYPE|<!ENTITY", re.IGNORECASE)
 _CONTENT_TYPES_PART = "[Content_Types].xml"
@@ -36,7 +44,7 @@ PROLOG_BYTES = 4096
 
 
 def ooxml_format(data: bytes) -> DocumentFormat:
-    """DOCX or PPTX from the package's ``[Content_Types].xml`` (raises ``PermanentError``)."""
+    """DOCX, PPTX or XLSX from the package's ``[Content_Types].xml`` (raises ``PermanentError``)."""
     package = open_zip(data)
     names = set(package.namelist())
     if _CONTENT_TYPES_PART not in names:
@@ -48,16 +56,20 @@ def ooxml_format(data: bytes) -> DocumentFormat:
     if any("macroenabled" in value.lower() for value in types) or any(
         name.lower().endswith("vbaproject.bin") for name in names
     ):
-        raise PermanentError(
-            ErrorCode.MACRO_ENABLED_DOCUMENT, "the document carries macros (.docm, .pptm): save it without them"
+        kind = next(
+            (what for marker, what in _MACRO_KINDS.items() if any(marker in value.lower() for value in types)),
+            " (.docm, .pptm, .xlsm): save it without them",
         )
+        raise PermanentError(ErrorCode.MACRO_ENABLED_DOCUMENT, f"the document carries macros{kind}")
     for value in types:
         if value in _MAIN_CONTENT_TYPES:
             return _MAIN_CONTENT_TYPES[value]
     for marker, what in _OTHER_PACKAGES.items():
         if any(marker in value for value in types):
             raise PermanentError(ErrorCode.UNSUPPORTED_TYPE, f"the file is {what}")
-    raise PermanentError(ErrorCode.UNSUPPORTED_TYPE, "an Office Open XML package with no Word or PowerPoint document")
+    raise PermanentError(
+        ErrorCode.UNSUPPORTED_TYPE, "an Office Open XML package with no Word, PowerPoint or Excel document"
+    )
 
 
 def checked_package(data: bytes, limits: FormatLimits) -> zipfile.ZipFile:
