@@ -3,8 +3,7 @@
 - :class:`ApiSession`: JSON calls to the API as one caller, sync and async, with a bearer token
   renewed once after a 401 (:class:`BearerAuth`), a 429 waited out (:class:`RateLimitRetry`);
   :func:`post_json`, :func:`post_form`: the token endpoints; :func:`upload_file`: a file to a
-  presigned POST, streamed, its progress in bytes handed to the socket;
-  :func:`search_body`: the body of a search or an answer request.
+  presigned POST, streamed, its progress in bytes handed to the socket; :func:`search_body`.
 
 Every failure is a :class:`RagIngestError` whose ``str()`` is one line: :class:`Unreachable`, or
 :class:`ApiError` with the status and the error's code and message, whatever the body's shape.

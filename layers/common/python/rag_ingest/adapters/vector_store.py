@@ -117,9 +117,7 @@ _PROVENANCE_MAPPING = {
 
 
 #: Fields a chunk has only in some formats (a PDF's chunks carry neither), or only as a source's item.
-OPTIONAL_CHUNK_FIELDS = frozenset(
-    {"anchor", "paragraph_index", "boxes", "source_uri", "figure_sources", "cell_range"}
-)
+OPTIONAL_CHUNK_FIELDS = frozenset({"anchor", "paragraph_index", "boxes", "source_uri", "figure_sources", "cell_range"})
 
 
 def chunk_provenance(chunk: Chunk) -> dict[str, Any]:

@@ -126,6 +126,8 @@ class FigureCounts(BaseModel):
 
     def __add__(self, other: FigureCounts) -> FigureCounts:
         return FigureCounts(**{name: getattr(self, name) + getattr(other, name) for name in FigureCounts.model_fields})
+
+
 class SheetCells(BaseModel):
     """Where a spreadsheet block's lines stand in its sheet (rag_ingest.parsing.sheets): a citation's
     cell range. ``rows``: the sheet row of each line of the block's text, 0 for a line the sheet
