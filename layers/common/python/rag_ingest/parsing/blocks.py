@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from rag_ingest.core.errors import ErrorCode, PermanentError
-from rag_ingest.core.parsed import BlockKind, Figure, PageText, TextBlock
+from rag_ingest.core.parsed import BlockKind, Figure, PageText, SheetCells, TextBlock
 from rag_ingest.parsing.figures import figure_text
 
 #: Validate reads this much of an object to tell text formats apart (a zip is read whole).
@@ -182,6 +182,7 @@ class _Entry:
     found: FoundFigure | None = None
     #: A heading that stands only when a block after it on the page has text (a slide's "Slide n").
     needs_body: bool = False
+    cells: SheetCells | None = None  # a spreadsheet's block: the cells its lines come from
 
 
 @dataclass
@@ -205,16 +206,17 @@ class PageBuilder:
         *,
         preformatted: bool = False,
         needs_body: bool = False,
+        cells: SheetCells | None = None,
     ) -> None:
         """A block (``preformatted``: a code block, its lines' indentation kept; ``needs_body``: a
-        heading dropped when nothing after it on the page has text)."""
+        heading dropped when nothing after it on the page has text; ``cells``: a spreadsheet's)."""
         cleaned = clean_block_text(text, preformatted=preformatted)
         if not cleaned:
             return
         if kind is BlockKind.HEADING:
             cleaned = " ".join(cleaned.split())  # a heading is one line
             anchor = self._unique(anchor or slug(cleaned))
-        self.entries.append(_Entry(kind, cleaned, level, anchor, needs_body=needs_body))
+        self.entries.append(_Entry(kind, cleaned, level, anchor, needs_body=needs_body, cells=cells))
 
     def add_table(self, rows: Iterable[Iterable[str]], caption: str | None = None) -> None:
         """A table (:func:`table_text`); a caption is its own paragraph before it."""
@@ -249,6 +251,7 @@ class PageBuilder:
                     level=entry.level,
                     anchor=entry.anchor,
                     figure=figure,
+                    cells=entry.cells,
                 )
             )
             parts.append(text)

@@ -242,7 +242,4 @@ def _apply_merges(
 
 def _add_block(builder: PageBuilder, kind: BlockKind, text: str, cells: SheetCells) -> None:
     """A block with the cells it comes from (``PageBuilder.add`` cleans its text: a line per row stays)."""
-    count = len(builder.blocks)
-    builder.add(kind, text)
-    if len(builder.blocks) > count:
-        builder.blocks[-1] = builder.blocks[-1].model_copy(update={"cells": cells})
+    builder.add(kind, text, cells=cells)
