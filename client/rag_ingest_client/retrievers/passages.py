@@ -2,7 +2,7 @@
 
 The API's answer is ``{query, mode, k, reranked, expand, passages: [{chunk_id, document_id,
 filename, page_start, page_end, heading_path, document_format, anchor, paragraph_index, boxes,
-score, text, highlights, retrieved_by, copies, metadata, expanded, chunk_ids, truncated}]}``
+figure_sources, score, text, highlights, retrieved_by, copies, metadata, expanded, chunk_ids, truncated}]}``
 (docs/api.md); a refusal raises
 :class:`~rag_ingest_client.http.ApiError` with the API's code and message, never an empty list.
 """
@@ -45,6 +45,8 @@ class Passage:
     boxes: tuple[Mapping[str, Any], ...] = ()
     anchor: str | None = None
     paragraph_index: int | None = None
+    #: A figure's passage: what its text holds ("caption", "alt_text", "ocr", "vision"); None: text.
+    figure_sources: tuple[str, ...] | None = None
     #: The other passages with the same text the API folded into this one (another upload of the
     #: same file, a repeated page): ``{chunk_id, document_id, filename, page_start, page_end}``.
     copies: tuple[Mapping[str, Any], ...] = ()
@@ -76,6 +78,7 @@ class Passage:
                 boxes=tuple(dict(box) for box in item.get("boxes") or ()),
                 anchor=item.get("anchor"),
                 paragraph_index=item.get("paragraph_index"),
+                figure_sources=None if item.get("figure_sources") is None else tuple(item["figure_sources"]),
                 copies=tuple(dict(copy) for copy in item.get("copies") or ()),
                 source_uri=item.get("source_uri"),
                 expanded=str(item.get("expanded") or "none"),
@@ -103,6 +106,7 @@ class Passage:
             "anchor": self.anchor,
             "paragraph_index": self.paragraph_index,
             "boxes": [dict(box) for box in self.boxes],
+            "figure_sources": None if self.figure_sources is None else list(self.figure_sources),
             "copies": [dict(copy) for copy in self.copies],
             "source_uri": self.source_uri,
             "expanded": self.expanded,
