@@ -4,10 +4,11 @@
     .venv/bin/python -m eval.formats_eval --in-process --split dev
 
 Each split (``eval/formats/manifest.json``) is a corpus and an index of its own, scored per format and
-mode, and its figure questions apart. A question is answered at rank r when the r-th passage is from
-its document and contains its ``evidence`` phrase (whitespace-normalised). The default path uploads
-through a local stack's API; ``--in-process`` reads (figures OCR'd by Tesseract), chunks, indexes and
-searches with the product's functions. Imports rag_ingest, ``eval.retrieval``. docs/retrieval.md.
+mode; in process, the figure questions (``figures.json``: PDF figures, image documents) get a table of
+their own with the figures found and skipped. A question is answered at rank r when the r-th passage
+holds its ``evidence`` (whitespace-normalised). The default path uploads through a local stack's API;
+``--in-process`` reads (figures OCR'd by Tesseract), chunks, indexes, searches here. Imports
+rag_ingest, eval.retrieval.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rag_ingest.core.parsed import Chunk, DocumentFormat
+from rag_ingest.core.parsed import IMAGE_FORMATS, Chunk, DocumentFormat, FigureCounts
 from rag_ingest.core.retrieval_text import document_title
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.embeddings.base import Embedder
@@ -39,6 +40,7 @@ from eval.retrieval import MAX_BYTES, MAX_PAGES, RESULTS_PER_QUESTION, SPLITS, S
 FORMATS_DIR = Path(__file__).resolve().parent / "formats"
 FORMATS_MANIFEST = FORMATS_DIR / "manifest.json"
 FORMATS_QUESTIONS = FORMATS_DIR / "questions.json"
+FIGURE_QUESTIONS = FORMATS_DIR / "figures.json"
 MODES = (SearchMode.KNN, SearchMode.BM25, SearchMode.HYBRID)
 #: The pipeline's defaults (cdk.json chunking), as for the PDF evaluation.
 CHUNK_TOKENS = 300
@@ -142,6 +144,116 @@ def structured_chunks(
     )
     title = document_title(document.title, path.name)
     return [chunk.model_copy(update={"document_title": title, "document_format": document_format}) for chunk in chunks]
+
+
+@dataclass(frozen=True)
+class FigureQuestion:
+    """A question answered by a PDF figure (its caption, a label inside it, a chart's data) or by
+    an image document's page, with the phrase its answering passage holds."""
+
+    id: str
+    document: str  # relative to eval/formats (a PDF of eval/corpus, or an image here)
+    split: str
+    answered_by: str  # caption, label, chart (a PDF figure) or page (an image document)
+    question: str
+    evidence: str
+
+    @property
+    def path(self) -> Path:
+        return FORMATS_DIR / self.document
+
+    def as_evidence(self) -> EvidenceQuestion:
+        return EvidenceQuestion(self.id, self.path.name, self.question, self.evidence, None)
+
+
+@dataclass
+class FigureParse:
+    """What reading one document of the figure questions cost and found."""
+
+    seconds: float
+    figures: FigureCounts
+    pages: int
+
+
+def load_figure_questions(path: Path = FIGURE_QUESTIONS) -> list[FigureQuestion]:
+    return [FigureQuestion(**item) for item in json.loads(path.read_text(encoding="utf-8"))]
+
+
+def figure_chunks(path: Path, parses: dict[str, FigureParse] | None = None) -> list[Chunk]:
+    """What Parse and Chunk make of a PDF with its figures read by Tesseract, or of an image document
+    read by Tesseract (the local stack's engine), with the passages' rectangles; ``parses`` gets the
+    parse time and the figure counts."""
+    from rag_ingest.ingest.passage_boxes import passage_boxes
+    from rag_ingest.parsing.image_document import read_image_document
+    from rag_ingest.parsing.image_reading import OcrImageReader
+    from rag_ingest.parsing.ocr.engine import PageOcr
+    from rag_ingest.parsing.ocr.local import local_engine
+    from rag_ingest.parsing.pdf.extract import join_page_ranges, parse_pdf
+    from rag_ingest.parsing.pdf.figures import PdfFigures
+
+    data = path.read_bytes()
+    document_format = detected_format(data)
+    started = time.perf_counter()
+    if document_format in IMAGE_FORMATS:
+        ranges = [read_image_document(data, document_format, max_pages=MAX_PAGES, ocr=PageOcr(local_engine()))]
+        document = join_page_ranges(ranges, clean=False)
+    else:
+        figures = PdfFigures(OcrImageReader(local_engine()))
+        document = parse_pdf(data, max_bytes=MAX_BYTES, max_pages=MAX_PAGES, figures=figures)
+    if parses is not None:
+        parses[path.name] = FigureParse(time.perf_counter() - started, document.figures, document.page_count)
+    chunks = chunk_pages(
+        document.pages, count_tokens=count_tokens, target_tokens=CHUNK_TOKENS, overlap_tokens=CHUNK_OVERLAP_TOKENS
+    )
+    title = document_title(document.metadata_title, path.name)
+    update = {"document_title": title, "document_format": document_format}
+    return [chunk.model_copy(update=update) for chunk in passage_boxes(chunks, document.pages)]
+
+
+def evaluate_figures(
+    split: str, questions: Sequence[FigureQuestion], endpoint: str, embedder: Embedder
+) -> tuple[dict[SearchMode, Scores], dict[str, FigureParse]]:
+    """The split's figure questions, in process: their documents read with figures, indexed, asked."""
+    parses: dict[str, FigureParse] = {}
+    paths = list(dict.fromkeys(question.path.resolve() for question in questions))
+    with in_process_index(
+        endpoint,
+        embedder,
+        name_prefix=f"rag-eval-figures-{split}",
+        chunker=lambda path: figure_chunks(path, parses),
+        pdfs=paths,
+    ) as index:
+
+        def search(query: str, mode: SearchMode) -> list[TextPassage]:
+            hits = search_passages(
+                index.store,
+                index.embedder,
+                SearchQuery(tenant_id=index.tenant_id, text=query, k=RESULTS_PER_QUESTION, mode=mode),
+                fusion=index.fusion,
+            )
+            return [TextPassage(hit.filename or "", hit.text) for hit in hits]
+
+        asked = [question.as_evidence() for question in questions]
+        return {mode: score(asked, {q.id: search(q.question, mode) for q in asked}) for mode in MODES}, parses
+
+
+def print_figures(split: str, questions: Sequence[FigureQuestion], scores: Mapping[SearchMode, Scores],
+                  parses: Mapping[str, FigureParse]) -> None:  # fmt: skip
+    counts = sum((parse.figures for parse in parses.values()), FigureCounts())
+    read = counts.indexed + counts.without_text
+    pdf_seconds = sum(parse.seconds for name, parse in parses.items() if name.endswith(".pdf"))
+    image_pages = sum(parse.pages for name, parse in parses.items() if not name.endswith(".pdf"))
+    image_seconds = sum(parse.seconds for name, parse in parses.items() if not name.endswith(".pdf"))
+    print(f"\nfigures, {split} split ({len(parses)} documents, {len(questions)} questions)")
+    print(
+        f"figures found {read + counts.skipped_tiny + counts.skipped_repeated}: indexed {counts.indexed}, "
+        f"without text {counts.without_text}, skipped as decoration {counts.skipped_tiny} tiny + "
+        f"{counts.skipped_repeated} repeated, over the read cap {counts.over_read_cap}"
+    )
+    print(f"parse: PDFs with figures {pdf_seconds:.1f} s; image pages {image_pages} in {image_seconds:.1f} s; "
+          f"load average {os.getloadavg()[0]:.2f}")  # fmt: skip
+    for mode, mode_scores in scores.items():
+        print(f"  {mode.value:<7} recall@5 {mode_scores.recall_at_5:.3f}  MRR@10 {mode_scores.mrr_at_10:.3f}")
 
 
 def answer_rank(question: EvidenceQuestion, passages: Sequence[TextPassage]) -> int | None:
@@ -346,6 +458,13 @@ def run(
         print_split(split_run)
         if show_misses:
             print_misses(split_run)
+    if in_process and embedder is not None:
+        figure_questions = load_figure_questions()
+        for split in splits:
+            asked_figures = [question for question in figure_questions if question.split == split]
+            if asked_figures:
+                figure_scores, parses = evaluate_figures(split, asked_figures, endpoint, embedder)
+                print_figures(split, asked_figures, figure_scores, parses)
     return runs
 
 

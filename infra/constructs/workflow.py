@@ -172,11 +172,10 @@ class Workflow(Construct):
         return table
 
     def _vision_environment(self) -> dict[str, str]:
-        """figures.vision, when enabled: the model, its prompt and the figures described per document."""
+        """figures.vision: whether on, the model, its prompt and the figures described per document."""
         vision = self._config.figures.vision
-        if not vision.enabled:
-            return {}
         return {
+            "FIGURE_VISION_ENABLED": "true" if vision.enabled else "false",
             "FIGURE_VISION_MODEL_ID": vision.model_id,
             "FIGURE_VISION_PROMPT": vision.prompt,
             "FIGURE_VISION_MAX_FIGURES": str(vision.max_figures),

@@ -1,7 +1,7 @@
 """figures.vision: a Bedrock vision model describes PDF figures, by choice (off by default).
 
-Off: no stage is told a vision model and no role may call any model but the embedder and the answer
-model. On: every stage is told the model, its prompt and its cap (one environment for all stages),
+Off: the stages are told it is off and no role may call the vision model. On: every stage is told
+the model, its prompt and its cap (one environment for all stages),
 and only the Parse functions may call Converse (bedrock:InvokeModel) on that one model; the stack
 still passes cdk-nag. The switch and its bounds are validated.
 """
@@ -54,13 +54,14 @@ def test_off_by_default_no_stage_is_told_a_vision_model(synth: SynthResult) -> N
     for path in PARSE_FUNCTIONS:
         variables = synth.resource(path)["Properties"]["Environment"]["Variables"]
         assert variables["MAX_FIGURES_READ"] == "100"
-        assert "FIGURE_VISION_MODEL_ID" not in variables
+        assert variables["FIGURE_VISION_ENABLED"] == "false"
     assert _grants_on(synth, VISION_MODEL) == {}
 
 
 def test_on_only_parse_may_converse_with_the_one_vision_model(vision_on: SynthResult) -> None:
     for path in PARSE_FUNCTIONS:
         variables = vision_on.resource(path)["Properties"]["Environment"]["Variables"]
+        assert variables["FIGURE_VISION_ENABLED"] == "true"
         assert variables["FIGURE_VISION_MODEL_ID"] == VISION_MODEL
         assert variables["FIGURE_VISION_MAX_FIGURES"] == "5"
         assert variables["FIGURE_VISION_PROMPT"].startswith("Describe this figure")

@@ -169,3 +169,17 @@ def test_the_corpus_figures_get_their_captions() -> None:
     captions = [text for _, _, text in figures_of(why3)]
     assert captions[0] == "Fig. 2.1: The GUI when started the very first time."
     assert len(captions) == 6 and all(caption.startswith("Fig. 2.") for caption in captions)
+
+
+def test_counts_a_structured_reader_made_itself_reach_the_document() -> None:
+    """A DOCX reader places its FIGURE blocks and counts its figures in the range; the join keeps them."""
+    from rag_ingest.core.parsed import DocumentFormat, FigureCounts, PageText, ParsedRange
+    from rag_ingest.parsing.pdf.extract import join_page_ranges
+
+    counts = FigureCounts(indexed=2, skipped_tiny=1, skipped_repeated=3)
+    page = PageText(page_number=1, text="Harbour dues are paid before the ship leaves.")
+    parsed = ParsedRange(
+        document_format=DocumentFormat.DOCX, page_count=1, first_page=1, last_page=1, pages=[page], figures=counts
+    )
+
+    assert join_page_ranges([parsed], clean=False).figures == counts

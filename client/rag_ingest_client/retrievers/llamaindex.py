@@ -32,7 +32,7 @@ __all__ = ["ApiError", "RagIngestError", "RagIngestRetriever", "to_node"]
 #: the provenance an application uses to show where a passage stands).
 HIDDEN_KEYS = [
     "document_id", "chunk_id", "score", "heading_path", "retrieved_by",
-    "document_format", "anchor", "paragraph_index", "boxes", "copies",
+    "document_format", "anchor", "paragraph_index", "boxes", "figure_sources", "copies",
     "expanded", "chunk_ids", "truncated",
 ]  # fmt: skip
 

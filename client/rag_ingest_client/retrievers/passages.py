@@ -2,7 +2,8 @@
 
 The API's answer is ``{query, mode, k, reranked, expand, passages: [{chunk_id, document_id,
 filename, page_start, page_end, heading_path, document_format, anchor, paragraph_index, boxes,
-cell_range, score, text, highlights, retrieved_by, copies, metadata, expanded, chunk_ids, truncated}]}``
+cell_range, figure_sources, score, text, highlights, retrieved_by, copies, metadata, expanded, chunk_ids,
+truncated}]}``
 (docs/api.md); a refusal raises
 :class:`~rag_ingest_client.http.ApiError` with the API's code and message, never an empty list.
 """
@@ -47,6 +48,8 @@ class Passage:
     paragraph_index: int | None = None
     #: A spreadsheet passage's cells (``Budget!A12:F40``); None for other formats.
     cell_range: str | None = None
+    #: A figure's passage: what its text holds ("caption", "alt_text", "ocr", "vision"); None: text.
+    figure_sources: tuple[str, ...] | None = None
     #: The other passages with the same text the API folded into this one (another upload of the
     #: same file, a repeated page): ``{chunk_id, document_id, filename, page_start, page_end}``.
     copies: tuple[Mapping[str, Any], ...] = ()
@@ -79,6 +82,7 @@ class Passage:
                 anchor=item.get("anchor"),
                 paragraph_index=item.get("paragraph_index"),
                 cell_range=item.get("cell_range"),
+                figure_sources=None if item.get("figure_sources") is None else tuple(item["figure_sources"]),
                 copies=tuple(dict(copy) for copy in item.get("copies") or ()),
                 source_uri=item.get("source_uri"),
                 expanded=str(item.get("expanded") or "none"),
@@ -107,6 +111,7 @@ class Passage:
             "paragraph_index": self.paragraph_index,
             "boxes": [dict(box) for box in self.boxes],
             "cell_range": self.cell_range,
+            "figure_sources": None if self.figure_sources is None else list(self.figure_sources),
             "copies": [dict(copy) for copy in self.copies],
             "source_uri": self.source_uri,
             "expanded": self.expanded,

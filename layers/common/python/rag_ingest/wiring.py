@@ -212,9 +212,8 @@ def image_reader_for(env: StagesEnv, engine: OcrEngine | None) -> Callable[[floa
     """What reads a document's figures, given the share of the document a Parse task holds: the OCR
     engine, with the vision model's description (up to the task's share of its cap) when one is set."""
     ocr: ImageReader = OcrImageReader(engine) if engine is not None else CaptionsOnly()
-    model_id, prompt = env.figure_vision_model_id, env.figure_vision_prompt
-    if model_id and prompt:
-        describer = BedrockDescriber(model_id, prompt, aws.bedrock_runtime_client())
+    if env.figure_vision_enabled:
+        describer = BedrockDescriber(env.figure_vision_model_id, env.figure_vision_prompt, aws.bedrock_runtime_client())
         cap = env.figure_vision_max_figures
         return lambda share: DescribingReader(ocr, describer, max_described=math.ceil(cap * share))
     return (lambda share: ocr) if engine is not None else None

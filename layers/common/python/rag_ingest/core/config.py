@@ -29,6 +29,8 @@ from rag_ingest.core.settings import (
     DEFAULT_ANSWER_MAX_TOKENS,
     DEFAULT_ANSWER_MIN_RELEVANCE,
     DEFAULT_ANSWER_MODEL_ID,
+    DEFAULT_FIGURE_VISION_MODEL_ID,
+    DEFAULT_FIGURE_VISION_PROMPT,
     DEFAULT_FUSION,
     DEFAULT_MAX_FIGURES_READ,
     DEFAULT_MAX_OCR_PAGES,
@@ -391,18 +393,13 @@ class StagesEnv(CommonEnv, BucketEnv, SearchEnv, TenantUsageEnv):
     ocr_textract_tables: bool = False
     # Spreadsheets' hidden sheets are read and indexed (cdk.json parsing.indexHiddenSheets; docs/formats.md).
     index_hidden_sheets: bool = False
-    # Figures read per document (cdk.json figures.maxRead): by the OCR engine, and by the vision
-    # model when FIGURE_VISION_MODEL_ID is set (rag_ingest.adapters.vision; AWS only, off by default).
+    # Figures read per document (cdk.json figures.maxRead): by the OCR engine, and described by the
+    # vision model when FIGURE_VISION_ENABLED (cdk.json figures.vision; rag_ingest.adapters.vision).
     max_figures_read: int = Field(default=DEFAULT_MAX_FIGURES_READ, ge=0, le=10_000)
-    figure_vision_model_id: str | None = Field(default=None, min_length=1, max_length=256)
-    figure_vision_prompt: str | None = Field(default=None, min_length=1, max_length=4000)
+    figure_vision_enabled: bool = False
+    figure_vision_model_id: str = Field(default=DEFAULT_FIGURE_VISION_MODEL_ID, pattern=ANSWER_MODEL_ID_PATTERN)
+    figure_vision_prompt: str = Field(default=DEFAULT_FIGURE_VISION_PROMPT, min_length=1, max_length=4000)
     figure_vision_max_figures: int = Field(default=20, ge=1, le=1000)
-
-    @model_validator(mode="after")
-    def _vision_needs_a_prompt(self) -> Self:
-        if self.figure_vision_model_id and not self.figure_vision_prompt:
-            raise ValueError("FIGURE_VISION_MODEL_ID needs FIGURE_VISION_PROMPT")
-        return self
 
     @model_validator(mode="after")
     def _textract_tables_need_textract(self) -> Self:

@@ -151,9 +151,10 @@ def attach_figures(
             text += passage
             indexed += 1
         result.append(page.model_copy(update={"text": text, "blocks": blocks}) if text is not page.text else page)
+    # ``counts`` may already hold figures a reader placed itself (a structured format's FIGURE blocks).
     return result, FigureCounts(
-        indexed=indexed,
-        without_text=without_text,
+        indexed=counts.indexed + indexed,
+        without_text=counts.without_text + without_text,
         skipped_tiny=counts.skipped_tiny + selection.skipped_tiny,
         skipped_repeated=counts.skipped_repeated + selection.skipped_repeated,
         over_read_cap=counts.over_read_cap,
