@@ -105,6 +105,26 @@ def test_the_ocr_cap_and_the_byte_bound_leave_images_to_their_alt_text() -> None
     assert blocks(bounded.pages[0], BlockKind.FIGURE) == ["Alt text: First"]
 
 
+def test_a_picture_in_a_word_table_cell_follows_the_table() -> None:
+    import docx
+    from docx.shared import Inches
+
+    document = docx.Document()
+    table = document.add_table(rows=1, cols=2)
+    table.cell(0, 0).text = "Gauge"
+    table.cell(0, 1).paragraphs[0].add_run().add_picture(io.BytesIO(image_with_text("PSI")), width=Inches(2))
+    document.element.body.xpath(".//wp:docPr")[-1].set("descr", "Pressure gauge dial")
+    document.add_paragraph("After the table.")
+    buffer = io.BytesIO()
+    document.save(buffer)
+    kinds = kinds_and_texts(read_structured(buffer.getvalue(), DocumentFormat.DOCX, LIMITS))
+    assert kinds == [
+        (BlockKind.TABLE, "Gauge |"),
+        (BlockKind.FIGURE, "Alt text: Pressure gauge dial"),
+        (BlockKind.PARAGRAPH, "After the table."),
+    ]
+
+
 def _docx_with_chart(chart_xml: bytes, alt: str) -> bytes:
     import docx
     from docx.opc.constants import RELATIONSHIP_TYPE

@@ -3,9 +3,9 @@
 Paragraphs styled ``Title`` or ``Heading n`` are headings (level 1, or n); tables are rows of
 cells, the first row their header; footnotes and endnotes follow the paragraph that first refers
 to them, and a text box's paragraphs the paragraph it is anchored in. Pictures (inline or
-anchored) are figures after their paragraph: alt text, the caption paragraph beside them, the
-text inside the image (``found_figures``); charts are their title and data as a table. Running
-headers and footers and comments are not read.
+anchored) are figures after their paragraph (a table's after the table): alt text, the caption
+paragraph beside them, the text inside the image (``found_figures``); charts are their title and
+data as a table. Running headers and footers and comments are not read.
 """
 
 from __future__ import annotations
@@ -69,6 +69,8 @@ def read_docx(data: bytes, limits: FormatLimits, images: ImageReader) -> Structu
                     read_blocks(text_box)
             else:
                 builder.add_table(_docx_rows(Table(element, document)))
+                for cell_paragraph in element.iter(qn("w:p")):  # a table's pictures follow it
+                    _add_drawings(builder, document, cell_paragraph, "")
 
     read_blocks(document.element.body)
     title = (document.core_properties.title or "").strip() or None
