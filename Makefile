@@ -18,6 +18,7 @@ help:
 	@echo "make bench  - per-stage and end-to-end throughput on the sample corpus"
 	@echo "make bench-peers - rag-ingest vs LangChain and LlamaIndex on the same 315 pages (docs/benchmarks.md)"
 	@echo "make bench-aws - rag-ingest vs LangChain's and LlamaIndex's Bedrock integrations under emulated Bedrock quotas"
+	@echo "make bench-sheets - parse time and peak memory per 10,000 spreadsheet cells, XLSX and CSV (no server)"
 	@echo "make bench-reingest - a 10 %-edited new version and a copy of a 113-page PDF: speedup, cache hit rate"
 	@echo "make bench-search - POST /search p50/p95/p99 per mode and k-NN recall@10 at 100,000 chunks (docs/benchmarks.md)"
 	@echo "make bench-big - a 2,000-page PDF through the local stack: progress, time to READY, parse memory"
@@ -132,6 +133,11 @@ bench: stack-up
 
 # A new version of a 113-page document (10 % of pages edited) and a copy of it, through a fresh local
 # stack: times, speedup, embedding-cache hit rate, chunks embedded (docs/embedding-cache.md).
+# What reading a spreadsheet costs Parse, per 10,000 cells (docs/formats.md, "Spreadsheets"); no server.
+.PHONY: bench-sheets
+bench-sheets: install
+	$(PY) -m bench.sheet_parse $(SHEETS_ARGS)
+
 .PHONY: bench-reingest
 bench-reingest: synth opensearch
 	$(PY) -m bench.reingest

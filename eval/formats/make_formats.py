@@ -4,9 +4,10 @@
 
 Fetches the packages named in ``SOURCES`` (``apt-get download``, ``dpkg-deb -x``), checks each file
 taken against the sha256 recorded here, uses HTML manuals and spreadsheets as shipped, and converts
-packaged Markdown and HTML manuals to DOCX and PPTX with Debian's pandoc (``CONVERTER_VERSION``; needed only here, never by
-``make eval`` or the tests, which read the committed files). Imports ``eval.corpus.make_corpus``.
-README.md beside this file gives versions, licences, and why the Office files are converted.
+packaged Markdown and HTML manuals to DOCX and PPTX with Debian's pandoc (``CONVERTER_VERSION``;
+needed only here, never by ``make eval`` or the tests, which read the committed files). Imports
+``eval.corpus.make_corpus``. README.md beside this file gives versions, licences, and why the Office
+files are converted.
 """
 
 from __future__ import annotations
