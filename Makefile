@@ -20,6 +20,7 @@ help:
 	@echo "make bench-aws - rag-ingest vs LangChain's and LlamaIndex's Bedrock integrations under emulated Bedrock quotas"
 	@echo "make bench-quota - rag-ingest and the peers on a corpus of >= 10 minutes of the default Bedrock quota: share per minute"
 	@echo "make bench-searchable - upload to found by POST /search, p50/p95 for 1, 10, 100 pages, split by stage; the AWS model"
+	@echo "make bench-sheets - parse time and peak memory per 10,000 spreadsheet cells, XLSX and CSV (no server)"
 	@echo "make bench-reingest - a 10 %-edited new version and a copy of a 113-page PDF: speedup, cache hit rate"
 	@echo "make bench-search - POST /search p50/p95/p99 per mode and k-NN recall@10 at 100,000 chunks (docs/benchmarks.md)"
 	@echo "make bench-vectors - k-NN memory per million chunks and eval MRR/R@5 per vector setting (float32, sq, binary, fewer dims)"
@@ -135,6 +136,11 @@ bench: stack-up
 
 # A new version of a 113-page document (10 % of pages edited) and a copy of it, through a fresh local
 # stack: times, speedup, embedding-cache hit rate, chunks embedded (docs/embedding-cache.md).
+# What reading a spreadsheet costs Parse, per 10,000 cells (docs/formats.md, "Spreadsheets"); no server.
+.PHONY: bench-sheets
+bench-sheets: install
+	$(PY) -m bench.sheet_parse $(SHEETS_ARGS)
+
 .PHONY: bench-reingest
 bench-reingest: synth opensearch
 	$(PY) -m bench.reingest

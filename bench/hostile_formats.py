@@ -13,7 +13,7 @@ from rag_ingest.core.errors import PermanentError
 from rag_ingest.parsing.blocks import SNIFF_BYTES, FormatLimits
 from rag_ingest.parsing.formats import detect_format, read_structured
 
-from samples import documents
+from samples import documents, spreadsheets
 
 # cdk.json's limits (limits.maxPages, limits.maxFileBytes).
 MAX_PAGES = 5000
@@ -30,6 +30,14 @@ CASES: dict[str, Callable[[], bytes]] = {
     "legacy .doc (OLE2)": documents.ole2_document,
     "macro-enabled .docm": lambda: documents.macro_enabled(documents.docx_bytes(), "word/document.xml"),
     "undecodable text": documents.undecodable_text,
+    "zip bomb XLSX (600 MB of XML declared)": spreadsheets.zip_bomb_xlsx,
+    "entity expansion XLSX": spreadsheets.entity_expansion_xlsx,
+    "XLSX of 1,000,000 rows": spreadsheets.million_rows_xlsx,
+    "XLSX, one 10 MB cell": spreadsheets.huge_cell_xlsx,
+    "CSV of 1,000,000 rows": spreadsheets.million_rows_csv,
+    "CSV, one 10 MB cell": spreadsheets.huge_cell_csv,
+    "macro-enabled .xlsm": spreadsheets.macro_enabled_xlsx,
+    "legacy .xls (OLE2)": spreadsheets.legacy_xls,
 }
 
 

@@ -2,11 +2,12 @@
 
     .venv/bin/python -m eval.formats.make_formats [--work-dir DIR]
 
-Fetches the packages named in ``SOURCES`` (``apt-get download``, ``dpkg-deb -x``), checks each file taken
-against the sha256 recorded here, uses HTML manuals and spreadsheets as shipped, and converts packaged Markdown and
-HTML manuals to DOCX and PPTX with Debian's pandoc (``CONVERTER_VERSION``; needed only here, never by
-``make eval`` or the tests), the pictures an HTML page shows embedded where ``pictures`` says so.
-Imports ``eval.corpus.make_corpus``. README.md beside this file: versions, licences, the why.
+Fetches the packages named in ``SOURCES`` (``apt-get download``, ``dpkg-deb -x``), checks each file
+taken against the sha256 recorded here, uses HTML manuals and spreadsheets as shipped, and converts
+packaged Markdown and HTML manuals to DOCX and PPTX with Debian's pandoc (``CONVERTER_VERSION``;
+needed only here, never by ``make eval`` or the tests), the pictures an HTML page shows embedded
+where ``pictures`` says so. Imports ``eval.corpus.make_corpus``. README.md beside this file: versions,
+licences, the why.
 """
 
 from __future__ import annotations

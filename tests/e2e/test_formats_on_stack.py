@@ -1,4 +1,4 @@
-"""DOCX, PPTX, HTML, Markdown and text through the whole local stack: each is read as its bytes
+"""DOCX, PPTX, XLSX, HTML, Markdown, CSV and text through the whole local stack: each is read as its bytes
 say, found by search with where it stands (slide, section anchor, paragraph), and its rendered
 view holds the passage at that place."""
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from local.client import OfflineClient
-from samples import documents
+from samples import documents, spreadsheets
 
 pytestmark = pytest.mark.e2e
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
@@ -106,3 +106,29 @@ def test_a_pdf_named_docx_is_read_as_a_pdf_and_has_no_rendered_view(client: Offl
     assert response.status_code == 409 and response.json()["error"]["code"] == "NO_RENDERED_VIEW"
     download = client.request("GET", f"/documents/{document_id}/download").json()["url"]
     assert "response-content-type=application%2Fpdf" in download
+
+
+def test_a_workbook_and_a_csv_are_found_with_their_cells(client: OfflineClient, tmp_path: Path) -> None:
+    """An XLSX and a CSV through the stack: a hit names its sheet and cells, the rendered view has a
+    section per sheet with its table, and the hidden sheet is not indexed (the default)."""
+    ids = {
+        "budget.xlsx": upload(
+            client, tmp_path, "budget.xlsx", spreadsheets.budget_xlsx(), spreadsheets.XLSX_CONTENT_TYPE
+        ),
+        "tides.csv": upload(client, tmp_path, "tides.csv", spreadsheets.TIDE_TABLE_CSV.encode(), "text/csv"),
+    }
+    states = client.wait_until_done(list(ids.values()), timeout_seconds=300)
+    assert {name: states[ids[name]]["document_format"] for name in ids} == {"budget.xlsx": "xlsx", "tides.csv": "csv"}
+    assert states[ids["budget.xlsx"]]["page_count"] == 2  # Budget and Crew roster; Old rates is hidden
+    passage = best_passage(client, "Crane 3 gearbox overhaul maintenance cost", ids["budget.xlsx"])
+    assert "Crane 3 gearbox overhaul | Maintenance | 64250" in passage["text"], passage
+    assert passage["cell_range"].startswith("Budget!A"), passage
+    tide = best_passage(client, "Dredger on the bar, keep to the west channel", ids["tides.csv"])
+    assert tide["cell_range"] and "!" not in tide["cell_range"], tide
+    content = client.request("GET", f"/documents/{ids['budget.xlsx']}/content").json()
+    headings = [block["text"] for page in content["pages"] for block in page["blocks"] if block["kind"] == "heading"]
+    tables = [block for page in content["pages"] for block in page["blocks"] if block["kind"] == "table"]
+    assert headings == ["Budget", "Crew roster"], headings
+    assert [table["cell_range"] for table in tables] == ["Budget!A3:E9", "'Crew roster'!A1:C4"], tables
+    hidden = client.search("Berthing 2019 rate per metre", k=10).json()["passages"]
+    assert all("Berthing 2019" not in p["text"] for p in hidden if p["document_id"] == ids["budget.xlsx"]), hidden

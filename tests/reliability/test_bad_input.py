@@ -23,7 +23,7 @@ from rag_ingest.core.record import DocumentStatus
 
 from local.client import OfflineClient
 from local.runtime.harness import OfflineStackProcess
-from samples import documents
+from samples import documents, spreadsheets
 from tests.support import hostile_pdfs
 from tests.support.pipeline_probe import PipelineProbe, intake_poller_stats, wait_until
 
@@ -78,6 +78,15 @@ BAD_UPLOADS: dict[str, tuple[bytes, str, ErrorCode]] = {
         ErrorCode.MACRO_ENABLED_DOCUMENT,
     ),
     "unknown-encoding": (documents.undecodable_text(), "api", ErrorCode.UNKNOWN_ENCODING),
+    # Spreadsheets (docs/formats.md, "Spreadsheets").
+    "zip-bomb-xlsx": (spreadsheets.zip_bomb_xlsx(), "api", ErrorCode.DOCUMENT_TOO_COMPLEX),
+    "entity-expansion-xlsx": (spreadsheets.entity_expansion_xlsx(), "api", ErrorCode.UNSAFE_XML),
+    "million-rows-xlsx": (spreadsheets.million_rows_xlsx(), "api", ErrorCode.TOO_MANY_ROWS),
+    "10mb-cell-xlsx": (spreadsheets.huge_cell_xlsx(), "api", ErrorCode.CELL_TOO_LARGE),
+    "million-rows-csv": (spreadsheets.million_rows_csv(), "api", ErrorCode.TOO_MANY_ROWS),
+    "10mb-cell-csv": (spreadsheets.huge_cell_csv(), "api", ErrorCode.CELL_TOO_LARGE),
+    "macro-xlsm": (spreadsheets.macro_enabled_xlsx(), "api", ErrorCode.MACRO_ENABLED_DOCUMENT),
+    "legacy-xls": (spreadsheets.legacy_xls(), "api", ErrorCode.LEGACY_OFFICE_FORMAT),
 }
 
 

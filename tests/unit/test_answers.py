@@ -226,3 +226,7 @@ def test_the_source_label_names_the_page_the_slide_or_the_section() -> None:
     assert source_label(slides) == "file2.pdf, slide 3"
     html = PassageView.of(hit(1, "x", document_format=DocumentFormat.HTML, heading_path=("Guide", "Install")))
     assert source_label(html) == "file1.pdf, Guide > Install"
+    sheet = PassageView.of(
+        hit(3, "x", document_format=DocumentFormat.XLSX, heading_path=("Budget",), cell_range="Budget!A12:F40")
+    )
+    assert source_label(sheet) == "file3.pdf, Budget!A12:F40"

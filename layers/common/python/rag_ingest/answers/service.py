@@ -125,8 +125,11 @@ class _Prompted:
 
 
 def source_label(passage: PassageView) -> str:
-    """Where a passage is, as the model sees it: ``report.pdf, page 3`` or a section."""
+    """Where a passage is, as the model sees it: ``report.pdf, page 3``, a section, or a spreadsheet's
+    cells (``budget.xlsx, Budget!A12:F40``)."""
     name = passage.filename or passage.source_uri or passage.document_id
+    if passage.cell_range:
+        return f"{name}, {passage.cell_range}"
     if passage.heading_path and passage.document_format not in (DocumentFormat.PDF, DocumentFormat.PPTX):
         return f"{name}, {' > '.join(passage.heading_path)}"
     unit = "slide" if passage.document_format is DocumentFormat.PPTX else "page"

@@ -3,9 +3,10 @@
 A reader gives a :class:`Sheet` (its non-empty rows with their row numbers, and its merged ranges)
 and :func:`add_sheet` lays it out (docs/formats.md, "Spreadsheets"): a heading with the sheet's
 name; the rows above the header row as a paragraph; the table, header row first (column letters
-when no row is one); the short rows of labels after it as a paragraph. Empty columns are dropped, and every block
-records the cells its lines come from (``SheetCells``). :class:`SheetBudget` holds a workbook or a
-CSV to its rows, cells and characters. May import rag_ingest.core and rag_ingest.parsing.blocks.
+when no row is one); the short rows of labels after it as a paragraph. Empty columns are dropped,
+and every block records the cells its lines come from (``SheetCells``). :class:`SheetBudget`
+holds a workbook or a CSV to its rows, cells and characters. May import rag_ingest.core and
+rag_ingest.parsing.blocks.
 """
 
 from __future__ import annotations
