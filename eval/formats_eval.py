@@ -7,8 +7,7 @@ Each split (``eval/formats/manifest.json``) is a corpus and an index of its own,
 mode; in process, the figure questions (``figures.json``: PDF figures, image documents) get a table of
 their own with the figures found and skipped. A question is answered at rank r when the r-th passage
 holds its ``evidence`` (whitespace-normalised). The default path uploads through a local stack's API;
-``--in-process`` reads (figures OCR'd by Tesseract), chunks, indexes, searches here. Imports
-rag_ingest, eval.retrieval.
+``--in-process`` reads (figures by Tesseract), chunks, indexes, searches here. Imports eval.retrieval.
 """
 
 from __future__ import annotations
@@ -110,7 +109,7 @@ def detected_format(data: bytes) -> DocumentFormat:
 @functools.cache
 def figure_reader() -> ImageReader:
     """What Parse reads figures' images with on the local stack: Tesseract (``make ocr-tools``)."""
-    from rag_ingest.parsing.ocr.images import OcrImageReader
+    from rag_ingest.parsing.image_reading import OcrImageReader
     from rag_ingest.parsing.ocr.local import local_engine
 
     return OcrImageReader(local_engine())

@@ -11,7 +11,7 @@ import pytest
 from rag_ingest.core.parsed import BlockKind, DocumentFormat, Figure
 from rag_ingest.parsing.blocks import FormatLimits, StructuredDocument
 from rag_ingest.parsing.formats import read_structured
-from rag_ingest.parsing.ocr.images import OcrImageReader
+from rag_ingest.parsing.image_reading import OcrImageReader
 from rag_ingest.parsing.ocr.local import local_engine
 
 from tests.support.figure_images import docx_with_picture, image_with_text

@@ -115,11 +115,14 @@ class Figure(BaseModel):
 
 class FigureCounts(BaseModel):
     """A document's figures: those indexed, those skipped as decoration (rag_ingest.parsing.figures),
-    and those indexed by their caption alone because the document's reading cap was reached."""
+    and those indexed by their caption alone because the document's reading cap was reached (or,
+    in a DOCX, PPTX or HTML file, because the engine does not take the image's format)."""
 
     indexed: int = Field(default=0, ge=0)
     skipped_tiny: int = Field(default=0, ge=0)
     skipped_repeated: int = Field(default=0, ge=0)
+    #: Decoration by the file's own say (HTML's ``alt=""`` or ``role="presentation"``).
+    skipped_marked: int = Field(default=0, ge=0)
     over_read_cap: int = Field(default=0, ge=0)
     #: Found and not decoration, but with no text to index (no caption, alt text or reading).
     without_text: int = Field(default=0, ge=0)

@@ -65,7 +65,6 @@ from rag_ingest.parsing.figures import CaptionsOnly, ImageReader
 from rag_ingest.parsing.formats import SNIFF_BYTES, FormatLimits, detect_format, read_structured
 from rag_ingest.parsing.image_document import read_image_document
 from rag_ingest.parsing.ocr.engine import OcrEngine, PageOcr
-from rag_ingest.parsing.ocr.images import OcrImageReader
 from rag_ingest.parsing.pdf.extract import count_pdf_pages, join_page_ranges, parse_page_range
 from rag_ingest.parsing.pdf.figures import PdfFigures
 
@@ -251,21 +250,9 @@ class Pipeline:
 
     def _parse_structured(self, data: bytes, document_format: DocumentFormat) -> ParsedRange:
         """A structured file (not a PDF) read whole into one range of pages of blocks."""
-        engine = self._deps.ocr_engine
-        images = OcrImageReader(engine) if engine is not None else None  # None: captions and alt text only
+        images = self._deps.image_reader(1.0) if self._deps.image_reader else CaptionsOnly()
         limits = FormatLimits(max_pages=self._env.max_pages, read_hidden_sheets=self._env.index_hidden_sheets)
         document = read_structured(data, document_format, limits, images)
-        logger.info(
-            "figures read",
-            extra={
-                "figures": document.figures,
-                "figures_skipped_tiny": document.figures_skipped_tiny,
-                "figures_skipped_repeated": document.figures_skipped_repeated,
-                "figures_skipped_marked": document.figures_skipped_marked,
-                "figures_ocr": document.figures_ocr,
-                "figures_not_ocr": document.figures_not_ocr,
-            },
-        )
         pages = document.pages
         return ParsedRange(
             page_count=len(pages),
@@ -276,6 +263,7 @@ class Pipeline:
             # No text anywhere is EMPTY_DOCUMENT (nothing to read), never NO_TEXT_LAYER (OCR is for PDFs).
             draws_marks=False,
             metadata_title=document.title,
+            figures=document.figure_counts,
         )
 
     def _joined_pages(self, job: DocumentJob) -> ParsedDocument:

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from rag_ingest.core.errors import ErrorCode, PermanentError
-from rag_ingest.core.parsed import BlockKind, Figure, PageText, SheetCells, TextBlock
+from rag_ingest.core.parsed import BlockKind, Figure, FigureCounts, PageText, SheetCells, TextBlock
 from rag_ingest.parsing.figures import figure_text
 
 #: Validate reads this much of an object to tell text formats apart (a zip is read whole).
@@ -289,6 +289,19 @@ class StructuredDocument:
     figures_skipped_marked: int = 0
     figures_ocr: int = 0
     figures_not_ocr: int = 0
+    figures_without_text: int = 0
+
+    @property
+    def figure_counts(self) -> FigureCounts:
+        """The counts as the document's record keeps them (``ParsedRange.figures``)."""
+        return FigureCounts(
+            indexed=self.figures,
+            skipped_tiny=self.figures_skipped_tiny,
+            skipped_repeated=self.figures_skipped_repeated,
+            skipped_marked=self.figures_skipped_marked,
+            over_read_cap=self.figures_not_ocr,
+            without_text=self.figures_without_text,
+        )
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,7 @@ def structured_document(
         figures_skipped_marked=len(marked) - marked_tiny,
         figures_ocr=read,
         figures_not_ocr=not_read,
+        figures_without_text=len(kept) - indexed,
     )
 
 
