@@ -41,6 +41,8 @@ STACK_ENV = {
     "LOCAL_EMBEDDING_VECTORS": "deterministic",
     "LOCAL_PERSIST": "0",
     "LOCAL_RETRY_SCALE": "1",
+    # Warm workers stay warm between runs (the local default stops a worker idle for 30 s).
+    "LOCAL_LAMBDA_IDLE_SECONDS": "900",
 }
 
 

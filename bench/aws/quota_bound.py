@@ -218,7 +218,10 @@ def chart(rows: Mapping[str, Sequence[Mapping[str, Any]]], width: int = 40) -> s
 
 
 # -- the runs --------------------------------------------------------------------------------------
-def run_ours(documents: Sequence[CorpusDocument], timeout: float) -> dict[str, Any]:
+def run_ours(
+    documents: Sequence[CorpusDocument], timeout: float, at_clock: Callable[[], None] = lambda: None
+) -> dict[str, Any]:
+    """rag-ingest through its local stack; ``at_clock`` is called as its clock starts."""
     from rag_ingest.core.tokens import count_tokens
 
     from bench.cost.measure import document_chunks, probe_client
@@ -230,6 +233,7 @@ def run_ours(documents: Sequence[CorpusDocument], timeout: float) -> dict[str, A
         baseline = {"embedding_server_before_clock": server_stats(str(outputs["EmbeddingEndpoint"]))}
         sampler.append(QuotaSampler(str(outputs["EmbeddingEndpoint"])))
         sampler[0].start()
+        at_clock()
         return {**baseline, "clock_started": time.time()}
 
     def after_run(outputs: Mapping[str, Any], states: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
@@ -315,6 +319,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     go.add_argument("--manifest", type=Path, default=MANIFEST)
     go.add_argument("--timeout", type=float, default=3600)
     go.add_argument("--output", type=Path)
+    go.add_argument(
+        "--alongside", action="store_true", help="the peers start with rag-ingest's clock (each on its own server)"
+    )
     args = parser.parse_args(argv)
     if args.command == "build":
         manifest = build(args.minutes)
@@ -341,15 +348,21 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     threading.Thread(target=record_load, daemon=True).start()
     outcomes: dict[str, dict[str, Any]] = {}
-    if OURS in systems:
-        print("rag-ingest ...", flush=True)
-        outcomes[OURS] = run_ours(documents, args.timeout)
     peers = [name for name in systems if name != OURS]
-    if peers:
-        print(f"{', '.join(peers)} side by side ...", flush=True)
-        runner: Callable[[str], dict[str, Any]] = lambda name: run_peer_sampled(name, documents)  # noqa: E731
-        with ThreadPoolExecutor(max_workers=len(peers)) as pool:
-            outcomes.update(zip(peers, pool.map(runner, peers), strict=True))
+    pool = ThreadPoolExecutor(max_workers=max(1, len(peers)))
+    running: list[Any] = []
+
+    def start_peers() -> None:
+        if peers and not running:
+            print(f"{', '.join(peers)} ...", flush=True)
+            running.extend(pool.submit(run_peer_sampled, name, documents) for name in peers)
+
+    with pool:
+        if OURS in systems:
+            print("rag-ingest ...", flush=True)
+            outcomes[OURS] = run_ours(documents, args.timeout, start_peers if args.alongside else lambda: None)
+        start_peers()
+        outcomes.update(zip(peers, (future.result() for future in running), strict=True))
     stop_load.set()
     rows = {name: with_minutes(name, outcome, pages) for name, outcome in outcomes.items()}
     report = {
