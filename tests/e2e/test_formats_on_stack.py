@@ -132,3 +132,38 @@ def test_a_workbook_and_a_csv_are_found_with_their_cells(client: OfflineClient, 
     assert [table["cell_range"] for table in tables] == ["Budget!A3:E9", "'Crew roster'!A1:C4"], tables
     hidden = client.search("Berthing 2019 rate per metre", k=10).json()["passages"]
     assert all("Berthing 2019" not in p["text"] for p in hidden if p["document_id"] == ids["budget.xlsx"]), hidden
+
+
+def test_images_and_a_pdf_figure_are_found_where_they_stand(client: OfflineClient, tmp_path: Path) -> None:
+    """A PNG and a two-page TIFF read by OCR through the stack, each hit with its page and rectangles;
+    a PDF's screenshot found by the words inside it, its rectangle the figure's, and counted."""
+    formats = SAMPLES.parent / "eval" / "formats"
+    corpus = SAMPLES.parent / "eval" / "corpus"
+    ids = {
+        "page.png": upload(client, tmp_path, "page.png", (formats / "mnras-guide-page4.png").read_bytes(), "image/png"),
+        "pages.tiff": upload(
+            client, tmp_path, "pages.tiff", (formats / "jacow-a4-pages1-2.tiff").read_bytes(), "image/tiff"
+        ),
+        "paper.pdf": upload(
+            client, tmp_path, "paper.pdf", (corpus / "hyperref-paper.pdf").read_bytes(), "application/pdf"
+        ),
+    }
+    states = client.wait_until_done(list(ids.values()), timeout_seconds=600)
+    assert {name: states[ids[name]]["status"] for name in ids} == dict.fromkeys(ids, "READY"), states
+    assert {name: states[ids[name]]["document_format"] for name in ids} == {
+        "page.png": "png",
+        "pages.tiff": "tiff",
+        "paper.pdf": "pdf",
+    }
+    assert states[ids["pages.tiff"]]["page_count"] == 2
+    for name, query, page in (
+        ("page.png", "To produce bold symbols in mathematics", 1),
+        ("pages.tiff", "annual meeting in December 2019 in Santos", None),
+    ):
+        passage = best_passage(client, query, ids[name])
+        assert passage["boxes"] and all(0 <= box["x0"] < box["x1"] <= 1 for box in passage["boxes"]), passage
+        assert page is None or passage["page_start"] == page, passage
+    figure = best_passage(client, "Acrobat document information File Size (Bytes)", ids["paper.pdf"])
+    assert figure["figure_sources"] and "ocr" in figure["figure_sources"], figure
+    assert len(figure["boxes"]) == 1, figure  # the figure's own rectangle
+    assert states[ids["paper.pdf"]]["figures"]["indexed"] >= 1, states[ids["paper.pdf"]]
