@@ -1,6 +1,5 @@
-// A document's user metadata: an editor of key/value rows (at upload and on a document), checked
-// here by the API's rules (rag_ingest/core/metadata.py, docs/api.md "Metadata") before sending, and
-// showing the API's own 400 beside the field it names.
+// A document's metadata editor: the API's rules (rag_ingest/core/metadata.py) checked before
+// sending; the API's own 400 shown beside the field it names.
 
 import { el } from "./format.js";
 

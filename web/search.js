@@ -1,15 +1,11 @@
-// Search: passages with their highlight, document and page span; a result opens where it stands: a
-// PDF or an image in its viewer (pdf-view.js, image-view.js), passage marked; others rendered.
-// Ask: the same search, and above it the answer (streamed, else POST /answer) whose [n] open the cited spots.
+// Search: passages, opened where they stand (pdf-view.js, image-view.js, the rendered view).
+// Ask: the answer above the same search; its [n] open the cited spots.
 
 import { decodeEntities, el } from "./format.js";
 
 const EM_TAG = /<(\/?)em>/gi;
 
-/**
- * A highlight fragment as DOM nodes: <em> and </em> become <mark>-like <em> elements; everything
- * else is text (any other markup shows as the characters it is, never as HTML).
- */
+/** A highlight fragment as DOM nodes: <em> kept, any other markup shown as text. */
 export function highlightFragment(html) {
   const fragment = document.createDocumentFragment();
   let target = fragment;
@@ -173,8 +169,7 @@ export class SearchView {
 
   renderPassage(passage) {
     const blocks = passageBlocks(passage.text || "");
-    // A passage holding a table is shown whole, as rows and cells; any other as its highlights.
-    const body = blocks.some((block) => block.kind === "table")
+      const body = blocks.some((block) => block.kind === "table")
       ? structuredPassage(blocks, passage.highlights)
       : this.highlightedPassage(passage);
     const span = pageSpan(passage);
@@ -213,9 +208,7 @@ export class SearchView {
     return body;
   }
 
-  /** Open a hit where it stands: a PDF in the embedded viewer at its page, the passage's rectangles
-   * marked; any other format in the rendered view, at the passage's section and paragraph (a PPTX
-   * at its slide). Without the dialog, a PDF opens in a new tab. */
+  /** Open a hit where it stands: its page and rectangles, or its section and paragraph. */
   async open(passage) {
     if (!this.viewerDialog) return this.openOriginal(passage);
     const original = this.viewerDialog.querySelector("#viewer-original");

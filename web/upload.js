@@ -13,7 +13,7 @@ const TYPES_BY_EXTENSION = Object.freeze({
 /** The file picker's filter: the formats the pipeline reads (rag_ingest/core/upload_types.py). */
 export const ACCEPTED_FILES = [...Object.keys(TYPES_BY_EXTENSION).map((ext) => `.${ext}`), ...new Set(Object.values(TYPES_BY_EXTENSION))].join(",");
 const isText = (type) => /^text\//.test(type);
-/** Text (HTML, Markdown, CSV, plain) and image limits (MAX_TEXT_FORMAT_BYTES, MAX_IMAGE_BYTES in rag_ingest/core/upload_types.py). */
+/** Limits: MAX_TEXT_FORMAT_BYTES, MAX_IMAGE_BYTES in rag_ingest/core/upload_types.py. */
 export const MAX_TEXT_FORMAT_BYTES = 20 * 1024 * 1024;
 const MAX_IMAGE_BYTES = 10485760;
 const IMAGES = [["png", [137, 80, 78, 71]], ["jpeg", [255, 216, 255]], ["tiff", [73, 73, 42, 0]], ["tiff", [77, 77, 0, 42]]];
@@ -22,10 +22,7 @@ const startsWith = (head, bytes) => bytes.every((byte, index) => head[index] ===
 const ascii = (text) => [...text].map((character) => character.charCodeAt(0));
 const extensionOf = (name) => (/\.([a-z0-9]+)$/i.exec(name)?.[1] || "").toLowerCase();
 
-/**
- * What the file is, from its first bytes (the name tells .docx, .pptx and .xlsx apart, and HTML,
- * Markdown and CSV from text): {type} to declare, or {refusal} for a file that can never succeed.
- */
+/** What the file is, by its first bytes, then its name: {type} to declare, or {refusal}. */
 export async function sniffUpload(file) {
   const head = new Uint8Array(await file.slice(0, 1024).arrayBuffer());
   const extension = extensionOf(file.name);

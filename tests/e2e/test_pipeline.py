@@ -68,7 +68,7 @@ def test_bad_files_fail_with_their_code_without_retry_loops(
 
 
 def test_upload_request_for_a_type_that_is_not_accepted_is_refused(client: OfflineClient) -> None:
-    response = client.create_upload("photo.png", content_type="image/png")
+    response = client.create_upload("animation.gif", content_type="image/gif")
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "UNSUPPORTED_TYPE"
 

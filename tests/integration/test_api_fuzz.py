@@ -147,7 +147,7 @@ WRONG = {
         {"filename": True},
         {"filename": "a.pdf", "content_type": ["application/pdf"]},
         # The name decides nothing (a text file may be named a.pdf): types that are not accepted are refused.
-        {"filename": "a.pdf", "content_type": "image/png"},
+        {"filename": "a.pdf", "content_type": "image/gif"},
         {"filename": "notes.doc", "content_type": "application/msword"},
         {"filename": "x" * 100_000 + ".pdf"},
         {"filename": "a.pdf", "tenant_id": "someone-else"},

@@ -74,7 +74,8 @@ def test_a_data_image_in_html_is_read_and_a_picture_without_words_is_not(reader:
 
 
 def test_parse_and_chunk_carry_a_figure_read_by_the_stage_engine() -> None:
-    world = build_world(ocr_engine=local_engine())
+    engine = local_engine()
+    world = build_world(ocr_engine=engine, image_reader=lambda share: OcrImageReader(engine))
     data = docx_with_picture(image_with_text("VALVE V-12"), alt="Valve diagram")
     job = world.through_chunk(world.upload(data, filename="valves.docx"))
     chunks = world.objects.get_json(job.bucket, job.chunks_key or "")

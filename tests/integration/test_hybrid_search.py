@@ -128,7 +128,7 @@ def test_search_service_answers_with_passage_views(store: VectorStore, embedder:
     top = response.passages[0].model_dump()
     assert set(top) == {
         "chunk_id", "document_id", "filename", "page_start", "page_end", "heading_path",
-        "document_format", "anchor", "paragraph_index", "boxes", "figure_sources",
+        "document_format", "anchor", "paragraph_index", "boxes", "figure_sources", "cell_range",
         "score", "text", "highlights", "retrieved_by", "copies", "metadata", "source_uri",
         "expanded", "chunk_ids", "truncated",
     }  # fmt: skip
