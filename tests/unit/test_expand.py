@@ -3,6 +3,7 @@ chunks without the chunker's overlap, the size cap around the matches, and searc
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 from itertools import pairwise
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 from rag_ingest.core.access import DocumentAccess, Principal
 from rag_ingest.core.ids import chunk_id
-from rag_ingest.core.parsed import Chunk, PassageBox
+from rag_ingest.core.parsed import Chunk, FigureSource, PassageBox
 from rag_ingest.core.record import DocumentStamp
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.ingest.chunking import chunk_pages, document_text
@@ -203,3 +204,23 @@ class _NoEmbedder:
 
     def embed(self, texts: object) -> list[list[float]]:
         raise AssertionError("BM25 only")
+
+
+def test_a_figure_of_several_chunks_stays_a_figure_with_its_one_rectangle() -> None:
+    """A long figure passage is cut into chunks that share the figure's rectangle and sources: joined,
+    they are still that figure, cited by the rectangle once; joined with text they are not a figure."""
+    box = PassageBox(page=2, x0=0.1, y0=0.1, x1=0.3, y1=0.4)
+    sources = [FigureSource.CAPTION, FigureSource.OCR]
+    texts = ["Figure 1: The viewer", "Text in the image: File Size (Bytes)", "The viewer shows bookmarks."]
+    chunks = [
+        Chunk(chunk_index=index, text=text, page_start=2, page_end=2, char_start=0, char_end=len(text), token_count=5)
+        for index, text in enumerate(texts)
+    ]
+    figure = [chunk.model_copy(update={"boxes": [box], "figure_sources": sources}) for chunk in chunks[:2]]
+    hits = [replace(hit_of(chunk), boxes=(box,), figure_sources=tuple(sources)) for chunk in figure]
+    [group] = group_hits(hits, Expand.PAGE)
+    result, _ = merge_group(group, hits, parent_scope(group, Expand.PAGE), max_tokens=100_000)
+    assert "File Size (Bytes)" in result.text and "bookmarks" not in result.text, result.text
+    assert (result.figure_sources, result.boxes) == (tuple(sources), (box,))
+    around, _ = merge_group(group, [*hits, hit_of(chunks[2])], parent_scope(group, Expand.PAGE), max_tokens=100_000)
+    assert "bookmarks" in around.text and around.figure_sources is None

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from rag_ingest.core.ids import split_chunk_id
+from rag_ingest.core.parsed import PassageBox
 from rag_ingest.core.settings import EXPAND_MAX_TOKENS, EXPAND_RADIUS_CHUNKS
 from rag_ingest.core.tokens import count_tokens
 from rag_ingest.retrieval.hits import SearchHit
@@ -127,14 +128,17 @@ def merge_group(
     # Cut: chunks of the parent left out here, or (at the fetched range's ends) beyond it.
     first, last = window[0].index, window[-1].index
     truncated = lo > 0 or hi < len(pieces) - 1 or (first == scope.first_chunk and first > 0) or last == scope.last_chunk
+    # A long figure is several chunks with one rectangle: it stays a figure, and its rectangle is said once.
+    boxes = {_box_key(box): box for hit in inside for box in hit.boxes}
+    one_figure = len({(piece.hit.figure_sources, tuple(map(_box_key, piece.hit.boxes))) for piece in window}) == 1
     result = replace(
         best,
         text=window[0].alone + "".join(piece.after_previous for piece in window[1:]),
         page_start=min(piece.hit.page_start for piece in window),
         page_end=max(piece.hit.page_end for piece in window),
-        boxes=tuple(box for hit in inside for box in hit.boxes),
-        # A parent of more than the figure's passage is text around it, not a figure.
-        figure_sources=best.figure_sources if len(window) == 1 else None,
+        boxes=tuple(boxes.values()),
+        # A parent of more than one figure's passage is text around it, not a figure.
+        figure_sources=best.figure_sources if one_figure else None,
         highlights=_union(hit.highlights for hit in inside),
         retrieved_by=_union(hit.retrieved_by for hit in inside),
         copies=tuple(copy for hit in inside for copy in hit.copies),
@@ -231,3 +235,7 @@ def _union(values: Iterable[tuple[str, ...]]) -> tuple[str, ...]:
     for group in values:
         seen.update(dict.fromkeys(group))
     return tuple(seen)
+
+
+def _box_key(box: PassageBox) -> tuple[int, float, float, float, float]:
+    return (box.page, box.x0, box.y0, box.x1, box.y1)
