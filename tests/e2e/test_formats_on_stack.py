@@ -163,7 +163,8 @@ def test_images_and_a_pdf_figure_are_found_where_they_stand(client: OfflineClien
         passage = best_passage(client, query, ids[name])
         assert passage["boxes"] and all(0 <= box["x0"] < box["x1"] <= 1 for box in passage["boxes"]), passage
         assert page is None or passage["page_start"] == page, passage
-    found = client.search("Which fields does Acrobat's document information window show? File Size (Bytes)", k=10)
+    question = "Which fields does Acrobat's document information window show? File Size (Bytes)"
+    found = client.search(question, k=10, expand="none")  # the figure's own passage, not its page
     figures = [
         passage
         for passage in found.json()["passages"]
