@@ -34,7 +34,15 @@ from rag_ingest.retrieval.query import SearchQuery
 from rag_ingest.retrieval.search import SearchMode, search_passages
 from rag_ingest_client.uploads import declared_type
 
-from eval.retrieval import MAX_BYTES, MAX_PAGES, RESULTS_PER_QUESTION, SPLITS, Scores, in_process_index
+from eval.retrieval import (
+    MAX_BYTES,
+    MAX_PAGES,
+    RESULTS_PER_QUESTION,
+    SPLITS,
+    InProcessIndex,
+    Scores,
+    in_process_index,
+)
 
 FORMATS_DIR = Path(__file__).resolve().parent / "formats"
 FORMATS_MANIFEST = FORMATS_DIR / "manifest.json"
@@ -115,6 +123,17 @@ def figure_reader() -> ImageReader:
     return OcrImageReader(local_engine())
 
 
+def asked_of(index: InProcessIndex, query: str, mode: SearchMode) -> list[TextPassage]:
+    """The passages an in-process index answers ``query`` with, in ``mode``."""
+    hits = search_passages(
+        index.store,
+        index.embedder,
+        SearchQuery(tenant_id=index.tenant_id, text=query, k=RESULTS_PER_QUESTION, mode=mode),
+        fusion=index.fusion,
+    )
+    return [TextPassage(hit.filename or "", hit.text) for hit in hits]
+
+
 def read_document(path: Path, images: ImageReader | None = None) -> tuple[DocumentFormat, StructuredDocument]:
     """The file as Validate and Parse read it: its detected format, then pages of blocks
     (``images``: what reads the text inside its figures; None, captions and alt text only)."""
@@ -184,7 +203,6 @@ def figure_chunks(path: Path, parses: dict[str, FigureParse] | None = None) -> l
     parse time and the figure counts."""
     from rag_ingest.ingest.passage_boxes import passage_boxes
     from rag_ingest.parsing.image_document import read_image_document
-    from rag_ingest.parsing.image_reading import OcrImageReader
     from rag_ingest.parsing.ocr.engine import PageOcr
     from rag_ingest.parsing.ocr.local import local_engine
     from rag_ingest.parsing.pdf.extract import join_page_ranges, parse_pdf
@@ -197,7 +215,7 @@ def figure_chunks(path: Path, parses: dict[str, FigureParse] | None = None) -> l
         ranges = [read_image_document(data, document_format, max_pages=MAX_PAGES, ocr=PageOcr(local_engine()))]
         document = join_page_ranges(ranges, clean=False)
     else:
-        figures = PdfFigures(OcrImageReader(local_engine()))
+        figures = PdfFigures(figure_reader())
         document = parse_pdf(data, max_bytes=MAX_BYTES, max_pages=MAX_PAGES, figures=figures)
     if parses is not None:
         parses[path.name] = FigureParse(time.perf_counter() - started, document.figures, document.page_count)
@@ -222,18 +240,9 @@ def evaluate_figures(
         chunker=lambda path: figure_chunks(path, parses),
         pdfs=paths,
     ) as index:
-
-        def search(query: str, mode: SearchMode) -> list[TextPassage]:
-            hits = search_passages(
-                index.store,
-                index.embedder,
-                SearchQuery(tenant_id=index.tenant_id, text=query, k=RESULTS_PER_QUESTION, mode=mode),
-                fusion=index.fusion,
-            )
-            return [TextPassage(hit.filename or "", hit.text) for hit in hits]
-
         asked = [question.as_evidence() for question in questions]
-        return {mode: score(asked, {q.id: search(q.question, mode) for q in asked}) for mode in MODES}, parses
+        answers = {mode: {q.id: asked_of(index, q.question, mode) for q in asked} for mode in MODES}
+        return {mode: score(asked, answers[mode]) for mode in MODES}, parses
 
 
 def print_figures(split: str, questions: Sequence[FigureQuestion], scores: Mapping[SearchMode, Scores],
@@ -323,17 +332,7 @@ def evaluate_in_process(
         chunker=functools.partial(structured_chunks, images=figure_reader() if figure_ocr else None),
         pdfs=[document.path for document in documents],
     ) as index:
-
-        def search(query: str, mode: SearchMode) -> list[TextPassage]:
-            hits = search_passages(
-                index.store,
-                index.embedder,
-                SearchQuery(tenant_id=index.tenant_id, text=query, k=RESULTS_PER_QUESTION, mode=mode),
-                fusion=index.fusion,
-            )
-            return [TextPassage(hit.filename or "", hit.text) for hit in hits]
-
-        results = {mode: {q.id: search(q.question, mode) for q in questions} for mode in MODES}
+        results = {mode: {q.id: asked_of(index, q.question, mode) for q in questions} for mode in MODES}
         return SplitRun(name, "ours, in process", list(documents), list(questions), index.chunk_count, results)
 
 
